@@ -1,0 +1,276 @@
+/* ops.c — CPU kernels. See ops.h for the canonical orders that make them batch invariant.
+ * Each kernel has a plain C form; where an AVX2 form exists it performs the same operations. */
+#include "kernels/ops.h"
+#include "worker/quant.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define OPS_AVX2 1
+#endif
+
+/* ---- dot product --------------------------------------------------------------------------- */
+
+static inline float reduce8(const float a[8]) {
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+float ops_dot_ref(const float *a, const float *b, int n) {
+    float acc[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(a[i + l], b[i + l], acc[l]);
+    float s = reduce8(acc);
+    for (; i < n; i++) s = fmaf(a[i], b[i], s);
+    return s;
+}
+
+#ifdef OPS_AVX2
+static inline float hsum8(__m256 v) {
+    /* lanes l0..l7 -> ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)), as reduce8 */
+    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+    __m128 s = _mm_add_ps(lo, hi);                 /* (l0+l4, l1+l5, l2+l6, l3+l7) */
+    __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s)); /* (s0+s2, s1+s3, ...) */
+    __m128 u = _mm_add_ss(t, _mm_movehdup_ps(t));  /* (s0+s2) + (s1+s3) */
+    return _mm_cvtss_f32(u);
+}
+#endif
+
+float ops_dot(const float *a, const float *b, int n) {
+#ifdef OPS_AVX2
+    __m256 acc = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+    float s = hsum8(acc);
+    for (; i < n; i++) s = fmaf(a[i], b[i], s);
+    return s;
+#else
+    return ops_dot_ref(a, b, n);
+#endif
+}
+
+/* ---- matmul with quantised weights ----------------------------------------------------------- */
+
+#define MM_ROWS 4    /* weight rows dequantised together per work step */
+#define MM_ITEM 64   /* weight rows per pool item */
+
+typedef struct {
+    const ops_weight *w;
+    const float *x;   /* [T][cols] */
+    float *y;         /* [T][ldy] */
+    int T, ldy, r0, r1;
+    float *scratch;   /* [n_threads][MM_ROWS][cols] */
+} mm_ctx;
+
+void ops_weight_row(const ops_weight *w, int r, float *out) {
+    quant_dequant_row(w->type, w->data + (size_t)r * w->row_bytes, out, w->cols);
+}
+
+/* y[t][r..r+3] for rows already dequantised into wt [4][K]. */
+static void mm_tile4(const float *wt, const float *x, float *y, int T, int K, int ldy, int r) {
+    int t = 0;
+#ifdef OPS_AVX2
+    int K8 = K & ~7;
+    for (; t + 2 <= T; t += 2) {
+        const float *x0 = x + (size_t)t * K, *x1 = x0 + K;
+        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+        for (int i = 0; i < K8; i += 8) {
+            __m256 v0 = _mm256_loadu_ps(x0 + i), v1 = _mm256_loadu_ps(x1 + i);
+            __m256 w0 = _mm256_loadu_ps(wt + i), w1 = _mm256_loadu_ps(wt + K + i);
+            __m256 w2 = _mm256_loadu_ps(wt + 2 * K + i), w3 = _mm256_loadu_ps(wt + 3 * K + i);
+            a00 = _mm256_fmadd_ps(w0, v0, a00); a01 = _mm256_fmadd_ps(w0, v1, a01);
+            a10 = _mm256_fmadd_ps(w1, v0, a10); a11 = _mm256_fmadd_ps(w1, v1, a11);
+            a20 = _mm256_fmadd_ps(w2, v0, a20); a21 = _mm256_fmadd_ps(w2, v1, a21);
+            a30 = _mm256_fmadd_ps(w3, v0, a30); a31 = _mm256_fmadd_ps(w3, v1, a31);
+        }
+        float s[8] = { hsum8(a00), hsum8(a10), hsum8(a20), hsum8(a30), hsum8(a01), hsum8(a11), hsum8(a21), hsum8(a31) };
+        for (int i = K8; i < K; i++)
+            for (int q = 0; q < 4; q++) {
+                s[q] = fmaf(wt[q * K + i], x0[i], s[q]);
+                s[4 + q] = fmaf(wt[q * K + i], x1[i], s[4 + q]);
+            }
+        for (int q = 0; q < 4; q++) {
+            y[(size_t)t * ldy + r + q] = s[q];
+            y[(size_t)(t + 1) * ldy + r + q] = s[4 + q];
+        }
+    }
+#endif
+    for (; t < T; t++)
+        for (int q = 0; q < 4; q++) y[(size_t)t * ldy + r + q] = ops_dot(wt + (size_t)q * K, x + (size_t)t * K, K);
+}
+
+static void mm_item(void *vctx, int item, int thread) {
+    mm_ctx *c = vctx;
+    const ops_weight *w = c->w;
+    int K = w->cols;
+    float *wt = c->scratch + (size_t)thread * MM_ROWS * K;
+    int rb = c->r0 + item * MM_ITEM, re = rb + MM_ITEM < c->r1 ? rb + MM_ITEM : c->r1;
+    int r = rb;
+    for (; r + MM_ROWS <= re; r += MM_ROWS) {
+        for (int q = 0; q < MM_ROWS; q++) ops_weight_row(w, r + q, wt + (size_t)q * K);
+        mm_tile4(wt, c->x, c->y, c->T, K, c->ldy, r);
+    }
+    for (; r < re; r++) {
+        ops_weight_row(w, r, wt);
+        for (int t = 0; t < c->T; t++) c->y[(size_t)t * c->ldy + r] = ops_dot(wt, c->x + (size_t)t * K, K);
+    }
+}
+
+int ops_matmul_rows(pool *p, const ops_weight *w, const float *x, float *y, int T, int ldy, int r0, int r1) {
+    if (r1 <= r0 || T <= 0) return 0;
+    mm_ctx c = { w, x, y, T, ldy, r0, r1, NULL };
+    c.scratch = malloc(sizeof(float) * (size_t)pool_threads(p) * MM_ROWS * (size_t)w->cols);
+    if (!c.scratch) return -1;
+    pool_run(p, mm_item, &c, (r1 - r0 + MM_ITEM - 1) / MM_ITEM);
+    free(c.scratch);
+    return 0;
+}
+
+int ops_matmul(pool *p, const ops_weight *w, const float *x, float *y, int T, int ldy) {
+    return ops_matmul_rows(p, w, x, y, T, ldy, 0, w->rows);
+}
+
+/* ---- norms, rope, activations ----------------------------------------------------------------- */
+
+void ops_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
+    float ss = ops_dot(x, x, n);
+    float scale = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
+}
+
+static float yarn_ramp(float low, float high, int i0) {
+    float y = ((float)(i0 / 2) - low) / fmaxf(0.001f, high - low);
+    return 1.0f - fminf(1.0f, fmaxf(0.0f, y));
+}
+
+/* YaRN correction dims: the rotary dimension at which a wavelength spans n_rot rotations. */
+static float yarn_corr_dim(int n_rot, int n_ctx_orig, float n_rotations, float base) {
+    return (float)n_rot * logf((float)n_ctx_orig / (n_rotations * 2.0f * (float)M_PI)) / (2.0f * logf(base));
+}
+
+void ops_rope_table(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg) {
+    float theta_scale = powf(cfg->base, -2.0f / (float)n_rot);
+    float theta_extrap = (float)pos;
+    float low = 0, high = 0, mscale = cfg->attn_factor > 0 ? cfg->attn_factor : 1.0f;
+    if (cfg->ext_factor > 0) {
+        low = floorf(yarn_corr_dim(n_rot, cfg->n_ctx_orig, cfg->beta_fast, cfg->base));
+        high = ceilf(yarn_corr_dim(n_rot, cfg->n_ctx_orig, cfg->beta_slow, cfg->base));
+        if (low < 0) low = 0;
+        if (high > n_rot - 1) high = (float)(n_rot - 1);
+        mscale *= 1.0f + 0.1f * logf(1.0f / cfg->freq_scale);
+    }
+    for (int i = 0; i < n_rot / 2; i++) {
+        float theta_interp = cfg->freq_scale * theta_extrap;
+        float theta = theta_interp;
+        if (cfg->ext_factor > 0) {
+            float mix = yarn_ramp(low, high, 2 * i) * cfg->ext_factor;
+            theta = theta_interp * (1 - mix) + theta_extrap * mix;
+        }
+        cs[2 * i] = cosf(theta) * mscale;
+        cs[2 * i + 1] = sinf(theta) * mscale;
+        theta_extrap *= theta_scale;
+    }
+}
+
+void ops_rope(float *x, const float *cs, int n_rot, int neox) {
+    int half = n_rot / 2;
+    for (int i = 0; i < half; i++) {
+        float c = cs[2 * i], s = cs[2 * i + 1];
+        int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+        float x0 = x[a], x1 = x[b];
+        x[a] = x0 * c - x1 * s;
+        x[b] = x0 * s + x1 * c;
+    }
+}
+
+void ops_swiglu(float *x, const float *up, int n) {
+    for (int i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i])) * up[i];
+}
+
+void ops_geglu(float *x, const float *up, int n) {
+    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+    for (int i = 0; i < n; i++) {
+        float v = x[i];
+        x[i] = 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v))) * up[i];
+    }
+}
+
+/* ---- exp ------------------------------------------------------------------------------------ */
+/* exp(x) = 2^n * e^r, n = rint(x / ln2), r = x - n ln2 (two-step Cody-Waite), e^r by a degree-6
+ * polynomial in Horner form with fma. Scalar and AVX2 do the same operations. */
+#define EXP_LOG2E 1.44269504088896341f
+#define EXP_LN2_HI 0.693359375f
+#define EXP_LN2_LO -2.12194440e-4f
+#define EXP_P0 1.9875691500e-4f
+#define EXP_P1 1.3981999507e-3f
+#define EXP_P2 8.3334519073e-3f
+#define EXP_P3 4.1665795894e-2f
+#define EXP_P4 1.6666665459e-1f
+#define EXP_P5 5.0000001201e-1f
+#define EXP_MIN -87.3f
+
+float ops_expf(float x) {
+    if (x < EXP_MIN) return 0.0f;
+    float n = rintf(x * EXP_LOG2E);
+    float r = fmaf(n, -EXP_LN2_HI, x);
+    r = fmaf(n, -EXP_LN2_LO, r);
+    float p = EXP_P0;
+    p = fmaf(p, r, EXP_P1);
+    p = fmaf(p, r, EXP_P2);
+    p = fmaf(p, r, EXP_P3);
+    p = fmaf(p, r, EXP_P4);
+    p = fmaf(p, r, EXP_P5);
+    float r2 = r * r;
+    p = fmaf(p, r2, r);
+    p = p + 1.0f;
+    int32_t e = ((int32_t)n + 127) << 23;
+    float s;
+    memcpy(&s, &e, 4);
+    return p * s;
+}
+
+float ops_exp_sub_sum(float *y, const float *x, float m, int n) {
+    float acc[8] = {0};
+    int i = 0;
+#ifdef OPS_AVX2
+    __m256 vacc = _mm256_setzero_ps();
+    const __m256 vm = _mm256_set1_ps(m), vmin = _mm256_set1_ps(EXP_MIN), vl2e = _mm256_set1_ps(EXP_LOG2E);
+    const __m256 hi = _mm256_set1_ps(-EXP_LN2_HI), lo = _mm256_set1_ps(-EXP_LN2_LO), one = _mm256_set1_ps(1.0f);
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_sub_ps(_mm256_loadu_ps(x + i), vm);
+        __m256 keep = _mm256_cmp_ps(v, vmin, _CMP_GE_OQ);
+        __m256 nn = _mm256_round_ps(_mm256_mul_ps(v, vl2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256 r = _mm256_fmadd_ps(nn, hi, v);
+        r = _mm256_fmadd_ps(nn, lo, r);
+        __m256 p = _mm256_set1_ps(EXP_P0);
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_P1));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_P2));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_P3));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_P4));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_P5));
+        p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
+        p = _mm256_add_ps(p, one);
+        /* where v < EXP_MIN, n may be out of range: zero n there, then mask the result */
+        nn = _mm256_and_ps(nn, keep);
+        __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nn), _mm256_set1_epi32(127)), 23);
+        __m256 res = _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
+        _mm256_storeu_ps(y + i, res);
+        vacc = _mm256_add_ps(vacc, res);
+    }
+    _mm256_storeu_ps(acc, vacc);
+#endif
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) {
+            y[i + l] = ops_expf(x[i + l] - m);
+            acc[l] += y[i + l];
+        }
+    float s = reduce8(acc);
+    for (; i < n; i++) {
+        y[i] = ops_expf(x[i] - m);
+        s += y[i];
+    }
+    return s;
+}

@@ -1,0 +1,77 @@
+/* ops.h — CPU kernels of the forward pass: dot products, weight matmul, norms, RoPE, activations,
+ * a vectorised exp.
+ *
+ * Batch invariance (DESIGN §2) rests on one rule: every output element is computed by the same
+ * sequence of floating-point operations whatever the batch, chunk or thread split. The canonical
+ * dot product of n values is:
+ *     acc[l] = fma(a[i+l], b[i+l], acc[l])  for i = 0, 8, 16, ... (8 lanes, l = 0..7)
+ *     s = ((acc0+acc4) + (acc2+acc6)) + ((acc1+acc5) + (acc3+acc7))
+ *     s = fma(a[i], b[i], s) for the n % 8 tail
+ * ops_dot_ref is that loop in plain C; the AVX2 paths (ops_dot, the matmul micro-kernel) do the
+ * same operations in registers and are bit-identical to it (tests/test_ops.c checks).
+ * Nothing here allocates except ops_matmul's per-call scratch (freed before it returns).
+ */
+#ifndef STRATA_OPS_H
+#define STRATA_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/pool.h"
+
+/* A weight matrix W [rows][cols] stored row-major in a GGUF tensor type; y = W x. */
+typedef struct {
+    uint32_t type;        /* GGUF_T_* */
+    int rows, cols;
+    size_t row_bytes;     /* bytes per row in type */
+    const uint8_t *data;  /* [rows][row_bytes], into the model file mapping */
+} ops_weight;
+
+float ops_dot_ref(const float *a, const float *b, int n);
+float ops_dot(const float *a, const float *b, int n);
+
+/* y[t][r] = dot(W[r], x[t]) for t < T, r < W->rows. x [T][cols], y [T][rows] (row stride ldy).
+ * Weight rows are dequantised to f32 once per call and reused for all T tokens. Returns 0, or -1
+ * when scratch cannot be allocated. */
+int ops_matmul(pool *p, const ops_weight *w, const float *x, float *y, int T, int ldy);
+
+/* Same, for the subset of output rows [r0, r1) only (y still indexed by r, row stride ldy). */
+int ops_matmul_rows(pool *p, const ops_weight *w, const float *x, float *y, int T, int ldy, int r0, int r1);
+
+/* Dequantises row r of W into out[cols]. */
+void ops_weight_row(const ops_weight *w, int r, float *out);
+
+/* out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]; x and out [n] may alias. Sum of squares in the
+ * canonical dot order (f32), so it is identical per token whatever the batch. */
+void ops_rmsnorm(float *out, const float *x, const float *w, int n, float eps);
+
+/* RoPE on one head vector x[hd] at position pos, rotating the first n_rot dims.
+ * neox = 0: pairs (2i, 2i+1) (llama); neox = 1: pairs (i, i + n_rot/2) (qwen2/3, gemma3).
+ * cs = the (cos, sin) table for this position: [n_rot/2][2], from ops_rope_table. */
+void ops_rope(float *x, const float *cs, int n_rot, int neox);
+
+/* Fills cs[n_rot/2][2] for position pos: theta_i = p * base^(-2i/n_rot) with p = pos * freq_scale
+ * (linear scaling); with YaRN (ext_factor > 0) the theta blend and the magnitude scale mscale of
+ * the YaRN paper. */
+typedef struct {
+    float base;           /* rope.freq_base */
+    float freq_scale;     /* 1 / linear factor (1 = none) */
+    float ext_factor;     /* YaRN: > 0 enables the ramp; 0 = off */
+    float attn_factor;    /* YaRN magnitude multiplier (1 = none) */
+    float beta_fast, beta_slow;
+    int n_ctx_orig;       /* YaRN: original training context */
+} ops_rope_cfg;
+void ops_rope_table(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg);
+
+/* Activations, elementwise in place on x[n] (gate) times up[n]:
+ * swiglu: x = silu(x) * up;  geglu: x = gelu_tanh(x) * up. */
+void ops_swiglu(float *x, const float *up, int n);
+void ops_geglu(float *x, const float *up, int n);
+
+/* exp(x) for x <= 0 by range reduction and a polynomial (max error ~2 ulp); scalar and AVX2
+ * versions bit-identical. Returns 0 for x < -87.3. */
+float ops_expf(float x);
+/* y[i] = ops_expf(x[i] - m); returns the sum of y in ascending order (f32). x, y [n] may alias. */
+float ops_exp_sub_sum(float *y, const float *x, float m, int n);
+
+#endif

@@ -1,0 +1,259 @@
+/* cache.c — KV cache storage and attention. See cache.h for the canonical order. */
+#include "worker/cache.h"
+#include "kernels/ops.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define CACHE_AVX2 1
+#endif
+
+#define QT 16   /* queries per work item */
+#define KB 16   /* keys per dequantised block */
+
+int cache_create(cache *c, kv_fmt fk, kv_fmt fv, int n_layer, int n_kv, int hd, int n_ctx,
+                 char *err, size_t errlen) {
+    memset(c, 0, sizeof *c);
+    if (kv_fmt_check(fk, hd, err, errlen) || kv_fmt_check(fv, hd, err, errlen)) return -1;
+    c->fk = fk; c->fv = fv;
+    c->n_layer = n_layer; c->n_kv = n_kv; c->hd = hd; c->n_ctx = n_ctx;
+    c->kb = kv_row_bytes(fk, hd);
+    c->vb = kv_row_bytes(fv, hd);
+    c->k_bytes = (size_t)n_layer * n_ctx * n_kv * c->kb;
+    c->v_bytes = (size_t)n_layer * n_ctx * n_kv * c->vb;
+    void *k = mmap(NULL, c->k_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *v = mmap(NULL, c->v_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (k == MAP_FAILED || v == MAP_FAILED) {
+        snprintf(err, errlen, "cannot reserve a KV cache of %.1f GiB for %d tokens",
+                 (double)(c->k_bytes + c->v_bytes) / (1 << 30), n_ctx);
+        if (k != MAP_FAILED) munmap(k, c->k_bytes);
+        if (v != MAP_FAILED) munmap(v, c->v_bytes);
+        memset(c, 0, sizeof *c);
+        return -1;
+    }
+    c->k = k;
+    c->v = v;
+    return 0;
+}
+
+void cache_free(cache *c) {
+    if (c->k) munmap(c->k, c->k_bytes);
+    if (c->v) munmap(c->v, c->v_bytes);
+    memset(c, 0, sizeof *c);
+}
+
+size_t cache_bytes_per_token(const cache *c) {
+    return (size_t)c->n_layer * c->n_kv * (c->kb + c->vb);
+}
+
+static const uint8_t *k_row(const cache *c, int layer, int pos, int g) {
+    return c->k + (((size_t)layer * c->n_ctx + pos) * c->n_kv + g) * c->kb;
+}
+static const uint8_t *v_row(const cache *c, int layer, int pos, int g) {
+    return c->v + (((size_t)layer * c->n_ctx + pos) * c->n_kv + g) * c->vb;
+}
+
+void cache_store(cache *c, int layer, int pos, const float *k, const float *v) {
+    for (int g = 0; g < c->n_kv; g++) {
+        kv_quantize(c->fk, k + (size_t)g * c->hd, (void *)k_row(c, layer, pos, g), c->hd);
+        kv_quantize(c->fv, v + (size_t)g * c->hd, (void *)v_row(c, layer, pos, g), c->hd);
+    }
+}
+
+/* ---- reference: one query at a time ---------------------------------------------------------- */
+
+static float seq_dot(const float *a, const float *b, int n) {
+    float s = 0.0f;
+    for (int d = 0; d < n; d++) s = fmaf(a[d], b[d], s);
+    return s;
+}
+
+int cache_attend_ref(const cache *c, const cache_attn *a) {
+    int hd = c->hd, group = a->n_head / c->n_kv;
+    int ret = -1;
+    int n_keys = a->pos0 + a->T;
+    float *s = malloc(sizeof(float) * (size_t)n_keys);   /* [n_keys] scores, then weights */
+    float *q = malloc(sizeof(float) * (size_t)hd);       /* [hd] (rotated) query */
+    float *kv = malloc(sizeof(float) * (size_t)hd);      /* [hd] one dequantised row */
+    float *o = malloc(sizeof(float) * (size_t)hd);       /* [hd] accumulator */
+    if (!s || !q || !kv || !o) goto done;
+    for (int t = 0; t < a->T; t++) {
+        int pos = a->pos0 + t;
+        int lo = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
+        for (int h = 0; h < a->n_head; h++) {
+            int g = h / group;
+            memcpy(q, a->q + ((size_t)t * a->n_head + h) * hd, sizeof(float) * (size_t)hd);
+            if (kv_fmt_rotated(c->fk)) kv_hadamard(q, hd);
+            float m = -INFINITY;
+            for (int j = lo; j <= pos; j++) {
+                kv_dequantize(c->fk, k_row(c, a->layer, j, g), kv, hd);
+                s[j - lo] = seq_dot(q, kv, hd) * a->scale;
+                if (s[j - lo] > m) m = s[j - lo];
+            }
+            float sum = ops_exp_sub_sum(s, s, m, pos - lo + 1);
+            for (int d = 0; d < hd; d++) o[d] = 0.0f;
+            for (int j = lo; j <= pos; j++) {
+                kv_dequantize(c->fv, v_row(c, a->layer, j, g), kv, hd);
+                for (int d = 0; d < hd; d++) o[d] = fmaf(s[j - lo], kv[d], o[d]);
+            }
+            for (int d = 0; d < hd; d++) o[d] = o[d] / sum;
+            if (kv_fmt_rotated(c->fv)) kv_hadamard(o, hd);
+            memcpy(a->out + ((size_t)t * a->n_head + h) * hd, o, sizeof(float) * (size_t)hd);
+        }
+    }
+    ret = 0;
+done:
+    free(s); free(q); free(kv); free(o);
+    return ret;
+}
+
+/* ---- tiled: QT queries of one head per item, keys in blocks of KB ----------------------------- */
+
+typedef struct {
+    const cache *c;
+    const cache_attn *a;
+    int n_tiles;
+    size_t max_keys;        /* score row length per query */
+    float *scratch;         /* [n_threads][per_thread] */
+    size_t per_thread;
+} attn_ctx;
+
+/* s[qi][j] = seq_dot(q[qi], k_j) for 4 (or fewer) queries and the KB keys of kt [hd][KB]. */
+static void scores_block(const float *qs, int nq, const float *kt, int hd, float *out, size_t ld) {
+#ifdef CACHE_AVX2
+    if (nq == 4) {
+        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+        for (int d = 0; d < hd; d++) {
+            __m256 k0 = _mm256_loadu_ps(kt + (size_t)d * KB), k1 = _mm256_loadu_ps(kt + (size_t)d * KB + 8);
+            __m256 q0 = _mm256_broadcast_ss(qs + d), q1 = _mm256_broadcast_ss(qs + hd + d);
+            __m256 q2 = _mm256_broadcast_ss(qs + 2 * hd + d), q3 = _mm256_broadcast_ss(qs + 3 * hd + d);
+            a00 = _mm256_fmadd_ps(q0, k0, a00); a01 = _mm256_fmadd_ps(q0, k1, a01);
+            a10 = _mm256_fmadd_ps(q1, k0, a10); a11 = _mm256_fmadd_ps(q1, k1, a11);
+            a20 = _mm256_fmadd_ps(q2, k0, a20); a21 = _mm256_fmadd_ps(q2, k1, a21);
+            a30 = _mm256_fmadd_ps(q3, k0, a30); a31 = _mm256_fmadd_ps(q3, k1, a31);
+        }
+        _mm256_storeu_ps(out, a00); _mm256_storeu_ps(out + 8, a01);
+        _mm256_storeu_ps(out + ld, a10); _mm256_storeu_ps(out + ld + 8, a11);
+        _mm256_storeu_ps(out + 2 * ld, a20); _mm256_storeu_ps(out + 2 * ld + 8, a21);
+        _mm256_storeu_ps(out + 3 * ld, a30); _mm256_storeu_ps(out + 3 * ld + 8, a31);
+        return;
+    }
+    for (int qi = 0; qi < nq; qi++) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+        for (int d = 0; d < hd; d++) {
+            __m256 qv = _mm256_broadcast_ss(qs + (size_t)qi * hd + d);
+            a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kt + (size_t)d * KB), a0);
+            a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kt + (size_t)d * KB + 8), a1);
+        }
+        _mm256_storeu_ps(out + qi * ld, a0);
+        _mm256_storeu_ps(out + qi * ld + 8, a1);
+    }
+#else
+    for (int qi = 0; qi < nq; qi++)
+        for (int j = 0; j < KB; j++) {
+            float s = 0.0f;
+            for (int d = 0; d < hd; d++) s = fmaf(qs[(size_t)qi * hd + d], kt[(size_t)d * KB + j], s);
+            out[qi * ld + j] = s;
+        }
+#endif
+}
+
+static void attn_item(void *vctx, int item, int thread) {
+    attn_ctx *x = vctx;
+    const cache *c = x->c;
+    const cache_attn *a = x->a;
+    int hd = c->hd, group = a->n_head / c->n_kv;
+    int h = item / x->n_tiles, tile = item % x->n_tiles;
+    int g = h / group;
+    int t0 = tile * QT, t1 = t0 + QT < a->T ? t0 + QT : a->T, nq = t1 - t0;
+    float *base = x->scratch + (size_t)thread * x->per_thread;
+    float *q = base;                               /* [QT][hd] queries, rotated if K is */
+    float *o = q + (size_t)QT * hd;                /* [QT][hd] accumulators */
+    float *kt = o + (size_t)QT * hd;               /* [hd][KB] K block, transposed */
+    float *vb = kt + (size_t)hd * KB;              /* [KB][hd] V block */
+    float *row = vb + (size_t)KB * hd;             /* [hd] */
+    float *s = row + hd;                           /* [QT][max_keys] scores / weights */
+    size_t ld = x->max_keys;
+    int lo_q[QT] = {0}, hi_q[QT] = {0};
+    float sum_q[QT] = {0};
+
+    for (int i = 0; i < nq; i++) {
+        int pos = a->pos0 + t0 + i;
+        lo_q[i] = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
+        hi_q[i] = pos;
+        memcpy(q + (size_t)i * hd, a->q + ((size_t)(t0 + i) * a->n_head + h) * hd, sizeof(float) * (size_t)hd);
+        if (kv_fmt_rotated(c->fk)) kv_hadamard(q + (size_t)i * hd, hd);
+    }
+    int lo = lo_q[0], hi = hi_q[nq - 1];
+
+    /* scores: s[i][j - lo] */
+    for (int j0 = lo; j0 <= hi; j0 += KB) {
+        int nk = hi - j0 + 1 < KB ? hi - j0 + 1 : KB;
+        for (int j = 0; j < nk; j++) {
+            kv_dequantize(c->fk, k_row(c, a->layer, j0 + j, g), row, hd);
+            for (int d = 0; d < hd; d++) kt[(size_t)d * KB + j] = row[d];
+        }
+        for (int j = nk; j < KB; j++)
+            for (int d = 0; d < hd; d++) kt[(size_t)d * KB + j] = 0.0f;
+        /* only queries whose range meets this block */
+        int i0 = 0;
+        while (i0 < nq && hi_q[i0] < j0) i0++;
+        int i1 = nq;
+        while (i1 > i0 && lo_q[i1 - 1] > j0 + KB - 1) i1--;
+        for (int i = i0; i < i1; i += 4) {
+            int n4 = i1 - i < 4 ? i1 - i : 4;
+            scores_block(q + (size_t)i * hd, n4, kt, hd, s + (size_t)i * ld + (j0 - lo), ld);
+        }
+    }
+    /* softmax weights per query over its own range */
+    for (int i = 0; i < nq; i++) {
+        float *si = s + (size_t)i * ld + (lo_q[i] - lo);
+        int n = hi_q[i] - lo_q[i] + 1;
+        float m = -INFINITY;
+        for (int j = 0; j < n; j++) {
+            si[j] *= a->scale;
+            if (si[j] > m) m = si[j];
+        }
+        sum_q[i] = ops_exp_sub_sum(si, si, m, n);
+        for (int d = 0; d < hd; d++) o[(size_t)i * hd + d] = 0.0f;
+    }
+    /* weighted sum of V, keys ascending per query */
+    for (int j0 = lo; j0 <= hi; j0 += KB) {
+        int nk = hi - j0 + 1 < KB ? hi - j0 + 1 : KB;
+        for (int j = 0; j < nk; j++) kv_dequantize(c->fv, v_row(c, a->layer, j0 + j, g), vb + (size_t)j * hd, hd);
+        for (int i = 0; i < nq; i++) {
+            int jb = j0 > lo_q[i] ? j0 : lo_q[i];
+            int je = j0 + nk - 1 < hi_q[i] ? j0 + nk - 1 : hi_q[i];
+            float *oi = o + (size_t)i * hd;
+            for (int j = jb; j <= je; j++) {
+                float w = s[(size_t)i * ld + (j - lo)];
+                const float *vj = vb + (size_t)(j - j0) * hd;
+                for (int d = 0; d < hd; d++) oi[d] = fmaf(w, vj[d], oi[d]);
+            }
+        }
+    }
+    for (int i = 0; i < nq; i++) {
+        float *oi = o + (size_t)i * hd;
+        for (int d = 0; d < hd; d++) oi[d] = oi[d] / sum_q[i];
+        if (kv_fmt_rotated(c->fv)) kv_hadamard(oi, hd);
+        memcpy(a->out + ((size_t)(t0 + i) * a->n_head + h) * hd, oi, sizeof(float) * (size_t)hd);
+    }
+}
+
+int cache_attend(pool *p, const cache *c, const cache_attn *a) {
+    attn_ctx x = { c, a, (a->T + QT - 1) / QT, 0, NULL, 0 };
+    /* a tile's key range spans its queries' ranges: at most QT - 1 + (window or pos0 + T) keys */
+    size_t span = (size_t)(a->window > 0 ? a->window : a->pos0 + a->T) + QT + KB;
+    x.max_keys = span;
+    x.per_thread = (size_t)QT * c->hd * 2 + (size_t)c->hd * KB * 2 + c->hd + (size_t)QT * span;
+    x.scratch = malloc(sizeof(float) * x.per_thread * (size_t)pool_threads(p));
+    if (!x.scratch) return -1;
+    pool_run(p, attn_item, &x, a->n_head * x.n_tiles);
+    free(x.scratch);
+    return 0;
+}

@@ -1,0 +1,67 @@
+/* cache.h — the KV cache (one arm's K and V for every layer, position and KV head, in their stored
+ * formats) and the attention that reads it.
+ *
+ * Storage: K and V of layer l, position p, KV head g at k + ((l * n_ctx + p) * n_kv + g) * kb.
+ * The arrays are anonymous mappings of the full context, so only the pages written are committed:
+ * a 240K-token reservation costs nothing until it is used.
+ *
+ * Attention (cache_attend) reads K and V back from the cache in their stored format, including
+ * the positions of the chunk being prefilled (store first, then attend). For each query position
+ * p and head h (KV head g = h / (n_head / n_kv)), over keys j in [lo, p] (lo = 0, or p - window + 1
+ * for a sliding-window layer):
+ *     s_j = scale * (q . k_j)      q . k_j = sequential fma over d = 0..hd-1 in f32
+ *     w_j = exp(s_j - max s)       (ops_exp_sub_sum: lanes of 8 from j = lo, fixed reduction)
+ *     o   = (sum_j w_j v_j) / sum_j w_j   (sequential fma over j ascending, per output element)
+ * Every quantity depends only on (p, h) and the cache, never on the chunk or thread split: that is
+ * the batch invariance of DESIGN §2. Rotated formats (q4_0r) rotate q before and o after.
+ */
+#ifndef STRATA_CACHE_H
+#define STRATA_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/pool.h"
+#include "worker/kv.h"
+
+typedef struct {
+    kv_fmt fk, fv;
+    int n_layer, n_kv, hd, n_ctx;
+    size_t kb, vb;          /* bytes per token per KV head, K and V */
+    uint8_t *k, *v;         /* [n_layer][n_ctx][n_kv][kb] and [..][vb], anonymous mappings */
+    size_t k_bytes, v_bytes;
+} cache;
+
+/* Reserves the cache. Returns 0, or -1 with a message (unsupported head dim for a format, or the
+ * reservation failed). Free with cache_free (safe on a zeroed or failed cache). */
+int cache_create(cache *c, kv_fmt fk, kv_fmt fv, int n_layer, int n_kv, int hd, int n_ctx,
+                 char *err, size_t errlen);
+void cache_free(cache *c);
+
+/* Bytes one token takes over all layers (K + V). */
+size_t cache_bytes_per_token(const cache *c);
+
+/* Quantises and stores k[n_kv][hd] and v[n_kv][hd] (model domain) at (layer, pos). */
+void cache_store(cache *c, int layer, int pos, const float *k, const float *v);
+
+typedef struct {
+    int layer;
+    int T;              /* queries in this call, at positions pos0 .. pos0 + T - 1 */
+    int pos0;
+    int n_head;
+    int window;         /* 0 = full causal attention; else keys p - window < j <= p */
+    float scale;        /* score multiplier, e.g. 1/sqrt(hd) */
+    const float *q;     /* [T][n_head][hd] */
+    float *out;         /* [T][n_head][hd] */
+} cache_attn;
+
+/* Attention of T queries over the cached keys (see the top of this file). Positions up to
+ * pos0 + T - 1 must be stored. Allocates per-call scratch, frees it before returning.
+ * Returns 0, or -1 when scratch cannot be allocated. */
+int cache_attend(pool *p, const cache *c, const cache_attn *a);
+
+/* The plain reference of the same computation, one query at a time, no tiling, no intrinsics:
+ * bit-identical to cache_attend (tests check). */
+int cache_attend_ref(const cache *c, const cache_attn *a);
+
+#endif

@@ -1,0 +1,76 @@
+/* engine.h — one arm's engine: a model, its KV cache in the arm's formats, a thread pool, and the
+ * state of one token stream (prefill, greedy generation, truncation back to a depth).
+ *
+ * State: n_past tokens are in the cache; `last` holds the logits at position n_past - 1 when
+ * last_valid (after a prefill or a generation step). generate() remembers the row it started
+ * from, so truncate() back to that depth restores the exact state of before the generation:
+ * nothing in the cache at positions < depth depends on later tokens.
+ */
+#ifndef STRATA_ENGINE_H
+#define STRATA_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/pool.h"
+#include "worker/cache.h"
+#include "worker/kv.h"
+#include "worker/model.h"
+#include "worker/tok.h"
+
+typedef struct {
+    const char *model_path;
+    kv_fmt kv_k, kv_v;
+    int threads;          /* >= 1 */
+    int chunk;            /* prefill chunk size (tokens per forward pass), >= 1 */
+    int n_ctx;            /* max context; 0 = the model's training context */
+} engine_config;
+
+typedef struct {
+    engine_config cfg;
+    model *m;
+    tok_vocab *tok;
+    cache c;
+    pool *p;
+    model_scratch s;
+    int n_ctx;
+    int n_past;
+    float *last;          /* [n_vocab] logits at n_past - 1 */
+    int last_valid;
+    float *base_row;      /* [n_vocab] the row generate() started from */
+    int base_depth;       /* its depth, -1 when none */
+    uint64_t prefill_tokens, decode_tokens;
+    double prefill_seconds, decode_seconds;
+} engine;
+
+/* Loads the model and tokenizer, reserves the cache, starts the threads. Allocates *out (free with
+ * engine_free). Returns 0, or -1 with one line in err. warn receives a non-fatal note (RoPE
+ * scaling, context past the model's native one) or "". */
+int engine_create(const engine_config *cfg, engine **out, char *err, size_t errlen, char *warn, size_t warnlen);
+void engine_free(engine *e);
+
+enum { ENGINE_ROWS_NONE = 0, ENGINE_ROWS_LAST = 1, ENGINE_ROWS_ALL = 2 };
+
+/* Appends tokens[n] to the stream. rows: NONE, LAST (the row of the last token) or ALL (one row per
+ * token). *out_rows is malloc'd [n_out][n_vocab] (caller frees; NULL when no rows). Returns 0, or
+ * -1 with a message (context full, token out of range): the state is then unchanged. */
+int engine_prefill(engine *e, const int32_t *tokens, size_t n, int rows, float **out_rows, size_t *n_out,
+                   char *err, size_t errlen);
+
+/* Generates n tokens from the current state: greedy (argmax, ties to the lowest id) when
+ * temperature == 0, else sampled from softmax(logits / temperature) with a generator seeded by
+ * seed. tokens[n] and gaps[n] (top-1 minus top-2 logit at each step) are written by the caller's
+ * buffers. The stream grows by n - 1 tokens (the last one is not fed). Returns 0 or -1. */
+int engine_generate(engine *e, int n, double temperature, uint64_t seed, int32_t *tokens, float *gaps,
+                    char *err, size_t errlen);
+
+/* Drops positions >= depth. depth <= n_past. Returns 0 or -1. */
+int engine_truncate(engine *e, int depth, char *err, size_t errlen);
+
+/* Peak resident set size of this process in bytes. */
+uint64_t engine_peak_rss(void);
+
+/* argmax with ties to the lowest id, and the top-1 minus top-2 gap. */
+int engine_argmax(const float *row, int n, float *gap);
+
+#endif

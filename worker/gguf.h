@@ -1,0 +1,95 @@
+/* gguf.h — a bounds-checked reader for GGUF v2/v3 files (memory-mapped, read-only).
+ *
+ * Every count, string length, dimension, offset and size in the header is checked against the
+ * bytes actually present and every multiplication for overflow, so a hostile or truncated file
+ * gives an error message, never a crash or a huge allocation. Tensor data and string bytes are
+ * pointers into the mapping: valid until gguf_close().
+ */
+#ifndef STRATA_GGUF_H
+#define STRATA_GGUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Metadata value types, as numbered by the GGUF spec. */
+enum {
+    GGUF_VT_UINT8 = 0, GGUF_VT_INT8 = 1, GGUF_VT_UINT16 = 2, GGUF_VT_INT16 = 3,
+    GGUF_VT_UINT32 = 4, GGUF_VT_INT32 = 5, GGUF_VT_FLOAT32 = 6, GGUF_VT_BOOL = 7,
+    GGUF_VT_STRING = 8, GGUF_VT_ARRAY = 9, GGUF_VT_UINT64 = 10, GGUF_VT_INT64 = 11,
+    GGUF_VT_FLOAT64 = 12,
+};
+
+/* Tensor types (ggml_type numbering). quant.h knows their block layouts. */
+enum {
+    GGUF_T_F32 = 0, GGUF_T_F16 = 1, GGUF_T_Q4_0 = 2, GGUF_T_Q4_1 = 3, GGUF_T_Q5_0 = 6,
+    GGUF_T_Q5_1 = 7, GGUF_T_Q8_0 = 8, GGUF_T_Q8_1 = 9, GGUF_T_Q2_K = 10, GGUF_T_Q3_K = 11,
+    GGUF_T_Q4_K = 12, GGUF_T_Q5_K = 13, GGUF_T_Q6_K = 14, GGUF_T_Q8_K = 15, GGUF_T_I8 = 24,
+    GGUF_T_I16 = 25, GGUF_T_I32 = 26, GGUF_T_I64 = 27, GGUF_T_F64 = 28, GGUF_T_BF16 = 30,
+    GGUF_T_COUNT = 40,
+};
+
+/* One metadata entry. For arrays, type = GGUF_VT_ARRAY, arr_type is the element type and n the
+ * element count; for scalars n = 1. data points at the value bytes in the mapping (for a string
+ * scalar: the bytes after the length). String arrays get an offsets table (strs) built at open. */
+typedef struct {
+    char *key;                 /* NUL-terminated copy, owned by the gguf_file */
+    uint32_t type;
+    uint32_t arr_type;
+    uint64_t n;
+    const uint8_t *data;       /* into the mapping */
+    uint64_t str_len;          /* string scalar: its length */
+    const uint8_t **strs;      /* string array: n pointers to each string's bytes (owned) */
+    uint64_t *str_lens;        /* string array: n lengths (owned) */
+} gguf_kv;
+
+typedef struct {
+    char *name;                /* NUL-terminated copy, owned */
+    uint32_t type;             /* GGUF_T_* */
+    uint32_t n_dims;           /* 1..4 */
+    uint64_t ne[4];            /* ne[0] is the contiguous (row) dimension; unused dims are 1 */
+    uint64_t offset;           /* relative to the data section */
+    uint64_t nbytes;           /* checked to lie inside the file */
+    const void *data;          /* into the mapping */
+} gguf_tensor;
+
+typedef struct {
+    uint32_t version;
+    uint64_t n_kv, n_tensors;
+    gguf_kv *kv;               /* [n_kv] owned */
+    gguf_tensor *tensors;      /* [n_tensors] owned */
+    uint64_t alignment;
+    const uint8_t *base;       /* mapping */
+    size_t size;               /* mapping size */
+    int fd;
+} gguf_file;
+
+/* Opens and validates path. On success returns 0 and *out is a new gguf_file the caller frees
+ * with gguf_close(). On failure returns -1, writes a one-line reason (naming the file) into
+ * err[errlen], and *out is NULL. Tensor types unknown to quant.h are accepted here; the model
+ * loader names them. */
+int gguf_open(const char *path, gguf_file **out, char *err, size_t errlen);
+
+/* Same, on bytes already in memory (the fuzz and unit tests use it). The buffer must outlive the
+ * gguf_file; it is not freed by gguf_close(). */
+int gguf_open_mem(const void *buf, size_t size, gguf_file **out, char *err, size_t errlen);
+
+void gguf_close(gguf_file *g);
+
+/* Lookups. Return NULL / -1 when the key is absent or has another type; never allocate. */
+const gguf_kv *gguf_find(const gguf_file *g, const char *key);
+const gguf_tensor *gguf_tensor_find(const gguf_file *g, const char *name);
+/* Integer of any integer type (or bool) into *out; -1 if absent, not an integer, or out of range. */
+int gguf_get_i64(const gguf_file *g, const char *key, int64_t *out);
+/* Float32 or float64 (or any integer) into *out. */
+int gguf_get_f64(const gguf_file *g, const char *key, double *out);
+/* String scalar: *s points into the mapping (not NUL-terminated), *len its length. */
+int gguf_get_str(const gguf_file *g, const char *key, const char **s, uint64_t *len);
+/* String scalar copied into buf (NUL-terminated, truncated to buflen-1); -1 if absent. */
+int gguf_get_strz(const gguf_file *g, const char *key, char *buf, size_t buflen);
+/* Array of a given element type: *data into the mapping, *n elements. Unaligned: read with memcpy. */
+int gguf_get_arr(const gguf_file *g, const char *key, uint32_t arr_type, const void **data, uint64_t *n);
+
+/* Size in bytes of one element of a scalar metadata type; 0 for STRING/ARRAY/unknown. */
+size_t gguf_vt_size(uint32_t type);
+
+#endif

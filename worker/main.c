@@ -1,0 +1,356 @@
+/* strata-worker — one arm's engine. By hand: prefill a prompt or token file, dump every
+ * position's logits, generate greedily, tokenise. For the driver: --listen URL serves the protocol
+ * of proto/proto.h until a shutdown request (or SIGTERM/SIGINT). See usage() for the options.
+ * Exit codes: 0 ok, 1 runtime error, 2 usage error. */
+#include "proto/proto.h"
+#include "worker/engine.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef STRATA_GIT
+#define STRATA_GIT "unknown"
+#endif
+#define ENGINE_NAME "strata-worker 0.1"
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: strata-worker --model FILE [options]\n"
+        "  --model FILE        GGUF model (required)\n"
+        "  --kv FMT            KV format for K and V: f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8 (default f16)\n"
+        "  --kv-k FMT, --kv-v FMT   set K and V separately\n"
+        "  --prefill N         prefill chunk size in tokens (default 512)\n"
+        "  --max-context N     context to reserve (default: the model's)\n"
+        "  --threads N         threads (default 2)\n"
+        "  --tokens-file F     token ids, decimal, separated by commas or whitespace\n"
+        "  --prompt TEXT       text to tokenise (BOS added when the model wants it)\n"
+        "  --dump-logits OUT   write every position's row: int32 vocab, int32 rows, rows x vocab f32 (LE)\n"
+        "  --max-new N         generate N tokens after the prompt; print their ids on stdout\n"
+        "  --temperature T     0 = greedy (default); --seed S for T > 0\n"
+        "  --tokenize          read text on stdin, print its token ids\n"
+        "  --timing            print prefill/decode timing on stderr\n"
+        "  --listen URL        serve the driver protocol (ipc://PATH or tcp://HOST:PORT; loopback by default)\n"
+        "examples:\n"
+        "  strata-worker --model m.gguf --kv int8 --prompt 'Once upon a time' --max-new 32\n"
+        "  strata-worker --model m.gguf --kv f32 --tokens-file t.txt --dump-logits rows.bin\n"
+        "  strata-worker --model m.gguf --kv int8 --listen tcp://127.0.0.1:5555\n");
+}
+
+/* Reads decimal ids separated by commas or whitespace. *ids malloc'd (caller frees). */
+static int read_tokens_file(const char *path, int32_t **ids, size_t *n, char *err, size_t errlen) {
+    FILE *f = fopen(path, "r");
+    size_t cap = 1024, k = 0;
+    int32_t *v = NULL;
+    int ret = -1;
+    if (!f) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
+    if (!(v = malloc(cap * sizeof *v))) goto done;
+    for (;;) {
+        int c = fgetc(f);
+        while (c == ',' || c == ' ' || c == '\n' || c == '\t' || c == '\r') c = fgetc(f);
+        if (c == EOF) break;
+        if (c < '0' || c > '9') { snprintf(err, errlen, "%s: unexpected character '%c' (token ids are decimal)", path, c); goto done; }
+        long long x = 0;
+        while (c >= '0' && c <= '9') {
+            x = x * 10 + (c - '0');
+            if (x > INT32_MAX) { snprintf(err, errlen, "%s: token id too large", path); goto done; }
+            c = fgetc(f);
+        }
+        if (c != EOF) ungetc(c, f);
+        if (k == cap) {
+            int32_t *nv = realloc(v, 2 * cap * sizeof *v);
+            if (!nv) goto done;
+            v = nv;
+            cap *= 2;
+        }
+        v[k++] = (int32_t)x;
+    }
+    ret = 0;
+done:
+    fclose(f);
+    if (ret) { free(v); if (!err[0]) snprintf(err, errlen, "out of memory"); return -1; }
+    *ids = v;
+    *n = k;
+    return 0;
+}
+
+static volatile sig_atomic_t g_stop;   /* set by the signal handler only */
+static void on_signal(int sig) { (void)sig; g_stop = 1; }
+
+static void fill_hello(const engine *e, proto_hello_rep *h) {
+    snprintf(h->engine, sizeof h->engine, "%s", ENGINE_NAME);
+    snprintf(h->git, sizeof h->git, "%s", STRATA_GIT);
+    snprintf(h->model_sha256, sizeof h->model_sha256, "%s", e->m->sha256);
+    snprintf(h->arch, sizeof h->arch, "%s", e->m->arch_name);
+    char th[65];
+    tok_hash(e->tok, th);
+    snprintf(h->tokenizer_hash, sizeof h->tokenizer_hash, "%s", th);
+    snprintf(h->kv_k, sizeof h->kv_k, "%s", kv_fmt_name(e->cfg.kv_k));
+    snprintf(h->kv_v, sizeof h->kv_v, "%s", kv_fmt_name(e->cfg.kv_v));
+    snprintf(h->device, sizeof h->device, "cpu");
+    h->n_vocab = (uint32_t)e->m->n_vocab;
+    h->n_ctx = (uint64_t)e->n_ctx;
+    h->n_layer = (uint32_t)e->m->n_layer;
+    h->threads = (uint32_t)e->cfg.threads;
+    h->kv_bytes_per_token = cache_bytes_per_token(&e->c);
+    h->bos = tok_add_bos(e->tok) ? tok_bos(e->tok) : -1;
+}
+
+/* Answers one request into *rep. Payload buffers it allocates are returned in *owned (freed by
+ * the caller after the reply is sent). Returns 1 when the request was shutdown. */
+static int handle(engine *e, const proto_msg *req, proto_msg *rep, void **owned1, void **owned2) {
+    char err[512] = "";
+    int rc = 0;
+    proto_init(rep, req->type, 1, req->id);
+    switch (req->type) {
+    case PROTO_HELLO:
+        fill_hello(e, &rep->hello_rep);
+        break;
+    case PROTO_TOKENIZE: {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        if (tok_encode(e->tok, req->tokenize_req.text, req->tokenize_req.n_text, req->tokenize_req.add_bos, 0,
+                       &ids, &n, err, sizeof err)) { rc = PROTO_E_BADARG; break; }
+        rep->tokenize_rep.tokens = ids;
+        rep->tokenize_rep.n_tokens = n;
+        *owned1 = ids;
+        break;
+    }
+    case PROTO_PREFILL: {
+        float *rows = NULL;
+        size_t nr = 0;
+        if (req->prefill_req.rows > PROTO_ROWS_ALL) { rc = PROTO_E_BADARG; snprintf(err, sizeof err, "rows must be 0, 1 or 2"); break; }
+        if (engine_prefill(e, req->prefill_req.tokens, req->prefill_req.n_tokens, (int)req->prefill_req.rows,
+                           &rows, &nr, err, sizeof err)) { rc = PROTO_E_RANGE; break; }
+        rep->prefill_rep.n_past = (uint64_t)e->n_past;
+        rep->prefill_rep.n_vocab = (uint32_t)e->m->n_vocab;
+        rep->prefill_rep.n_rows = (uint32_t)nr;
+        rep->prefill_rep.logits = rows;
+        *owned1 = rows;
+        break;
+    }
+    case PROTO_GENERATE: {
+        int n = (int)req->generate_req.n;
+        int32_t *toks = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+        float *gaps = malloc(sizeof(float) * (size_t)(n ? n : 1));
+        *owned1 = toks;
+        *owned2 = gaps;
+        if (!toks || !gaps) { rc = PROTO_E_INTERNAL; snprintf(err, sizeof err, "out of memory"); break; }
+        if (engine_generate(e, n, req->generate_req.temperature, req->generate_req.seed, toks, gaps, err, sizeof err)) {
+            rc = PROTO_E_RANGE;
+            break;
+        }
+        rep->generate_rep.tokens = toks;
+        rep->generate_rep.gaps = gaps;
+        rep->generate_rep.n = (size_t)n;
+        rep->generate_rep.n_past = (uint64_t)e->n_past;
+        break;
+    }
+    case PROTO_TRUNCATE:
+        if (req->truncate_req.depth > (uint64_t)e->n_past ||
+            engine_truncate(e, (int)req->truncate_req.depth, err, sizeof err)) {
+            rc = PROTO_E_RANGE;
+            if (!err[0]) snprintf(err, sizeof err, "cannot truncate to depth %llu: the stream holds %d tokens",
+                                  (unsigned long long)req->truncate_req.depth, e->n_past);
+            break;
+        }
+        rep->truncate_rep.n_past = (uint64_t)e->n_past;
+        break;
+    case PROTO_STATS:
+        rep->stats_rep.n_past = (uint64_t)e->n_past;
+        rep->stats_rep.kv_bytes = (uint64_t)e->n_past * cache_bytes_per_token(&e->c);
+        rep->stats_rep.prefill_tokens = e->prefill_tokens;
+        rep->stats_rep.prefill_seconds = e->prefill_seconds;
+        rep->stats_rep.decode_tokens = e->decode_tokens;
+        rep->stats_rep.decode_seconds = e->decode_seconds;
+        rep->stats_rep.peak_rss = engine_peak_rss();
+        break;
+    case PROTO_SHUTDOWN:
+        return 1;
+    default:
+        rc = PROTO_E_BADMSG;
+        snprintf(err, sizeof err, "unexpected message type %s", proto_type_name(req->type));
+        break;
+    }
+    if (rc) proto_error(rep, req->id, rc, "%s", err);
+    return 0;
+}
+
+static int serve(engine *e, const char *url) {
+    nng_socket s;
+    char err[512];
+    /* a prefill request carries at most PROTO_MAX_TOKENS ids: cap requests accordingly */
+    if (proto_listen(url, (size_t)PROTO_MAX_TOKENS * 4 + PROTO_SLACK, 1000, &s, err, sizeof err)) {
+        fprintf(stderr, "strata-worker: %s\n", err);
+        return 1;
+    }
+    fprintf(stderr, "strata-worker: serving %s (kv %s/%s)\n", url, kv_fmt_name(e->cfg.kv_k), kv_fmt_name(e->cfg.kv_v));
+    int done = 0;
+    while (!done && !g_stop) {
+        proto_msg req, rep;
+        void *o1 = NULL, *o2 = NULL;
+        int rc = proto_recv(s, (size_t)PROTO_MAX_TOKENS * 4 + PROTO_SLACK, &req, err, sizeof err);
+        if (rc == PROTO_E_TIMEOUT) continue;
+        if (rc == PROTO_E_TRANSPORT) { fprintf(stderr, "strata-worker: %s\n", err); break; }
+        if (rc) {
+            proto_error(&rep, req.id, rc, "%s", err);
+        } else {
+            done = handle(e, &req, &rep, &o1, &o2);
+            if (done) proto_init(&rep, PROTO_SHUTDOWN, 1, req.id);
+        }
+        if (proto_reply(s, &rep, err, sizeof err)) {
+            char err2[512];
+            fprintf(stderr, "strata-worker: reply failed: %s\n", err);
+            proto_error(&rep, req.id, PROTO_E_INTERNAL, "reply failed: %s", err);
+            proto_reply(s, &rep, err2, sizeof err2);
+        }
+        free(o1);
+        free(o2);
+        proto_msg_free(&req);
+    }
+    nng_close(s);
+    return 0;
+}
+
+static int write_dump(const char *path, const float *rows, size_t n, int vocab, char *err, size_t errlen) {
+    FILE *f = fopen(path, "wb");
+    if (!f) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
+    int32_t hdr[2] = { vocab, (int32_t)n };
+    int ok = fwrite(hdr, 4, 2, f) == 2 && fwrite(rows, sizeof(float) * (size_t)vocab, n, f) == n;
+    if (fclose(f) || !ok) { snprintf(err, errlen, "%s: write failed", path); return -1; }
+    return 0;
+}
+
+static int parse_int(const char *opt, const char *s, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi) {
+        fprintf(stderr, "strata-worker: %s needs an integer in [%ld, %ld], got '%s'\n", opt, lo, hi, s);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    engine_config cfg = { NULL, KV_F16, KV_F16, 2, 512, 0 };
+    const char *tokens_file = NULL, *prompt = NULL, *dump = NULL, *listen = NULL;
+    int max_new = 0, do_tokenize = 0, timing = 0;
+    double temperature = 0;
+    unsigned long long seed = 0;
+    char err[1024] = "", warn[512] = "";
+    static const struct option opts[] = {
+        {"model", 1, 0, 'm'}, {"kv", 1, 0, 'k'}, {"kv-k", 1, 0, 'K'}, {"kv-v", 1, 0, 'V'},
+        {"prefill", 1, 0, 'p'}, {"max-context", 1, 0, 'c'}, {"threads", 1, 0, 't'},
+        {"tokens-file", 1, 0, 'f'}, {"prompt", 1, 0, 'P'}, {"dump-logits", 1, 0, 'd'},
+        {"max-new", 1, 0, 'n'}, {"temperature", 1, 0, 'T'}, {"seed", 1, 0, 's'},
+        {"tokenize", 0, 0, 'z'}, {"timing", 0, 0, 'i'}, {"listen", 1, 0, 'l'}, {"help", 0, 0, 'h'},
+        {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': cfg.model_path = optarg; break;
+        case 'k': case 'K': case 'V': {
+            kv_fmt f;
+            if (kv_fmt_parse(optarg, &f)) {
+                fprintf(stderr, "strata-worker: unknown KV format '%s' (f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8)\n", optarg);
+                return 2;
+            }
+            if (c != 'V') cfg.kv_k = f;
+            if (c != 'K') cfg.kv_v = f;
+            break;
+        }
+        case 'p': if (parse_int("--prefill", optarg, 1, 1 << 16, &cfg.chunk)) return 2; break;
+        case 'c': if (parse_int("--max-context", optarg, 1, 1 << 22, &cfg.n_ctx)) return 2; break;
+        case 't': if (parse_int("--threads", optarg, 1, 1024, &cfg.threads)) return 2; break;
+        case 'f': tokens_file = optarg; break;
+        case 'P': prompt = optarg; break;
+        case 'd': dump = optarg; break;
+        case 'n': if (parse_int("--max-new", optarg, 0, 1 << 20, &max_new)) return 2; break;
+        case 'T': temperature = atof(optarg); break;
+        case 's': seed = strtoull(optarg, NULL, 10); break;
+        case 'z': do_tokenize = 1; break;
+        case 'i': timing = 1; break;
+        case 'l': listen = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!cfg.model_path) { fprintf(stderr, "strata-worker: --model FILE is required\n"); usage(stderr); return 2; }
+    if (optind < argc) { fprintf(stderr, "strata-worker: unexpected argument '%s'\n", argv[optind]); return 2; }
+
+    engine *e = NULL;
+    int32_t *toks = NULL;
+    size_t n_toks = 0;
+    float *rows = NULL;
+    int ret = 1;
+    if (engine_create(&cfg, &e, err, sizeof err, warn, sizeof warn)) goto done;
+    if (warn[0]) fprintf(stderr, "strata-worker: warning: %s\n", warn);
+    if (listen) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        ret = serve(e, listen);
+        goto done;
+    }
+    if (do_tokenize) {
+        size_t cap = 1 << 16, len = 0, got;
+        char *text = malloc(cap);
+        while (text && (got = fread(text + len, 1, cap - len, stdin)) > 0) {
+            len += got;
+            if (len == cap) { char *t = realloc(text, cap *= 2); if (!t) { free(text); text = NULL; } else text = t; }
+        }
+        if (!text) { snprintf(err, sizeof err, "out of memory"); goto done; }
+        int rc = tok_encode(e->tok, text, len, 1, 0, &toks, &n_toks, err, sizeof err);
+        free(text);
+        if (rc) goto done;
+        for (size_t i = 0; i < n_toks; i++) printf("%s%d", i ? " " : "", toks[i]);
+        printf("\n");
+        ret = 0;
+        goto done;
+    }
+    if (tokens_file) {
+        if (read_tokens_file(tokens_file, &toks, &n_toks, err, sizeof err)) goto done;
+    } else if (prompt) {
+        if (tok_encode(e->tok, prompt, strlen(prompt), 1, 0, &toks, &n_toks, err, sizeof err)) goto done;
+    } else {
+        snprintf(err, sizeof err, "nothing to do: give --tokens-file, --prompt, --tokenize or --listen");
+        fprintf(stderr, "strata-worker: %s\n", err);
+        ret = 2;
+        goto done_quiet;
+    }
+    if (n_toks == 0) { snprintf(err, sizeof err, "no tokens to prefill"); goto done; }
+    size_t n_rows = 0;
+    if (engine_prefill(e, toks, n_toks, dump ? ENGINE_ROWS_ALL : ENGINE_ROWS_LAST, &rows, &n_rows, err, sizeof err)) goto done;
+    if (dump && write_dump(dump, rows, n_rows, e->m->n_vocab, err, sizeof err)) goto done;
+    if (max_new > 0) {
+        int32_t *gen = malloc(sizeof(int32_t) * (size_t)max_new);
+        float *gaps = malloc(sizeof(float) * (size_t)max_new);
+        int rc = !gen || !gaps ? -1 : engine_generate(e, max_new, temperature, seed, gen, gaps, err, sizeof err);
+        if (!rc) {
+            for (int i = 0; i < max_new; i++) printf("%s%d", i ? " " : "", gen[i]);
+            printf("\n");
+        }
+        free(gen);
+        free(gaps);
+        if (rc) goto done;
+    }
+    if (timing)
+        fprintf(stderr, "timing: prefill_tokens=%llu prefill_s=%.6f decode_tokens=%llu decode_s=%.6f peak_rss=%llu\n",
+                (unsigned long long)e->prefill_tokens, e->prefill_seconds, (unsigned long long)e->decode_tokens,
+                e->decode_seconds, (unsigned long long)engine_peak_rss());
+    ret = 0;
+done:
+    if (ret == 1) fprintf(stderr, "strata-worker: error: %s\n", err[0] ? err : "failed");
+done_quiet:
+    free(toks);
+    free(rows);
+    engine_free(e);
+    return ret;
+}

@@ -1,0 +1,355 @@
+/* model.c — GGUF model loading and the forward pass. See model.h. */
+#include "worker/model.h"
+#include "worker/quant.h"
+#include "kernels/fp16.h"
+
+#include <math.h>
+#include <openssl/evp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- loading --------------------------------------------------------------------------------- */
+
+typedef struct {
+    const gguf_file *g;
+    const char *path;
+    char *err;
+    size_t errlen;
+} loader;
+
+static int fail(loader *L, const char *fmt, ...) {
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(L->err, L->errlen, "%s: %s", L->path, msg);
+    return -1;
+}
+
+/* "<arch>.<key>" as an integer; def when absent (def < 0 means required). */
+static int meta_int(loader *L, const char *arch, const char *key, int64_t def, int *out) {
+    char full[128];
+    int64_t v;
+    snprintf(full, sizeof full, "%s.%s", arch, key);
+    if (gguf_get_i64(L->g, full, &v)) {
+        if (def < 0) return fail(L, "missing metadata %s", full);
+        v = def;
+    }
+    if (v < 0 || v > (1 << 30)) return fail(L, "metadata %s = %lld out of range", full, (long long)v);
+    *out = (int)v;
+    return 0;
+}
+
+static float meta_float(loader *L, const char *arch, const char *key, double def) {
+    char full[128];
+    double v;
+    snprintf(full, sizeof full, "%s.%s", arch, key);
+    return gguf_get_f64(L->g, full, &v) ? (float)def : (float)v;
+}
+
+/* A weight matrix [rows][cols]; ne[0] = cols. */
+static int get_weight(loader *L, const char *name, int rows, int cols, ops_weight *w) {
+    const gguf_tensor *t = gguf_tensor_find(L->g, name);
+    if (!t) return fail(L, "missing tensor %s", name);
+    if (!quant_supported(t->type)) {
+        char buf[32];
+        return fail(L, "tensor %s has type %s, which is not supported (supported: F32 F16 BF16 Q8_0 "
+                    "Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K)", name, quant_type_name_buf(t->type, buf, sizeof buf));
+    }
+    if (t->ne[0] != (uint64_t)cols || t->ne[1] != (uint64_t)rows || t->ne[2] != 1 || t->ne[3] != 1)
+        return fail(L, "tensor %s has shape [%llu, %llu], expected [%d, %d]", name,
+                    (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], cols, rows);
+    w->type = t->type;
+    w->rows = rows;
+    w->cols = cols;
+    w->row_bytes = quant_row_bytes(t->type, (uint64_t)cols);
+    w->data = t->data;
+    return 0;
+}
+
+/* A vector of n values copied to f32 (*out allocated, owned by the model); optional ones give NULL. */
+static int get_vec(loader *L, const char *name, int n, int required, float **out) {
+    const gguf_tensor *t = gguf_tensor_find(L->g, name);
+    *out = NULL;
+    if (!t) return required ? fail(L, "missing tensor %s", name) : 0;
+    if (t->ne[0] != (uint64_t)n || t->ne[1] != 1 || !quant_supported(t->type))
+        return fail(L, "tensor %s: expected %d values of a supported type", name, n);
+    *out = malloc(sizeof(float) * (size_t)n);
+    if (!*out) return fail(L, "out of memory");
+    quant_dequant_row(t->type, t->data, *out, n);
+    return 0;
+}
+
+static int file_sha256(const gguf_file *g, char hex[65]) {
+    unsigned char md[32];
+    unsigned int len = 0;
+    if (!EVP_Digest(g->base, g->size, md, &len, EVP_sha256(), NULL) || len != 32) return -1;
+    for (int i = 0; i < 32; i++) sprintf(hex + 2 * i, "%02x", md[i]);
+    return 0;
+}
+
+static int load_layers(loader *L, model *m) {
+    char nm[96];
+    for (int l = 0; l < m->n_layer; l++) {
+        model_layer *ly = &m->layers[l];
+        int qd = m->n_head * m->hd, kd = m->n_kv * m->hd;
+#define W(field, suffix, r, c) snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, suffix); \
+        if (get_weight(L, nm, r, c, &ly->field)) return -1;
+#define V(field, suffix, n, req) snprintf(nm, sizeof nm, "blk.%d.%s", l, suffix); \
+        if (get_vec(L, nm, n, req, &ly->field)) return -1;
+        W(wq, "attn_q", qd, m->dim);
+        W(wk, "attn_k", kd, m->dim);
+        W(wv, "attn_v", kd, m->dim);
+        W(wo, "attn_output", m->dim, qd);
+        W(w_gate, "ffn_gate", m->ffn, m->dim);
+        W(w_up, "ffn_up", m->ffn, m->dim);
+        W(w_down, "ffn_down", m->dim, m->ffn);
+        V(attn_norm, "attn_norm.weight", m->dim, 1);
+        V(ffn_norm, "ffn_norm.weight", m->dim, 1);
+        int qwen2 = m->arch == ARCH_QWEN2, qkn = m->arch == ARCH_QWEN3 || m->arch == ARCH_GEMMA3;
+        int gemma = m->arch == ARCH_GEMMA3;
+        V(bq, "attn_q.bias", qd, qwen2);
+        V(bk, "attn_k.bias", kd, qwen2);
+        V(bv, "attn_v.bias", kd, qwen2);
+        V(q_norm, "attn_q_norm.weight", m->hd, qkn);
+        V(k_norm, "attn_k_norm.weight", m->hd, qkn);
+        V(post_attn_norm, "post_attention_norm.weight", m->dim, gemma);
+        V(post_ffn_norm, "post_ffw_norm.weight", m->dim, gemma);
+#undef W
+#undef V
+        ly->rope = &m->rope_global;
+        ly->window = 0;
+    }
+    return 0;
+}
+
+int model_load(const char *path, model **out, char *err, size_t errlen, char *warn, size_t warnlen) {
+    model *m = calloc(1, sizeof *m);
+    loader L = { NULL, path, err, errlen };
+    *out = NULL;
+    if (warn && warnlen) warn[0] = 0;
+    if (!m) { snprintf(err, errlen, "out of memory"); return -1; }
+    if (gguf_open(path, &m->g, err, errlen)) goto fail;
+    L.g = m->g;
+    if (gguf_get_strz(m->g, "general.architecture", m->arch_name, sizeof m->arch_name)) {
+        fail(&L, "missing general.architecture");
+        goto fail;
+    }
+    const char *a = m->arch_name;
+    if (!strcmp(a, "llama")) m->arch = ARCH_LLAMA;
+    else if (!strcmp(a, "qwen2")) m->arch = ARCH_QWEN2;
+    else if (!strcmp(a, "qwen3")) m->arch = ARCH_QWEN3;
+    else if (!strcmp(a, "gemma3")) m->arch = ARCH_GEMMA3;
+    else { fail(&L, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma3 are)", a); goto fail; }
+
+    if (meta_int(&L, a, "block_count", -1, &m->n_layer) || meta_int(&L, a, "embedding_length", -1, &m->dim) ||
+        meta_int(&L, a, "attention.head_count", -1, &m->n_head) ||
+        meta_int(&L, a, "feed_forward_length", -1, &m->ffn) || meta_int(&L, a, "context_length", 2048, &m->n_ctx_train))
+        goto fail;
+    if (meta_int(&L, a, "attention.head_count_kv", m->n_head, &m->n_kv)) goto fail;
+    if (m->n_head < 1 || m->n_kv < 1 || m->n_head % m->n_kv || m->n_layer < 1 || m->dim < 1 || m->ffn < 1) {
+        fail(&L, "inconsistent shape metadata (heads %d, kv heads %d, layers %d)", m->n_head, m->n_kv, m->n_layer);
+        goto fail;
+    }
+    if (meta_int(&L, a, "attention.key_length", m->dim / m->n_head, &m->hd)) goto fail;
+    if (meta_int(&L, a, "rope.dimension_count", m->hd, &m->n_rot)) goto fail;
+    if (m->n_rot > m->hd || m->n_rot % 2) { fail(&L, "rope.dimension_count %d does not fit head dim %d", m->n_rot, m->hd); goto fail; }
+    m->eps = meta_float(&L, a, "attention.layer_norm_rms_epsilon", 1e-5);
+    m->neox = m->arch != ARCH_LLAMA;
+    m->emb_scale = m->arch == ARCH_GEMMA3 ? sqrtf((float)m->dim) : 1.0f;
+    m->attn_scale = 1.0f / sqrtf((float)m->hd);
+
+    /* RoPE: base, scaling (linear or YaRN) */
+    ops_rope_cfg *rg = &m->rope_global;
+    rg->base = meta_float(&L, a, "rope.freq_base", m->arch == ARCH_GEMMA3 ? 1000000.0 : 10000.0);
+    rg->freq_scale = 1.0f;
+    rg->attn_factor = 1.0f;
+    rg->beta_fast = 32.0f;
+    rg->beta_slow = 1.0f;
+    rg->n_ctx_orig = m->n_ctx_train;
+    char stype[32] = "";
+    char key[96];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    gguf_get_strz(m->g, key, stype, sizeof stype);
+    float factor = meta_float(&L, a, "rope.scaling.factor", 0.0);
+    if (factor <= 0) factor = 1.0f / meta_float(&L, a, "rope.scale_linear", 1.0);
+    if (stype[0] && strcmp(stype, "none") && factor > 0 && factor != 1.0f) {
+        rg->freq_scale = 1.0f / factor;
+        m->rope_scaled = 1;
+        if (!strcmp(stype, "yarn")) {
+            rg->ext_factor = 1.0f;
+            int orig = 0;
+            if (!meta_int(&L, a, "rope.scaling.original_context_length", m->n_ctx_train, &orig)) rg->n_ctx_orig = orig;
+            rg->attn_factor = meta_float(&L, a, "rope.scaling.attn_factor", 1.0);
+        } else if (strcmp(stype, "linear")) {
+            fail(&L, "RoPE scaling type '%s' is not supported (linear, yarn are)", stype);
+            goto fail;
+        }
+        if (warn) snprintf(warn, warnlen, "%s: RoPE %s scaling x%g from the metadata", path, stype, factor);
+    }
+    m->rope_local = *rg;
+    if (m->arch == ARCH_GEMMA3) {   /* local layers: own base, no scaling */
+        m->rope_local.base = 10000.0f;
+        m->rope_local.freq_scale = 1.0f;
+        m->rope_local.ext_factor = 0.0f;
+        m->rope_local.attn_factor = 1.0f;
+    }
+
+    m->layers = calloc((size_t)m->n_layer, sizeof *m->layers);
+    if (!m->layers) { fail(&L, "out of memory"); goto fail; }
+    const gguf_tensor *emb = gguf_tensor_find(m->g, "token_embd.weight");
+    if (!emb) { fail(&L, "missing tensor token_embd.weight"); goto fail; }
+    m->n_vocab = (int)emb->ne[1];
+    if (get_weight(&L, "token_embd.weight", m->n_vocab, m->dim, &m->tok_emb)) goto fail;
+    if (gguf_tensor_find(m->g, "output.weight")) {
+        if (get_weight(&L, "output.weight", m->n_vocab, m->dim, &m->output)) goto fail;
+    } else {
+        m->output = m->tok_emb;   /* tied embeddings */
+    }
+    if (get_vec(&L, "output_norm.weight", m->dim, 1, &m->out_norm)) goto fail;
+    if (load_layers(&L, m)) goto fail;
+    if (m->arch == ARCH_GEMMA3) {
+        int window = 0;
+        if (meta_int(&L, a, "attention.sliding_window", -1, &window)) goto fail;
+        for (int l = 0; l < m->n_layer; l++)
+            if (l % 6 < 5) {   /* 5 local layers, then 1 global */
+                m->layers[l].window = window;
+                m->layers[l].rope = &m->rope_local;
+            }
+    }
+    if (file_sha256(m->g, m->sha256)) { fail(&L, "sha256 failed"); goto fail; }
+    *out = m;
+    return 0;
+fail:
+    model_free(m);
+    return -1;
+}
+
+void model_free(model *m) {
+    if (!m) return;
+    for (int l = 0; m->layers && l < m->n_layer; l++) {
+        model_layer *ly = &m->layers[l];
+        free(ly->attn_norm); free(ly->ffn_norm); free(ly->bq); free(ly->bk); free(ly->bv);
+        free(ly->q_norm); free(ly->k_norm); free(ly->post_attn_norm); free(ly->post_ffn_norm);
+    }
+    free(m->layers);
+    free(m->out_norm);
+    gguf_close(m->g);
+    free(m);
+}
+
+/* ---- forward --------------------------------------------------------------------------------- */
+
+int model_scratch_alloc(const model *m, int max_T, model_scratch *s) {
+    memset(s, 0, sizeof *s);
+    size_t T = (size_t)max_T;
+    s->max_T = max_T;
+    s->x = malloc(sizeof(float) * T * m->dim);
+    s->xb = malloc(sizeof(float) * T * m->dim);
+    s->q = malloc(sizeof(float) * T * m->n_head * m->hd);
+    s->att = malloc(sizeof(float) * T * m->n_head * m->hd);
+    s->k = malloc(sizeof(float) * T * m->n_kv * m->hd);
+    s->v = malloc(sizeof(float) * T * m->n_kv * m->hd);
+    s->h1 = malloc(sizeof(float) * T * m->ffn);
+    s->h2 = malloc(sizeof(float) * T * m->ffn);
+    s->cs_g = malloc(sizeof(float) * T * m->n_rot);
+    s->cs_l = malloc(sizeof(float) * T * m->n_rot);
+    if (!s->x || !s->xb || !s->q || !s->att || !s->k || !s->v || !s->h1 || !s->h2 || !s->cs_g || !s->cs_l) {
+        model_scratch_free(s);
+        return -1;
+    }
+    return 0;
+}
+
+void model_scratch_free(model_scratch *s) {
+    free(s->x); free(s->xb); free(s->q); free(s->att); free(s->k); free(s->v);
+    free(s->h1); free(s->h2); free(s->cs_g); free(s->cs_l);
+    memset(s, 0, sizeof *s);
+}
+
+static void add_bias(float *y, const float *b, int T, int n) {
+    if (!b) return;
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < n; i++) y[(size_t)t * n + i] += b[i];
+}
+
+/* Per-head RMSNorm (qk-norm) then RoPE, for x [T][nh][hd]. */
+static void qk_prepare(const model *m, float *x, int T, int nh, const float *norm, const float *cs) {
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < nh; h++) {
+            float *v = x + ((size_t)t * nh + h) * m->hd;
+            if (norm) ops_rmsnorm(v, v, norm, m->hd, m->eps);
+            ops_rope(v, cs + (size_t)t * m->n_rot, m->n_rot, m->neox);
+        }
+}
+
+int model_forward(const model *m, model_scratch *s, pool *p, cache *c, const int32_t *tokens,
+                  int T, int pos0, const int *rows, int n_rows, float *logits, char *err, size_t errlen) {
+    int dim = m->dim, qd = m->n_head * m->hd, kd = m->n_kv * m->hd;
+    if (T < 1 || T > s->max_T) { snprintf(err, errlen, "chunk of %d tokens (max %d)", T, s->max_T); return -1; }
+    if (pos0 < 0 || pos0 + T > c->n_ctx) {
+        snprintf(err, errlen, "positions %d..%d exceed the context of %d tokens", pos0, pos0 + T - 1, c->n_ctx);
+        return -1;
+    }
+    for (int t = 0; t < T; t++) {
+        if (tokens[t] < 0 || tokens[t] >= m->n_vocab) {
+            snprintf(err, errlen, "token id %d at position %d is outside the vocabulary [0, %d)", tokens[t], pos0 + t, m->n_vocab);
+            return -1;
+        }
+        float *x = s->x + (size_t)t * dim;
+        ops_weight_row(&m->tok_emb, tokens[t], x);
+        if (m->emb_scale != 1.0f)
+            for (int i = 0; i < dim; i++) x[i] *= m->emb_scale;
+        ops_rope_table(s->cs_g + (size_t)t * m->n_rot, pos0 + t, m->n_rot, &m->rope_global);
+        ops_rope_table(s->cs_l + (size_t)t * m->n_rot, pos0 + t, m->n_rot, &m->rope_local);
+    }
+    for (int l = 0; l < m->n_layer; l++) {
+        const model_layer *ly = &m->layers[l];
+        const float *cs = ly->rope == &m->rope_local ? s->cs_l : s->cs_g;
+        for (int t = 0; t < T; t++) ops_rmsnorm(s->xb + (size_t)t * dim, s->x + (size_t)t * dim, ly->attn_norm, dim, m->eps);
+        if (ops_matmul(p, &ly->wq, s->xb, s->q, T, qd) || ops_matmul(p, &ly->wk, s->xb, s->k, T, kd) ||
+            ops_matmul(p, &ly->wv, s->xb, s->v, T, kd))
+            goto oom;
+        add_bias(s->q, ly->bq, T, qd);
+        add_bias(s->k, ly->bk, T, kd);
+        add_bias(s->v, ly->bv, T, kd);
+        qk_prepare(m, s->q, T, m->n_head, ly->q_norm, cs);
+        qk_prepare(m, s->k, T, m->n_kv, ly->k_norm, cs);
+        for (int t = 0; t < T; t++) cache_store(c, l, pos0 + t, s->k + (size_t)t * kd, s->v + (size_t)t * kd);
+        cache_attn at = { l, T, pos0, m->n_head, ly->window, m->attn_scale, s->q, s->att };
+        if (cache_attend(p, c, &at)) goto oom;
+        if (ops_matmul(p, &ly->wo, s->att, s->xb, T, dim)) goto oom;
+        for (int t = 0; t < T; t++) {
+            float *o = s->xb + (size_t)t * dim, *x = s->x + (size_t)t * dim;
+            if (ly->post_attn_norm) ops_rmsnorm(o, o, ly->post_attn_norm, dim, m->eps);
+            for (int i = 0; i < dim; i++) x[i] += o[i];
+            ops_rmsnorm(o, x, ly->ffn_norm, dim, m->eps);
+        }
+        if (ops_matmul(p, &ly->w_gate, s->xb, s->h1, T, m->ffn) || ops_matmul(p, &ly->w_up, s->xb, s->h2, T, m->ffn))
+            goto oom;
+        for (int t = 0; t < T; t++) {
+            float *g = s->h1 + (size_t)t * m->ffn, *u = s->h2 + (size_t)t * m->ffn;
+            if (m->arch == ARCH_GEMMA3) ops_geglu(g, u, m->ffn);
+            else ops_swiglu(g, u, m->ffn);
+        }
+        if (ops_matmul(p, &ly->w_down, s->h1, s->xb, T, dim)) goto oom;
+        for (int t = 0; t < T; t++) {
+            float *o = s->xb + (size_t)t * dim, *x = s->x + (size_t)t * dim;
+            if (ly->post_ffn_norm) ops_rmsnorm(o, o, ly->post_ffn_norm, dim, m->eps);
+            for (int i = 0; i < dim; i++) x[i] += o[i];
+        }
+    }
+    /* logits for the requested rows only: gather their normed states, one matmul */
+    for (int i = 0; i < n_rows; i++) {
+        if (rows[i] < 0 || rows[i] >= T) { snprintf(err, errlen, "row index %d outside the chunk", rows[i]); return -1; }
+        ops_rmsnorm(s->xb + (size_t)i * dim, s->x + (size_t)rows[i] * dim, m->out_norm, dim, m->eps);
+    }
+    if (n_rows > 0 && ops_matmul(p, &m->output, s->xb, logits, n_rows, m->n_vocab)) goto oom;
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory in the forward pass");
+    return -1;
+}

@@ -1,0 +1,595 @@
+/* quant.c — GGUF weight types: block sizes and dequantisation of one row to f32.
+ *
+ * Layout of this file:
+ *   1. the type table (name, values per block, bytes per block)
+ *   2. the reference dequantisers, one per type, each with its block layout in a comment
+ *   3. the AVX2/F16C fast paths for the hot types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K,
+ *      F16, BF16; Gemma 3 270M Q4_K_M stores most of its matrices as Q5_0 because 640-wide
+ *      rows do not fit 256-value K-quant blocks)
+ *   4. the row entry points
+ *
+ * All multi-byte fields are little-endian (GGUF is little-endian; so is every machine we build
+ * on). "fp16" is an IEEE half. Blocks sit at any alignment, so fields are read with memcpy or
+ * unaligned vector loads.
+ *
+ * Exactness (why the fast and the reference path agree bit for bit): a value is a product of an
+ * fp16 d (at most 11 significant bits), for K-quants a small integer block scale (at most 7 bits:
+ * Q6_K's int8) and the code q (at most 7 bits: Q8_0's int8); the significant bits add up to at
+ * most 24 (Q6_K: 11 + 7 + 5, |q| <= 32) and the magnitudes stay far inside f32's normal range, so
+ * each product is exact in f32 whatever the order. The types with a minimum then do one rounded
+ * subtraction or addition of another exact product. Both paths compute the same operands
+ * and the same single rounding, so FMA contraction (off in this build anyway) could not change a
+ * result either. fp16 fields (scales, minimums, F16 values) are converted with F16C in the fast
+ * path and with fp16_to_f32() in the reference: the same f32 for every non-NaN half. The one place
+ * the paths may differ is a signalling-NaN half: F16C quiets it (sets the top mantissa bit),
+ * fp16_to_f32() keeps it as it is; a NaN either way.
+ */
+#include "worker/quant.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/fp16.h"
+#include "worker/gguf.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * 1. Type table
+ * ------------------------------------------------------------------------------------------- */
+
+#define QK_K 256   /* values per K-quant super-block */
+
+typedef struct {
+    const char *name;
+    int block_values;      /* 0: we cannot dequantise this type (named only for messages) */
+    size_t block_bytes;
+} quant_traits;
+
+/* Indexed by type number. Names follow ggml's; numbers 4, 5, 31-33 and 36-38 are retired. */
+static const quant_traits quant_table[] = {
+    [GGUF_T_F32]  = {"F32", 1, 4},
+    [GGUF_T_F16]  = {"F16", 1, 2},
+    [GGUF_T_Q4_0] = {"Q4_0", 32, 2 + 16},
+    [GGUF_T_Q4_1] = {"Q4_1", 32, 2 + 2 + 16},
+    [GGUF_T_Q5_0] = {"Q5_0", 32, 2 + 4 + 16},
+    [GGUF_T_Q5_1] = {"Q5_1", 32, 2 + 2 + 4 + 16},
+    [GGUF_T_Q8_0] = {"Q8_0", 32, 2 + 32},
+    [GGUF_T_Q8_1] = {"Q8_1", 0, 0},
+    [GGUF_T_Q2_K] = {"Q2_K", QK_K, 16 + 64 + 2 + 2},
+    [GGUF_T_Q3_K] = {"Q3_K", QK_K, 32 + 64 + 12 + 2},
+    [GGUF_T_Q4_K] = {"Q4_K", QK_K, 2 + 2 + 12 + 128},
+    [GGUF_T_Q5_K] = {"Q5_K", QK_K, 2 + 2 + 12 + 32 + 128},
+    [GGUF_T_Q6_K] = {"Q6_K", QK_K, 128 + 64 + 16 + 2},
+    [GGUF_T_Q8_K] = {"Q8_K", 0, 0},
+    [16] = {"IQ2_XXS", 0, 0}, [17] = {"IQ2_XS", 0, 0}, [18] = {"IQ3_XXS", 0, 0},
+    [19] = {"IQ1_S", 0, 0},   [20] = {"IQ4_NL", 0, 0}, [21] = {"IQ3_S", 0, 0},
+    [22] = {"IQ2_S", 0, 0},   [23] = {"IQ4_XS", 0, 0},
+    [GGUF_T_I8]  = {"I8", 0, 0},  [GGUF_T_I16] = {"I16", 0, 0}, [GGUF_T_I32] = {"I32", 0, 0},
+    [GGUF_T_I64] = {"I64", 0, 0}, [GGUF_T_F64] = {"F64", 0, 0},
+    [29] = {"IQ1_M", 0, 0},
+    [GGUF_T_BF16] = {"BF16", 1, 2},
+    [34] = {"TQ1_0", 0, 0}, [35] = {"TQ2_0", 0, 0}, [39] = {"MXFP4", 0, 0},
+    [40] = {"NVFP4", 0, 0}, [41] = {"Q1_0", 0, 0},
+};
+#define QUANT_TABLE_LEN (sizeof quant_table / sizeof quant_table[0])
+
+static const quant_traits *quant_traits_of(uint32_t type) {
+    if (type >= QUANT_TABLE_LEN || quant_table[type].block_values == 0) return NULL;
+    return &quant_table[type];
+}
+
+int quant_block_values(uint32_t type) {
+    const quant_traits *t = quant_traits_of(type);
+    return t ? t->block_values : 0;
+}
+
+size_t quant_block_bytes(uint32_t type) {
+    const quant_traits *t = quant_traits_of(type);
+    return t ? t->block_bytes : 0;
+}
+
+int quant_supported(uint32_t type) { return quant_traits_of(type) != NULL; }
+
+const char *quant_type_name(uint32_t type) {
+    if (type < QUANT_TABLE_LEN && quant_table[type].name) return quant_table[type].name;
+    return "unknown";
+}
+
+const char *quant_type_name_buf(uint32_t type, char *buf, size_t buflen) {
+    if (type < QUANT_TABLE_LEN && quant_table[type].name) return quant_table[type].name;
+    if (!buf || buflen == 0) return "unknown";
+    snprintf(buf, buflen, "type %u", (unsigned)type);
+    return buf;
+}
+
+size_t quant_row_bytes(uint32_t type, uint64_t n) {
+    const quant_traits *t = quant_traits_of(type);
+    if (!t || n == 0 || n % (uint64_t)t->block_values != 0) return 0;
+    uint64_t blocks = n / (uint64_t)t->block_values;
+    if (blocks > SIZE_MAX / t->block_bytes) return 0;
+    return (size_t)blocks * t->block_bytes;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * 2. Reference dequantisers: one block at b into y[block_values].
+ * ------------------------------------------------------------------------------------------- */
+
+static float load_f16(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return fp16_to_f32(h);
+}
+
+/* Q4_0: 32 values in 18 bytes
+ *   [0..1]   d       fp16 scale
+ *   [2..17]  qs[16]  4-bit codes: value j (0..15) is the low nibble of qs[j], value j+16 its high
+ *   y = d * (q - 8) */
+static void ref_q4_0(const uint8_t *b, float *y) {
+    float d = load_f16(b);
+    const uint8_t *qs = b + 2;
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)((int)(qs[j] & 0x0F) - 8);
+        y[j + 16] = d * (float)((int)(qs[j] >> 4) - 8);
+    }
+}
+
+/* Q4_1: 32 values in 20 bytes
+ *   [0..1]   d       fp16 scale
+ *   [2..3]   m       fp16 minimum
+ *   [4..19]  qs[16]  4-bit codes, nibble order as Q4_0
+ *   y = d * q + m */
+static void ref_q4_1(const uint8_t *b, float *y) {
+    float d = load_f16(b), m = load_f16(b + 2);
+    const uint8_t *qs = b + 4;
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)(qs[j] & 0x0F) + m;
+        y[j + 16] = d * (float)(qs[j] >> 4) + m;
+    }
+}
+
+/* Q5_0: 32 values in 22 bytes
+ *   [0..1]   d       fp16 scale
+ *   [2..5]   qh      uint32: bit j is the fifth (high) bit of value j
+ *   [6..21]  qs[16]  low 4 bits, nibble order as Q4_0
+ *   y = d * (q - 16) */
+static void ref_q5_0(const uint8_t *b, float *y) {
+    float d = load_f16(b);
+    uint32_t qh;
+    memcpy(&qh, b + 2, 4);
+    const uint8_t *qs = b + 6;
+    for (int j = 0; j < 16; j++) {
+        int lo = (int)(qs[j] & 0x0F) | (int)(((qh >> j) & 1u) << 4);
+        int hi = (int)(qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
+        y[j] = d * (float)(lo - 16);
+        y[j + 16] = d * (float)(hi - 16);
+    }
+}
+
+/* Q5_1: 32 values in 24 bytes
+ *   [0..1]   d       fp16 scale
+ *   [2..3]   m       fp16 minimum
+ *   [4..7]   qh      uint32, as Q5_0
+ *   [8..23]  qs[16]  low 4 bits, as Q5_0
+ *   y = d * q + m */
+static void ref_q5_1(const uint8_t *b, float *y) {
+    float d = load_f16(b), m = load_f16(b + 2);
+    uint32_t qh;
+    memcpy(&qh, b + 4, 4);
+    const uint8_t *qs = b + 8;
+    for (int j = 0; j < 16; j++) {
+        int lo = (int)(qs[j] & 0x0F) | (int)(((qh >> j) & 1u) << 4);
+        int hi = (int)(qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
+        y[j] = d * (float)lo + m;
+        y[j + 16] = d * (float)hi + m;
+    }
+}
+
+/* Q8_0: 32 values in 34 bytes
+ *   [0..1]   d       fp16 scale
+ *   [2..33]  qs[32]  int8 codes, value j = qs[j]
+ *   y = d * q */
+static void ref_q8_0(const uint8_t *b, float *y) {
+    float d = load_f16(b);
+    const int8_t *qs = (const int8_t *)(b + 2);
+    for (int j = 0; j < 32; j++) y[j] = d * (float)qs[j];
+}
+
+/* Q2_K: 256 values in 84 bytes, 16 groups of 16 values
+ *   [0..15]   scales[16]  group g: low nibble = scale sc, high nibble = minimum m
+ *   [16..79]  qs[64]      2-bit codes: value 128h + 32s + l (h 0..1, s 0..3, l 0..31) is
+ *                         bits 2s..2s+1 of qs[32h + l]
+ *   [80..81]  d           fp16 super-scale of the scales
+ *   [82..83]  dmin        fp16 super-scale of the minimums
+ *   value e in group g = e/16:  y = (d*sc[g]) * q - (dmin*m[g]) */
+static void ref_q2_k(const uint8_t *b, float *y) {
+    const uint8_t *scales = b, *qs = b + 16;
+    float d = load_f16(b + 80), dmin = load_f16(b + 82);
+    for (int e = 0; e < QK_K; e++) {
+        int h = e / 128, s = (e % 128) / 32, l = e % 32, g = e / 16;
+        int q = (qs[32 * h + l] >> (2 * s)) & 3;
+        float dl = d * (float)(scales[g] & 0x0F);
+        float ml = dmin * (float)(scales[g] >> 4);
+        y[e] = dl * (float)q - ml;
+    }
+}
+
+/* Q3_K: 256 values in 110 bytes, 16 groups of 16 values
+ *   [0..31]    hmask[32]   high bit: value 128h + 32s + l has bit (4h + s) of hmask[l]
+ *   [32..95]   qs[64]      low 2 bits: value 128h + 32s + l is bits 2s..2s+1 of qs[32h + l]
+ *   [96..107]  scales[12]  16 signed 6-bit scales (stored + 32): scale k's low 4 bits are the
+ *                          low nibble of byte k (k < 8) or the high nibble of byte k-8 (k >= 8);
+ *                          its high 2 bits are bits 2(k/4)..2(k/4)+1 of byte 8 + k%4
+ *   [108..109] d           fp16 super-scale
+ *   q = low2 - 4 when the high bit is 0, low2 when it is 1 (range -4..3)
+ *   value e in group g = e/16:  y = (d*(scale[g] - 32)) * q */
+static void ref_q3_k(const uint8_t *b, float *y) {
+    const uint8_t *hmask = b, *qs = b + 32, *sc = b + 96;
+    float d = load_f16(b + 108);
+    int scale[16];
+    for (int k = 0; k < 16; k++) {
+        int low = k < 8 ? (sc[k] & 0x0F) : (sc[k - 8] >> 4);
+        int high = (sc[8 + k % 4] >> (2 * (k / 4))) & 3;
+        scale[k] = (low | (high << 4)) - 32;
+    }
+    for (int e = 0; e < QK_K; e++) {
+        int h = e / 128, s = (e % 128) / 32, l = e % 32;
+        int low2 = (qs[32 * h + l] >> (2 * s)) & 3;
+        int hbit = (hmask[l] >> (4 * h + s)) & 1;
+        int q = low2 - (hbit ? 0 : 4);
+        float dl = d * (float)scale[e / 16];
+        y[e] = dl * (float)q;
+    }
+}
+
+/* The 12-byte scale block shared by Q4_K and Q5_K: 8 groups, each with a 6-bit scale sc[j] and a
+ * 6-bit minimum m[j].
+ *   j < 4:  sc = s[j] & 63,                          m = s[j+4] & 63
+ *   j >= 4: sc = (s[j+4] & 15) | (s[j-4] >> 6) << 4, m = (s[j+4] >> 4) | (s[j] >> 6) << 4 */
+static void k_scale_min(const uint8_t *s, int sc[8], int m[8]) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = s[j] & 63;
+        m[j] = s[j + 4] & 63;
+    }
+    for (int j = 4; j < 8; j++) {
+        sc[j] = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+        m[j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+/* Q4_K: 256 values in 144 bytes, 8 groups of 32 values
+ *   [0..1]    d           fp16 super-scale of the scales
+ *   [2..3]    dmin        fp16 super-scale of the minimums
+ *   [4..15]   scales[12]  8 x (6-bit scale, 6-bit minimum), see k_scale_min
+ *   [16..143] qs[128]     4-bit codes: group 2c (c 0..3) value l is the low nibble of qs[32c + l],
+ *                         group 2c+1 value l its high nibble
+ *   value l of group g:  y = (d*sc[g]) * q - (dmin*m[g]) */
+static void ref_q4_k(const uint8_t *b, float *y) {
+    float d = load_f16(b), dmin = load_f16(b + 2);
+    int sc[8], m[8];
+    k_scale_min(b + 4, sc, m);
+    const uint8_t *qs = b + 16;
+    for (int g = 0; g < 8; g++) {
+        float dl = d * (float)sc[g], ml = dmin * (float)m[g];
+        int c = g / 2, shift = 4 * (g % 2);
+        for (int l = 0; l < 32; l++) {
+            int q = (qs[32 * c + l] >> shift) & 0x0F;
+            y[32 * g + l] = dl * (float)q - ml;
+        }
+    }
+}
+
+/* Q5_K: 256 values in 176 bytes, 8 groups of 32 values
+ *   [0..1]    d, [2..3] dmin, [4..15] scales[12]   as Q4_K
+ *   [16..47]  qh[32]      fifth bit: value l of group g has bit g of qh[l]
+ *   [48..175] qs[128]     low 4 bits, as Q4_K
+ *   value l of group g:  y = (d*sc[g]) * q - (dmin*m[g]) */
+static void ref_q5_k(const uint8_t *b, float *y) {
+    float d = load_f16(b), dmin = load_f16(b + 2);
+    int sc[8], m[8];
+    k_scale_min(b + 4, sc, m);
+    const uint8_t *qh = b + 16, *qs = b + 48;
+    for (int g = 0; g < 8; g++) {
+        float dl = d * (float)sc[g], ml = dmin * (float)m[g];
+        int c = g / 2, shift = 4 * (g % 2);
+        for (int l = 0; l < 32; l++) {
+            int q = ((qs[32 * c + l] >> shift) & 0x0F) | (((qh[l] >> g) & 1) << 4);
+            y[32 * g + l] = dl * (float)q - ml;
+        }
+    }
+}
+
+/* Q6_K: 256 values in 210 bytes, 16 groups of 16 values
+ *   [0..127]    ql[128]     low 4 bits: value 128h + 32s + l (h 0..1, s 0..3, l 0..31) is nibble
+ *                           s/2 (0 = low, 1 = high) of ql[64h + 32(s%2) + l]
+ *   [128..191]  qh[64]      high 2 bits: bits 2s..2s+1 of qh[32h + l]
+ *   [192..207]  scales[16]  int8 scale per group of 16
+ *   [208..209]  d           fp16 super-scale
+ *   q = (low4 | high2 << 4) - 32 (range -32..31)
+ *   value e in group g = e/16:  y = (d*scales[g]) * q */
+static void ref_q6_k(const uint8_t *b, float *y) {
+    const uint8_t *ql = b, *qh = b + 128;
+    const int8_t *scales = (const int8_t *)(b + 192);
+    float d = load_f16(b + 208);
+    for (int e = 0; e < QK_K; e++) {
+        int h = e / 128, s = (e % 128) / 32, l = e % 32;
+        int low4 = (ql[64 * h + 32 * (s % 2) + l] >> (4 * (s / 2))) & 0x0F;
+        int high2 = (qh[32 * h + l] >> (2 * s)) & 3;
+        int q = (low4 | (high2 << 4)) - 32;
+        float dl = d * (float)scales[e / 16];
+        y[e] = dl * (float)q;
+    }
+}
+
+/* F32 / F16 / BF16: one value per "block" of 4 / 2 / 2 bytes. */
+static void ref_f32(const uint8_t *b, float *y) { memcpy(y, b, 4); }
+static void ref_f16(const uint8_t *b, float *y) { y[0] = load_f16(b); }
+static void ref_bf16(const uint8_t *b, float *y) {
+    uint16_t v;
+    memcpy(&v, b, 2);
+    y[0] = bf16_to_f32(v);
+}
+
+typedef void (*quant_block_fn)(const uint8_t *b, float *y);
+
+static quant_block_fn quant_ref_block(uint32_t type) {
+    switch (type) {
+    case GGUF_T_F32: return ref_f32;
+    case GGUF_T_F16: return ref_f16;
+    case GGUF_T_BF16: return ref_bf16;
+    case GGUF_T_Q4_0: return ref_q4_0;
+    case GGUF_T_Q4_1: return ref_q4_1;
+    case GGUF_T_Q5_0: return ref_q5_0;
+    case GGUF_T_Q5_1: return ref_q5_1;
+    case GGUF_T_Q8_0: return ref_q8_0;
+    case GGUF_T_Q2_K: return ref_q2_k;
+    case GGUF_T_Q3_K: return ref_q3_k;
+    case GGUF_T_Q4_K: return ref_q4_k;
+    case GGUF_T_Q5_K: return ref_q5_k;
+    case GGUF_T_Q6_K: return ref_q6_k;
+    default: return NULL;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * 3. AVX2 / F16C fast paths: whole rows of nb blocks. Each computes exactly the reference's
+ *    expression (same operands, same order), 8 lanes at a time.
+ * ------------------------------------------------------------------------------------------- */
+
+#if defined(__AVX2__) && defined(__F16C__)
+#include <immintrin.h>
+#define QUANT_HAVE_FAST 1
+
+/* Low 8 bytes of v as signed / unsigned int8 -> 8 floats (exact). */
+static inline __m256 i8x8_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
+static inline __m256 u8x8_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); }
+
+/* One fp16 field -> f32 with the F16C instruction: the same value as fp16_to_f32() for every
+ * non-NaN input. */
+static inline float f16c_load(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+/* y[0..16) = d * v (16 signed bytes). */
+static inline void store16_mul(float *y, __m256 d, __m128i v) {
+    _mm256_storeu_ps(y, _mm256_mul_ps(d, i8x8_ps(v)));
+    _mm256_storeu_ps(y + 8, _mm256_mul_ps(d, i8x8_ps(_mm_srli_si128(v, 8))));
+}
+
+/* y[0..16) = d * v + m (16 unsigned bytes). */
+static inline void store16_mul_add(float *y, __m256 d, __m256 m, __m128i v) {
+    _mm256_storeu_ps(y, _mm256_add_ps(_mm256_mul_ps(d, u8x8_ps(v)), m));
+    _mm256_storeu_ps(y + 8, _mm256_add_ps(_mm256_mul_ps(d, u8x8_ps(_mm_srli_si128(v, 8))), m));
+}
+
+/* y[0..16) = d * v - m (16 unsigned bytes). */
+static inline void store16_mul_sub(float *y, __m256 d, __m256 m, __m128i v) {
+    _mm256_storeu_ps(y, _mm256_sub_ps(_mm256_mul_ps(d, u8x8_ps(v)), m));
+    _mm256_storeu_ps(y + 8, _mm256_sub_ps(_mm256_mul_ps(d, u8x8_ps(_mm_srli_si128(v, 8))), m));
+}
+
+static void fast_q4_0(const uint8_t *src, float *y, int64_t nb) {
+    const __m128i low4 = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+    for (int64_t i = 0; i < nb; i++, src += 18, y += 32) {
+        __m256 d = _mm256_set1_ps(f16c_load(src));
+        __m128i qs = _mm_loadu_si128((const __m128i *)(src + 2));
+        __m128i lo = _mm_sub_epi8(_mm_and_si128(qs, low4), eight);
+        __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(qs, 4), low4), eight);
+        store16_mul(y, d, lo);
+        store16_mul(y + 16, d, hi);
+    }
+}
+
+static void fast_q4_1(const uint8_t *src, float *y, int64_t nb) {
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    for (int64_t i = 0; i < nb; i++, src += 20, y += 32) {
+        __m256 d = _mm256_set1_ps(f16c_load(src)), m = _mm256_set1_ps(f16c_load(src + 2));
+        __m128i qs = _mm_loadu_si128((const __m128i *)(src + 4));
+        store16_mul_add(y, d, m, _mm_and_si128(qs, low4));
+        store16_mul_add(y + 16, d, m, _mm_and_si128(_mm_srli_epi16(qs, 4), low4));
+    }
+}
+
+/* Bit j of bits (j = 0..15) -> byte j of the result: 0x10 when set, else 0 (the fifth bit of a
+ * Q5 code in place). Each byte lane gets the source byte holding its bit, then tests that bit. */
+static inline __m128i bits16_to_0x10(uint32_t bits) {
+    const __m128i spread = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m128i lane_bit = _mm_set1_epi64x((long long)0x8040201008040201ull);
+    __m128i v = _mm_shuffle_epi8(_mm_set1_epi16((short)(bits & 0xFFFFu)), spread);
+    v = _mm_cmpeq_epi8(_mm_and_si128(v, lane_bit), lane_bit);
+    return _mm_and_si128(v, _mm_set1_epi8(0x10));
+}
+
+static void fast_q5_0(const uint8_t *src, float *y, int64_t nb) {
+    const __m128i low4 = _mm_set1_epi8(0x0F), sixteen = _mm_set1_epi8(16);
+    for (int64_t i = 0; i < nb; i++, src += 22, y += 32) {
+        __m256 d = _mm256_set1_ps(f16c_load(src));
+        uint32_t qh;
+        memcpy(&qh, src + 2, 4);
+        __m128i qs = _mm_loadu_si128((const __m128i *)(src + 6));
+        __m128i lo = _mm_or_si128(_mm_and_si128(qs, low4), bits16_to_0x10(qh));
+        __m128i hi = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(qs, 4), low4), bits16_to_0x10(qh >> 16));
+        store16_mul(y, d, _mm_sub_epi8(lo, sixteen));
+        store16_mul(y + 16, d, _mm_sub_epi8(hi, sixteen));
+    }
+}
+
+static void fast_q5_1(const uint8_t *src, float *y, int64_t nb) {
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    for (int64_t i = 0; i < nb; i++, src += 24, y += 32) {
+        __m256 d = _mm256_set1_ps(f16c_load(src)), m = _mm256_set1_ps(f16c_load(src + 2));
+        uint32_t qh;
+        memcpy(&qh, src + 4, 4);
+        __m128i qs = _mm_loadu_si128((const __m128i *)(src + 8));
+        store16_mul_add(y, d, m, _mm_or_si128(_mm_and_si128(qs, low4), bits16_to_0x10(qh)));
+        store16_mul_add(y + 16, d, m, _mm_or_si128(_mm_and_si128(_mm_srli_epi16(qs, 4), low4),
+                                                   bits16_to_0x10(qh >> 16)));
+    }
+}
+
+static void fast_q8_0(const uint8_t *src, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, src += 34, y += 32) {
+        __m256 d = _mm256_set1_ps(f16c_load(src));
+        store16_mul(y, d, _mm_loadu_si128((const __m128i *)(src + 2)));
+        store16_mul(y + 16, d, _mm_loadu_si128((const __m128i *)(src + 18)));
+    }
+}
+
+static void fast_q4_k(const uint8_t *src, float *y, int64_t nb) {
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    for (int64_t i = 0; i < nb; i++, src += 144, y += QK_K) {
+        float d = f16c_load(src), dmin = f16c_load(src + 2);
+        int sc[8], m[8];
+        k_scale_min(src + 4, sc, m);
+        const uint8_t *qs = src + 16;
+        for (int c = 0; c < 4; c++) {           /* groups 2c (low nibbles) and 2c+1 (high) */
+            __m256 dl0 = _mm256_set1_ps(d * (float)sc[2 * c]);
+            __m256 ml0 = _mm256_set1_ps(dmin * (float)m[2 * c]);
+            __m256 dl1 = _mm256_set1_ps(d * (float)sc[2 * c + 1]);
+            __m256 ml1 = _mm256_set1_ps(dmin * (float)m[2 * c + 1]);
+            for (int h = 0; h < 2; h++) {       /* values 16h .. 16h+15 of each group */
+                __m128i v = _mm_loadu_si128((const __m128i *)(qs + 32 * c + 16 * h));
+                store16_mul_sub(y + 64 * c + 16 * h, dl0, ml0, _mm_and_si128(v, low4));
+                store16_mul_sub(y + 64 * c + 32 + 16 * h, dl1, ml1,
+                                _mm_and_si128(_mm_srli_epi16(v, 4), low4));
+            }
+        }
+    }
+}
+
+static void fast_q6_k(const uint8_t *src, float *y, int64_t nb) {
+    const __m128i low4 = _mm_set1_epi8(0x0F), bits45 = _mm_set1_epi8(0x30);
+    const __m128i off = _mm_set1_epi8(32);
+    for (int64_t i = 0; i < nb; i++, src += 210, y += QK_K) {
+        const uint8_t *ql = src, *qh = src + 128;
+        const int8_t *scales = (const int8_t *)(src + 192);
+        float d = f16c_load(src + 208);
+        for (int h = 0; h < 2; h++) {
+            for (int l0 = 0; l0 < 32; l0 += 16) {
+                __m128i a = _mm_loadu_si128((const __m128i *)(ql + 64 * h + l0));
+                __m128i b = _mm_loadu_si128((const __m128i *)(ql + 64 * h + 32 + l0));
+                __m128i hb = _mm_loadu_si128((const __m128i *)(qh + 32 * h + l0));
+                /* q for s = 0..3: low nibble of a, low of b, high of a, high of b; the high two
+                 * bits are bits 2s..2s+1 of hb moved to bits 4..5 (16-bit shifts; the mask drops
+                 * what crosses a byte) */
+                __m128i q[4];
+                q[0] = _mm_or_si128(_mm_and_si128(a, low4),
+                                    _mm_and_si128(_mm_slli_epi16(hb, 4), bits45));
+                q[1] = _mm_or_si128(_mm_and_si128(b, low4),
+                                    _mm_and_si128(_mm_slli_epi16(hb, 2), bits45));
+                q[2] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(a, 4), low4),
+                                    _mm_and_si128(hb, bits45));
+                q[3] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(b, 4), low4),
+                                    _mm_and_si128(_mm_srli_epi16(hb, 2), bits45));
+                for (int s = 0; s < 4; s++) {
+                    int e = 128 * h + 32 * s + l0;
+                    __m256 dl = _mm256_set1_ps(d * (float)scales[e / 16]);
+                    store16_mul(y + e, dl, _mm_sub_epi8(q[s], off));
+                }
+            }
+        }
+    }
+}
+
+static void fast_f16(const uint8_t *src, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 2 * i))));
+    for (; i < n; i++) y[i] = f16c_load(src + 2 * i);   /* same conversion as the loop above */
+}
+
+static void fast_bf16(const uint8_t *src, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + 2 * i)));
+        _mm256_storeu_ps(y + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+    }
+    for (; i < n; i++) ref_bf16(src + 2 * i, y + i);
+}
+
+typedef void (*quant_row_fn)(const uint8_t *src, float *y, int64_t nb);
+
+static quant_row_fn quant_fast_row(uint32_t type) {
+    switch (type) {
+    case GGUF_T_F16: return fast_f16;
+    case GGUF_T_BF16: return fast_bf16;
+    case GGUF_T_Q4_0: return fast_q4_0;
+    case GGUF_T_Q4_1: return fast_q4_1;
+    case GGUF_T_Q5_0: return fast_q5_0;
+    case GGUF_T_Q5_1: return fast_q5_1;
+    case GGUF_T_Q8_0: return fast_q8_0;
+    case GGUF_T_Q4_K: return fast_q4_k;
+    case GGUF_T_Q6_K: return fast_q6_k;
+    default: return NULL;
+    }
+}
+#endif /* __AVX2__ && __F16C__ */
+
+/* ---------------------------------------------------------------------------------------------
+ * 4. Row entry points
+ * ------------------------------------------------------------------------------------------- */
+
+/* Number of blocks in a row of n values, or -1 (and y[0..n) filled with NaN) when the request is
+ * invalid. */
+static int64_t quant_row_blocks(uint32_t type, float *y, int64_t n) {
+    int bv = quant_block_values(type);
+    if (bv > 0 && n > 0 && n % bv == 0) return n / bv;
+    for (int64_t i = 0; i < n; i++) y[i] = NAN;
+    return -1;
+}
+
+void quant_dequant_row_ref(uint32_t type, const void *src, float *y, int64_t n) {
+    int64_t nb = quant_row_blocks(type, y, n);
+    if (nb < 0) return;
+    if (type == GGUF_T_F32) {                   /* a straight copy */
+        memcpy(y, src, (size_t)n * sizeof(float));
+        return;
+    }
+    quant_block_fn fn = quant_ref_block(type);
+    const uint8_t *b = src;                     /* [nb][bb] */
+    size_t bb = quant_block_bytes(type);
+    int bv = quant_block_values(type);
+    for (int64_t i = 0; i < nb; i++) fn(b + (size_t)i * bb, y + i * bv);
+}
+
+void quant_dequant_row(uint32_t type, const void *src, float *y, int64_t n) {
+#ifdef QUANT_HAVE_FAST
+    quant_row_fn fast = quant_fast_row(type);
+    if (fast) {
+        int64_t nb = quant_row_blocks(type, y, n);
+        if (nb >= 0) fast(src, y, nb);
+        return;
+    }
+#endif
+    quant_dequant_row_ref(type, src, y, n);
+}
+
+int quant_has_fast_path(uint32_t type) {
+#ifdef QUANT_HAVE_FAST
+    return quant_fast_row(type) != NULL;
+#else
+    (void)type;
+    return 0;
+#endif
+}
