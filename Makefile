@@ -24,8 +24,11 @@ export STRATA_CACHE
 DEB_PKGS := libnng-dev libmsgpack-dev libgsl-dev libpcre2-dev libutf8proc-dev libjansson-dev \
             libssl-dev gnuplot-nox python3 python3-venv
 
-LIB_SRC := $(filter-out worker/main.c driver/main.c,$(wildcard proto/*.c worker/*.c driver/*.c kernels/*.c))
-LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+# libengine: protocol, engine and kernels (what a worker is); libanalysis: the driver's modules
+ENGINE_SRC := $(wildcard proto/*.c kernels/*.c) $(filter-out worker/main.c,$(wildcard worker/*.c))
+DRIVER_SRC := $(filter-out driver/main.c,$(wildcard driver/*.c))
+ENGINE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(ENGINE_SRC))
+DRIVER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(DRIVER_SRC))
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BINS    := $(BUILD)/strata-worker $(BUILD)/strata-driver
@@ -57,15 +60,18 @@ $(BUILD)/obj/worker/main.o $(BUILD)/obj/driver/main.o: CFLAGS += -DSTRATA_GIT='"
 $(BUILD)/obj/worker/main.o $(BUILD)/obj/driver/main.o: .FORCE
 .PHONY: .FORCE
 
-$(BUILD)/libstrata.a: $(LIB_OBJ)
+$(BUILD)/libengine.a: $(ENGINE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/libanalysis.a: $(DRIVER_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/strata-worker: $(BUILD)/obj/worker/main.o $(BUILD)/libstrata.a
+$(BUILD)/strata-worker: $(BUILD)/obj/worker/main.o $(BUILD)/libengine.a
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $^ $(LDLIBS)
-$(BUILD)/strata-driver: $(BUILD)/obj/driver/main.o $(BUILD)/libstrata.a
+$(BUILD)/strata-driver: $(BUILD)/obj/driver/main.o $(BUILD)/libanalysis.a $(BUILD)/libengine.a
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $^ $(LDLIBS)
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/libstrata.a
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/libanalysis.a $(BUILD)/libengine.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $^ $(LDLIBS)
 

@@ -55,14 +55,15 @@ float ops_dot(const float *a, const float *b, int n) {
 /* ---- matmul with quantised weights ----------------------------------------------------------- */
 
 #define MM_ROWS 4    /* weight rows dequantised together per work step */
-#define MM_ITEM 64   /* weight rows per pool item */
+#define MM_ITEM 64   /* weight rows per pool item (dequantised once per call) */
+#define MM_TOK 32    /* tokens per block: x block + the item's rows stay in L2 */
 
 typedef struct {
     const ops_weight *w;
     const float *x;   /* [T][cols] */
     float *y;         /* [T][ldy] */
     int T, ldy, r0, r1;
-    float *scratch;   /* [n_threads][MM_ROWS][cols] */
+    float *scratch;   /* [n_threads][MM_ITEM][cols] */
 } mm_ctx;
 
 void ops_weight_row(const ops_weight *w, int r, float *out) {
@@ -74,6 +75,35 @@ static void mm_tile4(const float *wt, const float *x, float *y, int T, int K, in
     int t = 0;
 #ifdef OPS_AVX2
     int K8 = K & ~7;
+    for (; t + 4 <= T; t += 4) {   /* 4 rows x 4 tokens: 16 accumulators, 8 loads per 16 fma */
+        const float *x0 = x + (size_t)t * K, *x1 = x0 + K, *x2 = x1 + K, *x3 = x2 + K;
+        __m256 acc[4][4];
+        for (int q = 0; q < 4; q++)
+            for (int u = 0; u < 4; u++) acc[q][u] = _mm256_setzero_ps();
+        for (int i = 0; i < K8; i += 8) {
+            __m256 w0 = _mm256_loadu_ps(wt + i), w1 = _mm256_loadu_ps(wt + K + i);
+            __m256 w2 = _mm256_loadu_ps(wt + 2 * K + i), w3 = _mm256_loadu_ps(wt + 3 * K + i);
+            __m256 v = _mm256_loadu_ps(x0 + i);
+            acc[0][0] = _mm256_fmadd_ps(w0, v, acc[0][0]); acc[1][0] = _mm256_fmadd_ps(w1, v, acc[1][0]);
+            acc[2][0] = _mm256_fmadd_ps(w2, v, acc[2][0]); acc[3][0] = _mm256_fmadd_ps(w3, v, acc[3][0]);
+            v = _mm256_loadu_ps(x1 + i);
+            acc[0][1] = _mm256_fmadd_ps(w0, v, acc[0][1]); acc[1][1] = _mm256_fmadd_ps(w1, v, acc[1][1]);
+            acc[2][1] = _mm256_fmadd_ps(w2, v, acc[2][1]); acc[3][1] = _mm256_fmadd_ps(w3, v, acc[3][1]);
+            v = _mm256_loadu_ps(x2 + i);
+            acc[0][2] = _mm256_fmadd_ps(w0, v, acc[0][2]); acc[1][2] = _mm256_fmadd_ps(w1, v, acc[1][2]);
+            acc[2][2] = _mm256_fmadd_ps(w2, v, acc[2][2]); acc[3][2] = _mm256_fmadd_ps(w3, v, acc[3][2]);
+            v = _mm256_loadu_ps(x3 + i);
+            acc[0][3] = _mm256_fmadd_ps(w0, v, acc[0][3]); acc[1][3] = _mm256_fmadd_ps(w1, v, acc[1][3]);
+            acc[2][3] = _mm256_fmadd_ps(w2, v, acc[2][3]); acc[3][3] = _mm256_fmadd_ps(w3, v, acc[3][3]);
+        }
+        const float *xs[4] = { x0, x1, x2, x3 };
+        for (int u = 0; u < 4; u++)
+            for (int q = 0; q < 4; q++) {
+                float sum = hsum8(acc[q][u]);
+                for (int i = K8; i < K; i++) sum = fmaf(wt[q * K + i], xs[u][i], sum);
+                y[(size_t)(t + u) * ldy + r + q] = sum;
+            }
+    }
     for (; t + 2 <= T; t += 2) {
         const float *x0 = x + (size_t)t * K, *x1 = x0 + K;
         __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
@@ -106,23 +136,25 @@ static void mm_item(void *vctx, int item, int thread) {
     mm_ctx *c = vctx;
     const ops_weight *w = c->w;
     int K = w->cols;
-    float *wt = c->scratch + (size_t)thread * MM_ROWS * K;
+    float *wt = c->scratch + (size_t)thread * MM_ITEM * K;   /* [MM_ITEM][K] dequantised rows */
     int rb = c->r0 + item * MM_ITEM, re = rb + MM_ITEM < c->r1 ? rb + MM_ITEM : c->r1;
-    int r = rb;
-    for (; r + MM_ROWS <= re; r += MM_ROWS) {
-        for (int q = 0; q < MM_ROWS; q++) ops_weight_row(w, r + q, wt + (size_t)q * K);
-        mm_tile4(wt, c->x, c->y, c->T, K, c->ldy, r);
-    }
-    for (; r < re; r++) {
-        ops_weight_row(w, r, wt);
-        for (int t = 0; t < c->T; t++) c->y[(size_t)t * c->ldy + r] = ops_dot(wt, c->x + (size_t)t * K, K);
+    int nr = re - rb, n4 = nr & ~(MM_ROWS - 1);
+    for (int r = 0; r < nr; r++) ops_weight_row(w, rb + r, wt + (size_t)r * K);
+    /* tokens in blocks that stay in L2 while every row tile of the item passes over them */
+    for (int t0 = 0; t0 < c->T; t0 += MM_TOK) {
+        int nt = c->T - t0 < MM_TOK ? c->T - t0 : MM_TOK;
+        const float *xb = c->x + (size_t)t0 * K;
+        float *yb = c->y + (size_t)t0 * c->ldy;
+        for (int r = 0; r < n4; r += MM_ROWS) mm_tile4(wt + (size_t)r * K, xb, yb, nt, K, c->ldy, rb + r);
+        for (int r = n4; r < nr; r++)
+            for (int t = 0; t < nt; t++) yb[(size_t)t * c->ldy + rb + r] = ops_dot(wt + (size_t)r * K, xb + (size_t)t * K, K);
     }
 }
 
 int ops_matmul_rows(pool *p, const ops_weight *w, const float *x, float *y, int T, int ldy, int r0, int r1) {
     if (r1 <= r0 || T <= 0) return 0;
     mm_ctx c = { w, x, y, T, ldy, r0, r1, NULL };
-    c.scratch = malloc(sizeof(float) * (size_t)pool_threads(p) * MM_ROWS * (size_t)w->cols);
+    c.scratch = malloc(sizeof(float) * (size_t)pool_threads(p) * MM_ITEM * (size_t)w->cols);
     if (!c.scratch) return -1;
     pool_run(p, mm_item, &c, (r1 - r0 + MM_ITEM - 1) / MM_ITEM);
     free(c.scratch);

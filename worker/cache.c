@@ -15,6 +15,7 @@
 
 #define QT 16   /* queries per work item */
 #define KB 16   /* keys per dequantised block */
+#define MAX_HPI 8 /* most query heads per work item */
 
 int cache_create(cache *c, kv_fmt fk, kv_fmt fv, int n_layer, int n_kv, int hd, int n_ctx,
                  char *err, size_t errlen) {
@@ -118,6 +119,7 @@ typedef struct {
     const cache *c;
     const cache_attn *a;
     int n_tiles;
+    int heads_per_item;     /* query heads of one KV group handled together (share K/V dequant) */
     size_t max_keys;        /* score row length per query */
     float *scratch;         /* [n_threads][per_thread] */
     size_t per_thread;
@@ -163,30 +165,60 @@ static void scores_block(const float *qs, int nq, const float *kt, int hd, float
 #endif
 }
 
+/* o[d] = fma(w[j], v[j][d], o[d]) for j = 0..n-1 ascending: per element the same sequence as the
+ * reference's scalar loop; vectorised across d, 32 outputs kept in registers. */
+static void pv_accumulate(float *o, const float *w, const float *v, int n, int hd) {
+    int d0 = 0;
+#ifdef CACHE_AVX2
+    for (; d0 + 32 <= hd; d0 += 32) {
+        __m256 o0 = _mm256_loadu_ps(o + d0), o1 = _mm256_loadu_ps(o + d0 + 8);
+        __m256 o2 = _mm256_loadu_ps(o + d0 + 16), o3 = _mm256_loadu_ps(o + d0 + 24);
+        for (int j = 0; j < n; j++) {
+            __m256 wj = _mm256_broadcast_ss(w + j);
+            const float *vj = v + (size_t)j * hd + d0;
+            o0 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj), o0);
+            o1 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 8), o1);
+            o2 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 16), o2);
+            o3 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 24), o3);
+        }
+        _mm256_storeu_ps(o + d0, o0); _mm256_storeu_ps(o + d0 + 8, o1);
+        _mm256_storeu_ps(o + d0 + 16, o2); _mm256_storeu_ps(o + d0 + 24, o3);
+    }
+    for (; d0 + 8 <= hd; d0 += 8) {
+        __m256 o0 = _mm256_loadu_ps(o + d0);
+        for (int j = 0; j < n; j++) o0 = _mm256_fmadd_ps(_mm256_broadcast_ss(w + j), _mm256_loadu_ps(v + (size_t)j * hd + d0), o0);
+        _mm256_storeu_ps(o + d0, o0);
+    }
+#endif
+    for (; d0 < hd; d0++)
+        for (int j = 0; j < n; j++) o[d0] = fmaf(w[j], v[(size_t)j * hd + d0], o[d0]);
+}
+
 static void attn_item(void *vctx, int item, int thread) {
     attn_ctx *x = vctx;
     const cache *c = x->c;
     const cache_attn *a = x->a;
-    int hd = c->hd, group = a->n_head / c->n_kv;
-    int h = item / x->n_tiles, tile = item % x->n_tiles;
-    int g = h / group;
-    int t0 = tile * QT, t1 = t0 + QT < a->T ? t0 + QT : a->T, nq = t1 - t0;
+    int hd = c->hd, group = a->n_head / c->n_kv, hpi = x->heads_per_item;
+    int hset = item / x->n_tiles, tile = item % x->n_tiles;
+    int h0 = hset * hpi, g = h0 / group;
+    int t0 = tile * QT, t1 = t0 + QT < a->T ? t0 + QT : a->T, nt = t1 - t0;
+    int nq = nt * hpi;      /* query rows: row i = (token t0 + i / hpi, head h0 + i % hpi) */
     float *base = x->scratch + (size_t)thread * x->per_thread;
-    float *q = base;                               /* [QT][hd] queries, rotated if K is */
-    float *o = q + (size_t)QT * hd;                /* [QT][hd] accumulators */
-    float *kt = o + (size_t)QT * hd;               /* [hd][KB] K block, transposed */
+    float *q = base;                               /* [QT*hpi][hd] queries, rotated if K is */
+    float *o = q + (size_t)QT * MAX_HPI * hd;      /* [QT*hpi][hd] accumulators */
+    float *kt = o + (size_t)QT * MAX_HPI * hd;     /* [hd][KB] K block, transposed */
     float *vb = kt + (size_t)hd * KB;              /* [KB][hd] V block */
     float *row = vb + (size_t)KB * hd;             /* [hd] */
-    float *s = row + hd;                           /* [QT][max_keys] scores / weights */
+    float *s = row + hd;                           /* [QT*hpi][max_keys] scores / weights */
     size_t ld = x->max_keys;
-    int lo_q[QT] = {0}, hi_q[QT] = {0};
-    float sum_q[QT] = {0};
+    int lo_q[QT * MAX_HPI] = {0}, hi_q[QT * MAX_HPI] = {0};
+    float sum_q[QT * MAX_HPI] = {0};
 
     for (int i = 0; i < nq; i++) {
-        int pos = a->pos0 + t0 + i;
+        int t = t0 + i / hpi, h = h0 + i % hpi, pos = a->pos0 + t;
         lo_q[i] = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
         hi_q[i] = pos;
-        memcpy(q + (size_t)i * hd, a->q + ((size_t)(t0 + i) * a->n_head + h) * hd, sizeof(float) * (size_t)hd);
+        memcpy(q + (size_t)i * hd, a->q + ((size_t)t * a->n_head + h) * hd, sizeof(float) * (size_t)hd);
         if (kv_fmt_rotated(c->fk)) kv_hadamard(q + (size_t)i * hd, hd);
     }
     int lo = lo_q[0], hi = hi_q[nq - 1];
@@ -229,31 +261,37 @@ static void attn_item(void *vctx, int item, int thread) {
         for (int i = 0; i < nq; i++) {
             int jb = j0 > lo_q[i] ? j0 : lo_q[i];
             int je = j0 + nk - 1 < hi_q[i] ? j0 + nk - 1 : hi_q[i];
-            float *oi = o + (size_t)i * hd;
-            for (int j = jb; j <= je; j++) {
-                float w = s[(size_t)i * ld + (j - lo)];
-                const float *vj = vb + (size_t)(j - j0) * hd;
-                for (int d = 0; d < hd; d++) oi[d] = fmaf(w, vj[d], oi[d]);
-            }
+            pv_accumulate(o + (size_t)i * hd, s + (size_t)i * ld + (jb - lo), vb + (size_t)(jb - j0) * hd, je - jb + 1, hd);
         }
     }
     for (int i = 0; i < nq; i++) {
         float *oi = o + (size_t)i * hd;
         for (int d = 0; d < hd; d++) oi[d] = oi[d] / sum_q[i];
         if (kv_fmt_rotated(c->fv)) kv_hadamard(oi, hd);
-        memcpy(a->out + ((size_t)(t0 + i) * a->n_head + h) * hd, oi, sizeof(float) * (size_t)hd);
+        int t = t0 + i / hpi, h = h0 + i % hpi;
+        memcpy(a->out + ((size_t)t * a->n_head + h) * hd, oi, sizeof(float) * (size_t)hd);
     }
 }
 
 int cache_attend(pool *p, const cache *c, const cache_attn *a) {
-    attn_ctx x = { c, a, (a->T + QT - 1) / QT, 0, NULL, 0 };
+    attn_ctx x = { c, a, (a->T + QT - 1) / QT, 1, 0, NULL, 0 };
+    /* all heads of a KV group in one item (they share the K/V dequantisation) unless that leaves
+     * threads idle; either way each (query, head) is computed the same way */
+    int group = a->n_head / c->n_kv;
+    int hpi = group <= MAX_HPI ? group : 1;
+    while (hpi > 1 && (a->n_head / hpi) * x.n_tiles < 2 * pool_threads(p)) {
+        int h2 = hpi - 1;
+        while (h2 > 1 && group % h2) h2--;
+        hpi = h2;
+    }
+    x.heads_per_item = hpi;
     /* a tile's key range spans its queries' ranges: at most QT - 1 + (window or pos0 + T) keys */
     size_t span = (size_t)(a->window > 0 ? a->window : a->pos0 + a->T) + QT + KB;
     x.max_keys = span;
-    x.per_thread = (size_t)QT * c->hd * 2 + (size_t)c->hd * KB * 2 + c->hd + (size_t)QT * span;
+    x.per_thread = (size_t)QT * MAX_HPI * c->hd * 2 + (size_t)c->hd * KB * 2 + c->hd + (size_t)QT * MAX_HPI * span;
     x.scratch = malloc(sizeof(float) * x.per_thread * (size_t)pool_threads(p));
     if (!x.scratch) return -1;
-    pool_run(p, attn_item, &x, a->n_head * x.n_tiles);
+    pool_run(p, attn_item, &x, (a->n_head / hpi) * x.n_tiles);
     free(x.scratch);
     return 0;
 }

@@ -1,0 +1,394 @@
+/* kv.c — KV-cache storage formats (see kv.h for the layouts and the q4_0r contract).
+ *
+ * Reading a row goes through one decoder, decode_chunk(), which turns the values
+ * [32c, min(32c + 32, h)) of a row into f32. kv_dequantize, kv_dot and kv_axpy all call it, so
+ * the fused kernels are bit-identical to dequantising first by construction; they only fix the
+ * summation order (kv.h) and keep the decoded values in a 32-float stack buffer. The half and
+ * e4m3 decoders are branch-free so that the full-chunk loops vectorise (f16 rows decode about 6x
+ * faster than through fp16_to_f32); tests/test_kv.c checks them against the scalar conversions
+ * for every code. */
+#include "worker/kv.h"
+
+#if defined(__F16C__) && defined(__AVX__)
+#include <immintrin.h>
+#endif
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/fp16.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "kv.c stores f32 rows with memcpy and assumes a little-endian host"
+#endif
+
+#define KV_CHUNK 32   /* values per decode_chunk call = q8_0 / q4_0 block size */
+#define KV_LANES 8    /* partial sums in kv_dot */
+
+static const char *const kv_names[KV_NFMT] = {
+    [KV_F32] = "f32", [KV_BF16] = "bf16", [KV_F16] = "f16", [KV_INT8] = "int8",
+    [KV_Q8_0] = "q8_0", [KV_Q4_0] = "q4_0", [KV_Q4_0R] = "q4_0r", [KV_FP8] = "fp8",
+};
+
+/* ---- names and sizes ---------------------------------------------------------------------- */
+
+int kv_fmt_parse(const char *name, kv_fmt *out) {
+    if (!name) return -1;
+    for (int f = 0; f < KV_NFMT; f++) {
+        if (strcmp(name, kv_names[f]) == 0) {
+            *out = (kv_fmt)f;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+const char *kv_fmt_name(kv_fmt f) {
+    if ((int)f < 0 || f >= KV_NFMT) return "?";
+    return kv_names[f];
+}
+
+int kv_fmt_rotated(kv_fmt f) { return f == KV_Q4_0R; }
+
+static int is_pow2(int h) { return h > 0 && (h & (h - 1)) == 0; }
+
+/* int8 group size g = min(64, h). */
+static int int8_group(int h) { return h < 64 ? h : 64; }
+
+size_t kv_row_bytes(kv_fmt f, int h) {
+    if (h < 1) return 0;
+    size_t n = (size_t)h;
+    switch (f) {
+    case KV_F32: return 4 * n;
+    case KV_BF16:
+    case KV_F16: return 2 * n;
+    case KV_INT8:
+        if (h > 64 && h % 64 != 0) return 0;
+        return n + 2 * (n / (size_t)int8_group(h));
+    case KV_Q8_0:
+        if (h % 32 != 0) return 0;
+        return n / 32 * 34;
+    case KV_Q4_0:
+        if (h % 32 != 0) return 0;
+        return n / 32 * 18;
+    case KV_Q4_0R:
+        if (!is_pow2(h) || h < 32 || h > KV_HADAMARD_MAX) return 0;
+        return n / 32 * 18;
+    case KV_FP8: return n;
+    default: return 0;
+    }
+}
+
+int kv_fmt_check(kv_fmt f, int h, char *err, size_t errlen) {
+    if (kv_row_bytes(f, h) != 0) return 0;
+    const char *name = kv_fmt_name(f);
+    if ((int)f < 0 || f >= KV_NFMT)
+        snprintf(err, errlen, "kv format %d is not a format", (int)f);
+    else if (h < 1)
+        snprintf(err, errlen, "kv format %s needs a head dim >= 1 (got %d)", name, h);
+    else if (f == KV_INT8)
+        snprintf(err, errlen, "kv format int8 needs a head dim <= 64 or a multiple of 64 (got %d)", h);
+    else if (f == KV_Q4_0R)
+        snprintf(err, errlen, "kv format q4_0r needs a head dim that is a power of two in [32, %d] "
+                 "(got %d)", KV_HADAMARD_MAX, h);
+    else
+        snprintf(err, errlen, "kv format %s needs a head dim that is a multiple of 32 (got %d)", name, h);
+    return -1;
+}
+
+/* ---- scalar helpers ----------------------------------------------------------------------- */
+
+static void put16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)(v & 0xff);
+    p[1] = (uint8_t)(v >> 8);
+}
+
+
+/* r (already an integer or NaN) clamped to [-127, 127] as int8; NaN -> 0. */
+static int8_t to_int8(float r) {
+    if (r > 127.0f) return 127;
+    if (r < -127.0f) return -127;
+    if (r != r) return 0;
+    return (int8_t)r;
+}
+
+uint8_t kv_fp8_from_f32(float x) {
+    uint32_t u = fp16_f32_bits(x);
+    uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
+    float a = fabsf(x);
+    if (a != a) return (uint8_t)(sign | 0x7f);
+    if (a >= 448.0f) return (uint8_t)(sign | 0x7e);        /* saturate, inf included */
+    if (a < 0.015625f) {                                    /* below 2^-6: subnormal, step 2^-9 */
+        float q = rintf(a * 512.0f);                        /* exact scaling; 0..8, 8 = 2^-6 */
+        return (uint8_t)(sign | (uint8_t)q);
+    }
+    uint32_t ua = fp16_f32_bits(a);
+    uint32_t e = (ua >> 23) - 127u + 7u;                    /* 1..15 */
+    uint32_t man = ua & 0x7fffffu;
+    uint32_t code = (e << 3) | (man >> 20);
+    uint32_t rem = man & 0xfffffu;
+    if (rem > 0x80000u || (rem == 0x80000u && (code & 1u))) code++;  /* carry into e is right */
+    return (uint8_t)(sign | code);                          /* a < 448 keeps code <= 0x7e */
+}
+
+float kv_fp8_to_f32(uint8_t b) {
+    uint32_t sign = (uint32_t)(b & 0x80u) << 24;
+    uint32_t e = (b >> 3) & 15u;
+    uint32_t m = b & 7u;
+    if (e == 15 && m == 7) return fp16_bits_f32(sign | 0x7fc00000u);
+    if (e == 0) {
+        float v = (float)m * 0.001953125f;                  /* m * 2^-9, exact */
+        return sign ? -v : v;
+    }
+    return fp16_bits_f32(sign | ((e + 120u) << 23) | (m << 20));
+}
+
+void kv_hadamard(float *x, int h) {
+    for (int len = 1; len < h; len *= 2) {
+        for (int i = 0; i < h; i += 2 * len) {
+            for (int j = i; j < i + len; j++) {
+                float a = x[j], b = x[j + len];
+                x[j] = a + b;
+                x[j + len] = a - b;
+            }
+        }
+    }
+    float s = (float)(1.0 / sqrt((double)h));
+    for (int i = 0; i < h; i++) x[i] *= s;
+}
+
+/* ---- quantisers (one row) ----------------------------------------------------------------- */
+
+/* int8: dst = [h int8 values][h/g fp16 scales]. */
+static void quant_int8(const float *x, uint8_t *dst, int h) {
+    int g = int8_group(h);
+    for (int gi = 0; gi < h / g; gi++) {
+        const float *xg = x + gi * g;                       /* [g] */
+        float amax = 0.0f;
+        for (int j = 0; j < g; j++) {
+            float a = fabsf(xg[j]);
+            if (a > amax) amax = a;
+        }
+        uint16_t sb = fp16_from_f32(amax / 127.0f);
+        if (sb == 0x7c00u) sb = 0x7bffu;                    /* beyond fp16: saturate to 65504 */
+        float s = fp16_to_f32(sb);
+        for (int j = 0; j < g; j++)
+            dst[gi * g + j] = (uint8_t)(s == 0.0f ? 0 : to_int8(rintf(xg[j] / s)));
+        put16(dst + h + 2 * gi, sb);
+    }
+}
+
+/* q8_0: blocks of { fp16 d; int8 q[32] }. */
+static void quant_q8_0(const float *x, uint8_t *dst, int h) {
+    for (int b = 0; b < h / 32; b++) {
+        const float *xb = x + 32 * b;                       /* [32] */
+        uint8_t *ob = dst + 34 * b;                         /* [34] */
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) {
+            float a = fabsf(xb[j]);
+            if (a > amax) amax = a;
+        }
+        float d = amax / 127.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        put16(ob, fp16_from_f32(d));
+        for (int j = 0; j < 32; j++) ob[2 + j] = (uint8_t)to_int8(roundf(xb[j] * id));
+    }
+}
+
+/* q4_0 nibble: min(15, trunc(t)) for t = x * id + 8.5 in about [0.5, 16.5]; NaN -> 0. */
+static uint8_t q4_nibble(float t) {
+    if (t >= 15.0f) return 15;
+    if (t > 0.0f) return (uint8_t)t;
+    return 0;
+}
+
+/* q4_0: blocks of { fp16 d; uint8 qs[16] }, qs[j] = q[j] | q[j + 16] << 4. */
+static void quant_q4_0(const float *x, uint8_t *dst, int h) {
+    for (int b = 0; b < h / 32; b++) {
+        const float *xb = x + 32 * b;                       /* [32] */
+        uint8_t *ob = dst + 18 * b;                         /* [18] */
+        float amax = 0.0f, m = 0.0f;
+        for (int j = 0; j < 32; j++) {
+            if (amax < fabsf(xb[j])) {
+                amax = fabsf(xb[j]);
+                m = xb[j];
+            }
+        }
+        float d = m / -8.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        put16(ob, fp16_from_f32(d));
+        for (int j = 0; j < 16; j++) {
+            uint8_t lo = q4_nibble(xb[j] * id + 8.5f);
+            uint8_t hi = q4_nibble(xb[j + 16] * id + 8.5f);
+            ob[2 + j] = (uint8_t)(lo | (hi << 4));
+        }
+    }
+}
+
+int kv_quantize(kv_fmt f, const float *x, void *dst, int h) {
+    if (kv_row_bytes(f, h) == 0) return -1;
+    uint8_t *o = dst;                                       /* [kv_row_bytes(f, h)] */
+    switch (f) {
+    case KV_F32: memcpy(o, x, 4 * (size_t)h); break;
+    case KV_BF16: for (int i = 0; i < h; i++) put16(o + 2 * i, bf16_from_f32(x[i])); break;
+    case KV_F16: for (int i = 0; i < h; i++) put16(o + 2 * i, fp16_from_f32(x[i])); break;
+    case KV_INT8: quant_int8(x, o, h); break;
+    case KV_Q8_0: quant_q8_0(x, o, h); break;
+    case KV_Q4_0: quant_q4_0(x, o, h); break;
+    case KV_Q4_0R: {
+        float r[KV_HADAMARD_MAX];                           /* [h] rotated copy of x */
+        memcpy(r, x, sizeof(float) * (size_t)h);
+        kv_hadamard(r, h);
+        quant_q4_0(r, o, h);
+        break;
+    }
+    case KV_FP8: for (int i = 0; i < h; i++) o[i] = kv_fp8_from_f32(x[i]); break;
+    default: return -1;
+    }
+    return 0;
+}
+
+/* ---- the decoder -------------------------------------------------------------------------- */
+
+/* Exact half -> f32 without branches (so loops of it vectorise); equal to fp16_to_f32() for all
+ * 65536 inputs (tests/test_kv.c checks every one). Normal and inf/NaN: move the bits and rebias
+ * the exponent (+112, and +112 more for exponent 31 so it becomes 255; a NaN comes out quiet,
+ * as fp16_to_f32 and F16C make it). Zero and subnormal:
+ * man * 2^-24 by an exact int -> float conversion. The selects are written as bit masks. */
+static inline float f16_decode(uint16_t hb) {
+    uint32_t em = hb & 0x7fffu;
+    uint32_t sign = (uint32_t)(hb & 0x8000u) << 16;
+    uint32_t is_inf = 0u - (uint32_t)(em >= 0x7c00u);      /* all ones for exponent 31 */
+    uint32_t is_nan = 0u - (uint32_t)(em > 0x7c00u);       /* exponent 31, mantissa != 0 */
+    uint32_t is_sub = 0u - (uint32_t)(em < 0x400u);        /* all ones for exponent 0 */
+    uint32_t norm = ((em << 13) + 0x38000000u + (is_inf & 0x38000000u)) | (is_nan & 0x400000u);
+    uint32_t sub = fp16_f32_bits((float)(int32_t)em * 0x1p-24f);
+    return fp16_bits_f32((sub & is_sub) | (norm & ~is_sub) | sign);
+}
+
+/* Exact e4m3fn -> f32 without branches; equal to kv_fp8_to_f32() for all 256 codes (tested). */
+static inline float fp8_decode(uint8_t b) {
+    uint32_t em = b & 0x7fu;
+    uint32_t sign = (uint32_t)(b & 0x80u) << 24;
+    uint32_t is_nan = 0u - (uint32_t)(em == 0x7fu);
+    uint32_t is_sub = 0u - (uint32_t)(em < 8u);
+    uint32_t norm = (((em << 20) + (120u << 23)) & ~is_nan) | (0x7fc00000u & is_nan);
+    uint32_t sub = fp16_f32_bits((float)(int32_t)em * 0x1p-9f);
+    return fp16_bits_f32((sub & is_sub) | (norm & ~is_sub) | sign);
+}
+
+static inline uint16_t load16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);                                       /* little-endian host (checked above) */
+    return v;
+}
+
+/* y[n] = values [32c, 32c + n) of row, n = min(32, h - 32c); the row is valid for (f, h).
+ * The n == KV_CHUNK loops have a constant trip count so that the compiler vectorises them. */
+static void decode_chunk(kv_fmt f, const uint8_t *restrict row, int h, int c, float *restrict y, int n) {
+    int i0 = KV_CHUNK * c;
+    switch (f) {
+    case KV_F32: memcpy(y, row + 4 * (size_t)i0, 4 * (size_t)n); break;
+    case KV_BF16: {
+        const uint8_t *p = row + 2 * i0;                    /* [n][2] */
+        if (n == KV_CHUNK)
+            for (int j = 0; j < KV_CHUNK; j++) y[j] = bf16_to_f32(load16(p + 2 * j));
+        else
+            for (int j = 0; j < n; j++) y[j] = bf16_to_f32(load16(p + 2 * j));
+        break;
+    }
+    case KV_F16: {
+        const uint8_t *p = row + 2 * i0;                    /* [n][2] */
+#if defined(__F16C__) && defined(__AVX__)
+        /* the hardware conversion: exact, quiet NaNs as f16_decode (test_kv checks every code) */
+        if (n == KV_CHUNK) {
+            for (int j = 0; j < KV_CHUNK; j += 8)
+                _mm256_storeu_ps(y + j, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 2 * j))));
+            break;
+        }
+#endif
+        if (n == KV_CHUNK)
+            for (int j = 0; j < KV_CHUNK; j++) y[j] = f16_decode(load16(p + 2 * j));
+        else
+            for (int j = 0; j < n; j++) y[j] = f16_decode(load16(p + 2 * j));
+        break;
+    }
+    case KV_INT8: {
+        /* a chunk never straddles two groups: g is h (one group) or 64 */
+        const int8_t *p = (const int8_t *)row + i0;         /* [n] */
+        float s = f16_decode(load16(row + h + 2 * (i0 / int8_group(h))));
+        if (n == KV_CHUNK)
+            for (int j = 0; j < KV_CHUNK; j++) y[j] = (float)p[j] * s;
+        else
+            for (int j = 0; j < n; j++) y[j] = (float)p[j] * s;
+        break;
+    }
+    case KV_Q8_0: {
+        const uint8_t *b = row + 34 * c;                    /* [34], n == 32 */
+        const int8_t *p = (const int8_t *)(b + 2);          /* [32] */
+        float d = f16_decode(load16(b));
+        for (int j = 0; j < KV_CHUNK; j++) y[j] = (float)p[j] * d;
+        break;
+    }
+    case KV_Q4_0:
+    case KV_Q4_0R: {
+        const uint8_t *b = row + 18 * c;                    /* [18], n == 32 */
+        float d = f16_decode(load16(b));
+        for (int j = 0; j < 16; j++) {
+            y[j] = (float)((b[2 + j] & 15) - 8) * d;
+            y[j + 16] = (float)((b[2 + j] >> 4) - 8) * d;
+        }
+        break;
+    }
+    case KV_FP8: {
+        const uint8_t *p = row + i0;                        /* [n] */
+        if (n == KV_CHUNK)
+            for (int j = 0; j < KV_CHUNK; j++) y[j] = fp8_decode(p[j]);
+        else
+            for (int j = 0; j < n; j++) y[j] = fp8_decode(p[j]);
+        break;
+    }
+    default: break;
+    }
+}
+
+int kv_dequantize(kv_fmt f, const void *src, float *y, int h) {
+    if (kv_row_bytes(f, h) == 0) return -1;
+    for (int c = 0; KV_CHUNK * c < h; c++) {
+        int n = h - KV_CHUNK * c < KV_CHUNK ? h - KV_CHUNK * c : KV_CHUNK;
+        decode_chunk(f, src, h, c, y + KV_CHUNK * c, n);
+    }
+    return 0;
+}
+
+float kv_dot(kv_fmt f, const void *k, const float *q, int h) {
+    float acc[KV_LANES] = {0};
+    float buf[KV_CHUNK];                                    /* [32] decoded chunk of k */
+    for (int c = 0; KV_CHUNK * c < h; c++) {
+        int n = h - KV_CHUNK * c < KV_CHUNK ? h - KV_CHUNK * c : KV_CHUNK;
+        const float *qc = q + KV_CHUNK * c;                 /* [n] */
+        decode_chunk(f, k, h, c, buf, n);
+        /* 32c is a multiple of 8, so value i = 32c + j goes to lane j % 8 */
+        if (n == KV_CHUNK) {
+            for (int j = 0; j < KV_CHUNK; j += KV_LANES)
+                for (int l = 0; l < KV_LANES; l++) acc[l] += buf[j + l] * qc[j + l];
+        } else {
+            for (int j = 0; j < n; j++) acc[j % KV_LANES] += buf[j] * qc[j];
+        }
+    }
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+void kv_axpy(kv_fmt f, const void *v_row, float w, float *y, int h) {
+    float buf[KV_CHUNK];                                    /* [32] decoded chunk of v */
+    for (int c = 0; KV_CHUNK * c < h; c++) {
+        int n = h - KV_CHUNK * c < KV_CHUNK ? h - KV_CHUNK * c : KV_CHUNK;
+        float *yc = y + KV_CHUNK * c;                       /* [n] */
+        decode_chunk(f, v_row, h, c, buf, n);
+        if (n == KV_CHUNK)
+            for (int j = 0; j < KV_CHUNK; j++) yc[j] += w * buf[j];
+        else
+            for (int j = 0; j < n; j++) yc[j] += w * buf[j];
+    }
+}
