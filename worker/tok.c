@@ -1,0 +1,978 @@
+/* tok.c — SentencePiece (SPM) and byte-level BPE tokenizers from GGUF metadata (see tok.h).
+ *
+ * Encoding a text, top to bottom:
+ *   1. partition: cut special tokens out of the text (longest first) -> fragments, each either a
+ *      token id or a run of raw text;
+ *   2. SPM fragment: ' ' -> '▁' (plus a leading '▁'), split into UTF-8 characters, repeatedly merge
+ *      the adjacent pair whose concatenation is the best-scoring vocab piece, then emit each piece
+ *      (or its bytes as <0xXX> tokens);
+ *   3. BPE fragment: make it valid UTF-8, split it with each pre-tokenizer regex in turn, map every
+ *      piece's bytes to GPT-2's printable code points, repeatedly merge the adjacent pair with the
+ *      lowest merge rank, emit each piece's token id.
+ * Both merge loops use one binary heap of candidate pairs over a linked list of symbols, so a piece
+ * of n characters costs O(n log n).
+ */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <limits.h>
+#include <openssl/evp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "worker/tok.h"
+
+enum { TOK_SPM = 1, TOK_BPE = 2 };
+#define TOK_MAX_RE 6                 /* regexes in the longest pre-tokenizer list */
+#define TOK_MAX_TEXT ((size_t)INT32_MAX / 4)   /* longest text tok_encode takes, bytes */
+#define TOK_HASH_SEED 0xcbf29ce484222325ULL
+#define TOK_HASH_PRIME 0x100000001b3ULL
+
+struct tok_vocab {
+    int kind;                        /* TOK_SPM or TOK_BPE */
+    int n_vocab;
+    char *pool;                      /* all token strings back to back */
+    size_t *off;                     /* [n_vocab + 1] token i is pool[off[i] .. off[i+1]) */
+    float *score;                    /* [n_vocab] SPM merge priority (0 when absent) */
+    int8_t *type;                    /* [n_vocab] TOK_TYPE_* */
+    int32_t *tok_tab;                /* [tok_cap] open-addressing hash text -> id, -1 = empty */
+    size_t tok_cap;                  /* power of two */
+    int32_t *special;                /* [n_special] ids of types 2/3/4, longest text first */
+    int n_special;
+    int bos, eos, unk;               /* -1 = none */
+    int add_bos, add_eos, add_space_prefix;
+    size_t max_piece;                /* longest token text, bytes (>= any decoded piece) */
+    char pre[64];                    /* tokenizer.ggml.pre as used ("" for SPM) */
+    char hash[65];
+    /* SPM */
+    int32_t byte_tok[256];           /* token of <0xXX> per byte, -1 if none */
+    /* BPE */
+    int n_merges;
+    char *mpool;                     /* all merge strings "left right" back to back */
+    size_t *moff;                    /* [n_merges + 1] merge i is mpool[moff[i] .. moff[i+1]) */
+    size_t *msplit;                  /* [n_merges] offset of the separating space inside merge i */
+    int32_t *merge_tab;              /* [merge_cap] hash (left, right) -> merge index (= rank) */
+    size_t merge_cap;
+    int ignore_merges;               /* a piece that is a whole token skips merging (llama3) */
+    pcre2_code *re[TOK_MAX_RE];      /* pre-tokenizer regexes, applied in order */
+    int n_re;
+    uint32_t byte_cp[256];           /* GPT-2 byte-level map: byte -> code point (< 324) */
+    int16_t cp_byte[324];            /* inverse: code point -> byte, -1 if none */
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static uint64_t hash_bytes(uint64_t h, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint8_t)s[i];
+        h *= TOK_HASH_PRIME;
+    }
+    return h;
+}
+
+static size_t pow2_at_least(size_t n) {
+    size_t c = 16;
+    while (c < n) c *= 2;
+    return c;
+}
+
+/* Makes room for need elements of size elem in the malloc'd array whose pointer is at pp (any
+ * T **; copied with memcpy, not read through a void **), capacity *cap, doubling. 0, or -1 (no
+ * memory; the array is left as it was). */
+static int grow(void *pp, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < need) {
+        if (c > SIZE_MAX / 2) return -1;
+        c *= 2;
+    }
+    if (c > SIZE_MAX / elem) return -1;
+    void *p;
+    memcpy(&p, pp, sizeof p);
+    void *q = realloc(p, c * elem);
+    if (!q) return -1;
+    memcpy(pp, &q, sizeof q);
+    *cap = c;
+    return 0;
+}
+
+/* Bytes of the UTF-8 sequence a lead byte announces (continuation bytes count as 1). */
+static size_t utf8_len(uint8_t c) {
+    static const uint8_t len[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    return len[c >> 4];
+}
+
+/* Decodes one code point at s[*i] (i < n) and advances *i. Lead and continuation bytes are checked,
+ * overlong forms accepted (as llama.cpp does); an invalid sequence consumes one byte and gives
+ * U+FFFD. Surrogates and values above U+10FFFF also give U+FFFD (PCRE2 cannot take them). */
+static uint32_t utf8_next(const uint8_t *s, size_t n, size_t *i) {
+    size_t k = *i;
+    uint8_t c = s[k];
+    uint32_t cp;
+    size_t len;
+    if (!(c & 0x80)) { *i = k + 1; return c; }
+    if (!(c & 0x40)) { *i = k + 1; return 0xFFFD; }
+    if (!(c & 0x20)) { len = 2; cp = c & 0x1F; }
+    else if (!(c & 0x10)) { len = 3; cp = c & 0x0F; }
+    else if (!(c & 0x08)) { len = 4; cp = c & 0x07; }
+    else { *i = k + 1; return 0xFFFD; }
+    if (k + len > n) { *i = k + 1; return 0xFFFD; }
+    for (size_t j = 1; j < len; j++) {
+        if ((s[k + j] & 0xC0) != 0x80) { *i = k + 1; return 0xFFFD; }
+        cp = (cp << 6) | (s[k + j] & 0x3F);
+    }
+    *i = k + len;
+    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0xFFFD;
+    return cp;
+}
+
+/* Writes cp (<= 0x10FFFF) as UTF-8 at out; returns the byte count (1..4). */
+static size_t utf8_put(uint32_t cp, char *out) {
+    uint8_t *o = (uint8_t *)out;
+    if (cp < 0x80) { o[0] = (uint8_t)cp; return 1; }
+    if (cp < 0x800) { o[0] = (uint8_t)(0xC0 | (cp >> 6)); o[1] = (uint8_t)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x10000) {
+        o[0] = (uint8_t)(0xE0 | (cp >> 12)); o[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (uint8_t)(0xF0 | (cp >> 18)); o[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F)); o[3] = (uint8_t)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+static const char *tok_text(const tok_vocab *v, int32_t id, size_t *n) {
+    *n = v->off[id + 1] - v->off[id];
+    return v->pool + v->off[id];
+}
+
+/* Token id whose text is s[n], or -1. */
+static int32_t lookup(const tok_vocab *v, const char *s, size_t n) {
+    size_t mask = v->tok_cap - 1;
+    size_t i = (size_t)hash_bytes(TOK_HASH_SEED, s, n) & mask;
+    for (;;) {
+        int32_t id = v->tok_tab[i];
+        if (id < 0) return -1;
+        size_t tn;
+        const char *t = tok_text(v, id, &tn);
+        if (tn == n && memcmp(t, s, n) == 0) return id;
+        i = (i + 1) & mask;
+    }
+}
+
+static uint64_t pair_hash(const char *l, size_t ln, const char *r, size_t rn) {
+    uint64_t h = hash_bytes(TOK_HASH_SEED, l, ln);
+    h = (h ^ 0xFF) * TOK_HASH_PRIME;           /* separator: "ab"+"c" and "a"+"bc" differ */
+    return hash_bytes(h, r, rn);
+}
+
+/* Rank of the merge (l, r), or -1 if the pair never merges. */
+static int32_t merge_rank(const tok_vocab *v, const char *l, size_t ln, const char *r, size_t rn) {
+    size_t mask = v->merge_cap - 1;
+    size_t i = (size_t)pair_hash(l, ln, r, rn) & mask;
+    for (;;) {
+        int32_t m = v->merge_tab[i];
+        if (m < 0) return -1;
+        const char *s = v->mpool + v->moff[m];
+        size_t sp = v->msplit[m], total = v->moff[m + 1] - v->moff[m];
+        if (sp == ln && total - sp - 1 == rn && memcmp(s, l, ln) == 0 && memcmp(s + sp + 1, r, rn) == 0)
+            return m;
+        i = (i + 1) & mask;
+    }
+}
+
+/* ---------------------------------------------------------------- pre-tokenizers */
+
+#define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
+#define RE_LLAMA3_HEAD "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
+#define RE_LLAMA3_TAIL "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define RE_LLAMA3 RE_LLAMA3_HEAD "\\p{N}{1,3}" RE_LLAMA3_TAIL
+#define RE_QWEN2 RE_LLAMA3_HEAD "\\p{N}" RE_LLAMA3_TAIL
+#define RE_CJK "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+"
+#define RE_BLOOM " ?[^(\\s|.,!?\\x{2026}\\x{3002}\\x{FF0C}\\x{3001}\\x{964}\\x{6D4}\\x{60C})]+"
+/* DeepSeek LLM's letter class: cased letters of Latin, Greek, Cyrillic, Armenian, Georgian,
+ * Cherokee, Glagolitic, Coptic, Deseret, Osage, Old Hungarian, Warang Citi, Adlam, ... */
+#define RE_DEEPSEEK_LETTERS                                                                            \
+    "\\s?[A-Za-z\\x{B5}\\x{C0}-\\x{D6}\\x{D8}-\\x{F6}\\x{F8}-\\x{1BA}\\x{1BC}-\\x{1BF}\\x{1C4}-\\x{293}"  \
+    "\\x{295}-\\x{2AF}\\x{370}-\\x{373}\\x{376}\\x{377}\\x{37B}-\\x{37D}\\x{37F}\\x{386}\\x{388}-\\x{38A}" \
+    "\\x{38C}\\x{38E}-\\x{3A1}\\x{3A3}-\\x{3F5}\\x{3F7}-\\x{481}\\x{48A}-\\x{52F}\\x{531}-\\x{556}"        \
+    "\\x{10A0}-\\x{10C5}\\x{13A0}-\\x{13F5}\\x{13F8}-\\x{13FD}\\x{1C90}-\\x{1CBA}\\x{1CBD}-\\x{1CBF}"     \
+    "\\x{1D00}-\\x{1D2B}\\x{1D6B}-\\x{1D77}\\x{1D79}-\\x{1D9A}\\x{1E00}-\\x{1F15}\\x{1F18}-\\x{1F1D}"     \
+    "\\x{1F20}-\\x{1F45}\\x{1F48}-\\x{1F4D}\\x{1F50}-\\x{1F57}\\x{1F59}\\x{1F5B}\\x{1F5D}"                \
+    "\\x{1F5F}-\\x{1F7D}\\x{1F80}-\\x{1FB4}\\x{1FB6}-\\x{1FBC}\\x{1FBE}\\x{1FC2}-\\x{1FC4}"              \
+    "\\x{1FC6}-\\x{1FCC}\\x{1FD0}-\\x{1FD3}\\x{1FD6}-\\x{1FDB}\\x{1FE0}-\\x{1FEC}\\x{1FF2}-\\x{1FF4}"     \
+    "\\x{1FF6}-\\x{1FFC}\\x{2102}\\x{2107}\\x{210A}-\\x{2113}\\x{2115}\\x{2119}-\\x{211D}\\x{2124}"       \
+    "\\x{2126}\\x{2128}\\x{212A}-\\x{212D}\\x{212F}-\\x{2134}\\x{2139}\\x{213C}-\\x{213F}"               \
+    "\\x{2145}-\\x{2149}\\x{214E}\\x{2183}\\x{2184}\\x{2C00}-\\x{2C7B}\\x{2C7E}-\\x{2CE4}"               \
+    "\\x{2CEB}-\\x{2CEE}\\x{2CF2}\\x{2CF3}\\x{A640}-\\x{A66D}\\x{A680}-\\x{A69B}\\x{A722}-\\x{A76F}"      \
+    "\\x{A771}-\\x{A787}\\x{A78B}-\\x{A78E}\\x{AB70}-\\x{ABBF}\\x{FB00}-\\x{FB06}\\x{FB13}-\\x{FB17}"     \
+    "\\x{FF21}-\\x{FF3A}\\x{FF41}-\\x{FF5A}\\x{10400}-\\x{1044F}\\x{104B0}-\\x{104D3}"                   \
+    "\\x{104D8}-\\x{104FB}\\x{10C80}-\\x{10CB2}\\x{10CC0}-\\x{10CF2}\\x{118A0}-\\x{118DF}"               \
+    "\\x{1E900}-\\x{1E943}]+"
+
+/* One pre-tokenizer: the tokenizer.ggml.pre names that select it and its regexes, applied in order
+ * (each one splits every piece the previous ones left into matches and the gaps between them). */
+typedef struct {
+    const char *names;       /* space separated */
+    int ignore_merges;
+    int add_bos;             /* default for tokenizer.ggml.add_bos_token */
+    const char *re[TOK_MAX_RE];
+} tok_pre_def;
+
+static const tok_pre_def tok_pres[] = {
+    {"default", 0, 0, {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"}},
+    {"gpt-2 phi-2 mpt olmo jais roberta-bpe gigachat jina-es jina-de jina-v1-en jina-v2-es jina-v2-de "
+     "jina-v2-code", 0, 0, {RE_GPT2}},
+    {"llama3 llama-v3 llama-bpe falcon3", 1, 1, {RE_LLAMA3}},
+    {"dbrx smaug-bpe", 0, 0, {RE_LLAMA3}},
+    {"qwen2 stablelm2 megrez deepseek-r1-qwen", 0, 0, {RE_QWEN2}},
+    {"starcoder refact command-r smollm codeshell exaone minerva-7b", 0, 0, {"\\p{N}", RE_GPT2}},
+    {"falcon", 0, 0, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", RE_GPT2, "[0-9][0-9][0-9]"}},
+    {"deepseek-llm", 0, 0,
+     {"[\\r\\n]", RE_DEEPSEEK_LETTERS,
+      "\\s?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+",
+      "\\s+$", RE_CJK, "\\p{N}+"}},
+    {"deepseek-coder", 0, 0, {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RE_CJK, "\\p{N}"}},
+    {"poro-chat bloom gpt3-finnish", 0, 0, {RE_BLOOM}},
+    {"viking", 0, 0, {RE_BLOOM, "\\p{N}"}},
+    {"tekken", 1, 1,
+     {"[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+|"
+      "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*|"
+      "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+};
+
+static int name_in_list(const char *name, const char *list) {
+    size_t n = strlen(name);
+    const char *p = list;
+    while (*p) {
+        const char *e = strchr(p, ' ');
+        size_t k = e ? (size_t)(e - p) : strlen(p);
+        if (k == n && memcmp(p, name, n) == 0) return 1;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- loading */
+
+/* Reads an optional id key: its value if present and < n_vocab, else def (or -1 if def is not). */
+static int read_id(const gguf_file *g, const char *key, int def, int n_vocab) {
+    int64_t x;
+    if (gguf_get_i64(g, key, &x) == 0 && x >= 0 && x < n_vocab) return (int)x;
+    return def < n_vocab ? def : -1;
+}
+
+static int read_flag(const gguf_file *g, const char *key, int def) {
+    int64_t x;
+    if (gguf_get_i64(g, key, &x) == 0) return x != 0;
+    return def;
+}
+
+static void put_u32(EVP_MD_CTX *c, uint32_t x) {
+    uint8_t b[4] = {(uint8_t)x, (uint8_t)(x >> 8), (uint8_t)(x >> 16), (uint8_t)(x >> 24)};
+    EVP_DigestUpdate(c, b, 4);
+}
+
+static void put_bytes(EVP_MD_CTX *c, const char *s, size_t n) {
+    put_u32(c, (uint32_t)n);
+    EVP_DigestUpdate(c, s, n);
+}
+
+/* sha256 over everything that decides tokenization (layout documented at tok_hash in tok.h). */
+static int compute_hash(tok_vocab *v) {
+    EVP_MD_CTX *c = EVP_MD_CTX_new();
+    unsigned char md[32];
+    unsigned int mdlen = 0;
+    if (!c || !EVP_DigestInit_ex(c, EVP_sha256(), NULL)) { EVP_MD_CTX_free(c); return -1; }
+    put_bytes(c, "strata-tok-1", 12);
+    put_u32(c, (uint32_t)v->kind);
+    put_bytes(c, v->pre, strlen(v->pre));
+    put_u32(c, (uint32_t)v->add_bos);
+    put_u32(c, (uint32_t)v->add_eos);
+    put_u32(c, (uint32_t)v->add_space_prefix);
+    put_u32(c, (uint32_t)v->bos);
+    put_u32(c, (uint32_t)v->eos);
+    put_u32(c, (uint32_t)v->unk);
+    put_u32(c, (uint32_t)v->n_vocab);
+    for (int i = 0; i < v->n_vocab; i++) {
+        size_t n;
+        const char *t = tok_text(v, i, &n);
+        uint32_t sbits;
+        memcpy(&sbits, &v->score[i], 4);
+        put_bytes(c, t, n);
+        put_u32(c, sbits);
+        put_u32(c, (uint32_t)v->type[i]);
+    }
+    put_u32(c, (uint32_t)v->n_merges);
+    for (int i = 0; i < v->n_merges; i++) put_bytes(c, v->mpool + v->moff[i], v->moff[i + 1] - v->moff[i]);
+    int ok = EVP_DigestFinal_ex(c, md, &mdlen);
+    EVP_MD_CTX_free(c);
+    if (!ok || mdlen != 32) return -1;
+    for (int i = 0; i < 32; i++) snprintf(v->hash + 2 * i, 3, "%02x", md[i]);
+    return 0;
+}
+
+/* Copies the token strings (an empty one becomes "[EMPTY_<id>]", as llama.cpp names it). */
+static int load_tokens(tok_vocab *v, const gguf_kv *kv, char *err, size_t errlen) {
+    size_t total = 0;
+    char name[32];
+    for (int i = 0; i < v->n_vocab; i++) {
+        size_t n = kv->str_lens[i] ? (size_t)kv->str_lens[i] : (size_t)snprintf(name, sizeof name, "[EMPTY_%d]", i);
+        if (n > SIZE_MAX - total - 1) return fail(err, errlen, "tokenizer.ggml.tokens too large");
+        total += n;
+    }
+    v->pool = malloc(total + 1);
+    v->off = malloc(((size_t)v->n_vocab + 1) * sizeof *v->off);
+    if (!v->pool || !v->off) return fail(err, errlen, "out of memory loading %d tokens", v->n_vocab);
+    size_t at = 0;
+    for (int i = 0; i < v->n_vocab; i++) {
+        v->off[i] = at;
+        if (kv->str_lens[i]) {
+            memcpy(v->pool + at, kv->strs[i], kv->str_lens[i]);
+            at += kv->str_lens[i];
+        } else {
+            at += (size_t)snprintf(v->pool + at, total + 1 - at, "[EMPTY_%d]", i);
+        }
+    }
+    v->off[v->n_vocab] = at;
+    /* text -> id; a repeated text maps to its last id (as llama.cpp's map assignment) */
+    v->tok_cap = pow2_at_least((size_t)v->n_vocab * 2);
+    v->tok_tab = malloc(v->tok_cap * sizeof *v->tok_tab);
+    if (!v->tok_tab) return fail(err, errlen, "out of memory");
+    memset(v->tok_tab, 0xFF, v->tok_cap * sizeof *v->tok_tab);
+    for (int id = 0; id < v->n_vocab; id++) {
+        size_t n, mask = v->tok_cap - 1;
+        const char *t = tok_text(v, id, &n);
+        size_t i = (size_t)hash_bytes(TOK_HASH_SEED, t, n) & mask;
+        for (;;) {
+            int32_t o = v->tok_tab[i];
+            size_t on;
+            if (o < 0) { v->tok_tab[i] = id; break; }
+            const char *ot = tok_text(v, o, &on);
+            if (on == n && memcmp(ot, t, n) == 0) { v->tok_tab[i] = id; break; }
+            i = (i + 1) & mask;
+        }
+        if (n > v->max_piece) v->max_piece = n;
+    }
+    return 0;
+}
+
+static int load_merges(tok_vocab *v, const gguf_file *g, char *err, size_t errlen) {
+    const gguf_kv *kv = gguf_find(g, "tokenizer.ggml.merges");
+    if (!kv) return fail(err, errlen, "BPE vocab has no tokenizer.ggml.merges");
+    if (kv->type != GGUF_VT_ARRAY || kv->arr_type != GGUF_VT_STRING || kv->n > INT32_MAX)
+        return fail(err, errlen, "tokenizer.ggml.merges is not a string array");
+    v->n_merges = (int)kv->n;
+    size_t total = 0;
+    for (int i = 0; i < v->n_merges; i++) {
+        if (kv->str_lens[i] > SIZE_MAX - total - 1) return fail(err, errlen, "tokenizer.ggml.merges too large");
+        total += kv->str_lens[i];
+    }
+    v->mpool = malloc(total + 1);
+    v->moff = malloc(((size_t)v->n_merges + 1) * sizeof *v->moff);
+    v->msplit = malloc(((size_t)v->n_merges + 1) * sizeof *v->msplit);
+    v->merge_cap = pow2_at_least((size_t)v->n_merges * 2);
+    v->merge_tab = malloc(v->merge_cap * sizeof *v->merge_tab);
+    if (!v->mpool || !v->moff || !v->msplit || !v->merge_tab) return fail(err, errlen, "out of memory");
+    memset(v->merge_tab, 0xFF, v->merge_cap * sizeof *v->merge_tab);
+    size_t at = 0;
+    for (int m = 0; m < v->n_merges; m++) {
+        size_t n = kv->str_lens[m];
+        v->moff[m] = at;
+        memcpy(v->mpool + at, kv->strs[m], n);
+        at += n;
+        /* "left right": split at the first space after the first byte; none -> never matches */
+        const char *s = v->mpool + v->moff[m];
+        const char *sp = n > 1 ? memchr(s + 1, ' ', n - 1) : NULL;
+        v->msplit[m] = sp ? (size_t)(sp - s) : 0;
+        if (!sp) continue;
+        size_t ln = v->msplit[m], rn = n - ln - 1, mask = v->merge_cap - 1;
+        size_t i = (size_t)pair_hash(s, ln, sp + 1, rn) & mask;
+        for (;;) {                   /* a repeated pair keeps its first (lowest) rank */
+            int32_t o = v->merge_tab[i];
+            if (o < 0) { v->merge_tab[i] = m; break; }
+            const char *os = v->mpool + v->moff[o];
+            size_t osp = v->msplit[o], on = v->moff[o + 1] - v->moff[o];
+            if (osp == ln && on == n && memcmp(os, s, n) == 0) break;
+            i = (i + 1) & mask;
+        }
+    }
+    v->moff[v->n_merges] = at;
+    return 0;
+}
+
+static int load_pre(tok_vocab *v, const gguf_file *g, char *err, size_t errlen) {
+    char pre[64] = "";
+    if (gguf_get_strz(g, "tokenizer.ggml.pre", pre, sizeof pre) != 0 || !pre[0])
+        snprintf(pre, sizeof pre, "default");   /* llama.cpp warns and uses the default */
+    const tok_pre_def *d = NULL;
+    for (size_t i = 0; i < sizeof tok_pres / sizeof tok_pres[0]; i++)
+        if (name_in_list(pre, tok_pres[i].names)) d = &tok_pres[i];
+    if (!d) return fail(err, errlen, "unsupported tokenizer.ggml.pre '%s'", pre);
+    snprintf(v->pre, sizeof v->pre, "%s", pre);
+    v->ignore_merges = d->ignore_merges;
+    v->add_bos = d->add_bos;
+    for (int i = 0; i < TOK_MAX_RE && d->re[i]; i++) {
+        int ec;
+        PCRE2_SIZE eo;
+        v->re[i] = pcre2_compile((PCRE2_SPTR)d->re[i], PCRE2_ZERO_TERMINATED,
+                                 PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &ec, &eo, NULL);
+        if (!v->re[i]) {
+            PCRE2_UCHAR msg[160];
+            pcre2_get_error_message(ec, msg, sizeof msg);
+            return fail(err, errlen, "pre-tokenizer '%s' regex %d: %s at %zu", pre, i, (char *)msg, (size_t)eo);
+        }
+        v->n_re = i + 1;
+        pcre2_jit_compile(v->re[i], PCRE2_JIT_COMPLETE);   /* optional: falls back to the interpreter */
+    }
+    /* GPT-2's byte-level map: printable bytes stand for themselves, the other 68 get 256.. */
+    int extra = 0;
+    for (int b = 0; b < 256; b++) {
+        int keep = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        v->byte_cp[b] = keep ? (uint32_t)b : (uint32_t)(256 + extra++);
+    }
+    for (int c = 0; c < 324; c++) v->cp_byte[c] = -1;
+    for (int b = 0; b < 256; b++) v->cp_byte[v->byte_cp[b]] = (int16_t)b;
+    return 0;
+}
+
+typedef struct { size_t len; int32_t id; } tok_len_id;
+
+static int by_len_desc(const void *a, const void *b) {
+    const tok_len_id *x = a, *y = b;
+    if (x->len != y->len) return x->len > y->len ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* The tokens the partition step cuts out of text: unknown, control and user-defined ones. */
+static int build_specials(tok_vocab *v, char *err, size_t errlen) {
+    int n = 0;
+    for (int i = 0; i < v->n_vocab; i++)
+        if (v->type[i] == TOK_TYPE_UNKNOWN || v->type[i] == TOK_TYPE_CONTROL || v->type[i] == TOK_TYPE_USER_DEFINED) n++;
+    v->special = malloc(((size_t)n + 1) * sizeof *v->special);
+    tok_len_id *tmp = malloc(((size_t)n + 1) * sizeof *tmp);
+    if (!v->special || !tmp) { free(tmp); return fail(err, errlen, "out of memory"); }
+    int k = 0;
+    for (int i = 0; i < v->n_vocab; i++)
+        if (v->type[i] == TOK_TYPE_UNKNOWN || v->type[i] == TOK_TYPE_CONTROL || v->type[i] == TOK_TYPE_USER_DEFINED) {
+            tmp[k].len = v->off[i + 1] - v->off[i];
+            tmp[k].id = i;
+            k++;
+        }
+    qsort(tmp, (size_t)n, sizeof *tmp, by_len_desc);
+    for (int i = 0; i < n; i++) v->special[i] = tmp[i].id;
+    v->n_special = n;
+    free(tmp);
+    return 0;
+}
+
+int tok_load(const gguf_file *g, tok_vocab **out, char *err, size_t errlen) {
+    *out = NULL;
+    tok_vocab *v = calloc(1, sizeof *v);
+    if (!v) return fail(err, errlen, "out of memory");
+    char model[32] = "";
+    if (gguf_get_strz(g, "tokenizer.ggml.model", model, sizeof model) != 0) {
+        fail(err, errlen, "no tokenizer.ggml.model in the GGUF metadata");
+        goto bad;
+    }
+    if (strcmp(model, "llama") == 0) v->kind = TOK_SPM;
+    else if (strcmp(model, "gpt2") == 0) v->kind = TOK_BPE;
+    else {
+        fail(err, errlen, "unsupported tokenizer.ggml.model '%s' (supported: llama, gpt2)", model);
+        goto bad;
+    }
+
+    const gguf_kv *tk = gguf_find(g, "tokenizer.ggml.tokens");
+    if (!tk || tk->type != GGUF_VT_ARRAY || tk->arr_type != GGUF_VT_STRING) {
+        fail(err, errlen, "no tokenizer.ggml.tokens string array in the GGUF metadata");
+        goto bad;
+    }
+    if (tk->n < 1 || tk->n > INT32_MAX / 2) {
+        fail(err, errlen, "tokenizer.ggml.tokens has %llu entries", (unsigned long long)tk->n);
+        goto bad;
+    }
+    v->n_vocab = (int)tk->n;
+    if (load_tokens(v, tk, err, errlen)) goto bad;
+
+    v->score = calloc((size_t)v->n_vocab, sizeof *v->score);
+    v->type = malloc((size_t)v->n_vocab);
+    if (!v->score || !v->type) { fail(err, errlen, "out of memory"); goto bad; }
+    const void *data;
+    uint64_t n;
+    if (gguf_find(g, "tokenizer.ggml.scores")) {
+        if (gguf_get_arr(g, "tokenizer.ggml.scores", GGUF_VT_FLOAT32, &data, &n) || n != (uint64_t)v->n_vocab) {
+            fail(err, errlen, "tokenizer.ggml.scores is not a float32 array of %d", v->n_vocab);
+            goto bad;
+        }
+        memcpy(v->score, data, (size_t)v->n_vocab * sizeof(float));
+    }
+    memset(v->type, TOK_TYPE_NORMAL, (size_t)v->n_vocab);   /* no type array: all normal */
+    if (gguf_find(g, "tokenizer.ggml.token_type")) {
+        if (gguf_get_arr(g, "tokenizer.ggml.token_type", GGUF_VT_INT32, &data, &n) || n != (uint64_t)v->n_vocab) {
+            fail(err, errlen, "tokenizer.ggml.token_type is not an int32 array of %d", v->n_vocab);
+            goto bad;
+        }
+        for (int i = 0; i < v->n_vocab; i++) {
+            int32_t t;
+            memcpy(&t, (const char *)data + 4 * (size_t)i, 4);
+            v->type[i] = (int8_t)(t >= 0 && t <= TOK_TYPE_BYTE ? t : TOK_TYPE_UNDEFINED);
+        }
+    }
+    /* end-of-generation texts are control tokens whatever the file says (llama.cpp does the same) */
+    static const char *const eog[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
+                                      "<|endoftext|>", "<|eom_id|>", "<EOT>"};
+    for (size_t i = 0; i < sizeof eog / sizeof eog[0]; i++) {
+        int32_t id = lookup(v, eog[i], strlen(eog[i]));
+        if (id >= 0) v->type[id] = TOK_TYPE_CONTROL;
+    }
+
+    if (v->kind == TOK_SPM) {
+        v->bos = read_id(g, "tokenizer.ggml.bos_token_id", 1, v->n_vocab);
+        v->eos = read_id(g, "tokenizer.ggml.eos_token_id", 2, v->n_vocab);
+        v->unk = read_id(g, "tokenizer.ggml.unknown_token_id", 0, v->n_vocab);
+        v->add_bos = 1;
+        v->add_space_prefix = 1;
+        for (int b = 0; b < 256; b++) {
+            char hex[8];
+            snprintf(hex, sizeof hex, "<0x%02X>", b);
+            v->byte_tok[b] = lookup(v, hex, 6);
+            if (v->byte_tok[b] < 0) {     /* a vocab may hold the raw byte instead */
+                char c = (char)b;
+                v->byte_tok[b] = lookup(v, &c, 1);
+            }
+        }
+    } else {
+        if (load_merges(v, g, err, errlen) || load_pre(v, g, err, errlen)) goto bad;
+        v->bos = read_id(g, "tokenizer.ggml.bos_token_id", 11, v->n_vocab);
+        v->eos = read_id(g, "tokenizer.ggml.eos_token_id", 11, v->n_vocab);
+        v->unk = read_id(g, "tokenizer.ggml.unknown_token_id", -1, v->n_vocab);
+    }
+    v->add_bos = read_flag(g, "tokenizer.ggml.add_bos_token", v->add_bos);
+    v->add_eos = read_flag(g, "tokenizer.ggml.add_eos_token", 0);
+    v->add_space_prefix = read_flag(g, "tokenizer.ggml.add_space_prefix", v->add_space_prefix);
+    if (build_specials(v, err, errlen)) goto bad;
+    if (compute_hash(v)) { fail(err, errlen, "sha256 failed"); goto bad; }
+    *out = v;
+    return 0;
+bad:
+    tok_free(v);
+    return -1;
+}
+
+void tok_free(tok_vocab *v) {
+    if (!v) return;
+    for (int i = 0; i < v->n_re; i++) pcre2_code_free(v->re[i]);
+    free(v->pool); free(v->off); free(v->score); free(v->type); free(v->tok_tab); free(v->special);
+    free(v->mpool); free(v->moff); free(v->msplit); free(v->merge_tab);
+    free(v);
+}
+
+/* ---------------------------------------------------------------- encoding: shared machinery */
+
+typedef struct {             /* a run of raw text (id = -1) or one special token */
+    size_t off, len;
+    int32_t id;
+} tok_frag;
+
+typedef struct {             /* a symbol: bytes text[start .. start+n) of the piece being merged */
+    size_t start, n;         /* n = 0 once merged into its left neighbour */
+    int prev, next;          /* neighbours, -1 at the ends */
+} tok_sym;
+
+typedef struct {             /* a candidate merge of adjacent symbols left and right */
+    double key;              /* lower pops first: BPE merge rank, SPM -score */
+    int left, right;
+    size_t size;             /* bytes of left + right when it was pushed */
+} tok_bigram;
+
+typedef struct { size_t off, len; } tok_span;
+
+typedef struct {             /* scratch of one tok_encode call */
+    const tok_vocab *v;
+    int32_t *ids; size_t n_ids, cap_ids;        /* output [n_ids] */
+    tok_frag *frag; size_t n_frag, cap_frag;    /* partition result */
+    tok_frag *frag2; size_t cap_frag2;
+    tok_sym *sym; size_t cap_sym;               /* [n_sym] symbols of one piece */
+    tok_bigram *heap; size_t n_heap, cap_heap;  /* binary heap of candidates */
+    char *buf; size_t cap_buf;                  /* the piece's text (escaped / byte-encoded) */
+    char *clean; size_t cap_clean;              /* BPE: the fragment as valid UTF-8 */
+    tok_span *span; size_t n_span, cap_span;    /* BPE: pre-tokenized pieces of clean */
+    tok_span *span2; size_t cap_span2;
+    pcre2_match_data *md;
+    char *err; size_t errlen;
+} tok_enc;
+
+static int push_id(tok_enc *e, int32_t id) {
+    if (grow(&e->ids, &e->cap_ids, e->n_ids + 1, sizeof *e->ids))
+        return fail(e->err, e->errlen, "out of memory (%zu tokens)", e->n_ids);
+    e->ids[e->n_ids++] = id;
+    return 0;
+}
+
+static int bigram_before(const tok_bigram *a, const tok_bigram *b) {
+    return a->key < b->key || (a->key == b->key && a->left < b->left);
+}
+
+static int heap_push(tok_enc *e, tok_bigram b) {
+    if (grow(&e->heap, &e->cap_heap, e->n_heap + 1, sizeof *e->heap)) return fail(e->err, e->errlen, "out of memory");
+    size_t i = e->n_heap++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!bigram_before(&b, &e->heap[p])) break;
+        e->heap[i] = e->heap[p];
+        i = p;
+    }
+    e->heap[i] = b;
+    return 0;
+}
+
+static tok_bigram heap_pop(tok_enc *e) {
+    tok_bigram top = e->heap[0], last = e->heap[--e->n_heap];
+    size_t i = 0, n = e->n_heap;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && bigram_before(&e->heap[c + 1], &e->heap[c])) c++;
+        if (!bigram_before(&e->heap[c], &last)) break;
+        e->heap[i] = e->heap[c];
+        i = c;
+    }
+    if (n > 0) e->heap[i] = last;
+    return top;
+}
+
+/* Splits text[len] into one symbol per UTF-8 character (a truncated last one is kept as is).
+ * Returns the symbol count, or -1 (no memory). */
+static int split_chars(tok_enc *e, const char *text, size_t len) {
+    int n = 0;
+    for (size_t at = 0; at < len; n++) {
+        size_t k = utf8_len((uint8_t)text[at]);
+        if (k > len - at) k = len - at;
+        if (grow(&e->sym, &e->cap_sym, (size_t)n + 1, sizeof *e->sym)) return fail(e->err, e->errlen, "out of memory");
+        e->sym[n] = (tok_sym){at, k, n - 1, at + k < len ? n + 1 : -1};
+        at += k;
+    }
+    return n;
+}
+
+/* Pushes the merge candidate (l, r) if the pair can merge: SPM when the concatenation is a vocab
+ * piece (priority: its score), BPE when the pair is in the merges (priority: rank). */
+static int try_pair(tok_enc *e, const char *text, int l, int r) {
+    if (l < 0 || r < 0) return 0;
+    const tok_vocab *v = e->v;
+    const tok_sym *a = &e->sym[l], *b = &e->sym[r];
+    double key;
+    if (v->kind == TOK_SPM) {
+        int32_t id = lookup(v, text + a->start, a->n + b->n);   /* adjacent: contiguous bytes */
+        if (id < 0) return 0;
+        key = -(double)v->score[id];
+    } else {
+        int32_t rank = merge_rank(v, text + a->start, a->n, text + b->start, b->n);
+        if (rank < 0) return 0;
+        key = rank;
+    }
+    return heap_push(e, (tok_bigram){key, l, r, a->n + b->n});
+}
+
+/* Merges the n symbols of text until no candidate is left. */
+static int merge_symbols(tok_enc *e, const char *text, int n) {
+    e->n_heap = 0;
+    for (int i = 1; i < n; i++)
+        if (try_pair(e, text, i - 1, i)) return -1;
+    while (e->n_heap > 0) {
+        tok_bigram b = heap_pop(e);
+        tok_sym *l = &e->sym[b.left], *r = &e->sym[b.right];
+        /* stale: one side already merged elsewhere, or grew since the pair was pushed */
+        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue;
+        l->n += r->n;
+        r->n = 0;
+        l->next = r->next;
+        if (r->next >= 0) e->sym[r->next].prev = b.left;
+        if (try_pair(e, text, l->prev, b.left) || try_pair(e, text, b.left, l->next)) return -1;
+    }
+    return 0;
+}
+
+/* Cuts special tokens out of text[len] into e->frag: for each special token, longest first, every
+ * occurrence inside a remaining text fragment splits it. Control/unknown tokens only when
+ * parse_special. */
+static int partition(tok_enc *e, const char *text, size_t len, int parse_special) {
+    const tok_vocab *v = e->v;
+    e->n_frag = 0;
+    if (len == 0) return 0;
+    if (grow(&e->frag, &e->cap_frag, 1, sizeof *e->frag)) return fail(e->err, e->errlen, "out of memory");
+    e->frag[e->n_frag++] = (tok_frag){0, len, -1};
+    /* which bytes and byte pairs occur: most special tokens can be ruled out without a search */
+    uint8_t *seen = calloc(65536 / 8 + 256 / 8, 1);
+    if (!seen) return fail(e->err, e->errlen, "out of memory");
+    uint8_t *seen1 = seen + 65536 / 8;
+    for (size_t i = 0; i < len; i++) {
+        unsigned b = (uint8_t)text[i];
+        seen1[b >> 3] |= (uint8_t)(1u << (b & 7));
+        if (i + 1 < len) {
+            unsigned p = b << 8 | (uint8_t)text[i + 1];
+            seen[p >> 3] |= (uint8_t)(1u << (p & 7));
+        }
+    }
+    int rc = 0;
+    for (int s = 0; s < v->n_special && rc == 0; s++) {
+        int32_t id = v->special[s];
+        if (!parse_special && v->type[id] != TOK_TYPE_USER_DEFINED) continue;
+        size_t tn;
+        const char *t = tok_text(v, id, &tn);
+        if (tn > len) continue;
+        unsigned b0 = (uint8_t)t[0];
+        if (!(seen1[b0 >> 3] & (1u << (b0 & 7)))) continue;
+        if (tn >= 2) {
+            unsigned p = b0 << 8 | (uint8_t)t[1];
+            if (!(seen[p >> 3] & (1u << (p & 7)))) continue;
+        }
+        if (!memmem(text, len, t, tn)) continue;
+        size_t n2 = 0;
+        for (size_t f = 0; f < e->n_frag; f++) {
+            tok_frag fr = e->frag[f];
+            size_t at = fr.off, end = fr.off + fr.len;
+            const char *hit;
+            while (fr.id < 0 && end - at >= tn && (hit = memmem(text + at, end - at, t, tn))) {
+                size_t h = (size_t)(hit - text);
+                if (grow(&e->frag2, &e->cap_frag2, n2 + 2, sizeof *e->frag2)) { rc = -1; break; }
+                if (h > at) e->frag2[n2++] = (tok_frag){at, h - at, -1};
+                e->frag2[n2++] = (tok_frag){h, tn, id};
+                at = h + tn;
+            }
+            if (rc) break;
+            if (grow(&e->frag2, &e->cap_frag2, n2 + 1, sizeof *e->frag2)) { rc = -1; break; }
+            if (fr.id >= 0) e->frag2[n2++] = fr;
+            else if (at < end) e->frag2[n2++] = (tok_frag){at, end - at, -1};
+        }
+        if (rc) break;
+        tok_frag *tmp = e->frag; e->frag = e->frag2; e->frag2 = tmp;
+        size_t tc = e->cap_frag; e->cap_frag = e->cap_frag2; e->cap_frag2 = tc;
+        e->n_frag = n2;
+    }
+    free(seen);
+    return rc ? fail(e->err, e->errlen, "out of memory") : 0;
+}
+
+/* ---------------------------------------------------------------- SPM */
+
+static int encode_spm(tok_enc *e, const char *text, size_t len, int space_prefix) {
+    const tok_vocab *v = e->v;
+    /* ' ' -> U+2581 '▁' (3 bytes), with one more in front if asked */
+    if (grow(&e->buf, &e->cap_buf, 3 * len + 3, 1)) return fail(e->err, e->errlen, "out of memory");
+    size_t n = 0;
+    if (space_prefix) { memcpy(e->buf, "\xE2\x96\x81", 3); n = 3; }
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == ' ') { memcpy(e->buf + n, "\xE2\x96\x81", 3); n += 3; }
+        else e->buf[n++] = text[i];
+    }
+    int ns = split_chars(e, e->buf, n);
+    if (ns < 0 || merge_symbols(e, e->buf, ns)) return -1;
+    for (int i = ns > 0 ? 0 : -1; i >= 0; i = e->sym[i].next) {
+        const tok_sym *s = &e->sym[i];
+        int32_t id = lookup(v, e->buf + s->start, s->n);
+        if (id >= 0) { if (push_id(e, id)) return -1; continue; }
+        for (size_t k = 0; k < s->n; k++) {    /* no piece: one byte token per byte */
+            uint8_t b = (uint8_t)e->buf[s->start + k];
+            int32_t bt = v->byte_tok[b] >= 0 ? v->byte_tok[b] : v->unk;
+            if (bt < 0) return fail(e->err, e->errlen, "no token for byte 0x%02X and no unknown token", b);
+            if (push_id(e, bt)) return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- BPE */
+
+/* Splits every span of e->span with regex re: matches and the gaps between them become spans. */
+static int split_regex(tok_enc *e, const pcre2_code *re) {
+    size_t n2 = 0;
+    for (size_t s = 0; s < e->n_span; s++) {
+        PCRE2_SPTR subj = (PCRE2_SPTR)(e->clean + e->span[s].off);
+        size_t sl = e->span[s].len, base = e->span[s].off, pos = 0, last = 0;
+        while (pos < sl) {
+            int rc = pcre2_match(re, subj, sl, pos, PCRE2_NO_UTF_CHECK, e->md, NULL);
+            if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+                rc = pcre2_match(re, subj, sl, pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, e->md, NULL);
+            if (rc == PCRE2_ERROR_NOMATCH) break;
+            if (rc < 0) {
+                PCRE2_UCHAR msg[160];
+                pcre2_get_error_message(rc, msg, sizeof msg);
+                return fail(e->err, e->errlen, "pre-tokenizer regex: %s", (char *)msg);
+            }
+            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(e->md);
+            size_t ms = ov[0], me = ov[1];
+            if (me <= ms) {                   /* empty match: nothing to cut, step one character */
+                pos = ms + utf8_len(subj[ms]);
+                continue;
+            }
+            if (grow(&e->span2, &e->cap_span2, n2 + 2, sizeof *e->span2)) return fail(e->err, e->errlen, "out of memory");
+            if (ms > last) e->span2[n2++] = (tok_span){base + last, ms - last};
+            e->span2[n2++] = (tok_span){base + ms, me - ms};
+            last = pos = me;
+        }
+        if (grow(&e->span2, &e->cap_span2, n2 + 1, sizeof *e->span2)) return fail(e->err, e->errlen, "out of memory");
+        if (last < sl) e->span2[n2++] = (tok_span){base + last, sl - last};
+    }
+    tok_span *t = e->span; e->span = e->span2; e->span2 = t;
+    size_t c = e->cap_span; e->cap_span = e->cap_span2; e->cap_span2 = c;
+    e->n_span = n2;
+    return 0;
+}
+
+/* One pre-tokenized piece p[len] (valid UTF-8): byte-level encode, merge, emit. */
+static int encode_bpe_piece(tok_enc *e, const char *p, size_t len) {
+    const tok_vocab *v = e->v;
+    if (grow(&e->buf, &e->cap_buf, 2 * len + 1, 1)) return fail(e->err, e->errlen, "out of memory");
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) n += utf8_put(v->byte_cp[(uint8_t)p[i]], e->buf + n);
+    if (v->ignore_merges) {
+        int32_t id = lookup(v, e->buf, n);
+        if (id >= 0) return push_id(e, id);
+    }
+    int ns = split_chars(e, e->buf, n);
+    if (ns < 0 || merge_symbols(e, e->buf, ns)) return -1;
+    for (int i = ns > 0 ? 0 : -1; i >= 0; i = e->sym[i].next) {
+        const tok_sym *s = &e->sym[i];
+        int32_t id = lookup(v, e->buf + s->start, s->n);
+        if (id >= 0) { if (push_id(e, id)) return -1; continue; }
+        for (size_t k = 0; k < s->n; k++) {     /* not a token: its single bytes that are (llama.cpp) */
+            int32_t bt = lookup(v, e->buf + s->start + k, 1);
+            if (bt >= 0 && push_id(e, bt)) return -1;
+        }
+    }
+    return 0;
+}
+
+static int encode_bpe(tok_enc *e, const char *text, size_t len) {
+    const tok_vocab *v = e->v;
+    /* valid UTF-8 for PCRE2: each invalid byte becomes U+FFFD, as llama.cpp does */
+    if (grow(&e->clean, &e->cap_clean, 3 * len + 1, 1)) return fail(e->err, e->errlen, "out of memory");
+    size_t n = 0;
+    for (size_t i = 0; i < len;) n += utf8_put(utf8_next((const uint8_t *)text, len, &i), e->clean + n);
+    if (grow(&e->span, &e->cap_span, 1, sizeof *e->span)) return fail(e->err, e->errlen, "out of memory");
+    e->span[0] = (tok_span){0, n};
+    e->n_span = 1;
+    for (int r = 0; r < v->n_re; r++)
+        if (split_regex(e, v->re[r])) return -1;
+    for (size_t s = 0; s < e->n_span; s++)
+        if (encode_bpe_piece(e, e->clean + e->span[s].off, e->span[s].len)) return -1;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- public */
+
+int tok_encode(const tok_vocab *v, const char *text, size_t len, int add_bos, int parse_special,
+               int32_t **ids, size_t *n, char *err, size_t errlen) {
+    *ids = NULL;
+    *n = 0;
+    if (len > TOK_MAX_TEXT) return fail(err, errlen, "text of %zu bytes is too long (max %zu)", len, TOK_MAX_TEXT);
+    if (len > 0 && !text) return fail(err, errlen, "NULL text");
+    tok_enc e = {.v = v, .err = err, .errlen = errlen};
+    int rc = -1;
+    if (v->kind == TOK_BPE && !(e.md = pcre2_match_data_create(1, NULL))) {
+        fail(err, errlen, "out of memory");
+        goto done;
+    }
+    if (partition(&e, text, len, parse_special)) goto done;
+    if (add_bos && v->add_bos) {
+        if (v->bos < 0) { fail(err, errlen, "the model asks for BOS but has no BOS token"); goto done; }
+        if (push_id(&e, v->bos)) goto done;
+    }
+    int prev_special = 1;            /* SPM: a text fragment at the start or after a token gets the '▁' */
+    for (size_t f = 0; f < e.n_frag; f++) {
+        const tok_frag *fr = &e.frag[f];
+        if (fr->id >= 0) {
+            if (push_id(&e, fr->id)) goto done;
+            prev_special = 1;
+        } else if (v->kind == TOK_SPM) {
+            if (encode_spm(&e, text + fr->off, fr->len, v->add_space_prefix && prev_special)) goto done;
+            prev_special = 0;
+        } else {
+            if (encode_bpe(&e, text + fr->off, fr->len)) goto done;
+        }
+    }
+    if (add_bos && v->add_eos) {
+        if (v->eos < 0) { fail(err, errlen, "the model asks for EOS but has no EOS token"); goto done; }
+        if (push_id(&e, v->eos)) goto done;
+    }
+    rc = 0;
+done:
+    if (rc == 0 && e.n_ids > 0) {
+        *ids = e.ids;
+        *n = e.n_ids;
+    } else {
+        free(e.ids);
+    }
+    free(e.frag); free(e.frag2); free(e.sym); free(e.heap); free(e.buf); free(e.clean);
+    free(e.span); free(e.span2);
+    if (e.md) pcre2_match_data_free(e.md);
+    return rc;
+}
+
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+int tok_decode(const tok_vocab *v, int32_t id, char *buf, size_t buflen, size_t *len) {
+    if (id < 0 || id >= v->n_vocab || *len > buflen) return -1;
+    size_t tn, at = *len;
+    const char *t = tok_text(v, id, &tn);
+    int type = v->type[id];
+    if (type == TOK_TYPE_CONTROL || type == TOK_TYPE_UNKNOWN || type == TOK_TYPE_USER_DEFINED) {
+        if (tn > buflen - at) return -1;
+        memcpy(buf + at, t, tn);
+        at += tn;
+    } else if (type == TOK_TYPE_NORMAL && v->kind == TOK_SPM) {
+        for (size_t i = 0; i < tn;) {
+            if (at >= buflen) return -1;
+            if (i + 3 <= tn && memcmp(t + i, "\xE2\x96\x81", 3) == 0) { buf[at++] = ' '; i += 3; }
+            else buf[at++] = t[i++];
+        }
+    } else if (type == TOK_TYPE_NORMAL) {          /* BPE: code points back to bytes */
+        for (size_t i = 0; i < tn;) {
+            size_t i0 = i;
+            uint32_t cp = utf8_next((const uint8_t *)t, tn, &i);
+            if (cp < 324 && v->cp_byte[cp] >= 0) {
+                if (at >= buflen) return -1;
+                buf[at++] = (char)v->cp_byte[cp];
+            } else {                               /* not byte-level: copy as is */
+                if (i - i0 > buflen - at) return -1;
+                memcpy(buf + at, t + i0, i - i0);
+                at += i - i0;
+            }
+        }
+    } else if (type == TOK_TYPE_BYTE && v->kind == TOK_SPM) {   /* "<0xAB>" */
+        int hi = tn == 6 ? hex_digit(t[3]) : -1, lo = tn == 6 ? hex_digit(t[4]) : -1;
+        if (hi < 0 || lo < 0 || memcmp(t, "<0x", 3) != 0 || t[5] != '>') return 0;   /* malformed: nothing */
+        if (at >= buflen) return -1;
+        buf[at++] = (char)(hi << 4 | lo);
+    }
+    *len = at;
+    return 0;
+}
+
+int tok_n_vocab(const tok_vocab *v) { return v->n_vocab; }
+int tok_bos(const tok_vocab *v) { return v->bos; }
+int tok_eos(const tok_vocab *v) { return v->eos; }
+int tok_add_bos(const tok_vocab *v) { return v->add_bos; }
+size_t tok_max_piece(const tok_vocab *v) { return v->max_piece; }
+int tok_type(const tok_vocab *v, int32_t id) { return id >= 0 && id < v->n_vocab ? v->type[id] : -1; }
+
+void tok_hash(const tok_vocab *v, char hex[65]) { memcpy(hex, v->hash, 65); }
