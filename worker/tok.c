@@ -531,9 +531,12 @@ int tok_load(const gguf_file *g, tok_vocab **out, char *err, size_t errlen) {
             v->type[i] = (int8_t)(t >= 0 && t <= TOK_TYPE_BYTE ? t : TOK_TYPE_UNDEFINED);
         }
     }
-    /* end-of-generation texts are control tokens whatever the file says (llama.cpp does the same) */
-    static const char *const eog[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
-                                      "<|endoftext|>", "<|eom_id|>", "<EOT>"};
+    /* end-of-generation texts are control tokens whatever the file says: llama.cpp overrides the
+     * type of these spellings for every vocab (its list includes "</s>", which makes Gemma 3's
+     * user-defined "</s>" plain text when specials are not parsed; we follow it to tokenise alike) */
+    static const char *const eog[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>",
+                                      "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>",
+                                      "_<EOT>", "<|end_of_text|>", "<end_of_utterance>"};
     for (size_t i = 0; i < sizeof eog / sizeof eog[0]; i++) {
         int32_t id = lookup(v, eog[i], strlen(eog[i]));
         if (id >= 0) v->type[id] = TOK_TYPE_CONTROL;
