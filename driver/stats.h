@@ -1,0 +1,150 @@
+/* stats.h — the numbers strata reports: per-row distribution metrics (DESIGN §3) and the
+ * summary statistics with confidence intervals that the results folder shows (GSL 2.7).
+ *
+ * Conventions
+ * - Natural log everywhere (nats), except stats_log10_slope which fits log10 KL.
+ * - Every function that calls GSL first calls gsl_set_error_handler_off(), so a GSL domain
+ *   error returns a status instead of aborting the process.
+ * - Functions return 0 on success and -1 on bad input (NULL pointers, n out of range,
+ *   NaN/inf where finite values are required); on -1 the output struct is set to a defined
+ *   state (zeros / NAN) and nothing is left allocated.
+ * - Nothing here keeps state between calls. Only stats_kaplan_meier allocates (freed with
+ *   stats_km_free); the bootstrap functions allocate scratch memory and free it before return.
+ */
+#ifndef STRATA_STATS_H
+#define STRATA_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * A. Per-row metrics: one arm's logit row against the reference arm's row for the same position.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct {
+    double kl_arm_ref;       /* KL(arm‖ref) = Σ p_arm (ln p_arm − ln p_ref), nats */
+    double kl_ref_arm;       /* KL(ref‖arm) (llama.cpp's direction) */
+    double js;               /* ½KL(P‖M) + ½KL(Q‖M), M = (P+Q)/2, in [0, ln 2] */
+    int top1_arm, top1_ref;  /* argmax, ties -> lowest token id */
+    double nll_arm, nll_ref; /* −ln p(next); NAN when next < 0 (unknown) */
+    double entropy_ref;      /* −Σ p_ref ln p_ref */
+    double gap_ref, gap_arm; /* top-1 minus top-2 raw logit (0 on a tie; NAN when n_vocab == 1) */
+} stats_row;
+
+/* Compares two full-vocabulary logit rows (arm [n_vocab], ref [n_vocab]).
+ * Log-softmax: z_i = x_i − max(x) in f32, lse = ln Σ exp(z_i) accumulated in double,
+ * ln p_i = z_i − lse in double; every sum over the vocabulary in double; the vocabulary is never
+ * clipped. Terms with p_i = 0 (exp underflow) contribute exactly 0 (ln p_i stays finite).
+ * Identical rows give kl_* = 0.0 and js = 0.0 exactly. JS is computed per token as
+ * m·g(r) with m = (p+q)/2, r = (p−q)/(p+q), g(r) = ½[(1+r)ln(1+r) + (1−r)ln(1−r)] (a
+ * series for |r| < 0.05) so small differences do not cancel; the total is clamped to
+ * [0, ln 2] against rounding only. KL is not clamped (it can be −1e-17 from rounding).
+ * next = the true next token id in [0, n_vocab) or -1 when unknown.
+ * Allocates nothing. Returns 0, or -1 (with *out zeroed) when a row holds NaN/inf, when a
+ * pointer is NULL, n_vocab < 1 or next >= n_vocab. */
+int stats_compare_rows(const float *arm, const float *ref, int n_vocab, int next, stats_row *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * B. Summary statistics.
+ * ------------------------------------------------------------------------------------------- */
+
+/* Percentile levels reported, in this order: max, 99.9, 99, 95, 90, 50, 10, 5, 1, 0.1, min. */
+#define STATS_N_PCT 11
+extern const double stats_pct_levels[STATS_N_PCT]; /* in percent: 100, 99.9, ..., 0 */
+
+/* Percentiles of x [n] at stats_pct_levels, interpolated as GSL's
+ * gsl_stats_quantile_from_sorted_data: for fraction f, h = (n−1)f, i = floor(h),
+ * q = (1 − (h−i))·x(i) + (h−i)·x(i+1) on the sorted sample (linear, "type 7").
+ * Sorts a private copy (x is not modified). Returns -1 when n == 0 or x holds NaN (out = NAN). */
+int stats_percentiles(const double *x, size_t n, double out[STATS_N_PCT]);
+
+/* A point estimate with a 95% confidence interval. */
+typedef struct {
+    double est, lo, hi; /* NAN when not computable */
+    size_t n;           /* sample size used */
+} stats_ci;
+
+/* Default moving-block length: the smallest integer b with b³ >= n (= ceil(n^(1/3))), 1 for n<=1. */
+size_t stats_default_block(size_t n);
+
+/* Default bootstrap settings used by the report. */
+#define STATS_BOOT_B 1000
+#define STATS_BOOT_SEED 20250101UL
+
+/* Mean / median of x [n] with a moving-block bootstrap 95% CI (percentile method):
+ * each of n_boot resamples concatenates ceil(n/b) blocks x[s..s+b) with s uniform in
+ * [0, n−b] (gsl_rng mt19937 seeded with `seed`, so results are reproducible), truncated to n;
+ * lo/hi = the 2.5% / 97.5% quantiles (GSL interpolation as above) of the n_boot statistics.
+ * block = 0 means stats_default_block(n); a block longer than n is cut to n.
+ * n == 1 gives lo = hi = est. Scratch memory is freed before return.
+ * Returns -1 when n == 0, n_boot < 1, x holds NaN/inf, or allocation fails (out = NAN). */
+int stats_mean_ci(const double *x, size_t n, size_t block, int n_boot, unsigned long seed,
+                  stats_ci *out);
+int stats_median_ci(const double *x, size_t n, size_t block, int n_boot, unsigned long seed,
+                    stats_ci *out);
+
+/* Proportion k/n with the Wilson score 95% interval (z = Φ⁻¹(0.975)):
+ * centre = (p̂ + z²/2n)/(1 + z²/n), half = z/(1 + z²/n)·sqrt(p̂(1−p̂)/n + z²/4n²).
+ * Returns -1 when n == 0 or k > n (out = NAN). */
+int stats_wilson(size_t k, size_t n, stats_ci *out);
+
+/* Least-squares line y = intercept + slope·x with y = log10(max(kl, 1e-12)) (zero or negative
+ * KL is floored at 1e-12 = −12 decades; n_floored counts them) and a 95% CI on the slope:
+ * slope ± t(0.975, n−2)·sqrt(cov11) from gsl_fit_linear and gsl_cdf_tdist_Pinv.
+ * Pairs with NaN are skipped. With fewer than 3 usable pairs, or all x equal, the fields are
+ * NAN and the return is still 0 (not computable is not an error). Returns -1 on NULL input. */
+typedef struct {
+    double slope, lo, hi, intercept, r2; /* r2: coefficient of determination */
+    size_t n, n_floored;
+} stats_fit;
+int stats_log10_slope(const double *x, const double *kl, size_t n, stats_fit *out);
+
+/* Spearman rank correlation of x [n] and y [n] (gsl_stats_spearman: Pearson correlation of
+ * the ranks, ties get their average rank). Pairs where either value is NaN are skipped.
+ * CI: Fisher z with var = 1.06/(n−3) (Fieller, Hartley & Pearson 1957), only for n > 3
+ * (else lo = hi = NAN); it assumes independent pairs. est = NAN when fewer than 2 pairs or a
+ * constant variable. Allocates scratch, freed before return. Returns -1 on NULL / alloc failure. */
+int stats_spearman(const double *x, const double *y, size_t n, stats_ci *out);
+
+/* Near-tie split: positions whose reference top-1/top-2 gap is < eps are "near ties".
+ * same_top1 [n] is 1/0, kl [n] the KL per position, gap_ref [n] the reference gap.
+ * share_flips_near = flips at near ties / all flips (NAN when no flips);
+ * share_kl_near = Σ KL at near ties / Σ KL (NAN when Σ KL <= 0);
+ * share_pos_near = near-tie positions / n. Rows with a NaN gap or KL are skipped. */
+typedef struct {
+    double eps;
+    size_t n, n_near, n_flips, n_flips_near;
+    double kl_total, kl_near;
+    double share_pos_near, share_flips_near, share_kl_near;
+} stats_neartie;
+int stats_near_tie(const double *gap_ref, const int *same_top1, const double *kl, size_t n,
+                   double eps, stats_neartie *out);
+
+/* Kaplan–Meier survival of fork indices. T = the first token index where the two greedy streams
+ * differ; fork [n] in [0, horizon], censored [n] = 1 when the streams were identical for all
+ * `horizon` tokens (then fork must equal horizon: T >= horizon, right-censored).
+ * S(t) = P(T > t) = Π over event times t_j <= t of (1 − d_j/n_j), n_j = number with T >= t_j.
+ * Greenwood: Var S(t) = S(t)² Σ d_j/(n_j(n_j − d_j)); 95% CI = S ± 1.96·sd clamped to [0, 1]
+ * (linear scale; at S = 0 the CI is [0, 0]).
+ * median = smallest event time t with S(t) <= 0.5 (NAN when S stays above 0.5, i.e. more than
+ * half are censored: then read surv_end = S after the last event, the estimate of S(horizon−1)
+ * which, all censoring being at horizon, is the share of identical streams).
+ * median_lo / median_hi = smallest t where the CI's lower / upper bound is <= 0.5 (NAN if none).
+ * Allocates the step arrays (each [n_steps]); free with stats_km_free, also after -1.
+ * Returns -1 on NULL input, n == 0, horizon < 1, an index out of [0, horizon], a censored
+ * entry whose fork != horizon or an uncensored one equal to horizon, or allocation failure. */
+typedef struct {
+    size_t n_obs, n_events, n_censored;
+    int horizon;
+    size_t n_steps; /* number of distinct event times */
+    int *time;      /* [n_steps] event times, increasing */
+    size_t *at_risk, *events; /* [n_steps] n_j, d_j */
+    double *surv, *lo, *hi;   /* [n_steps] S(t_j) and its 95% band */
+    double median, median_lo, median_hi;
+    double surv_end;
+} stats_km;
+int stats_kaplan_meier(const int *fork, const int *censored, size_t n, int horizon, stats_km *out);
+/* S(t) from a computed km for any t (1 before the first event). */
+double stats_km_surv_at(const stats_km *km, int t);
+void stats_km_free(stats_km *km);
+
+#endif

@@ -1,0 +1,1020 @@
+/* proto.c — driver <-> worker messages: a bounded pre-scan of untrusted msgpack bytes, decode with
+ * msgpack-c into proto_msg (payloads copied out), encode with an exact-size two-pass packer, and
+ * the req/rep transport helpers over nng. See proto.h for the wire format and the caps. */
+#include "proto/proto.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <msgpack.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "proto.c copies little-endian int32/float32 payloads as they are: little-endian hosts only"
+#endif
+
+static const char *const type_names[] = {
+    "none", "hello", "tokenize", "prefill", "generate", "truncate", "stats", "shutdown", "error",
+};
+#define N_TYPES ((int)(sizeof type_names / sizeof type_names[0]))
+
+const char *proto_type_name(proto_type t) {
+    return ((int)t >= 0 && (int)t < N_TYPES) ? type_names[t] : "?";
+}
+
+const char *proto_strerror(int code) {
+    switch (code) {
+    case PROTO_OK:          return "ok";
+    case PROTO_E_BADMSG:    return "bad message";
+    case PROTO_E_TOOBIG:    return "too big";
+    case PROTO_E_BADARG:    return "bad argument";
+    case PROTO_E_RANGE:     return "out of range";
+    case PROTO_E_INTERNAL:  return "internal error";
+    case PROTO_E_VERSION:   return "protocol version mismatch";
+    case PROTO_E_TRANSPORT: return "transport error";
+    case PROTO_E_TIMEOUT:   return "timed out";
+    default:                return "unknown error code";
+    }
+}
+
+/* Write a printf message to err (if any) and return code. */
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+void proto_init(proto_msg *m, proto_type type, int is_reply, uint64_t id) {
+    memset(m, 0, sizeof *m);
+    m->type = type;
+    m->is_reply = is_reply ? 1 : 0;
+    m->id = id;
+}
+
+void proto_error(proto_msg *m, uint64_t id, int code, const char *fmt, ...) {
+    proto_init(m, PROTO_ERROR, 1, id);
+    m->error.code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->error.message, sizeof m->error.message, fmt, ap);
+    va_end(ap);
+}
+
+void proto_msg_free(proto_msg *m) {
+    if (!m) return;
+    if (m->is_reply) {
+        switch (m->type) {
+        case PROTO_TOKENIZE: free(m->tokenize_rep.tokens); break;
+        case PROTO_PREFILL:  free(m->prefill_rep.logits); break;
+        case PROTO_GENERATE: free(m->generate_rep.tokens); free(m->generate_rep.gaps); break;
+        default: break;
+        }
+    } else {
+        switch (m->type) {
+        case PROTO_TOKENIZE: free(m->tokenize_req.text); break;
+        case PROTO_PREFILL:  free(m->prefill_req.tokens); break;
+        default: break;
+        }
+    }
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- bounded scan of untrusted msgpack ------------------------------------------------------ */
+
+/* Read an n-byte big-endian unsigned integer (n = 1, 2, 4 or 8). */
+static uint64_t read_be(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v = (v << 8) | p[i];
+    return v;
+}
+
+/* Walk the msgpack object tree in p[0..len) without allocating. Every str/bin length and every
+ * array/map count must fit in the bytes that follow (each element takes at least one byte), nesting
+ * must stay within PROTO_MAX_DEPTH, the message within PROTO_MAX_OBJECTS objects, and exactly one
+ * top-level object must fill all len bytes. ext types and the never-used byte 0xc1 are refused.
+ * Returns 0 or PROTO_E_BADMSG / PROTO_E_TOOBIG with a message. */
+static int scan_msgpack(const uint8_t *p, size_t len, char *err, size_t errlen) {
+    uint64_t left[PROTO_MAX_DEPTH + 1]; /* objects still to read at each open nesting level */
+    int depth = 0;
+    size_t off = 0;
+    uint64_t n_objects = 1;             /* objects announced so far: the top level + every count */
+    left[0] = 1;
+    while (depth >= 0) {
+        if (left[depth] == 0) { depth--; continue; }
+        left[depth]--;
+        if (off >= len)
+            return fail(err, errlen, PROTO_E_BADMSG,
+                        "truncated message: an object is missing at byte %zu of %zu", off, len);
+        size_t at = off;
+        uint8_t b = p[off++];
+        int kind;              /* 0 scalar, 1 payload (str/bin: count bytes), 2 array, 3 map */
+        int hdr = 0;           /* bytes of the count (or of the scalar) after b */
+        uint64_t count = 0;    /* fixed-format count */
+        if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
+            kind = 0;                               /* fixint, nil, false, true */
+        } else if (b <= 0x8f) { kind = 3; count = b & 0x0f;
+        } else if (b <= 0x9f) { kind = 2; count = b & 0x0f;
+        } else if (b <= 0xbf) { kind = 1; count = b & 0x1f;
+        } else {
+            switch (b) {
+            case 0xc4: case 0xd9: kind = 1; hdr = 1; break;   /* bin8, str8 */
+            case 0xc5: case 0xda: kind = 1; hdr = 2; break;   /* bin16, str16 */
+            case 0xc6: case 0xdb: kind = 1; hdr = 4; break;   /* bin32, str32 */
+            case 0xcc: case 0xd0: kind = 0; hdr = 1; break;   /* uint8, int8 */
+            case 0xcd: case 0xd1: kind = 0; hdr = 2; break;
+            case 0xca: case 0xce: case 0xd2: kind = 0; hdr = 4; break;   /* float32, 32-bit ints */
+            case 0xcb: case 0xcf: case 0xd3: kind = 0; hdr = 8; break;   /* float64, 64-bit ints */
+            case 0xdc: kind = 2; hdr = 2; break;              /* array16 */
+            case 0xdd: kind = 2; hdr = 4; break;              /* array32 */
+            case 0xde: kind = 3; hdr = 2; break;              /* map16 */
+            case 0xdf: kind = 3; hdr = 4; break;              /* map32 */
+            default:
+                return fail(err, errlen, PROTO_E_BADMSG,
+                            "msgpack byte 0x%02x at %zu is not allowed (ext types and 0xc1 are refused)",
+                            b, at);
+            }
+        }
+        if ((size_t)hdr > len - off)
+            return fail(err, errlen, PROTO_E_BADMSG,
+                        "truncated message: object at byte %zu needs %d more bytes, %zu left",
+                        at, hdr, len - off);
+        if (kind == 0) { off += (size_t)hdr; continue; }
+        if (hdr) count = read_be(p + off, hdr);
+        off += (size_t)hdr;
+        if (kind == 1) {
+            if (count > len - off)
+                return fail(err, errlen, PROTO_E_BADMSG,
+                            "str/bin at byte %zu claims %" PRIu64 " bytes, only %zu left",
+                            at, count, len - off);
+            off += (size_t)count;
+            continue;
+        }
+        uint64_t children = kind == 3 ? 2 * count : count;
+        if (children > len - off)
+            return fail(err, errlen, PROTO_E_BADMSG,
+                        "%s at byte %zu claims %" PRIu64 " elements, only %zu bytes left",
+                        kind == 3 ? "map" : "array", at, count, len - off);
+        if (children > PROTO_MAX_OBJECTS - n_objects)   /* n_objects <= PROTO_MAX_OBJECTS */
+            return fail(err, errlen, PROTO_E_TOOBIG,
+                        "message has more than %d msgpack objects", PROTO_MAX_OBJECTS);
+        n_objects += children;
+        if (children == 0) continue;
+        if (depth == PROTO_MAX_DEPTH)
+            return fail(err, errlen, PROTO_E_BADMSG,
+                        "msgpack nested deeper than %d levels at byte %zu", PROTO_MAX_DEPTH, at);
+        left[++depth] = children;
+    }
+    if (off != len)
+        return fail(err, errlen, PROTO_E_BADMSG, "%zu trailing bytes after the message", len - off);
+    return 0;
+}
+
+/* ---- field getters over a decoded map (keys already checked to be unique strings) ---------- */
+
+static const char *obj_type_name(msgpack_object_type t) {
+    switch (t) {
+    case MSGPACK_OBJECT_NIL:              return "nil";
+    case MSGPACK_OBJECT_BOOLEAN:          return "bool";
+    case MSGPACK_OBJECT_POSITIVE_INTEGER: return "unsigned integer";
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER: return "negative integer";
+    case MSGPACK_OBJECT_FLOAT32:          return "float32";
+    case MSGPACK_OBJECT_FLOAT64:          return "float64";
+    case MSGPACK_OBJECT_STR:              return "str";
+    case MSGPACK_OBJECT_ARRAY:            return "array";
+    case MSGPACK_OBJECT_MAP:              return "map";
+    case MSGPACK_OBJECT_BIN:              return "bin";
+    default:                              return "ext";
+    }
+}
+
+static int key_is(const msgpack_object *k, const char *key, size_t kl) {
+    return k->type == MSGPACK_OBJECT_STR && k->via.str.size == kl &&
+           (kl == 0 || memcmp(k->via.str.ptr, key, kl) == 0);
+}
+
+static const msgpack_object *find(const msgpack_object_map *m, const char *key) {
+    size_t kl = strlen(key);
+    for (uint32_t i = 0; i < m->size; i++)
+        if (key_is(&m->ptr[i].key, key, kl)) return &m->ptr[i].val;
+    return NULL;
+}
+
+/* Every key a string, no key twice. */
+static int check_keys(const msgpack_object_map *m, char *err, size_t errlen) {
+    for (uint32_t i = 0; i < m->size; i++) {
+        const msgpack_object *k = &m->ptr[i].key;
+        if (k->type != MSGPACK_OBJECT_STR)
+            return fail(err, errlen, PROTO_E_BADMSG, "map key %u is a %s, not a str", i,
+                        obj_type_name(k->type));
+        for (uint32_t j = 0; j < i; j++) {
+            const msgpack_object *kj = &m->ptr[j].key;
+            if (kj->via.str.size == k->via.str.size &&
+                (k->via.str.size == 0 || memcmp(kj->via.str.ptr, k->via.str.ptr, k->via.str.size) == 0))
+                return fail(err, errlen, PROTO_E_BADMSG, "key \"%.*s\" appears twice",
+                            (int)(k->via.str.size > 64 ? 64 : k->via.str.size), k->via.str.ptr);
+        }
+    }
+    return 0;
+}
+
+/* Find a required key; ctx names the message ("prefill request") for the error. */
+static int need(const msgpack_object_map *m, const char *ctx, const char *key,
+                const msgpack_object **o, char *err, size_t errlen) {
+    *o = find(m, key);
+    if (!*o) return fail(err, errlen, PROTO_E_BADMSG, "%s: missing key \"%s\"", ctx, key);
+    return 0;
+}
+
+static int wrong_type(const char *ctx, const char *key, const char *want, const msgpack_object *o,
+                      char *err, size_t errlen) {
+    return fail(err, errlen, PROTO_E_BADMSG, "%s: key \"%s\" must be %s, not %s", ctx, key, want,
+                obj_type_name(o->type));
+}
+
+/* Unsigned integer <= max (else PROTO_E_TOOBIG). */
+static int get_uint(const msgpack_object_map *m, const char *ctx, const char *key, uint64_t max,
+                    uint64_t *out, char *err, size_t errlen) {
+    const msgpack_object *o;
+    int rc = need(m, ctx, key, &o, err, errlen);
+    if (rc) return rc;
+    if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return wrong_type(ctx, key, "an unsigned integer", o, err, errlen);
+    if (o->via.u64 > max)
+        return fail(err, errlen, PROTO_E_TOOBIG, "%s: %s = %" PRIu64 " exceeds the cap %" PRIu64,
+                    ctx, key, o->via.u64, max);
+    *out = o->via.u64;
+    return 0;
+}
+
+/* Signed integer in [lo, hi] (else PROTO_E_BADARG). */
+static int get_int(const msgpack_object_map *m, const char *ctx, const char *key, int64_t lo,
+                   int64_t hi, int64_t *out, char *err, size_t errlen) {
+    const msgpack_object *o;
+    int rc = need(m, ctx, key, &o, err, errlen);
+    if (rc) return rc;
+    int ok;
+    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+        ok = o->via.u64 <= (uint64_t)hi && (int64_t)o->via.u64 >= lo;
+    else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+        ok = o->via.i64 >= lo && o->via.i64 <= hi;
+    else
+        return wrong_type(ctx, key, "an integer", o, err, errlen);
+    if (!ok)
+        return fail(err, errlen, PROTO_E_BADARG, "%s: %s is outside [%" PRId64 ", %" PRId64 "]",
+                    ctx, key, lo, hi);
+    *out = o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (int64_t)o->via.u64 : o->via.i64;
+    return 0;
+}
+
+/* A number: float32, float64 or an integer (converted to double). */
+static int get_f64(const msgpack_object_map *m, const char *ctx, const char *key, double *out,
+                   char *err, size_t errlen) {
+    const msgpack_object *o;
+    int rc = need(m, ctx, key, &o, err, errlen);
+    if (rc) return rc;
+    switch (o->type) {
+    case MSGPACK_OBJECT_FLOAT32: case MSGPACK_OBJECT_FLOAT64: *out = o->via.f64; return 0;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER: *out = (double)o->via.u64; return 0;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER: *out = (double)o->via.i64; return 0;
+    default: return wrong_type(ctx, key, "a number", o, err, errlen);
+    }
+}
+
+static int get_bool(const msgpack_object_map *m, const char *ctx, const char *key, int *out,
+                    char *err, size_t errlen) {
+    const msgpack_object *o;
+    int rc = need(m, ctx, key, &o, err, errlen);
+    if (rc) return rc;
+    if (o->type != MSGPACK_OBJECT_BOOLEAN) return wrong_type(ctx, key, "a bool", o, err, errlen);
+    *out = o->via.boolean ? 1 : 0;
+    return 0;
+}
+
+/* A str copied into dst[cap] with a NUL; no NUL bytes inside. Longer than cap-1: cut short when
+ * cut, else PROTO_E_TOOBIG. */
+static int get_str(const msgpack_object_map *m, const char *ctx, const char *key, char *dst,
+                   size_t cap, int cut, char *err, size_t errlen) {
+    const msgpack_object *o;
+    int rc = need(m, ctx, key, &o, err, errlen);
+    if (rc) return rc;
+    if (o->type != MSGPACK_OBJECT_STR) return wrong_type(ctx, key, "a str", o, err, errlen);
+    size_t n = o->via.str.size;
+    if (n && memchr(o->via.str.ptr, 0, n))
+        return fail(err, errlen, PROTO_E_BADMSG, "%s: key \"%s\" contains a NUL byte", ctx, key);
+    if (n >= cap) {
+        if (!cut)
+            return fail(err, errlen, PROTO_E_TOOBIG, "%s: %s is %zu bytes, the cap is %zu",
+                        ctx, key, n, cap - 1);
+        n = cap - 1;
+    }
+    if (n) memcpy(dst, o->via.str.ptr, n);
+    dst[n] = 0;
+    return 0;
+}
+
+/* A bin of 4-byte little-endian elements, at most max_n of them, copied into a malloc'd array
+ * (*dst = NULL when empty). */
+static int get_bin32(const msgpack_object_map *m, const char *ctx, const char *key, uint64_t max_n,
+                     void **dst, size_t *n, char *err, size_t errlen) {
+    const msgpack_object *o;
+    int rc = need(m, ctx, key, &o, err, errlen);
+    if (rc) return rc;
+    if (o->type != MSGPACK_OBJECT_BIN) return wrong_type(ctx, key, "a bin", o, err, errlen);
+    size_t bytes = o->via.bin.size;
+    if (bytes % 4)
+        return fail(err, errlen, PROTO_E_BADMSG,
+                    "%s: %s is %zu bytes, not a whole number of 4-byte elements", ctx, key, bytes);
+    if (bytes / 4 > max_n)
+        return fail(err, errlen, PROTO_E_TOOBIG, "%s: %s has %zu elements, the cap is %" PRIu64,
+                    ctx, key, bytes / 4, max_n);
+    *dst = NULL;
+    *n = bytes / 4;
+    if (bytes == 0) return 0;
+    *dst = malloc(bytes);
+    if (!*dst)
+        return fail(err, errlen, PROTO_E_INTERNAL, "%s: out of memory for %zu bytes of %s",
+                    ctx, bytes, key);
+    memcpy(*dst, o->via.bin.ptr, bytes);
+    return 0;
+}
+
+/* A str or bin of any bytes, copied into a malloc'd buffer with a NUL after it. */
+static int get_text(const msgpack_object_map *m, const char *ctx, const char *key, size_t max_n,
+                    char **dst, size_t *n, char *err, size_t errlen) {
+    const msgpack_object *o;
+    int rc = need(m, ctx, key, &o, err, errlen);
+    if (rc) return rc;
+    const char *src;
+    size_t len;
+    if (o->type == MSGPACK_OBJECT_STR) { src = o->via.str.ptr; len = o->via.str.size; }
+    else if (o->type == MSGPACK_OBJECT_BIN) { src = o->via.bin.ptr; len = o->via.bin.size; }
+    else return wrong_type(ctx, key, "a str or bin", o, err, errlen);
+    if (len > max_n)
+        return fail(err, errlen, PROTO_E_TOOBIG, "%s: %s is %zu bytes, the cap is %zu",
+                    ctx, key, len, max_n);
+    *dst = malloc(len + 1);
+    if (!*dst) return fail(err, errlen, PROTO_E_INTERNAL, "%s: out of memory", ctx);
+    if (len) memcpy(*dst, src, len);
+    (*dst)[len] = 0;
+    *n = len;
+    return 0;
+}
+
+/* ---- decode --------------------------------------------------------------------------------- */
+
+static int decode_hello_rep(const msgpack_object_map *m, const char *c, proto_hello_rep *h,
+                            char *err, size_t errlen) {
+    struct { const char *key; char *dst; } strs[] = {
+        {"engine", h->engine}, {"git", h->git}, {"model_sha256", h->model_sha256},
+        {"arch", h->arch}, {"tokenizer_hash", h->tokenizer_hash}, {"kv_k", h->kv_k},
+        {"kv_v", h->kv_v}, {"device", h->device},
+    };
+    int rc;
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        if ((rc = get_str(m, c, strs[i].key, strs[i].dst, PROTO_STR_MAX, 0, err, errlen))) return rc;
+    uint64_t u;
+    int64_t s;
+    if ((rc = get_uint(m, c, "n_vocab", PROTO_MAX_VOCAB, &u, err, errlen))) return rc;
+    h->n_vocab = (uint32_t)u;
+    if ((rc = get_uint(m, c, "n_ctx", UINT64_MAX, &h->n_ctx, err, errlen))) return rc;
+    if ((rc = get_uint(m, c, "n_layer", UINT32_MAX, &u, err, errlen))) return rc;
+    h->n_layer = (uint32_t)u;
+    if ((rc = get_uint(m, c, "threads", UINT32_MAX, &u, err, errlen))) return rc;
+    h->threads = (uint32_t)u;
+    if ((rc = get_uint(m, c, "kv_bytes_per_token", UINT64_MAX, &h->kv_bytes_per_token, err, errlen)))
+        return rc;
+    if ((rc = get_int(m, c, "bos", -1, INT32_MAX, &s, err, errlen))) return rc;
+    h->bos = (int32_t)s;
+    return 0;
+}
+
+static int decode_prefill_rep(const msgpack_object_map *m, const char *c, proto_prefill_rep *p,
+                              char *err, size_t errlen) {
+    uint64_t u;
+    int rc;
+    if ((rc = get_uint(m, c, "n_past", UINT64_MAX, &p->n_past, err, errlen))) return rc;
+    if ((rc = get_uint(m, c, "n_vocab", PROTO_MAX_VOCAB, &u, err, errlen))) return rc;
+    p->n_vocab = (uint32_t)u;
+    if ((rc = get_uint(m, c, "n_rows", PROTO_MAX_TOKENS, &u, err, errlen))) return rc;
+    p->n_rows = (uint32_t)u;
+    uint64_t want = (uint64_t)p->n_rows * p->n_vocab;   /* <= 2^46: no overflow */
+    void *logits = NULL;
+    size_t n = 0;
+    /* any length up to the message size is copied, then checked against the shape */
+    rc = get_bin32(m, c, "logits", (uint64_t)PROTO_MAX_TOKENS * PROTO_MAX_VOCAB, &logits, &n, err,
+                   errlen);
+    p->logits = logits;
+    if (rc) return rc;
+    if (n != want)
+        return fail(err, errlen, PROTO_E_BADMSG,
+                    "%s: logits has %zu floats, n_rows * n_vocab = %u * %u = %" PRIu64,
+                    c, n, p->n_rows, p->n_vocab, want);
+    return 0;
+}
+
+static int decode_generate_rep(const msgpack_object_map *m, const char *c, proto_generate_rep *g,
+                               char *err, size_t errlen) {
+    void *tokens = NULL, *gaps = NULL;
+    size_t n_tokens = 0, n_gaps = 0;
+    int rc;
+    if ((rc = get_uint(m, c, "n_past", UINT64_MAX, &g->n_past, err, errlen))) return rc;
+    rc = get_bin32(m, c, "tokens", PROTO_MAX_GENERATE, &tokens, &n_tokens, err, errlen);
+    g->tokens = tokens;
+    if (rc) return rc;
+    rc = get_bin32(m, c, "gaps", PROTO_MAX_GENERATE, &gaps, &n_gaps, err, errlen);
+    g->gaps = gaps;
+    if (rc) return rc;
+    g->n = n_tokens;
+    if (n_gaps != n_tokens)
+        return fail(err, errlen, PROTO_E_BADMSG, "%s: %zu tokens but %zu gaps", c, n_tokens, n_gaps);
+    return 0;
+}
+
+static int decode_stats_rep(const msgpack_object_map *m, const char *c, proto_stats_rep *s,
+                            char *err, size_t errlen) {
+    int rc;
+    if ((rc = get_uint(m, c, "n_past", UINT64_MAX, &s->n_past, err, errlen))) return rc;
+    if ((rc = get_uint(m, c, "kv_bytes", UINT64_MAX, &s->kv_bytes, err, errlen))) return rc;
+    if ((rc = get_uint(m, c, "prefill_tokens", UINT64_MAX, &s->prefill_tokens, err, errlen))) return rc;
+    if ((rc = get_f64(m, c, "prefill_seconds", &s->prefill_seconds, err, errlen))) return rc;
+    if ((rc = get_uint(m, c, "decode_tokens", UINT64_MAX, &s->decode_tokens, err, errlen))) return rc;
+    if ((rc = get_f64(m, c, "decode_seconds", &s->decode_seconds, err, errlen))) return rc;
+    if ((rc = get_uint(m, c, "peak_rss", UINT64_MAX, &s->peak_rss, err, errlen))) return rc;
+    return 0;
+}
+
+/* The fields of one message type; out->type and out->is_reply are set. */
+static int decode_body(const msgpack_object_map *m, proto_msg *out, char *err, size_t errlen) {
+    char c[48];   /* "prefill request" */
+    snprintf(c, sizeof c, "%s %s", proto_type_name(out->type), out->is_reply ? "reply" : "request");
+    uint64_t u;
+    int64_t s;
+    void *p = NULL;
+    int rc = 0;
+    if (!out->is_reply) {
+        switch (out->type) {
+        case PROTO_TOKENIZE: {
+            proto_tokenize_req *t = &out->tokenize_req;
+            if ((rc = get_text(m, c, "text", PROTO_MAX_TEXT, &t->text, &t->n_text, err, errlen)))
+                return rc;
+            return get_bool(m, c, "add_bos", &t->add_bos, err, errlen);
+        }
+        case PROTO_PREFILL: {
+            proto_prefill_req *r = &out->prefill_req;
+            rc = get_bin32(m, c, "tokens", PROTO_MAX_TOKENS, &p, &r->n_tokens, err, errlen);
+            r->tokens = p;
+            if (rc) return rc;
+            if ((rc = get_uint(m, c, "rows", UINT32_MAX, &u, err, errlen))) return rc;
+            if (u > PROTO_ROWS_ALL)
+                return fail(err, errlen, PROTO_E_BADARG, "%s: rows = %" PRIu64 " is not 0, 1 or 2",
+                            c, u);
+            r->rows = (uint32_t)u;
+            return 0;
+        }
+        case PROTO_GENERATE: {
+            proto_generate_req *g = &out->generate_req;
+            if ((rc = get_uint(m, c, "n", PROTO_MAX_GENERATE, &u, err, errlen))) return rc;
+            g->n = (uint32_t)u;
+            if ((rc = get_f64(m, c, "temperature", &g->temperature, err, errlen))) return rc;
+            if (!isfinite(g->temperature) || g->temperature < 0)
+                return fail(err, errlen, PROTO_E_BADARG,
+                            "%s: temperature %g is not a finite number >= 0", c, g->temperature);
+            return get_uint(m, c, "seed", UINT64_MAX, &g->seed, err, errlen);
+        }
+        case PROTO_TRUNCATE:
+            return get_uint(m, c, "depth", UINT64_MAX, &out->truncate_req.depth, err, errlen);
+        default:
+            return 0;   /* hello, stats, shutdown: no fields */
+        }
+    }
+    switch (out->type) {
+    case PROTO_HELLO:
+        return decode_hello_rep(m, c, &out->hello_rep, err, errlen);
+    case PROTO_TOKENIZE:
+        rc = get_bin32(m, c, "tokens", PROTO_MAX_TOKENS, &p, &out->tokenize_rep.n_tokens, err, errlen);
+        out->tokenize_rep.tokens = p;
+        return rc;
+    case PROTO_PREFILL:
+        return decode_prefill_rep(m, c, &out->prefill_rep, err, errlen);
+    case PROTO_GENERATE:
+        return decode_generate_rep(m, c, &out->generate_rep, err, errlen);
+    case PROTO_TRUNCATE:
+        return get_uint(m, c, "n_past", UINT64_MAX, &out->truncate_rep.n_past, err, errlen);
+    case PROTO_STATS:
+        return decode_stats_rep(m, c, &out->stats_rep, err, errlen);
+    case PROTO_ERROR:
+        if ((rc = get_int(m, c, "code", INT32_MIN, INT32_MAX, &s, err, errlen))) return rc;
+        out->error.code = (int32_t)s;
+        return get_str(m, c, "message", out->error.message, PROTO_ERRMSG_MAX, 1, err, errlen);
+    default:
+        return 0;   /* shutdown: no fields */
+    }
+}
+
+int proto_decode(const void *buf, size_t len, size_t max_len, int is_reply, proto_msg *out,
+                 char *err, size_t errlen) {
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    memset(out, 0, sizeof *out);
+    if (err && errlen) err[0] = 0;
+    int rc = 0;
+    if (len > max_len) {
+        rc = fail(err, errlen, PROTO_E_TOOBIG, "message of %zu bytes exceeds the limit of %zu bytes",
+                  len, max_len);
+        goto done;
+    }
+    if (len == 0) { rc = fail(err, errlen, PROTO_E_BADMSG, "empty message"); goto done; }
+    if ((rc = scan_msgpack(buf, len, err, errlen))) goto done;
+
+    size_t off = 0;
+    msgpack_unpack_return ur = msgpack_unpack_next(&up, buf, len, &off);
+    if (ur != MSGPACK_UNPACK_SUCCESS || off != len) {
+        rc = fail(err, errlen, ur == MSGPACK_UNPACK_NOMEM_ERROR ? PROTO_E_INTERNAL : PROTO_E_BADMSG,
+                  "msgpack-c could not decode the message (code %d)", (int)ur);
+        goto done;
+    }
+    if (up.data.type != MSGPACK_OBJECT_MAP) {
+        rc = fail(err, errlen, PROTO_E_BADMSG, "message is a %s, not a map",
+                  obj_type_name(up.data.type));
+        goto done;
+    }
+    const msgpack_object_map *m = &up.data.via.map;
+    if ((rc = check_keys(m, err, errlen))) goto done;
+
+    /* The id first, so that any later error can be answered with it. */
+    uint64_t id;
+    if ((rc = get_uint(m, "message", "id", UINT64_MAX, &id, err, errlen))) goto done;
+    out->id = id;
+
+    uint64_t v;
+    if ((rc = get_uint(m, "message", "v", UINT64_MAX, &v, err, errlen))) goto done;
+    if (v != PROTO_VERSION) {
+        rc = fail(err, errlen, PROTO_E_VERSION, "protocol version %" PRIu64 ", this build speaks %d",
+                  v, PROTO_VERSION);
+        goto done;
+    }
+
+    const msgpack_object *t;
+    if ((rc = need(m, "message", "type", &t, err, errlen))) goto done;
+    if (t->type != MSGPACK_OBJECT_STR) {
+        rc = wrong_type("message", "type", "a str", t, err, errlen);
+        goto done;
+    }
+    proto_type type = PROTO_NONE;
+    for (int i = 1; i < N_TYPES; i++)
+        if (key_is(t, type_names[i], strlen(type_names[i]))) type = (proto_type)i;
+    if (type == PROTO_NONE) {
+        rc = fail(err, errlen, PROTO_E_BADMSG, "unknown message type \"%.*s\"",
+                  (int)(t->via.str.size > 64 ? 64 : t->via.str.size), t->via.str.ptr);
+        goto done;
+    }
+    if (type == PROTO_ERROR && !is_reply) {
+        rc = fail(err, errlen, PROTO_E_BADMSG, "an error message is not a request");
+        goto done;
+    }
+    out->type = type;
+    out->is_reply = is_reply ? 1 : 0;
+    rc = decode_body(m, out, err, errlen);
+
+done:
+    msgpack_unpacked_destroy(&up);
+    if (rc) {
+        proto_type type = out->type;
+        int rep = out->is_reply;
+        uint64_t id = out->id;
+        proto_msg_free(out);
+        out->type = type;
+        out->is_reply = rep;
+        out->id = id;
+    }
+    return rc;
+}
+
+/* ---- encode --------------------------------------------------------------------------------- */
+
+/* Packer sink: with data == NULL it only counts bytes; else it writes into data[cap]. */
+typedef struct {
+    char *data;
+    size_t len, cap;
+} sink;
+
+static int sink_write(void *arg, const char *buf, size_t len) {
+    sink *o = arg;
+    if (o->data) {
+        if (len > o->cap - o->len) return -1;
+        if (len) memcpy(o->data + o->len, buf, len);
+    }
+    o->len += len;
+    return 0;
+}
+
+static int pk_key(msgpack_packer *pk, const char *k) {
+    return msgpack_pack_str_with_body(pk, k, strlen(k));
+}
+static int pk_uint(msgpack_packer *pk, const char *k, uint64_t v) {
+    return pk_key(pk, k) || msgpack_pack_uint64(pk, v);
+}
+static int pk_int(msgpack_packer *pk, const char *k, int64_t v) {
+    return pk_key(pk, k) || msgpack_pack_int64(pk, v);
+}
+static int pk_f64(msgpack_packer *pk, const char *k, double v) {
+    return pk_key(pk, k) || msgpack_pack_double(pk, v);
+}
+static int pk_str(msgpack_packer *pk, const char *k, const char *s) {
+    return pk_key(pk, k) || msgpack_pack_str_with_body(pk, s, strlen(s));
+}
+static int pk_bin(msgpack_packer *pk, const char *k, const void *p, size_t bytes) {
+    return pk_key(pk, k) || msgpack_pack_bin(pk, bytes) || (bytes && msgpack_pack_bin_body(pk, p, bytes));
+}
+
+/* The map header with the common keys; n_fields more key/value pairs follow. */
+static int pk_head(msgpack_packer *pk, const proto_msg *m, size_t n_fields) {
+    return msgpack_pack_map(pk, 3 + n_fields) || pk_uint(pk, "v", PROTO_VERSION) ||
+           pk_str(pk, "type", proto_type_name(m->type)) || pk_uint(pk, "id", m->id);
+}
+
+/* Pack a message already checked by check_encodable. Returns 0 or -1 (sink full). */
+static int pack(msgpack_packer *pk, const proto_msg *m) {
+    if (!m->is_reply) {
+        switch (m->type) {
+        case PROTO_TOKENIZE: {
+            const proto_tokenize_req *t = &m->tokenize_req;
+            return pk_head(pk, m, 2) || pk_key(pk, "text") || msgpack_pack_str(pk, t->n_text) ||
+                   (t->n_text && msgpack_pack_str_body(pk, t->text, t->n_text)) ||
+                   pk_key(pk, "add_bos") ||
+                   (t->add_bos ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
+        }
+        case PROTO_PREFILL: {
+            const proto_prefill_req *p = &m->prefill_req;
+            return pk_head(pk, m, 2) || pk_bin(pk, "tokens", p->tokens, p->n_tokens * 4) ||
+                   pk_uint(pk, "rows", p->rows);
+        }
+        case PROTO_GENERATE: {
+            const proto_generate_req *g = &m->generate_req;
+            return pk_head(pk, m, 3) || pk_uint(pk, "n", g->n) ||
+                   pk_f64(pk, "temperature", g->temperature) || pk_uint(pk, "seed", g->seed);
+        }
+        case PROTO_TRUNCATE:
+            return pk_head(pk, m, 1) || pk_uint(pk, "depth", m->truncate_req.depth);
+        default:
+            return pk_head(pk, m, 0);
+        }
+    }
+    switch (m->type) {
+    case PROTO_HELLO: {
+        const proto_hello_rep *h = &m->hello_rep;
+        return pk_head(pk, m, 14) || pk_str(pk, "engine", h->engine) || pk_str(pk, "git", h->git) ||
+               pk_str(pk, "model_sha256", h->model_sha256) || pk_str(pk, "arch", h->arch) ||
+               pk_str(pk, "tokenizer_hash", h->tokenizer_hash) || pk_str(pk, "kv_k", h->kv_k) ||
+               pk_str(pk, "kv_v", h->kv_v) || pk_str(pk, "device", h->device) ||
+               pk_uint(pk, "n_vocab", h->n_vocab) || pk_uint(pk, "n_ctx", h->n_ctx) ||
+               pk_uint(pk, "n_layer", h->n_layer) || pk_uint(pk, "threads", h->threads) ||
+               pk_uint(pk, "kv_bytes_per_token", h->kv_bytes_per_token) || pk_int(pk, "bos", h->bos);
+    }
+    case PROTO_TOKENIZE:
+        return pk_head(pk, m, 1) ||
+               pk_bin(pk, "tokens", m->tokenize_rep.tokens, m->tokenize_rep.n_tokens * 4);
+    case PROTO_PREFILL: {
+        const proto_prefill_rep *p = &m->prefill_rep;
+        return pk_head(pk, m, 4) || pk_uint(pk, "n_past", p->n_past) ||
+               pk_uint(pk, "n_vocab", p->n_vocab) || pk_uint(pk, "n_rows", p->n_rows) ||
+               pk_bin(pk, "logits", p->logits, (size_t)p->n_rows * p->n_vocab * 4);
+    }
+    case PROTO_GENERATE: {
+        const proto_generate_rep *g = &m->generate_rep;
+        return pk_head(pk, m, 3) || pk_bin(pk, "tokens", g->tokens, g->n * 4) ||
+               pk_bin(pk, "gaps", g->gaps, g->n * 4) || pk_uint(pk, "n_past", g->n_past);
+    }
+    case PROTO_TRUNCATE:
+        return pk_head(pk, m, 1) || pk_uint(pk, "n_past", m->truncate_rep.n_past);
+    case PROTO_STATS: {
+        const proto_stats_rep *s = &m->stats_rep;
+        return pk_head(pk, m, 7) || pk_uint(pk, "n_past", s->n_past) ||
+               pk_uint(pk, "kv_bytes", s->kv_bytes) || pk_uint(pk, "prefill_tokens", s->prefill_tokens) ||
+               pk_f64(pk, "prefill_seconds", s->prefill_seconds) ||
+               pk_uint(pk, "decode_tokens", s->decode_tokens) ||
+               pk_f64(pk, "decode_seconds", s->decode_seconds) || pk_uint(pk, "peak_rss", s->peak_rss);
+    }
+    case PROTO_ERROR:
+        return pk_head(pk, m, 2) || pk_int(pk, "code", m->error.code) ||
+               pk_str(pk, "message", m->error.message);
+    default:
+        return pk_head(pk, m, 0);
+    }
+}
+
+/* A payload of n elements: at most max_n, non-NULL unless n = 0. */
+static int check_payload(const char *c, const char *key, const void *p, uint64_t n, uint64_t max_n,
+                         char *err, size_t errlen) {
+    if (n > max_n)
+        return fail(err, errlen, PROTO_E_TOOBIG, "%s: %s has %" PRIu64 " elements, the cap is %" PRIu64,
+                    c, key, n, max_n);
+    if (n && !p) return fail(err, errlen, PROTO_E_BADARG, "%s: %s is NULL", c, key);
+    return 0;
+}
+
+static int check_string(const char *c, const char *key, const char *s, size_t cap,
+                        char *err, size_t errlen) {
+    if (!memchr(s, 0, cap))
+        return fail(err, errlen, PROTO_E_BADARG, "%s: %s is not NUL-terminated within %zu bytes",
+                    c, key, cap);
+    return 0;
+}
+
+/* What the decoder would refuse, refused before sending. */
+static int check_encodable(const proto_msg *m, char *err, size_t errlen) {
+    if ((int)m->type <= PROTO_NONE || (int)m->type >= N_TYPES)
+        return fail(err, errlen, PROTO_E_BADARG, "cannot encode message type %d", (int)m->type);
+    if (m->type == PROTO_ERROR && !m->is_reply)
+        return fail(err, errlen, PROTO_E_BADARG, "an error message must be a reply");
+    char c[48];
+    snprintf(c, sizeof c, "%s %s", proto_type_name(m->type), m->is_reply ? "reply" : "request");
+    int rc;
+    if (!m->is_reply) {
+        switch (m->type) {
+        case PROTO_TOKENIZE:
+            return check_payload(c, "text", m->tokenize_req.text, m->tokenize_req.n_text,
+                                 PROTO_MAX_TEXT, err, errlen);
+        case PROTO_PREFILL:
+            if (m->prefill_req.rows > PROTO_ROWS_ALL)
+                return fail(err, errlen, PROTO_E_BADARG, "%s: rows = %u is not 0, 1 or 2", c,
+                            m->prefill_req.rows);
+            return check_payload(c, "tokens", m->prefill_req.tokens, m->prefill_req.n_tokens,
+                                 PROTO_MAX_TOKENS, err, errlen);
+        case PROTO_GENERATE:
+            if (m->generate_req.n > PROTO_MAX_GENERATE)
+                return fail(err, errlen, PROTO_E_TOOBIG, "%s: n = %u exceeds the cap %u", c,
+                            m->generate_req.n, PROTO_MAX_GENERATE);
+            if (!isfinite(m->generate_req.temperature) || m->generate_req.temperature < 0)
+                return fail(err, errlen, PROTO_E_BADARG, "%s: temperature %g is not finite and >= 0",
+                            c, m->generate_req.temperature);
+            return 0;
+        default:
+            return 0;
+        }
+    }
+    switch (m->type) {
+    case PROTO_HELLO: {
+        const proto_hello_rep *h = &m->hello_rep;
+        if ((rc = check_string(c, "engine", h->engine, PROTO_STR_MAX, err, errlen)) ||
+            (rc = check_string(c, "git", h->git, PROTO_STR_MAX, err, errlen)) ||
+            (rc = check_string(c, "model_sha256", h->model_sha256, PROTO_STR_MAX, err, errlen)) ||
+            (rc = check_string(c, "arch", h->arch, PROTO_STR_MAX, err, errlen)) ||
+            (rc = check_string(c, "tokenizer_hash", h->tokenizer_hash, PROTO_STR_MAX, err, errlen)) ||
+            (rc = check_string(c, "kv_k", h->kv_k, PROTO_STR_MAX, err, errlen)) ||
+            (rc = check_string(c, "kv_v", h->kv_v, PROTO_STR_MAX, err, errlen)) ||
+            (rc = check_string(c, "device", h->device, PROTO_STR_MAX, err, errlen)))
+            return rc;
+        if (h->n_vocab > PROTO_MAX_VOCAB)
+            return fail(err, errlen, PROTO_E_TOOBIG, "%s: n_vocab %u exceeds the cap %u", c,
+                        h->n_vocab, PROTO_MAX_VOCAB);
+        if (h->bos < -1)
+            return fail(err, errlen, PROTO_E_BADARG, "%s: bos %d is neither a token id nor -1", c,
+                        h->bos);
+        return 0;
+    }
+    case PROTO_TOKENIZE:
+        return check_payload(c, "tokens", m->tokenize_rep.tokens, m->tokenize_rep.n_tokens,
+                             PROTO_MAX_TOKENS, err, errlen);
+    case PROTO_PREFILL: {
+        const proto_prefill_rep *p = &m->prefill_rep;
+        if (p->n_vocab > PROTO_MAX_VOCAB || p->n_rows > PROTO_MAX_TOKENS)
+            return fail(err, errlen, PROTO_E_TOOBIG, "%s: n_rows %u or n_vocab %u over its cap", c,
+                        p->n_rows, p->n_vocab);
+        uint64_t n = (uint64_t)p->n_rows * p->n_vocab;
+        if (n * 4 > UINT32_MAX)
+            return fail(err, errlen, PROTO_E_TOOBIG,
+                        "%s: %" PRIu64 " logits do not fit in one msgpack bin (4 GiB); send fewer rows",
+                        c, n);
+        return check_payload(c, "logits", p->logits, n, n, err, errlen);
+    }
+    case PROTO_GENERATE:
+        if ((rc = check_payload(c, "tokens", m->generate_rep.tokens, m->generate_rep.n,
+                                PROTO_MAX_GENERATE, err, errlen)))
+            return rc;
+        return check_payload(c, "gaps", m->generate_rep.gaps, m->generate_rep.n, PROTO_MAX_GENERATE,
+                             err, errlen);
+    case PROTO_ERROR:
+        return check_string(c, "message", m->error.message, PROTO_ERRMSG_MAX, err, errlen);
+    default:
+        return 0;
+    }
+}
+
+/* Check m and measure its encoding: one counting pass of the packer. */
+static int encode_size(const proto_msg *m, size_t *len, char *err, size_t errlen) {
+    *len = 0;
+    int rc = check_encodable(m, err, errlen);
+    if (rc) return rc;
+    msgpack_packer pk;
+    sink count = {NULL, 0, 0};
+    msgpack_packer_init(&pk, &count, sink_write);
+    if (pack(&pk, m))
+        return fail(err, errlen, PROTO_E_INTERNAL, "could not size the %s message",
+                    proto_type_name(m->type));
+    *len = count.len;
+    return 0;
+}
+
+/* Write the encoding of a checked m into buf[len], len from encode_size. */
+static int encode_into(const proto_msg *m, void *buf, size_t len, char *err, size_t errlen) {
+    msgpack_packer pk;
+    sink out = {buf, 0, len};
+    msgpack_packer_init(&pk, &out, sink_write);
+    if (pack(&pk, m) || out.len != len)   /* cannot happen: same message, same size */
+        return fail(err, errlen, PROTO_E_INTERNAL, "encoding the %s message changed size",
+                    proto_type_name(m->type));
+    return 0;
+}
+
+int proto_encode(const proto_msg *m, void **buf, size_t *len, char *err, size_t errlen) {
+    size_t n;
+    *buf = NULL;
+    *len = 0;
+    int rc = encode_size(m, &n, err, errlen);
+    if (rc) return rc;
+    void *p = malloc(n);
+    if (!p)
+        return fail(err, errlen, PROTO_E_INTERNAL, "out of memory for a %zu-byte %s message", n,
+                    proto_type_name(m->type));
+    if ((rc = encode_into(m, p, n, err, errlen))) { free(p); return rc; }
+    *buf = p;
+    *len = n;
+    return 0;
+}
+
+/* ---- transport ------------------------------------------------------------------------------ */
+
+static int nng_code(int rv) {
+    return rv == NNG_ETIMEDOUT ? PROTO_E_TIMEOUT : PROTO_E_TRANSPORT;
+}
+
+static nng_duration to_duration(int timeout_ms) {
+    return timeout_ms < 0 ? NNG_DURATION_INFINITE : (nng_duration)timeout_ms;
+}
+
+int proto_listen(const char *url, size_t recv_max, int timeout_ms, nng_socket *s,
+                 char *err, size_t errlen) {
+    int rv;
+    const char *what = "nng_rep0_open";
+    if ((rv = nng_rep0_open(s)) != 0)
+        return fail(err, errlen, PROTO_E_TRANSPORT, "listen on %s: nng_rep0_open: %s", url,
+                    nng_strerror(rv));
+    if ((rv = nng_socket_set_size(*s, NNG_OPT_RECVMAXSZ, recv_max ? recv_max : PROTO_REQ_MAX))) {
+        what = "set NNG_OPT_RECVMAXSZ"; goto fail;
+    }
+    if ((rv = nng_socket_set_ms(*s, NNG_OPT_RECVTIMEO, to_duration(timeout_ms)))) {
+        what = "set NNG_OPT_RECVTIMEO"; goto fail;
+    }
+    if ((rv = nng_socket_set_ms(*s, NNG_OPT_SENDTIMEO, to_duration(timeout_ms)))) {
+        what = "set NNG_OPT_SENDTIMEO"; goto fail;
+    }
+    if ((rv = nng_listen(*s, url, NULL, 0))) { what = "nng_listen"; goto fail; }
+    return 0;
+fail:
+    nng_close(*s);
+    return fail(err, errlen, PROTO_E_TRANSPORT, "listen on %s: %s: %s", url, what, nng_strerror(rv));
+}
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int proto_dial(const char *url, int timeout_ms, size_t recv_max, nng_socket *s,
+               char *err, size_t errlen) {
+    int rv, fd;
+    const char *what = "nng_req0_open";
+    if ((rv = nng_req0_open(s)) != 0)
+        return fail(err, errlen, PROTO_E_TRANSPORT, "dial %s: nng_req0_open: %s", url,
+                    nng_strerror(rv));
+    if ((rv = nng_socket_set_ms(*s, NNG_OPT_RECVTIMEO, to_duration(timeout_ms)))) {
+        what = "set NNG_OPT_RECVTIMEO"; goto fail;
+    }
+    if ((rv = nng_socket_set_ms(*s, NNG_OPT_SENDTIMEO, to_duration(timeout_ms)))) {
+        what = "set NNG_OPT_SENDTIMEO"; goto fail;
+    }
+    if ((rv = nng_socket_set_ms(*s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE))) {
+        what = "set NNG_OPT_REQ_RESENDTIME"; goto fail;
+    }
+    if ((rv = nng_socket_set_size(*s, NNG_OPT_RECVMAXSZ, recv_max))) {
+        what = "set NNG_OPT_RECVMAXSZ"; goto fail;
+    }
+    /* Retry quickly while the worker starts, then at most every 200 ms. */
+    if ((rv = nng_socket_set_ms(*s, NNG_OPT_RECONNMINT, 10))) { what = "set NNG_OPT_RECONNMINT"; goto fail; }
+    if ((rv = nng_socket_set_ms(*s, NNG_OPT_RECONNMAXT, 200))) { what = "set NNG_OPT_RECONNMAXT"; goto fail; }
+    /* Non-blocking: the dialer keeps retrying in the background until a listener appears. */
+    if ((rv = nng_dial(*s, url, NULL, NNG_FLAG_NONBLOCK))) { what = "nng_dial"; goto fail; }
+    /* The req socket's send descriptor becomes readable once a connection to a rep peer is up. */
+    if ((rv = nng_socket_get_int(*s, NNG_OPT_SENDFD, &fd))) { what = "get NNG_OPT_SENDFD"; goto fail; }
+    int64_t deadline = now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+    for (;;) {
+        int wait = -1;
+        if (timeout_ms >= 0) {
+            int64_t left = deadline - now_ms();
+            wait = left > 0 ? (int)left : 0;
+        }
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int n = poll(&pfd, 1, wait);
+        if (n > 0) return 0;
+        if (n == 0) {
+            nng_close(*s);
+            return fail(err, errlen, PROTO_E_TIMEOUT, "dial %s: no worker answered within %d ms",
+                        url, timeout_ms);
+        }
+        if (errno != EINTR) {
+            int e = errno;
+            nng_close(*s);
+            return fail(err, errlen, PROTO_E_TRANSPORT, "dial %s: poll: %s", url, strerror(e));
+        }
+    }
+fail:
+    nng_close(*s);
+    return fail(err, errlen, nng_code(rv), "dial %s: %s: %s", url, what, nng_strerror(rv));
+}
+
+/* Encode straight into an nng message body (no extra copy of a large payload) and send it. */
+static int send_msg(nng_socket s, const proto_msg *m, const char *what, char *err, size_t errlen) {
+    size_t len;
+    int rc = encode_size(m, &len, err, errlen);
+    if (rc) return rc;
+    nng_msg *msg;
+    int rv = nng_msg_alloc(&msg, len);
+    if (rv)
+        return fail(err, errlen, PROTO_E_INTERNAL, "allocate a %zu-byte %s %s: %s", len,
+                    proto_type_name(m->type), what, nng_strerror(rv));
+    if ((rc = encode_into(m, nng_msg_body(msg), len, err, errlen))) {
+        nng_msg_free(msg);
+        return rc;
+    }
+    if ((rv = nng_sendmsg(s, msg, 0))) {   /* on success nng owns msg */
+        nng_msg_free(msg);
+        return fail(err, errlen, nng_code(rv), "send %s %s %" PRIu64 ": %s", proto_type_name(m->type),
+                    what, m->id, nng_strerror(rv));
+    }
+    return 0;
+}
+
+int proto_call(nng_socket s, const proto_msg *req, proto_msg *rep, size_t max_len,
+               char *err, size_t errlen) {
+    memset(rep, 0, sizeof *rep);
+    if (req->is_reply)
+        return fail(err, errlen, PROTO_E_BADARG, "proto_call: the message is a reply, not a request");
+    int rc = send_msg(s, req, "request", err, errlen);
+    if (rc) return rc;
+    nng_msg *msg;
+    int rv = nng_recvmsg(s, &msg, 0);
+    if (rv)
+        return fail(err, errlen, nng_code(rv), "no reply to %s request %" PRIu64 ": %s",
+                    proto_type_name(req->type), req->id, nng_strerror(rv));
+    char why[256];
+    rc = proto_decode(nng_msg_body(msg), nng_msg_len(msg), max_len, 1, rep, why, sizeof why);
+    nng_msg_free(msg);
+    if (rc) {
+        memset(rep, 0, sizeof *rep);
+        return fail(err, errlen, rc, "bad reply to %s request %" PRIu64 ": %s",
+                    proto_type_name(req->type), req->id, why);
+    }
+    if (rep->type == PROTO_ERROR && (rep->id == req->id || rep->id == 0)) {
+        rc = rep->error.code != 0 ? rep->error.code : PROTO_E_BADMSG;
+        return fail(err, errlen, rc, "%s", rep->error.message);
+    }
+    if (rep->id != req->id || rep->type != req->type) {
+        rc = fail(err, errlen, PROTO_E_BADMSG, "%s request %" PRIu64 " got a %s reply with id %" PRIu64,
+                  proto_type_name(req->type), req->id, proto_type_name(rep->type), rep->id);
+        proto_msg_free(rep);
+        return rc;
+    }
+    return 0;
+}
+
+int proto_recv(nng_socket s, size_t max_len, proto_msg *req, char *err, size_t errlen) {
+    memset(req, 0, sizeof *req);
+    nng_msg *msg;   /* received in place: no copy of the body */
+    int rv = nng_recvmsg(s, &msg, 0);
+    if (rv) return fail(err, errlen, nng_code(rv), "receive a request: %s", nng_strerror(rv));
+    int rc = proto_decode(nng_msg_body(msg), nng_msg_len(msg), max_len, 0, req, err, errlen);
+    nng_msg_free(msg);
+    return rc;
+}
+
+int proto_reply(nng_socket s, const proto_msg *rep, char *err, size_t errlen) {
+    if (!rep->is_reply)
+        return fail(err, errlen, PROTO_E_BADARG, "proto_reply: the message is a request, not a reply");
+    return send_msg(s, rep, "reply", err, errlen);
+}

@@ -1,0 +1,265 @@
+/* proto.h — the driver <-> worker protocol: message structs, msgpack encode/decode, nng transport.
+ *
+ * Wire format (protocol version PROTO_VERSION = 1): every message is one msgpack map with string
+ * keys. Common keys: "v" (uint, the version), "type" (str), "id" (uint64; a reply carries the id of
+ * its request). Bulk data travels as msgpack BIN of little-endian int32 (token ids) or float32
+ * (logit rows, gaps). Requests and their replies share the type string; a failed request gets a
+ * reply of type "error" {code int, message str}. Unknown keys are ignored; duplicate keys, missing
+ * or mistyped required keys are errors.
+ *
+ *   type      request                                   reply
+ *   hello     {}                                        engine git model_sha256 arch tokenizer_hash
+ *                                                       kv_k kv_v device (str); n_vocab n_ctx n_layer
+ *                                                       threads kv_bytes_per_token (uint); bos (int)
+ *   tokenize  text (str or bin), add_bos (bool)         tokens (bin int32)
+ *   prefill   tokens (bin int32), rows (uint 0/1/2)     n_past n_vocab n_rows (uint),
+ *                                                       logits (bin float32 [n_rows][n_vocab])
+ *   generate  n (uint), temperature (f64), seed (uint)  tokens (bin int32 [n]), gaps (bin float32 [n]),
+ *                                                       n_past (uint)
+ *   truncate  depth (uint)                              n_past (uint)
+ *   stats     {}                                        n_past kv_bytes prefill_tokens decode_tokens
+ *                                                       peak_rss (uint); prefill_seconds
+ *                                                       decode_seconds (f64)
+ *   shutdown  {}                                        {}
+ *
+ * Untrusted bytes: before msgpack-c sees a message, proto_decode walks it with a bounded scanner:
+ * the message must be at most max_len bytes, every str/bin length and every array/map count must fit
+ * in the bytes actually present (each element takes at least one byte), nesting is at most
+ * PROTO_MAX_DEPTH, the whole message at most PROTO_MAX_OBJECTS objects, ext types and the reserved
+ * byte 0xc1 are refused, and the message must end exactly where the top-level map ends. So msgpack-c
+ * never allocates more than a few KiB for any input.
+ *
+ * Numeric caps (a decoded message exceeding one gets PROTO_E_TOOBIG):
+ *   tokens per prefill request / tokenize reply   PROTO_MAX_TOKENS   = 1<<24
+ *   tokenize text bytes                           PROTO_MAX_TEXT     = 1<<26
+ *   generate n (and generate reply length)        PROTO_MAX_GENERATE = 1<<20
+ *   n_vocab in a prefill reply                    PROTO_MAX_VOCAB    = 1<<22
+ *   rows in a prefill reply                       PROTO_MAX_TOKENS
+ * Strings of the hello reply are at most PROTO_STR_MAX-1 bytes (longer ones are an error); an error
+ * message longer than PROTO_ERRMSG_MAX-1 bytes is cut short on decode.
+ *
+ * This module assumes a little-endian host (checked at compile time).
+ */
+#ifndef STRATA_PROTO_H
+#define STRATA_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <nng/nng.h>
+
+#define PROTO_VERSION      1
+#define PROTO_MAX_TOKENS   (1u << 24)
+#define PROTO_MAX_TEXT     (1u << 26)
+#define PROTO_MAX_GENERATE (1u << 20)
+#define PROTO_MAX_VOCAB    (1u << 22)
+#define PROTO_MAX_DEPTH    8            /* msgpack nesting levels below the top-level object */
+#define PROTO_MAX_OBJECTS  256          /* msgpack objects (keys and values) per message */
+#define PROTO_STR_MAX      128          /* hello reply strings, NUL included */
+#define PROTO_ERRMSG_MAX   512          /* error reply message, NUL included */
+#define PROTO_REQ_MAX      ((size_t)64 << 20)  /* suggested request cap for the worker: 64 MiB */
+#define PROTO_SLACK        ((size_t)64 << 10)  /* bytes to add to a payload size for keys/headers */
+
+/* Status / error codes. 0 is success. Codes 1..6 travel in error replies; PROTO_E_TRANSPORT and
+ * PROTO_E_TIMEOUT are local only (nng failures) and are never sent. */
+enum {
+    PROTO_OK          = 0,
+    PROTO_E_BADMSG    = 1,   /* malformed: not msgpack, wrong key types, missing keys, unknown type */
+    PROTO_E_TOOBIG    = 2,   /* message or a count over its cap */
+    PROTO_E_BADARG    = 3,   /* well-formed but a value is not allowed (rows = 3, temperature NaN) */
+    PROTO_E_RANGE     = 4,   /* valid request the engine cannot serve (depth > n_past, context full) */
+    PROTO_E_INTERNAL  = 5,   /* engine failure, out of memory */
+    PROTO_E_VERSION   = 6,   /* "v" is not PROTO_VERSION */
+    PROTO_E_TRANSPORT = 7,   /* local: nng send/recv/dial failed (peer gone, socket closed) */
+    PROTO_E_TIMEOUT   = 8,   /* local: nng timed out */
+};
+
+typedef enum {
+    PROTO_NONE = 0,          /* a zeroed / failed message */
+    PROTO_HELLO, PROTO_TOKENIZE, PROTO_PREFILL, PROTO_GENERATE, PROTO_TRUNCATE, PROTO_STATS,
+    PROTO_SHUTDOWN,
+    PROTO_ERROR,             /* always a reply */
+} proto_type;
+
+/* prefill "rows": which logit rows the reply carries */
+enum { PROTO_ROWS_NONE = 0, PROTO_ROWS_LAST = 1, PROTO_ROWS_ALL = 2 };
+
+typedef struct {
+    char engine[PROTO_STR_MAX];
+    char git[PROTO_STR_MAX];
+    char model_sha256[PROTO_STR_MAX];
+    char arch[PROTO_STR_MAX];
+    char tokenizer_hash[PROTO_STR_MAX];
+    char kv_k[PROTO_STR_MAX];
+    char kv_v[PROTO_STR_MAX];
+    char device[PROTO_STR_MAX];
+    uint32_t n_vocab;
+    uint64_t n_ctx;                    /* max context */
+    uint32_t n_layer;
+    uint32_t threads;
+    uint64_t kv_bytes_per_token;       /* all layers, K and V */
+    int32_t bos;                       /* BOS token id or -1 */
+} proto_hello_rep;
+
+typedef struct {
+    char *text;                        /* [n_text] bytes (any bytes; decode adds a NUL after them) */
+    size_t n_text;
+    int add_bos;                       /* 0 or 1 */
+} proto_tokenize_req;
+
+typedef struct {
+    int32_t *tokens;                   /* [n_tokens] */
+    size_t n_tokens;
+} proto_tokenize_rep;
+
+typedef struct {
+    int32_t *tokens;                   /* [n_tokens] */
+    size_t n_tokens;
+    uint32_t rows;                     /* PROTO_ROWS_* */
+} proto_prefill_req;
+
+typedef struct {
+    uint64_t n_past;                   /* cache depth after the prefill */
+    uint32_t n_vocab;
+    uint32_t n_rows;
+    float *logits;                     /* [n_rows][n_vocab] */
+} proto_prefill_rep;
+
+typedef struct {
+    uint32_t n;                        /* tokens to generate, <= PROTO_MAX_GENERATE */
+    double temperature;                /* finite, >= 0 */
+    uint64_t seed;
+} proto_generate_req;
+
+typedef struct {
+    int32_t *tokens;                   /* [n] */
+    float *gaps;                       /* [n] top-1 minus top-2 logit at each generated step */
+    size_t n;
+    uint64_t n_past;
+} proto_generate_rep;
+
+typedef struct { uint64_t depth; } proto_truncate_req;
+typedef struct { uint64_t n_past; } proto_truncate_rep;
+
+typedef struct {
+    uint64_t n_past;
+    uint64_t kv_bytes;
+    uint64_t prefill_tokens;
+    double prefill_seconds;
+    uint64_t decode_tokens;
+    double decode_seconds;
+    uint64_t peak_rss;                 /* bytes */
+} proto_stats_rep;
+
+typedef struct {
+    int32_t code;                      /* PROTO_E_* (a peer may send codes this build does not know) */
+    char message[PROTO_ERRMSG_MAX];
+} proto_error_rep;
+
+/* One message. Which union member is valid follows from (type, is_reply); hello, stats and
+ * shutdown requests and the shutdown reply carry no fields.
+ * Ownership: the pointers (tokenize_req.text, *.tokens, prefill_rep.logits, generate_rep.gaps) of a
+ * message filled by proto_decode/proto_recv/proto_call are malloc'd and owned by it: release them
+ * with proto_msg_free(). A message you build only to encode may point at memory you own (e.g. the
+ * engine's logits buffer); proto_encode never frees or keeps them, and you need not call
+ * proto_msg_free() on it. A decoded payload with count 0 is NULL, except tokenize_req.text: always a
+ * NUL-terminated buffer. Strings of the hello and error replies are inline (no allocation). */
+typedef struct {
+    proto_type type;
+    int is_reply;                      /* 0 request, 1 reply (PROTO_ERROR: always 1) */
+    uint64_t id;
+    union {
+        proto_hello_rep hello_rep;
+        proto_tokenize_req tokenize_req;
+        proto_tokenize_rep tokenize_rep;
+        proto_prefill_req prefill_req;
+        proto_prefill_rep prefill_rep;
+        proto_generate_req generate_req;
+        proto_generate_rep generate_rep;
+        proto_truncate_req truncate_req;
+        proto_truncate_rep truncate_rep;
+        proto_stats_rep stats_rep;
+        proto_error_rep error;
+    };
+} proto_msg;
+
+/* The wire name of a type ("hello", ..., "error"); "none" for PROTO_NONE, "?" for others. Static. */
+const char *proto_type_name(proto_type t);
+
+/* A short description of a status code ("bad message", "timed out", ...). Static string. */
+const char *proto_strerror(int code);
+
+/* Zero *m and set its type, direction and id. Allocates nothing. */
+void proto_init(proto_msg *m, proto_type type, int is_reply, uint64_t id);
+
+/* Fill *m as an error reply to request id with code and a printf-formatted message (cut short at
+ * PROTO_ERRMSG_MAX-1 bytes). Allocates nothing; *m need not be freed. */
+void proto_error(proto_msg *m, uint64_t id, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Free the heap payloads of a message filled by proto_decode (or whose pointers you malloc'd) and
+ * zero it. Safe on a zeroed message and on NULL. */
+void proto_msg_free(proto_msg *m);
+
+/* Encode *m. On success returns 0 and sets *buf (malloc'd; the caller frees it with free()) and
+ * *len. On failure (unknown type, a count over its cap, a NULL payload with a nonzero count, a
+ * hello string not NUL-terminated, n_rows * n_vocab overflowing) returns PROTO_E_BADARG,
+ * PROTO_E_TOOBIG or PROTO_E_INTERNAL (out of memory), writes a message to err, and *buf = NULL. */
+int proto_encode(const proto_msg *m, void **buf, size_t *len, char *err, size_t errlen);
+
+/* Decode len bytes as a request (is_reply = 0) or a reply (is_reply = 1; type "error" is accepted
+ * only as a reply). buf is only read and may be freed after the call: payloads are copied out.
+ * Returns 0 and fills *out (free it with proto_msg_free). On failure returns a PROTO_E_* code, writes
+ * one clear message to err, leaves *out zeroed except out->id = the message's id when it could be
+ * read (else 0) and out->type = its type when known: a server replies proto_error(out->id, rc, err).
+ * A message longer than max_len is rejected with PROTO_E_TOOBIG before any parsing. */
+int proto_decode(const void *buf, size_t len, size_t max_len, int is_reply, proto_msg *out,
+                 char *err, size_t errlen);
+
+/* ---- transport over nng req/rep ------------------------------------------------------------ */
+
+/* Server side: open a rep0 socket, set NNG_OPT_RECVMAXSZ = recv_max (0 means PROTO_REQ_MAX; a
+ * larger message makes nng drop that connection and the socket keeps serving), set
+ * NNG_OPT_RECVTIMEO and NNG_OPT_SENDTIMEO to timeout_ms (< 0: no timeout), and listen on url.
+ * Returns 0 with *s open (close it with nng_close), or PROTO_E_TRANSPORT with a message naming url
+ * and nng's error. */
+int proto_listen(const char *url, size_t recv_max, int timeout_ms, nng_socket *s,
+                 char *err, size_t errlen);
+
+/* Client side: open a req0 socket with NNG_OPT_RECVTIMEO = NNG_OPT_SENDTIMEO = timeout_ms (< 0: no
+ * timeout), NNG_OPT_REQ_RESENDTIME = infinite (a request is never resent, so one that crashed a
+ * worker is not sent to its successor; a lost connection fails the call with PROTO_E_TRANSPORT),
+ * NNG_OPT_RECVMAXSZ = recv_max (0: no limit — don't), and dial url in the background, retrying
+ * until a worker listens. Waits until connected or timeout_ms passes (< 0: forever).
+ * Returns 0 with *s open (close with nng_close), PROTO_E_TIMEOUT if nothing answered in time (socket
+ * closed), or PROTO_E_TRANSPORT. Change timeouts later with nng_socket_set_ms(). */
+int proto_dial(const char *url, int timeout_ms, size_t recv_max, nng_socket *s,
+               char *err, size_t errlen);
+
+/* Client side: encode *req, send it, receive the reply and decode it (at most max_len bytes) into
+ * *rep, which the caller frees with proto_msg_free. Returns:
+ *   0                      *rep is a reply of req's type with req's id;
+ *   the error reply's code  *rep is the PROTO_ERROR reply (id = req's id, or 0 when the worker
+ *                          could not read the id, e.g. an oversized request), its message copied
+ *                          to err;
+ *   PROTO_E_TIMEOUT / PROTO_E_TRANSPORT  nng failed (peer gone, timeout): *rep zeroed;
+ *   PROTO_E_BADMSG etc.    the reply was malformed, or its type or id do not match: *rep zeroed.
+ * A worker's error code is never 0: a (bad) error reply with code 0 is returned as PROTO_E_BADMSG. */
+int proto_call(nng_socket s, const proto_msg *req, proto_msg *rep, size_t max_len,
+               char *err, size_t errlen);
+
+/* Server side: receive one request (nng_recvmsg; decoded in place, payloads copied out) and decode
+ * it (at most max_len bytes) into *req (free with proto_msg_free). Returns:
+ *   0                      *req holds the request: dispatch it, then proto_reply;
+ *   PROTO_E_TIMEOUT        nothing arrived within the socket's receive timeout: do not reply;
+ *   PROTO_E_TRANSPORT      the socket failed or was closed: do not reply (stop serving);
+ *   any other code         a bad request arrived: reply proto_error(req->id, rc, "%s", err) and
+ *                          keep serving (req->id is 0 when the id could not be read). */
+int proto_recv(nng_socket s, size_t max_len, proto_msg *req, char *err, size_t errlen);
+
+/* Server side: encode *rep and send it as the reply to the request last received. Encodes straight
+ * into an nng message that nng takes over (no second copy of a large payload). Returns 0, an encode
+ * error (then nothing was sent: reply an error instead), or PROTO_E_TIMEOUT / PROTO_E_TRANSPORT
+ * with nng's error in err. */
+int proto_reply(nng_socket s, const proto_msg *rep, char *err, size_t errlen);
+
+#endif
