@@ -71,6 +71,29 @@ void ops_weight_row(const ops_weight *w, int r, float *out) {
     quant_dequant_row(w->type, w->data + (size_t)r * w->row_bytes, out, w->cols);
 }
 
+/* out[q] = canonical dot(wt[q], x) for q < nr (nr <= 8): independent chains run side by side, each
+ * the same operations as ops_dot. wt [nr][K]. */
+static void dot_rows(const float *wt, const float *x, int K, int nr, float *out) {
+#ifdef OPS_AVX2
+    if (nr == 8) {
+        int K8 = K & ~7;
+        __m256 acc[8];
+        for (int q = 0; q < 8; q++) acc[q] = _mm256_setzero_ps();
+        for (int i = 0; i < K8; i += 8) {
+            __m256 v = _mm256_loadu_ps(x + i);
+            for (int q = 0; q < 8; q++) acc[q] = _mm256_fmadd_ps(_mm256_loadu_ps(wt + (size_t)q * K + i), v, acc[q]);
+        }
+        for (int q = 0; q < 8; q++) {
+            float sum = hsum8(acc[q]);
+            for (int i = K8; i < K; i++) sum = fmaf(wt[(size_t)q * K + i], x[i], sum);
+            out[q] = sum;
+        }
+        return;
+    }
+#endif
+    for (int q = 0; q < nr; q++) out[q] = ops_dot(wt + (size_t)q * K, x, K);
+}
+
 /* y[t][r..r+3] for rows already dequantised into wt [4][K]. */
 static void mm_tile4(const float *wt, const float *x, float *y, int T, int K, int ldy, int r) {
     int t = 0;
@@ -140,10 +163,15 @@ static void mm_item(void *vctx, int item, int thread) {
     float *wt = c->scratch + (size_t)thread * MM_ITEM * K;   /* [MM_ITEM][K] dequantised rows */
     int rb = c->r0 + item * c->item_rows, re = rb + c->item_rows < c->r1 ? rb + c->item_rows : c->r1;
     int nr = re - rb, n4 = nr & ~(MM_ROWS - 1);
-    if (c->T < 4) {   /* decode: one row at a time, dequantised into L1 and used at once */
-        for (int r = rb; r < re; r++) {
-            ops_weight_row(w, r, wt);
-            for (int t = 0; t < c->T; t++) c->y[(size_t)t * c->ldy + r] = ops_dot(wt, c->x + (size_t)t * K, K);
+    if (c->T < 4) {   /* decode: 8 rows at a time, dequantised into L1 and used at once */
+        for (int r = rb; r < re; r += 8) {
+            int n = re - r < 8 ? re - r : 8;
+            float out[8];
+            for (int q = 0; q < n; q++) ops_weight_row(w, r + q, wt + (size_t)q * K);
+            for (int t = 0; t < c->T; t++) {
+                dot_rows(wt, c->x + (size_t)t * K, K, n, out);
+                for (int q = 0; q < n; q++) c->y[(size_t)t * c->ldy + r + q] = out[q];
+            }
         }
         return;
     }

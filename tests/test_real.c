@@ -17,7 +17,9 @@
  * Quantised real models: llama.cpp rounds activations to 8 bits for its quantised dot
  * products (q8_1 / q8_K), which we do not, so logits differ by a few hundredths. */
 static double tolerance(const char *model) {
-    if (!strncmp(model, "rand-", 5)) return 1e-3;
+    /* llama.cpp's CPU GELU is an f16 table (input and output rounded to f16): ~1e-3 relative */
+    if (!strcmp(model, "rand-gemma3")) return 1e-2;
+    if (!strncmp(model, "rand-", 5)) return 1e-4;
     if (!strcmp(model, "smollm2")) return 0.35;
     if (!strcmp(model, "gemma3")) return 0.6;
     return 1e-3;
