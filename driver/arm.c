@@ -1,0 +1,690 @@
+/* arm.c — the driver's arms: spec parsing, spawning and dialling workers, the handshake check,
+ * concurrent requests, stopping and reaping. See arm.h. */
+#include "driver/arm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "worker/kv.h"
+
+#define KV_NAMES "f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8"
+
+static int set_err(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int set_err(char *err, size_t errlen, int code, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms) {
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+/* ============================================================================================
+ * Specs and names
+ * ========================================================================================== */
+
+/* 1..63 printable ASCII characters, none of: space " ' \ | ` , (report.h's rule for names). */
+static int name_ok(const char *s) {
+    size_t n = strlen(s);
+    if (n == 0 || n >= ARM_NAME_MAX) return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= 32 || c >= 127 || strchr("\"'\\|`,", c)) return 0;
+    }
+    return 1;
+}
+
+static int fmt_ok(const char *name) {
+    kv_fmt f;
+    return kv_fmt_parse(name, &f) == 0;
+}
+
+int arm_spec_parse(const char *spec, const char *ref_k, const char *ref_v, char *kv_k, char *kv_v,
+                   char *err, size_t errlen) {
+    char a[ARM_FMT_MAX], b[ARM_FMT_MAX];
+    const char *slash = strchr(spec, '/');
+    if (!strncmp(spec, "k:", 2) || !strncmp(spec, "v:", 2)) {
+        int is_k = spec[0] == 'k';
+        const char *x = spec + 2;
+        if (!fmt_ok(x))
+            return set_err(err, errlen, ARM_E_SPEC, "unknown KV format '%s' in arm '%s' (formats: %s)",
+                           x, spec, KV_NAMES);
+        if (!ref_k || !ref_v)
+            return set_err(err, errlen, ARM_E_SPEC, "arm '%s' takes its other format from the "
+                           "reference arm, whose formats are not known", spec);
+        snprintf(kv_k, ARM_FMT_MAX, "%s", is_k ? x : ref_k);
+        snprintf(kv_v, ARM_FMT_MAX, "%s", is_k ? ref_v : x);
+        return 0;
+    }
+    if (slash) {
+        size_t lk = (size_t)(slash - spec);
+        if (lk >= sizeof a || strlen(slash + 1) >= sizeof b)
+            return set_err(err, errlen, ARM_E_SPEC, "bad arm spec '%s' (expected K/V, e.g. int8/f16)", spec);
+        memcpy(a, spec, lk);
+        a[lk] = 0;
+        snprintf(b, sizeof b, "%s", slash + 1);
+    } else {
+        if (strlen(spec) >= sizeof a)
+            return set_err(err, errlen, ARM_E_SPEC, "unknown KV format '%s' (formats: %s)", spec, KV_NAMES);
+        snprintf(a, sizeof a, "%s", spec);
+        snprintf(b, sizeof b, "%s", spec);
+    }
+    if (!fmt_ok(a) || !fmt_ok(b))
+        return set_err(err, errlen, ARM_E_SPEC, "unknown KV format '%s' in arm '%s' (formats: %s; "
+                       "specs: F, K/V, k:F, v:F)", fmt_ok(a) ? b : a, spec, KV_NAMES);
+    snprintf(kv_k, ARM_FMT_MAX, "%s", a);
+    snprintf(kv_v, ARM_FMT_MAX, "%s", b);
+    return 0;
+}
+
+static int name_taken(const char *name, const arm *taken, int n_taken) {
+    for (int i = 0; i < n_taken; i++)
+        if (!strcmp(taken[i].name, name)) return 1;
+    return 0;
+}
+
+int arm_unique_name(const char *base, const arm *taken, int n_taken, char *out, char *err,
+                    size_t errlen) {
+    if (strlen(base) + 8 >= ARM_NAME_MAX)
+        return set_err(err, errlen, ARM_E_SPEC, "arm name '%.40s...' is too long", base);
+    if (!name_taken(base, taken, n_taken)) {
+        snprintf(out, ARM_NAME_MAX, "%s", base);
+        return 0;
+    }
+    for (int k = 2;; k++) {
+        snprintf(out, ARM_NAME_MAX, "%s#%d", base, k);
+        if (!name_taken(out, taken, n_taken)) return 0;
+    }
+}
+
+/* Grows *arms by one zeroed arm; returns it or NULL. */
+static arm *arm_append(arm **arms, int *n) {
+    arm *na = realloc(*arms, (size_t)(*n + 1) * sizeof *na);
+    if (!na) return NULL;
+    *arms = na;
+    memset(&na[*n], 0, sizeof na[*n]);
+    na[*n].next_id = 1;
+    return &na[(*n)++];
+}
+
+int arm_add_local(const char *list, arm **arms, int *n, char *err, size_t errlen) {
+    const char *p = list;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char item[ARM_NAME_MAX];
+        if (len == 0)
+            return set_err(err, errlen, ARM_E_SPEC, "empty item in the arms list '%s'", list);
+        if (len >= sizeof item)
+            return set_err(err, errlen, ARM_E_SPEC, "arm spec '%.*s' is too long", (int)len, p);
+        memcpy(item, p, len);
+        item[len] = 0;
+        if (!name_ok(item) || strchr(item, '#'))
+            return set_err(err, errlen, ARM_E_SPEC, "bad arm spec '%s' (e.g. f16, int8, int8/f16, "
+                           "k:int8, v:q4_0)", item);
+        char name[ARM_NAME_MAX];
+        int rc = arm_unique_name(item, *arms, *n, name, err, errlen);
+        if (rc) return rc;
+        arm *a = arm_append(arms, n);
+        if (!a) return set_err(err, errlen, ARM_E_SYSTEM, "out of memory");
+        snprintf(a->name, sizeof a->name, "%s", name);
+        if (!comma) return 0;
+        p = comma + 1;
+    }
+}
+
+int arm_add_remote(const char *name_eq_url, arm **arms, int *n, char *err, size_t errlen) {
+    const char *eq = strchr(name_eq_url, '=');
+    char base[ARM_NAME_MAX], name[ARM_NAME_MAX];
+    if (!eq || eq == name_eq_url || (size_t)(eq - name_eq_url) >= sizeof base)
+        return set_err(err, errlen, ARM_E_SPEC, "--arm needs NAME=URL (e.g. int8=tcp://10.0.0.2:5555), "
+                       "got '%s'", name_eq_url);
+    memcpy(base, name_eq_url, (size_t)(eq - name_eq_url));
+    base[eq - name_eq_url] = 0;
+    const char *url = eq + 1;
+    if (!name_ok(base) || strchr(base, '#'))
+        return set_err(err, errlen, ARM_E_SPEC, "bad arm name '%s' in --arm (printable, no spaces, "
+                       "quotes, commas or '#')", base);
+    if (strncmp(url, "tcp://", 6) && strncmp(url, "ipc://", 6) && strncmp(url, "tls+tcp://", 10))
+        return set_err(err, errlen, ARM_E_SPEC, "--arm %s: URL '%s' must start with tcp://, "
+                       "tls+tcp:// or ipc://", base, url);
+    if (strlen(url) >= ARM_URL_MAX)
+        return set_err(err, errlen, ARM_E_SPEC, "--arm %s: URL too long", base);
+    int rc = arm_unique_name(base, *arms, *n, name, err, errlen);
+    if (rc) return rc;
+    arm *a = arm_append(arms, n);
+    if (!a) return set_err(err, errlen, ARM_E_SYSTEM, "out of memory");
+    snprintf(a->name, sizeof a->name, "%s", name);
+    snprintf(a->url, sizeof a->url, "%s", url);
+    a->remote = 1;
+    return 0;
+}
+
+/* The spec part of a name: the name without a "#k" suffix. */
+static void name_base(const char *name, char *out) {
+    snprintf(out, ARM_NAME_MAX, "%s", name);
+    char *h = strrchr(out, '#');
+    if (h && h[1]) {
+        for (const char *q = h + 1; *q; q++)
+            if (*q < '0' || *q > '9') return;
+        *h = 0;
+    }
+}
+
+int arm_resolve_formats(arm *arms, int n, const char *ref_name, char *err, size_t errlen) {
+    int ref = -1;
+    for (int i = 0; i < n && ref < 0; i++)
+        if (!strcmp(arms[i].name, ref_name)) ref = i;
+    if (ref < 0) {
+        char names[512] = "";
+        for (int i = 0; i < n; i++) {
+            size_t l = strlen(names);
+            snprintf(names + l, sizeof names - l, "%s%s", i ? ", " : "", arms[i].name);
+        }
+        return -set_err(err, errlen, ARM_E_SPEC, "the reference arm '%s' (--ref) is not one of the arms (%s)",
+                        ref_name, names);
+    }
+    char base[ARM_NAME_MAX], rk[ARM_FMT_MAX] = "", rv[ARM_FMT_MAX] = "";
+    name_base(arms[ref].name, base);
+    char e2[256];
+    if (arm_spec_parse(base, NULL, NULL, rk, rv, e2, sizeof e2)) {
+        if (!arms[ref].remote)
+            return -set_err(err, errlen, ARM_E_SPEC, "reference arm '%s': %s", arms[ref].name, e2);
+        rk[0] = rv[0] = 0;   /* a remote reference with a free-form name: formats from its hello */
+    }
+    for (int i = 0; i < n; i++) {
+        arm *a = &arms[i];
+        name_base(a->name, base);
+        int rc = arm_spec_parse(base, rk[0] ? rk : NULL, rv[0] ? rv : NULL, a->kv_k, a->kv_v, e2, sizeof e2);
+        if (rc && !a->remote) return -set_err(err, errlen, ARM_E_SPEC, "arm '%s': %s", a->name, e2);
+        if (rc) a->kv_k[0] = a->kv_v[0] = 0;
+    }
+    return ref;
+}
+
+/* ============================================================================================
+ * Processes
+ * ========================================================================================== */
+
+/* Async-signal-safe: decimal of a non-negative int into buf (>= 12 bytes), returns buf. */
+static char *itoa_safe(int v, char *buf) {
+    char t[12];
+    int k = 0;
+    if (v < 0) v = 0;
+    do { t[k++] = (char)('0' + v % 10); v /= 10; } while (v && k < 11);
+    for (int i = 0; i < k; i++) buf[i] = t[k - 1 - i];
+    buf[k] = 0;
+    return buf;
+}
+
+int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
+    char threads[16], prefill[16], ctx[16], url[ARM_URL_MAX], logp[ARM_URL_MAX];
+    if (snprintf(url, sizeof url, "ipc://%s/%d.ipc", l->tmpdir, i) >= (int)sizeof url ||
+        snprintf(logp, sizeof logp, "%s/%d.log", l->tmpdir, i) >= (int)sizeof logp)
+        return set_err(err, errlen, ARM_E_SYSTEM, "temp dir path too long: %s", l->tmpdir);
+    snprintf(threads, sizeof threads, "%d", l->threads);
+    snprintf(prefill, sizeof prefill, "%d", l->prefill);
+    snprintf(ctx, sizeof ctx, "%d", l->max_context);
+    const char *argv[20];
+    int k = 0;
+    argv[k++] = l->worker;
+    argv[k++] = "--model"; argv[k++] = l->model;
+    argv[k++] = "--kv-k"; argv[k++] = a->kv_k;
+    argv[k++] = "--kv-v"; argv[k++] = a->kv_v;
+    argv[k++] = "--threads"; argv[k++] = threads;
+    if (l->prefill > 0) { argv[k++] = "--prefill"; argv[k++] = prefill; }
+    if (l->max_context > 0) { argv[k++] = "--max-context"; argv[k++] = ctx; }
+    argv[k++] = "--listen"; argv[k++] = url;
+    argv[k] = NULL;
+
+    int logfd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (logfd < 0) return set_err(err, errlen, ARM_E_SYSTEM, "cannot create %s: %s", logp, strerror(errno));
+    int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (nullfd < 0) {
+        close(logfd);
+        return set_err(err, errlen, ARM_E_SYSTEM, "cannot open /dev/null: %s", strerror(errno));
+    }
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(logfd);
+        close(nullfd);
+        return set_err(err, errlen, ARM_E_SYSTEM, "arm %s: fork: %s", a->name, strerror(e));
+    }
+    if (pid == 0) {
+        /* child: only async-signal-safe calls until execv */
+        setpgid(0, 0);                              /* terminal Ctrl-C reaches the driver only */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);           /* the driver died: go too */
+        if (getppid() != parent) _exit(126);
+        dup2(nullfd, 0);
+        dup2(logfd, 1);
+        dup2(logfd, 2);
+        execv(l->worker, (char *const *)argv);
+        char num[12];
+        const char *msg = "strata-driver: cannot execute the worker: errno ";
+        (void)!write(2, msg, strlen(msg));
+        itoa_safe(errno, num);
+        (void)!write(2, num, strlen(num));
+        (void)!write(2, "\n", 1);
+        _exit(127);
+    }
+    close(logfd);
+    close(nullfd);
+    snprintf(a->url, sizeof a->url, "%s", url);
+    snprintf(a->log_path, sizeof a->log_path, "%s", logp);
+    a->pid = pid;
+    a->exited = 0;
+    return 0;
+}
+
+/* Reaps a local worker if it has exited. Returns 1 when it is (now or before) known dead. */
+static int arm_poll_exit(arm *a) {
+    if (a->remote || a->pid <= 0) return 0;
+    if (a->exited) return 1;
+    int st;
+    pid_t r = waitpid(a->pid, &st, WNOHANG);
+    if (r == a->pid) {
+        a->exited = 1;
+        a->status = st;
+        return 1;
+    }
+    return 0;
+}
+
+void arm_describe_status(int status, char *buf, size_t len) {
+    if (WIFEXITED(status)) snprintf(buf, len, "exit status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status)) snprintf(buf, len, "killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else snprintf(buf, len, "status 0x%x", status);
+}
+
+void arm_log_tail(const arm *a, char *buf, size_t len) {
+    buf[0] = 0;
+    if (!a->log_path[0] || len < 2) return;
+    FILE *f = fopen(a->log_path, "r");
+    if (!f) return;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        size_t l = strlen(line);
+        while (l && (line[l - 1] == '\n' || line[l - 1] == '\r')) line[--l] = 0;
+        if (l) snprintf(buf, len, "%s", line);
+    }
+    fclose(f);
+}
+
+int arm_alive(arm *a) {
+    return !arm_poll_exit(a);
+}
+
+/* "arm X: the worker exited (exit status 1) <when>: <last log line>" (the log's last line only when
+ * the worker exited by itself: after a signal it is whatever it printed last, usually unrelated) */
+static int died_error(arm *a, const char *when, char *err, size_t errlen) {
+    char st[96], tail[600] = "";
+    arm_describe_status(a->status, st, sizeof st);
+    if (WIFEXITED(a->status)) arm_log_tail(a, tail, sizeof tail);
+    return set_err(err, errlen, ARM_E_DIED, "arm %s: the worker exited (%s) %s%s%s", a->name, st, when,
+                   tail[0] ? ": " : "", tail[0] ? tail : " (its output is in workers.log)");
+}
+
+/* ============================================================================================
+ * Connections
+ * ========================================================================================== */
+
+int arm_set_recv_max(arm *a, size_t recv_max, char *err, size_t errlen) {
+    int rv = nng_socket_set_size(a->sock, NNG_OPT_RECVMAXSZ, recv_max);
+    if (rv) return set_err(err, errlen, PROTO_E_TRANSPORT, "arm %s: set receive cap: %s", a->name, nng_strerror(rv));
+    return 0;
+}
+
+int arm_call(arm *a, proto_msg *req, proto_msg *rep, size_t max_len, char *err, size_t errlen) {
+    char e[600];
+    req->id = a->next_id++;
+    int rc = proto_call(a->sock, req, rep, max_len, e, sizeof e);
+    if (rc) set_err(err, errlen, rc, "arm %s: %s", a->name, e);
+    return rc;
+}
+
+int arm_connect(arm *a, int timeout_ms, int request_ms, size_t recv_max,
+                const volatile sig_atomic_t *stop, char *err, size_t errlen) {
+    char e[600];
+    int64_t t0 = now_ms();
+    for (;;) {
+        if (stop && *stop) return set_err(err, errlen, ARM_E_INTERRUPTED, "interrupted");
+        if (arm_poll_exit(a)) return died_error(a, "before answering", err, errlen);
+        int rc = proto_dial(a->url, 200, recv_max, &a->sock, e, sizeof e);
+        if (rc == 0) break;
+        if (rc != PROTO_E_TIMEOUT) return set_err(err, errlen, rc, "arm %s: %s", a->name, e);
+        if (now_ms() - t0 > timeout_ms)
+            return set_err(err, errlen, PROTO_E_TIMEOUT, "arm %s: no worker answered on %s within %d s",
+                           a->name, a->url, timeout_ms / 1000);
+    }
+    a->connected = 1;
+    int rv;
+    if ((rv = nng_socket_set_ms(a->sock, NNG_OPT_RECVTIMEO, request_ms)) ||
+        (rv = nng_socket_set_ms(a->sock, NNG_OPT_SENDTIMEO, request_ms)))
+        return set_err(err, errlen, PROTO_E_TRANSPORT, "arm %s: set timeouts: %s", a->name, nng_strerror(rv));
+    proto_msg req, rep;
+    proto_init(&req, PROTO_HELLO, 0, 0);
+    int rc = arm_call(a, &req, &rep, recv_max, err, errlen);
+    if (rc) {
+        if (arm_poll_exit(a)) return died_error(a, "during the handshake", err, errlen);
+        return rc;
+    }
+    a->hello = rep.hello_rep;
+    a->have_hello = 1;
+    proto_msg_free(&rep);
+    return 0;
+}
+
+/* ---- concurrent calls ------------------------------------------------------------------------ */
+
+typedef struct {
+    nng_socket sock;
+    proto_msg req;
+    proto_msg *rep;
+    size_t max_len;
+    int rc;
+    char err[600];
+    pthread_mutex_t *mu;
+    pthread_cond_t *cv;
+    int *n_done;
+} call_job;
+
+static void *call_thread(void *p) {
+    call_job *j = p;
+    j->rc = proto_call(j->sock, &j->req, j->rep, j->max_len, j->err, sizeof j->err);
+    pthread_mutex_lock(j->mu);
+    (*j->n_done)++;
+    pthread_cond_signal(j->cv);
+    pthread_mutex_unlock(j->mu);
+    return NULL;
+}
+
+int arm_call_all(arm *arms, int n, const proto_msg *reqs, proto_msg *reps, size_t max_len,
+                 const volatile sig_atomic_t *stop, char *err, size_t errlen) {
+    call_job *jobs = calloc((size_t)n, sizeof *jobs);      /* [n] */
+    pthread_t *th = calloc((size_t)n, sizeof *th);         /* [n] */
+    int *started = calloc((size_t)n, sizeof *started);     /* [n] */
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cv;
+    pthread_condattr_t ca;
+    int n_done = 0, n_active = 0, closed = 0, ret = 0;
+    for (int i = 0; i < n; i++) memset(&reps[i], 0, sizeof reps[i]);
+    if (!jobs || !th || !started) {
+        free(jobs); free(th); free(started);
+        return set_err(err, errlen, PROTO_E_INTERNAL, "out of memory");
+    }
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&cv, &ca);
+    pthread_condattr_destroy(&ca);
+
+    for (int i = 0; i < n; i++) {
+        if (reqs[i].type == PROTO_NONE) continue;
+        if (!arms[i].connected) {
+            ret = set_err(err, errlen, PROTO_E_TRANSPORT, "arm %s: not connected", arms[i].name);
+            break;
+        }
+        call_job *j = &jobs[i];
+        j->sock = arms[i].sock;
+        j->req = reqs[i];
+        j->req.id = arms[i].next_id++;
+        j->rep = &reps[i];
+        j->max_len = max_len;
+        j->mu = &mu;
+        j->cv = &cv;
+        j->n_done = &n_done;
+        if (pthread_create(&th[i], NULL, call_thread, j)) {
+            ret = set_err(err, errlen, PROTO_E_INTERNAL, "arm %s: cannot start a thread", arms[i].name);
+            break;
+        }
+        started[i] = 1;
+        n_active++;
+    }
+    /* wait for all started calls, watching the stop flag */
+    for (;;) {
+        pthread_mutex_lock(&mu);
+        if (n_done < n_active) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_nsec += 100 * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+            pthread_cond_timedwait(&cv, &mu, &ts);
+        }
+        int all = n_done >= n_active;
+        pthread_mutex_unlock(&mu);
+        if (all) break;
+        if (stop && *stop && !closed) {
+            for (int i = 0; i < n; i++)
+                if (started[i]) nng_close(arms[i].sock);   /* the blocked calls return NNG_ECLOSED */
+            closed = 1;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (started[i]) pthread_join(th[i], NULL);
+    if (closed) {
+        for (int i = 0; i < n; i++)
+            if (started[i]) arms[i].connected = 0;
+        ret = set_err(err, errlen, ARM_E_INTERRUPTED, "interrupted");
+    } else if (!ret) {
+        for (int i = 0; i < n && !ret; i++) {
+            if (!started[i] || jobs[i].rc == 0) continue;
+            arm *a = &arms[i];
+            /* a dropped connection usually means the worker died: give it a moment to be reaped */
+            if (!a->remote && (jobs[i].rc == PROTO_E_TRANSPORT || jobs[i].rc == PROTO_E_TIMEOUT)) {
+                for (int t = 0; t < 25 && !arm_poll_exit(a); t++) sleep_ms(20);
+                if (a->exited) {
+                    char when[64];
+                    snprintf(when, sizeof when, "during a %s request", proto_type_name(reqs[i].type));
+                    ret = died_error(a, when, err, errlen);
+                    break;
+                }
+            }
+            ret = set_err(err, errlen, jobs[i].rc, "arm %s: %s", a->name, jobs[i].err);
+        }
+    }
+    pthread_cond_destroy(&cv);
+    pthread_mutex_destroy(&mu);
+    free(jobs);
+    free(th);
+    free(started);
+    return ret;
+}
+
+/* ============================================================================================
+ * The handshake check
+ * ========================================================================================== */
+
+enum { F_ENGINE, F_GIT, F_DEVICE, F_SHA, F_ARCH, F_TOK, F_VOCAB, F_BOS, F_LAYER, F_CTX, F_THREADS,
+       F_KVK, F_KVV, F_KVB, F_N };
+static const char *const field_names[F_N] = {
+    "engine", "git", "device", "model_sha256", "arch", "tokenizer_hash", "n_vocab", "bos", "n_layer",
+    "n_ctx", "threads", "kv_k", "kv_v", "kv_bytes_per_token" };
+/* must be equal for a valid comparison */
+static const int field_must[F_N] = { 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0 };
+/* worth a note when different */
+static const int field_note[F_N] = { 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0 };
+
+static void field_value(const proto_hello_rep *h, int f, char *buf, size_t len) {
+    switch (f) {
+    case F_ENGINE: snprintf(buf, len, "%s", h->engine); break;
+    case F_GIT: snprintf(buf, len, "%s", h->git); break;
+    case F_DEVICE: snprintf(buf, len, "%s", h->device); break;
+    case F_SHA: snprintf(buf, len, "%s", h->model_sha256); break;
+    case F_ARCH: snprintf(buf, len, "%s", h->arch); break;
+    case F_TOK: snprintf(buf, len, "%s", h->tokenizer_hash); break;
+    case F_VOCAB: snprintf(buf, len, "%u", h->n_vocab); break;
+    case F_BOS: snprintf(buf, len, "%d", h->bos); break;
+    case F_LAYER: snprintf(buf, len, "%u", h->n_layer); break;
+    case F_CTX: snprintf(buf, len, "%llu", (unsigned long long)h->n_ctx); break;
+    case F_THREADS: snprintf(buf, len, "%u", h->threads); break;
+    case F_KVK: snprintf(buf, len, "%s", h->kv_k); break;
+    case F_KVV: snprintf(buf, len, "%s", h->kv_v); break;
+    default: snprintf(buf, len, "%llu", (unsigned long long)h->kv_bytes_per_token); break;
+    }
+}
+
+static void append(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t len, const char *fmt, ...) {
+    if (!buf || !len) return;
+    size_t l = strlen(buf);
+    if (l + 1 >= len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + l, len - l, fmt, ap);
+    va_end(ap);
+}
+
+int arm_check_handshake(const arm *arms, int n, FILE *out, char *notes, size_t noteslen,
+                        char *err, size_t errlen) {
+    char v[PROTO_STR_MAX], v0[PROTO_STR_MAX];
+    int differs[F_N] = { 0 };
+    for (int f = 0; f < F_N; f++) {
+        field_value(&arms[0].hello, f, v0, sizeof v0);
+        for (int i = 1; i < n; i++) {
+            field_value(&arms[i].hello, f, v, sizeof v);
+            if (strcmp(v, v0)) differs[f] = 1;
+        }
+    }
+    if (out) {
+        /* column widths; long hashes are shown by their first 16 characters */
+        int w0 = 0, w[64] = { 0 };
+        int nc = n < 64 ? n : 64;
+        for (int f = 0; f < F_N; f++) if ((int)strlen(field_names[f]) > w0) w0 = (int)strlen(field_names[f]);
+        for (int i = 0; i < nc; i++) {
+            w[i] = (int)strlen(arms[i].name);
+            for (int f = 0; f < F_N; f++) {
+                field_value(&arms[i].hello, f, v, sizeof v);
+                int l = (int)strlen(v);
+                if (l > 19) l = 19;
+                if (l > w[i]) w[i] = l;
+            }
+        }
+        fprintf(out, "handshake (* = differs between arms):\n  %-*s", w0, "arm");
+        for (int i = 0; i < nc; i++) fprintf(out, "  %-*s", w[i], arms[i].name);
+        fprintf(out, "\n");
+        for (int f = 0; f < F_N; f++) {
+            fprintf(out, "%c %-*s", differs[f] ? '*' : ' ', w0, field_names[f]);
+            for (int i = 0; i < nc; i++) {
+                field_value(&arms[i].hello, f, v, sizeof v);
+                if (strlen(v) > 19) { v[16] = '.'; v[17] = '.'; v[18] = '.'; v[19] = 0; }
+                fprintf(out, "  %-*s", w[i], v);
+            }
+            fprintf(out, "\n");
+        }
+        fflush(out);
+    }
+    /* fatal differences */
+    if (err && errlen) err[0] = 0;
+    int bad = 0;
+    for (int f = 0; f < F_N; f++) {
+        if (!field_must[f] || !differs[f]) continue;
+        append(err, errlen, "%s%s differs:", bad ? "; " : "the arms differ in more than the KV format: ",
+               field_names[f]);
+        for (int i = 0; i < n; i++) {
+            field_value(&arms[i].hello, f, v, sizeof v);
+            append(err, errlen, " %s=%s", arms[i].name, v);
+        }
+        bad = 1;
+    }
+    for (int i = 0; i < n; i++) {
+        const arm *a = &arms[i];
+        int fmt_differs = a->kv_k[0] && (strcmp(a->kv_k, a->hello.kv_k) || strcmp(a->kv_v, a->hello.kv_v));
+        if (!fmt_differs) continue;
+        if (!a->remote) {
+            append(err, errlen, "%sarm %s was started with K/V %s/%s but reports %s/%s", bad ? "; " : "",
+                   a->name, a->kv_k, a->kv_v, a->hello.kv_k, a->hello.kv_v);
+            bad = 1;
+        } else {
+            append(notes, noteslen, "remote arm %s is named for K/V %s/%s but its worker stores %s/%s\n",
+                   a->name, a->kv_k, a->kv_v, a->hello.kv_k, a->hello.kv_v);
+        }
+    }
+    if (bad) return ARM_E_MISMATCH;
+    for (int f = 0; f < F_N; f++) {
+        if (!field_note[f] || !differs[f]) continue;
+        append(notes, noteslen, "the arms differ in %s:", field_names[f]);
+        for (int i = 0; i < n; i++) {
+            field_value(&arms[i].hello, f, v, sizeof v);
+            append(notes, noteslen, " %s=%s", arms[i].name, v);
+        }
+        append(notes, noteslen, "\n");
+    }
+    return 0;
+}
+
+/* ============================================================================================
+ * Stopping and reaping
+ * ========================================================================================== */
+
+/* Waits up to ms for every running local worker to exit. Returns 1 when none is left running. */
+static int wait_all(arm *arms, int n, int ms) {
+    int64_t end = now_ms() + ms;
+    for (;;) {
+        int running = 0;
+        for (int i = 0; i < n; i++)
+            if (!arms[i].remote && arms[i].pid > 0 && !arm_poll_exit(&arms[i])) running++;
+        if (!running) return 1;
+        if (now_ms() >= end) return 0;
+        sleep_ms(20);
+    }
+}
+
+static void signal_all(arm *arms, int n, int sig) {
+    for (int i = 0; i < n; i++)
+        if (!arms[i].remote && arms[i].pid > 0 && !arm_poll_exit(&arms[i])) kill(arms[i].pid, sig);
+}
+
+void arm_stop_all(arm *arms, int n, int polite, int grace_ms) {
+    int asked = 0;
+    for (int i = 0; i < n; i++) {
+        arm *a = &arms[i];
+        if (!a->connected) continue;
+        if (polite && !a->remote && !arm_poll_exit(a)) {
+            proto_msg req, rep;
+            char e[256];
+            nng_socket_set_ms(a->sock, NNG_OPT_RECVTIMEO, 2000);
+            nng_socket_set_ms(a->sock, NNG_OPT_SENDTIMEO, 2000);
+            proto_init(&req, PROTO_SHUTDOWN, 0, 0);
+            if (arm_call(a, &req, &rep, 4096, e, sizeof e) == 0) asked = 1;
+            proto_msg_free(&rep);
+        }
+        nng_close(a->sock);
+        a->connected = 0;
+    }
+    if (wait_all(arms, n, asked ? grace_ms : 0)) return;
+    signal_all(arms, n, SIGTERM);
+    if (wait_all(arms, n, grace_ms)) return;
+    signal_all(arms, n, SIGKILL);
+    for (int i = 0; i < n; i++) {
+        arm *a = &arms[i];
+        if (a->remote || a->pid <= 0 || a->exited) continue;
+        int st;
+        if (waitpid(a->pid, &st, 0) == a->pid) { a->exited = 1; a->status = st; }
+    }
+}
+
+void arm_stop(arm *a, int polite, int grace_ms) {
+    arm_stop_all(a, 1, polite, grace_ms);
+}

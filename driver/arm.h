@@ -1,0 +1,156 @@
+/* arm.h — the driver's arms: one strata-worker each, either spawned here (local, on an ipc://
+ * socket in a private temp dir) or already running elsewhere (remote, tcp://). This module parses
+ * the arms list, starts and dials the workers, checks their handshakes against each other, sends
+ * the same kind of request to every arm at once, and stops and reaps the workers.
+ *
+ * Arm specs (the --arms list, comma separated):
+ *   f16          K and V stored as f16
+ *   int8/f16     K int8, V f16
+ *   k:int8       K int8, V in the reference arm's V format (a K-only ablation)
+ *   v:int8       V int8, K in the reference arm's K format
+ * Format names are kv.h's (f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8). An arm's name is its spec; a
+ * repeated name gets "#2", "#3", ... (arms "f16,int8,f16" are named f16, int8, f16#2).
+ *
+ * Process handling: a local worker runs in its own process group (a Ctrl-C at the terminal reaches
+ * only the driver, which then stops the workers itself) and gets SIGKILL if the driver dies
+ * (PR_SET_PDEATHSIG). Its stdout and stderr go to a log file in the temp dir.
+ */
+#ifndef STRATA_ARM_H
+#define STRATA_ARM_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include <nng/nng.h>
+
+#include "proto/proto.h"
+
+#define ARM_NAME_MAX 64    /* names, NUL included (report.h's REPORT_NAME_MAX) */
+#define ARM_FMT_MAX  16    /* a KV format name, NUL included */
+#define ARM_URL_MAX  512
+
+/* Status codes beyond proto.h's PROTO_E_* (which arm_* functions also return). */
+enum {
+    ARM_E_INTERRUPTED = 100,   /* the stop flag was raised while waiting */
+    ARM_E_DIED        = 101,   /* a local worker exited */
+    ARM_E_MISMATCH    = 102,   /* handshakes differ in more than the KV formats */
+    ARM_E_SPEC        = 103,   /* a bad arm spec, name or URL */
+    ARM_E_SYSTEM      = 104,   /* fork/exec/file failure */
+};
+
+typedef struct {
+    char name[ARM_NAME_MAX];   /* unique display name: "int8", "f16#2", "k:int8" */
+    char kv_k[ARM_FMT_MAX];    /* local: the formats the worker is started with; remote: from */
+    char kv_v[ARM_FMT_MAX];    /*   the name when it is a plain spec, else "" (hello says)     */
+    char url[ARM_URL_MAX];     /* ipc://DIR/i.ipc (local) or the --arm URL (remote) */
+    int remote;                /* 1: dialled only, never spawned or signalled */
+    pid_t pid;                 /* local worker while it runs; 0 before spawn / after reaping */
+    int exited;                /* 1 once reaped; status = waitpid's status */
+    int status;
+    char log_path[ARM_URL_MAX];/* local worker's stdout+stderr ("" for remote arms) */
+    nng_socket sock;
+    int connected;             /* sock is open */
+    proto_hello_rep hello;     /* valid when have_hello */
+    int have_hello;
+    uint64_t next_id;          /* request ids, from 1 */
+} arm;
+
+/* ---- specs and names (pure) ---------------------------------------------------------------- */
+
+/* Resolves one spec to K and V format names (kv_k, kv_v: ARM_FMT_MAX bytes each). ref_k/ref_v are
+ * the reference arm's formats, needed for "k:" / "v:" specs (NULL when unknown: then those specs
+ * are an error). Allocates nothing. Returns 0, or ARM_E_SPEC with a message in err. */
+int arm_spec_parse(const char *spec, const char *ref_k, const char *ref_v, char *kv_k, char *kv_v,
+                   char *err, size_t errlen);
+
+/* Writes to out (ARM_NAME_MAX bytes) `base` if no arm among taken[0..n_taken) has that name, else
+ * base#2, base#3, ... the first free one. Returns 0, or ARM_E_SPEC when the name is too long. */
+int arm_unique_name(const char *base, const arm *taken, int n_taken, char *out, char *err,
+                    size_t errlen);
+
+/* Appends the local arms of a comma-separated spec list to *arms (realloc'd; the caller frees it
+ * with free() after arm_stop_all) and *n. Names get unique suffixes against the arms already there.
+ * Formats are resolved in arm_resolve_formats. Returns 0, or ARM_E_SPEC (empty item, bad name). */
+int arm_add_local(const char *list, arm **arms, int *n, char *err, size_t errlen);
+
+/* Appends a remote arm from "NAME=URL" (url tcp://, ipc:// or tls+tcp://). Returns 0 or ARM_E_SPEC. */
+int arm_add_remote(const char *name_eq_url, arm **arms, int *n, char *err, size_t errlen);
+
+/* Finds the reference arm: the first arm whose name equals ref_name. Then sets kv_k/kv_v of every
+ * local arm from its spec (its name without a "#k" suffix), "k:"/"v:" against the reference's
+ * formats (the reference's spec, or a remote reference's name, must then be a plain spec).
+ * Returns the reference's index, or -ARM_E_SPEC with a message. */
+int arm_resolve_formats(arm *arms, int n, const char *ref_name, char *err, size_t errlen);
+
+/* ---- processes and connections ------------------------------------------------------------- */
+
+typedef struct {
+    const char *worker;        /* path of the strata-worker executable */
+    const char *model;
+    int threads;               /* > 0 */
+    int prefill;               /* worker --prefill, 0 = its default */
+    int max_context;           /* worker --max-context, 0 = its default (the model's) */
+    const char *tmpdir;        /* private directory for sockets and logs */
+} arm_launch;
+
+/* Starts the local worker of arms[i] (index i names its socket and log: TMPDIR/i.ipc, i.log).
+ * Sets a->url, a->log_path, a->pid. Returns 0, or ARM_E_SYSTEM with a message. */
+int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen);
+
+/* Dials a->url (retrying while the worker loads, up to timeout_ms), sets the socket's send/receive
+ * timeouts to request_ms and the receive cap to recv_max, and sends hello (a->hello, have_hello).
+ * For a local arm it notices the worker exiting and reports the last line of its log.
+ * Returns 0; ARM_E_DIED, PROTO_E_TIMEOUT, PROTO_E_TRANSPORT, ARM_E_INTERRUPTED (*stop raised) or a
+ * reply error, each with a message naming the arm in err. */
+int arm_connect(arm *a, int timeout_ms, int request_ms, size_t recv_max,
+                const volatile sig_atomic_t *stop, char *err, size_t errlen);
+
+/* Sets the receive cap (bytes) of a connected arm's socket. Returns 0 or PROTO_E_TRANSPORT. */
+int arm_set_recv_max(arm *a, size_t recv_max, char *err, size_t errlen);
+
+/* One request to one arm: gives *req the arm's next id and calls proto_call. *rep is the caller's
+ * to proto_msg_free. Returns proto_call's code, with err prefixed by the arm's name. */
+int arm_call(arm *a, proto_msg *req, proto_msg *rep, size_t max_len, char *err, size_t errlen);
+
+/* Sends reqs[i] to arms[i] for every i with reqs[i].type != PROTO_NONE, all at once (one thread
+ * per arm), and waits for every reply. The request ids are set here (reqs is not modified).
+ * reps[n] receives the replies (each zeroed when it failed or was not sent); the caller frees each
+ * with proto_msg_free, also on failure. While waiting it checks *stop every 100 ms: when raised it
+ * closes the arms' sockets (their calls fail at once), marks them disconnected, and returns
+ * ARM_E_INTERRUPTED. Otherwise returns 0 when every call succeeded, else the first failing arm's
+ * code with a message naming it (ARM_E_DIED when a local worker exited meanwhile). */
+int arm_call_all(arm *arms, int n, const proto_msg *reqs, proto_msg *reps, size_t max_len,
+                 const volatile sig_atomic_t *stop, char *err, size_t errlen);
+
+/* Compares the hello replies of arms[0..n) (all must have one). Writes a table of the fields per
+ * arm to out (NULL: none), marking with '*' the fields that differ. The model sha256, architecture,
+ * tokenizer hash, vocabulary size, BOS id and layer count must be equal: else returns ARM_E_MISMATCH
+ * with the differences in err. Differences that do not invalidate the comparison but deserve a
+ * note (engine or git version, device, max context, a remote arm whose name disagrees with its
+ * formats) are appended to notes as lines "...\n" (cut short at noteslen). Also checks that each
+ * local arm reports the formats it was started with. Returns 0 or ARM_E_MISMATCH. */
+int arm_check_handshake(const arm *arms, int n, FILE *out, char *notes, size_t noteslen,
+                        char *err, size_t errlen);
+
+/* 0 when the arm's local worker has exited (it is reaped then), else 1 (also for remote arms). */
+int arm_alive(arm *a);
+
+/* The last non-empty line of a local arm's log (at most len-1 bytes) into buf; "" if none. */
+void arm_log_tail(const arm *a, char *buf, size_t len);
+
+/* Stops one arm: a local worker, if connected and polite, is sent shutdown (2 s timeout); the
+ * socket is closed; a local worker is given grace_ms to exit, then SIGTERM, grace_ms more, then
+ * SIGKILL, and is reaped. A remote worker is only disconnected (it belongs to whoever started it
+ * and keeps serving). Never blocks forever. Safe to call twice. */
+void arm_stop(arm *a, int polite, int grace_ms);
+
+/* arm_stop on every arm, all signals sent before any waiting (so the grace periods overlap). */
+void arm_stop_all(arm *arms, int n, int polite, int grace_ms);
+
+/* A description of a wait status ("exit status 1", "killed by signal 9") into buf. */
+void arm_describe_status(int status, char *buf, size_t len);
+
+#endif

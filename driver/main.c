@@ -1,0 +1,918 @@
+/* strata-driver — runs the one-pass sweep over every arm (one strata-worker per KV configuration)
+ * and writes a results folder; re-renders and compares results folders.
+ *
+ *   strata-driver sweep --model M [--doc F | --corpus DIR | --tokens-file F] [--arms f16,int8] ...
+ *   strata-driver report DIR
+ *   strata-driver compare DIR1 DIR2
+ *
+ * Exit codes: 0 ok, 1 runtime error, 2 usage error, 3 arms mismatch (model or tokenizer differ),
+ * 130 interrupted (Ctrl-C / SIGTERM; the depths measured so far are kept and rendered).
+ *
+ * Reading order: usage; small helpers (quoting, paths, files); the document; signals; the sweep
+ * command; report and compare; main. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <openssl/evp.h>
+
+#include "driver/arm.h"
+#include "driver/report.h"
+#include "driver/sweep.h"
+#include "proto/proto.h"
+
+#ifndef STRATA_GIT
+#define STRATA_GIT "unknown"
+#endif
+
+enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_MISMATCH = 3, EXIT_INTERRUPTED = 130 };
+
+#define DIAL_TIMEOUT_MS    60000               /* a worker loading its model */
+#define REQUEST_TIMEOUT_MS (30 * 60 * 1000)    /* one request (a long prefill) */
+#define STOP_GRACE_MS      3000
+#define PP_ROWS_BYTES_MAX  ((size_t)256 << 20) /* per-position: rows per arm per reply */
+
+static void usage_main(FILE *f) {
+    fprintf(f,
+        "usage: strata-driver COMMAND [options]   (COMMAND --help for details)\n"
+        "  sweep     measure what KV-cache formats do to a model's output along one document\n"
+        "  report    re-render README.md, summary.json and plots of a results folder\n"
+        "  compare   compare two results folders (Markdown on stdout)\n"
+        "exit codes: 0 ok, 1 runtime error, 2 usage error, 3 arms mismatch, 130 interrupted\n");
+}
+
+static void usage_sweep(FILE *f) {
+    fprintf(f,
+        "usage: strata-driver sweep --model FILE [options]\n"
+        "Runs one worker per arm and measures every arm against the reference arm at K depths of one\n"
+        "document in a single pass (prefill, teacher-forced row, greedy fork probe, truncate back).\n"
+        "document (one of; default: this repository's README and C sources, see below):\n"
+        "  --doc FILE          text, tokenised by the reference worker (BOS added)\n"
+        "  --corpus DIR        the regular text files under DIR, sorted by path, concatenated\n"
+        "  --tokens-file FILE  token ids, decimal, separated by commas or whitespace\n"
+        "arms:\n"
+        "  --arms LIST         comma-separated KV specs (default f16,int8): F (K and V), K/V (int8/f16),\n"
+        "                      k:F (K only, V as the reference), v:F; a repeat is named NAME#2\n"
+        "                      formats: f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8; an f32 arm is the noise floor\n"
+        "  --ref NAME          the reference arm (default f16)\n"
+        "  --arm NAME=URL      also use an already running worker (tcp://HOST:PORT); repeatable.\n"
+        "                      With --arm and no --arms, only the --arm workers are used. Such a\n"
+        "                      worker is only disconnected at the end: it keeps serving.\n"
+        "  --threads N         threads per local worker (default: cores / local arms, at least 1;\n"
+        "                      so 1 per worker with several arms on 2 cores)\n"
+        "  --prefill N         worker prefill chunk (default: the worker's, 512)\n"
+        "  --max-context N     context reserved by local workers (default: the model's)\n"
+        "  --worker PATH       the strata-worker binary (default: next to this program)\n"
+        "sweep:\n"
+        "  --depths K          number of depths (default 16): d_k = round(k*D/K)\n"
+        "  --max-depth N       deepest prefix (default: min(tokens - 1, n_ctx - fork))\n"
+        "  --fork N            greedy tokens per fork probe (default 32)\n"
+        "  --per-position      stream every position's rows and write positions.tsv\n"
+        "  --chunk N           tokens per prefill request (default 512; capped so one arm's rows\n"
+        "                      stay under 256 MiB in per-position mode)\n"
+        "output:\n"
+        "  --out DIR           results folder (default results/<YYYY-MM-DD>-<tag>/)\n"
+        "  --tag T             tag (default: model name and arms, e.g. stories260K-f16-int8)\n"
+        "  --force             reuse a non-empty results folder\n"
+        "  --quiet             no progress line or handshake table\n"
+        "  --json              print a JSON summary on stdout at the end (out dir, status, summary.json)\n"
+        "The default document is README.md, any DESIGN.md / docs/*.md, then worker/*.c, driver/*.c,\n"
+        "proto/*.c, kernels/*.c (each sorted) of the repository the driver was built in; it changes\n"
+        "with the code, so compare runs of the same git hash.\n"
+        "Ctrl-C stops after the current request, keeps the depths measured and renders them (exit 130).\n"
+        "examples:\n"
+        "  strata-driver sweep --model stories260K.gguf --arms f16,int8,f32 --doc story.txt\n"
+        "  strata-driver sweep --model smollm2.gguf --arms f16,int8,k:int8,v:int8,f16 --per-position\n"
+        "  strata-worker --model m.gguf --kv int8 --listen tcp://0.0.0.0:5555 &   # on another host\n"
+        "  strata-driver sweep --model m.gguf --arms f16 --arm int8=tcp://gpu1:5555\n");
+}
+
+static void usage_report(FILE *f) {
+    fprintf(f,
+        "usage: strata-driver report DIR\n"
+        "Re-renders DIR/README.md, DIR/summary.json and DIR/plots/ from DIR/meta.json and the TSVs\n"
+        "(no model needed).\n"
+        "example:\n"
+        "  strata-driver report results/2025-01-01-stories260K-f16-int8\n");
+}
+
+static void usage_compare(FILE *f) {
+    fprintf(f,
+        "usage: strata-driver compare DIR1 DIR2\n"
+        "Prints a Markdown comparison of two results folders on stdout: setup differences and, for\n"
+        "each arm in both, the summary statistics and the KL / fork by depth.\n"
+        "example:\n"
+        "  strata-driver compare results/2025-01-01-a results/2025-01-02-b > diff.md\n");
+}
+
+/* ============================================================================================
+ * Small helpers
+ * ========================================================================================== */
+
+static void errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void errorf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "strata-driver: error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+}
+
+static int parse_int(const char *opt, const char *s, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi) {
+        errorf("%s needs an integer in [%ld, %ld], got '%s'", opt, lo, hi, s);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* A growing byte buffer. */
+typedef struct { char *p; size_t n, cap; } buf;
+
+static int buf_add(buf *b, const void *data, size_t len) {
+    if (b->n + len + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + len + 1) cap *= 2;
+        char *np = realloc(b->p, cap);
+        if (!np) return -1;
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, data, len);
+    b->n += len;
+    b->p[b->n] = 0;
+    return 0;
+}
+
+/* argv as one shell-quoted line (malloc'd, caller frees; NULL when out of memory). */
+static char *shell_join(int argc, char **argv) {
+    buf b = { 0 };
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        int safe = a[0] != 0;
+        for (const char *q = a; *q; q++)
+            if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=,+-@%", *q)) safe = 0;
+        if (i && buf_add(&b, " ", 1)) goto oom;
+        if (safe) { if (buf_add(&b, a, strlen(a))) goto oom; continue; }
+        if (buf_add(&b, "'", 1)) goto oom;
+        for (const char *q = a; *q; q++)
+            if (*q == '\'' ? buf_add(&b, "'\\''", 4) : buf_add(&b, q, 1)) goto oom;
+        if (buf_add(&b, "'", 1)) goto oom;
+    }
+    if (!b.p && buf_add(&b, "", 0)) goto oom;
+    return b.p;
+oom:
+    free(b.p);
+    return NULL;
+}
+
+/* The directory of this executable (from /proc/self/exe) into dir[PATH_MAX]. */
+static int exe_dir(char *dir) {
+    ssize_t n = readlink("/proc/self/exe", dir, PATH_MAX - 1);
+    if (n <= 0) return -1;
+    dir[n] = 0;
+    char *slash = strrchr(dir, '/');
+    if (!slash) return -1;
+    *slash = 0;
+    return 0;
+}
+
+/* Reads a whole file (malloc'd, NUL-terminated; caller frees). Returns 0 or -1 with err. */
+static int read_file(const char *path, char **out, size_t *len, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    buf b = { 0 };
+    char tmp[65536];
+    size_t got;
+    if (!f) { snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno)); return -1; }
+    while ((got = fread(tmp, 1, sizeof tmp, f)) > 0) {
+        if (buf_add(&b, tmp, got) || b.n > PROTO_MAX_TEXT) {
+            snprintf(err, errlen, "%s: %s", path, b.n > PROTO_MAX_TEXT ? "larger than 64 MiB" : "out of memory");
+            fclose(f);
+            free(b.p);
+            return -1;
+        }
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) { snprintf(err, errlen, "cannot read %s", path); free(b.p); return -1; }
+    if (!b.p && buf_add(&b, "", 0)) { snprintf(err, errlen, "out of memory"); return -1; }
+    *out = b.p;
+    *len = b.n;
+    return 0;
+}
+
+static int mkdir_p(const char *path, char *err, size_t errlen) {
+    char p[PATH_MAX];
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) { snprintf(err, errlen, "path too long"); return -1; }
+    for (char *q = p + 1;; q++) {
+        if (*q == '/' || *q == 0) {
+            char c = *q;
+            *q = 0;
+            if (mkdir(p, 0755) && errno != EEXIST) {
+                int e = errno;
+                if (snprintf(err, errlen, "cannot create %s: %s", p, strerror(e)) < 0) err[0] = 0;
+                return -1;
+            }
+            *q = c;
+            if (!c) break;
+        }
+    }
+    struct stat st;
+    if (stat(path, &st) || !S_ISDIR(st.st_mode)) { snprintf(err, errlen, "%s is not a directory", path); return -1; }
+    return 0;
+}
+
+/* 1 when path is a directory with entries, 0 when empty or missing, -1 when not a directory. */
+static int dir_nonempty(const char *path) {
+    struct stat st;
+    if (stat(path, &st)) return 0;
+    if (!S_ISDIR(st.st_mode)) return -1;
+    DIR *d = opendir(path);
+    if (!d) return 1;
+    struct dirent *e;
+    int any = 0;
+    while (!any && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) any = 1;
+    closedir(d);
+    return any;
+}
+
+/* Removes the regular files directly in dir, then dir itself. */
+static void remove_flat_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        char p[PATH_MAX];
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+/* [A-Za-z0-9._+-] kept, anything else -> '_' (tags become directory names). */
+static void sanitize(char *s) {
+    for (; *s; s++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-", *s)) *s = '_';
+}
+
+/* ============================================================================================
+ * The document
+ * ========================================================================================== */
+
+/* Reads decimal ids separated by commas or whitespace (malloc'd *ids; caller frees). */
+static int read_tokens_file(const char *path, int32_t **ids, size_t *n, char *err, size_t errlen) {
+    char *text = NULL;
+    size_t len = 0, k = 0, cap = 1024;
+    if (read_file(path, &text, &len, err, errlen)) return -1;
+    int32_t *v = malloc(cap * sizeof *v);
+    if (!v) { free(text); snprintf(err, errlen, "out of memory"); return -1; }
+    for (size_t i = 0; i < len;) {
+        char c = text[i];
+        if (c == ',' || c == ' ' || c == '\n' || c == '\t' || c == '\r') { i++; continue; }
+        if (c < '0' || c > '9') {
+            snprintf(err, errlen, "%s: unexpected character '%c' at byte %zu (token ids are decimal, "
+                     "separated by commas or whitespace)", path, c, i);
+            goto fail;
+        }
+        long long x = 0;
+        while (i < len && text[i] >= '0' && text[i] <= '9') {
+            x = x * 10 + (text[i++] - '0');
+            if (x > INT32_MAX) { snprintf(err, errlen, "%s: token id too large at byte %zu", path, i); goto fail; }
+        }
+        if (k == cap) {
+            int32_t *nv = realloc(v, 2 * cap * sizeof *v);
+            if (!nv) { snprintf(err, errlen, "out of memory"); goto fail; }
+            v = nv;
+            cap *= 2;
+        }
+        v[k++] = (int32_t)x;
+    }
+    free(text);
+    if (k == 0) { free(v); snprintf(err, errlen, "%s holds no token ids", path); return -1; }
+    *ids = v;
+    *n = k;
+    return 0;
+fail:
+    free(text);
+    free(v);
+    return -1;
+}
+
+typedef struct { char **p; size_t n, cap; } strlist;
+
+static int strlist_add(strlist *l, const char *s) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        char **np = realloc(l->p, cap * sizeof *np);
+        if (!np) return -1;
+        l->p = np;
+        l->cap = cap;
+    }
+    if (!(l->p[l->n] = strdup(s))) return -1;
+    l->n++;
+    return 0;
+}
+
+static void strlist_free(strlist *l) {
+    for (size_t i = 0; i < l->n; i++) free(l->p[i]);
+    free(l->p);
+    memset(l, 0, sizeof *l);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Collects the regular files under dir (recursively, not following symbolic links, skipping
+ * directories named .git) into l as full paths. */
+static int collect_files(const char *dir, strlist *l, char *err, size_t errlen) {
+    DIR *d = opendir(dir);
+    if (!d) { snprintf(err, errlen, "cannot open directory %s: %s", dir, strerror(errno)); return -1; }
+    struct dirent *e;
+    int ret = 0;
+    while (!ret && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, ".git")) continue;
+        char p[PATH_MAX];
+        if (snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= (int)sizeof p) continue;
+        struct stat st;
+        if (lstat(p, &st)) continue;
+        if (S_ISDIR(st.st_mode)) ret = collect_files(p, l, err, errlen);
+        else if (S_ISREG(st.st_mode) && strlist_add(l, p)) { snprintf(err, errlen, "out of memory"); ret = -1; }
+    }
+    closedir(d);
+    return ret;
+}
+
+/* Appends the files (in the given order) to text, skipping binaries (a NUL byte) and adding a
+ * newline after a file that does not end with one. *used counts the files taken. */
+static int concat_files(char **paths, size_t n, buf *text, int *used, char *err, size_t errlen) {
+    for (size_t i = 0; i < n; i++) {
+        char *data = NULL;
+        size_t len = 0;
+        if (read_file(paths[i], &data, &len, err, errlen)) return -1;
+        if (len == 0 || memchr(data, 0, len)) { free(data); continue; }
+        int rc = buf_add(text, data, len) || (data[len - 1] != '\n' && buf_add(text, "\n", 1));
+        free(data);
+        if (rc) { snprintf(err, errlen, "out of memory"); return -1; }
+        if (text->n > PROTO_MAX_TEXT) { snprintf(err, errlen, "the document is larger than 64 MiB"); return -1; }
+        (*used)++;
+    }
+    return 0;
+}
+
+/* --corpus DIR: every regular text file under DIR, sorted by path. */
+static int load_corpus(const char *dir, buf *text, char *desc, size_t desclen, char *err, size_t errlen) {
+    strlist l = { 0 };
+    int used = 0, ret = -1;
+    if (collect_files(dir, &l, err, errlen)) goto done;
+    qsort(l.p, l.n, sizeof *l.p, cmp_str);
+    if (concat_files(l.p, l.n, text, &used, err, errlen)) goto done;
+    if (used == 0) { snprintf(err, errlen, "no text files under %s", dir); goto done; }
+    snprintf(desc, desclen, "corpus %s: %d text files (of %zu; binaries skipped) sorted by path and "
+             "concatenated, %zu bytes", dir, used, l.n, text->n);
+    ret = 0;
+done:
+    strlist_free(&l);
+    return ret;
+}
+
+/* The default document: the repository's own docs and sources, in a fixed order. */
+static int load_default_doc(const char *root, buf *text, char *desc, size_t desclen, char *err,
+                            size_t errlen) {
+    static const char *const docs[] = { "README.md", "DESIGN.md" };
+    static const char *const dirs[] = { "docs", "worker", "driver", "proto", "kernels" };
+    static const char *const exts[] = { ".md", ".c", ".c", ".c", ".c" };
+    strlist l = { 0 };
+    int used = 0, ret = -1;
+    char p[PATH_MAX];
+    struct stat st;
+    for (size_t i = 0; i < sizeof docs / sizeof *docs; i++) {
+        snprintf(p, sizeof p, "%s/%s", root, docs[i]);
+        if (!stat(p, &st) && S_ISREG(st.st_mode) && strlist_add(&l, p)) goto oom;
+    }
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+        strlist sub = { 0 };
+        snprintf(p, sizeof p, "%s/%s", root, dirs[i]);
+        DIR *d = opendir(p);
+        if (!d) continue;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            size_t nl = strlen(e->d_name), el = strlen(exts[i]);
+            if (nl <= el || strcmp(e->d_name + nl - el, exts[i])) continue;
+            char f[PATH_MAX];
+            if (snprintf(f, sizeof f, "%s/%s", p, e->d_name) >= (int)sizeof f) continue;
+            if (!stat(f, &st) && S_ISREG(st.st_mode) && strlist_add(&sub, f)) { closedir(d); strlist_free(&sub); goto oom; }
+        }
+        closedir(d);
+        qsort(sub.p, sub.n, sizeof *sub.p, cmp_str);
+        for (size_t k = 0; k < sub.n; k++)
+            if (strlist_add(&l, sub.p[k])) { strlist_free(&sub); goto oom; }
+        strlist_free(&sub);
+    }
+    if (concat_files(l.p, l.n, text, &used, err, errlen)) goto done;
+    if (used == 0 || text->n < 1000) {
+        snprintf(err, errlen, "no default document next to the driver (looked for README.md and worker/*.c "
+                 "under %s): give --doc FILE, --corpus DIR or --tokens-file FILE", root);
+        goto done;
+    }
+    snprintf(desc, desclen, "strata's own README.md, DESIGN.md and docs/*.md if present, then worker/*.c, "
+             "driver/*.c, proto/*.c, kernels/*.c (each sorted by name) of %s at git %s, concatenated: %d "
+             "files, %zu bytes (the default document; it changes with the code)", root, STRATA_GIT, used, text->n);
+    ret = 0;
+    goto done;
+oom:
+    snprintf(err, errlen, "out of memory");
+done:
+    strlist_free(&l);
+    return ret;
+}
+
+/* sha256 of the token ids (int32 little-endian) as hex into out[65]. */
+static void tokens_sha256(const int32_t *t, size_t n, char *out) {
+    unsigned char md[32];
+    unsigned int mdlen = 0;
+    EVP_Digest(t, n * sizeof *t, md, &mdlen, EVP_sha256(), NULL);
+    for (int i = 0; i < 32; i++) sprintf(out + 2 * i, "%02x", md[i]);
+    out[64] = 0;
+}
+
+/* ============================================================================================
+ * Signals: the handlers only raise a flag; the sweep checks it between (and during) requests.
+ * A second signal exits at once (the workers die with the driver through PR_SET_PDEATHSIG).
+ * ========================================================================================== */
+
+static volatile sig_atomic_t g_stop;   /* written by the signal handler only */
+
+static void on_signal(int sig) {
+    if (g_stop) _exit(EXIT_INTERRUPTED);
+    g_stop = sig;
+}
+
+static void install_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* ============================================================================================
+ * sweep
+ * ========================================================================================== */
+
+typedef struct {
+    const char *model, *doc, *corpus, *tokens_file, *arms_list, *ref, *out, *tag, *worker, *dump_rows;
+    const char **remote;     /* [n_remote] "NAME=URL" */
+    int n_remote;
+    int depths, max_depth, fork_n, per_position, chunk, threads, prefill, max_context;
+    int force, quiet, json;
+} sweep_opts;
+
+static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
+    static const struct option opts[] = {
+        {"model", 1, 0, 'm'}, {"doc", 1, 0, 'D'}, {"corpus", 1, 0, 'C'}, {"tokens-file", 1, 0, 'T'},
+        {"arms", 1, 0, 'a'}, {"ref", 1, 0, 'r'}, {"depths", 1, 0, 'k'}, {"max-depth", 1, 0, 'x'},
+        {"fork", 1, 0, 'f'}, {"per-position", 0, 0, 'P'}, {"chunk", 1, 0, 'c'}, {"threads", 1, 0, 't'},
+        {"prefill", 1, 0, 'p'}, {"max-context", 1, 0, 'X'}, {"out", 1, 0, 'o'}, {"tag", 1, 0, 'g'},
+        {"arm", 1, 0, 'A'}, {"worker", 1, 0, 'w'}, {"force", 0, 0, 'F'}, {"quiet", 0, 0, 'q'},
+        {"json", 0, 0, 'j'}, {"dump-rows", 1, 0, 'R'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    int c;
+    o->depths = 16;
+    o->fork_n = 32;
+    o->chunk = 512;
+    o->ref = "f16";
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "m:o:qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': o->model = optarg; break;
+        case 'D': o->doc = optarg; break;
+        case 'C': o->corpus = optarg; break;
+        case 'T': o->tokens_file = optarg; break;
+        case 'a': o->arms_list = optarg; break;
+        case 'r': o->ref = optarg; break;
+        case 'k': if (parse_int("--depths", optarg, 1, 100000, &o->depths)) return EXIT_USAGE; break;
+        case 'x': if (parse_int("--max-depth", optarg, 1, INT32_MAX / 2, &o->max_depth)) return EXIT_USAGE; break;
+        case 'f': if (parse_int("--fork", optarg, 1, 1 << 16, &o->fork_n)) return EXIT_USAGE; break;
+        case 'P': o->per_position = 1; break;
+        case 'c': if (parse_int("--chunk", optarg, 1, 1 << 20, &o->chunk)) return EXIT_USAGE; break;
+        case 't': if (parse_int("--threads", optarg, 1, 1024, &o->threads)) return EXIT_USAGE; break;
+        case 'p': if (parse_int("--prefill", optarg, 1, 1 << 16, &o->prefill)) return EXIT_USAGE; break;
+        case 'X': if (parse_int("--max-context", optarg, 1, 1 << 22, &o->max_context)) return EXIT_USAGE; break;
+        case 'o': o->out = optarg; break;
+        case 'g': o->tag = optarg; break;
+        case 'A': {
+            const char **nr = realloc(o->remote, (size_t)(o->n_remote + 1) * sizeof *nr);
+            if (!nr) { errorf("out of memory"); return EXIT_RUNTIME; }
+            o->remote = nr;
+            o->remote[o->n_remote++] = optarg;
+            break;
+        }
+        case 'w': o->worker = optarg; break;
+        case 'F': o->force = 1; break;
+        case 'q': o->quiet = 1; break;
+        case 'j': o->json = 1; break;
+        case 'R': o->dump_rows = optarg; break;
+        case 'h': usage_sweep(stdout); return -1;
+        default: usage_sweep(stderr); return EXIT_USAGE;
+        }
+    }
+    if (optind < argc) { errorf("unexpected argument '%s' (see strata-driver sweep --help)", argv[optind]); return EXIT_USAGE; }
+    if (!!o->doc + !!o->corpus + !!o->tokens_file > 1) {
+        errorf("give at most one of --doc, --corpus, --tokens-file");
+        return EXIT_USAGE;
+    }
+    if (o->tag) {
+        for (const char *q = o->tag; *q; q++)
+            if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-", *q)) {
+                errorf("--tag '%s': use letters, digits and . _ + - only", o->tag);
+                return EXIT_USAGE;
+            }
+        if (!o->tag[0]) { errorf("--tag is empty"); return EXIT_USAGE; }
+    }
+    return 0;
+}
+
+/* Model file sanity before any worker starts: exists, regular, starts with "GGUF". */
+static int check_model(const char *path, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(path, &st)) { snprintf(err, errlen, "model not found: %s: %s", path, strerror(errno)); return -1; }
+    if (!S_ISREG(st.st_mode)) { snprintf(err, errlen, "model %s is not a regular file", path); return -1; }
+    FILE *f = fopen(path, "rb");
+    char magic[4] = { 0 };
+    if (!f) { snprintf(err, errlen, "cannot open model %s: %s", path, strerror(errno)); return -1; }
+    size_t got = fread(magic, 1, 4, f);
+    fclose(f);
+    if (got != 4 || memcmp(magic, "GGUF", 4)) {
+        snprintf(err, errlen, "model %s is not a GGUF file (it does not start with the magic \"GGUF\")", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* Copies the local workers' logs into out_dir/workers.log, one section per arm. */
+static void save_worker_logs(const arm *arms, int n, const char *out_dir) {
+    char path[PATH_MAX];
+    int any = 0;
+    for (int i = 0; i < n; i++) any |= !arms[i].remote && arms[i].log_path[0];
+    if (!any) return;
+    snprintf(path, sizeof path, "%s/workers.log", out_dir);
+    FILE *o = fopen(path, "w");
+    if (!o) return;
+    for (int i = 0; i < n; i++) {
+        const arm *a = &arms[i];
+        if (a->remote || !a->log_path[0]) continue;
+        char st[128] = "still running";
+        if (a->exited) arm_describe_status(a->status, st, sizeof st);
+        fprintf(o, "==== arm %s (pid %d, %s): %s ====\n", a->name, (int)a->pid, a->url, st);
+        FILE *f = fopen(a->log_path, "r");
+        char b[8192];
+        size_t got;
+        while (f && (got = fread(b, 1, sizeof b, f)) > 0) fwrite(b, 1, got, o);
+        if (f) fclose(f);
+    }
+    fclose(o);
+}
+
+/* Removes the files an earlier run left in out_dir (--force). */
+static void clear_results(const char *out_dir) {
+    static const char *const files[] = { "meta.json", "depths.tsv", "positions.tsv", "forks.tsv",
+                                         "summary.json", "README.md", "workers.log", ".meta.json.tmp" };
+    char p[PATH_MAX];
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        snprintf(p, sizeof p, "%s/%s", out_dir, files[i]);
+        unlink(p);
+    }
+}
+
+static void print_json_result(const char *out_dir, const char *status, int code, int depths_done) {
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/summary.json", out_dir);
+    json_t *root = json_object();
+    json_object_set_new(root, "out", json_string(out_dir));
+    json_object_set_new(root, "status", json_string(status));
+    json_object_set_new(root, "exit_code", json_integer(code));
+    json_object_set_new(root, "depths_done", json_integer(depths_done));
+    json_t *s = json_load_file(p, 0, NULL);
+    json_object_set_new(root, "summary", s ? s : json_null());
+    json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    fputc('\n', stdout);
+    fflush(stdout);
+    json_decref(root);
+}
+
+static int cmd_sweep(int argc, char **argv, const char *command_line) {
+    sweep_opts o;
+    arm *arms = NULL;
+    int n_arms = 0, ref = -1, ret = EXIT_RUNTIME, depths_done = 0;
+    char err[2048] = "", tmpdir[PATH_MAX] = "", out_dir[PATH_MAX] = "", tag[256] = "";
+    char self_dir[PATH_MAX], worker[PATH_MAX], desc[1024] = "", doc_path[PATH_MAX] = "";
+    char *text = NULL;
+    size_t n_text = 0, n_tokens = 0;
+    int32_t *tokens = NULL;
+    int *depths = NULL;
+    json_t *warnings = json_array();
+    buf doc = { 0 };
+    const char *status = "error";
+    memset(&o, 0, sizeof o);
+
+    int prc = parse_sweep_opts(argc, argv, &o);
+    if (prc) { ret = prc < 0 ? EXIT_OK : prc; goto done; }
+    install_signals();
+
+    /* ---- arms ---- */
+    const char *list = o.arms_list ? o.arms_list : o.n_remote ? NULL : "f16,int8";
+    if (list && arm_add_local(list, &arms, &n_arms, err, sizeof err)) { errorf("%s", err); ret = EXIT_USAGE; goto done; }
+    for (int i = 0; i < o.n_remote; i++)
+        if (arm_add_remote(o.remote[i], &arms, &n_arms, err, sizeof err)) { errorf("%s", err); ret = EXIT_USAGE; goto done; }
+    if ((ref = arm_resolve_formats(arms, n_arms, o.ref, err, sizeof err)) < 0) { errorf("%s", err); ret = EXIT_USAGE; goto done; }
+    int n_local = 0;
+    for (int i = 0; i < n_arms; i++) n_local += !arms[i].remote;
+    if (n_arms < 2) { errorf("a sweep needs at least two arms (the reference and one to compare)"); ret = EXIT_USAGE; goto done; }
+
+    /* ---- the worker binary and the model ---- */
+    if (exe_dir(self_dir)) { errorf("cannot find this program's directory (/proc/self/exe)"); goto done; }
+    if (n_local) {
+        if (!o.model) { errorf("--model FILE is required (see strata-driver sweep --help)"); ret = EXIT_USAGE; goto done; }
+        if (check_model(o.model, err, sizeof err)) { errorf("%s", err); goto done; }
+        if (snprintf(worker, sizeof worker, "%s%s", o.worker ? o.worker : self_dir,
+                     o.worker ? "" : "/strata-worker") >= (int)sizeof worker) {
+            errorf("the worker's path is too long");
+            goto done;
+        }
+        if (access(worker, X_OK)) {
+            errorf("cannot run the worker %s: %s (build it with make, or pass --worker PATH)", worker, strerror(errno));
+            goto done;
+        }
+    }
+
+    /* ---- the results folder (checked now, created after the handshake) ---- */
+    if (o.tag) snprintf(tag, sizeof tag, "%s", o.tag);
+    else {
+        const char *base = o.model ? strrchr(o.model, '/') : NULL;
+        base = base ? base + 1 : o.model ? o.model : "remote";
+        snprintf(tag, sizeof tag, "%s", base);
+        size_t l = strlen(tag);
+        if (l > 5 && !strcmp(tag + l - 5, ".gguf")) tag[l - 5] = 0;
+        for (int i = 0; i < n_arms; i++) {
+            l = strlen(tag);
+            snprintf(tag + l, sizeof tag - l, "-%s", arms[i].name);
+        }
+        sanitize(tag);
+    }
+    if (o.out) snprintf(out_dir, sizeof out_dir, "%s", o.out);
+    else {
+        char day[16];
+        time_t now = time(NULL);
+        struct tm tmv;
+        localtime_r(&now, &tmv);
+        strftime(day, sizeof day, "%Y-%m-%d", &tmv);
+        snprintf(out_dir, sizeof out_dir, "results/%s-%s", day, tag);
+    }
+    int ne = dir_nonempty(out_dir);
+    if (ne < 0) { errorf("--out %s exists and is not a directory", out_dir); ret = EXIT_USAGE; goto done; }
+    if (ne > 0 && !o.force) {
+        errorf("the results folder %s is not empty: choose another --out or --tag, or pass --force", out_dir);
+        ret = EXIT_USAGE;
+        goto done;
+    }
+
+    /* ---- the document (text now, tokenised after the handshake) ---- */
+    if (o.tokens_file) {
+        if (read_tokens_file(o.tokens_file, &tokens, &n_tokens, err, sizeof err)) { errorf("%s", err); goto done; }
+        snprintf(doc_path, sizeof doc_path, "%s", o.tokens_file);
+        snprintf(desc, sizeof desc, "token ids from %s", o.tokens_file);
+    } else if (o.doc) {
+        if (read_file(o.doc, &text, &n_text, err, sizeof err)) { errorf("%s", err); goto done; }
+        if (n_text == 0) { errorf("the document %s is empty", o.doc); goto done; }
+        snprintf(doc_path, sizeof doc_path, "%s", o.doc);
+        snprintf(desc, sizeof desc, "text file %s (%zu bytes), tokenised by the reference worker with BOS",
+                 o.doc, n_text);
+    } else {
+        int rc;
+        if (o.corpus) {
+            rc = load_corpus(o.corpus, &doc, desc, sizeof desc, err, sizeof err);
+            snprintf(doc_path, sizeof doc_path, "%s", o.corpus);
+        } else {
+            char root[PATH_MAX];
+            if (snprintf(root, sizeof root, "%s/..", self_dir) >= (int)sizeof root || !realpath(root, doc_path))
+                snprintf(doc_path, sizeof doc_path, "%s", self_dir);
+            rc = load_default_doc(doc_path, &doc, desc, sizeof desc, err, sizeof err);
+        }
+        if (rc) { errorf("%s", err); goto done; }
+        text = doc.p;
+        n_text = doc.n;
+        doc.p = NULL;
+    }
+
+    /* ---- start and dial the workers ---- */
+    if (n_local) {
+        const char *td = getenv("TMPDIR");
+        snprintf(tmpdir, sizeof tmpdir, "%s/strata-XXXXXX", td && td[0] ? td : "/tmp");
+        if (!mkdtemp(tmpdir)) { errorf("cannot create a temp dir %s: %s", tmpdir, strerror(errno)); tmpdir[0] = 0; goto done; }
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        arm_launch l = { worker, o.model, o.threads, o.prefill, o.max_context, tmpdir };
+        if (!l.threads) l.threads = cores / n_local > 1 ? (int)(cores / n_local) : 1;
+        for (int i = 0; i < n_arms; i++) {
+            if (arms[i].remote) continue;
+            if (arm_spawn(&arms[i], i, &l, err, sizeof err)) { errorf("%s", err); goto done; }
+        }
+        if (!o.quiet)
+            fprintf(stderr, "strata-driver: started %d worker%s (%d thread%s each), loading %s\n", n_local,
+                    n_local > 1 ? "s" : "", l.threads, l.threads > 1 ? "s" : "", o.model);
+    }
+    for (int i = 0; i < n_arms; i++) {
+        int rc = arm_connect(&arms[i], DIAL_TIMEOUT_MS, REQUEST_TIMEOUT_MS, (size_t)1 << 20, &g_stop, err, sizeof err);
+        if (rc == ARM_E_INTERRUPTED) { ret = EXIT_INTERRUPTED; status = "interrupted"; goto done; }
+        if (rc) { errorf("%s", err); goto done; }
+    }
+    char notes[4096] = "";
+    if (arm_check_handshake(arms, n_arms, o.quiet ? NULL : stderr, notes, sizeof notes, err, sizeof err)) {
+        errorf("%s", err);
+        ret = EXIT_MISMATCH;
+        goto done;
+    }
+    for (char *line = notes, *nl; *line; line = nl + 1) {
+        if (!(nl = strchr(line, '\n'))) break;
+        *nl = 0;
+        fprintf(stderr, "strata-driver: note: %s\n", line);
+        json_array_append_new(warnings, json_string(line));
+    }
+    const proto_hello_rep *h = &arms[ref].hello;
+    uint64_t n_ctx = h->n_ctx;
+    for (int i = 0; i < n_arms; i++)
+        if (arms[i].hello.n_ctx < n_ctx) n_ctx = arms[i].hello.n_ctx;
+
+    /* ---- tokenise the text on the reference ---- */
+    if (!tokens) {
+        proto_msg req, rep;
+        size_t cap = (n_text + 2) * 4 + PROTO_SLACK;
+        if (arm_set_recv_max(&arms[ref], cap, err, sizeof err)) { errorf("%s", err); goto done; }
+        proto_init(&req, PROTO_TOKENIZE, 0, 0);
+        req.tokenize_req.text = text;
+        req.tokenize_req.n_text = n_text;
+        req.tokenize_req.add_bos = 1;
+        int rc = arm_call(&arms[ref], &req, &rep, cap, err, sizeof err);
+        if (rc) { errorf("tokenize: %s", err); proto_msg_free(&rep); goto done; }
+        tokens = rep.tokenize_rep.tokens;     /* taken over from the reply */
+        n_tokens = rep.tokenize_rep.n_tokens;
+        rep.tokenize_rep.tokens = NULL;
+        proto_msg_free(&rep);
+        if (g_stop) { ret = EXIT_INTERRUPTED; status = "interrupted"; goto done; }
+    }
+    for (size_t i = 0; i < n_tokens; i++) {
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= h->n_vocab) {
+            errorf("token id %d at index %zu is outside the vocabulary (n_vocab %u)", tokens[i], i, h->n_vocab);
+            goto done;
+        }
+    }
+
+    /* ---- the plan ---- */
+    int D = sweep_max_depth(n_tokens, o.max_depth, n_ctx, o.fork_n, o.depths, err, sizeof err);
+    if (D < 0) { errorf("%s", err); goto done; }
+    if (!(depths = malloc(sizeof(int) * (size_t)o.depths)) || sweep_depths(D, o.depths, depths)) {
+        errorf("cannot plan %d depths over %d tokens", o.depths, D);
+        goto done;
+    }
+    int chunk = o.chunk;
+    if (o.per_position && (size_t)chunk * h->n_vocab * 4 > PP_ROWS_BYTES_MAX) {
+        chunk = (int)(PP_ROWS_BYTES_MAX / ((size_t)h->n_vocab * 4));
+        if (chunk < 1) chunk = 1;
+        if (!o.quiet)
+            fprintf(stderr, "strata-driver: note: --chunk lowered to %d so one arm's rows (vocab %u) stay "
+                    "under 256 MiB\n", chunk, h->n_vocab);
+    }
+    size_t recv_max = (size_t)h->n_vocab * 4 * (size_t)(o.per_position ? chunk : 1) +
+                      (size_t)o.fork_n * 8 + PROTO_SLACK;
+    for (int i = 0; i < n_arms; i++)
+        if (arm_set_recv_max(&arms[i], recv_max, err, sizeof err)) { errorf("%s", err); goto done; }
+
+    /* ---- the results folder ---- */
+    if (mkdir_p(out_dir, err, sizeof err)) { errorf("%s", err); goto done; }
+    if (o.force) clear_results(out_dir);
+    if (o.dump_rows && mkdir_p(o.dump_rows, err, sizeof err)) { errorf("%s", err); goto done; }
+    char tok_sha[65], full_desc[1400];
+    tokens_sha256(tokens, n_tokens, tok_sha);
+    snprintf(full_desc, sizeof full_desc, "%s; %zu tokens, sha256 of the int32 ids %s", desc, n_tokens, tok_sha);
+    if (!o.quiet)
+        fprintf(stderr, "strata-driver: %zu tokens; %d depths up to %d; fork probe %d tokens; results in %s\n",
+                n_tokens, o.depths, D, o.fork_n, out_dir);
+
+    sweep_config sc;
+    memset(&sc, 0, sizeof sc);
+    sc.tag = tag;
+    sc.command = command_line;
+    sc.git = STRATA_GIT;
+    sc.model_path = o.model;
+    sc.doc_path = doc_path;
+    sc.doc_description = full_desc;
+    sc.tokens = tokens;
+    sc.n_tokens = n_tokens;
+    sc.depths = depths;
+    sc.n_depths = o.depths;
+    sc.fork_n = o.fork_n;
+    sc.per_position = o.per_position;
+    sc.chunk = chunk;
+    sc.ref = ref;
+    sc.out_dir = out_dir;
+    sc.dump_rows_dir = o.dump_rows;
+    sc.quiet = o.quiet;
+    sc.recv_max = recv_max;
+    sc.stop = &g_stop;
+    sc.warnings = warnings;
+    int rc = sweep_run(&sc, arms, n_arms, &depths_done, err, sizeof err);
+    if (rc == SWEEP_OK) { ret = EXIT_OK; status = "complete"; }
+    else if (rc == SWEEP_INTERRUPTED) {
+        ret = EXIT_INTERRUPTED;
+        status = "interrupted";
+        fprintf(stderr, "strata-driver: interrupted: kept %d of %d depths in %s\n", depths_done, o.depths, out_dir);
+    } else {
+        errorf("%s", err);
+        fprintf(stderr, "strata-driver: kept %d of %d depths in %s\n", depths_done, o.depths, out_dir);
+    }
+
+    /* ---- stop the workers, keep their logs, render ---- */
+    arm_stop_all(arms, n_arms, 1, STOP_GRACE_MS);
+    save_worker_logs(arms, n_arms, out_dir);
+    if (depths_done > 0) {
+        if (report_render(out_dir, err, sizeof err)) {
+            errorf("rendering the report failed: %s (the raw results are in %s; rerun: strata-driver report %s)",
+                   err, out_dir, out_dir);
+            if (ret == EXIT_OK) ret = EXIT_RUNTIME;
+        } else if (!o.quiet) {
+            fprintf(stderr, "strata-driver: wrote %s/README.md\n", out_dir);
+        }
+    }
+    if (o.json) print_json_result(out_dir, status, ret, depths_done);
+
+done:
+    if (arms) arm_stop_all(arms, n_arms, 1, STOP_GRACE_MS);
+    if (tmpdir[0]) remove_flat_dir(tmpdir);
+    free(arms);
+    free(text);
+    free(doc.p);
+    free(tokens);
+    free(depths);
+    free(o.remote);
+    json_decref(warnings);
+    if (g_stop && ret != EXIT_OK) ret = EXIT_INTERRUPTED;
+    return ret;
+}
+
+/* ============================================================================================
+ * report, compare
+ * ========================================================================================== */
+
+static int cmd_report(int argc, char **argv) {
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { usage_report(stdout); return EXIT_OK; }
+    if (argc != 2 || argv[1][0] == '-') { usage_report(stderr); return EXIT_USAGE; }
+    char err[2048];
+    if (report_render(argv[1], err, sizeof err)) { errorf("%s", err); return EXIT_RUNTIME; }
+    fprintf(stderr, "strata-driver: wrote %s/README.md, summary.json and plots/\n", argv[1]);
+    return EXIT_OK;
+}
+
+static int cmd_compare(int argc, char **argv) {
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { usage_compare(stdout); return EXIT_OK; }
+    if (argc != 3 || argv[1][0] == '-' || argv[2][0] == '-') { usage_compare(stderr); return EXIT_USAGE; }
+    char err[2048];
+    if (report_compare(argv[1], argv[2], stdout, err, sizeof err)) { errorf("%s", err); return EXIT_RUNTIME; }
+    return EXIT_OK;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) { usage_main(stderr); return EXIT_USAGE; }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) { usage_main(stdout); return EXIT_OK; }
+    if (!strcmp(cmd, "sweep")) {
+        char *line = shell_join(argc, argv);
+        int rc = cmd_sweep(argc - 1, argv + 1, line ? line : "unknown");
+        free(line);
+        return rc;
+    }
+    if (!strcmp(cmd, "report")) return cmd_report(argc - 1, argv + 1);
+    if (!strcmp(cmd, "compare")) return cmd_compare(argc - 1, argv + 1);
+    errorf("unknown command '%s'", cmd);
+    usage_main(stderr);
+    return EXIT_USAGE;
+}
