@@ -28,7 +28,7 @@ static double tolerance(const char *model) {
 static int meta_str(const gguf_file *g, const char *key, char *buf, size_t n) { return gguf_get_strz(g, key, buf, n); }
 
 static void run_fixture(const char *path) {
-    char err[512], warn[256], model_key[64], model_file[256], mpath[600];
+    char err[512], warn[256], model_key[64], model_file[256], mpath[1024];
     gguf_file *g = NULL;
     engine *e = NULL;
     float *rows = NULL;
