@@ -1,0 +1,229 @@
+/* report_internal.h — what the files of the report module share; nothing outside
+ * driver/report*.c includes it (the public API is report.h).
+ *
+ * The module, in the order a render runs:
+ *   report_tsv.c       the raw files: TSV row writers (sweep), loading meta.json + TSVs into
+ *                      report_results
+ *   report_analysis.c  the statistics of every arm (stats.h) into report_analysis
+ *   report_claims.c    what those statistics support: claims with verdicts
+ *   report_summary.c   summary.json as a JSON document
+ *   report_plots.c     DIR/plots: gnuplot scripts, their .dat files, PNG and SVG
+ *   report_format.c    text into caller buffers: numbers for tables, paths, error messages
+ *   report.c           README.md, and report_render (runs all of the above on one folder)
+ *   report_compare.c   report_compare: two folders side by side
+ *
+ * Ownership: report_results_load allocates what a report_results holds (free it with
+ * report_results_free); report_analysis_run allocates what a report_analysis holds (free it
+ * with report_analysis_free, before the results it was computed from). Every other function
+ * here allocates nothing that outlives the call unless its comment says so.
+ */
+#ifndef STRATA_REPORT_INTERNAL_H
+#define STRATA_REPORT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "driver/report.h"
+#include "driver/stats.h"
+
+/* ============================================================================================
+ * Loaded results (report_tsv.c)
+ * ========================================================================================== */
+
+typedef struct {
+    char name[REPORT_NAME_MAX];
+    char kv_k[REPORT_NAME_MAX], kv_v[REPORT_NAME_MAX];
+    double kv_bytes;   /* kv_bytes_per_token, NAN when absent */
+    int is_ref, is_floor;
+    int base;          /* the arm this one repeats ("f16#2" -> index of "f16"), or -1 */
+} report_arm;
+
+/* One depths.tsv row (arm = index into report_results.arms). */
+typedef struct {
+    int depth, arm;
+    double kl_ar, kl_ra, js;
+    int same, top1_arm, top1_ref;
+    double nll_arm, nll_ref, ent, gap_ref, gap_arm;
+    int fork, censored;
+    double fgap_arm, fgap_ref;
+} report_depth;
+
+/* One positions.tsv row. */
+typedef struct {
+    int pos, arm;
+    double kl_ar, kl_ra, js;
+    int same;
+    double nll_arm, nll_ref, ent, gap_ref;
+} report_pos;
+
+/* One forks.tsv row. */
+typedef struct {
+    int depth, arm, fork, censored;
+    int *tok_arm, *tok_ref; /* [n_arm], [n_ref] */
+    int n_arm, n_ref;
+} report_fork;
+
+/* A results folder in memory. Row arrays are sorted by (arm, depth or pos) with no duplicate
+ * keys, and frows[k] belongs to drows[k] (same arm, depth and fork). */
+typedef struct {
+    json_t *meta;       /* owns the strings below */
+    char *machine_buf;  /* "machine" when it is not a string (compact JSON), else NULL */
+    const char *tag, *date, *command, *git, *engine, *machine;
+    const char *model_path, *model_sha, *model_arch, *doc_path, *doc_desc;
+    double n_vocab, n_ctx, n_layer, doc_tokens, wall; /* NAN when absent */
+    int per_position;   /* -1 unknown */
+    int ref, floor;     /* arm indices; floor = -1 without an f32 arm */
+    report_arm *arms;   /* [n_arms] */
+    int n_arms;
+    int *depths;        /* [n_depths] from meta (may be empty) */
+    int n_depths;
+    int fork_n;
+    const char **warnings; /* [n_warnings], pointers into meta */
+    int n_warnings;
+    report_depth *drows; /* [n_drows] */
+    size_t n_drows;
+    report_pos *prows;  /* [n_prows] */
+    size_t n_prows;
+    int have_positions;
+    report_fork *frows; /* [n_frows] == [n_drows] */
+    size_t n_frows;
+} report_results;
+
+/* Reads DIR/meta.json, DIR/depths.tsv, DIR/forks.tsv and (if present) DIR/positions.tsv into
+ * *R and checks them against each other. Allocates the arrays of *R and keeps meta.json's
+ * document; the caller frees them with report_results_free, also after a failure (*R is
+ * zeroed first, so that is always safe). Returns 0, or -1 with a message in err naming the
+ * file and line. */
+int report_results_load(const char *dir, report_results *R, char *err, size_t errlen);
+/* Frees what report_results_load allocated and zeroes *R (safe on a zeroed *R). */
+void report_results_free(report_results *R);
+
+/* Lookups into loaded results; allocate nothing. */
+int report_find_arm(const report_results *R, const char *name);  /* arm index, or -1 */
+/* The row of arm at depth (pos), or NULL when there is none. */
+const report_depth *report_find_depth(const report_results *R, int arm, int depth);
+const report_pos *report_find_pos(const report_results *R, int arm, int pos);
+
+/* ============================================================================================
+ * Analysis (report_analysis.c)
+ * ========================================================================================== */
+
+/* Arm labels: formats ("K:%s,V:%s" <= 131 bytes) plus " (name)". */
+#define REPORT_LABEL_MAX 224
+
+/* The statistics of one set of rows (one arm's depths, or one arm's positions). */
+typedef struct {
+    size_t n;
+    stats_ci kl, kl_med, klr, js, top1, dnll, sp_ent, sp_gap;
+    double pct[STATS_N_PCT];  /* KL(arm‖ref) percentiles, NAN when n == 0 */
+    stats_fit slope;          /* log10 KL vs depth in thousands (depths only) */
+    stats_neartie tie;
+    stats_km km;              /* fork survival (depths only; km.n_obs == 0 otherwise) */
+    double floor_mean;        /* mean floor KL(ref‖f32) at the same keys, NAN without floor */
+    size_t n_floor;           /* keys with a floor value */
+    size_t n_identical;       /* rows with KL = 0 in both directions and JS = 0 */
+} report_set;
+
+/* The analysis of one arm. */
+typedef struct {
+    size_t d0, nd;          /* this arm's rows: drows[d0 .. d0+nd), frows likewise */
+    size_t p0, np;          /* prows[p0 .. p0+np) */
+    report_set dep, pos;
+    double *floor_kl;       /* [nd] floor KL(ref‖f32) at each depth, NAN where absent */
+    int *floor_fork;        /* [nd] floor fork index at each depth, -1 where absent */
+    char label[REPORT_LABEL_MAX]; /* e.g. "int8", "K:int8,V:f16", "fp16 (f16#2)" */
+    int repeat;             /* -1 not a repeat, 1 bit-identical to its base, 0 not */
+    char repeat_detail[600];
+} report_arm_an;
+
+typedef struct {
+    report_arm_an *a;       /* [n_arms] (the reference's entry stays empty) */
+    char ref_label[REPORT_LABEL_MAX];
+} report_analysis;
+
+/* Computes the statistics of every non-reference arm of R (over depths, and over positions
+ * when measured), the labels, and the repeat checks. Allocates A->a and its per-arm arrays;
+ * the caller frees them with report_analysis_free(A, R->n_arms), also after a failure (*A is
+ * zeroed first). Returns 0, or -1 with a message in err. */
+int report_analysis_run(const report_results *R, report_analysis *A, char *err, size_t errlen);
+/* Frees what report_analysis_run allocated (safe on a zeroed *A). */
+void report_analysis_free(report_analysis *A, int n_arms);
+
+/* "reference", "repeat", "floor" or "test" (a static string). */
+const char *report_arm_role(const report_results *R, int i);
+/* Arms the report judges and draws as test series: not the reference, the floor or a repeat. */
+int report_is_test_arm(const report_results *R, int i);
+/* Number of distinct depths in depths.tsv (the most rows any arm has). */
+int report_count_depths(const report_results *R);
+
+/* ============================================================================================
+ * Claims (report_claims.c)
+ * ========================================================================================== */
+
+#define REPORT_MAX_CLAIMS 8
+
+typedef struct {
+    int verdict;            /* its text: report_verdict_name(verdict) */
+    char claim[1024];
+    char evidence[1024];
+} report_claim;
+
+/* The claims about test arm i (definitions in the README), written into out
+ * [REPORT_MAX_CLAIMS]; returns their count. Allocates nothing. */
+int report_arm_claims(const report_results *R, const report_analysis *A, int i, report_claim *out);
+/* "supported", "not supported", "inconclusive" or "not measured" (a static string). */
+const char *report_verdict_name(int verdict);
+
+/* ============================================================================================
+ * summary.json (report_summary.c)
+ * ========================================================================================== */
+
+/* Builds the summary document: a new reference the caller json_decrefs; NULL when out of
+ * memory. */
+json_t *report_summary_build(const report_results *R, const report_analysis *A);
+
+/* ============================================================================================
+ * Plots (report_plots.c)
+ * ========================================================================================== */
+
+enum { REPORT_PLOT_KL_DEPTH, REPORT_PLOT_POSITIONS, REPORT_PLOT_KL_ENTROPY, REPORT_PLOT_FORKS,
+       REPORT_N_PLOTS };
+
+/* The file stem of plot p ("kl_depth", ...; a static string). */
+const char *report_plot_name(int p);
+
+/* Writes DIR/plots/NAME.gp and its .dat files for every plot and runs gnuplot on them
+ * (PNG + SVG; its messages go to DIR/plots/gnuplot.log); drawn [REPORT_N_PLOTS] says which
+ * plots exist. Every plot's old .gp, .png and .svg are removed first, so a plot with nothing
+ * to draw leaves none (its old .dat files stay). Allocates nothing that outlives the call.
+ * Returns 0, or -1 with a message in err. */
+int report_plots_render(const char *dir, const report_results *R, const report_analysis *A,
+                        int *drawn, char *err, size_t errlen);
+
+/* ============================================================================================
+ * Text into caller buffers (report_format.c; report_fmt_sig2/report_fmt_depth are in report.h)
+ * ========================================================================================== */
+
+/* Formats a message into err [errlen] (nothing when err is NULL or errlen is 0). */
+void report_set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* "DIR/NAME" into path [len]. Returns 0, or -1 with a message in err when it does not fit. */
+int report_path(char *path, size_t len, const char *dir, const char *name, char *err,
+                size_t errlen);
+
+/* "est [lo, hi]" with 2 significant digits; "est" without a CI; "n/a" for NaN. */
+void report_fmt_ci(const stats_ci *c, char *buf, size_t len);
+/* A proportion as a percentage with 2 decimals: "99.25% [98.90%, 99.51%]"; "n/a" for NaN. */
+void report_fmt_pct_ci(const stats_ci *c, char *buf, size_t len);
+/* A correlation with 2 decimals: "0.42 [0.31, 0.52]"; "0.42" without a CI; "n/a" for NaN. */
+void report_fmt_rho(const stats_ci *c, char *buf, size_t len);
+/* A share as a percentage with 1 decimal ("42.5%"); "n/a" for NaN. */
+void report_fmt_share(double v, char *buf, size_t len);
+/* A slope fit as "+0.12 [+0.01, +0.23]"; "n/a" when there is no fit (NaN slope). */
+void report_fmt_slope(const stats_fit *f, char *buf, size_t len);
+/* A fork index: "identical" when censored, else the index. */
+void report_fmt_fork(int fork, int censored, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,339 @@
+/* report_plots.c — the plots of a results folder: one gnuplot script per plot in DIR/plots,
+ * its data in .dat files beside it (one per arm drawn), rendered by running gnuplot to PNG and
+ * SVG. Test arms are drawn in palette colours, the noise-floor arm in grey under them.
+ *
+ * Reading order: file helpers; plot_write (data + script of one plot); gnuplot_run;
+ * report_plots_render. */
+#include "driver/report_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *const plot_name[REPORT_N_PLOTS] = {"kl_depth", "positions_kl", "kl_entropy",
+                                                      "fork_survival"};
+static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
+                                      "#8c564b", "#e377c2", "#17becf"};
+#define N_PALETTE 8
+#define FLOOR_COLOR "#7f7f7f"
+
+/* Writes a number for gnuplot: "?" (missing) when NaN or, on a log axis, <= 0. */
+static void dat_num(FILE *f, double v, int log_axis) {
+    if (isnan(v) || (log_axis && v <= 0.0)) fputs(" ?", f);
+    else fprintf(f, " %.9g", v);
+}
+
+static FILE *plot_file(const char *pdir, const char *name, char *err, size_t errlen) {
+    char path[4200];
+    if (report_path(path, sizeof path, pdir, name, err, errlen)) return NULL;
+    FILE *f = fopen(path, "w");
+    if (!f) report_set_err(err, errlen, "cannot create %s: %s", path, strerror(errno));
+    return f;
+}
+
+/* Closes *f and sets it to NULL; a failed close is a write error. Returns 0 or -1 with err. */
+static int plot_close(FILE **f, const char *pdir, const char *name, char *err, size_t errlen) {
+    int rc = fclose(*f);
+    *f = NULL;
+    if (rc == 0) return 0;
+    report_set_err(err, errlen, "write error in %s/%s", pdir, name);
+    return -1;
+}
+
+/* Script head: PNG terminal, common settings. */
+static void gp_head(FILE *g, const char *name, const char *title, const char *xlabel,
+                    const char *ylabel, int log_y) {
+    fprintf(g, "# %s.gp: rendered by strata (report_render); run: gnuplot %s.gp\n", name, name);
+    fprintf(g, "set terminal pngcairo size 1000,620 font \"DejaVu Sans,11\" noenhanced\n");
+    fprintf(g, "set output \"%s.png\"\n", name);
+    fprintf(g, "set datafile missing \"?\"\n");
+    fprintf(g, "set title \"%s\"\nset xlabel \"%s\"\nset ylabel \"%s\"\n", title, xlabel, ylabel);
+    fprintf(g, "set grid\nset key outside top center horizontal box\n");
+    if (log_y) fprintf(g, "set logscale y\nset format y \"%%.0e\"\n");
+}
+
+/* Script tail: the same plot again as SVG. */
+static void gp_tail(FILE *g, const char *name) {
+    fprintf(g, "set terminal svg size 1000,620 font \"DejaVu Sans,11\" noenhanced\n");
+    fprintf(g, "set output \"%s.svg\"\nreplot\nunset output\n", name);
+}
+
+static int has_positive(const double *v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (v[i] > 0.0) return 1;
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Rolling median of v [n] (finite values) over a centred window of 2h+1 rows, cut at the
+ * ends, into out [n]. */
+static int rolling_median(const double *v, size_t n, size_t h, double *out) {
+    double *w = malloc((2 * h + 1) * sizeof *w); /* [2h+1] sorted window */
+    if (!w) return -1;
+    for (size_t i = 0; i < n; i++) {
+        size_t lo = i > h ? i - h : 0, hi = i + h + 1 < n ? i + h + 1 : n, m = 0;
+        for (size_t j = lo; j < hi; j++) w[m++] = v[j];
+        qsort(w, m, sizeof *w, cmp_double);
+        out[i] = m % 2 ? w[m / 2] : 0.5 * (w[m / 2 - 1] + w[m / 2]);
+    }
+    free(w);
+    return 0;
+}
+
+/* Writes the data and script of one plot; *drawn = 0 when there is nothing to draw. */
+static int plot_write(const char *pdir, int which, const report_results *R,
+                      const report_analysis *A, int *drawn, char *err, size_t errlen) {
+    char fname[300], title[400];
+    const char *name = plot_name[which];
+    const char *ref = A->ref_label;
+    FILE *g = NULL, *d = NULL;
+    int rc = -1, n_series = 0;
+    char *plot = NULL, *lines = NULL; /* the "plot ..." command being built; lines drawn last */
+    size_t plot_len = 0, lines_len = 0;
+    FILE *pl = open_memstream(&plot, &plot_len);
+    FILE *ll = open_memstream(&lines, &lines_len);
+    if (!pl || !ll) {
+        if (pl) fclose(pl);
+        if (ll) fclose(ll);
+        free(plot);
+        free(lines);
+        report_set_err(err, errlen, "out of memory");
+        return -1;
+    }
+    *drawn = 0;
+
+    /* the floor arm first, so its band lies under the other series */
+    for (int o = -1; o < R->n_arms; o++) {
+        int i = o < 0 ? R->floor : o;
+        if (i < 0 || (o >= 0 && i == R->floor)) continue;
+        int floor = i == R->floor;  /* the floor arm is never the reference or a repeat */
+        if (!floor && !report_is_test_arm(R, i)) continue;
+        const report_arm_an *X = &A->a[i];
+        const char *col = floor ? FLOOR_COLOR : palette[i % N_PALETTE];
+        snprintf(fname, sizeof fname, "%s_%d.dat", name, i);
+
+        if (which == REPORT_PLOT_KL_DEPTH) {
+            double *kl = malloc((X->nd ? X->nd : 1) * sizeof *kl); /* [nd] series to test */
+            if (!kl) goto oom;
+            for (size_t j = 0; j < X->nd; j++)
+                kl[j] = floor ? R->drows[X->d0 + j].kl_ra : R->drows[X->d0 + j].kl_ar;
+            int any = has_positive(kl, X->nd);
+            free(kl);
+            if (!any) continue;
+            if (!(d = plot_file(pdir, fname, err, errlen))) goto done;
+            fprintf(d, "# depth  %s  js  (? = zero or missing)\n", floor ? "kl_ref_arm" : "kl_arm_ref");
+            for (size_t j = 0; j < X->nd; j++) {
+                const report_depth *r = &R->drows[X->d0 + j];
+                fprintf(d, "%d", r->depth);
+                dat_num(d, floor ? r->kl_ra : r->kl_ar, 1);
+                dat_num(d, r->js, 1);
+                dat_num(d, floor ? REPORT_FLOOR_FACTOR * r->kl_ra : NAN, 1);
+                fputc('\n', d);
+            }
+            if (floor) {
+                fprintf(pl, "%s\"%s\" using 1:2:4 with filledcurves fc rgb \"#e0e0e0\" title "
+                        "\"band: noise floor to %.0fx floor\", \"%s\" using 1:2 with lines lw 2 "
+                        "lc rgb \"%s\" title \"noise floor KL(%s‖fp32)\"", n_series ? ", " : "",
+                        fname, REPORT_FLOOR_FACTOR, fname, col, ref);
+            } else {
+                fprintf(pl, "%s\"%s\" using 1:2 with linespoints lw 2 pt 7 lc rgb \"%s\" title "
+                        "\"KL(%s‖%s)\", \"%s\" using 1:3 with linespoints lw 1 dt 2 pt 6 lc rgb "
+                        "\"%s\" title \"JS(%s, %s)\"", n_series ? ", " : "", fname, col, X->label,
+                        ref, fname, col, X->label, ref);
+            }
+        } else if (which == REPORT_PLOT_POSITIONS) {
+            if (!X->np) continue;
+            double *kl = malloc(X->np * sizeof *kl), *med = malloc(X->np * sizeof *med); /* [np] */
+            if (!kl || !med) { free(kl); free(med); goto oom; }
+            for (size_t j = 0; j < X->np; j++)
+                kl[j] = floor ? R->prows[X->p0 + j].kl_ra : R->prows[X->p0 + j].kl_ar;
+            size_t h = X->np / 100 < 2 ? 2 : X->np / 100 > 100 ? 100 : X->np / 100;
+            if (!has_positive(kl, X->np) || rolling_median(kl, X->np, h, med)) {
+                free(kl);
+                free(med);
+                continue;
+            }
+            if (!(d = plot_file(pdir, fname, err, errlen))) { free(kl); free(med); goto done; }
+            fprintf(d, "# pos  kl  rolling_median(window %zu)\n", 2 * h + 1);
+            for (size_t j = 0; j < X->np; j++) {
+                fprintf(d, "%d", R->prows[X->p0 + j].pos);
+                dat_num(d, kl[j], 1);
+                dat_num(d, med[j], 1);
+                fputc('\n', d);
+            }
+            free(kl);
+            free(med);
+            char lab[2 * REPORT_LABEL_MAX + 64];
+            if (floor) snprintf(lab, sizeof lab, "noise floor KL(%s‖fp32)", ref);
+            else snprintf(lab, sizeof lab, "KL(%s‖%s)", X->label, ref);
+            /* points first (denser data: smaller, more transparent), median lines on top */
+            int dense = X->np > 5000;
+            fprintf(pl, "%s\"%s\" using 1:2 with points pt 7 ps %s lc rgb \"#%s%s\" title "
+                    "\"%s, per position\"", n_series ? ", " : "", fname, dense ? "0.3" : "0.5",
+                    dense ? "a0" : "60", col + 1, lab);
+            fprintf(ll, ", \"%s\" using 1:3 with lines lw 2.5 lc rgb \"%s\" title \"%s, rolling "
+                    "median of %zu\"", fname, col, lab, 2 * h + 1);
+        } else if (which == REPORT_PLOT_KL_ENTROPY) {
+            if (floor) continue;
+            int pos = R->have_positions && X->np;
+            size_t n = pos ? X->np : X->nd;
+            int any = 0;
+            for (size_t j = 0; j < n; j++)
+                any |= (pos ? R->prows[X->p0 + j].kl_ar : R->drows[X->d0 + j].kl_ar) > 0.0;
+            if (!any) continue;
+            if (!(d = plot_file(pdir, fname, err, errlen))) goto done;
+            fprintf(d, "# entropy_ref  kl_arm_ref  (%s)\n", pos ? "positions" : "depths");
+            for (size_t j = 0; j < n; j++) {
+                double e = pos ? R->prows[X->p0 + j].ent : R->drows[X->d0 + j].ent;
+                double k = pos ? R->prows[X->p0 + j].kl_ar : R->drows[X->d0 + j].kl_ar;
+                fprintf(d, "%.9g", e);
+                dat_num(d, k, 1);
+                fputc('\n', d);
+            }
+            fprintf(pl, "%s\"%s\" using 1:2 with points pt 7 ps %s lc rgb \"#80%s\" title "
+                    "\"KL(%s‖%s) at %s\"", n_series ? ", " : "", fname, pos ? "0.6" : "1.2",
+                    col + 1, X->label, ref, pos ? "positions" : "depths");
+        } else { /* REPORT_PLOT_FORKS */
+            const stats_km *k = &X->dep.km;
+            if (!k->n_obs) continue;
+            if (!(d = plot_file(pdir, fname, err, errlen))) goto done;
+            fprintf(d, "# i  S(i)  lo  hi   (Kaplan-Meier steps)\n0 1 1 1\n");
+            double s = 1, lo = 1, hi = 1;
+            for (size_t j = 0; j < k->n_steps; j++) {
+                fprintf(d, "%d %.9g %.9g %.9g\n", k->time[j], s, lo, hi);
+                s = k->surv[j]; lo = k->lo[j]; hi = k->hi[j];
+                fprintf(d, "%d %.9g %.9g %.9g\n", k->time[j], s, lo, hi);
+            }
+            fprintf(d, "%d %.9g %.9g %.9g\n", R->fork_n, s, lo, hi);
+            char lab[2 * REPORT_LABEL_MAX + 64];
+            if (floor) snprintf(lab, sizeof lab, "fp32 vs %s (noise floor)", ref);
+            else snprintf(lab, sizeof lab, "%s vs %s", X->label, ref);
+            fprintf(pl, "%s\"%s\" using 1:3:4 with filledcurves fc rgb \"%s\" fs transparent "
+                    "solid 0.15 noborder notitle, \"%s\" using 1:2 with lines lw 2.5 lc rgb \"%s\" "
+                    "title \"%s (%zu depths)\"", n_series ? ", " : "", fname, col, fname, col, lab,
+                    k->n_obs);
+        }
+        if (d && plot_close(&d, pdir, fname, err, errlen)) goto done;
+        n_series++;
+    }
+    if (fflush(pl) != 0 || fflush(ll) != 0) goto oom;
+    if (n_series == 0) { rc = 0; goto done; }
+
+    snprintf(fname, sizeof fname, "%s.gp", name);
+    if (!(g = plot_file(pdir, fname, err, errlen))) goto done;
+    if (which == REPORT_PLOT_KL_DEPTH) {
+        snprintf(title, sizeof title, "KL and JS vs depth (%s)", R->tag);
+        gp_head(g, name, title, "Depth (tokens in the prefix)",
+                "Divergence from the reference (nats, log scale)", 1);
+    } else if (which == REPORT_PLOT_POSITIONS) {
+        snprintf(title, sizeof title, "Per-position KL with rolling median (%s)", R->tag);
+        gp_head(g, name, title, "Position in the document (token index)",
+                "KL (nats, log scale)", 1);
+    } else if (which == REPORT_PLOT_KL_ENTROPY) {
+        snprintf(title, sizeof title, "KL vs reference entropy (%s)", R->tag);
+        gp_head(g, name, title, "Entropy of the reference distribution (nats)",
+                "KL(arm‖ref) (nats, log scale)", 1);
+    } else {
+        snprintf(title, sizeof title, "Fork survival, Kaplan-Meier with 95%% Greenwood band (%s)",
+                 R->tag);
+        gp_head(g, name, title, "Generated token index i",
+                "Share of depths not yet forked, S(i) = P(fork > i)", 0);
+        fprintf(g, "set yrange [0:1.05]\nset xrange [0:%d]\n", R->fork_n);
+    }
+    fprintf(g, "plot %s%s\n", plot, lines);
+    gp_tail(g, name);
+    if (plot_close(&g, pdir, fname, err, errlen)) goto done;
+    *drawn = 1;
+    rc = 0;
+    goto done;
+oom:
+    report_set_err(err, errlen, "out of memory");
+done:
+    if (d) fclose(d);
+    if (g) fclose(g);
+    fclose(pl);
+    fclose(ll);
+    free(plot);
+    free(lines);
+    return rc;
+}
+
+/* Runs "gnuplot NAME.gp" in pdir, its output appended to pdir/gnuplot.log. */
+static int gnuplot_run(const char *pdir, const char *name, char *err, size_t errlen) {
+    char script[300];
+    snprintf(script, sizeof script, "%s.gp", name);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        report_set_err(err, errlen, "fork: %s", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        if (chdir(pdir) != 0) _exit(126);
+        int fd = open("gnuplot.log", O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
+        execlp("gnuplot", "gnuplot", script, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) { report_set_err(err, errlen, "waitpid: %s", strerror(errno)); return -1; }
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
+        report_set_err(err, errlen, "gnuplot not found on PATH (install gnuplot-nox)");
+    else
+        report_set_err(err, errlen, "gnuplot failed on %s/%s (see %s/gnuplot.log)", pdir, script, pdir);
+    return -1;
+}
+
+static int file_nonempty(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
+}
+
+const char *report_plot_name(int p) {
+    return p >= 0 && p < REPORT_N_PLOTS ? plot_name[p] : "unknown";
+}
+
+/* Writes and renders every plot (see report_internal.h). */
+int report_plots_render(const char *dir, const report_results *R, const report_analysis *A,
+                        int *drawn, char *err, size_t errlen) {
+    char pdir[4096], path[4200];
+    if (report_path(pdir, sizeof pdir, dir, "plots", err, errlen)) return -1;
+    if (mkdir(pdir, 0755) != 0 && errno != EEXIST) {
+        report_set_err(err, errlen, "cannot create %s: %s", pdir, strerror(errno));
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/gnuplot.log", pdir);
+    FILE *lf = fopen(path, "w");  /* start a fresh log */
+    if (lf) fclose(lf);
+    for (int p = 0; p < REPORT_N_PLOTS; p++) {
+        static const char *const ext[] = {"gp", "png", "svg"};
+        for (int e = 0; e < 3; e++) {
+            snprintf(path, sizeof path, "%s/%s.%s", pdir, plot_name[p], ext[e]);
+            unlink(path);
+        }
+        if (plot_write(pdir, p, R, A, &drawn[p], err, errlen)) return -1;
+        if (!drawn[p]) continue;
+        if (gnuplot_run(pdir, plot_name[p], err, errlen)) return -1;
+        for (int e = 1; e < 3; e++) {
+            snprintf(path, sizeof path, "%s/%s.%s", pdir, plot_name[p], ext[e]);
+            if (!file_nonempty(path)) {
+                report_set_err(err, errlen, "gnuplot did not write %s (see %s/gnuplot.log)", path,
+                               pdir);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}

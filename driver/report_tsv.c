@@ -1,0 +1,608 @@
+/* report_tsv.c — the raw files of a results folder: the TSV row writers the sweep uses, and
+ * loading meta.json + depths.tsv / positions.tsv / forks.tsv back into a report_results
+ * (checked line by line and against each other; see report.h for the formats).
+ *
+ * Reading order: names and numbers; writers; loading meta.json; TSV parsing;
+ * report_results_load; lookups. */
+#include "driver/report_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+/* ============================================================================================
+ * Names and numbers
+ * ========================================================================================== */
+
+/* Arm and format names: 1..63 printable ASCII, none of: space " ' \ | ` , (see report.h). */
+static int name_ok(const char *s) {
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n >= REPORT_NAME_MAX) return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= 32 || c >= 127 || strchr("\"'\\|`,", c)) return 0;
+    }
+    return 1;
+}
+
+/* A double as the TSV writes it: %.17g (round-trips exactly), "nan" for NaN. */
+static int put_num(FILE *f, double v) {
+    if (isnan(v)) return fputs("\tnan", f) < 0 ? -1 : 0;
+    return fprintf(f, "\t%.17g", v) < 0 ? -1 : 0;
+}
+
+/* ============================================================================================
+ * Writers
+ * ========================================================================================== */
+
+static FILE *tsv_open(const char *dir, const char *name, const char *header, char *err,
+                      size_t errlen) {
+    char path[4096];
+    if (report_path(path, sizeof path, dir, name, err, errlen)) return NULL;
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        report_set_err(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (fprintf(f, "%s\n", header) < 0) {
+        report_set_err(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        fclose(f);
+        return NULL;
+    }
+    return f;
+}
+
+FILE *report_tsv_open_depths(const char *dir, char *err, size_t errlen) {
+    return tsv_open(dir, "depths.tsv", REPORT_DEPTHS_HEADER, err, errlen);
+}
+FILE *report_tsv_open_positions(const char *dir, char *err, size_t errlen) {
+    return tsv_open(dir, "positions.tsv", REPORT_POSITIONS_HEADER, err, errlen);
+}
+FILE *report_tsv_open_forks(const char *dir, char *err, size_t errlen) {
+    return tsv_open(dir, "forks.tsv", REPORT_FORKS_HEADER, err, errlen);
+}
+
+int report_tsv_depth_row(FILE *f, int depth, const char *arm, const stats_row *r, int fork,
+                         int censored, double fork_gap_arm, double fork_gap_ref) {
+    if (!f || !r || !name_ok(arm)) return -1;
+    int rc = fprintf(f, "%d\t%s", depth, arm) < 0;
+    rc |= put_num(f, r->kl_arm_ref) | put_num(f, r->kl_ref_arm) | put_num(f, r->js);
+    rc |= fprintf(f, "\t%d\t%d\t%d", r->top1_arm == r->top1_ref, r->top1_arm, r->top1_ref) < 0;
+    rc |= put_num(f, r->nll_arm) | put_num(f, r->nll_ref) | put_num(f, r->entropy_ref);
+    rc |= put_num(f, r->gap_ref) | put_num(f, r->gap_arm);
+    rc |= fprintf(f, "\t%d\t%d", fork, censored ? 1 : 0) < 0;
+    rc |= put_num(f, censored ? NAN : fork_gap_arm) | put_num(f, censored ? NAN : fork_gap_ref);
+    rc |= fputc('\n', f) == EOF;
+    return rc ? -1 : 0;
+}
+
+int report_tsv_position_row(FILE *f, int pos, const char *arm, const stats_row *r) {
+    if (!f || !r || !name_ok(arm)) return -1;
+    int rc = fprintf(f, "%d\t%s", pos, arm) < 0;
+    rc |= put_num(f, r->kl_arm_ref) | put_num(f, r->kl_ref_arm) | put_num(f, r->js);
+    rc |= fprintf(f, "\t%d", r->top1_arm == r->top1_ref) < 0;
+    rc |= put_num(f, r->nll_arm) | put_num(f, r->nll_ref) | put_num(f, r->entropy_ref);
+    rc |= put_num(f, r->gap_ref);
+    rc |= fputc('\n', f) == EOF;
+    return rc ? -1 : 0;
+}
+
+static int put_tokens(FILE *f, const int32_t *tok, int n) {
+    if (fputc('\t', f) == EOF) return -1;
+    for (int i = 0; i < n; i++)
+        if (fprintf(f, i ? ",%d" : "%d", (int)tok[i]) < 0) return -1;
+    return 0;
+}
+
+int report_tsv_fork_row(FILE *f, int depth, const char *arm, int fork, int censored,
+                        const int32_t *tok_arm, int n_arm, const int32_t *tok_ref, int n_ref) {
+    if (!f || !name_ok(arm) || n_arm < 0 || n_ref < 0 || (n_arm && !tok_arm) || (n_ref && !tok_ref))
+        return -1;
+    int rc = fprintf(f, "%d\t%s\t%d\t%d", depth, arm, fork, censored ? 1 : 0) < 0;
+    rc |= put_tokens(f, tok_arm, n_arm) | put_tokens(f, tok_ref, n_ref);
+    rc |= fputc('\n', f) == EOF;
+    return rc ? -1 : 0;
+}
+
+/* ============================================================================================
+ * Loading: meta.json and the TSVs into report_results
+ * ========================================================================================== */
+
+void report_results_free(report_results *R) {
+    for (size_t i = 0; i < R->n_frows; i++) {
+        free(R->frows[i].tok_arm);
+        free(R->frows[i].tok_ref);
+    }
+    free(R->frows);
+    free(R->prows);
+    free(R->drows);
+    free(R->warnings);
+    free(R->depths);
+    free(R->arms);
+    free(R->machine_buf);
+    if (R->meta) json_decref(R->meta);
+    memset(R, 0, sizeof *R);
+}
+
+static const char *jstr(json_t *obj, const char *key) {
+    json_t *v = obj ? json_object_get(obj, key) : NULL;
+    return json_is_string(v) ? json_string_value(v) : "unknown";
+}
+static double jnum(json_t *obj, const char *key) {
+    json_t *v = obj ? json_object_get(obj, key) : NULL;
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+int report_find_arm(const report_results *R, const char *name) {
+    for (int i = 0; i < R->n_arms; i++)
+        if (strcmp(R->arms[i].name, name) == 0) return i;
+    return -1;
+}
+
+static int load_meta(const char *dir, report_results *R, char *err, size_t errlen) {
+    char path[4096];
+    if (report_path(path, sizeof path, dir, "meta.json", err, errlen)) return -1;
+    json_error_t je;
+    R->meta = json_load_file(path, 0, &je);
+    if (!R->meta) {
+        report_set_err(err, errlen, "%s:%d: %s", path, je.line, je.text);
+        return -1;
+    }
+    json_t *m = R->meta;
+    if (!json_is_object(m)) {
+        report_set_err(err, errlen, "%s: top level is not a JSON object", path);
+        return -1;
+    }
+    R->tag = jstr(m, "tag");
+    R->date = jstr(m, "date");
+    R->command = jstr(m, "command");
+    R->git = jstr(m, "git");
+    R->engine = jstr(m, "engine");
+    json_t *mach = json_object_get(m, "machine");
+    if (json_is_string(mach) || !mach) {
+        R->machine = jstr(m, "machine");
+    } else {
+        R->machine_buf = json_dumps(mach, JSON_COMPACT | JSON_SORT_KEYS);
+        R->machine = R->machine_buf ? R->machine_buf : "unknown";
+    }
+    json_t *model = json_object_get(m, "model"), *doc = json_object_get(m, "document");
+    R->model_path = jstr(model, "path");
+    R->model_sha = jstr(model, "sha256");
+    R->model_arch = jstr(model, "arch");
+    R->n_vocab = jnum(model, "n_vocab");
+    R->n_ctx = jnum(model, "n_ctx");
+    R->n_layer = jnum(model, "n_layer");
+    R->doc_path = jstr(doc, "path");
+    R->doc_desc = jstr(doc, "description");
+    R->doc_tokens = jnum(doc, "n_tokens");
+    R->wall = jnum(m, "wall_seconds");
+    json_t *pp = json_object_get(m, "per_position");
+    R->per_position = json_is_boolean(pp) ? json_is_true(pp) : -1;
+
+    json_t *fn = json_object_get(m, "fork_n");
+    if (!json_is_integer(fn) || json_integer_value(fn) < 1 || json_integer_value(fn) > 1000000) {
+        report_set_err(err, errlen, "%s: \"fork_n\" must be an integer >= 1", path);
+        return -1;
+    }
+    R->fork_n = (int)json_integer_value(fn);
+
+    json_t *arms = json_object_get(m, "arms");
+    if (!json_is_array(arms) || json_array_size(arms) == 0 || json_array_size(arms) > 1000) {
+        report_set_err(err, errlen, "%s: \"arms\" must be a non-empty array", path);
+        return -1;
+    }
+    R->n_arms = (int)json_array_size(arms);
+    R->arms = calloc((size_t)R->n_arms, sizeof *R->arms);
+    if (!R->arms) { report_set_err(err, errlen, "out of memory"); return -1; }
+    for (int i = 0; i < R->n_arms; i++) {
+        json_t *a = json_array_get(arms, (size_t)i);
+        const char *name = jstr(a, "name"), *k = jstr(a, "kv_k"), *v = jstr(a, "kv_v");
+        if (!json_is_object(a) || !name_ok(name) || !name_ok(k) || !name_ok(v)) {
+            report_set_err(err, errlen, "%s: arms[%d] needs \"name\", \"kv_k\", \"kv_v\" (1..63 "
+                           "printable characters, no spaces, quotes, '|' or ',')", path, i);
+            return -1;
+        }
+        if (report_find_arm(R, name) >= 0) {
+            report_set_err(err, errlen, "%s: arm name \"%s\" appears twice", path, name);
+            return -1;
+        }
+        report_arm *A = &R->arms[i];
+        snprintf(A->name, sizeof A->name, "%s", name);
+        snprintf(A->kv_k, sizeof A->kv_k, "%s", k);
+        snprintf(A->kv_v, sizeof A->kv_v, "%s", v);
+        A->kv_bytes = jnum(a, "kv_bytes_per_token");
+        A->base = -1;
+    }
+    const char *ref = jstr(m, "ref");
+    R->ref = report_find_arm(R, ref);
+    if (R->ref < 0) {
+        report_set_err(err, errlen, "%s: \"ref\" (\"%s\") is not one of the arms", path, ref);
+        return -1;
+    }
+    R->arms[R->ref].is_ref = 1;
+    /* repeats: NAME#k repeats NAME when NAME is an arm */
+    for (int i = 0; i < R->n_arms; i++) {
+        char base[REPORT_NAME_MAX];
+        snprintf(base, sizeof base, "%s", R->arms[i].name);
+        char *hash = strchr(base, '#');
+        if (!hash) continue;
+        *hash = 0;
+        R->arms[i].base = report_find_arm(R, base);
+    }
+    /* the noise-floor arm: the first non-reference, non-repeat arm with f32 K and V */
+    R->floor = -1;
+    for (int i = 0; i < R->n_arms; i++) {
+        report_arm *A = &R->arms[i];
+        if (!A->is_ref && A->base < 0 && !strcmp(A->kv_k, "f32") && !strcmp(A->kv_v, "f32")) {
+            A->is_floor = 1;
+            R->floor = i;
+            break;
+        }
+    }
+    json_t *dep = json_object_get(m, "depths");
+    if (json_is_array(dep) && json_array_size(dep) > 0) {
+        R->n_depths = (int)json_array_size(dep);
+        R->depths = calloc((size_t)R->n_depths, sizeof *R->depths);
+        if (!R->depths) { report_set_err(err, errlen, "out of memory"); return -1; }
+        for (int i = 0; i < R->n_depths; i++) {
+            json_t *d = json_array_get(dep, (size_t)i);
+            if (!json_is_integer(d)) {
+                report_set_err(err, errlen, "%s: depths[%d] is not an integer", path, i);
+                return -1;
+            }
+            R->depths[i] = (int)json_integer_value(d);
+        }
+    }
+    json_t *w = json_object_get(m, "warnings");
+    if (json_is_array(w) && json_array_size(w) > 0) {
+        R->warnings = calloc(json_array_size(w), sizeof *R->warnings);
+        if (!R->warnings) { report_set_err(err, errlen, "out of memory"); return -1; }
+        for (size_t i = 0; i < json_array_size(w); i++) {
+            json_t *s = json_array_get(w, i);
+            if (json_is_string(s)) R->warnings[R->n_warnings++] = json_string_value(s);
+        }
+    }
+    return 0;
+}
+
+/* ---- TSV parsing ---------------------------------------------------------------------------- */
+
+#define MAX_FIELDS 20
+
+/* Splits line (modified in place) on tabs into at most MAX_FIELDS fields; returns the count
+ * (MAX_FIELDS + 1 when there are more). */
+static int split_tabs(char *line, char **f) {
+    int n = 0;
+    char *p = line;
+    for (;;) {
+        if (n == MAX_FIELDS) return MAX_FIELDS + 1;
+        f[n++] = p;
+        char *t = strchr(p, '\t');
+        if (!t) break;
+        *t = 0;
+        p = t + 1;
+    }
+    return n;
+}
+
+/* Parsing context for one file: name and line for messages. */
+typedef struct {
+    const char *path;
+    long line;
+    char *err;
+    size_t errlen;
+} tsv_ctx;
+
+static int parse_int(tsv_ctx *c, const char *s, const char *col, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (*s == 0 || *end != 0 || errno || v < lo || v > hi) {
+        report_set_err(c->err, c->errlen, "%s:%ld: column %s: \"%s\" is not an integer in [%ld, %ld]",
+                       c->path, c->line, col, s, lo, hi);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* finite = 1: NaN/inf rejected; else "nan" is accepted (unknown). */
+static int parse_num(tsv_ctx *c, const char *s, const char *col, int finite, double *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (*s == 0 || *end != 0 || isinf(v) || (finite && isnan(v))) {
+        report_set_err(c->err, c->errlen, "%s:%ld: column %s: \"%s\" is not a %snumber", c->path,
+                       c->line, col, s, finite ? "finite " : "");
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_arm(tsv_ctx *c, const report_results *R, const char *s, int *out) {
+    int a = report_find_arm(R, s);
+    if (a < 0) {
+        report_set_err(c->err, c->errlen, "%s:%ld: arm \"%s\" is not in meta.json", c->path,
+                       c->line, s);
+        return -1;
+    }
+    if (a == R->ref) {
+        report_set_err(c->err, c->errlen, "%s:%ld: rows are for non-reference arms; \"%s\" is the "
+                       "reference", c->path, c->line, s);
+        return -1;
+    }
+    *out = a;
+    return 0;
+}
+
+/* Comma-separated token ids into a new array (*out [*n], caller frees; NULL for ""). */
+static int parse_tokens(tsv_ctx *c, const char *s, const char *col, int **out, int *n) {
+    *out = NULL;
+    *n = 0;
+    if (*s == 0) return 0;
+    size_t cap = 1;
+    for (const char *p = s; *p; p++) cap += *p == ',';
+    int *t = malloc(cap * sizeof *t);
+    if (!t) { report_set_err(c->err, c->errlen, "out of memory"); return -1; }
+    const char *p = s;
+    for (size_t i = 0; i < cap; i++) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX || (*end != ',' && *end != 0)) {
+            report_set_err(c->err, c->errlen, "%s:%ld: column %s: bad token list near \"%.20s\"",
+                           c->path, c->line, col, p);
+            free(t);
+            return -1;
+        }
+        t[i] = (int)v;
+        p = end + 1;
+    }
+    *out = t;
+    *n = (int)cap;
+    return 0;
+}
+
+/* Grows *buf (elements of size el) so that it holds at least need; returns 0 or -1. */
+static int grow(void **buf, size_t *cap, size_t need, size_t el) {
+    if (need <= *cap) return 0;
+    size_t nc = *cap ? *cap * 2 : 256;
+    while (nc < need) nc *= 2;
+    void *p = realloc(*buf, nc * el);
+    if (!p) return -1;
+    *buf = p;
+    *cap = nc;
+    return 0;
+}
+
+enum { TSV_DEPTHS, TSV_POSITIONS, TSV_FORKS };
+
+/* A row is censored exactly when its streams agreed for all fork_n tokens (fork == fork_n). */
+static int check_censored(tsv_ctx *c, int fork, int censored, int fork_n) {
+    if (censored == (fork == fork_n)) return 0;
+    report_set_err(c->err, c->errlen, "%s:%ld: fork = %d with censored = %d (fork_n = %d: censored "
+                   "iff fork == fork_n)", c->path, c->line, fork, censored, fork_n);
+    return -1;
+}
+
+static int parse_depth_line(tsv_ctx *c, report_results *R, char **f, report_depth *d) {
+    int fork_n = R->fork_n;
+    if (parse_int(c, f[0], "depth", 1, INT32_MAX, &d->depth) || parse_arm(c, R, f[1], &d->arm) ||
+        parse_num(c, f[2], "kl_arm_ref", 1, &d->kl_ar) || parse_num(c, f[3], "kl_ref_arm", 1, &d->kl_ra) ||
+        parse_num(c, f[4], "js", 1, &d->js) || parse_int(c, f[5], "same_top1", 0, 1, &d->same) ||
+        parse_int(c, f[6], "top1_arm", 0, INT32_MAX, &d->top1_arm) ||
+        parse_int(c, f[7], "top1_ref", 0, INT32_MAX, &d->top1_ref) ||
+        parse_num(c, f[8], "nll_arm", 0, &d->nll_arm) || parse_num(c, f[9], "nll_ref", 0, &d->nll_ref) ||
+        parse_num(c, f[10], "entropy_ref", 0, &d->ent) || parse_num(c, f[11], "gap_ref", 0, &d->gap_ref) ||
+        parse_num(c, f[12], "gap_arm", 0, &d->gap_arm) || parse_int(c, f[13], "fork", 0, fork_n, &d->fork) ||
+        parse_int(c, f[14], "censored", 0, 1, &d->censored) ||
+        parse_num(c, f[15], "fork_gap_arm", 0, &d->fgap_arm) || parse_num(c, f[16], "fork_gap_ref", 0, &d->fgap_ref))
+        return -1;
+    if (d->same != (d->top1_arm == d->top1_ref)) {
+        report_set_err(c->err, c->errlen, "%s:%ld: same_top1 = %d but top1_arm = %d, top1_ref = %d",
+                       c->path, c->line, d->same, d->top1_arm, d->top1_ref);
+        return -1;
+    }
+    return check_censored(c, d->fork, d->censored, fork_n);
+}
+
+static int parse_pos_line(tsv_ctx *c, report_results *R, char **f, report_pos *p) {
+    return parse_int(c, f[0], "pos", 0, INT32_MAX, &p->pos) || parse_arm(c, R, f[1], &p->arm) ||
+           parse_num(c, f[2], "kl_arm_ref", 1, &p->kl_ar) || parse_num(c, f[3], "kl_ref_arm", 1, &p->kl_ra) ||
+           parse_num(c, f[4], "js", 1, &p->js) || parse_int(c, f[5], "same_top1", 0, 1, &p->same) ||
+           parse_num(c, f[6], "nll_arm", 0, &p->nll_arm) || parse_num(c, f[7], "nll_ref", 0, &p->nll_ref) ||
+           parse_num(c, f[8], "entropy_ref", 0, &p->ent) || parse_num(c, f[9], "gap_ref", 0, &p->gap_ref)
+               ? -1 : 0;
+}
+
+static int parse_fork_line(tsv_ctx *c, report_results *R, char **f, report_fork *k) {
+    if (parse_int(c, f[0], "depth", 1, INT32_MAX, &k->depth) || parse_arm(c, R, f[1], &k->arm) ||
+        parse_int(c, f[2], "fork", 0, R->fork_n, &k->fork) ||
+        parse_int(c, f[3], "censored", 0, 1, &k->censored) ||
+        parse_tokens(c, f[4], "tokens_arm", &k->tok_arm, &k->n_arm) ||
+        parse_tokens(c, f[5], "tokens_ref", &k->tok_ref, &k->n_ref))
+        return -1;
+    if (check_censored(c, k->fork, k->censored, R->fork_n)) return -1;
+    /* with both full streams present the fork index is determined by them */
+    if (k->n_arm == R->fork_n && k->n_ref == R->fork_n) {
+        int first = R->fork_n;
+        for (int i = 0; i < R->fork_n; i++)
+            if (k->tok_arm[i] != k->tok_ref[i]) { first = i; break; }
+        if (first != k->fork) {
+            report_set_err(c->err, c->errlen, "%s:%ld: fork = %d but the token streams first "
+                           "differ at %d", c->path, c->line, k->fork, first);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Reads DIR/name of the given kind into R. Returns 0, 1 when the file does not exist and
+ * optional is set, or -1 with err. */
+static int load_tsv(const char *dir, const char *name, int kind, int optional, report_results *R,
+                    char *err, size_t errlen) {
+    static const char *const headers[] = {REPORT_DEPTHS_HEADER, REPORT_POSITIONS_HEADER,
+                                          REPORT_FORKS_HEADER};
+    static const int nfields[] = {17, 10, 6};
+    char path[4096];
+    if (report_path(path, sizeof path, dir, name, err, errlen)) return -1;
+    FILE *fp = fopen(path, "r");
+    if (!fp) {
+        if (optional && errno == ENOENT) return 1;
+        report_set_err(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    int rc = -1;
+    char *line = NULL;
+    size_t linecap = 0, cap = 0;
+    tsv_ctx c = {path, 0, err, errlen};
+    ssize_t len;
+    while ((len = getline(&line, &linecap, fp)) >= 0) {
+        c.line++;
+        if ((size_t)len != strlen(line)) {
+            report_set_err(err, errlen, "%s:%ld: NUL byte in line", path, c.line);
+            goto done;
+        }
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+        if (c.line == 1) {
+            if (strcmp(line, headers[kind]) != 0) {
+                report_set_err(err, errlen, "%s:1: header is not the expected \"%s\"", path,
+                               headers[kind]);
+                goto done;
+            }
+            continue;
+        }
+        if (len == 0) continue;  /* blank line */
+        char *f[MAX_FIELDS];
+        int nf = split_tabs(line, f);
+        if (nf != nfields[kind]) {
+            report_set_err(err, errlen, "%s:%ld: expected %d tab-separated fields, found %s%d", path,
+                           c.line, nfields[kind], nf > MAX_FIELDS ? "more than " : "",
+                           nf > MAX_FIELDS ? MAX_FIELDS : nf);
+            goto done;
+        }
+        if (kind == TSV_DEPTHS) {
+            if (grow((void **)&R->drows, &cap, R->n_drows + 1, sizeof *R->drows)) goto oom;
+            if (parse_depth_line(&c, R, f, &R->drows[R->n_drows])) goto done;
+            R->n_drows++;
+        } else if (kind == TSV_POSITIONS) {
+            if (grow((void **)&R->prows, &cap, R->n_prows + 1, sizeof *R->prows)) goto oom;
+            if (parse_pos_line(&c, R, f, &R->prows[R->n_prows])) goto done;
+            R->n_prows++;
+        } else {
+            if (grow((void **)&R->frows, &cap, R->n_frows + 1, sizeof *R->frows)) goto oom;
+            report_fork *k = &R->frows[R->n_frows];
+            memset(k, 0, sizeof *k);
+            if (parse_fork_line(&c, R, f, k)) {
+                free(k->tok_arm);
+                free(k->tok_ref);
+                goto done;
+            }
+            R->n_frows++;
+        }
+    }
+    if (ferror(fp)) {
+        report_set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
+        goto done;
+    }
+    if (c.line == 0) {
+        report_set_err(err, errlen, "%s: empty file (no header line)", path);
+        goto done;
+    }
+    rc = 0;
+    goto done;
+oom:
+    report_set_err(err, errlen, "out of memory reading %s", path);
+done:
+    free(line);
+    fclose(fp);
+    return rc;
+}
+
+/* The order of every row kind: by arm, then by depth or position. */
+static int cmp_arm_key(int arm_x, int key_x, int arm_y, int key_y) {
+    if (arm_x != arm_y) return arm_x < arm_y ? -1 : 1;
+    return (key_x > key_y) - (key_x < key_y);
+}
+static int cmp_depth_row(const void *a, const void *b) {
+    const report_depth *x = a, *y = b;
+    return cmp_arm_key(x->arm, x->depth, y->arm, y->depth);
+}
+static int cmp_pos_row(const void *a, const void *b) {
+    const report_pos *x = a, *y = b;
+    return cmp_arm_key(x->arm, x->pos, y->arm, y->pos);
+}
+static int cmp_fork_row(const void *a, const void *b) {
+    const report_fork *x = a, *y = b;
+    return cmp_arm_key(x->arm, x->depth, y->arm, y->depth);
+}
+
+/* Loads everything and checks cross-file consistency (see report_internal.h). */
+int report_results_load(const char *dir, report_results *R, char *err, size_t errlen) {
+    memset(R, 0, sizeof *R);
+    if (load_meta(dir, R, err, errlen)) return -1;
+    if (load_tsv(dir, "depths.tsv", TSV_DEPTHS, 0, R, err, errlen)) return -1;
+    if (load_tsv(dir, "forks.tsv", TSV_FORKS, 0, R, err, errlen)) return -1;
+    int prc = load_tsv(dir, "positions.tsv", TSV_POSITIONS, 1, R, err, errlen);
+    if (prc < 0) return -1;
+    R->have_positions = prc == 0 && R->n_prows > 0;
+    if (R->n_drows == 0) {
+        report_set_err(err, errlen, "%s/depths.tsv: no data rows", dir);
+        return -1;
+    }
+    /* sort by (arm, key) and reject duplicates */
+    qsort(R->drows, R->n_drows, sizeof *R->drows, cmp_depth_row);
+    qsort(R->frows, R->n_frows, sizeof *R->frows, cmp_fork_row);
+    if (R->n_prows) qsort(R->prows, R->n_prows, sizeof *R->prows, cmp_pos_row);
+    for (size_t i = 1; i < R->n_drows; i++)
+        if (R->drows[i].arm == R->drows[i - 1].arm && R->drows[i].depth == R->drows[i - 1].depth) {
+            report_set_err(err, errlen, "%s/depths.tsv: two rows for arm %s at depth %d", dir,
+                           R->arms[R->drows[i].arm].name, R->drows[i].depth);
+            return -1;
+        }
+    for (size_t i = 1; i < R->n_prows; i++)
+        if (R->prows[i].arm == R->prows[i - 1].arm && R->prows[i].pos == R->prows[i - 1].pos) {
+            report_set_err(err, errlen, "%s/positions.tsv: two rows for arm %s at position %d", dir,
+                           R->arms[R->prows[i].arm].name, R->prows[i].pos);
+            return -1;
+        }
+    /* forks.tsv must agree with depths.tsv row for row */
+    if (R->n_frows != R->n_drows) {
+        report_set_err(err, errlen, "%s/forks.tsv has %zu rows but depths.tsv has %zu", dir, R->n_frows,
+                       R->n_drows);
+        return -1;
+    }
+    for (size_t i = 0; i < R->n_drows; i++) {
+        const report_depth *d = &R->drows[i];
+        const report_fork *k = &R->frows[i];
+        if (d->arm != k->arm || d->depth != k->depth || d->fork != k->fork) {
+            report_set_err(err, errlen, "%s/forks.tsv: arm %s depth %d: fork %d does not match "
+                           "depths.tsv (arm %s depth %d fork %d)", dir, R->arms[k->arm].name, k->depth,
+                           k->fork, R->arms[d->arm].name, d->depth, d->fork);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ============================================================================================
+ * Lookups (rows are sorted by arm, then depth or position)
+ * ========================================================================================== */
+
+const report_depth *report_find_depth(const report_results *R, int arm, int depth) {
+    report_depth key;
+    key.arm = arm;
+    key.depth = depth;
+    return bsearch(&key, R->drows, R->n_drows, sizeof *R->drows, cmp_depth_row);
+}
+const report_pos *report_find_pos(const report_results *R, int arm, int pos) {
+    report_pos key;
+    key.arm = arm;
+    key.pos = pos;
+    if (!R->n_prows) return NULL;
+    return bsearch(&key, R->prows, R->n_prows, sizeof *R->prows, cmp_pos_row);
+}
