@@ -93,7 +93,7 @@ $(MODEL_GEMMA): | $(BUILD)/.deps
 
 run: all $(MODEL_SMOL)
 	./strata-driver sweep --model $(MODEL_SMOL) --arms f32,f16,int8 --ref f16 --depths 16 \
-	    --max-depth 8192 --fork 32 --per-position $(RUN_ARGS)
+	    --max-depth 8160 --fork 32 --per-position $(RUN_ARGS)
 
 bench: all $(MODEL_SMOL)
 	@bash tests/bench/bench.sh
