@@ -12,39 +12,67 @@
 #define OPS_AVX2 1
 #endif
 
+/* ---- the 16-lane vector of the canonical dot product ----------------------------------------- */
+/* One 512-bit register with AVX-512, two 256-bit halves with AVX2 (lanes 0-7, 8-15): the same
+ * lane-wise arithmetic either way, so both builds give the same bits. */
+#if defined(__AVX512F__) && defined(OPS_AVX2)
+#define OPS_VEC 1
+typedef __m512 vec16;
+static inline vec16 v_zero(void) { return _mm512_setzero_ps(); }
+static inline vec16 v_load(const float *p) { return _mm512_loadu_ps(p); }
+static inline vec16 v_fma(vec16 a, vec16 b, vec16 c) { return _mm512_fmadd_ps(a, b, c); }
+static inline __m256 v_fold(vec16 v) {   /* lanes l + l+8 */
+    return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+}
+#elif defined(OPS_AVX2)
+#define OPS_VEC 1
+typedef struct { __m256 lo, hi; } vec16;
+static inline vec16 v_zero(void) { vec16 r = { _mm256_setzero_ps(), _mm256_setzero_ps() }; return r; }
+static inline vec16 v_load(const float *p) { vec16 r = { _mm256_loadu_ps(p), _mm256_loadu_ps(p + 8) }; return r; }
+static inline vec16 v_fma(vec16 a, vec16 b, vec16 c) {
+    vec16 r = { _mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi) };
+    return r;
+}
+static inline __m256 v_fold(vec16 v) { return _mm256_add_ps(v.lo, v.hi); }
+#endif
+
 /* ---- dot product --------------------------------------------------------------------------- */
 
-static inline float reduce8(const float a[8]) {
-    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+/* The canonical reduction of 16 lanes: fold l + (l+8), then ((s0+s4)+(s2+s6)) + ((s1+s5)+(s3+s7)). */
+static inline float reduce16(const float a[16]) {
+    float s[8];
+    for (int l = 0; l < 8; l++) s[l] = a[l] + a[l + 8];
+    return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
 }
 
 float ops_dot_ref(const float *a, const float *b, int n) {
-    float acc[8] = {0};
+    float acc[16] = {0};
     int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) acc[l] = fmaf(a[i + l], b[i + l], acc[l]);
-    float s = reduce8(acc);
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) acc[l] = fmaf(a[i + l], b[i + l], acc[l]);
+    float s = reduce16(acc);
     for (; i < n; i++) s = fmaf(a[i], b[i], s);
     return s;
 }
 
-#ifdef OPS_AVX2
+#ifdef OPS_VEC
 static inline float hsum8(__m256 v) {
-    /* lanes l0..l7 -> ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)), as reduce8 */
+    /* lanes s0..s7 -> ((s0+s4)+(s2+s6)) + ((s1+s5)+(s3+s7)), as reduce16 after the fold */
     __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
     __m128 s = _mm_add_ps(lo, hi);                 /* (l0+l4, l1+l5, l2+l6, l3+l7) */
     __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s)); /* (s0+s2, s1+s3, ...) */
     __m128 u = _mm_add_ss(t, _mm_movehdup_ps(t));  /* (s0+s2) + (s1+s3) */
     return _mm_cvtss_f32(u);
 }
+static inline float v_sum(vec16 v) { return hsum8(v_fold(v)); }
 #endif
 
 float ops_dot(const float *a, const float *b, int n) {
-#ifdef OPS_AVX2
-    __m256 acc = _mm256_setzero_ps();
+#ifdef OPS_VEC
+    vec16 acc = v_zero();
     int i = 0;
-    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-    float s = hsum8(acc);
+    for (; i + 16 <= n; i += 16) acc = v_fma(v_load(a + i), v_load(b + i), acc);
+    float s = v_sum(acc);
     for (; i < n; i++) s = fmaf(a[i], b[i], s);
     return s;
 #else
@@ -54,9 +82,9 @@ float ops_dot(const float *a, const float *b, int n) {
 
 /* ---- matmul with quantised weights ----------------------------------------------------------- */
 
-#define MM_ROWS 4    /* weight rows dequantised together per work step */
+#define MM_ROWS 4    /* weight rows per register tile */
 #define MM_ITEM 64   /* weight rows per pool item (dequantised once per call) */
-#define MM_TOK 32    /* tokens per block: x block + the item's rows stay in L2 */
+#define MM_TOK 4     /* tokens per block: the block stays in L1 while the item's rows stream from L2 */
 
 typedef struct {
     const ops_weight *w;
@@ -71,89 +99,60 @@ void ops_weight_row(const ops_weight *w, int r, float *out) {
     quant_dequant_row(w->type, w->data + (size_t)r * w->row_bytes, out, w->cols);
 }
 
-/* out[q] = canonical dot(wt[q], x) for q < nr (nr <= 8): independent chains run side by side, each
+/* out[q] = canonical dot(wt[q], x) for q < nr (nr <= 8): independent chains side by side, each
  * the same operations as ops_dot. wt [nr][K]. */
 static void dot_rows(const float *wt, const float *x, int K, int nr, float *out) {
-#ifdef OPS_AVX2
-    if (nr == 8) {
-        int K8 = K & ~7;
-        __m256 acc[8];
-        for (int q = 0; q < 8; q++) acc[q] = _mm256_setzero_ps();
-        for (int i = 0; i < K8; i += 8) {
-            __m256 v = _mm256_loadu_ps(x + i);
-            for (int q = 0; q < 8; q++) acc[q] = _mm256_fmadd_ps(_mm256_loadu_ps(wt + (size_t)q * K + i), v, acc[q]);
-        }
-        for (int q = 0; q < 8; q++) {
-            float sum = hsum8(acc[q]);
-            for (int i = K8; i < K; i++) sum = fmaf(wt[(size_t)q * K + i], x[i], sum);
-            out[q] = sum;
-        }
-        return;
+#ifdef OPS_VEC
+    int K16 = K & ~15;
+    vec16 acc[8];
+    for (int q = 0; q < nr; q++) acc[q] = v_zero();
+    for (int i = 0; i < K16; i += 16) {
+        vec16 v = v_load(x + i);
+        for (int q = 0; q < nr; q++) acc[q] = v_fma(v_load(wt + (size_t)q * K + i), v, acc[q]);
     }
-#endif
+    for (int q = 0; q < nr; q++) {
+        float sum = v_sum(acc[q]);
+        for (int i = K16; i < K; i++) sum = fmaf(wt[(size_t)q * K + i], x[i], sum);
+        out[q] = sum;
+    }
+#else
     for (int q = 0; q < nr; q++) out[q] = ops_dot(wt + (size_t)q * K, x, K);
+#endif
 }
 
 /* y[t][r..r+3] for rows already dequantised into wt [4][K]. */
 static void mm_tile4(const float *wt, const float *x, float *y, int T, int K, int ldy, int r) {
     int t = 0;
-#ifdef OPS_AVX2
-    int K8 = K & ~7;
+#ifdef OPS_VEC
+    int K16 = K & ~15;
     for (; t + 4 <= T; t += 4) {   /* 4 rows x 4 tokens: 16 accumulators, 8 loads per 16 fma */
-        const float *x0 = x + (size_t)t * K, *x1 = x0 + K, *x2 = x1 + K, *x3 = x2 + K;
-        __m256 acc[4][4];
+        const float *xs[4] = { x + (size_t)t * K, x + (size_t)(t + 1) * K, x + (size_t)(t + 2) * K, x + (size_t)(t + 3) * K };
+        vec16 acc[4][4];
         for (int q = 0; q < 4; q++)
-            for (int u = 0; u < 4; u++) acc[q][u] = _mm256_setzero_ps();
-        for (int i = 0; i < K8; i += 8) {
-            __m256 w0 = _mm256_loadu_ps(wt + i), w1 = _mm256_loadu_ps(wt + K + i);
-            __m256 w2 = _mm256_loadu_ps(wt + 2 * K + i), w3 = _mm256_loadu_ps(wt + 3 * K + i);
-            __m256 v = _mm256_loadu_ps(x0 + i);
-            acc[0][0] = _mm256_fmadd_ps(w0, v, acc[0][0]); acc[1][0] = _mm256_fmadd_ps(w1, v, acc[1][0]);
-            acc[2][0] = _mm256_fmadd_ps(w2, v, acc[2][0]); acc[3][0] = _mm256_fmadd_ps(w3, v, acc[3][0]);
-            v = _mm256_loadu_ps(x1 + i);
-            acc[0][1] = _mm256_fmadd_ps(w0, v, acc[0][1]); acc[1][1] = _mm256_fmadd_ps(w1, v, acc[1][1]);
-            acc[2][1] = _mm256_fmadd_ps(w2, v, acc[2][1]); acc[3][1] = _mm256_fmadd_ps(w3, v, acc[3][1]);
-            v = _mm256_loadu_ps(x2 + i);
-            acc[0][2] = _mm256_fmadd_ps(w0, v, acc[0][2]); acc[1][2] = _mm256_fmadd_ps(w1, v, acc[1][2]);
-            acc[2][2] = _mm256_fmadd_ps(w2, v, acc[2][2]); acc[3][2] = _mm256_fmadd_ps(w3, v, acc[3][2]);
-            v = _mm256_loadu_ps(x3 + i);
-            acc[0][3] = _mm256_fmadd_ps(w0, v, acc[0][3]); acc[1][3] = _mm256_fmadd_ps(w1, v, acc[1][3]);
-            acc[2][3] = _mm256_fmadd_ps(w2, v, acc[2][3]); acc[3][3] = _mm256_fmadd_ps(w3, v, acc[3][3]);
+            for (int u = 0; u < 4; u++) acc[q][u] = v_zero();
+        for (int i = 0; i < K16; i += 16) {
+            vec16 w0 = v_load(wt + i), w1 = v_load(wt + K + i), w2 = v_load(wt + 2 * K + i), w3 = v_load(wt + 3 * K + i);
+            for (int u = 0; u < 4; u++) {
+                vec16 v = v_load(xs[u] + i);
+                acc[0][u] = v_fma(w0, v, acc[0][u]);
+                acc[1][u] = v_fma(w1, v, acc[1][u]);
+                acc[2][u] = v_fma(w2, v, acc[2][u]);
+                acc[3][u] = v_fma(w3, v, acc[3][u]);
+            }
         }
-        const float *xs[4] = { x0, x1, x2, x3 };
         for (int u = 0; u < 4; u++)
             for (int q = 0; q < 4; q++) {
-                float sum = hsum8(acc[q][u]);
-                for (int i = K8; i < K; i++) sum = fmaf(wt[q * K + i], xs[u][i], sum);
+                float sum = v_sum(acc[q][u]);
+                for (int i = K16; i < K; i++) sum = fmaf(wt[q * K + i], xs[u][i], sum);
                 y[(size_t)(t + u) * ldy + r + q] = sum;
             }
     }
-    for (; t + 2 <= T; t += 2) {
-        const float *x0 = x + (size_t)t * K, *x1 = x0 + K;
-        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
-        for (int i = 0; i < K8; i += 8) {
-            __m256 v0 = _mm256_loadu_ps(x0 + i), v1 = _mm256_loadu_ps(x1 + i);
-            __m256 w0 = _mm256_loadu_ps(wt + i), w1 = _mm256_loadu_ps(wt + K + i);
-            __m256 w2 = _mm256_loadu_ps(wt + 2 * K + i), w3 = _mm256_loadu_ps(wt + 3 * K + i);
-            a00 = _mm256_fmadd_ps(w0, v0, a00); a01 = _mm256_fmadd_ps(w0, v1, a01);
-            a10 = _mm256_fmadd_ps(w1, v0, a10); a11 = _mm256_fmadd_ps(w1, v1, a11);
-            a20 = _mm256_fmadd_ps(w2, v0, a20); a21 = _mm256_fmadd_ps(w2, v1, a21);
-            a30 = _mm256_fmadd_ps(w3, v0, a30); a31 = _mm256_fmadd_ps(w3, v1, a31);
-        }
-        float s[8] = { hsum8(a00), hsum8(a10), hsum8(a20), hsum8(a30), hsum8(a01), hsum8(a11), hsum8(a21), hsum8(a31) };
-        for (int i = K8; i < K; i++)
-            for (int q = 0; q < 4; q++) {
-                s[q] = fmaf(wt[q * K + i], x0[i], s[q]);
-                s[4 + q] = fmaf(wt[q * K + i], x1[i], s[4 + q]);
-            }
-        for (int q = 0; q < 4; q++) {
-            y[(size_t)t * ldy + r + q] = s[q];
-            y[(size_t)(t + 1) * ldy + r + q] = s[4 + q];
-        }
-    }
 #endif
-    for (; t < T; t++)
-        for (int q = 0; q < 4; q++) y[(size_t)t * ldy + r + q] = ops_dot(wt + (size_t)q * K, x + (size_t)t * K, K);
+    for (; t < T; t++) {
+        float out[4];
+        dot_rows(wt, x + (size_t)t * K, K, 4, out);
+        for (int q = 0; q < 4; q++) y[(size_t)t * ldy + r + q] = out[q];
+    }
 }
 
 static void mm_item(void *vctx, int item, int thread) {
@@ -191,7 +190,9 @@ int ops_matmul_rows(pool *p, const ops_weight *w, const float *x, float *y, int 
     if (r1 <= r0 || T <= 0) return 0;
     mm_ctx c = { w, x, y, T, ldy, r0, r1, MM_ITEM, NULL };
     while (c.item_rows > 8 && (r1 - r0) / c.item_rows < 4 * pool_threads(p)) c.item_rows /= 2;
-    c.scratch = malloc(sizeof(float) * (size_t)pool_threads(p) * MM_ITEM * (size_t)w->cols);
+    /* 64-byte aligned: a row of K floats starts on a cache line whenever K % 16 == 0 */
+    size_t bytes = sizeof(float) * (size_t)pool_threads(p) * MM_ITEM * (size_t)w->cols;
+    c.scratch = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!c.scratch) return -1;
     pool_run(p, mm_item, &c, (r1 - r0 + c.item_rows - 1) / c.item_rows);
     free(c.scratch);
@@ -265,6 +266,10 @@ void ops_geglu(float *x, const float *up, int n) {
         float v = x[i];
         x[i] = 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v))) * up[i];
     }
+}
+
+static inline float reduce8(const float a[8]) {
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
 
 /* ---- exp ------------------------------------------------------------------------------------ */

@@ -4,11 +4,12 @@
  * Batch invariance (DESIGN §2) rests on one rule: every output element is computed by the same
  * sequence of floating-point operations whatever the batch, chunk or thread split. The canonical
  * dot product of n values is:
- *     acc[l] = fma(a[i+l], b[i+l], acc[l])  for i = 0, 8, 16, ... (8 lanes, l = 0..7)
- *     s = ((acc0+acc4) + (acc2+acc6)) + ((acc1+acc5) + (acc3+acc7))
- *     s = fma(a[i], b[i], s) for the n % 8 tail
- * ops_dot_ref is that loop in plain C; the AVX2 paths (ops_dot, the matmul micro-kernel) do the
- * same operations in registers and are bit-identical to it (tests/test_ops.c checks).
+ *     acc[l] = fma(a[i+l], b[i+l], acc[l])  for i = 0, 16, 32, ... (16 lanes, l = 0..15)
+ *     s[l] = acc[l] + acc[l+8] (l = 0..7); s = ((s0+s4) + (s2+s6)) + ((s1+s5) + (s3+s7))
+ *     s = fma(a[i], b[i], s) for the n % 16 tail
+ * ops_dot_ref is that loop in plain C; the vector paths (ops_dot, the matmul micro-kernels: one
+ * 512-bit register with AVX-512, two 256-bit halves with AVX2) do the same operations in registers
+ * and are bit-identical to it (tests/test_model.c checks).
  * Nothing here allocates except ops_matmul's per-call scratch (freed before it returns).
  */
 #ifndef STRATA_OPS_H
