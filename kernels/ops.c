@@ -1,6 +1,7 @@
 /* ops.c — CPU kernels. See ops.h for the canonical orders that make them batch invariant.
  * Each kernel has a plain C form; where an AVX2 form exists it performs the same operations. */
 #include "kernels/ops.h"
+#include "kernels/vec16.h"
 #include "worker/quant.h"
 
 #include <math.h>
@@ -10,30 +11,6 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define OPS_AVX2 1
-#endif
-
-/* ---- the 16-lane vector of the canonical dot product ----------------------------------------- */
-/* One 512-bit register with AVX-512, two 256-bit halves with AVX2 (lanes 0-7, 8-15): the same
- * lane-wise arithmetic either way, so both builds give the same bits. */
-#if defined(__AVX512F__) && defined(OPS_AVX2)
-#define OPS_VEC 1
-typedef __m512 vec16;
-static inline vec16 v_zero(void) { return _mm512_setzero_ps(); }
-static inline vec16 v_load(const float *p) { return _mm512_loadu_ps(p); }
-static inline vec16 v_fma(vec16 a, vec16 b, vec16 c) { return _mm512_fmadd_ps(a, b, c); }
-static inline __m256 v_fold(vec16 v) {   /* lanes l + l+8 */
-    return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-}
-#elif defined(OPS_AVX2)
-#define OPS_VEC 1
-typedef struct { __m256 lo, hi; } vec16;
-static inline vec16 v_zero(void) { vec16 r = { _mm256_setzero_ps(), _mm256_setzero_ps() }; return r; }
-static inline vec16 v_load(const float *p) { vec16 r = { _mm256_loadu_ps(p), _mm256_loadu_ps(p + 8) }; return r; }
-static inline vec16 v_fma(vec16 a, vec16 b, vec16 c) {
-    vec16 r = { _mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi) };
-    return r;
-}
-static inline __m256 v_fold(vec16 v) { return _mm256_add_ps(v.lo, v.hi); }
 #endif
 
 /* ---- dot product --------------------------------------------------------------------------- */
@@ -55,7 +32,7 @@ float ops_dot_ref(const float *a, const float *b, int n) {
     return s;
 }
 
-#ifdef OPS_VEC
+#ifdef VEC16
 static inline float hsum8(__m256 v) {
     /* lanes s0..s7 -> ((s0+s4)+(s2+s6)) + ((s1+s5)+(s3+s7)), as reduce16 after the fold */
     __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
@@ -68,7 +45,7 @@ static inline float v_sum(vec16 v) { return hsum8(v_fold(v)); }
 #endif
 
 float ops_dot(const float *a, const float *b, int n) {
-#ifdef OPS_VEC
+#ifdef VEC16
     vec16 acc = v_zero();
     int i = 0;
     for (; i + 16 <= n; i += 16) acc = v_fma(v_load(a + i), v_load(b + i), acc);
@@ -101,37 +78,50 @@ void ops_weight_row(const ops_weight *w, int r, float *out) {
 
 /* out[q] = canonical dot(wt[q], x) for q < nr (nr <= 8): independent chains side by side, each
  * the same operations as ops_dot. wt [nr][K]. */
-static void dot_rows(const float *wt, const float *x, int K, int nr, float *out) {
-#ifdef OPS_VEC
+#ifdef VEC16
+static inline __attribute__((always_inline)) void dot_rows_n(const float *wt, const float *x, int K, const int nr,
+                                                             float *out) {
     int K16 = K & ~15;
     vec16 acc[8];
+    #pragma GCC unroll 8
     for (int q = 0; q < nr; q++) acc[q] = v_zero();
     for (int i = 0; i < K16; i += 16) {
         vec16 v = v_load(x + i);
+        #pragma GCC unroll 8
         for (int q = 0; q < nr; q++) acc[q] = v_fma(v_load(wt + (size_t)q * K + i), v, acc[q]);
     }
+    #pragma GCC unroll 8
     for (int q = 0; q < nr; q++) {
         float sum = v_sum(acc[q]);
         for (int i = K16; i < K; i++) sum = fmaf(wt[(size_t)q * K + i], x[i], sum);
         out[q] = sum;
     }
-#else
-    for (int q = 0; q < nr; q++) out[q] = ops_dot(wt + (size_t)q * K, x, K);
+}
 #endif
+
+static void dot_rows(const float *wt, const float *x, int K, int nr, float *out) {
+#ifdef VEC16
+    if (nr == 8) { dot_rows_n(wt, x, K, 8, out); return; }
+    if (nr == 4) { dot_rows_n(wt, x, K, 4, out); return; }
+#endif
+    for (int q = 0; q < nr; q++) out[q] = ops_dot(wt + (size_t)q * K, x, K);
 }
 
 /* y[t][r..r+3] for rows already dequantised into wt [4][K]. */
 static void mm_tile4(const float *wt, const float *x, float *y, int T, int K, int ldy, int r) {
     int t = 0;
-#ifdef OPS_VEC
+#ifdef VEC16
     int K16 = K & ~15;
     for (; t + 4 <= T; t += 4) {   /* 4 rows x 4 tokens: 16 accumulators, 8 loads per 16 fma */
         const float *xs[4] = { x + (size_t)t * K, x + (size_t)(t + 1) * K, x + (size_t)(t + 2) * K, x + (size_t)(t + 3) * K };
         vec16 acc[4][4];
+        #pragma GCC unroll 4
         for (int q = 0; q < 4; q++)
+            #pragma GCC unroll 4
             for (int u = 0; u < 4; u++) acc[q][u] = v_zero();
         for (int i = 0; i < K16; i += 16) {
             vec16 w0 = v_load(wt + i), w1 = v_load(wt + K + i), w2 = v_load(wt + 2 * K + i), w3 = v_load(wt + 3 * K + i);
+            #pragma GCC unroll 4
             for (int u = 0; u < 4; u++) {
                 vec16 v = v_load(xs[u] + i);
                 acc[0][u] = v_fma(w0, v, acc[0][u]);
@@ -140,7 +130,9 @@ static void mm_tile4(const float *wt, const float *x, float *y, int T, int K, in
                 acc[3][u] = v_fma(w3, v, acc[3][u]);
             }
         }
+        #pragma GCC unroll 4
         for (int u = 0; u < 4; u++)
+            #pragma GCC unroll 4
             for (int q = 0; q < 4; q++) {
                 float sum = v_sum(acc[q][u]);
                 for (int i = K16; i < K; i++) sum = fmaf(wt[q * K + i], xs[u][i], sum);
@@ -151,6 +143,7 @@ static void mm_tile4(const float *wt, const float *x, float *y, int T, int K, in
     for (; t < T; t++) {
         float out[4];
         dot_rows(wt, x + (size_t)t * K, K, 4, out);
+        #pragma GCC unroll 4
         for (int q = 0; q < 4; q++) y[(size_t)t * ldy + r + q] = out[q];
     }
 }

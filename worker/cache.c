@@ -8,13 +8,10 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#define CACHE_AVX2 1
-#endif
+#include "kernels/vec16.h"
 
 #define QT 16   /* queries per work item */
-#define KB 16   /* keys per dequantised block */
+#define KB 32   /* keys per dequantised block: two 16-lane vectors of scores per query */
 #define MAX_HPI 8 /* most query heads per work item */
 
 int cache_create(cache *c, kv_fmt fk, kv_fmt fv, int n_layer, int n_kv, int hd, int n_ctx,
@@ -126,35 +123,39 @@ typedef struct {
     size_t per_thread;
 } attn_ctx;
 
-/* s[qi][j] = seq_dot(q[qi], k_j) for 4 (or fewer) queries and the KB keys of kt [hd][KB]. */
-static void scores_block(const float *qs, int nq, const float *kt, int hd, float *out, size_t ld) {
-#ifdef CACHE_AVX2
-    if (nq == 4) {
-        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
-        for (int d = 0; d < hd; d++) {
-            __m256 k0 = _mm256_loadu_ps(kt + (size_t)d * KB), k1 = _mm256_loadu_ps(kt + (size_t)d * KB + 8);
-            __m256 q0 = _mm256_broadcast_ss(qs + d), q1 = _mm256_broadcast_ss(qs + hd + d);
-            __m256 q2 = _mm256_broadcast_ss(qs + 2 * hd + d), q3 = _mm256_broadcast_ss(qs + 3 * hd + d);
-            a00 = _mm256_fmadd_ps(q0, k0, a00); a01 = _mm256_fmadd_ps(q0, k1, a01);
-            a10 = _mm256_fmadd_ps(q1, k0, a10); a11 = _mm256_fmadd_ps(q1, k1, a11);
-            a20 = _mm256_fmadd_ps(q2, k0, a20); a21 = _mm256_fmadd_ps(q2, k1, a21);
-            a30 = _mm256_fmadd_ps(q3, k0, a30); a31 = _mm256_fmadd_ps(q3, k1, a31);
+/* s[qi][j] = seq_dot(q[qi], k_j) for up to 4 queries and the KB keys of kt [hd][KB]: lanes are
+ * keys, the loop over d is each score's sequential fma chain. */
+#ifdef VEC16
+/* The body for a constant nq, so the accumulators stay in registers (called with literals). */
+static inline __attribute__((always_inline)) void scores_nq(const float *qs, const int nq, const float *kt,
+                                                            int hd, float *out, size_t ld) {
+    vec16 acc[4][2];
+    #pragma GCC unroll 4
+    for (int qi = 0; qi < nq; qi++) acc[qi][0] = acc[qi][1] = v_zero();
+    for (int d = 0; d < hd; d++) {
+        vec16 k0 = v_load(kt + (size_t)d * KB), k1 = v_load(kt + (size_t)d * KB + 16);
+        #pragma GCC unroll 4
+        for (int qi = 0; qi < nq; qi++) {
+            vec16 qv = v_set1(qs[(size_t)qi * hd + d]);
+            acc[qi][0] = v_fma(qv, k0, acc[qi][0]);
+            acc[qi][1] = v_fma(qv, k1, acc[qi][1]);
         }
-        _mm256_storeu_ps(out, a00); _mm256_storeu_ps(out + 8, a01);
-        _mm256_storeu_ps(out + ld, a10); _mm256_storeu_ps(out + ld + 8, a11);
-        _mm256_storeu_ps(out + 2 * ld, a20); _mm256_storeu_ps(out + 2 * ld + 8, a21);
-        _mm256_storeu_ps(out + 3 * ld, a30); _mm256_storeu_ps(out + 3 * ld + 8, a31);
-        return;
     }
+    #pragma GCC unroll 4
     for (int qi = 0; qi < nq; qi++) {
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-        for (int d = 0; d < hd; d++) {
-            __m256 qv = _mm256_broadcast_ss(qs + (size_t)qi * hd + d);
-            a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kt + (size_t)d * KB), a0);
-            a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kt + (size_t)d * KB + 8), a1);
-        }
-        _mm256_storeu_ps(out + qi * ld, a0);
-        _mm256_storeu_ps(out + qi * ld + 8, a1);
+        v_store(out + qi * ld, acc[qi][0]);
+        v_store(out + qi * ld + 16, acc[qi][1]);
+    }
+}
+#endif
+
+static void scores_block(const float *qs, int nq, const float *kt, int hd, float *out, size_t ld) {
+#ifdef VEC16
+    switch (nq) {
+    case 4: scores_nq(qs, 4, kt, hd, out, ld); break;
+    case 3: scores_nq(qs, 3, kt, hd, out, ld); break;
+    case 2: scores_nq(qs, 2, kt, hd, out, ld); break;
+    default: scores_nq(qs, 1, kt, hd, out, ld); break;
     }
 #else
     for (int qi = 0; qi < nq; qi++)
@@ -166,50 +167,67 @@ static void scores_block(const float *qs, int nq, const float *kt, int hd, float
 #endif
 }
 
-/* o[d] = fma(w[j], v[j][d], o[d]) for j = 0..n-1 ascending: per element the same sequence as the
- * reference's scalar loop; vectorised across d, 32 outputs kept in registers. */
-static void pv_accumulate(float *o, const float *w, const float *v, int n, int hd) {
+/* For nr (<= 4) query rows with the same key range: o[r][d] = fma(w[r][j], v[j][d], o[r][d]) for
+ * j = 0..n-1 ascending — per element the reference's scalar loop; vectorised across d, the rows
+ * share each V load. o [nr][hd], w rows ldw apart, v [n][hd]. */
+#ifdef VEC16
+/* 64 outputs of nr rows (a constant at each call: registers, not the stack). */
+static inline __attribute__((always_inline)) void pv_nr64(float *o, const float *w, size_t ldw, const int nr,
+                                                          const float *v, int n, int hd, int d0) {
+    {
+        vec16 acc[4][4];
+        #pragma GCC unroll 4
+        for (int r = 0; r < nr; r++)
+            #pragma GCC unroll 4
+            for (int u = 0; u < 4; u++) acc[r][u] = v_load(o + (size_t)r * hd + d0 + 16 * u);
+        for (int j = 0; j < n; j++) {
+            const float *vj = v + (size_t)j * hd + d0;
+            vec16 v0 = v_load(vj), v1 = v_load(vj + 16), v2 = v_load(vj + 32), v3 = v_load(vj + 48);
+            #pragma GCC unroll 4
+            for (int r = 0; r < nr; r++) {
+                vec16 wr = v_set1(w[(size_t)r * ldw + j]);
+                acc[r][0] = v_fma(wr, v0, acc[r][0]);
+                acc[r][1] = v_fma(wr, v1, acc[r][1]);
+                acc[r][2] = v_fma(wr, v2, acc[r][2]);
+                acc[r][3] = v_fma(wr, v3, acc[r][3]);
+            }
+        }
+        #pragma GCC unroll 4
+        for (int r = 0; r < nr; r++)
+            #pragma GCC unroll 4
+            for (int u = 0; u < 4; u++) v_store(o + (size_t)r * hd + d0 + 16 * u, acc[r][u]);
+    }
+}
+#endif
+
+static void pv_accumulate(float *o, const float *w, size_t ldw, int nr, const float *v, int n, int hd) {
     int d0 = 0;
-#ifdef CACHE_AVX2
-    for (; d0 + 64 <= hd; d0 += 64) {   /* 8 accumulators: one load per fma, 8 chains */
-        __m256 acc[8];
-        for (int u = 0; u < 8; u++) acc[u] = _mm256_loadu_ps(o + d0 + 8 * u);
-        for (int j = 0; j < n; j++) {
-            __m256 wj = _mm256_broadcast_ss(w + j);
-            const float *vj = v + (size_t)j * hd + d0;
-            for (int u = 0; u < 8; u++) acc[u] = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 8 * u), acc[u]);
+#ifdef VEC16
+    for (; d0 + 64 <= hd; d0 += 64) {
+        switch (nr) {
+        case 4: pv_nr64(o, w, ldw, 4, v, n, hd, d0); break;
+        case 3: pv_nr64(o, w, ldw, 3, v, n, hd, d0); break;
+        case 2: pv_nr64(o, w, ldw, 2, v, n, hd, d0); break;
+        default: pv_nr64(o, w, ldw, 1, v, n, hd, d0); break;
         }
-        for (int u = 0; u < 8; u++) _mm256_storeu_ps(o + d0 + 8 * u, acc[u]);
     }
-    for (; d0 + 32 <= hd; d0 += 32) {
-        __m256 o0 = _mm256_loadu_ps(o + d0), o1 = _mm256_loadu_ps(o + d0 + 8);
-        __m256 o2 = _mm256_loadu_ps(o + d0 + 16), o3 = _mm256_loadu_ps(o + d0 + 24);
-        for (int j = 0; j < n; j++) {
-            __m256 wj = _mm256_broadcast_ss(w + j);
-            const float *vj = v + (size_t)j * hd + d0;
-            o0 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj), o0);
-            o1 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 8), o1);
-            o2 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 16), o2);
-            o3 = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 24), o3);
+    for (; d0 + 16 <= hd; d0 += 16)
+        for (int r = 0; r < nr; r++) {
+            vec16 acc = v_load(o + (size_t)r * hd + d0);
+            for (int j = 0; j < n; j++) acc = v_fma(v_set1(w[(size_t)r * ldw + j]), v_load(v + (size_t)j * hd + d0), acc);
+            v_store(o + (size_t)r * hd + d0, acc);
         }
-        _mm256_storeu_ps(o + d0, o0); _mm256_storeu_ps(o + d0 + 8, o1);
-        _mm256_storeu_ps(o + d0 + 16, o2); _mm256_storeu_ps(o + d0 + 24, o3);
-    }
-    for (; d0 + 8 <= hd; d0 += 8) {
-        __m256 o0 = _mm256_loadu_ps(o + d0);
-        for (int j = 0; j < n; j++) o0 = _mm256_fmadd_ps(_mm256_broadcast_ss(w + j), _mm256_loadu_ps(v + (size_t)j * hd + d0), o0);
-        _mm256_storeu_ps(o + d0, o0);
-    }
 #endif
     for (; d0 < hd; d0++)
-        for (int j = 0; j < n; j++) o[d0] = fmaf(w[j], v[(size_t)j * hd + d0], o[d0]);
+        for (int r = 0; r < nr; r++)
+            for (int j = 0; j < n; j++) o[(size_t)r * hd + d0] = fmaf(w[(size_t)r * ldw + j], v[(size_t)j * hd + d0], o[(size_t)r * hd + d0]);
 }
 
 /* s[j] *= scale for j < n; returns max s[j] (the max is exact in any order). */
 static float scale_max(float *s, int n, float scale) {
     float m = -INFINITY;
     int j = 0;
-#ifdef CACHE_AVX2
+#ifdef VEC16
     __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(-INFINITY);
     for (; j + 8 <= n; j += 8) {
         __m256 v = _mm256_mul_ps(_mm256_loadu_ps(s + j), vs);
@@ -286,10 +304,15 @@ static void attn_item(void *vctx, int item, int thread) {
     for (int j0 = lo; j0 <= hi; j0 += KB) {
         int nk = hi - j0 + 1 < KB ? hi - j0 + 1 : KB;
         for (int j = 0; j < nk; j++) kv_dequantize(c->fv, v_row(c, a->layer, j0 + j, g), vb + (size_t)j * hd, hd);
-        for (int i = 0; i < nq; i++) {
+        for (int i = 0; i < nq;) {
+            int nr = 1;   /* rows of one token (its heads) share the key range */
+            while (nr < 4 && i + nr < nq && lo_q[i + nr] == lo_q[i] && hi_q[i + nr] == hi_q[i]) nr++;
             int jb = j0 > lo_q[i] ? j0 : lo_q[i];
             int je = j0 + nk - 1 < hi_q[i] ? j0 + nk - 1 : hi_q[i];
-            pv_accumulate(o + (size_t)i * hd, s + (size_t)i * ld + (jb - lo), vb + (size_t)(jb - j0) * hd, je - jb + 1, hd);
+            if (je >= jb)
+                pv_accumulate(o + (size_t)i * hd, s + (size_t)i * ld + (jb - lo), ld, nr,
+                              vb + (size_t)(jb - j0) * hd, je - jb + 1, hd);
+            i += nr;
         }
     }
     for (int i = 0; i < nq; i++) {
