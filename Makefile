@@ -95,8 +95,13 @@ run: all $(MODEL_SMOL)
 	./strata-driver sweep --model $(MODEL_SMOL) --arms f32,f16,int8 --ref f16 --depths 16 \
 	    --max-depth 8160 --fork 32 --per-position $(RUN_ARGS)
 
-bench: all $(MODEL_SMOL)
-	@bash tests/bench/bench.sh
+BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/*.c))
+$(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(BUILD)/libengine.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDSAN) -o $@ $^ $(LDLIBS)
+
+bench: all $(BENCH_BIN) $(MODEL_SMOL)
+	@BUILD=$(BUILD) bash tests/bench/bench.sh
 
 clean:
 	rm -rf build build-san strata-worker strata-driver

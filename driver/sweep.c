@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
@@ -229,6 +230,9 @@ static int write_meta(const sweep_config *c, const arm *arms, int n, const meta_
     json_object_set_new(root, "per_position", json_boolean(c->per_position));
     json_object_set_new(root, "chunk", json_integer(c->chunk));
     json_object_set_new(root, "wall_seconds", json_real(now_s() - ms->t0));
+    struct rusage ru;   /* the driver's own memory: O(chunk x vocab x arms) in per-position mode */
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        json_object_set_new(root, "driver_peak_rss", json_integer((json_int_t)ru.ru_maxrss * 1024));
     if (c->warnings) json_object_set(root, "warnings", c->warnings);   /* borrowed: adds a reference */
     else json_object_set_new(root, "warnings", json_array());
     json_object_set_new(root, "status", json_string(status));

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# make bench — speed figures and ratios, printed; nothing is asserted (DEVELOPERS: speed is checked by
+# a benchmark, not by timed tests). Run it on an otherwise idle machine: with 2 cores, any other busy
+# process halves what is measured (the 1-minute load average is printed beside the figures).
+#   1. strata-worker vs llama.cpp (llama-cpp-python, built into tests/.venv on first use) on SmolLM2:
+#      prefill tokens/s at 512 / 2K / 8K, decode tokens/s at depth 512 / 8K, KV f16 and int8 (llama.cpp:
+#      f16 and q8_0, its closest 8-bit format), 2 threads, as ratios strata / llama.cpp.
+#   2. attention alone at 8K: every KV format against f16 (tests/bench/bench_attn.c).
+#   3. the sweep's overhead: wall time of a one-pass sweep / (one max-depth prefill + 16 fork probes).
+#   4. per-position streaming: rows/s and GB/s through the driver.
+# BENCH_QUICK=1 skips llama.cpp and the 8K lengths.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+CACHE=${STRATA_CACHE:-$HOME/.cache/strata}
+MODEL=$CACHE/smollm2-135m-instruct-q4_1.gguf
+W=$BUILD/strata-worker
+D=$BUILD/strata-driver
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+load() { cut -d' ' -f1 /proc/loadavg; }
+echo "strata bench  $(date -u +%FT%TZ)  git $(git rev-parse --short HEAD)  $(nproc) cores  load $(load)"
+
+# a long token stream: the repository's sources tokenised by the model
+cat worker/*.c driver/*.c proto/*.c kernels/*.c tests/*.c README.md | "$W" --model "$MODEL" --tokenize >"$TMP/all.ids"
+tr ' ' '\n' <"$TMP/all.ids" >"$TMP/all.col"
+ids() { head -n "$1" "$TMP/all.col" | tr '\n' ' ' >"$TMP/ids.$1"; echo "$TMP/ids.$1"; }
+
+LENS="512 2048 8192"; DEPTHS="512 8192"
+[ "${BENCH_QUICK:-0}" = 1 ] && { LENS="512 2048"; DEPTHS="512"; }
+
+# 1a. ours: one run per (length, kv): the prefill of L tokens, then 32 decode steps at depth L
+declare -A OURS
+echo
+echo "== strata-worker, SmolLM2-135M Q4_1, 2 threads, prefill chunk 512"
+for kv in f16 int8; do
+  for L in $LENS; do
+    t=$("$W" --model "$MODEL" --kv $kv --threads 2 --prefill 512 --tokens-file "$(ids $L)" --max-new 33 --timing 2>&1 >/dev/null | grep '^timing:')
+    pt=$(sed -E 's/.*prefill_s=([0-9.]+).*/\1/' <<<"$t"); dt=$(sed -E 's/.*decode_s=([0-9.]+).*/\1/' <<<"$t")
+    OURS[prefill,$kv,$L]=$(awk -v n=$L -v s=$pt 'BEGIN{printf "%.1f", n/s}')
+    OURS[decode,$kv,$L]=$(awk -v s=$dt 'BEGIN{printf "%.1f", 32/s}')
+    printf '  kv %-5s L %5d  prefill %8s tok/s  decode@%d %6s tok/s  (load %s)\n' $kv $L "${OURS[prefill,$kv,$L]}" $L "${OURS[decode,$kv,$L]}" "$(load)"
+  done
+done
+
+# 1b. llama.cpp on the same model, threads and lengths
+if [ "${BENCH_QUICK:-0}" != 1 ]; then
+  PY=tests/.venv/bin/python
+  if ! "$PY" -c 'import llama_cpp' 2>/dev/null; then
+    echo "(building llama-cpp-python into tests/.venv: takes several minutes)"
+    [ -x "$PY" ] || python3 -m venv tests/.venv
+    CMAKE_BUILD_PARALLEL_LEVEL=2 "$PY" -m pip install -q numpy gguf llama-cpp-python
+  fi
+  echo
+  echo "== llama.cpp (llama-cpp-python), same model, 2 threads, n_batch 512, flash attention as it defaults"
+  "$PY" tests/bench/llamacpp_bench.py --model "$MODEL" --threads 2 --prefill "${LENS// /,}" --depths "${DEPTHS// /,}" \
+      --kv f16,q8_0 --fa auto --repeat 1 >"$TMP/lcpp.jsonl" || true
+  echo
+  echo "== ratios strata / llama.cpp (> 1: strata is faster)"
+  "$PY" - "$TMP/lcpp.jsonl" <<PYEOF
+import json, sys
+ours = {$(for k in "${!OURS[@]}"; do printf '"%s": %s, ' "$k" "${OURS[$k]}"; done)}
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if "error" in r: print("  llama.cpp refused", r.get("kv"), r.get("flash_attn"), r["error"]); continue
+    kv = "f16" if r["kv"] == "f16" else "int8"
+    L = r["tokens"] if r["phase"] == "prefill" else r["depth"]
+    key = f'{r["phase"]},{kv},{L}'
+    if key in ours:
+        print(f'  {r["phase"]:7s} {"at depth" if r["phase"]=="decode" else "of"} {L:5d}  strata kv {kv:4s} {ours[key]:8.1f} tok/s'
+              f'  llama.cpp kv {r["kv"]:4s} {r["tokens_per_s"]:8.1f} tok/s  ratio {ours[key]/r["tokens_per_s"]:.2f}')
+PYEOF
+fi
+
+# 2. attention alone
+echo
+echo "== attention at 8K context, SmolLM2 shape (tests/bench/bench_attn.c)"
+"$BUILD/bench/bench_attn" 8192 2
+
+# 3 and 4. the sweep: overhead and per-position streaming
+DEPTH=2048; [ "${BENCH_QUICK:-0}" = 1 ] && DEPTH=1024
+echo
+echo "== sweep overhead: arms f16,int8 (1 thread each), 16 depths to $DEPTH, fork 32"
+t0=$(date +%s.%N)
+"$D" sweep --model "$MODEL" --tokens-file "$(ids $((DEPTH + 64)))" --arms f16,int8 --depths 16 --max-depth $DEPTH \
+    --fork 32 --threads 1 --quiet --out "$TMP/sweep" >/dev/null
+t1=$(date +%s.%N)
+t=$("$W" --model "$MODEL" --kv int8 --threads 1 --tokens-file "$(ids $DEPTH)" --max-new 33 --timing 2>&1 >/dev/null | grep '^timing:')
+pt=$(sed -E 's/.*prefill_s=([0-9.]+).*/\1/' <<<"$t"); dt=$(sed -E 's/.*decode_s=([0-9.]+).*/\1/' <<<"$t")
+awk -v w="$(awk -v a=$t1 -v b=$t0 'BEGIN{print a-b}')" -v p=$pt -v d=$dt 'BEGIN{b=p+16*d; printf "  sweep wall %.1f s; one %d-token prefill %.1f s + 16 fork probes %.1f s = %.1f s; ratio %.2f (target <= 1.25)\n", w, '"$DEPTH"', p, 16*d, b, w/b}'
+echo
+echo "== per-position streaming: the same sweep with every row compared"
+t0=$(date +%s.%N)
+"$D" sweep --model "$MODEL" --tokens-file "$(ids $((DEPTH + 64)))" --arms f16,int8 --depths 16 --max-depth $DEPTH \
+    --fork 1 --threads 1 --quiet --per-position --out "$TMP/pp" >/dev/null
+t1=$(date +%s.%N)
+awk -v w="$(awk -v a=$t1 -v b=$t0 'BEGIN{print a-b}')" -v n=$DEPTH 'BEGIN{rows=2*n; gb=rows*49152*4/1e9; printf "  %d rows of 49152 logits from 2 arms in %.1f s: %.0f rows/s, %.2f GB/s (engine time included)\n", rows, w, rows/w, gb/w}'
+echo "  driver peak RSS: $(grep -o "\"driver_peak_rss\": *[0-9]*" "$TMP/pp/meta.json" || echo unknown)"
