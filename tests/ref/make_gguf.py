@@ -1,0 +1,364 @@
+#!/usr/bin/env python3
+"""make_gguf.py: write small random-weight GGUF models for strata's tests.
+
+Usage: tests/.venv/bin/python tests/ref/make_gguf.py [OUT_DIR]
+       (OUT_DIR defaults to tests/fixtures/models)
+
+Writes rand-llama.gguf, rand-qwen2.gguf, rand-qwen3.gguf, rand-gemma3.gguf and two
+RoPE-scaling variants, rand-llama-linear.gguf and rand-qwen2-yarn.gguf (end of this header).
+Every file is a pure function of this script (fixed seeds, fixed metadata,
+GGUF v3, 32-byte alignment): running it twice gives byte-identical files.
+All weights are F32. Matrices have std 1/sqrt(fan_in) (attn_output and
+ffn_down of llama/qwen2/qwen3: 2/sqrt(fan_in), so that the blocks, not the
+tied input embedding, decide the logits); norm weights are 1 + 0.1*N(0,1)
+(rand-gemma3's output_norm: 4 times that); the output matrix (or the tied
+embedding) is scaled so that logits have a standard deviation of ~4.
+
+Tensor layout convention (as in every GGUF): a tensor listed below as
+"[ne0, ne1]" is stored row-major as ne1 rows of ne0 floats, i.e. a matrix
+W[out][in] with ne0 = in, ne1 = out; y = W x. token_embd is [dim, n_vocab]:
+row t is the embedding of token t.
+
+--------------------------------------------------------------------------
+Metadata common to all four ({A} = the architecture name)
+  general.architecture            string  {A}
+  general.name                    string  rand-{A}
+  general.file_type               uint32  0 (all F32)
+  {A}.context_length              uint32  2048
+  {A}.embedding_length            uint32  dim
+  {A}.block_count                 uint32  n_layer
+  {A}.feed_forward_length         uint32  n_ff
+  {A}.attention.head_count        uint32  n_head
+  {A}.attention.head_count_kv     uint32  n_head_kv
+  {A}.attention.layer_norm_rms_epsilon float32 eps
+  {A}.rope.freq_base              float32 rope base (of the global layers for gemma3)
+  {A}.vocab_size                  uint32  n_vocab (= length of tokenizer.ggml.tokens)
+  tokenizer.ggml.*                the tokenizer (see below)
+
+Tensors common to all four (per layer i = 0..n_layer-1, "blk.{i}."):
+  token_embd.weight          [dim, n_vocab]
+  output_norm.weight         [dim]
+  blk.{i}.attn_norm.weight   [dim]
+  blk.{i}.attn_q.weight      [dim, n_head*head_dim]
+  blk.{i}.attn_k.weight      [dim, n_head_kv*head_dim]
+  blk.{i}.attn_v.weight      [dim, n_head_kv*head_dim]
+  blk.{i}.attn_output.weight [n_head*head_dim, dim]
+  blk.{i}.ffn_norm.weight    [dim]
+  blk.{i}.ffn_gate.weight    [dim, n_ff]
+  blk.{i}.ffn_up.weight      [dim, n_ff]
+  blk.{i}.ffn_down.weight    [n_ff, dim]
+  output.weight              [dim, n_vocab]  only where untied (rand-llama);
+                             when absent the logits use token_embd.weight.
+
+Shared forward pass (pre-norm decoder; x = residual stream [dim]):
+  x = token_embd[tok]                                   (gemma3: * sqrt(dim), see below)
+  per layer:
+    h = rmsnorm(x) * attn_norm          rmsnorm(v) = v / sqrt(mean(v^2) + eps)
+    q = Wq h, k = Wk h, v = Wv h        (+ biases for qwen2)
+    (qwen3, gemma3: q, k rmsnorm'ed per head over head_dim, times attn_{q,k}_norm)
+    rope on q and k (all head_dim dims rotated, n_rot = head_dim); theta_j =
+      pos * base^(-2j/head_dim), j = 0..head_dim/2-1; the pair rotated is
+      llama:                (x[2j], x[2j+1])            ("normal" rope)
+      qwen2, qwen3, gemma3: (x[j], x[j + head_dim/2])   ("neox" rope)
+      (x', y') = (x cos - y sin, x sin + y cos)
+    head h uses KV head h / (n_head / n_head_kv) (grouped-query attention)
+    att = softmax(q.k * scale + causal mask) v, scale = 1/sqrt(head_dim)
+    o = Wo att
+    llama/qwen2/qwen3:  x = x + o;  x = x + Wdown(silu(Wgate g) * (Wup g)), g = rmsnorm(x)*ffn_norm
+    gemma3:             see below (sandwich norms, GeGLU)
+  logits = Wout (rmsnorm(x) * output_norm)
+
+--------------------------------------------------------------------------
+rand-llama  (arch "llama")  dim 64, 3 layers, 4 heads / 2 KV heads, head_dim 16,
+  n_ff 160, eps 1e-5, rope base 10000, untied output.weight.
+  Extra metadata: llama.rope.dimension_count uint32 16 (= head_dim; llama.cpp
+  insists on n_rot == head_dim for llama).
+  Tokenizer: SentencePiece ("llama"), the 512-token vocab of stories260K.gguf
+  (tokenizer.ggml.model/tokens/scores/token_type/bos/eos/unknown ids copied).
+  BOS added (tokenizer.ggml.add_bos_token true).
+
+rand-qwen2  (arch "qwen2")  dim 64, 3 layers, 4 heads / 2 KV heads, head_dim 16,
+  n_ff 160, eps 1e-6, rope base 1000000, tied embeddings (no output.weight).
+  Extra tensors: blk.{i}.attn_q.bias [n_head*head_dim], blk.{i}.attn_k.bias
+  [n_head_kv*head_dim], blk.{i}.attn_v.bias [n_head_kv*head_dim]; added to
+  Wq h, Wk h, Wv h before rope.
+  Tokenizer: byte-level BPE ("gpt2", pre "gpt-2"), 512 tokens: the 256
+  byte tokens + the first 253 merges of GPT-2 (ids 0..508, same ids as GPT-2),
+  then <|endoftext|> 509 (bos = eos = 509), <|im_start|> 510, <|im_end|> 511
+  (token_type 3 = control); tokenizer.ggml.merges = those 253 merges.
+  No BOS added (tokenizer.ggml.add_bos_token false).
+
+rand-qwen3  (arch "qwen3")  dim 64, 3 layers, 4 heads / 2 KV heads, head_dim 32
+  (so n_head*head_dim = 128 != dim), n_ff 160, eps 1e-6, rope base 1000000,
+  tied embeddings.
+  Extra metadata: qwen3.attention.key_length uint32 32,
+                  qwen3.attention.value_length uint32 32.
+  Extra tensors: blk.{i}.attn_q_norm.weight [head_dim], blk.{i}.attn_k_norm.weight
+  [head_dim]: after the projections, each head of q and of k is rmsnorm'ed over
+  its head_dim values (eps as above) and multiplied by these weights, then roped.
+  No biases. Tokenizer: as rand-qwen2.
+
+rand-gemma3 (arch "gemma3") dim 64, 6 layers, 4 heads / 2 KV heads, head_dim 32,
+  n_ff 128, eps 1e-6, tied embeddings.
+  Extra metadata: gemma3.attention.key_length uint32 32,
+                  gemma3.attention.value_length uint32 32,
+                  gemma3.attention.sliding_window uint32 32,
+                  gemma3.rope.freq_base float32 1000000 (global layers).
+  Deliberately absent, as in the real Gemma 3 270M file, so the defaults apply:
+    gemma3.attention.sliding_window_pattern -> pattern 6: layer il is a local
+      (sliding-window) layer iff il % 6 < 5, i.e. layers 0-4 local, layer 5 global
+      (the real 18-layer model: 5, 11, 17 global);
+    gemma3.rope.freq_base_swa -> local layers use rope base 10000.
+  Local layers: query at position p attends to keys at positions k with
+    p - window < k <= p (window = sliding_window = 32 keys, itself included).
+  Extra tensors: blk.{i}.attn_q_norm.weight [head_dim], blk.{i}.attn_k_norm.weight
+  [head_dim] (as qwen3), blk.{i}.post_attention_norm.weight [dim],
+  blk.{i}.post_ffw_norm.weight [dim].
+  Forward pass differences:
+    x = token_embd[tok] * sqrt(dim)            (f32 sqrtf(64) = 8 here)
+    q = q_norm(Wq h), k = k_norm(Wk h), rope (neox) with the layer's base
+    q scaled by 1/sqrt(head_dim) before attention (attention scale then 1)
+    x = x + rmsnorm(Wo att) * post_attention_norm
+    g = rmsnorm(x) * ffn_norm
+    x = x + rmsnorm(Wdown(gelu(Wgate g) * (Wup g))) * post_ffw_norm
+    gelu = tanh approximation 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3)));
+    (llama.cpp's CPU backend evaluates it through an f16 lookup table: input
+    rounded to f16, result rounded to f16, so expect ~1e-3 relative noise there.)
+    No final logit soft-capping (gemma3.final_logit_softcapping absent).
+  Norm weights are stored as the final multipliers (the GGUF converter already
+  added Gemma's "1 +"), so they are used exactly like the other archs' norms.
+  Tokenizer: as rand-llama (stories260K SPM, 512), add_bos_token true.
+
+--------------------------------------------------------------------------
+RoPE-scaling variants: the same weights as their base model (same seed, same tensors,
+same tokenizer); general.name is the variant's name and these keys are added after
+{A}.vocab_size (and {A}.rope.freq_base may differ, see below):
+
+rand-llama-linear  (arch "llama", base rand-llama)
+  llama.rope.scaling.type    string  "linear"
+  llama.rope.scaling.factor  float32 4
+  Linear interpolation: every angle is computed at position pos / 4, i.e.
+  theta_j = (pos * freq_scale) * base^(-2j/head_dim), freq_scale = 1/factor = 0.25.
+
+rand-qwen2-yarn  (arch "qwen2", base rand-qwen2, but rope base 10000 instead of 1e6 so
+  that the slow dims turn enough over 1024 positions for the scaling to show)
+  qwen2.rope.freq_base                       float32 10000
+  qwen2.rope.scaling.type                    string  "yarn"
+  qwen2.rope.scaling.factor                  float32 4
+  qwen2.rope.scaling.original_context_length uint32  256
+  (context_length stays 2048; long.txt's 1024 tokens go well past the original 256.)
+  llama.cpp (0.3.36's vendored tree) reads for any arch: rope.scaling.type (absent ->
+  "linear"), rope.scaling.factor (or the old rope.scale_linear), rope.scaling.
+  original_context_length (absent -> context_length), rope.scaling.attn_factor (absent
+  -> 1); the yarn_ext_factor / yarn_attn_factor / yarn_beta_fast / yarn_beta_slow /
+  yarn_log_multiplier keys exist but only some other archs (grok, mistral3, deepseek2)
+  read them, not llama or qwen2. So for qwen2 the YaRN parameters are the defaults:
+  ext_factor 1 (type yarn), beta_fast 32, beta_slow 1, and the magnitude scale
+  mscale = attn_factor * (1 + 0.1 ln(factor)) (llama.cpp passes attn_factor *
+  get_mscale(factor) / (1 + 0.1 ln factor) to ggml, whose rope multiplies by
+  1 + 0.1 ln(1/freq_scale) again: the same up to f32 rounding).
+  YaRN angles, with n = head_dim = 16, j = 0..n/2-1, theta_e = pos * base^(-2j/n):
+    corr(b) = n * ln(n_ctx_orig / (2 pi b)) / (2 ln base)
+    low = max(0, floor(corr(beta_fast))), high = min(n - 1, ceil(corr(beta_slow)))
+          (here low = 0, high = 4)
+    ramp_j = 1 - clamp((j - low) / max(0.001, high - low), 0, 1)   (mix = ramp * ext_factor)
+    theta_j = theta_e * freq_scale * (1 - mix) + theta_e * mix
+    (cos, sin) of theta_j, both multiplied by mscale (= 1.1386 here), applied to q and k.
+"""
+import math
+import os
+import sys
+
+import numpy as np
+import gguf
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+SHARED = os.path.abspath(os.path.join(REPO, "..", "shared"))
+STORIES = os.environ.get("STRATA_STORIES", os.path.join(SHARED, "models", "stories260K.gguf"))
+GPT2_VOCAB = os.environ.get("STRATA_GPT2_VOCAB",
+                            os.path.join(SHARED, "testdata", "tokenizer", "ggml-vocab-gpt-2.gguf"))
+
+ARCHS = {
+    "llama":  dict(dim=64, n_layer=3, n_head=4, n_head_kv=2, head_dim=16, n_ff=160,
+                   eps=1e-5, rope_base=10000.0, tied=False, tok="spm", seed=1001, res_gain=2.0),
+    "qwen2":  dict(dim=64, n_layer=3, n_head=4, n_head_kv=2, head_dim=16, n_ff=160,
+                   eps=1e-6, rope_base=1000000.0, tied=True, tok="bpe", seed=1002, res_gain=2.0),
+    "qwen3":  dict(dim=64, n_layer=3, n_head=4, n_head_kv=2, head_dim=32, n_ff=160,
+                   eps=1e-6, rope_base=1000000.0, tied=True, tok="bpe", seed=1003, res_gain=2.0),
+    "gemma3": dict(dim=64, n_layer=6, n_head=4, n_head_kv=2, head_dim=32, n_ff=128,
+                   eps=1e-6, rope_base=1000000.0, tied=True, tok="spm", seed=1004, res_gain=1.0,
+                   sliding_window=32),
+}
+# name -> (architecture, extra metadata); the variants keep their base arch's weights.
+MODELS = {
+    "rand-llama": ("llama", {}),
+    "rand-qwen2": ("qwen2", {}),
+    "rand-qwen3": ("qwen3", {}),
+    "rand-gemma3": ("gemma3", {}),
+    "rand-llama-linear": ("llama", dict(rope_base=10000.0, scaling="linear", factor=4.0)),
+    "rand-qwen2-yarn": ("qwen2", dict(rope_base=10000.0, scaling="yarn", factor=4.0,
+                                      orig_ctx=256)),
+}
+N_BPE_MERGES = 253
+BPE_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def field(reader, key):
+    f = reader.fields.get(key)
+    if f is None:
+        raise SystemExit(f"make_gguf.py: {key} missing from tokenizer source")
+    return f.contents()
+
+
+def spm_vocab():
+    """The 512-token SentencePiece vocab of stories260K.gguf."""
+    r = gguf.GGUFReader(STORIES)
+    return dict(model="llama",
+                tokens=field(r, "tokenizer.ggml.tokens"),
+                scores=[float(s) for s in field(r, "tokenizer.ggml.scores")],
+                types=[int(t) for t in field(r, "tokenizer.ggml.token_type")],
+                bos=int(field(r, "tokenizer.ggml.bos_token_id")),
+                eos=int(field(r, "tokenizer.ggml.eos_token_id")),
+                unk=int(field(r, "tokenizer.ggml.unknown_token_id")))
+
+
+def bpe_vocab():
+    """A 512-token byte-level BPE vocab cut from GPT-2's: bytes + first merges + specials."""
+    r = gguf.GGUFReader(GPT2_VOCAB)
+    tokens = field(r, "tokenizer.ggml.tokens")
+    merges = field(r, "tokenizer.ggml.merges")
+    out_tokens = list(tokens[:256 + N_BPE_MERGES])
+    out_merges = list(merges[:N_BPE_MERGES])
+    for i, m in enumerate(out_merges):  # GPT-2: token 256+i is the result of merge i
+        a, b = m.split(" ")
+        assert out_tokens[256 + i] == a + b, (i, m, out_tokens[256 + i])
+    eot = len(out_tokens)
+    out_tokens += BPE_SPECIALS
+    types = [1] * (256 + N_BPE_MERGES) + [3] * len(BPE_SPECIALS)
+    return dict(model="gpt2", pre="gpt-2", tokens=out_tokens, merges=out_merges,
+                types=types, bos=eot, eos=eot)
+
+
+def add_tokenizer(w, tok, add_bos):
+    w.add_string("tokenizer.ggml.model", tok["model"])
+    if "pre" in tok:
+        w.add_string("tokenizer.ggml.pre", tok["pre"])
+    w.add_array("tokenizer.ggml.tokens", tok["tokens"])
+    if "scores" in tok:
+        w.add_array("tokenizer.ggml.scores", tok["scores"])
+    w.add_array("tokenizer.ggml.token_type", tok["types"])
+    if "merges" in tok:
+        w.add_array("tokenizer.ggml.merges", tok["merges"])
+    w.add_uint32("tokenizer.ggml.bos_token_id", tok["bos"])
+    w.add_uint32("tokenizer.ggml.eos_token_id", tok["eos"])
+    if "unk" in tok:
+        w.add_uint32("tokenizer.ggml.unknown_token_id", tok["unk"])
+    w.add_bool("tokenizer.ggml.add_bos_token", add_bos)
+    w.add_bool("tokenizer.ggml.add_eos_token", False)
+
+
+def mat(rng, n_out, n_in, gain=1.0):
+    """W[out][in] with std gain/sqrt(n_in), stored as ne = [n_in, n_out]."""
+    return (rng.standard_normal((n_out, n_in)) * (gain / math.sqrt(n_in))).astype(np.float32)
+
+
+def norm_w(rng, n):
+    return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+
+
+def build(name, out_path):
+    arch, extra = MODELS[name]
+    c = dict(ARCHS[arch], **extra)
+    rng = np.random.default_rng(c["seed"])
+    dim, hd, nh, nkv, nff = c["dim"], c["head_dim"], c["n_head"], c["n_head_kv"], c["n_ff"]
+    tok = spm_vocab() if c["tok"] == "spm" else bpe_vocab()
+    n_vocab = len(tok["tokens"])
+    A = arch
+
+    w = gguf.GGUFWriter(out_path, arch)  # writes general.architecture
+    w.add_string("general.name", name)
+    w.add_uint32("general.file_type", 0)
+    w.add_uint32(f"{A}.context_length", 2048)
+    w.add_uint32(f"{A}.embedding_length", dim)
+    w.add_uint32(f"{A}.block_count", c["n_layer"])
+    w.add_uint32(f"{A}.feed_forward_length", nff)
+    w.add_uint32(f"{A}.attention.head_count", nh)
+    w.add_uint32(f"{A}.attention.head_count_kv", nkv)
+    w.add_float32(f"{A}.attention.layer_norm_rms_epsilon", c["eps"])
+    w.add_float32(f"{A}.rope.freq_base", c["rope_base"])
+    w.add_uint32(f"{A}.vocab_size", n_vocab)
+    if "scaling" in c:
+        w.add_string(f"{A}.rope.scaling.type", c["scaling"])
+        w.add_float32(f"{A}.rope.scaling.factor", c["factor"])
+        if "orig_ctx" in c:
+            w.add_uint32(f"{A}.rope.scaling.original_context_length", c["orig_ctx"])
+    if arch == "llama":
+        w.add_uint32(f"{A}.rope.dimension_count", hd)
+    if arch in ("qwen3", "gemma3"):
+        w.add_uint32(f"{A}.attention.key_length", hd)
+        w.add_uint32(f"{A}.attention.value_length", hd)
+    if arch == "gemma3":
+        w.add_uint32(f"{A}.attention.sliding_window", c["sliding_window"])
+    add_tokenizer(w, tok, add_bos=(c["tok"] == "spm"))
+
+    # Logit scale: rmsnorm output has rms ~1, so logits ~ N(0, gain^2).
+    # gemma3 multiplies the embedding by sqrt(dim) on input, so with the same
+    # embedding scale the input token would dominate the residual stream and the
+    # tied logits (argmax = input token). There the embedding gets std 1/8
+    # (rms 1 after the sqrt(dim) scale) and output_norm ~4 restores the gain.
+    logit_gain = 4.0
+    if arch == "gemma3":
+        embd = (0.125 * rng.standard_normal((n_vocab, dim))).astype(np.float32)
+        out_norm = (4.0 * norm_w(rng, dim)).astype(np.float32)
+    else:
+        embd = (rng.standard_normal((n_vocab, dim)) * (logit_gain / math.sqrt(dim))).astype(np.float32)
+        out_norm = norm_w(rng, dim)
+    w.add_tensor("token_embd.weight", embd)
+    w.add_tensor("output_norm.weight", out_norm)
+    if not c["tied"]:
+        w.add_tensor("output.weight", mat(rng, n_vocab, dim, logit_gain))
+
+    for i in range(c["n_layer"]):
+        p = f"blk.{i}."
+        w.add_tensor(p + "attn_norm.weight", norm_w(rng, dim))
+        w.add_tensor(p + "attn_q.weight", mat(rng, nh * hd, dim))
+        w.add_tensor(p + "attn_k.weight", mat(rng, nkv * hd, dim))
+        w.add_tensor(p + "attn_v.weight", mat(rng, nkv * hd, dim))
+        if arch == "qwen2":
+            w.add_tensor(p + "attn_q.bias", (0.2 * rng.standard_normal(nh * hd)).astype(np.float32))
+            w.add_tensor(p + "attn_k.bias", (0.2 * rng.standard_normal(nkv * hd)).astype(np.float32))
+            w.add_tensor(p + "attn_v.bias", (0.2 * rng.standard_normal(nkv * hd)).astype(np.float32))
+        if arch in ("qwen3", "gemma3"):
+            w.add_tensor(p + "attn_q_norm.weight", norm_w(rng, hd))
+            w.add_tensor(p + "attn_k_norm.weight", norm_w(rng, hd))
+        w.add_tensor(p + "attn_output.weight", mat(rng, dim, nh * hd, c["res_gain"]))
+        if arch == "gemma3":
+            w.add_tensor(p + "post_attention_norm.weight", norm_w(rng, dim))
+        w.add_tensor(p + "ffn_norm.weight", norm_w(rng, dim))
+        w.add_tensor(p + "ffn_gate.weight", mat(rng, nff, dim))
+        w.add_tensor(p + "ffn_up.weight", mat(rng, nff, dim))
+        w.add_tensor(p + "ffn_down.weight", mat(rng, dim, nff, c["res_gain"]))
+        if arch == "gemma3":
+            w.add_tensor(p + "post_ffw_norm.weight", norm_w(rng, dim))
+
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def main():
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(REPO, "tests", "fixtures", "models")
+    os.makedirs(out_dir, exist_ok=True)
+    for name in MODELS:
+        path = os.path.join(out_dir, f"{name}.gguf")
+        build(name, path)
+        size = os.path.getsize(path)
+        if size > 1536 * 1024:
+            raise SystemExit(f"make_gguf.py: {path} is {size} B, over the 1.5 MB budget")
+        print(f"{path}: {size} B")
+
+
+if __name__ == "__main__":
+    main()
