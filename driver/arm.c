@@ -1,6 +1,7 @@
 /* arm.c — the driver's arms: spec parsing, spawning and dialling workers, the handshake check,
  * concurrent requests, stopping and reaping. See arm.h. */
 #include "driver/arm.h"
+#include "proto/errmsg.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,18 +17,6 @@
 #include "worker/kv.h"
 
 #define KV_NAMES "f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8"
-
-static int set_err(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int set_err(char *err, size_t errlen, int code, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 static int64_t now_ms(void) {
     struct timespec ts;
@@ -68,10 +57,10 @@ int arm_spec_parse(const char *spec, const char *ref_k, const char *ref_v, char 
         int is_k = spec[0] == 'k';
         const char *x = spec + 2;
         if (!fmt_ok(x))
-            return set_err(err, errlen, ARM_E_SPEC, "unknown KV format '%s' in arm '%s' (formats: %s)",
+            return errmsg_set(err, errlen, ARM_E_SPEC, "unknown KV format '%s' in arm '%s' (formats: %s)",
                            x, spec, KV_NAMES);
         if (!ref_k || !ref_v)
-            return set_err(err, errlen, ARM_E_SPEC, "arm '%s' takes its other format from the "
+            return errmsg_set(err, errlen, ARM_E_SPEC, "arm '%s' takes its other format from the "
                            "reference arm, whose formats are not known", spec);
         snprintf(kv_k, ARM_FMT_MAX, "%s", is_k ? x : ref_k);
         snprintf(kv_v, ARM_FMT_MAX, "%s", is_k ? ref_v : x);
@@ -80,18 +69,18 @@ int arm_spec_parse(const char *spec, const char *ref_k, const char *ref_v, char 
     if (slash) {
         size_t lk = (size_t)(slash - spec);
         if (lk >= sizeof a || strlen(slash + 1) >= sizeof b)
-            return set_err(err, errlen, ARM_E_SPEC, "bad arm spec '%s' (expected K/V, e.g. int8/f16)", spec);
+            return errmsg_set(err, errlen, ARM_E_SPEC, "bad arm spec '%s' (expected K/V, e.g. int8/f16)", spec);
         memcpy(a, spec, lk);
         a[lk] = 0;
         snprintf(b, sizeof b, "%s", slash + 1);
     } else {
         if (strlen(spec) >= sizeof a)
-            return set_err(err, errlen, ARM_E_SPEC, "unknown KV format '%s' (formats: %s)", spec, KV_NAMES);
+            return errmsg_set(err, errlen, ARM_E_SPEC, "unknown KV format '%s' (formats: %s)", spec, KV_NAMES);
         snprintf(a, sizeof a, "%s", spec);
         snprintf(b, sizeof b, "%s", spec);
     }
     if (!fmt_ok(a) || !fmt_ok(b))
-        return set_err(err, errlen, ARM_E_SPEC, "unknown KV format '%s' in arm '%s' (formats: %s; "
+        return errmsg_set(err, errlen, ARM_E_SPEC, "unknown KV format '%s' in arm '%s' (formats: %s; "
                        "specs: F, K/V, k:F, v:F)", fmt_ok(a) ? b : a, spec, KV_NAMES);
     snprintf(kv_k, ARM_FMT_MAX, "%s", a);
     snprintf(kv_v, ARM_FMT_MAX, "%s", b);
@@ -107,7 +96,7 @@ static int name_taken(const char *name, const arm *taken, int n_taken) {
 int arm_unique_name(const char *base, const arm *taken, int n_taken, char *out, char *err,
                     size_t errlen) {
     if (strlen(base) + 8 >= ARM_NAME_MAX)
-        return set_err(err, errlen, ARM_E_SPEC, "arm name '%.40s...' is too long", base);
+        return errmsg_set(err, errlen, ARM_E_SPEC, "arm name '%.40s...' is too long", base);
     if (!name_taken(base, taken, n_taken)) {
         snprintf(out, ARM_NAME_MAX, "%s", base);
         return 0;
@@ -135,19 +124,19 @@ int arm_add_local(const char *list, arm **arms, int *n, char *err, size_t errlen
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         char item[ARM_NAME_MAX];
         if (len == 0)
-            return set_err(err, errlen, ARM_E_SPEC, "empty item in the arms list '%s'", list);
+            return errmsg_set(err, errlen, ARM_E_SPEC, "empty item in the arms list '%s'", list);
         if (len >= sizeof item)
-            return set_err(err, errlen, ARM_E_SPEC, "arm spec '%.*s' is too long", (int)len, p);
+            return errmsg_set(err, errlen, ARM_E_SPEC, "arm spec '%.*s' is too long", (int)len, p);
         memcpy(item, p, len);
         item[len] = 0;
         if (!name_ok(item) || strchr(item, '#'))
-            return set_err(err, errlen, ARM_E_SPEC, "bad arm spec '%s' (e.g. f16, int8, int8/f16, "
+            return errmsg_set(err, errlen, ARM_E_SPEC, "bad arm spec '%s' (e.g. f16, int8, int8/f16, "
                            "k:int8, v:q4_0)", item);
         char name[ARM_NAME_MAX];
         int rc = arm_unique_name(item, *arms, *n, name, err, errlen);
         if (rc) return rc;
         arm *a = arm_append(arms, n);
-        if (!a) return set_err(err, errlen, ARM_E_SYSTEM, "out of memory");
+        if (!a) return errmsg_set(err, errlen, ARM_E_SYSTEM, "out of memory");
         snprintf(a->name, sizeof a->name, "%s", name);
         if (!comma) return 0;
         p = comma + 1;
@@ -158,23 +147,23 @@ int arm_add_remote(const char *name_eq_url, arm **arms, int *n, char *err, size_
     const char *eq = strchr(name_eq_url, '=');
     char base[ARM_NAME_MAX], name[ARM_NAME_MAX];
     if (!eq || eq == name_eq_url || (size_t)(eq - name_eq_url) >= sizeof base)
-        return set_err(err, errlen, ARM_E_SPEC, "--arm needs NAME=URL (e.g. int8=tcp://10.0.0.2:5555), "
+        return errmsg_set(err, errlen, ARM_E_SPEC, "--arm needs NAME=URL (e.g. int8=tcp://10.0.0.2:5555), "
                        "got '%s'", name_eq_url);
     memcpy(base, name_eq_url, (size_t)(eq - name_eq_url));
     base[eq - name_eq_url] = 0;
     const char *url = eq + 1;
     if (!name_ok(base) || strchr(base, '#'))
-        return set_err(err, errlen, ARM_E_SPEC, "bad arm name '%s' in --arm (printable, no spaces, "
+        return errmsg_set(err, errlen, ARM_E_SPEC, "bad arm name '%s' in --arm (printable, no spaces, "
                        "quotes, commas or '#')", base);
     if (strncmp(url, "tcp://", 6) && strncmp(url, "ipc://", 6) && strncmp(url, "tls+tcp://", 10))
-        return set_err(err, errlen, ARM_E_SPEC, "--arm %s: URL '%s' must start with tcp://, "
+        return errmsg_set(err, errlen, ARM_E_SPEC, "--arm %s: URL '%s' must start with tcp://, "
                        "tls+tcp:// or ipc://", base, url);
     if (strlen(url) >= ARM_URL_MAX)
-        return set_err(err, errlen, ARM_E_SPEC, "--arm %s: URL too long", base);
+        return errmsg_set(err, errlen, ARM_E_SPEC, "--arm %s: URL too long", base);
     int rc = arm_unique_name(base, *arms, *n, name, err, errlen);
     if (rc) return rc;
     arm *a = arm_append(arms, n);
-    if (!a) return set_err(err, errlen, ARM_E_SYSTEM, "out of memory");
+    if (!a) return errmsg_set(err, errlen, ARM_E_SYSTEM, "out of memory");
     snprintf(a->name, sizeof a->name, "%s", name);
     snprintf(a->url, sizeof a->url, "%s", url);
     a->remote = 1;
@@ -202,7 +191,7 @@ int arm_resolve_formats(arm *arms, int n, const char *ref_name, char *err, size_
             size_t l = strlen(names);
             snprintf(names + l, sizeof names - l, "%s%s", i ? ", " : "", arms[i].name);
         }
-        return -set_err(err, errlen, ARM_E_SPEC, "the reference arm '%s' (--ref) is not one of the arms (%s)",
+        return -errmsg_set(err, errlen, ARM_E_SPEC, "the reference arm '%s' (--ref) is not one of the arms (%s)",
                         ref_name, names);
     }
     char base[ARM_NAME_MAX], rk[ARM_FMT_MAX] = "", rv[ARM_FMT_MAX] = "";
@@ -210,14 +199,14 @@ int arm_resolve_formats(arm *arms, int n, const char *ref_name, char *err, size_
     char e2[256];
     if (arm_spec_parse(base, NULL, NULL, rk, rv, e2, sizeof e2)) {
         if (!arms[ref].remote)
-            return -set_err(err, errlen, ARM_E_SPEC, "reference arm '%s': %s", arms[ref].name, e2);
+            return -errmsg_set(err, errlen, ARM_E_SPEC, "reference arm '%s': %s", arms[ref].name, e2);
         rk[0] = rv[0] = 0;   /* a remote reference with a free-form name: formats from its hello */
     }
     for (int i = 0; i < n; i++) {
         arm *a = &arms[i];
         name_base(a->name, base);
         int rc = arm_spec_parse(base, rk[0] ? rk : NULL, rv[0] ? rv : NULL, a->kv_k, a->kv_v, e2, sizeof e2);
-        if (rc && !a->remote) return -set_err(err, errlen, ARM_E_SPEC, "arm '%s': %s", a->name, e2);
+        if (rc && !a->remote) return -errmsg_set(err, errlen, ARM_E_SPEC, "arm '%s': %s", a->name, e2);
         if (rc) a->kv_k[0] = a->kv_v[0] = 0;
     }
     return ref;
@@ -242,7 +231,7 @@ int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
     char threads[16], prefill[16], ctx[16], url[ARM_URL_MAX], logp[ARM_URL_MAX];
     if (snprintf(url, sizeof url, "ipc://%s/%d.ipc", l->tmpdir, i) >= (int)sizeof url ||
         snprintf(logp, sizeof logp, "%s/%d.log", l->tmpdir, i) >= (int)sizeof logp)
-        return set_err(err, errlen, ARM_E_SYSTEM, "temp dir path too long: %s", l->tmpdir);
+        return errmsg_set(err, errlen, ARM_E_SYSTEM, "temp dir path too long: %s", l->tmpdir);
     snprintf(threads, sizeof threads, "%d", l->threads);
     snprintf(prefill, sizeof prefill, "%d", l->prefill);
     snprintf(ctx, sizeof ctx, "%d", l->max_context);
@@ -259,11 +248,11 @@ int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
     argv[k] = NULL;
 
     int logfd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (logfd < 0) return set_err(err, errlen, ARM_E_SYSTEM, "cannot create %s: %s", logp, strerror(errno));
+    if (logfd < 0) return errmsg_set(err, errlen, ARM_E_SYSTEM, "cannot create %s: %s", logp, strerror(errno));
     int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (nullfd < 0) {
         close(logfd);
-        return set_err(err, errlen, ARM_E_SYSTEM, "cannot open /dev/null: %s", strerror(errno));
+        return errmsg_set(err, errlen, ARM_E_SYSTEM, "cannot open /dev/null: %s", strerror(errno));
     }
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -271,7 +260,7 @@ int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
         int e = errno;
         close(logfd);
         close(nullfd);
-        return set_err(err, errlen, ARM_E_SYSTEM, "arm %s: fork: %s", a->name, strerror(e));
+        return errmsg_set(err, errlen, ARM_E_SYSTEM, "arm %s: fork: %s", a->name, strerror(e));
     }
     if (pid == 0) {
         /* child: only async-signal-safe calls until execv */
@@ -343,7 +332,7 @@ static int died_error(arm *a, const char *when, char *err, size_t errlen) {
     char st[96], tail[600] = "";
     arm_describe_status(a->status, st, sizeof st);
     if (WIFEXITED(a->status)) arm_log_tail(a, tail, sizeof tail);
-    return set_err(err, errlen, ARM_E_DIED, "arm %s: the worker exited (%s) %s%s%s", a->name, st, when,
+    return errmsg_set(err, errlen, ARM_E_DIED, "arm %s: the worker exited (%s) %s%s%s", a->name, st, when,
                    tail[0] ? ": " : "", tail[0] ? tail : " (its output is in workers.log)");
 }
 
@@ -353,7 +342,7 @@ static int died_error(arm *a, const char *when, char *err, size_t errlen) {
 
 int arm_set_recv_max(arm *a, size_t recv_max, char *err, size_t errlen) {
     int rv = nng_socket_set_size(a->sock, NNG_OPT_RECVMAXSZ, recv_max);
-    if (rv) return set_err(err, errlen, PROTO_E_TRANSPORT, "arm %s: set receive cap: %s", a->name, nng_strerror(rv));
+    if (rv) return errmsg_set(err, errlen, PROTO_E_TRANSPORT, "arm %s: set receive cap: %s", a->name, nng_strerror(rv));
     return 0;
 }
 
@@ -361,7 +350,7 @@ int arm_call(arm *a, proto_msg *req, proto_msg *rep, size_t max_len, char *err, 
     char e[600];
     req->id = a->next_id++;
     int rc = proto_call(a->sock, req, rep, max_len, e, sizeof e);
-    if (rc) set_err(err, errlen, rc, "arm %s: %s", a->name, e);
+    if (rc) errmsg_set(err, errlen, rc, "arm %s: %s", a->name, e);
     return rc;
 }
 
@@ -370,20 +359,20 @@ int arm_connect(arm *a, int timeout_ms, int request_ms, size_t recv_max,
     char e[600];
     int64_t t0 = now_ms();
     for (;;) {
-        if (stop && *stop) return set_err(err, errlen, ARM_E_INTERRUPTED, "interrupted");
+        if (stop && *stop) return errmsg_set(err, errlen, ARM_E_INTERRUPTED, "interrupted");
         if (arm_poll_exit(a)) return died_error(a, "before answering", err, errlen);
         int rc = proto_dial(a->url, 200, recv_max, &a->sock, e, sizeof e);
         if (rc == 0) break;
-        if (rc != PROTO_E_TIMEOUT) return set_err(err, errlen, rc, "arm %s: %s", a->name, e);
+        if (rc != PROTO_E_TIMEOUT) return errmsg_set(err, errlen, rc, "arm %s: %s", a->name, e);
         if (now_ms() - t0 > timeout_ms)
-            return set_err(err, errlen, PROTO_E_TIMEOUT, "arm %s: no worker answered on %s within %d s",
+            return errmsg_set(err, errlen, PROTO_E_TIMEOUT, "arm %s: no worker answered on %s within %d s",
                            a->name, a->url, timeout_ms / 1000);
     }
     a->connected = 1;
     int rv;
     if ((rv = nng_socket_set_ms(a->sock, NNG_OPT_RECVTIMEO, request_ms)) ||
         (rv = nng_socket_set_ms(a->sock, NNG_OPT_SENDTIMEO, request_ms)))
-        return set_err(err, errlen, PROTO_E_TRANSPORT, "arm %s: set timeouts: %s", a->name, nng_strerror(rv));
+        return errmsg_set(err, errlen, PROTO_E_TRANSPORT, "arm %s: set timeouts: %s", a->name, nng_strerror(rv));
     proto_msg req, rep;
     proto_init(&req, PROTO_HELLO, 0, 0);
     int rc = arm_call(a, &req, &rep, recv_max, err, errlen);
@@ -433,7 +422,7 @@ int arm_call_all(arm *arms, int n, const proto_msg *reqs, proto_msg *reps, size_
     for (int i = 0; i < n; i++) memset(&reps[i], 0, sizeof reps[i]);
     if (!jobs || !th || !started) {
         free(jobs); free(th); free(started);
-        return set_err(err, errlen, PROTO_E_INTERNAL, "out of memory");
+        return errmsg_set(err, errlen, PROTO_E_INTERNAL, "out of memory");
     }
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -443,7 +432,7 @@ int arm_call_all(arm *arms, int n, const proto_msg *reqs, proto_msg *reps, size_
     for (int i = 0; i < n; i++) {
         if (reqs[i].type == PROTO_NONE) continue;
         if (!arms[i].connected) {
-            ret = set_err(err, errlen, PROTO_E_TRANSPORT, "arm %s: not connected", arms[i].name);
+            ret = errmsg_set(err, errlen, PROTO_E_TRANSPORT, "arm %s: not connected", arms[i].name);
             break;
         }
         call_job *j = &jobs[i];
@@ -456,7 +445,7 @@ int arm_call_all(arm *arms, int n, const proto_msg *reqs, proto_msg *reps, size_
         j->cv = &cv;
         j->n_done = &n_done;
         if (pthread_create(&th[i], NULL, call_thread, j)) {
-            ret = set_err(err, errlen, PROTO_E_INTERNAL, "arm %s: cannot start a thread", arms[i].name);
+            ret = errmsg_set(err, errlen, PROTO_E_INTERNAL, "arm %s: cannot start a thread", arms[i].name);
             break;
         }
         started[i] = 1;
@@ -486,7 +475,7 @@ int arm_call_all(arm *arms, int n, const proto_msg *reqs, proto_msg *reps, size_
     if (closed) {
         for (int i = 0; i < n; i++)
             if (started[i]) arms[i].connected = 0;
-        ret = set_err(err, errlen, ARM_E_INTERRUPTED, "interrupted");
+        ret = errmsg_set(err, errlen, ARM_E_INTERRUPTED, "interrupted");
     } else if (!ret) {
         for (int i = 0; i < n && !ret; i++) {
             if (!started[i] || jobs[i].rc == 0) continue;
@@ -501,7 +490,7 @@ int arm_call_all(arm *arms, int n, const proto_msg *reqs, proto_msg *reps, size_
                     break;
                 }
             }
-            ret = set_err(err, errlen, jobs[i].rc, "arm %s: %s", a->name, jobs[i].err);
+            ret = errmsg_set(err, errlen, jobs[i].rc, "arm %s: %s", a->name, jobs[i].err);
         }
     }
     pthread_cond_destroy(&cv);

@@ -3,6 +3,7 @@
  *
  * Reading order: planning helpers; progress line; meta.json; per-chunk checks; sweep_run. */
 #include "driver/sweep.h"
+#include "proto/errmsg.h"
 
 #include <errno.h>
 #include <math.h>
@@ -17,18 +18,6 @@
 
 #include "driver/report.h"
 #include "driver/stats.h"
-
-static int set_err(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int set_err(char *err, size_t errlen, int code, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 static double now_s(void) {
     struct timespec ts;
@@ -50,23 +39,23 @@ int sweep_depths(int D, int K, int *depths) {
 int sweep_max_depth(size_t n_tokens, int max_depth, uint64_t n_ctx, int fork_n, int K, char *err,
                     size_t errlen) {
     if (n_ctx <= (uint64_t)fork_n)
-        return -set_err(err, errlen, 1, "the context (%llu tokens) has no room for a %d-token fork probe",
+        return -errmsg_set(err, errlen, 1, "the context (%llu tokens) has no room for a %d-token fork probe",
                         (unsigned long long)n_ctx, fork_n);
     uint64_t by_ctx = n_ctx - (uint64_t)fork_n;
     uint64_t by_doc = n_tokens > 0 ? (uint64_t)n_tokens - 1 : 0;
     if (max_depth > 0 && (uint64_t)max_depth > by_ctx)
-        return -set_err(err, errlen, 1, "--max-depth %d exceeds the context: n_ctx %llu minus the fork "
+        return -errmsg_set(err, errlen, 1, "--max-depth %d exceeds the context: n_ctx %llu minus the fork "
                         "probe's %d tokens allows at most %llu", max_depth, (unsigned long long)n_ctx,
                         fork_n, (unsigned long long)by_ctx);
     if (max_depth > 0 && (uint64_t)max_depth > by_doc)
-        return -set_err(err, errlen, 1, "--max-depth %d exceeds the document: it has %zu tokens, so the "
+        return -errmsg_set(err, errlen, 1, "--max-depth %d exceeds the document: it has %zu tokens, so the "
                         "deepest prefix with a known next token is %llu", max_depth, n_tokens,
                         (unsigned long long)by_doc);
     uint64_t D = by_doc < by_ctx ? by_doc : by_ctx;
     if (max_depth > 0 && (uint64_t)max_depth < D) D = (uint64_t)max_depth;
     if (D > INT32_MAX / 2) D = INT32_MAX / 2;
     if (D < (uint64_t)K)
-        return -set_err(err, errlen, 1, "the document is too short: %zu tokens give a deepest prefix of "
+        return -errmsg_set(err, errlen, 1, "the document is too short: %zu tokens give a deepest prefix of "
                         "%llu tokens, fewer than the %d depths asked for (--depths)", n_tokens,
                         (unsigned long long)D, K);
     return (int)D;
@@ -243,7 +232,7 @@ static int write_meta(const sweep_config *c, const arm *arms, int n, const meta_
     snprintf(tmp, sizeof tmp, "%s/.meta.json.tmp", c->out_dir);
     int ret = 0;
     if (json_dump_file(root, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) || rename(tmp, path))
-        ret = set_err(err, errlen, SWEEP_ERROR, "cannot write %s: %s", path, strerror(errno));
+        ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot write %s: %s", path, strerror(errno));
     json_decref(root);
     return ret;
 }
@@ -299,7 +288,7 @@ static int dump_row(const sweep_config *c, const arm *a, int depth, const float 
     FILE *f = fopen(path, "wb");
     int ok = f && fwrite(row, sizeof(float), (size_t)V, f) == (size_t)V;
     if (f && fclose(f)) ok = 0;
-    if (!ok) return set_err(err, errlen, SWEEP_ERROR, "cannot write %s: %s", path, strerror(errno));
+    if (!ok) return errmsg_set(err, errlen, SWEEP_ERROR, "cannot write %s: %s", path, strerror(errno));
     return 0;
 }
 
@@ -331,7 +320,7 @@ static int compare_position(const sweep_config *c, const arm *arms, int n, sweep
     for (int a = 0; a < n; a++) {
         if (a != c->ref && stats_compare_rows(rows[a], rows[c->ref], V, next, &out[a])) {
             int bad = row_finite(rows[a], V) ? c->ref : a;
-            return set_err(err, errlen, SWEEP_ERROR, "arm %s returned a non-finite logit at position %d "
+            return errmsg_set(err, errlen, SWEEP_ERROR, "arm %s returned a non-finite logit at position %d "
                            "(depth %d); stopping, the rows measured so far are kept", arms[bad].name, pos,
                            depth_for_msg);
         }
@@ -351,7 +340,7 @@ static int check_prefill(const arm *a, const proto_msg *rep, uint64_t n_past, ui
                          char *err, size_t errlen) {
     const proto_prefill_rep *p = &rep->prefill_rep;
     if (p->n_past != n_past || p->n_rows != rows || (rows && p->n_vocab != V) || (rows && !p->logits))
-        return set_err(err, errlen, SWEEP_ERROR, "arm %s: prefill reply has n_past %llu, %u rows of %u, "
+        return errmsg_set(err, errlen, SWEEP_ERROR, "arm %s: prefill reply has n_past %llu, %u rows of %u, "
                        "expected n_past %llu, %u rows of %u", a->name, (unsigned long long)p->n_past,
                        p->n_rows, p->n_vocab, (unsigned long long)n_past, rows, V);
     return 0;
@@ -397,7 +386,7 @@ int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *e
     stats_row *pr = calloc((size_t)n, sizeof *pr);          /* [n] per-position scratch */
     if (!st.req || !st.rep || !st.twin || !st.twin_warned || !st.tf || !st.fork || !st.censored ||
         !ms.stats || !ms.have_stats || !rows || !pr) {
-        ret = set_err(e, sizeof e, SWEEP_ERROR, "out of memory");
+        ret = errmsg_set(e, sizeof e, SWEEP_ERROR, "out of memory");
         goto done;
     }
     find_twins(arms, n, st.twin);
@@ -453,7 +442,7 @@ int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *e
                 ret = compare_position(c, arms, n, &st, rows, V, p, d, pr, e, sizeof e);
                 for (int a = 0; a < n && !ret; a++)
                     if (a != R && report_tsv_position_row(st.positions, p, arms[a].name, &pr[a]))
-                        ret = set_err(e, sizeof e, SWEEP_ERROR, "cannot write positions.tsv: %s", strerror(errno));
+                        ret = errmsg_set(e, sizeof e, SWEEP_ERROR, "cannot write positions.tsv: %s", strerror(errno));
             }
             /* the teacher-forced row at d - 1 */
             if (!ret && last) {
@@ -481,7 +470,7 @@ int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *e
             const proto_generate_rep *g = &st.rep[a].generate_rep;
             if (g->n != (size_t)c->fork_n || !g->tokens || !g->gaps ||
                 g->n_past != (uint64_t)d + (uint64_t)c->fork_n - 1)
-                rc = set_err(e, sizeof e, SWEEP_ERROR, "arm %s: generate reply has %zu tokens and n_past "
+                rc = errmsg_set(e, sizeof e, SWEEP_ERROR, "arm %s: generate reply has %zu tokens and n_past "
                              "%llu, expected %d and %d", arms[a].name, g->n, (unsigned long long)g->n_past,
                              c->fork_n, d + c->fork_n - 1);
         }
@@ -509,7 +498,7 @@ int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *e
             if (report_tsv_depth_row(st.depths, d, arms[a].name, &st.tf[a], st.fork[a], st.censored[a], ga, gref) ||
                 report_tsv_fork_row(st.forks, d, arms[a].name, st.fork[a], st.censored[a], g->tokens, c->fork_n,
                                     gr->tokens, c->fork_n))
-                ret = set_err(e, sizeof e, SWEEP_ERROR, "cannot write depths.tsv / forks.tsv in %s: %s",
+                ret = errmsg_set(e, sizeof e, SWEEP_ERROR, "cannot write depths.tsv / forks.tsv in %s: %s",
                               c->out_dir, strerror(errno));
         }
         free_reps(st.rep, n);
@@ -523,7 +512,7 @@ int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *e
         rc = arm_call_all(arms, n, st.req, st.rep, c->recv_max, c->stop, e, sizeof e);
         for (int a = 0; !rc && a < n; a++)
             if (st.rep[a].truncate_rep.n_past != (uint64_t)d)
-                rc = set_err(e, sizeof e, SWEEP_ERROR, "arm %s: truncate to %d left %llu tokens", arms[a].name,
+                rc = errmsg_set(e, sizeof e, SWEEP_ERROR, "arm %s: truncate to %d left %llu tokens", arms[a].name,
                              d, (unsigned long long)st.rep[a].truncate_rep.n_past);
         free_reps(st.rep, n);
         if (rc) {
@@ -533,7 +522,7 @@ int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *e
 
         /* ---- this depth is complete: flush it ---- */
         if (fflush(st.depths) || fflush(st.forks) || (st.positions && fflush(st.positions))) {
-            ret = set_err(e, sizeof e, SWEEP_ERROR, "cannot write the TSV files in %s: %s", c->out_dir,
+            ret = errmsg_set(e, sizeof e, SWEEP_ERROR, "cannot write the TSV files in %s: %s", c->out_dir,
                           strerror(errno));
             goto done;
         }
@@ -575,7 +564,7 @@ done:
         int wr = write_meta(c, arms, n, &ms, done_k, status, ret == SWEEP_OK, e3, sizeof e3);
         if (wr && ret == SWEEP_OK) { ret = SWEEP_ERROR; snprintf(e, sizeof e, "%s", e3); }
     }
-    if (ret != SWEEP_OK) set_err(err, errlen, ret, "%s", e);
+    if (ret != SWEEP_OK) errmsg_set(err, errlen, ret, "%s", e);
     if (depths_done) *depths_done = done_k;
     free(st.req);
     free(st.rep);

@@ -2,6 +2,7 @@
  * msgpack-c into proto_msg (payloads copied out), encode with an exact-size two-pass packer, and
  * the req/rep transport helpers over nng. See proto.h for the wire format and the caps. */
 #include "proto/proto.h"
+#include "proto/errmsg.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -43,19 +44,6 @@ const char *proto_strerror(int code) {
     case PROTO_E_TIMEOUT:   return "timed out";
     default:                return "unknown error code";
     }
-}
-
-/* Write a printf message to err (if any) and return code. */
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
 }
 
 void proto_init(proto_msg *m, proto_type type, int is_reply, uint64_t id) {
@@ -117,7 +105,7 @@ static int scan_msgpack(const uint8_t *p, size_t len, char *err, size_t errlen) 
         if (left[depth] == 0) { depth--; continue; }
         left[depth]--;
         if (off >= len)
-            return fail(err, errlen, PROTO_E_BADMSG,
+            return errmsg_set(err, errlen, PROTO_E_BADMSG,
                         "truncated message: an object is missing at byte %zu of %zu", off, len);
         size_t at = off;
         uint8_t b = p[off++];
@@ -143,13 +131,13 @@ static int scan_msgpack(const uint8_t *p, size_t len, char *err, size_t errlen) 
             case 0xde: kind = 3; hdr = 2; break;              /* map16 */
             case 0xdf: kind = 3; hdr = 4; break;              /* map32 */
             default:
-                return fail(err, errlen, PROTO_E_BADMSG,
+                return errmsg_set(err, errlen, PROTO_E_BADMSG,
                             "msgpack byte 0x%02x at %zu is not allowed (ext types and 0xc1 are refused)",
                             b, at);
             }
         }
         if ((size_t)hdr > len - off)
-            return fail(err, errlen, PROTO_E_BADMSG,
+            return errmsg_set(err, errlen, PROTO_E_BADMSG,
                         "truncated message: object at byte %zu needs %d more bytes, %zu left",
                         at, hdr, len - off);
         if (kind == 0) { off += (size_t)hdr; continue; }
@@ -157,7 +145,7 @@ static int scan_msgpack(const uint8_t *p, size_t len, char *err, size_t errlen) 
         off += (size_t)hdr;
         if (kind == 1) {
             if (count > len - off)
-                return fail(err, errlen, PROTO_E_BADMSG,
+                return errmsg_set(err, errlen, PROTO_E_BADMSG,
                             "str/bin at byte %zu claims %" PRIu64 " bytes, only %zu left",
                             at, count, len - off);
             off += (size_t)count;
@@ -165,21 +153,21 @@ static int scan_msgpack(const uint8_t *p, size_t len, char *err, size_t errlen) 
         }
         uint64_t children = kind == 3 ? 2 * count : count;
         if (children > len - off)
-            return fail(err, errlen, PROTO_E_BADMSG,
+            return errmsg_set(err, errlen, PROTO_E_BADMSG,
                         "%s at byte %zu claims %" PRIu64 " elements, only %zu bytes left",
                         kind == 3 ? "map" : "array", at, count, len - off);
         if (children > PROTO_MAX_OBJECTS - n_objects)   /* n_objects <= PROTO_MAX_OBJECTS */
-            return fail(err, errlen, PROTO_E_TOOBIG,
+            return errmsg_set(err, errlen, PROTO_E_TOOBIG,
                         "message has more than %d msgpack objects", PROTO_MAX_OBJECTS);
         n_objects += children;
         if (children == 0) continue;
         if (depth == PROTO_MAX_DEPTH)
-            return fail(err, errlen, PROTO_E_BADMSG,
+            return errmsg_set(err, errlen, PROTO_E_BADMSG,
                         "msgpack nested deeper than %d levels at byte %zu", PROTO_MAX_DEPTH, at);
         left[++depth] = children;
     }
     if (off != len)
-        return fail(err, errlen, PROTO_E_BADMSG, "%zu trailing bytes after the message", len - off);
+        return errmsg_set(err, errlen, PROTO_E_BADMSG, "%zu trailing bytes after the message", len - off);
     return 0;
 }
 
@@ -218,13 +206,13 @@ static int check_keys(const msgpack_object_map *m, char *err, size_t errlen) {
     for (uint32_t i = 0; i < m->size; i++) {
         const msgpack_object *k = &m->ptr[i].key;
         if (k->type != MSGPACK_OBJECT_STR)
-            return fail(err, errlen, PROTO_E_BADMSG, "map key %u is a %s, not a str", i,
+            return errmsg_set(err, errlen, PROTO_E_BADMSG, "map key %u is a %s, not a str", i,
                         obj_type_name(k->type));
         for (uint32_t j = 0; j < i; j++) {
             const msgpack_object *kj = &m->ptr[j].key;
             if (kj->via.str.size == k->via.str.size &&
                 (k->via.str.size == 0 || memcmp(kj->via.str.ptr, k->via.str.ptr, k->via.str.size) == 0))
-                return fail(err, errlen, PROTO_E_BADMSG, "key \"%.*s\" appears twice",
+                return errmsg_set(err, errlen, PROTO_E_BADMSG, "key \"%.*s\" appears twice",
                             (int)(k->via.str.size > 64 ? 64 : k->via.str.size), k->via.str.ptr);
         }
     }
@@ -235,13 +223,13 @@ static int check_keys(const msgpack_object_map *m, char *err, size_t errlen) {
 static int need(const msgpack_object_map *m, const char *ctx, const char *key,
                 const msgpack_object **o, char *err, size_t errlen) {
     *o = find(m, key);
-    if (!*o) return fail(err, errlen, PROTO_E_BADMSG, "%s: missing key \"%s\"", ctx, key);
+    if (!*o) return errmsg_set(err, errlen, PROTO_E_BADMSG, "%s: missing key \"%s\"", ctx, key);
     return 0;
 }
 
 static int wrong_type(const char *ctx, const char *key, const char *want, const msgpack_object *o,
                       char *err, size_t errlen) {
-    return fail(err, errlen, PROTO_E_BADMSG, "%s: key \"%s\" must be %s, not %s", ctx, key, want,
+    return errmsg_set(err, errlen, PROTO_E_BADMSG, "%s: key \"%s\" must be %s, not %s", ctx, key, want,
                 obj_type_name(o->type));
 }
 
@@ -254,7 +242,7 @@ static int get_uint(const msgpack_object_map *m, const char *ctx, const char *ke
     if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
         return wrong_type(ctx, key, "an unsigned integer", o, err, errlen);
     if (o->via.u64 > max)
-        return fail(err, errlen, PROTO_E_TOOBIG, "%s: %s = %" PRIu64 " exceeds the cap %" PRIu64,
+        return errmsg_set(err, errlen, PROTO_E_TOOBIG, "%s: %s = %" PRIu64 " exceeds the cap %" PRIu64,
                     ctx, key, o->via.u64, max);
     *out = o->via.u64;
     return 0;
@@ -274,7 +262,7 @@ static int get_int(const msgpack_object_map *m, const char *ctx, const char *key
     else
         return wrong_type(ctx, key, "an integer", o, err, errlen);
     if (!ok)
-        return fail(err, errlen, PROTO_E_BADARG, "%s: %s is outside [%" PRId64 ", %" PRId64 "]",
+        return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: %s is outside [%" PRId64 ", %" PRId64 "]",
                     ctx, key, lo, hi);
     *out = o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (int64_t)o->via.u64 : o->via.i64;
     return 0;
@@ -314,10 +302,10 @@ static int get_str(const msgpack_object_map *m, const char *ctx, const char *key
     if (o->type != MSGPACK_OBJECT_STR) return wrong_type(ctx, key, "a str", o, err, errlen);
     size_t n = o->via.str.size;
     if (n && memchr(o->via.str.ptr, 0, n))
-        return fail(err, errlen, PROTO_E_BADMSG, "%s: key \"%s\" contains a NUL byte", ctx, key);
+        return errmsg_set(err, errlen, PROTO_E_BADMSG, "%s: key \"%s\" contains a NUL byte", ctx, key);
     if (n >= cap) {
         if (!cut)
-            return fail(err, errlen, PROTO_E_TOOBIG, "%s: %s is %zu bytes, the cap is %zu",
+            return errmsg_set(err, errlen, PROTO_E_TOOBIG, "%s: %s is %zu bytes, the cap is %zu",
                         ctx, key, n, cap - 1);
         n = cap - 1;
     }
@@ -336,17 +324,17 @@ static int get_bin32(const msgpack_object_map *m, const char *ctx, const char *k
     if (o->type != MSGPACK_OBJECT_BIN) return wrong_type(ctx, key, "a bin", o, err, errlen);
     size_t bytes = o->via.bin.size;
     if (bytes % 4)
-        return fail(err, errlen, PROTO_E_BADMSG,
+        return errmsg_set(err, errlen, PROTO_E_BADMSG,
                     "%s: %s is %zu bytes, not a whole number of 4-byte elements", ctx, key, bytes);
     if (bytes / 4 > max_n)
-        return fail(err, errlen, PROTO_E_TOOBIG, "%s: %s has %zu elements, the cap is %" PRIu64,
+        return errmsg_set(err, errlen, PROTO_E_TOOBIG, "%s: %s has %zu elements, the cap is %" PRIu64,
                     ctx, key, bytes / 4, max_n);
     *dst = NULL;
     *n = bytes / 4;
     if (bytes == 0) return 0;
     *dst = malloc(bytes);
     if (!*dst)
-        return fail(err, errlen, PROTO_E_INTERNAL, "%s: out of memory for %zu bytes of %s",
+        return errmsg_set(err, errlen, PROTO_E_INTERNAL, "%s: out of memory for %zu bytes of %s",
                     ctx, bytes, key);
     memcpy(*dst, o->via.bin.ptr, bytes);
     return 0;
@@ -364,10 +352,10 @@ static int get_text(const msgpack_object_map *m, const char *ctx, const char *ke
     else if (o->type == MSGPACK_OBJECT_BIN) { src = o->via.bin.ptr; len = o->via.bin.size; }
     else return wrong_type(ctx, key, "a str or bin", o, err, errlen);
     if (len > max_n)
-        return fail(err, errlen, PROTO_E_TOOBIG, "%s: %s is %zu bytes, the cap is %zu",
+        return errmsg_set(err, errlen, PROTO_E_TOOBIG, "%s: %s is %zu bytes, the cap is %zu",
                     ctx, key, len, max_n);
     *dst = malloc(len + 1);
-    if (!*dst) return fail(err, errlen, PROTO_E_INTERNAL, "%s: out of memory", ctx);
+    if (!*dst) return errmsg_set(err, errlen, PROTO_E_INTERNAL, "%s: out of memory", ctx);
     if (len) memcpy(*dst, src, len);
     (*dst)[len] = 0;
     *n = len;
@@ -420,7 +408,7 @@ static int decode_prefill_rep(const msgpack_object_map *m, const char *c, proto_
     p->logits = logits;
     if (rc) return rc;
     if (n != want)
-        return fail(err, errlen, PROTO_E_BADMSG,
+        return errmsg_set(err, errlen, PROTO_E_BADMSG,
                     "%s: logits has %zu floats, n_rows * n_vocab = %u * %u = %" PRIu64,
                     c, n, p->n_rows, p->n_vocab, want);
     return 0;
@@ -440,7 +428,7 @@ static int decode_generate_rep(const msgpack_object_map *m, const char *c, proto
     if (rc) return rc;
     g->n = n_tokens;
     if (n_gaps != n_tokens)
-        return fail(err, errlen, PROTO_E_BADMSG, "%s: %zu tokens but %zu gaps", c, n_tokens, n_gaps);
+        return errmsg_set(err, errlen, PROTO_E_BADMSG, "%s: %zu tokens but %zu gaps", c, n_tokens, n_gaps);
     return 0;
 }
 
@@ -480,7 +468,7 @@ static int decode_body(const msgpack_object_map *m, proto_msg *out, char *err, s
             if (rc) return rc;
             if ((rc = get_uint(m, c, "rows", UINT32_MAX, &u, err, errlen))) return rc;
             if (u > PROTO_ROWS_ALL)
-                return fail(err, errlen, PROTO_E_BADARG, "%s: rows = %" PRIu64 " is not 0, 1 or 2",
+                return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: rows = %" PRIu64 " is not 0, 1 or 2",
                             c, u);
             r->rows = (uint32_t)u;
             return 0;
@@ -491,7 +479,7 @@ static int decode_body(const msgpack_object_map *m, proto_msg *out, char *err, s
             g->n = (uint32_t)u;
             if ((rc = get_f64(m, c, "temperature", &g->temperature, err, errlen))) return rc;
             if (!isfinite(g->temperature) || g->temperature < 0)
-                return fail(err, errlen, PROTO_E_BADARG,
+                return errmsg_set(err, errlen, PROTO_E_BADARG,
                             "%s: temperature %g is not a finite number >= 0", c, g->temperature);
             return get_uint(m, c, "seed", UINT64_MAX, &g->seed, err, errlen);
         }
@@ -533,22 +521,22 @@ int proto_decode(const void *buf, size_t len, size_t max_len, int is_reply, prot
     if (err && errlen) err[0] = 0;
     int rc = 0;
     if (len > max_len) {
-        rc = fail(err, errlen, PROTO_E_TOOBIG, "message of %zu bytes exceeds the limit of %zu bytes",
+        rc = errmsg_set(err, errlen, PROTO_E_TOOBIG, "message of %zu bytes exceeds the limit of %zu bytes",
                   len, max_len);
         goto done;
     }
-    if (len == 0) { rc = fail(err, errlen, PROTO_E_BADMSG, "empty message"); goto done; }
+    if (len == 0) { rc = errmsg_set(err, errlen, PROTO_E_BADMSG, "empty message"); goto done; }
     if ((rc = scan_msgpack(buf, len, err, errlen))) goto done;
 
     size_t off = 0;
     msgpack_unpack_return ur = msgpack_unpack_next(&up, buf, len, &off);
     if (ur != MSGPACK_UNPACK_SUCCESS || off != len) {
-        rc = fail(err, errlen, ur == MSGPACK_UNPACK_NOMEM_ERROR ? PROTO_E_INTERNAL : PROTO_E_BADMSG,
+        rc = errmsg_set(err, errlen, ur == MSGPACK_UNPACK_NOMEM_ERROR ? PROTO_E_INTERNAL : PROTO_E_BADMSG,
                   "msgpack-c could not decode the message (code %d)", (int)ur);
         goto done;
     }
     if (up.data.type != MSGPACK_OBJECT_MAP) {
-        rc = fail(err, errlen, PROTO_E_BADMSG, "message is a %s, not a map",
+        rc = errmsg_set(err, errlen, PROTO_E_BADMSG, "message is a %s, not a map",
                   obj_type_name(up.data.type));
         goto done;
     }
@@ -563,7 +551,7 @@ int proto_decode(const void *buf, size_t len, size_t max_len, int is_reply, prot
     uint64_t v;
     if ((rc = get_uint(m, "message", "v", UINT64_MAX, &v, err, errlen))) goto done;
     if (v != PROTO_VERSION) {
-        rc = fail(err, errlen, PROTO_E_VERSION, "protocol version %" PRIu64 ", this build speaks %d",
+        rc = errmsg_set(err, errlen, PROTO_E_VERSION, "protocol version %" PRIu64 ", this build speaks %d",
                   v, PROTO_VERSION);
         goto done;
     }
@@ -578,12 +566,12 @@ int proto_decode(const void *buf, size_t len, size_t max_len, int is_reply, prot
     for (int i = 1; i < N_TYPES; i++)
         if (key_is(t, type_names[i], strlen(type_names[i]))) type = (proto_type)i;
     if (type == PROTO_NONE) {
-        rc = fail(err, errlen, PROTO_E_BADMSG, "unknown message type \"%.*s\"",
+        rc = errmsg_set(err, errlen, PROTO_E_BADMSG, "unknown message type \"%.*s\"",
                   (int)(t->via.str.size > 64 ? 64 : t->via.str.size), t->via.str.ptr);
         goto done;
     }
     if (type == PROTO_ERROR && !is_reply) {
-        rc = fail(err, errlen, PROTO_E_BADMSG, "an error message is not a request");
+        rc = errmsg_set(err, errlen, PROTO_E_BADMSG, "an error message is not a request");
         goto done;
     }
     out->type = type;
@@ -721,16 +709,16 @@ static int pack(msgpack_packer *pk, const proto_msg *m) {
 static int check_payload(const char *c, const char *key, const void *p, uint64_t n, uint64_t max_n,
                          char *err, size_t errlen) {
     if (n > max_n)
-        return fail(err, errlen, PROTO_E_TOOBIG, "%s: %s has %" PRIu64 " elements, the cap is %" PRIu64,
+        return errmsg_set(err, errlen, PROTO_E_TOOBIG, "%s: %s has %" PRIu64 " elements, the cap is %" PRIu64,
                     c, key, n, max_n);
-    if (n && !p) return fail(err, errlen, PROTO_E_BADARG, "%s: %s is NULL", c, key);
+    if (n && !p) return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: %s is NULL", c, key);
     return 0;
 }
 
 static int check_string(const char *c, const char *key, const char *s, size_t cap,
                         char *err, size_t errlen) {
     if (!memchr(s, 0, cap))
-        return fail(err, errlen, PROTO_E_BADARG, "%s: %s is not NUL-terminated within %zu bytes",
+        return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: %s is not NUL-terminated within %zu bytes",
                     c, key, cap);
     return 0;
 }
@@ -738,9 +726,9 @@ static int check_string(const char *c, const char *key, const char *s, size_t ca
 /* What the decoder would refuse, refused before sending. */
 static int check_encodable(const proto_msg *m, char *err, size_t errlen) {
     if ((int)m->type <= PROTO_NONE || (int)m->type >= N_TYPES)
-        return fail(err, errlen, PROTO_E_BADARG, "cannot encode message type %d", (int)m->type);
+        return errmsg_set(err, errlen, PROTO_E_BADARG, "cannot encode message type %d", (int)m->type);
     if (m->type == PROTO_ERROR && !m->is_reply)
-        return fail(err, errlen, PROTO_E_BADARG, "an error message must be a reply");
+        return errmsg_set(err, errlen, PROTO_E_BADARG, "an error message must be a reply");
     char c[48];
     snprintf(c, sizeof c, "%s %s", proto_type_name(m->type), m->is_reply ? "reply" : "request");
     int rc;
@@ -751,16 +739,16 @@ static int check_encodable(const proto_msg *m, char *err, size_t errlen) {
                                  PROTO_MAX_TEXT, err, errlen);
         case PROTO_PREFILL:
             if (m->prefill_req.rows > PROTO_ROWS_ALL)
-                return fail(err, errlen, PROTO_E_BADARG, "%s: rows = %u is not 0, 1 or 2", c,
+                return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: rows = %u is not 0, 1 or 2", c,
                             m->prefill_req.rows);
             return check_payload(c, "tokens", m->prefill_req.tokens, m->prefill_req.n_tokens,
                                  PROTO_MAX_TOKENS, err, errlen);
         case PROTO_GENERATE:
             if (m->generate_req.n > PROTO_MAX_GENERATE)
-                return fail(err, errlen, PROTO_E_TOOBIG, "%s: n = %u exceeds the cap %u", c,
+                return errmsg_set(err, errlen, PROTO_E_TOOBIG, "%s: n = %u exceeds the cap %u", c,
                             m->generate_req.n, PROTO_MAX_GENERATE);
             if (!isfinite(m->generate_req.temperature) || m->generate_req.temperature < 0)
-                return fail(err, errlen, PROTO_E_BADARG, "%s: temperature %g is not finite and >= 0",
+                return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: temperature %g is not finite and >= 0",
                             c, m->generate_req.temperature);
             return 0;
         default:
@@ -780,10 +768,10 @@ static int check_encodable(const proto_msg *m, char *err, size_t errlen) {
             (rc = check_string(c, "device", h->device, PROTO_STR_MAX, err, errlen)))
             return rc;
         if (h->n_vocab > PROTO_MAX_VOCAB)
-            return fail(err, errlen, PROTO_E_TOOBIG, "%s: n_vocab %u exceeds the cap %u", c,
+            return errmsg_set(err, errlen, PROTO_E_TOOBIG, "%s: n_vocab %u exceeds the cap %u", c,
                         h->n_vocab, PROTO_MAX_VOCAB);
         if (h->bos < -1)
-            return fail(err, errlen, PROTO_E_BADARG, "%s: bos %d is neither a token id nor -1", c,
+            return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: bos %d is neither a token id nor -1", c,
                         h->bos);
         return 0;
     }
@@ -793,11 +781,11 @@ static int check_encodable(const proto_msg *m, char *err, size_t errlen) {
     case PROTO_PREFILL: {
         const proto_prefill_rep *p = &m->prefill_rep;
         if (p->n_vocab > PROTO_MAX_VOCAB || p->n_rows > PROTO_MAX_TOKENS)
-            return fail(err, errlen, PROTO_E_TOOBIG, "%s: n_rows %u or n_vocab %u over its cap", c,
+            return errmsg_set(err, errlen, PROTO_E_TOOBIG, "%s: n_rows %u or n_vocab %u over its cap", c,
                         p->n_rows, p->n_vocab);
         uint64_t n = (uint64_t)p->n_rows * p->n_vocab;
         if (n * 4 > UINT32_MAX)
-            return fail(err, errlen, PROTO_E_TOOBIG,
+            return errmsg_set(err, errlen, PROTO_E_TOOBIG,
                         "%s: %" PRIu64 " logits do not fit in one msgpack bin (4 GiB); send fewer rows",
                         c, n);
         return check_payload(c, "logits", p->logits, n, n, err, errlen);
@@ -824,7 +812,7 @@ static int encode_size(const proto_msg *m, size_t *len, char *err, size_t errlen
     sink count = {NULL, 0, 0};
     msgpack_packer_init(&pk, &count, sink_write);
     if (pack(&pk, m))
-        return fail(err, errlen, PROTO_E_INTERNAL, "could not size the %s message",
+        return errmsg_set(err, errlen, PROTO_E_INTERNAL, "could not size the %s message",
                     proto_type_name(m->type));
     *len = count.len;
     return 0;
@@ -836,7 +824,7 @@ static int encode_into(const proto_msg *m, void *buf, size_t len, char *err, siz
     sink out = {buf, 0, len};
     msgpack_packer_init(&pk, &out, sink_write);
     if (pack(&pk, m) || out.len != len)   /* cannot happen: same message, same size */
-        return fail(err, errlen, PROTO_E_INTERNAL, "encoding the %s message changed size",
+        return errmsg_set(err, errlen, PROTO_E_INTERNAL, "encoding the %s message changed size",
                     proto_type_name(m->type));
     return 0;
 }
@@ -849,7 +837,7 @@ int proto_encode(const proto_msg *m, void **buf, size_t *len, char *err, size_t 
     if (rc) return rc;
     void *p = malloc(n);
     if (!p)
-        return fail(err, errlen, PROTO_E_INTERNAL, "out of memory for a %zu-byte %s message", n,
+        return errmsg_set(err, errlen, PROTO_E_INTERNAL, "out of memory for a %zu-byte %s message", n,
                     proto_type_name(m->type));
     if ((rc = encode_into(m, p, n, err, errlen))) { free(p); return rc; }
     *buf = p;
@@ -872,7 +860,7 @@ int proto_listen(const char *url, size_t recv_max, int timeout_ms, nng_socket *s
     int rv;
     const char *what = "nng_rep0_open";
     if ((rv = nng_rep0_open(s)) != 0)
-        return fail(err, errlen, PROTO_E_TRANSPORT, "listen on %s: nng_rep0_open: %s", url,
+        return errmsg_set(err, errlen, PROTO_E_TRANSPORT, "listen on %s: nng_rep0_open: %s", url,
                     nng_strerror(rv));
     if ((rv = nng_socket_set_size(*s, NNG_OPT_RECVMAXSZ, recv_max ? recv_max : PROTO_REQ_MAX))) {
         what = "set NNG_OPT_RECVMAXSZ"; goto fail;
@@ -887,7 +875,7 @@ int proto_listen(const char *url, size_t recv_max, int timeout_ms, nng_socket *s
     return 0;
 fail:
     nng_close(*s);
-    return fail(err, errlen, PROTO_E_TRANSPORT, "listen on %s: %s: %s", url, what, nng_strerror(rv));
+    return errmsg_set(err, errlen, PROTO_E_TRANSPORT, "listen on %s: %s: %s", url, what, nng_strerror(rv));
 }
 
 static int64_t now_ms(void) {
@@ -901,7 +889,7 @@ int proto_dial(const char *url, int timeout_ms, size_t recv_max, nng_socket *s,
     int rv, fd;
     const char *what = "nng_req0_open";
     if ((rv = nng_req0_open(s)) != 0)
-        return fail(err, errlen, PROTO_E_TRANSPORT, "dial %s: nng_req0_open: %s", url,
+        return errmsg_set(err, errlen, PROTO_E_TRANSPORT, "dial %s: nng_req0_open: %s", url,
                     nng_strerror(rv));
     if ((rv = nng_socket_set_ms(*s, NNG_OPT_RECVTIMEO, to_duration(timeout_ms)))) {
         what = "set NNG_OPT_RECVTIMEO"; goto fail;
@@ -934,18 +922,18 @@ int proto_dial(const char *url, int timeout_ms, size_t recv_max, nng_socket *s,
         if (n > 0) return 0;
         if (n == 0) {
             nng_close(*s);
-            return fail(err, errlen, PROTO_E_TIMEOUT, "dial %s: no worker answered within %d ms",
+            return errmsg_set(err, errlen, PROTO_E_TIMEOUT, "dial %s: no worker answered within %d ms",
                         url, timeout_ms);
         }
         if (errno != EINTR) {
             int e = errno;
             nng_close(*s);
-            return fail(err, errlen, PROTO_E_TRANSPORT, "dial %s: poll: %s", url, strerror(e));
+            return errmsg_set(err, errlen, PROTO_E_TRANSPORT, "dial %s: poll: %s", url, strerror(e));
         }
     }
 fail:
     nng_close(*s);
-    return fail(err, errlen, nng_code(rv), "dial %s: %s: %s", url, what, nng_strerror(rv));
+    return errmsg_set(err, errlen, nng_code(rv), "dial %s: %s: %s", url, what, nng_strerror(rv));
 }
 
 /* Encode straight into an nng message body (no extra copy of a large payload) and send it. */
@@ -956,7 +944,7 @@ static int send_msg(nng_socket s, const proto_msg *m, const char *what, char *er
     nng_msg *msg;
     int rv = nng_msg_alloc(&msg, len);
     if (rv)
-        return fail(err, errlen, PROTO_E_INTERNAL, "allocate a %zu-byte %s %s: %s", len,
+        return errmsg_set(err, errlen, PROTO_E_INTERNAL, "allocate a %zu-byte %s %s: %s", len,
                     proto_type_name(m->type), what, nng_strerror(rv));
     if ((rc = encode_into(m, nng_msg_body(msg), len, err, errlen))) {
         nng_msg_free(msg);
@@ -964,7 +952,7 @@ static int send_msg(nng_socket s, const proto_msg *m, const char *what, char *er
     }
     if ((rv = nng_sendmsg(s, msg, 0))) {   /* on success nng owns msg */
         nng_msg_free(msg);
-        return fail(err, errlen, nng_code(rv), "send %s %s %" PRIu64 ": %s", proto_type_name(m->type),
+        return errmsg_set(err, errlen, nng_code(rv), "send %s %s %" PRIu64 ": %s", proto_type_name(m->type),
                     what, m->id, nng_strerror(rv));
     }
     return 0;
@@ -974,28 +962,28 @@ int proto_call(nng_socket s, const proto_msg *req, proto_msg *rep, size_t max_le
                char *err, size_t errlen) {
     memset(rep, 0, sizeof *rep);
     if (req->is_reply)
-        return fail(err, errlen, PROTO_E_BADARG, "proto_call: the message is a reply, not a request");
+        return errmsg_set(err, errlen, PROTO_E_BADARG, "proto_call: the message is a reply, not a request");
     int rc = send_msg(s, req, "request", err, errlen);
     if (rc) return rc;
     nng_msg *msg;
     int rv = nng_recvmsg(s, &msg, 0);
     if (rv)
-        return fail(err, errlen, nng_code(rv), "no reply to %s request %" PRIu64 ": %s",
+        return errmsg_set(err, errlen, nng_code(rv), "no reply to %s request %" PRIu64 ": %s",
                     proto_type_name(req->type), req->id, nng_strerror(rv));
     char why[256];
     rc = proto_decode(nng_msg_body(msg), nng_msg_len(msg), max_len, 1, rep, why, sizeof why);
     nng_msg_free(msg);
     if (rc) {
         memset(rep, 0, sizeof *rep);
-        return fail(err, errlen, rc, "bad reply to %s request %" PRIu64 ": %s",
+        return errmsg_set(err, errlen, rc, "bad reply to %s request %" PRIu64 ": %s",
                     proto_type_name(req->type), req->id, why);
     }
     if (rep->type == PROTO_ERROR && (rep->id == req->id || rep->id == 0)) {
         rc = rep->error.code != 0 ? rep->error.code : PROTO_E_BADMSG;
-        return fail(err, errlen, rc, "%s", rep->error.message);
+        return errmsg_set(err, errlen, rc, "%s", rep->error.message);
     }
     if (rep->id != req->id || rep->type != req->type) {
-        rc = fail(err, errlen, PROTO_E_BADMSG, "%s request %" PRIu64 " got a %s reply with id %" PRIu64,
+        rc = errmsg_set(err, errlen, PROTO_E_BADMSG, "%s request %" PRIu64 " got a %s reply with id %" PRIu64,
                   proto_type_name(req->type), req->id, proto_type_name(rep->type), rep->id);
         proto_msg_free(rep);
         return rc;
@@ -1007,7 +995,7 @@ int proto_recv(nng_socket s, size_t max_len, proto_msg *req, char *err, size_t e
     memset(req, 0, sizeof *req);
     nng_msg *msg;   /* received in place: no copy of the body */
     int rv = nng_recvmsg(s, &msg, 0);
-    if (rv) return fail(err, errlen, nng_code(rv), "receive a request: %s", nng_strerror(rv));
+    if (rv) return errmsg_set(err, errlen, nng_code(rv), "receive a request: %s", nng_strerror(rv));
     int rc = proto_decode(nng_msg_body(msg), nng_msg_len(msg), max_len, 0, req, err, errlen);
     nng_msg_free(msg);
     return rc;
@@ -1015,6 +1003,6 @@ int proto_recv(nng_socket s, size_t max_len, proto_msg *req, char *err, size_t e
 
 int proto_reply(nng_socket s, const proto_msg *rep, char *err, size_t errlen) {
     if (!rep->is_reply)
-        return fail(err, errlen, PROTO_E_BADARG, "proto_reply: the message is a request, not a reply");
+        return errmsg_set(err, errlen, PROTO_E_BADARG, "proto_reply: the message is a request, not a reply");
     return send_msg(s, rep, "reply", err, errlen);
 }
