@@ -223,7 +223,8 @@ void ops_rope_table(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg) {
         high = ceilf(yarn_corr_dim(n_rot, cfg->n_ctx_orig, cfg->beta_slow, cfg->base));
         if (low < 0) low = 0;
         if (high > n_rot - 1) high = (float)(n_rot - 1);
-        mscale *= 1.0f + 0.1f * logf(1.0f / cfg->freq_scale);
+        /* magnitude scale 1 + 0.1 ln(factor), for a stretch (factor > 1) only, as llama.cpp */
+        if (cfg->freq_scale < 1.0f) mscale *= 1.0f + 0.1f * logf(1.0f / cfg->freq_scale);
     }
     for (int i = 0; i < n_rot / 2; i++) {
         float theta_interp = cfg->freq_scale * theta_extrap;

@@ -44,6 +44,10 @@ static const real_bounds BOUNDS[] = {
     /* llama.cpp's CPU GELU is an f16 table (input and output rounded to f16): ~1e-3 relative
      * per activation (observed <= 8.4e-3). */
     { "rand-gemma3", 1e-2, 995, 1, 0 },
+    /* F32 random weights with RoPE scaling from the metadata (linear x4; YaRN x4 from an original
+     * context of 256, so the texts run past it): as rand-llama (observed <= 2e-5). */
+    { "rand-llama-linear", 1e-4, 995, 1, 0 },
+    { "rand-qwen2-yarn", 1e-4, 995, 1, 0 },
     /* llama.cpp on the all-F32 copy of SmolLM2 keeps activations in f32: only summation order
      * differs, as for rand-llama (observed <= 5.7e-5). */
     { "smollm2-f32", 1e-4, 995, 1, 0 },

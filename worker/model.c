@@ -162,28 +162,30 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
     m->emb_scale = m->arch == ARCH_GEMMA3 ? sqrtf((float)m->dim) : 1.0f;
     m->attn_scale = 1.0f / sqrtf((float)m->hd);
 
-    /* RoPE: base, scaling (linear or YaRN) */
+    /* RoPE: base and scaling, read as llama.cpp reads them: rope.scaling.type absent means "linear";
+     * the factor is rope.scaling.factor or else the older rope.scale_linear (angles at pos / factor;
+     * absent, 0 or 1: none); rope.scaling.attn_factor multiplies cos and sin in every layer whatever
+     * the type; "yarn" adds the ramp and its own magnitude scale (ops_rope_table). */
     ops_rope_cfg *rg = &m->rope_global;
     rg->base = meta_float(&L, a, "rope.freq_base", m->arch == ARCH_GEMMA3 ? 1000000.0 : 10000.0);
     rg->freq_scale = 1.0f;
-    rg->attn_factor = 1.0f;
+    rg->attn_factor = meta_float(&L, a, "rope.scaling.attn_factor", 1.0);
     rg->beta_fast = 32.0f;
     rg->beta_slow = 1.0f;
     rg->n_ctx_orig = m->n_ctx_train;
-    char stype[32] = "";
+    char stype[32];
     char key[96];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
-    gguf_get_strz(m->g, key, stype, sizeof stype);
+    if (gguf_get_strz(m->g, key, stype, sizeof stype)) snprintf(stype, sizeof stype, "linear");
     float factor = meta_float(&L, a, "rope.scaling.factor", 0.0);
-    if (factor <= 0) factor = 1.0f / meta_float(&L, a, "rope.scale_linear", 1.0);
-    if (stype[0] && strcmp(stype, "none") && factor > 0 && factor != 1.0f) {
+    if (factor == 0) factor = meta_float(&L, a, "rope.scale_linear", 0.0);
+    if (strcmp(stype, "none") && factor > 0 && factor != 1.0f) {
         rg->freq_scale = 1.0f / factor;
         m->rope_scaled = 1;
         if (!strcmp(stype, "yarn")) {
             rg->ext_factor = 1.0f;
             int orig = 0;
             if (!meta_int(&L, a, "rope.scaling.original_context_length", m->n_ctx_train, &orig)) rg->n_ctx_orig = orig;
-            rg->attn_factor = meta_float(&L, a, "rope.scaling.attn_factor", 1.0);
         } else if (strcmp(stype, "linear")) {
             fail(&L, "RoPE scaling type '%s' is not supported (linear, yarn are)", stype);
             goto fail;
@@ -191,11 +193,10 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
         if (warn) snprintf(warn, warnlen, "%s: RoPE %s scaling x%g from the metadata", path, stype, factor);
     }
     m->rope_local = *rg;
-    if (m->arch == ARCH_GEMMA3) {   /* local layers: own base, no scaling */
+    if (m->arch == ARCH_GEMMA3) {   /* local layers: own base, no scaling (attn_factor stays, as in llama.cpp) */
         m->rope_local.base = 10000.0f;
         m->rope_local.freq_scale = 1.0f;
         m->rope_local.ext_factor = 0.0f;
-        m->rope_local.attn_factor = 1.0f;
     }
 
     m->layers = calloc((size_t)m->n_layer, sizeof *m->layers);

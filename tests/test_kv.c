@@ -1,0 +1,655 @@
+/* test_kv.c — the KV formats of worker/kv.h against hand-computed bytes (DESIGN.md section 3).
+ *
+ * Every expected byte below was worked out by hand from the format definitions (scales chosen so
+ * that the arithmetic is exact, or checked with an independent f32 emulation); none comes from
+ * running kv.c. Random-data checks assert the error bounds each format promises, and that the
+ * fused kv_dot / kv_axpy are bit-identical to dequantising first. */
+#include "worker/kv.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/fp16.h"
+#include "tests/check.h"
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+/* 1 if got[n] == want[n]; else prints the first difference and returns 0. */
+static int same_bytes(const void *got, const uint8_t *want, size_t n, const char *what) {
+    const uint8_t *g = got;
+    for (size_t i = 0; i < n; i++) {
+        if (g[i] != want[i]) {
+            printf("  %s: byte %zu is 0x%02x, want 0x%02x\n", what, i, g[i], want[i]);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int same_float_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* splitmix64: the random source, state owned by the caller. */
+static uint64_t rng_next(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* uniform in [-1, 1) */
+static float rng_unit(uint64_t *s) { return (float)((double)(rng_next(s) >> 11) / 4503599627370496.0 - 1.0); }
+
+/* x[h]: a random head vector at a random scale 10^[-3, 2], with an occasional 20x outlier. */
+static void rng_vector(uint64_t *s, float *x, int h) {
+    float scale = powf(10.0f, -3.0f + 5.0f * (rng_unit(s) + 1.0f) / 2.0f);
+    for (int i = 0; i < h; i++) {
+        x[i] = scale * rng_unit(s);
+        if ((rng_next(s) & 63) == 0) x[i] *= 20.0f;
+    }
+}
+
+/* ---- names, sizes, checks ----------------------------------------------------------------- */
+
+static void test_names(void) {
+    const char *names[KV_NFMT] = {"f32", "bf16", "f16", "int8", "q8_0", "q4_0", "q4_0r", "fp8"};
+    for (int f = 0; f < KV_NFMT; f++) {
+        kv_fmt got = KV_NFMT;
+        int rc = kv_fmt_parse(names[f], &got);
+        CHECK(rc == 0 && got == (kv_fmt)f, "kv_fmt_parse(\"%s\") = %d", names[f], (int)f);
+        CHECK(strcmp(kv_fmt_name((kv_fmt)f), names[f]) == 0, "kv_fmt_name(%d) = \"%s\"", f, names[f]);
+    }
+    kv_fmt keep = KV_F16;
+    CHECK(kv_fmt_parse("F16", &keep) == -1 && keep == KV_F16, "kv_fmt_parse is exact: \"F16\" is unknown");
+    CHECK(kv_fmt_parse("q4_0x", &keep) == -1, "kv_fmt_parse(\"q4_0x\") is unknown");
+    CHECK(kv_fmt_parse("", &keep) == -1 && kv_fmt_parse(NULL, &keep) == -1, "empty / NULL name unknown");
+    CHECK(strcmp(kv_fmt_name(KV_NFMT), "?") == 0, "kv_fmt_name(out of range) = \"?\"");
+    for (int f = 0; f < KV_NFMT; f++)
+        CHECK(kv_fmt_rotated((kv_fmt)f) == (f == KV_Q4_0R), "kv_fmt_rotated(%s)", names[f]);
+}
+
+static void test_row_bytes(void) {
+    /* DESIGN.md section 3: f32 4h; bf16/f16 2h; int8 h + 2h/g, g = min(64, h); q8_0 34 per 32;
+     * q4_0 and q4_0r 18 per 32; fp8 h. */
+    const size_t want64[KV_NFMT] = {256, 128, 128, 64 + 2, 2 * 34, 2 * 18, 2 * 18, 64};
+    const size_t want256[KV_NFMT] = {1024, 512, 512, 256 + 8, 8 * 34, 8 * 18, 8 * 18, 256};
+    for (int f = 0; f < KV_NFMT; f++) {
+        CHECK(kv_row_bytes((kv_fmt)f, 64) == want64[f], "kv_row_bytes(%s, 64) = %zu (got %zu)",
+              kv_fmt_name((kv_fmt)f), want64[f], kv_row_bytes((kv_fmt)f, 64));
+        CHECK(kv_row_bytes((kv_fmt)f, 256) == want256[f], "kv_row_bytes(%s, 256) = %zu (got %zu)",
+              kv_fmt_name((kv_fmt)f), want256[f], kv_row_bytes((kv_fmt)f, 256));
+        CHECK(kv_row_bytes((kv_fmt)f, 0) == 0 && kv_row_bytes((kv_fmt)f, -32) == 0,
+              "kv_row_bytes(%s, h <= 0) = 0", kv_fmt_name((kv_fmt)f));
+    }
+    CHECK(kv_row_bytes(KV_INT8, 8) == 10 && kv_row_bytes(KV_INT8, 48) == 50 &&
+          kv_row_bytes(KV_INT8, 128) == 132, "int8: h < 64 is one group; h = 128 two groups");
+    CHECK(kv_row_bytes(KV_INT8, 96) == 0, "int8 rejects h = 96 (> 64, not a multiple of 64)");
+    CHECK(kv_row_bytes(KV_Q8_0, 80) == 0 && kv_row_bytes(KV_Q4_0, 16) == 0, "q8_0/q4_0 need h %% 32 == 0");
+    CHECK(kv_row_bytes(KV_Q8_0, 96) == 3 * 34 && kv_row_bytes(KV_Q4_0, 96) == 3 * 18, "q8_0/q4_0 at h = 96");
+    CHECK(kv_row_bytes(KV_Q4_0R, 96) == 0 && kv_row_bytes(KV_Q4_0R, 16) == 0 &&
+          kv_row_bytes(KV_Q4_0R, 2 * KV_HADAMARD_MAX) == 0 && kv_row_bytes(KV_Q4_0R, 128) == 72,
+          "q4_0r needs a power of two in [32, KV_HADAMARD_MAX]");
+    CHECK(kv_row_bytes(KV_F16, 80) == 160 && kv_row_bytes(KV_FP8, 80) == 80 && kv_row_bytes(KV_F32, 3) == 12,
+          "f16/fp8/f32 take any h");
+    CHECK(kv_row_bytes(KV_NFMT, 64) == 0, "kv_row_bytes of a non-format = 0");
+
+    char err[200] = "";
+    CHECK(kv_fmt_check(KV_Q4_0, 80, err, sizeof err) == -1 && strstr(err, "q4_0") && strstr(err, "80"),
+          "kv_fmt_check(q4_0, 80) fails naming the format and h: %s", err);
+    CHECK(kv_fmt_check(KV_INT8, 96, err, sizeof err) == -1 && strstr(err, "int8") && strstr(err, "96"),
+          "kv_fmt_check(int8, 96): %s", err);
+    CHECK(kv_fmt_check(KV_Q4_0R, 96, err, sizeof err) == -1 && strstr(err, "q4_0r") && strstr(err, "96"),
+          "kv_fmt_check(q4_0r, 96): %s", err);
+    CHECK(kv_fmt_check(KV_Q8_0, 128, err, sizeof err) == 0, "kv_fmt_check(q8_0, 128) passes");
+
+    float x[96] = {0};
+    uint8_t row[400];
+    memset(row, 0xaa, sizeof row);
+    CHECK(kv_quantize(KV_INT8, x, row, 96) == -1 && row[0] == 0xaa, "kv_quantize refuses int8 h=96, writes nothing");
+    CHECK(kv_dequantize(KV_Q4_0, row, x, 80) == -1 && x[0] == 0.0f, "kv_dequantize refuses q4_0 h=80");
+}
+
+/* ---- int8 --------------------------------------------------------------------------------- */
+
+/* quantise x[h] as int8 and compare with want[]; also checks the dequantised values q*s. */
+static void int8_case(const char *what, const float *x, int h, const uint8_t *want) {
+    uint8_t row[300];
+    float y[256];
+    size_t nb = kv_row_bytes(KV_INT8, h);
+    CHECK(kv_quantize(KV_INT8, x, row, h) == 0 && same_bytes(row, want, nb, what), "int8 %s: bytes", what);
+    kv_dequantize(KV_INT8, row, y, h);
+    int g = h < 64 ? h : 64, ok = 1;
+    for (int i = 0; i < h; i++) {
+        float s = fp16_to_f32((uint16_t)(want[h + 2 * (i / g)] | want[h + 2 * (i / g) + 1] << 8));
+        if (!same_float_bits(y[i], (float)(int8_t)want[i] * s)) ok = 0;
+    }
+    CHECK(ok, "int8 %s: dequantised = q * s", what);
+}
+
+static void test_int8(void) {
+    /* all zero: s = 0, q = 0, value +0 */
+    {
+        float x[8] = {0};
+        uint8_t want[10] = {0};
+        int8_case("zero group", x, 8, want);
+    }
+    /* max 127 -> s = 1 (fp16 0x3c00); +-127; rint ties to even: 2.5->2 3.5->4 -2.5->-2 -0.5->0
+     * 1.5->2 126.5->126 */
+    {
+        float x[8] = {127.0f, -127.0f, 2.5f, 3.5f, -2.5f, -0.5f, 1.5f, 126.5f};
+        uint8_t want[10] = {0x7f, 0x81, 0x02, 0x04, 0xfe, 0x00, 0x02, 0x7e, 0x00, 0x3c};
+        int8_case("s=1, +-127 and ties", x, 8, want);
+    }
+    /* max 100: s_f32 = 100/127 = 0.78740156; fp16 rounds it to 1613/2048 = 0.78759765625 (0x3a4d).
+     * 79.15/s_f32 = 100.52 would give 101, but the stored s gives 79.15/0.7875977 = 100.495 -> 100.
+     * 100/0.7875977 = 126.97 -> 127. k.5 * s_stored ties: 1.5 s -> 2, 2.5 s -> 2, -1.5 s -> -2. */
+    {
+        float x[8] = {100.0f, 79.15f, -79.15f, 0.0f, 0.78759765625f, 1.181396484375f, 1.968994140625f,
+                      -1.181396484375f};
+        uint8_t want[10] = {0x7f, 0x64, 0x9c, 0x00, 0x01, 0x02, 0x02, 0xfe, 0x4d, 0x3a};
+        int8_case("fp16-rounded scale decides q", x, 8, want);
+        uint8_t row[10];
+        float y[8];
+        kv_quantize(KV_INT8, x, row, 8);
+        kv_dequantize(KV_INT8, row, y, 8);
+        CHECK(y[1] == 78.759765625f && y[0] == 100.02490234375f, "int8: value = q * s_fp16 (100 * 0.78759765625)");
+    }
+    /* subnormal fp16 scale: max = 158.75 * 2^-24, s_f32 = 1.25 * 2^-24 -> fp16 0x0001 = 2^-24.
+     * q = x / 2^-24: 158.75 -> 159 -> clamp 127; -> -127; 3; 2.5 -> 2; 3.5 -> 4; -2.5 -> -2; 0;
+     * 0.5 -> 0. */
+    {
+        const float u = 5.9604644775390625e-08f; /* 2^-24 */
+        float x[8] = {158.75f * u, -158.75f * u, 3.0f * u, 2.5f * u, 3.5f * u, -2.5f * u, 0.0f, 0.5f * u};
+        uint8_t want[10] = {0x7f, 0x81, 0x03, 0x02, 0x04, 0xfe, 0x00, 0x00, 0x01, 0x00};
+        int8_case("clamp at +-127 (subnormal scale)", x, 8, want);
+    }
+    /* scale beyond fp16: max = 1e7, 1e7/127 = 78740 > 65504 -> saturates to 0x7bff = 65504;
+     * q = rint(1e7 / 65504) = 153 -> 127; 65504 -> 1; -131008 -> -2. */
+    {
+        float x[8] = {1e7f, 65504.0f, -131008.0f, 0, 0, 0, 0, 0};
+        uint8_t want[10] = {0x7f, 0x01, 0xfe, 0, 0, 0, 0, 0, 0xff, 0x7b};
+        int8_case("scale saturates to 65504", x, 8, want);
+    }
+    /* h = 16, one group: x[i] = (i - 8) / 2, x[15] = 31.75 -> s = 0.25 (0x3400), q = 4x */
+    {
+        float x[16];
+        for (int i = 0; i < 15; i++) x[i] = (float)(i - 8) * 0.5f;
+        x[15] = 31.75f;
+        uint8_t want[18] = {0xf0, 0xf2, 0xf4, 0xf6, 0xf8, 0xfa, 0xfc, 0xfe,
+                            0x00, 0x02, 0x04, 0x06, 0x08, 0x0a, 0x0c, 0x7f, 0x00, 0x34};
+        int8_case("h=16", x, 16, want);
+    }
+    /* h = 32, one group: x[i] = (i - 16) / 4, x[31] = -63.5 -> s = 0.5 (0x3800), q = rint(2x),
+     * half the values are ties */
+    {
+        float x[32];
+        for (int i = 0; i < 31; i++) x[i] = (float)(i - 16) * 0.25f;
+        x[31] = -63.5f;
+        const int8_t q[32] = {-8, -8, -7, -6, -6, -6, -5, -4, -4, -4, -3, -2, -2, -2, -1, 0,
+                              0, 0, 1, 2, 2, 2, 3, 4, 4, 4, 5, 6, 6, 6, 7, -127};
+        uint8_t want[34];
+        for (int i = 0; i < 32; i++) want[i] = (uint8_t)q[i];
+        want[32] = 0x00;
+        want[33] = 0x38;
+        int8_case("h=32", x, 32, want);
+    }
+    /* h = 128: group 0 = 1.0 with x[5] = 127 -> s = 1, q = 1 / 127; group 1 = 3.0 with
+     * x[64] = -254 -> s = 2 (0x4000), q = rint(1.5) = 2, q[64] = -127. Scales after the values. */
+    {
+        float x[128];
+        uint8_t want[132];
+        for (int i = 0; i < 64; i++) { x[i] = 1.0f; want[i] = 1; }
+        x[5] = 127.0f; want[5] = 0x7f;
+        for (int i = 64; i < 128; i++) { x[i] = 3.0f; want[i] = 2; }
+        x[64] = -254.0f; want[64] = 0x81;
+        want[128] = 0x00; want[129] = 0x3c; want[130] = 0x00; want[131] = 0x40;
+        int8_case("h=128 (two groups)", x, 128, want);
+    }
+    /* h = 256: g0: 127 then -1.5 / 0.5 alternating (s = 1: -2, 0); g1: 5.0 with 254 last
+     * (s = 2: rint(2.5) = 2, 127); g2: -508 first then 10.0 (s = 4: rint(2.5) = 2, -127);
+     * g3: zeros (s = 0). */
+    {
+        float x[256];
+        uint8_t want[264];
+        for (int i = 0; i < 64; i++) {
+            x[i] = (i % 2) ? 0.5f : -1.5f;
+            want[i] = (i % 2) ? 0x00 : 0xfe;
+        }
+        x[0] = 127.0f; want[0] = 0x7f;
+        for (int i = 64; i < 128; i++) { x[i] = 5.0f; want[i] = 2; }
+        x[127] = 254.0f; want[127] = 0x7f;
+        for (int i = 128; i < 192; i++) { x[i] = 10.0f; want[i] = 2; }
+        x[128] = -508.0f; want[128] = 0x81;
+        for (int i = 192; i < 256; i++) { x[i] = 0.0f; want[i] = 0; }
+        const uint8_t scales[8] = {0x00, 0x3c, 0x00, 0x40, 0x00, 0x44, 0x00, 0x00};
+        memcpy(want + 256, scales, 8);
+        int8_case("h=256 (four groups)", x, 256, want);
+    }
+    /* random data: the stored scale is fp16(max/127) within fp16 rounding, and every element is
+     * within s/2 of its value (rint with the stored s; the slack covers the f32 division/product). */
+    {
+        uint64_t rs = 1;
+        const int hs[5] = {8, 32, 64, 128, 256};
+        int ok_s = 1, ok_err = 1;
+        for (int t = 0; t < 400; t++) {
+            int h = hs[t % 5], g = h < 64 ? h : 64;
+            float x[256], y[256];
+            uint8_t row[264];
+            rng_vector(&rs, x, h);
+            kv_quantize(KV_INT8, x, row, h);
+            kv_dequantize(KV_INT8, row, y, h);
+            for (int gi = 0; gi < h / g; gi++) {
+                float m = 0.0f;
+                for (int j = 0; j < g; j++) m = fmaxf(m, fabsf(x[gi * g + j]));
+                float s = fp16_to_f32((uint16_t)(row[h + 2 * gi] | row[h + 2 * gi + 1] << 8));
+                if (fabs((double)s - m / 127.0) > m / 127.0 / 2048.0 + 3e-8) ok_s = 0;
+                for (int j = 0; j < g; j++) {
+                    double e = fabs((double)x[gi * g + j] - (double)y[gi * g + j]);
+                    if (e > s / 2.0 * (1.0 + 1e-6) + 1e-30) {
+                        if (ok_err) printf("  h=%d i=%d x=%g y=%g s=%g\n", h, gi * g + j, x[gi * g + j],
+                                           y[gi * g + j], s);
+                        ok_err = 0;
+                    }
+                }
+            }
+        }
+        CHECK(ok_s, "int8 random: stored scale = max|x|/127 to fp16 precision");
+        CHECK(ok_err, "int8 random: |x - deq(x)| <= s/2 for every element");
+    }
+}
+
+/* ---- q8_0 --------------------------------------------------------------------------------- */
+
+static void test_q8_0(void) {
+    /* h = 96, three blocks.
+     * block 0: max 127 -> d = 1 (0x3c00), id = 1; roundf is half AWAY from zero:
+     *   2.5->3 -2.5->-3 0.5->1 -0.5->-1 1.4->1 -1.6->-2 126.5->127.
+     * block 1: max 1 -> d = f32(1/127) -> fp16 0x2008, id = f32(1/d) = 127. ggml multiplies by id:
+     *   0x1.224488p-5 * 127 = 4.4999998 -> 4 (x/d would be 4.5 -> 5);
+     *   0x1.60c182p-1 * 127 = 87.4999... -> 87 (x/d would give 88).
+     * block 2: max 100 -> d = 0.78740156 (fp16 0x3a4d), id = 1.27; q uses the f32 id:
+     *   79.15 * 1.27 = 100.52 -> 101 (int8, with the stored s, gives 100). */
+    float x[96] = {0};
+    const float b0[9] = {127.0f, -127.0f, 2.5f, -2.5f, 0.5f, -0.5f, 1.4f, -1.6f, 126.5f};
+    memcpy(x, b0, sizeof b0);
+    x[32] = 1.0f; x[33] = -1.0f; x[34] = 0x1.224488p-5f; x[35] = 0x1.60c182p-1f;
+    x[64] = 100.0f; x[65] = 79.15f; x[66] = -79.15f;
+    uint8_t want[3 * 34] = {0};
+    const uint8_t w0[11] = {0x00, 0x3c, 0x7f, 0x81, 0x03, 0xfd, 0x01, 0xff, 0x01, 0xfe, 0x7f};
+    const uint8_t w1[6] = {0x08, 0x20, 0x7f, 0x81, 0x04, 0x57};
+    const uint8_t w2[5] = {0x4d, 0x3a, 0x7f, 0x65, 0x9b};
+    memcpy(want, w0, sizeof w0);
+    memcpy(want + 34, w1, sizeof w1);
+    memcpy(want + 68, w2, sizeof w2);
+    uint8_t row[3 * 34];
+    float y[96];
+    CHECK(kv_quantize(KV_Q8_0, x, row, 96) == 0 && same_bytes(row, want, sizeof want, "q8_0"),
+          "q8_0: hand-worked blocks (round half away, f32 reciprocal, fp16 d)");
+    kv_dequantize(KV_Q8_0, row, y, 96);
+    CHECK(y[0] == 127.0f && y[2] == 3.0f && y[65] == 79.54736328125f && y[66] == -79.54736328125f &&
+          y[40] == 0.0f, "q8_0: value = q * fp16(d) (101 * 0.78759765625)");
+
+    /* all-zero block: d = 0, id = 0, q = 0 */
+    float z[32] = {0};
+    uint8_t zrow[34], zwant[34] = {0};
+    kv_quantize(KV_Q8_0, z, zrow, 32);
+    CHECK(same_bytes(zrow, zwant, 34, "q8_0 zero"), "q8_0: zero block is all zero bytes");
+
+    /* random: |x - q*d16| <= d/2 + 127 |d - d16|, |d - d16| <= max(d/2048, 2^-25) (fp16 rounding,
+     * subnormal d included), plus f32 slack */
+    uint64_t rs = 2;
+    int ok = 1;
+    for (int t = 0; t < 300; t++) {
+        float xr[256], yr[256];
+        uint8_t r[8 * 34];
+        rng_vector(&rs, xr, 256);
+        kv_quantize(KV_Q8_0, xr, r, 256);
+        kv_dequantize(KV_Q8_0, r, yr, 256);
+        for (int b = 0; b < 8; b++) {
+            float m = 0.0f;
+            for (int j = 0; j < 32; j++) m = fmaxf(m, fabsf(xr[32 * b + j]));
+            double d = m / 127.0, dd = fmax(d / 2048.0, 0x1p-25); /* |d - fp16(d)|, subnormal too */
+            for (int j = 0; j < 32; j++)
+                if (fabs((double)xr[32 * b + j] - yr[32 * b + j]) > d * (0.5 + 1e-4) + 127.0 * dd + 1e-30)
+                    ok = 0;
+        }
+    }
+    CHECK(ok, "q8_0 random: |x - deq(x)| <= d/2 + 127 |d - fp16(d)|");
+}
+
+/* ---- q4_0 --------------------------------------------------------------------------------- */
+
+static void test_q4_0(void) {
+    /* h = 128, four blocks. q = min(15, trunc(x*id + 8.5)), byte j = q[j] | q[j+16] << 4.
+     * block 0: x[3] = -8 comes before x[10] = +8, so m = -8, d = 1 (0x3c00), id = 1:
+     *   q = 8 15 15 0 8 9 4 10 0 9 15 7 8 8 8 8 | 11 5 15 2 8 ... 8 1
+     *   (0->8, 7->15, 7.9->16->15, -8->0, -0.5->8, 0.5->9, -3.7->4, 2.49->10, -7.6->0, 1->9,
+     *    8->16->15, -1->7; 3->11, -3->5, 6.5->15, -6.5->2, -7.5->1)
+     * block 1: m = +4 -> d = -0.5 (0xb800), id = -2:
+     *   4->0, -4->16->15, 1->6, -1->10, 0.25->8, -0.3->9 | 3->2, -3.9->15; zeros -> 8
+     * block 2: all zero: m = 0, d = 0 / -8 = -0.0 (fp16 0x8000, as ggml stores it), id = 0, q = 8.
+     * block 3: m = 3 -> d = -0.375 (0xb600), id = f32(1/d); ggml multiplies by id:
+     *   0x1.500002p+0 -> 4 (x/d would give 5), -0x1.4ffffcp+0 -> 12 (x/d: 11). */
+    float x[128] = {0};
+    const float b0[20] = {0, 7, 7.9f, -8, -0.5f, 0.5f, -3.7f, 2.49f, -7.6f, 1, 8, -1, 0, 0, 0, 0,
+                          3, -3, 6.5f, -6.5f};
+    memcpy(x, b0, sizeof b0);
+    x[31] = -7.5f;
+    x[32] = 4; x[33] = -4; x[34] = 1; x[35] = -1; x[36] = 0.25f; x[37] = -0.3f;
+    x[48] = 3; x[49] = -3.9f;
+    x[96] = 3; x[97] = 0x1.500002p+0f; x[98] = -0x1.4ffffcp+0f;
+    uint8_t want[4 * 18];
+    memset(want, 0x88, sizeof want);
+    const uint8_t w0[18] = {0x00, 0x3c, 0xb8, 0x5f, 0xff, 0x20, 0x88, 0x89, 0x84, 0x8a,
+                            0x80, 0x89, 0x8f, 0x87, 0x88, 0x88, 0x88, 0x18};
+    const uint8_t w1[8] = {0x00, 0xb8, 0x20, 0xff, 0x86, 0x8a, 0x88, 0x89};
+    const uint8_t w3[5] = {0x00, 0xb6, 0x80, 0x84, 0x8c};
+    memcpy(want, w0, sizeof w0);
+    memcpy(want + 18, w1, sizeof w1);
+    want[36] = 0x00; want[37] = 0x80;                       /* d = 0 / -8 = -0.0: fp16 0x8000 */
+    memcpy(want + 54, w3, sizeof w3);
+    uint8_t row[4 * 18];
+    float y[128];
+    CHECK(kv_quantize(KV_Q4_0, x, row, 128) == 0 && same_bytes(row, want, sizeof want, "q4_0"),
+          "q4_0: hand-worked blocks (d = m/-8, clamp at 15, nibble order, f32 reciprocal)");
+    kv_dequantize(KV_Q4_0, row, y, 128);
+    CHECK(y[3] == -8.0f && y[10] == 7.0f && y[0] == 0.0f && y[31] == -7.0f, "q4_0: value = (q-8) d, d = 1");
+    CHECK(y[32] == 4.0f && y[33] == -3.5f && y[34] == 1.0f && y[48] == 3.0f && y[64] == 0.0f,
+          "q4_0: negative d maps q=0 back to +m (sign convention)");
+
+    /* random: |x - (q-8) d16| <= |d|/2 + 8 |d - d16| unclamped; |d| + 8 |d - d16| where x/d > 7 */
+    uint64_t rs = 3;
+    int ok = 1;
+    for (int t = 0; t < 300; t++) {
+        float xr[256], yr[256];
+        uint8_t r[8 * 18];
+        rng_vector(&rs, xr, 256);
+        kv_quantize(KV_Q4_0, xr, r, 256);
+        kv_dequantize(KV_Q4_0, r, yr, 256);
+        for (int b = 0; b < 8; b++) {
+            float am = 0.0f, m = 0.0f;
+            for (int j = 0; j < 32; j++)
+                if (am < fabsf(xr[32 * b + j])) { am = fabsf(xr[32 * b + j]); m = xr[32 * b + j]; }
+            double d = m / -8.0, dd = fmax(fabs(d) / 2048.0, 0x1p-25);
+            for (int j = 0; j < 32; j++) {
+                double xd = xr[32 * b + j], lim = (xd / d > 7.0 ? 1.0 : 0.5) + 1e-5;
+                if (fabs(xd - yr[32 * b + j]) > fabs(d) * lim + 8.0 * dd + 1e-30) ok = 0;
+            }
+        }
+    }
+    CHECK(ok, "q4_0 random: |x - deq(x)| <= |d|/2 (|d| for the clamped side)");
+}
+
+/* ---- q4_0r and the Hadamard transform ----------------------------------------------------- */
+
+static double dot_d(const float *a, const float *b, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return s;
+}
+
+static void test_q4_0r(void) {
+    /* H4 rows (1 1 1 1) (1 -1 1 -1) (1 1 -1 -1) (1 -1 -1 1): H4 (1 2 3 4) = (10 -2 -4 0), / 2 */
+    float v4[4] = {1, 2, 3, 4};
+    kv_hadamard(v4, 4);
+    CHECK(v4[0] == 5.0f && v4[1] == -1.0f && v4[2] == -2.0f && v4[3] == 0.0f, "hadamard h=4 of (1 2 3 4) = (5 -1 -2 0)");
+    float v2[2] = {1, 0};
+    kv_hadamard(v2, 2);
+    CHECK(fabsf(v2[0] - 0.70710678f) < 1e-7f && fabsf(v2[1] - 0.70710678f) < 1e-7f, "hadamard h=2 of e0 = (1 1)/sqrt2");
+    /* columns of H8 / sqrt(8): entry i of H e_k is (-1)^popcount(i & k) / sqrt(8) */
+    int ok = 1;
+    const float r8 = (float)(1.0 / sqrt(8.0));
+    for (int k = 0; k < 8; k++) {
+        float e[8] = {0};
+        e[k] = 1.0f;
+        kv_hadamard(e, 8);
+        for (int i = 0; i < 8; i++)
+            if (e[i] != (__builtin_popcount((unsigned)(i & k)) % 2 ? -r8 : r8)) ok = 0;
+    }
+    CHECK(ok, "hadamard h=8: H e_k = (-1)^popcount(i&k) / sqrt(8)");
+
+    /* orthonormal, self-inverse, dot-invariant on random vectors */
+    uint64_t rs = 4;
+    int ok_inv = 1, ok_norm = 1, ok_dot = 1;
+    for (int t = 0; t < 50; t++) {
+        int h = 32 << (t % 4);
+        float a[256], b[256], ha[256], hb[256];
+        for (int i = 0; i < h; i++) { a[i] = rng_unit(&rs); b[i] = rng_unit(&rs); }
+        memcpy(ha, a, sizeof(float) * h);
+        memcpy(hb, b, sizeof(float) * h);
+        kv_hadamard(ha, h);
+        kv_hadamard(hb, h);
+        if (fabs(dot_d(ha, ha, h) - dot_d(a, a, h)) > 1e-5 * dot_d(a, a, h)) ok_norm = 0;
+        if (fabs(dot_d(ha, hb, h) - dot_d(a, b, h)) > 1e-5 * sqrt(dot_d(a, a, h) * dot_d(b, b, h))) ok_dot = 0;
+        kv_hadamard(ha, h);
+        for (int i = 0; i < h; i++)
+            if (fabsf(ha[i] - a[i]) > 1e-6f) ok_inv = 0;
+    }
+    CHECK(ok_norm, "hadamard keeps the norm");
+    CHECK(ok_dot, "dot(Hq, Hk) = dot(q, k)");
+    CHECK(ok_inv, "H H x = x within 1e-6");
+
+    /* q4_0r = q4_0 of the rotated vector; dequantize gives the rotated domain; the attention
+     * recipe (rotate q, kv_dot; kv_axpy, rotate back) matches the model-domain computation. */
+    int ok_bytes = 1, ok_round = 1, ok_att = 1, ok_out = 1;
+    for (int t = 0; t < 40; t++) {
+        int h = 32 << (t % 4);
+        float k[256], v[256], q[256], qr[256], hk[256], yk[256], yv[256], o[256] = {0};
+        uint8_t rk[144], rk2[144], rv[144];
+        rng_vector(&rs, k, h);
+        rng_vector(&rs, v, h);
+        for (int i = 0; i < h; i++) q[i] = rng_unit(&rs);
+        memcpy(hk, k, sizeof(float) * h);
+        kv_hadamard(hk, h);
+        kv_quantize(KV_Q4_0R, k, rk, h);
+        kv_quantize(KV_Q4_0, hk, rk2, h);
+        if (memcmp(rk, rk2, kv_row_bytes(KV_Q4_0, h)) != 0) ok_bytes = 0;
+        /* model-domain reconstruction: H deq(row) is close to k (error norm <= |d| per element) */
+        kv_dequantize(KV_Q4_0R, rk, yk, h);
+        double bound = 0;
+        for (int b = 0; b < h / 32; b++) {
+            float d = fabsf(fp16_to_f32((uint16_t)(rk[18 * b] | rk[18 * b + 1] << 8)));
+            bound += 32.0 * d * d;
+        }
+        kv_hadamard(yk, h);                                 /* now model domain */
+        double err = 0;
+        for (int i = 0; i < h; i++) err += ((double)k[i] - yk[i]) * ((double)k[i] - yk[i]);
+        if (err > bound * 1.03 + 1e-30) ok_round = 0;
+        /* scores: kv_dot(row, H q) = q . (H deq(row)) */
+        memcpy(qr, q, sizeof(float) * h);
+        kv_hadamard(qr, h);
+        double s1 = kv_dot(KV_Q4_0R, rk, qr, h), s2 = dot_d(q, yk, h);
+        if (fabs(s1 - s2) > 1e-5 * (sqrt(dot_d(q, q, h) * dot_d(yk, yk, h)) + 1e-30)) ok_att = 0;
+        /* output: H (w * deq(v_row)) = w * (H deq(v_row)) */
+        kv_quantize(KV_Q4_0R, v, rv, h);
+        kv_axpy(KV_Q4_0R, rv, 0.75f, o, h);
+        kv_hadamard(o, h);
+        kv_dequantize(KV_Q4_0R, rv, yv, h);
+        kv_hadamard(yv, h);
+        for (int i = 0; i < h; i++)
+            if (fabs(o[i] - 0.75 * yv[i]) > 1e-5 * sqrt(dot_d(yv, yv, h) / h) + 1e-30) ok_out = 0;
+    }
+    CHECK(ok_bytes, "q4_0r bytes = q4_0 bytes of kv_hadamard(x)");
+    CHECK(ok_round, "q4_0r: |x - H deq|^2 <= sum 32 d^2 (rotate back to the model domain)");
+    CHECK(ok_att, "q4_0r: kv_dot(row, H q) = q . (H deq(row))");
+    CHECK(ok_out, "q4_0r: H (w deq(v)) = w H deq(v) (output rotated back)");
+}
+
+/* ---- fp8 ---------------------------------------------------------------------------------- */
+
+static void test_fp8(void) {
+    const float p9 = 0.001953125f;                      /* 2^-9, smallest subnormal */
+    struct { float x; uint8_t b; const char *what; } c[] = {
+        {0.0f, 0x00, "+0"}, {-0.0f, 0x80, "-0"}, {1.0f, 0x38, "1 = 2^0 (e=7)"}, {0.5f, 0x30, "0.5"},
+        {-1.0f, 0xb8, "-1"}, {448.0f, 0x7e, "448 = 1.75 * 2^8"}, {-448.0f, 0xfe, "-448"},
+        {p9, 0x01, "2^-9"}, {7 * p9, 0x07, "7 * 2^-9 (largest subnormal)"}, {0.015625f, 0x08, "2^-6 (smallest normal)"},
+        {0.5f * p9, 0x00, "2^-10: tie -> 0 (even)"}, {1.5f * p9, 0x02, "1.5 * 2^-9: tie -> 2"},
+        {0.25f * p9, 0x00, "2^-11 -> 0"}, {0.5f * p9 * 1.0001f, 0x01, "just above 2^-10 -> 2^-9"},
+        {7.5f * p9, 0x08, "7.5 * 2^-9: tie -> 2^-6 (carry into the exponent)"},
+        {1.0625f, 0x38, "1 + 1/16: tie -> 1 (even)"}, {1.1875f, 0x3a, "1 + 3/16: tie -> 1.25 (even)"},
+        {1.07f, 0x39, "1.07 -> 1.125"}, {1.9375f, 0x40, "1.9375: tie -> 2"},
+        {424.0f, 0x7d, "424 -> 416"}, {432.0f, 0x7e, "432: tie -> 448 (even)"}, {440.0f, 0x7e, "440 -> 448"},
+        {449.0f, 0x7e, "449 saturates"}, {500.0f, 0x7e, "500 saturates"}, {1e30f, 0x7e, "1e30 saturates"},
+        {-1e9f, 0xfe, "-1e9 saturates"}, {INFINITY, 0x7e, "+inf saturates"}, {-INFINITY, 0xfe, "-inf saturates"},
+        {NAN, 0x7f, "NaN"}, {3.0f, 0x44, "3 = 1.5 * 2^1"}, {-0.09375f, 0x9c, "-0.09375 = -1.5 * 2^-4"},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        uint8_t got = kv_fp8_from_f32(c[i].x);
+        CHECK(got == c[i].b, "fp8 encode %s: 0x%02x (got 0x%02x)", c[i].what, c[i].b, got);
+    }
+    CHECK(kv_fp8_from_f32(-NAN) == 0xff, "fp8 encode -NaN = 0xff");
+    CHECK(isnan(kv_fp8_to_f32(0x7f)) && isnan(kv_fp8_to_f32(0xff)), "fp8 0x7f / 0xff decode to NaN");
+    CHECK(kv_fp8_to_f32(0x7e) == 448.0f && kv_fp8_to_f32(0xfe) == -448.0f && kv_fp8_to_f32(0x01) == p9 &&
+          kv_fp8_to_f32(0x38) == 1.0f && kv_fp8_to_f32(0x0f) == 0.029296875f && kv_fp8_to_f32(0x78) == 256.0f &&
+          kv_fp8_to_f32(0x77) == 240.0f && signbit(kv_fp8_to_f32(0x80)) && kv_fp8_to_f32(0x80) == 0.0f,
+          "fp8 decode: 448, -448, 2^-9, 1, 1.875*2^-6, 256, 240, -0");
+    int ok_rt = 1, ok_mono = 1;
+    for (int b = 0; b < 256; b++) {
+        if ((b & 0x7f) == 0x7f) continue;
+        if (kv_fp8_from_f32(kv_fp8_to_f32((uint8_t)b)) != b) ok_rt = 0;
+        if ((b & 0x7f) > 0 && !(fabsf(kv_fp8_to_f32((uint8_t)b)) > fabsf(kv_fp8_to_f32((uint8_t)(b - 1)))))
+            ok_mono = 0;
+    }
+    CHECK(ok_rt, "fp8: encode(decode(b)) = b for all 254 non-NaN codes");
+    CHECK(ok_mono, "fp8: magnitudes strictly increase with the code");
+    /* row form: h bytes, one per value */
+    float x[4] = {1.0f, -448.0f, 1000.0f, p9};
+    uint8_t row[4], want[4] = {0x38, 0xfe, 0x7e, 0x01};
+    float y[4];
+    CHECK(kv_quantize(KV_FP8, x, row, 4) == 0 && same_bytes(row, want, 4, "fp8 row"), "fp8 row bytes");
+    kv_dequantize(KV_FP8, row, y, 4);
+    CHECK(y[0] == 1.0f && y[1] == -448.0f && y[2] == 448.0f && y[3] == p9, "fp8 row dequantises");
+}
+
+/* ---- f16 / bf16 / f32 --------------------------------------------------------------------- */
+
+static void test_f16_bf16(void) {
+    /* f16: 1 -> 3c00; 65504 -> 7bff; 1 + 2^-11 tie -> 3c00; 1 + 3*2^-11 tie -> 3c02; 2^-24 -> 0001;
+     * -2 -> c000; 65520 (tie with 2^16) -> 7c00 (inf); 1/3 -> 3555 */
+    float x[8] = {1.0f, 65504.0f, 1.00048828125f, 1.00146484375f, 5.9604644775390625e-08f, -2.0f, 65520.0f,
+                  1.0f / 3.0f};
+    uint8_t want[16] = {0x00, 0x3c, 0xff, 0x7b, 0x00, 0x3c, 0x02, 0x3c, 0x01, 0x00, 0x00, 0xc0, 0x00, 0x7c,
+                        0x55, 0x35};
+    uint8_t row[16];
+    float y[8];
+    CHECK(kv_quantize(KV_F16, x, row, 8) == 0 && same_bytes(row, want, 16, "f16"), "f16 row: exact bits incl. ties");
+    kv_dequantize(KV_F16, row, y, 8);
+    CHECK(y[2] == 1.0f && y[3] == 1.001953125f && y[4] == 5.9604644775390625e-08f && isinf(y[6]) &&
+          y[7] == 0.333251953125f, "f16 row dequantises exactly");
+    /* bf16: 1 -> 3f80; 1 + 2^-8 tie -> 3f80; 1 + 3*2^-8 tie -> 3f82; 1 + 2^-8 + 2^-20 -> 3f81;
+     * -2 -> c000; 3 -> 4040; 1/3 = 0x3eaaaaab -> 3eab */
+    float xb[7] = {1.0f, 1.00390625f, 1.01171875f, 1.00390625f + 9.5367431640625e-07f, -2.0f, 3.0f, 1.0f / 3.0f};
+    uint8_t wantb[14] = {0x80, 0x3f, 0x80, 0x3f, 0x82, 0x3f, 0x81, 0x3f, 0x00, 0xc0, 0x40, 0x40, 0xab, 0x3e};
+    uint8_t rowb[14];
+    CHECK(kv_quantize(KV_BF16, xb, rowb, 7) == 0 && same_bytes(rowb, wantb, 14, "bf16"), "bf16 row: exact bits incl. ties");
+    kv_dequantize(KV_BF16, rowb, y, 7);
+    CHECK(y[1] == 1.0f && y[2] == 1.015625f && y[3] == 1.0078125f && y[6] == 0.333984375f, "bf16 row dequantises exactly");
+    /* f32: the bytes are the floats, little-endian */
+    float xf[3] = {1.0f, -0.1f, 3e-40f};
+    uint8_t rowf[12], wantf[12] = {0x00, 0x00, 0x80, 0x3f, 0xcd, 0xcc, 0xcc, 0xbd, 0, 0, 0, 0};
+    uint32_t sub = fp16_f32_bits(3e-40f);
+    for (int i = 0; i < 4; i++) wantf[8 + i] = (uint8_t)(sub >> (8 * i));
+    kv_quantize(KV_F32, xf, rowf, 3);
+    kv_dequantize(KV_F32, rowf, y, 3);
+    CHECK(same_bytes(rowf, wantf, 12, "f32") && memcmp(y, xf, sizeof xf) == 0, "f32 row is exact");
+}
+
+/* ---- the row decoders against the scalar conversions, every code -------------------------- */
+
+static void test_decoders_exhaustive(void) {
+    /* f16 rows go through kv.c's own branch-free decoder: it must equal fp16_to_f32 for all 65536
+     * bit patterns (NaN payloads included), in full 32-value chunks (h = 32) and tails (h = 8). */
+    int ok32 = 1, ok8 = 1;
+    for (uint32_t base = 0; base < 65536; base += 32) {
+        uint8_t row[64];
+        float y[32];
+        for (int j = 0; j < 32; j++) {
+            row[2 * j] = (uint8_t)((base + j) & 0xff);
+            row[2 * j + 1] = (uint8_t)((base + j) >> 8);
+        }
+        kv_dequantize(KV_F16, row, y, 32);
+        for (int j = 0; j < 32; j++)
+            if (!same_float_bits(y[j], fp16_to_f32((uint16_t)(base + j)))) ok32 = 0;
+        kv_dequantize(KV_F16, row + 16, y, 8);
+        for (int j = 0; j < 8; j++)
+            if (!same_float_bits(y[j], fp16_to_f32((uint16_t)(base + 8 + j)))) ok8 = 0;
+    }
+    CHECK(ok32, "f16 rows: all 65536 codes decode as fp16_to_f32 (full chunks)");
+    CHECK(ok8, "f16 rows: all 65536 codes decode as fp16_to_f32 (tail loop)");
+    int ok_fp8 = 1;
+    for (int base = 0; base < 256; base += 32) {
+        uint8_t row[32];
+        float y[32], y8[8];
+        for (int j = 0; j < 32; j++) row[j] = (uint8_t)(base + j);
+        kv_dequantize(KV_FP8, row, y, 32);
+        kv_dequantize(KV_FP8, row + 8, y8, 8);
+        for (int j = 0; j < 32; j++)
+            if (!same_float_bits(y[j], kv_fp8_to_f32((uint8_t)(base + j)))) ok_fp8 = 0;
+        for (int j = 0; j < 8; j++)
+            if (!same_float_bits(y8[j], kv_fp8_to_f32((uint8_t)(base + 8 + j)))) ok_fp8 = 0;
+    }
+    CHECK(ok_fp8, "fp8 rows: all 256 codes decode as kv_fp8_to_f32 (chunks and tails)");
+    /* bf16: every code, through the row decoder */
+    int ok_bf = 1;
+    for (uint32_t base = 0; base < 65536; base += 32) {
+        uint8_t row[64];
+        float y[32];
+        for (int j = 0; j < 32; j++) {
+            row[2 * j] = (uint8_t)((base + j) & 0xff);
+            row[2 * j + 1] = (uint8_t)((base + j) >> 8);
+        }
+        kv_dequantize(KV_BF16, row, y, 32);
+        for (int j = 0; j < 32; j++)
+            if (fp16_f32_bits(y[j]) != (base + (uint32_t)j) << 16) ok_bf = 0;
+    }
+    CHECK(ok_bf, "bf16 rows: all 65536 codes decode to the top half of the f32 bits");
+}
+
+/* ---- the fused kernels -------------------------------------------------------------------- */
+
+static void test_fused(void) {
+    uint64_t rs = 5;
+    const int hs[6] = {8, 40, 64, 96, 128, 256};
+    for (int f = 0; f < KV_NFMT; f++) {
+        int ok_dot = 1, ok_axpy = 1, n = 0;
+        for (int hi = 0; hi < 6; hi++) {
+            int h = hs[hi];
+            if (kv_row_bytes((kv_fmt)f, h) == 0) continue;
+            for (int t = 0; t < 20; t++, n++) {
+                float x[256], q[256], y[256], acc[256], acc2[256];
+                uint8_t row[1024];
+                rng_vector(&rs, x, h);
+                for (int i = 0; i < h; i++) { q[i] = rng_unit(&rs); acc[i] = acc2[i] = rng_unit(&rs); }
+                kv_quantize((kv_fmt)f, x, row, h);
+                kv_dequantize((kv_fmt)f, row, y, h);
+                /* the order kv.h documents: 8 lanes, lane i % 8, then a fixed pairwise tree */
+                float l[8] = {0};
+                for (int i = 0; i < h; i++) l[i % 8] += y[i] * q[i];
+                float want = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+                if (!same_float_bits(kv_dot((kv_fmt)f, row, q, h), want)) ok_dot = 0;
+                float w = rng_unit(&rs);
+                for (int i = 0; i < h; i++) acc[i] += w * y[i];
+                kv_axpy((kv_fmt)f, row, w, acc2, h);
+                if (memcmp(acc, acc2, sizeof(float) * h) != 0) ok_axpy = 0;
+            }
+        }
+        CHECK(ok_dot && n > 0, "kv_dot(%s) bit-identical to dequantise + documented order (%d rows)",
+              kv_fmt_name((kv_fmt)f), n);
+        CHECK(ok_axpy && n > 0, "kv_axpy(%s) bit-identical to dequantise + y += w*v", kv_fmt_name((kv_fmt)f));
+    }
+}
+
+int main(void) {
+    test_names();
+    test_row_bytes();
+    test_int8();
+    test_q8_0();
+    test_q4_0();
+    test_q4_0r();
+    test_fp8();
+    test_f16_bf16();
+    test_decoders_exhaustive();
+    test_fused();
+    return check_done();
+}
