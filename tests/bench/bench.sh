@@ -35,7 +35,7 @@ echo
 echo "== strata-worker, SmolLM2-135M Q4_1, 2 threads, prefill chunk 512"
 for kv in f16 int8; do
   for L in $LENS; do
-    t=$("$W" --model "$MODEL" --kv $kv --threads 2 --prefill 512 --tokens-file "$(ids $L)" --max-new 33 --timing 2>&1 >/dev/null | grep '^timing:')
+    t=$("$W" --model "$MODEL" --kv $kv --threads 2 --prefill 512 --max-context $((L + 64)) --tokens-file "$(ids $L)" --max-new 33 --timing 2>&1 >/dev/null | grep "^timing:")
     pt=$(sed -E 's/.*prefill_s=([0-9.]+).*/\1/' <<<"$t"); dt=$(sed -E 's/.*decode_s=([0-9.]+).*/\1/' <<<"$t")
     OURS[prefill,$kv,$L]=$(awk -v n=$L -v s=$pt 'BEGIN{printf "%.1f", n/s}')
     OURS[decode,$kv,$L]=$(awk -v s=$dt 'BEGIN{printf "%.1f", 32/s}')
