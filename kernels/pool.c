@@ -4,6 +4,7 @@
 #include "kernels/pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -36,7 +37,8 @@ static void work(pool *p, int thread) {
 /* A decode step makes a few hundred pool_run calls of ~20 us each: sleeping on the condition
  * variable between them costs a futex wake-up every time. Helpers first spin on the generation
  * number for up to SPIN_ROUNDS polls, and only then sleep. */
-#define SPIN_ROUNDS 20000
+#define SPIN_ROUNDS 20000      /* helpers: ~0.5 ms of polling before they sleep */
+#define CALLER_SPIN 2000       /* the caller: then it yields the core to a preempted helper */
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -122,6 +124,10 @@ void pool_run(pool *p, pool_fn fn, void *ctx, int n_items) {
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     work(p, 0);
-    /* the helpers finish within microseconds of the caller: wait by spinning */
-    while (atomic_load(&p->running) > 0) cpu_relax();
+    /* the helpers usually finish within microseconds of the caller: spin a little, then yield the
+     * core (on a shared machine a helper may have been preempted and needs the core to finish) */
+    for (int i = 0; atomic_load(&p->running) > 0; i++) {
+        if (i < CALLER_SPIN) cpu_relax();
+        else sched_yield();
+    }
 }

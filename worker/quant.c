@@ -371,6 +371,26 @@ static inline float f16c_load(const uint8_t *p) {
     return _cvtsh_ss(h);
 }
 
+#if defined(__AVX512F__)
+/* With AVX-512 the 16-value helpers below use one 512-bit register: the same products and adds,
+ * lane by lane, as the two 256-bit halves (d and m are broadcast from lane 0). */
+static inline __m512 bcast16(__m256 v) { return _mm512_broadcastss_ps(_mm256_castps256_ps128(v)); }
+
+/* y[0..16) = d * v (16 signed bytes). */
+static inline void store16_mul(float *y, __m256 d, __m128i v) {
+    _mm512_storeu_ps(y, _mm512_mul_ps(bcast16(d), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v))));
+}
+
+/* y[0..16) = d * v + m (16 unsigned bytes). */
+static inline void store16_mul_add(float *y, __m256 d, __m256 m, __m128i v) {
+    _mm512_storeu_ps(y, _mm512_add_ps(_mm512_mul_ps(bcast16(d), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v))), bcast16(m)));
+}
+
+/* y[0..16) = d * v - m (16 unsigned bytes). */
+static inline void store16_mul_sub(float *y, __m256 d, __m256 m, __m128i v) {
+    _mm512_storeu_ps(y, _mm512_sub_ps(_mm512_mul_ps(bcast16(d), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v))), bcast16(m)));
+}
+#else
 /* y[0..16) = d * v (16 signed bytes). */
 static inline void store16_mul(float *y, __m256 d, __m128i v) {
     _mm256_storeu_ps(y, _mm256_mul_ps(d, i8x8_ps(v)));
@@ -388,6 +408,7 @@ static inline void store16_mul_sub(float *y, __m256 d, __m256 m, __m128i v) {
     _mm256_storeu_ps(y, _mm256_sub_ps(_mm256_mul_ps(d, u8x8_ps(v)), m));
     _mm256_storeu_ps(y + 8, _mm256_sub_ps(_mm256_mul_ps(d, u8x8_ps(_mm_srli_si128(v, 8))), m));
 }
+#endif
 
 static void fast_q4_0(const uint8_t *src, float *y, int64_t nb) {
     const __m128i low4 = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
