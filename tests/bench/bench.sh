@@ -49,7 +49,8 @@ if [ "${BENCH_QUICK:-0}" != 1 ]; then
   if ! "$PY" -c 'import llama_cpp' 2>/dev/null; then
     echo "(building llama-cpp-python into tests/.venv: takes several minutes)"
     [ -x "$PY" ] || python3 -m venv tests/.venv
-    CMAKE_BUILD_PARALLEL_LEVEL=2 "$PY" -m pip install -q numpy gguf llama-cpp-python
+    CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAVA_BUILD=OFF" \
+        "$PY" -m pip install -q numpy gguf llama-cpp-python==0.3.36
   fi
   echo
   echo "== llama.cpp (llama-cpp-python), same model, 2 threads, n_batch 512, flash attention as it defaults"
