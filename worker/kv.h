@@ -1,0 +1,107 @@
+/* kv.h — KV-cache storage formats: one token's vector of one KV head (head dim h) <-> bytes.
+ *
+ * The formats are DESIGN.md section 3. Every function here is pure: no allocation, no state, no
+ * output besides its arguments. Rows are byte arrays of kv_row_bytes(f, h) bytes with no alignment
+ * requirement; multi-byte fields are little-endian.
+ *
+ * Row layouts (h = head dim):
+ *   f32    h x f32                                                      4h bytes
+ *   bf16   h x bf16, round to nearest even                              2h bytes
+ *   f16    h x IEEE half, round to nearest even                         2h bytes
+ *   int8   h x int8 values, THEN h/g fp16 scales (g = min(64, h))       h + 2h/g bytes
+ *          group i = values [i*g, (i+1)*g) with scale i.
+ *          s = fp16(max|x| / 127) (f32 division, then RNE to fp16; a scale above the fp16 range
+ *          saturates to 65504 instead of becoming inf); q = clamp(rint(x / s), -127, 127) with the
+ *          STORED s (f32 division, ties to even); s = 0 => q = 0. value = q * s.
+ *          h <= 64: any h >= 1 (one group); h > 64: h must be a multiple of 64.
+ *   q8_0   h/32 blocks of { fp16 d; int8 q[32] }                        34 bytes per 32 values
+ *          bit-identical to ggml's reference quantiser: d = max|x| / 127, id = d ? 1/d : 0,
+ *          q = roundf(x * id) (half away from zero, with the f32 id), d stored as fp16.
+ *          value = q * d.  h % 32 == 0.
+ *   q4_0   h/32 blocks of { fp16 d; uint8 qs[16] }                      18 bytes per 32 values
+ *          bit-identical to ggml's reference quantiser: m = the signed value of largest magnitude
+ *          (the first one on ties), d = m / -8, id = d ? 1/d : 0,
+ *          q = min(15, trunc(x * id + 8.5)); qs[j] = q[j] | q[j + 16] << 4 (first 16 values in
+ *          the low nibbles). value = (q - 8) * d.  h % 32 == 0. An all-zero block stores
+ *          d = 0 / -8 = -0.0 (fp16 0x8000) and q = 8, exactly as ggml does.
+ *   q4_0r  as q4_0, of the rotated vector H x (H = normalised Hadamard matrix of size h, see
+ *          kv_hadamard). h a power of two, 32 <= h <= KV_HADAMARD_MAX.
+ *   fp8    h x e4m3fn (sign, 4 exponent bits with bias 7, 3 mantissa bits; no inf; NaN = 0x7f /
+ *          0xff; largest finite 448), per-tensor scale 1.0: stored = e4m3(x), round to nearest
+ *          even, |x| > 448 and +-inf SATURATE to +-448 (not NaN).                 h bytes
+ *
+ * q4_0r and the attention code (the only rotated format; kv_fmt_rotated() says which):
+ *   - kv_quantize(KV_Q4_0R, x) takes the vector in the MODEL's domain and rotates it itself
+ *     (stores q4_0(H x)); the caller does not rotate K or V before storing.
+ *   - kv_dequantize / kv_dot / kv_axpy work in the STORED (rotated) domain: kv_dequantize
+ *     returns ~H x, not ~x.
+ *   - Attention with a rotated K format: rotate each query head vector once, q' = H q
+ *     (kv_hadamard(q, h) on a copy), then score = kv_dot(KV_Q4_0R, k_row, q', h); this equals
+ *     q . x_k up to rounding because H is orthogonal.
+ *   - Attention with a rotated V format: accumulate o' = sum_t w_t * v_row_t with kv_axpy (in the
+ *     rotated domain), then rotate back once, o = H o' (kv_hadamard(o', h)), since H H = I.
+ *   K and V formats are independent: rotate q only if K's format is rotated, o only if V's is.
+ */
+#ifndef STRATA_KV_H
+#define STRATA_KV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Largest head dim q4_0r accepts (kv_quantize rotates in a stack buffer of this many floats). */
+#define KV_HADAMARD_MAX 1024
+
+typedef enum { KV_F32, KV_BF16, KV_F16, KV_INT8, KV_Q8_0, KV_Q4_0, KV_Q4_0R, KV_FP8, KV_NFMT } kv_fmt;
+
+/* Format from its name ("f32", "bf16", "f16", "int8", "q8_0", "q4_0", "q4_0r", "fp8"; exact,
+ * lower case). 0 and *out set on success; -1 for an unknown name (or NULL), *out untouched. */
+int kv_fmt_parse(const char *name, kv_fmt *out);
+
+/* The name above (a static string); "?" for a value outside the enum. */
+const char *kv_fmt_name(kv_fmt f);
+
+/* 1 if the format stores rotated vectors (q4_0r), else 0. See the attention notes above. */
+int kv_fmt_rotated(kv_fmt f);
+
+/* Bytes to store one token's vector of one KV head, head dim h. 0 if the format does not support
+ * h (h < 1; int8 with h > 64 not a multiple of 64; q8_0/q4_0 with h % 32 != 0; q4_0r with h not
+ * a power of two in [32, KV_HADAMARD_MAX]) or f is not a format. */
+size_t kv_row_bytes(kv_fmt f, int h);
+
+/* 0 if kv_row_bytes(f, h) != 0. Else -1 and one line in err[errlen] naming the format, h and the
+ * rule, e.g. "kv format q4_0 needs a head dim that is a multiple of 32 (got 80)". */
+int kv_fmt_check(kv_fmt f, int h, char *err, size_t errlen);
+
+/* Quantise one head vector x[h] (model domain) into dst[kv_row_bytes(f, h)].
+ * 0 on success; -1 (nothing written) if kv_row_bytes(f, h) == 0. */
+int kv_quantize(kv_fmt f, const float *x, void *dst, int h);
+
+/* Dequantise src[kv_row_bytes(f, h)] into y[h] (stored domain: rotated for q4_0r).
+ * 0 on success; -1 (nothing written) if kv_row_bytes(f, h) == 0. */
+int kv_dequantize(kv_fmt f, const void *src, float *y, int h);
+
+/* The fused attention kernels. Precondition: kv_row_bytes(f, h) != 0 (not checked: hot path).
+ *
+ * kv_dot: with y = kv_dequantize(f, k), returns the f32 dot product y . q summed in this fixed
+ * order: eight partial sums acc[j] (j = 0..7) start at +0 and take acc[i % 8] += y[i] * q[i] for
+ * i = 0, 1, ..., h-1 (each product rounded to f32, then added); result =
+ * ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])).
+ * Bit-identical to dequantising and summing in that order (tests/test_kv.c checks it). */
+float kv_dot(kv_fmt f, const void *k, const float *q, int h);
+
+/* kv_axpy: y[i] = y[i] + w * v[i] for i in [0, h), v = kv_dequantize(f, v_row) (w * v[i] rounded
+ * to f32, then added). Bit-identical to dequantising first. */
+void kv_axpy(kv_fmt f, const void *v_row, float w, float *y, int h);
+
+/* In-place normalised Hadamard transform of x[h]: x <- H x / sqrt(h) with H the Sylvester
+ * Hadamard matrix (H[i][j] = (-1)^popcount(i & j)). Orthonormal, symmetric, self-inverse.
+ * h must be a power of two >= 1 (not checked). */
+void kv_hadamard(float *x, int h);
+
+/* e4m3fn conversions, scale 1.0. kv_fp8_from_f32: round to nearest even; |x| > 448 and +-inf
+ * saturate to +-448 (0x7e / 0xfe); NaN -> 0x7f (0xff if the NaN's sign bit is set); -0 -> 0x80.
+ * kv_fp8_to_f32: exact; 0x7f / 0xff -> NaN. */
+uint8_t kv_fp8_from_f32(float x);
+float kv_fp8_to_f32(uint8_t b);
+
+#endif
