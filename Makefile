@@ -41,6 +41,8 @@ TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BINS    := $(BUILD)/strata-worker $(BUILD)/strata-driver
 
 .PHONY: all deps test run bench models clean
+# keep the test and bench objects (make would delete them as intermediates of a chain)
+.SECONDARY:
 all: $(BINS)
 	@ln -sf $(BUILD)/strata-worker strata-worker
 	@ln -sf $(BUILD)/strata-driver strata-driver

@@ -136,41 +136,9 @@ class Model:
 
 # ---- ops ------------------------------------------------------------------------------------
 
-def rmsnorm(x, w, eps):
-    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
-
-
-def rope(x, pos, base, neox):
-    """x: [n][heads][hd], every dim rotated; theta_j = pos * base^(-2j/hd)."""
-    hd = x.shape[-1]
-    j = np.arange(hd // 2, dtype=np.float64)
-    theta = pos[:, None] * base ** (-2.0 * j / hd)  # [n][hd/2]
-    c = np.cos(theta)[:, None, :]
-    s = np.sin(theta)[:, None, :]
-    y = np.empty_like(x)
-    if neox:
-        a, b = x[..., :hd // 2], x[..., hd // 2:]
-        y[..., :hd // 2] = a * c - b * s
-        y[..., hd // 2:] = a * s + b * c
-    else:
-        a, b = x[..., 0::2], x[..., 1::2]
-        y[..., 0::2] = a * c - b * s
-        y[..., 1::2] = a * s + b * c
-    return y
-
-
-def gelu_tanh(v):
-    return 0.5 * v * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v ** 3)))
-
-
-def gelu_f16_table(v):
-    """ggml CPU GELU: |v| < 10 -> f16(gelu_f32(f16(v))); v <= -10 -> 0; v >= 10 -> v."""
-    vh = v.astype(np.float16).astype(np.float32)
-    g = (np.float32(0.5) * vh * (np.float32(1.0) + np.tanh(np.float32(math.sqrt(2.0 / math.pi)) *
-         vh * (np.float32(1.0) + np.float32(0.044715) * vh * vh)))).astype(np.float16)
-    out = g.astype(np.float64)
-    out = np.where(v <= -10.0, 0.0, out)
-    return np.where(v >= 10.0, v, out)
+# The float64 building blocks are numpy_ref.py's (the random-weight models' reference), one copy.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from numpy_ref import gelu_f16_table, gelu_tanh, rmsnorm, rope  # noqa: E402
 
 
 # ggml's activation ("vec_dot") type for each weight type on CPU
