@@ -277,10 +277,9 @@ static void attn_item(void *vctx, int item, int thread) {
     /* scores: s[i][j - lo] */
     for (int j0 = lo; j0 <= hi; j0 += KB) {
         int nk = hi - j0 + 1 < KB ? hi - j0 + 1 : KB;
-        for (int j = 0; j < nk; j++) {
-            kv_dequantize(c->fk, k_row(c, a->layer, j0 + j, g), row, hd);
-            for (int d = 0; d < hd; d++) kt[(size_t)d * KB + j] = row[d];
-        }
+        kv_dequantize_rows(c->fk, k_row(c, a->layer, j0, g), (size_t)c->n_kv * c->kb, nk, vb, hd);
+        for (int j = 0; j < nk; j++)   /* transpose into kt (vb is free until the V pass) */
+            for (int d = 0; d < hd; d++) kt[(size_t)d * KB + j] = vb[(size_t)j * hd + d];
         for (int j = nk; j < KB; j++)
             for (int d = 0; d < hd; d++) kt[(size_t)d * KB + j] = 0.0f;
         /* only queries whose range meets this block */
@@ -303,7 +302,7 @@ static void attn_item(void *vctx, int item, int thread) {
     /* weighted sum of V, keys ascending per query */
     for (int j0 = lo; j0 <= hi; j0 += KB) {
         int nk = hi - j0 + 1 < KB ? hi - j0 + 1 : KB;
-        for (int j = 0; j < nk; j++) kv_dequantize(c->fv, v_row(c, a->layer, j0 + j, g), vb + (size_t)j * hd, hd);
+        kv_dequantize_rows(c->fv, v_row(c, a->layer, j0, g), (size_t)c->n_kv * c->vb, nk, vb, hd);
         for (int i = 0; i < nq;) {
             int nr = 1;   /* rows of one token (its heads) share the key range */
             while (nr < 4 && i + nr < nq && lo_q[i + nr] == lo_q[i] && hi_q[i + nr] == hi_q[i]) nr++;

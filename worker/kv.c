@@ -9,7 +9,7 @@
  * for every code. */
 #include "worker/kv.h"
 
-#if defined(__F16C__) && defined(__AVX__)
+#if (defined(__F16C__) && defined(__AVX__)) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -360,6 +360,41 @@ int kv_dequantize(kv_fmt f, const void *src, float *y, int h) {
         decode_chunk(f, src, h, c, y + KV_CHUNK * c, n);
     }
     return 0;
+}
+
+void kv_dequantize_rows(kv_fmt f, const void *src, size_t stride, int n, float *y, int h) {
+    const uint8_t *row = src;
+#if defined(__F16C__) && defined(__AVX__)
+    if (f == KV_F16 && h % 8 == 0) {   /* the hardware conversion, as decode_chunk's f16 case */
+        for (int r = 0; r < n; r++, row += stride, y += h)
+            for (int i = 0; i < h; i += 8)
+                _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * i))));
+        return;
+    }
+#endif
+#if defined(__AVX2__)
+    if (f == KV_INT8 && h % 8 == 0) {   /* q * s per group, as decode_chunk's int8 case, 8 at a time */
+        int g = int8_group(h);
+        for (int r = 0; r < n; r++, row += stride, y += h)
+            for (int i0 = 0; i0 < h; i0 += g) {
+                __m256 s = _mm256_set1_ps(f16_decode(load16(row + h + 2 * (i0 / g))));
+                for (int i = i0; i < i0 + g; i += 8) {
+                    __m128i q = _mm_loadl_epi64((const __m128i *)(row + i));
+                    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), s));
+                }
+            }
+        return;
+    }
+#endif
+    if (f == KV_F32) {
+        for (int r = 0; r < n; r++, row += stride, y += h) memcpy(y, row, 4 * (size_t)h);
+        return;
+    }
+    for (int r = 0; r < n; r++, row += stride, y += h)
+        for (int c = 0; KV_CHUNK * c < h; c++) {
+            int m = h - KV_CHUNK * c < KV_CHUNK ? h - KV_CHUNK * c : KV_CHUNK;
+            decode_chunk(f, row, h, c, y + KV_CHUNK * c, m);
+        }
 }
 
 float kv_dot(kv_fmt f, const void *k, const float *q, int h) {

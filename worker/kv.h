@@ -80,6 +80,11 @@ int kv_quantize(kv_fmt f, const float *x, void *dst, int h);
  * 0 on success; -1 (nothing written) if kv_row_bytes(f, h) == 0. */
 int kv_dequantize(kv_fmt f, const void *src, float *y, int h);
 
+/* n rows at src, src + stride, ... (stride in bytes) into y[n][h]: the same values as n calls of
+ * kv_dequantize, with the format dispatch done once (the attention's inner loop). Precondition:
+ * kv_row_bytes(f, h) != 0 (not checked: hot path). */
+void kv_dequantize_rows(kv_fmt f, const void *src, size_t stride, int n, float *y, int h);
+
 /* The fused attention kernels. Precondition: kv_row_bytes(f, h) != 0 (not checked: hot path).
  *
  * kv_dot: with y = kv_dequantize(f, k), returns the f32 dot product y . q summed in this fixed
