@@ -159,6 +159,12 @@ static void mm_item(void *vctx, int item, int thread) {
         for (int r = rb; r < re; r += 8) {
             int n = re - r < 8 ? re - r : 8;
             float out[8];
+            /* decode streams every weight once per token: ask for the next 8 rows early */
+            if (r + 8 < re) {
+                const uint8_t *nx = w->data + (size_t)(r + 8) * w->row_bytes;
+                size_t bytes = (size_t)(re - r - 8 < 8 ? re - r - 8 : 8) * w->row_bytes;
+                for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(nx + b);
+            }
             for (int q = 0; q < n; q++) ops_weight_row(w, r + q, wt + (size_t)q * K);
             for (int t = 0; t < c->T; t++) {
                 dot_rows(wt, c->x + (size_t)t * K, K, n, out);
