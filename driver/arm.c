@@ -465,8 +465,15 @@ int arm_call_all(arm *arms, int n, const proto_msg *reqs, proto_msg *reps, size_
         pthread_mutex_unlock(&mu);
         if (all) break;
         if (stop && *stop && !closed) {
-            for (int i = 0; i < n; i++)
-                if (started[i]) nng_close(arms[i].sock);   /* the blocked calls return NNG_ECLOSED */
+            /* Interrupted: a local worker is killed, so its connection drops and the blocked call
+             * returns at once (requests are never resent). Closing a socket while another thread
+             * is blocked in it can hang nng 1.5.2's nng_close (seen here, rarely): only a remote
+             * arm, which we must not kill, is closed that way. */
+            for (int i = 0; i < n; i++) {
+                if (!started[i]) continue;
+                if (!arms[i].remote && arms[i].pid > 0) kill(arms[i].pid, SIGKILL);
+                else nng_close(arms[i].sock);
+            }
             closed = 1;
         }
     }

@@ -259,8 +259,7 @@ static void attn_item(void *vctx, int item, int thread) {
     float *o = q + x->rows * hd;                   /* [rows][hd] accumulators */
     float *kt = o + x->rows * hd;                  /* [hd][KB] K block, transposed */
     float *vb = kt + (size_t)hd * KB;              /* [KB][hd] V block */
-    float *row = vb + (size_t)KB * hd;             /* [hd] */
-    float *s = row + hd;                           /* [QT*hpi][max_keys] scores / weights */
+    float *s = vb + (size_t)KB * hd;               /* [rows][max_keys] scores / weights */
     size_t ld = x->max_keys;
     int lo_q[QT * MAX_HPI] = {0}, hi_q[QT * MAX_HPI] = {0};
     float sum_q[QT * MAX_HPI] = {0};
@@ -339,7 +338,7 @@ int cache_attend(pool *p, const cache *c, const cache_attn *a) {
     size_t span = (size_t)(a->window > 0 ? a->window : a->pos0 + a->T) + QT + KB;
     x.max_keys = span;
     size_t rows = (size_t)(a->T < QT ? a->T : QT) * MAX_HPI;   /* query rows an item can hold */
-    x.per_thread = rows * c->hd * 2 + (size_t)c->hd * KB * 2 + c->hd + rows * span;
+    x.per_thread = rows * c->hd * 2 + (size_t)c->hd * KB * 2 + rows * span;
     x.rows = rows;
     x.scratch = malloc(sizeof(float) * x.per_thread * (size_t)pool_threads(p));
     if (!x.scratch) return -1;
