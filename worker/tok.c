@@ -772,8 +772,34 @@ static int partition(tok_enc *e, const char *text, size_t len, int parse_special
 
 /* ---------------------------------------------------------------- SPM */
 
-static int encode_spm(tok_enc *e, const char *text, size_t len, int space_prefix) {
+/* Splits e->buf[n] into characters, applies the merges, and emits each resulting symbol's id.
+ * A symbol that is not a token falls back to bytes: SentencePiece (spm_bytes = 1) emits the <0xXX>
+ * byte token of each byte (or the unknown token; an error when neither exists); BPE emits the
+ * single bytes that are tokens and skips the rest, as llama.cpp does. */
+static int merge_and_emit(tok_enc *e, size_t n, int spm_bytes) {
     const tok_vocab *v = e->v;
+    int ns = split_chars(e, e->buf, n);
+    if (ns < 0 || merge_symbols(e, e->buf, ns)) return -1;
+    for (int i = ns > 0 ? 0 : -1; i >= 0; i = e->sym[i].next) {
+        const tok_sym *s = &e->sym[i];
+        int32_t id = lookup(v, e->buf + s->start, s->n);
+        if (id >= 0) { if (push_id(e, id)) return -1; continue; }
+        for (size_t k = 0; k < s->n; k++) {
+            if (spm_bytes) {
+                uint8_t b = (uint8_t)e->buf[s->start + k];
+                int32_t bt = v->byte_tok[b] >= 0 ? v->byte_tok[b] : v->unk;
+                if (bt < 0) return fail(e->err, e->errlen, "no token for byte 0x%02X and no unknown token", b);
+                if (push_id(e, bt)) return -1;
+            } else {
+                int32_t bt = lookup(v, e->buf + s->start + k, 1);
+                if (bt >= 0 && push_id(e, bt)) return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static int encode_spm(tok_enc *e, const char *text, size_t len, int space_prefix) {
     /* ' ' -> U+2581 '▁' (3 bytes), with one more in front if asked */
     if (grow(&e->buf, &e->cap_buf, 3 * len + 3, 1)) return fail(e->err, e->errlen, "out of memory");
     size_t n = 0;
@@ -782,20 +808,7 @@ static int encode_spm(tok_enc *e, const char *text, size_t len, int space_prefix
         if (text[i] == ' ') { memcpy(e->buf + n, "\xE2\x96\x81", 3); n += 3; }
         else e->buf[n++] = text[i];
     }
-    int ns = split_chars(e, e->buf, n);
-    if (ns < 0 || merge_symbols(e, e->buf, ns)) return -1;
-    for (int i = ns > 0 ? 0 : -1; i >= 0; i = e->sym[i].next) {
-        const tok_sym *s = &e->sym[i];
-        int32_t id = lookup(v, e->buf + s->start, s->n);
-        if (id >= 0) { if (push_id(e, id)) return -1; continue; }
-        for (size_t k = 0; k < s->n; k++) {    /* no piece: one byte token per byte */
-            uint8_t b = (uint8_t)e->buf[s->start + k];
-            int32_t bt = v->byte_tok[b] >= 0 ? v->byte_tok[b] : v->unk;
-            if (bt < 0) return fail(e->err, e->errlen, "no token for byte 0x%02X and no unknown token", b);
-            if (push_id(e, bt)) return -1;
-        }
-    }
-    return 0;
+    return merge_and_emit(e, n, 1);
 }
 
 /* ---------------------------------------------------------------- BPE */
@@ -846,18 +859,7 @@ static int encode_bpe_piece(tok_enc *e, const char *p, size_t len) {
         int32_t id = lookup(v, e->buf, n);
         if (id >= 0) return push_id(e, id);
     }
-    int ns = split_chars(e, e->buf, n);
-    if (ns < 0 || merge_symbols(e, e->buf, ns)) return -1;
-    for (int i = ns > 0 ? 0 : -1; i >= 0; i = e->sym[i].next) {
-        const tok_sym *s = &e->sym[i];
-        int32_t id = lookup(v, e->buf + s->start, s->n);
-        if (id >= 0) { if (push_id(e, id)) return -1; continue; }
-        for (size_t k = 0; k < s->n; k++) {     /* not a token: its single bytes that are (llama.cpp) */
-            int32_t bt = lookup(v, e->buf + s->start + k, 1);
-            if (bt >= 0 && push_id(e, bt)) return -1;
-        }
-    }
-    return 0;
+    return merge_and_emit(e, n, 0);
 }
 
 static int encode_bpe(tok_enc *e, const char *text, size_t len) {
