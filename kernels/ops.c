@@ -32,18 +32,6 @@ float ops_dot_ref(const float *a, const float *b, int n) {
     return s;
 }
 
-#ifdef VEC16
-static inline float hsum8(__m256 v) {
-    /* lanes s0..s7 -> ((s0+s4)+(s2+s6)) + ((s1+s5)+(s3+s7)), as reduce16 after the fold */
-    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-    __m128 s = _mm_add_ps(lo, hi);                 /* (l0+l4, l1+l5, l2+l6, l3+l7) */
-    __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s)); /* (s0+s2, s1+s3, ...) */
-    __m128 u = _mm_add_ss(t, _mm_movehdup_ps(t));  /* (s0+s2) + (s1+s3) */
-    return _mm_cvtss_f32(u);
-}
-static inline float v_sum(vec16 v) { return hsum8(v_fold(v)); }
-#endif
-
 float ops_dot(const float *a, const float *b, int n) {
 #ifdef VEC16
     vec16 acc = v_zero();
@@ -62,18 +50,32 @@ float ops_dot(const float *a, const float *b, int n) {
 #define MM_ROWS 4    /* weight rows per register tile */
 #define MM_ITEM 64   /* weight rows per pool item (dequantised once per call) */
 #define MM_TOK 4     /* tokens per block: the block stays in L1 while the item's rows stream from L2 */
+/* Decode (T = 1) reads each weight once from memory, so it is bound by how well the stream is
+ * prefetched: each thread gets MM_DECODE_PARTS contiguous ranges of rows per matrix (long streams
+ * the hardware prefetcher locks on to; 8 items per thread ran at 0.7x the speed of 2), and asks
+ * for the rows MM_AHEAD ahead of the ones it multiplies. */
+#define MM_DECODE_PARTS 2
+#define MM_AHEAD 16
 
 typedef struct {
-    const ops_weight *w;
-    const float *x;   /* [T][cols] */
-    float *y;         /* [T][ldy] */
-    int T, ldy, r0, r1;
-    int item_rows;    /* rows per pool item: MM_ITEM, smaller when that would idle threads */
+    const float *x;   /* [T][cols], shared by the jobs */
+    int T, n_jobs;
+    ops_mm job[OPS_MM_MAX];
+    int item_rows[OPS_MM_MAX];       /* rows per pool item of each job */
+    int first_item[OPS_MM_MAX + 1];  /* items of job j: [first_item[j], first_item[j + 1]) */
     float *scratch;   /* [n_threads][MM_ITEM][cols] */
 } mm_ctx;
 
 void ops_weight_row(const ops_weight *w, int r, float *out) {
     quant_dequant_row(w->type, w->data + (size_t)r * w->row_bytes, out, w->cols);
+}
+
+/* Prefetches the weight rows [r0, r1). */
+static void prefetch_rows(const ops_weight *w, int r0, int r1) {
+    if (r1 <= r0) return;
+    const uint8_t *p = w->data + (size_t)r0 * w->row_bytes;
+    size_t bytes = (size_t)(r1 - r0) * w->row_bytes;
+    for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b);
 }
 
 /* out[q] = canonical dot(wt[q], x) for q < nr (nr <= 8): independent chains side by side, each
@@ -150,25 +152,31 @@ static void mm_tile4(const float *wt, const float *x, float *y, int T, int K, in
 
 static void mm_item(void *vctx, int item, int thread) {
     mm_ctx *c = vctx;
-    const ops_weight *w = c->w;
-    int K = w->cols;
+    int j = 0;
+    while (item >= c->first_item[j + 1]) j++;
+    const ops_weight *w = c->job[j].w;
+    float *y = c->job[j].y;
+    int ldy = c->job[j].ldy, K = w->cols;
     float *wt = c->scratch + (size_t)thread * MM_ITEM * K;   /* [MM_ITEM][K] dequantised rows */
-    int rb = c->r0 + item * c->item_rows, re = rb + c->item_rows < c->r1 ? rb + c->item_rows : c->r1;
+    int rb = (item - c->first_item[j]) * c->item_rows[j];
+    int re = rb + c->item_rows[j] < w->rows ? rb + c->item_rows[j] : w->rows;
     int nr = re - rb, n4 = nr & ~(MM_ROWS - 1);
     if (c->T < 4) {   /* decode: 8 rows at a time, dequantised into L1 and used at once */
         for (int r = rb; r < re; r += 8) {
             int n = re - r < 8 ? re - r : 8;
             float out[8];
-            /* decode streams every weight once per token: ask for the next 8 rows early */
-            if (r + 8 < re) {
-                const uint8_t *nx = w->data + (size_t)(r + 8) * w->row_bytes;
-                size_t bytes = (size_t)(re - r - 8 < 8 ? re - r - 8 : 8) * w->row_bytes;
-                for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(nx + b);
+            /* decode streams every weight once per token: keep MM_AHEAD rows requested ahead */
+            if (r == rb) prefetch_rows(w, rb + 8, rb + MM_AHEAD < re ? rb + MM_AHEAD : re);
+            if (r + MM_AHEAD < re) prefetch_rows(w, r + MM_AHEAD, r + MM_AHEAD + 8 < re ? r + MM_AHEAD + 8 : re);
+            const uint8_t *rows = w->data + (size_t)r * w->row_bytes;
+            if (c->T == 1 && quant_dot_rows(w->type, rows, w->row_bytes, n, c->x, K, out) == 0) {
+                for (int q = 0; q < n; q++) y[r + q] = out[q];   /* fused: no dequantised copy */
+                continue;
             }
             for (int q = 0; q < n; q++) ops_weight_row(w, r + q, wt + (size_t)q * K);
             for (int t = 0; t < c->T; t++) {
                 dot_rows(wt, c->x + (size_t)t * K, K, n, out);
-                for (int q = 0; q < n; q++) c->y[(size_t)t * c->ldy + r + q] = out[q];
+                for (int q = 0; q < n; q++) y[(size_t)t * ldy + r + q] = out[q];
             }
         }
         return;
@@ -178,28 +186,41 @@ static void mm_item(void *vctx, int item, int thread) {
     for (int t0 = 0; t0 < c->T; t0 += MM_TOK) {
         int nt = c->T - t0 < MM_TOK ? c->T - t0 : MM_TOK;
         const float *xb = c->x + (size_t)t0 * K;
-        float *yb = c->y + (size_t)t0 * c->ldy;
-        for (int r = 0; r < n4; r += MM_ROWS) mm_tile4(wt + (size_t)r * K, xb, yb, nt, K, c->ldy, rb + r);
+        float *yb = y + (size_t)t0 * ldy;
+        for (int r = 0; r < n4; r += MM_ROWS) mm_tile4(wt + (size_t)r * K, xb, yb, nt, K, ldy, rb + r);
         for (int r = n4; r < nr; r++)
-            for (int t = 0; t < nt; t++) yb[(size_t)t * c->ldy + rb + r] = ops_dot(wt + (size_t)r * K, xb + (size_t)t * K, K);
+            for (int t = 0; t < nt; t++) yb[(size_t)t * ldy + rb + r] = ops_dot(wt + (size_t)r * K, xb + (size_t)t * K, K);
     }
 }
 
-int ops_matmul_rows(pool *p, const ops_weight *w, const float *x, float *y, int T, int ldy, int r0, int r1) {
-    if (r1 <= r0 || T <= 0) return 0;
-    mm_ctx c = { w, x, y, T, ldy, r0, r1, MM_ITEM, NULL };
-    while (c.item_rows > 8 && (r1 - r0) / c.item_rows < 4 * pool_threads(p)) c.item_rows /= 2;
+int ops_matmul_many(pool *p, const ops_mm *jobs, int n, const float *x, int T) {
+    if (n < 1 || n > OPS_MM_MAX) return -1;
+    if (T <= 0) return 0;
+    mm_ctx c = { .x = x, .T = T, .n_jobs = n };
+    int threads = pool_threads(p), cols = jobs[0].w->cols;
+    for (int j = 0; j < n; j++) {
+        if (jobs[j].w->cols != cols) return -1;
+        c.job[j] = jobs[j];
+        int rows = jobs[j].w->rows, ir = MM_ITEM;
+        if (T == 1)   /* decode: a few long contiguous ranges per thread (see MM_DECODE_PARTS) */
+            ir = ((rows + MM_DECODE_PARTS * threads - 1) / (MM_DECODE_PARTS * threads) + 7) / 8 * 8;
+        else          /* fewer, larger items: the dequantised rows are reused by every token */
+            while (ir > 8 && rows / ir < 4 * threads) ir /= 2;
+        c.item_rows[j] = ir;
+        c.first_item[j + 1] = c.first_item[j] + (rows + ir - 1) / ir;
+    }
     /* 64-byte aligned: a row of K floats starts on a cache line whenever K % 16 == 0 */
-    size_t bytes = sizeof(float) * (size_t)pool_threads(p) * MM_ITEM * (size_t)w->cols;
+    size_t bytes = sizeof(float) * (size_t)threads * MM_ITEM * (size_t)cols;
     c.scratch = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!c.scratch) return -1;
-    pool_run(p, mm_item, &c, (r1 - r0 + c.item_rows - 1) / c.item_rows);
+    pool_run(p, mm_item, &c, c.first_item[n]);
     free(c.scratch);
     return 0;
 }
 
 int ops_matmul(pool *p, const ops_weight *w, const float *x, float *y, int T, int ldy) {
-    return ops_matmul_rows(p, w, x, y, T, ldy, 0, w->rows);
+    ops_mm job = { w, y, ldy };
+    return ops_matmul_many(p, &job, 1, x, T);
 }
 
 /* ---- norms, rope, activations ----------------------------------------------------------------- */
@@ -304,6 +325,21 @@ float ops_expf(float x) {
     float s;
     memcpy(&s, &e, 4);
     return p * s;
+}
+
+float ops_sum8(const float *y, int n) {
+    float acc[8] = {0};
+    int i = 0;
+#ifdef OPS_AVX2
+    __m256 vacc = _mm256_setzero_ps();
+    for (; i + 8 <= n; i += 8) vacc = _mm256_add_ps(vacc, _mm256_loadu_ps(y + i));
+    _mm256_storeu_ps(acc, vacc);
+#endif
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) acc[l] += y[i + l];
+    float s = reduce8(acc);
+    for (; i < n; i++) s += y[i];
+    return s;
 }
 
 float ops_exp_sub_sum(float *y, const float *x, float m, int n) {

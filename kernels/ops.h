@@ -32,12 +32,22 @@ float ops_dot_ref(const float *a, const float *b, int n);
 float ops_dot(const float *a, const float *b, int n);
 
 /* y[t][r] = dot(W[r], x[t]) for t < T, r < W->rows. x [T][cols], y [T][rows] (row stride ldy).
- * Weight rows are dequantised to f32 once per call and reused for all T tokens. Returns 0, or -1
- * when scratch cannot be allocated. */
+ * Weight rows are dequantised to f32 once per call and reused for all T tokens; for T = 1 each
+ * row goes straight into the dot product (quant_dot_rows) where the type has a fused kernel.
+ * Returns 0, or -1 when scratch cannot be allocated. */
 int ops_matmul(pool *p, const ops_weight *w, const float *x, float *y, int T, int ldy);
 
-/* Same, for the subset of output rows [r0, r1) only (y still indexed by r, row stride ldy). */
-int ops_matmul_rows(pool *p, const ops_weight *w, const float *x, float *y, int T, int ldy, int r0, int r1);
+/* Several matmuls of the same x in one pool run (Q, K and V; gate and up): the same results as
+ * one ops_matmul each, with one thread hand-off instead of n (a decode step makes hundreds).
+ * All weights must have the same cols. Returns 0, or -1 (nothing run) when n is not in
+ * 1..OPS_MM_MAX, the cols differ, or scratch cannot be allocated. */
+#define OPS_MM_MAX 4
+typedef struct {
+    const ops_weight *w;
+    float *y;             /* [T][ldy] */
+    int ldy;
+} ops_mm;
+int ops_matmul_many(pool *p, const ops_mm *jobs, int n, const float *x, int T);
 
 /* Dequantises row r of W into out[cols]. */
 void ops_weight_row(const ops_weight *w, int r, float *out);
@@ -74,5 +84,8 @@ void ops_geglu(float *x, const float *up, int n);
 float ops_expf(float x);
 /* y[i] = ops_expf(x[i] - m); returns the sum of y in ascending order (f32). x, y [n] may alias. */
 float ops_exp_sub_sum(float *y, const float *x, float m, int n);
+/* The sum ops_exp_sub_sum returns, in its order (8 lanes from y[0], reduce8, then the tail), of
+ * values y[n] already computed: split attention computes the weights in pieces, sums them whole. */
+float ops_sum8(const float *y, int n);
 
 #endif

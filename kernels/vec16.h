@@ -34,5 +34,15 @@ static inline vec16 v_fma(vec16 a, vec16 b, vec16 c) {
 static inline __m256 v_fold(vec16 v) { return _mm256_add_ps(v.lo, v.hi); }
 #endif
 
+/* The canonical reduction of ops.h: fold lanes l + (l+8), then ((s0+s4)+(s2+s6)) + ((s1+s5)+(s3+s7)). */
+static inline float v_hsum8(__m256 v) {
+    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+    __m128 s = _mm_add_ps(lo, hi);                 /* (l0+l4, l1+l5, l2+l6, l3+l7) */
+    __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s)); /* (s0+s2, s1+s3, ...) */
+    __m128 u = _mm_add_ss(t, _mm_movehdup_ps(t));  /* (s0+s2) + (s1+s3) */
+    return _mm_cvtss_f32(u);
+}
+static inline float v_sum(vec16 v) { return v_hsum8(v_fold(v)); }
+
 #endif
 #endif

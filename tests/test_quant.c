@@ -9,7 +9,8 @@
  * 3. The fast path against the reference on random blocks (aligned and unaligned, odd lengths),
  *    and on all 65536 halves for F16.
  * 4. Invalid requests fill the output with NaN.
- * 5. Throughput per type (information only).
+ * 5. The fused dequantise-and-dot (quant_dot_rows) against dequantising and the canonical dot.
+ * 6. Throughput per type (information only).
  *
  * The fixture folder is tests/fixtures/quant relative to the working directory (the repository
  * root), or $STRATA_QUANT_FIXTURES.
@@ -22,6 +23,7 @@
 #include <time.h>
 
 #include "kernels/fp16.h"
+#include "kernels/ops.h"
 #include "tests/check.h"
 #include "worker/gguf.h"
 #include "worker/quant.h"
@@ -262,6 +264,60 @@ static void test_fast_vs_ref(void) {
           (long long)nan_payload);
 }
 
+/* ---- 5. fused dequantise-and-dot ------------------------------------------------------------ */
+
+static void test_fused(void) {
+    enum { N = 4096, ROWS = 8 };
+    static uint8_t buf[ROWS * N * 4 + 64];
+    static float x[N], w[N];
+    uint64_t s = 7;
+    int n_fused = 0;
+    for (int i = 0; i < N_SUPPORTED; i++) {
+        uint32_t t = supported[i];
+        int bv = quant_block_values(t);
+        int64_t ns[2] = { N, 2 * (int64_t)bv };
+        int64_t bad = 0, calls = 0, refused = 0;
+        for (int k = 0; k < 2; k++)
+            for (int nr = 1; nr <= ROWS; nr++)
+                for (int so = 0; so < 2; so++) {   /* rows at offset 0 and 1 (unaligned blocks) */
+                    int64_t n = ns[k];
+                    size_t rb = quant_row_bytes(t, (uint64_t)n);
+                    for (int r = 0; r < nr; r++) random_row(t, buf + so + r * rb, n, &s);
+                    /* activations of mixed sign and magnitude, so the sums round */
+                    for (int64_t j = 0; j < n; j++) x[j] = (float)((double)(int32_t)rng_next(&s) * 0x1p-29);
+                    float out[ROWS + 1];
+                    out[nr] = 12345.0f;
+                    if (quant_dot_rows(t, buf + so, rb, nr, x, n, out)) { refused++; continue; }
+                    calls++;
+                    for (int r = 0; r < nr; r++) {
+                        quant_dequant_row_ref(t, buf + so + r * rb, w, n);
+                        bad += f32_bits(out[r]) != f32_bits(ops_dot_ref(w, x, (int)n));
+                    }
+                    bad += out[nr] != 12345.0f;   /* nothing written past nr */
+                }
+        if (calls) {
+            n_fused++;
+            CHECK(bad == 0 && refused == 0, "%s: fused dot of 1..8 rows bit-identical to dequantise + canonical dot "
+                  "(%lld calls, %lld differ)", quant_type_name(t), (long long)calls, (long long)bad);
+        }
+    }
+#if defined(__AVX512F__) && defined(__F16C__)
+    static const uint32_t hot[] = {GGUF_T_Q4_0, GGUF_T_Q4_1, GGUF_T_Q5_0, GGUF_T_Q5_1, GGUF_T_Q8_0,
+                                   GGUF_T_Q4_K, GGUF_T_Q6_K};
+    int all = 1;
+    float o1[8];
+    for (size_t i = 0; i < sizeof hot / sizeof hot[0]; i++) all &= quant_dot_rows(hot[i], buf, 0, 1, x, 256, o1) == 0;
+    CHECK(all && n_fused == 7, "AVX-512 build: fused kernels for Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K (%d types)", n_fused);
+#endif
+    float o[10] = {0};
+    int refused = quant_dot_rows(GGUF_T_Q8_0, buf, 34, 0, x, 32, o) && quant_dot_rows(GGUF_T_Q8_0, buf, 34, 9, x, 32, o) &&
+                  quant_dot_rows(GGUF_T_Q8_0, buf, 34, 1, x, 48, o) && quant_dot_rows(GGUF_T_F32, buf, 128, 1, x, 32, o) &&
+                  quant_dot_rows(GGUF_T_Q8_K, buf, 292, 1, x, 256, o);
+    int untouched = 1;
+    for (int i = 0; i < 10; i++) untouched &= o[i] == 0.0f;
+    CHECK(refused && untouched, "fused dot refuses 0 or 9 rows, a partial block, F32 and unsupported types, writing nothing");
+}
+
 /* ---- 4. invalid requests ------------------------------------------------------------------- */
 static void test_invalid(void) {
     uint8_t src[256] = {0};
@@ -328,6 +384,7 @@ int main(void) {
     for (int i = 0; i < N_SUPPORTED; i++) test_fixture(dir, supported[i]);
     test_fast_vs_ref();
     test_invalid();
+    test_fused();
     report_throughput();
     return check_done();
 }

@@ -34,6 +34,10 @@ int cache_create(cache *c, kv_fmt fk, kv_fmt fv, int n_layer, int n_kv, int hd, 
         memset(c, 0, sizeof *c);
         return -1;
     }
+    /* 2 MiB pages where the kernel offers them (THP in madvise mode): decode streams the whole
+     * cache once per token, and with 4 KiB pages every 32 keys of a head cost a TLB miss */
+    madvise(k, c->k_bytes, MADV_HUGEPAGE);
+    madvise(v, c->v_bytes, MADV_HUGEPAGE);
     c->k = k;
     c->v = v;
     return 0;
@@ -49,11 +53,12 @@ size_t cache_bytes_per_token(const cache *c) {
     return (size_t)c->n_layer * c->n_kv * (c->kb + c->vb);
 }
 
+/* Rows are stored [layer][group][pos]: attention streams one group's keys contiguously. */
 static const uint8_t *k_row(const cache *c, int layer, int pos, int g) {
-    return c->k + (((size_t)layer * c->n_ctx + pos) * c->n_kv + g) * c->kb;
+    return c->k + (((size_t)layer * c->n_kv + g) * c->n_ctx + pos) * c->kb;
 }
 static const uint8_t *v_row(const cache *c, int layer, int pos, int g) {
-    return c->v + (((size_t)layer * c->n_ctx + pos) * c->n_kv + g) * c->vb;
+    return c->v + (((size_t)layer * c->n_kv + g) * c->n_ctx + pos) * c->vb;
 }
 
 void cache_store(cache *c, int layer, int pos, const float *k, const float *v) {
@@ -171,32 +176,31 @@ static void scores_block(const float *qs, int nq, const float *kt, int hd, float
  * j = 0..n-1 ascending — per element the reference's scalar loop; vectorised across d, the rows
  * share each V load. o [nr][hd], w rows ldw apart, v [n][hd]. */
 #ifdef VEC16
-/* 64 outputs of nr rows (a constant at each call: registers, not the stack). */
-static inline __attribute__((always_inline)) void pv_nr64(float *o, const float *w, size_t ldw, const int nr,
-                                                          const float *v, int n, int hd, int d0) {
-    {
-        vec16 acc[4][4];
+/* 16 * nv outputs (nv = 2 or 4) of nr rows, from column d0 (nr and nv are constants at each call:
+ * registers, not the stack). */
+static inline __attribute__((always_inline)) void pv_block(float *o, const float *w, size_t ldw, const int nr,
+                                                          const int nv, const float *v, int n, int hd, int d0) {
+    vec16 acc[4][4];
+    #pragma GCC unroll 4
+    for (int r = 0; r < nr; r++)
         #pragma GCC unroll 4
-        for (int r = 0; r < nr; r++)
+        for (int u = 0; u < nv; u++) acc[r][u] = v_load(o + (size_t)r * hd + d0 + 16 * u);
+    for (int j = 0; j < n; j++) {
+        const float *vj = v + (size_t)j * hd + d0;
+        vec16 vv[4];
+        #pragma GCC unroll 4
+        for (int u = 0; u < nv; u++) vv[u] = v_load(vj + 16 * u);
+        #pragma GCC unroll 4
+        for (int r = 0; r < nr; r++) {
+            vec16 wr = v_set1(w[(size_t)r * ldw + j]);
             #pragma GCC unroll 4
-            for (int u = 0; u < 4; u++) acc[r][u] = v_load(o + (size_t)r * hd + d0 + 16 * u);
-        for (int j = 0; j < n; j++) {
-            const float *vj = v + (size_t)j * hd + d0;
-            vec16 v0 = v_load(vj), v1 = v_load(vj + 16), v2 = v_load(vj + 32), v3 = v_load(vj + 48);
-            #pragma GCC unroll 4
-            for (int r = 0; r < nr; r++) {
-                vec16 wr = v_set1(w[(size_t)r * ldw + j]);
-                acc[r][0] = v_fma(wr, v0, acc[r][0]);
-                acc[r][1] = v_fma(wr, v1, acc[r][1]);
-                acc[r][2] = v_fma(wr, v2, acc[r][2]);
-                acc[r][3] = v_fma(wr, v3, acc[r][3]);
-            }
+            for (int u = 0; u < nv; u++) acc[r][u] = v_fma(wr, vv[u], acc[r][u]);
         }
-        #pragma GCC unroll 4
-        for (int r = 0; r < nr; r++)
-            #pragma GCC unroll 4
-            for (int u = 0; u < 4; u++) v_store(o + (size_t)r * hd + d0 + 16 * u, acc[r][u]);
     }
+    #pragma GCC unroll 4
+    for (int r = 0; r < nr; r++)
+        #pragma GCC unroll 4
+        for (int u = 0; u < nv; u++) v_store(o + (size_t)r * hd + d0 + 16 * u, acc[r][u]);
 }
 #endif
 
@@ -205,10 +209,18 @@ static void pv_accumulate(float *o, const float *w, size_t ldw, int nr, const fl
 #ifdef VEC16
     for (; d0 + 64 <= hd; d0 += 64) {
         switch (nr) {
-        case 4: pv_nr64(o, w, ldw, 4, v, n, hd, d0); break;
-        case 3: pv_nr64(o, w, ldw, 3, v, n, hd, d0); break;
-        case 2: pv_nr64(o, w, ldw, 2, v, n, hd, d0); break;
-        default: pv_nr64(o, w, ldw, 1, v, n, hd, d0); break;
+        case 4: pv_block(o, w, ldw, 4, 4, v, n, hd, d0); break;
+        case 3: pv_block(o, w, ldw, 3, 4, v, n, hd, d0); break;
+        case 2: pv_block(o, w, ldw, 2, 4, v, n, hd, d0); break;
+        default: pv_block(o, w, ldw, 1, 4, v, n, hd, d0); break;
+        }
+    }
+    for (; d0 + 32 <= hd; d0 += 32) {
+        switch (nr) {
+        case 4: pv_block(o, w, ldw, 4, 2, v, n, hd, d0); break;
+        case 3: pv_block(o, w, ldw, 3, 2, v, n, hd, d0); break;
+        case 2: pv_block(o, w, ldw, 2, 2, v, n, hd, d0); break;
+        default: pv_block(o, w, ldw, 1, 2, v, n, hd, d0); break;
         }
     }
     for (; d0 + 16 <= hd; d0 += 16)
@@ -245,6 +257,58 @@ static float scale_max(float *s, int n, float scale) {
     return m;
 }
 
+#ifdef __AVX512F__
+/* out[c][r] = in[r][c] for a 16 x 16 tile (rows ldi apart in, ldo apart out): unpack pairs of
+ * rows, then 4 x 4 blocks, then 128-bit lanes. */
+static void transpose16(const float *in, size_t ldi, float *out, size_t ldo) {
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(in + (size_t)i * ldi);
+    for (int i = 0; i < 8; i++) {   /* lane L: (a[4L], b[4L], a[4L+1], b[4L+1]) and the next two */
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {   /* r[4i+k], lane L: rows 4i..4i+3 at column 4L+k */
+        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int k = 0; k < 4; k++) {   /* column 4L+k = lane L of r[k], r[4+k], r[8+k], r[12+k] */
+        __m512 x0 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88), x1 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xDD);
+        __m512 y0 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88), y1 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xDD);
+        t[k] = _mm512_shuffle_f32x4(x0, y0, 0x88);
+        t[8 + k] = _mm512_shuffle_f32x4(x0, y0, 0xDD);
+        t[4 + k] = _mm512_shuffle_f32x4(x1, y1, 0x88);
+        t[12 + k] = _mm512_shuffle_f32x4(x1, y1, 0xDD);
+    }
+    for (int c = 0; c < 16; c++) _mm512_storeu_ps(out + (size_t)c * ldo, t[c]);
+}
+#endif
+
+/* kt[d][j] = vb[j][d] for j < nk, 0 for nk <= j < KB. vb [KB][hd] (rows nk.. are overwritten
+ * with zeros), kt [hd][KB]. */
+static void transpose_block(float *vb, int nk, int hd, float *kt) {
+#ifdef __AVX512F__
+    if (hd % 16 == 0) {
+        if (nk < KB) memset(vb + (size_t)nk * hd, 0, sizeof(float) * (size_t)(KB - nk) * hd);
+        for (int j0 = 0; j0 < KB; j0 += 16)
+            for (int d0 = 0; d0 < hd; d0 += 16) transpose16(vb + (size_t)j0 * hd + d0, (size_t)hd, kt + (size_t)d0 * KB + j0, KB);
+        return;
+    }
+#endif
+    for (int j = 0; j < nk; j++)
+        for (int d = 0; d < hd; d++) kt[(size_t)d * KB + j] = vb[(size_t)j * hd + d];
+    for (int j = nk; j < KB; j++)
+        for (int d = 0; d < hd; d++) kt[(size_t)d * KB + j] = 0.0f;
+}
+
+/* Asks for the KB rows from p (one head's rows are contiguous) while the current block is used:
+ * attention is otherwise bound by the latency of streaming the cache from memory. */
+static void prefetch_block(const uint8_t *p, size_t row_bytes, int rows) {
+    size_t bytes = row_bytes * (size_t)rows;
+    for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b);
+}
+
 static void attn_item(void *vctx, int item, int thread) {
     attn_ctx *x = vctx;
     const cache *c = x->c;
@@ -276,11 +340,9 @@ static void attn_item(void *vctx, int item, int thread) {
     /* scores: s[i][j - lo] */
     for (int j0 = lo; j0 <= hi; j0 += KB) {
         int nk = hi - j0 + 1 < KB ? hi - j0 + 1 : KB;
-        kv_dequantize_rows(c->fk, k_row(c, a->layer, j0, g), (size_t)c->n_kv * c->kb, nk, vb, hd);
-        for (int j = 0; j < nk; j++)   /* transpose into kt (vb is free until the V pass) */
-            for (int d = 0; d < hd; d++) kt[(size_t)d * KB + j] = vb[(size_t)j * hd + d];
-        for (int j = nk; j < KB; j++)
-            for (int d = 0; d < hd; d++) kt[(size_t)d * KB + j] = 0.0f;
+        if (j0 + KB <= hi) prefetch_block(k_row(c, a->layer, j0 + KB, g), c->kb, hi - j0 - KB + 1 < KB ? hi - j0 - KB + 1 : KB);
+        kv_dequantize_rows(c->fk, k_row(c, a->layer, j0, g), c->kb, nk, vb, hd);
+        transpose_block(vb, nk, hd, kt);   /* vb is free again until the V pass */
         /* only queries whose range meets this block */
         int i0 = 0;
         while (i0 < nq && hi_q[i0] < j0) i0++;
@@ -301,7 +363,8 @@ static void attn_item(void *vctx, int item, int thread) {
     /* weighted sum of V, keys ascending per query */
     for (int j0 = lo; j0 <= hi; j0 += KB) {
         int nk = hi - j0 + 1 < KB ? hi - j0 + 1 : KB;
-        kv_dequantize_rows(c->fv, v_row(c, a->layer, j0, g), (size_t)c->n_kv * c->vb, nk, vb, hd);
+        if (j0 + KB <= hi) prefetch_block(v_row(c, a->layer, j0 + KB, g), c->vb, hi - j0 - KB + 1 < KB ? hi - j0 - KB + 1 : KB);
+        kv_dequantize_rows(c->fv, v_row(c, a->layer, j0, g), c->vb, nk, vb, hd);
         for (int i = 0; i < nq;) {
             int nr = 1;   /* rows of one token (its heads) share the key range */
             while (nr < 4 && i + nr < nq && lo_q[i + nr] == lo_q[i] && hi_q[i + nr] == hi_q[i]) nr++;
@@ -322,11 +385,128 @@ static void attn_item(void *vctx, int item, int thread) {
     }
 }
 
+/* ---- decode over many keys: keys, then columns, split across threads ----------------------- */
+/* One query position, n keys. Three pool runs: (A) scores of every head over ranges of keys,
+ * (B) the weights exp(s - max) over the same ranges, (C) per KV head and 32 output columns, the
+ * sums of the weights and the weighted sum of V. Each value is the same operation sequence as in
+ * attn_item: scores and weights are elementwise, max is exact in any order, and the sum
+ * (ops_sum8) and each output element (sequential over keys) are computed whole by one item. */
+
+typedef struct {
+    const cache *c;
+    const cache_attn *a;
+    int lo, n;              /* keys lo .. lo + n - 1 */
+    int group;              /* query heads per KV head */
+    int range, n_ranges;    /* keys per item in A and B (a multiple of KB) */
+    int cols, n_colsets;    /* output columns per item in C: KV_CHUNK, or hd for rotated V */
+    size_t ld;              /* score row stride: n rounded up to KB */
+    float *q;               /* [n_head][hd] queries, rotated if K is */
+    float *s;               /* [n_head][ld] scores, then weights */
+    float *pmax;            /* [n_head][n_ranges] max scaled score per range */
+    float *scratch;         /* [n_threads][per_thread]: kt [hd][KB], vb [KB][hd], o [group][hd] */
+    size_t per_thread;
+} split_ctx;
+
+static void split_scores(void *vctx, int item, int thread) {
+    split_ctx *x = vctx;
+    const cache *c = x->c;
+    int hd = c->hd, g = item / x->n_ranges, r = item % x->n_ranges;
+    float *kt = x->scratch + (size_t)thread * x->per_thread, *vb = kt + (size_t)hd * KB;
+    int jb = r * x->range, je = jb + x->range < x->n ? jb + x->range : x->n;   /* relative to lo */
+    for (int j0 = jb; j0 < je; j0 += KB) {
+        int nk = je - j0 < KB ? je - j0 : KB;
+        if (j0 + KB < je) prefetch_block(k_row(c, x->a->layer, x->lo + j0 + KB, g), c->kb, je - j0 - KB < KB ? je - j0 - KB : KB);
+        kv_dequantize_rows(c->fk, k_row(c, x->a->layer, x->lo + j0, g), c->kb, nk, vb, hd);
+        transpose_block(vb, nk, hd, kt);
+        for (int h = 0; h < x->group; h += 4) {
+            int nq = x->group - h < 4 ? x->group - h : 4;
+            int h0 = g * x->group + h;
+            scores_block(x->q + (size_t)h0 * hd, nq, kt, hd, x->s + (size_t)h0 * x->ld + j0, x->ld);
+        }
+    }
+    for (int h = g * x->group; h < (g + 1) * x->group; h++)
+        x->pmax[(size_t)h * x->n_ranges + r] = scale_max(x->s + (size_t)h * x->ld + jb, je - jb, x->a->scale);
+}
+
+static void split_weights(void *vctx, int item, int thread) {
+    (void)thread;
+    split_ctx *x = vctx;
+    int h = item / x->n_ranges, r = item % x->n_ranges;
+    float m = -INFINITY;
+    for (int i = 0; i < x->n_ranges; i++)
+        if (x->pmax[(size_t)h * x->n_ranges + i] > m) m = x->pmax[(size_t)h * x->n_ranges + i];
+    int jb = r * x->range, je = jb + x->range < x->n ? jb + x->range : x->n;
+    float *sh = x->s + (size_t)h * x->ld + jb;
+    ops_exp_sub_sum(sh, sh, m, je - jb);   /* the weights; their sum is taken whole in C */
+}
+
+static void split_values(void *vctx, int item, int thread) {
+    split_ctx *x = vctx;
+    const cache *c = x->c;
+    const cache_attn *a = x->a;
+    int hd = c->hd, g = item / x->n_colsets, d0 = (item % x->n_colsets) * x->cols;
+    int d1 = d0 + x->cols < hd ? d0 + x->cols : hd, w = d1 - d0;
+    float *vb = x->scratch + (size_t)thread * x->per_thread + (size_t)hd * KB;   /* [KB][w] */
+    float *o = vb + (size_t)KB * hd;                                              /* [group][w] */
+    const float *sg = x->s + (size_t)g * x->group * x->ld;
+    for (int i = 0; i < x->group * w; i++) o[i] = 0.0f;
+    for (int j0 = 0; j0 < x->n; j0 += KB) {
+        int nk = x->n - j0 < KB ? x->n - j0 : KB;
+        if (j0 + KB < x->n) prefetch_block(v_row(c, a->layer, x->lo + j0 + KB, g), c->vb, x->n - j0 - KB < KB ? x->n - j0 - KB : KB);
+        kv_dequantize_cols(c->fv, v_row(c, a->layer, x->lo + j0, g), c->vb, nk, vb, hd, d0, d1);
+        for (int h = 0; h < x->group; h += 4) {
+            int nr = x->group - h < 4 ? x->group - h : 4;
+            pv_accumulate(o + (size_t)h * w, sg + (size_t)h * x->ld + j0, x->ld, nr, vb, nk, w);
+        }
+    }
+    for (int h = 0; h < x->group; h++) {
+        float sum = ops_sum8(sg + (size_t)h * x->ld, x->n);
+        float *oh = o + (size_t)h * w;
+        for (int d = 0; d < w; d++) oh[d] = oh[d] / sum;
+        if (kv_fmt_rotated(c->fv)) kv_hadamard(oh, hd);   /* then w == hd */
+        memcpy(a->out + (size_t)(g * x->group + h) * hd + d0, oh, sizeof(float) * (size_t)w);
+    }
+}
+
+static int attend_split(pool *p, const cache *c, const cache_attn *a) {
+    int hd = c->hd, pos = a->pos0, threads = pool_threads(p);
+    split_ctx x = { .c = c, .a = a, .group = a->n_head / c->n_kv };
+    x.lo = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
+    x.n = pos - x.lo + 1;
+    x.ld = (size_t)(x.n + KB - 1) / KB * KB;
+    int want = (8 * threads + c->n_kv - 1) / c->n_kv;   /* ranges per KV head: >= 8 items per thread */
+    x.range = (x.n + want - 1) / want;
+    x.range = (x.range + KB - 1) / KB * KB;
+    x.n_ranges = (x.n + x.range - 1) / x.range;
+    x.cols = kv_fmt_rotated(c->fv) ? hd : KV_CHUNK;
+    x.n_colsets = (hd + x.cols - 1) / x.cols;
+    x.per_thread = (size_t)hd * KB * 2 + (size_t)x.group * hd;
+    x.q = malloc(sizeof(float) * (size_t)a->n_head * hd);
+    x.s = malloc(sizeof(float) * (size_t)a->n_head * x.ld);
+    x.pmax = malloc(sizeof(float) * (size_t)a->n_head * x.n_ranges);
+    x.scratch = malloc(sizeof(float) * x.per_thread * (size_t)threads);
+    int ret = -1;
+    if (!x.q || !x.s || !x.pmax || !x.scratch) goto done;
+    memcpy(x.q, a->q, sizeof(float) * (size_t)a->n_head * hd);
+    if (kv_fmt_rotated(c->fk))
+        for (int h = 0; h < a->n_head; h++) kv_hadamard(x.q + (size_t)h * hd, hd);
+    pool_run(p, split_scores, &x, c->n_kv * x.n_ranges);
+    pool_run(p, split_weights, &x, a->n_head * x.n_ranges);
+    pool_run(p, split_values, &x, c->n_kv * x.n_colsets);
+    ret = 0;
+done:
+    free(x.q); free(x.s); free(x.pmax); free(x.scratch);
+    return ret;
+}
+
 int cache_attend(pool *p, const cache *c, const cache_attn *a) {
+    int group = a->n_head / c->n_kv;
+    if (a->T == 1 && group <= MAX_HPI && pool_threads(p) > 1 && a->pos0 + 1 >= CACHE_SPLIT_MIN_KEYS &&
+        (a->window <= 0 || a->window >= CACHE_SPLIT_MIN_KEYS))
+        return attend_split(p, c, a);
     attn_ctx x = { c, a, (a->T + QT - 1) / QT, 1, 0, 0, NULL, 0 };
     /* all heads of a KV group in one item (they share the K/V dequantisation) unless that leaves
      * threads idle; either way each (query, head) is computed the same way */
-    int group = a->n_head / c->n_kv;
     int hpi = group <= MAX_HPI ? group : 1;
     while (hpi > 1 && (a->n_head / hpi) * x.n_tiles < pool_threads(p)) {
         int h2 = hpi - 1;

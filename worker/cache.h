@@ -1,7 +1,8 @@
 /* cache.h — the KV cache (one arm's K and V for every layer, position and KV head, in their stored
  * formats) and the attention that reads it.
  *
- * Storage: K and V of layer l, position p, KV head g at k + ((l * n_ctx + p) * n_kv + g) * kb.
+ * Storage: K and V of layer l, KV head g, position p at k + ((l * n_kv + g) * n_ctx + p) * kb:
+ * one head's keys are contiguous, as attention reads them.
  * The arrays are anonymous mappings of the full context, so only the pages written are committed:
  * a 240K-token reservation costs nothing until it is used.
  *
@@ -28,7 +29,7 @@ typedef struct {
     kv_fmt fk, fv;
     int n_layer, n_kv, hd, n_ctx;
     size_t kb, vb;          /* bytes per token per KV head, K and V */
-    uint8_t *k, *v;         /* [n_layer][n_ctx][n_kv][kb] and [..][vb], anonymous mappings */
+    uint8_t *k, *v;         /* [n_layer][n_kv][n_ctx][kb] and [..][vb], anonymous mappings */
     size_t k_bytes, v_bytes;
 } cache;
 
@@ -54,6 +55,10 @@ typedef struct {
     const float *q;     /* [T][n_head][hd] */
     float *out;         /* [T][n_head][hd] */
 } cache_attn;
+
+/* Decode (T = 1) over at least this many keys splits the keys, then the output columns, across
+ * threads (three pool runs, same results): a step otherwise has one work item per KV head. */
+#define CACHE_SPLIT_MIN_KEYS 1024
 
 /* Attention of T queries over the cached keys (see the top of this file). Positions up to
  * pos0 + T - 1 must be stored. Allocates per-call scratch, frees it before returning.

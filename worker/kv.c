@@ -23,7 +23,6 @@
 #error "kv.c stores f32 rows with memcpy and assumes a little-endian host"
 #endif
 
-#define KV_CHUNK 32   /* values per decode_chunk call = q8_0 / q4_0 block size */
 #define KV_LANES 8    /* partial sums in kv_dot */
 
 static const char *const kv_names[KV_NFMT] = {
@@ -362,39 +361,64 @@ int kv_dequantize(kv_fmt f, const void *src, float *y, int h) {
     return 0;
 }
 
-void kv_dequantize_rows(kv_fmt f, const void *src, size_t stride, int n, float *y, int h) {
+void kv_dequantize_cols(kv_fmt f, const void *src, size_t stride, int n, float *y, int h, int d0, int d1) {
     const uint8_t *row = src;
+    int w = d1 - d0;   /* y [n][w] */
+#if defined(__AVX512F__)
+    if (f == KV_F16 && h % 16 == 0 && w % 16 == 0) {   /* the same conversion, 16 at a time */
+        for (int r = 0; r < n; r++, row += stride, y += w)
+            for (int i = d0; i < d1; i += 16)
+                _mm512_storeu_ps(y + i - d0, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * i))));
+        return;
+    }
+    if (f == KV_INT8 && h % 16 == 0 && w % 16 == 0) {   /* q * s, 16 at a time (groups are 16..64) */
+        int g = int8_group(h);
+        for (int r = 0; r < n; r++, row += stride, y += w) {
+            __m512 s = _mm512_setzero_ps();
+            for (int i = d0; i < d1; i += 16) {
+                if (i == d0 || i % g == 0) s = _mm512_set1_ps(_cvtsh_ss(load16(row + h + 2 * (i / g))));
+                __m128i q = _mm_loadu_si128((const __m128i *)(row + i));
+                _mm512_storeu_ps(y + i - d0, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), s));
+            }
+        }
+        return;
+    }
+#endif
 #if defined(__F16C__) && defined(__AVX__)
     if (f == KV_F16 && h % 8 == 0) {   /* the hardware conversion, as decode_chunk's f16 case */
-        for (int r = 0; r < n; r++, row += stride, y += h)
-            for (int i = 0; i < h; i += 8)
-                _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * i))));
+        for (int r = 0; r < n; r++, row += stride, y += w)
+            for (int i = d0; i < d1; i += 8)
+                _mm256_storeu_ps(y + i - d0, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * i))));
         return;
     }
 #endif
 #if defined(__AVX2__)
     if (f == KV_INT8 && h % 8 == 0) {   /* q * s per group, as decode_chunk's int8 case, 8 at a time */
         int g = int8_group(h);
-        for (int r = 0; r < n; r++, row += stride, y += h)
-            for (int i0 = 0; i0 < h; i0 += g) {
-                __m256 s = _mm256_set1_ps(f16_decode(load16(row + h + 2 * (i0 / g))));
-                for (int i = i0; i < i0 + g; i += 8) {
-                    __m128i q = _mm_loadl_epi64((const __m128i *)(row + i));
-                    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), s));
-                }
+        for (int r = 0; r < n; r++, row += stride, y += w) {
+            __m256 s = _mm256_setzero_ps();
+            for (int i = d0; i < d1; i += 8) {
+                if (i == d0 || i % g == 0) s = _mm256_set1_ps(f16_decode(load16(row + h + 2 * (i / g))));
+                __m128i q = _mm_loadl_epi64((const __m128i *)(row + i));
+                _mm256_storeu_ps(y + i - d0, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), s));
             }
+        }
         return;
     }
 #endif
     if (f == KV_F32) {
-        for (int r = 0; r < n; r++, row += stride, y += h) memcpy(y, row, 4 * (size_t)h);
+        for (int r = 0; r < n; r++, row += stride, y += w) memcpy(y, row + 4 * (size_t)d0, 4 * (size_t)w);
         return;
     }
-    for (int r = 0; r < n; r++, row += stride, y += h)
-        for (int c = 0; KV_CHUNK * c < h; c++) {
-            int m = h - KV_CHUNK * c < KV_CHUNK ? h - KV_CHUNK * c : KV_CHUNK;
-            decode_chunk(f, row, h, c, y + KV_CHUNK * c, m);
+    for (int r = 0; r < n; r++, row += stride, y += w)
+        for (int c = d0 / KV_CHUNK; KV_CHUNK * c < d1; c++) {
+            int m = d1 - KV_CHUNK * c < KV_CHUNK ? d1 - KV_CHUNK * c : KV_CHUNK;
+            decode_chunk(f, row, h, c, y + KV_CHUNK * c - d0, m);
         }
+}
+
+void kv_dequantize_rows(kv_fmt f, const void *src, size_t stride, int n, float *y, int h) {
+    kv_dequantize_cols(f, src, stride, n, y, h, 0, h);
 }
 
 float kv_dot(kv_fmt f, const void *k, const float *q, int h) {

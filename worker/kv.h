@@ -85,6 +85,12 @@ int kv_dequantize(kv_fmt f, const void *src, float *y, int h);
  * kv_row_bytes(f, h) != 0 (not checked: hot path). */
 void kv_dequantize_rows(kv_fmt f, const void *src, size_t stride, int n, float *y, int h);
 
+#define KV_CHUNK 32   /* values per decoded chunk = the q8_0 / q4_0 block size */
+
+/* The same for values [d0, d1) of each row only, into y[n][d1 - d0]: d0 a multiple of KV_CHUNK,
+ * d1 one too or h (decode attention splits a head's columns across threads). */
+void kv_dequantize_cols(kv_fmt f, const void *src, size_t stride, int n, float *y, int h, int d0, int d1);
+
 /* The fused attention kernels. Precondition: kv_row_bytes(f, h) != 0 (not checked: hot path).
  *
  * kv_dot: with y = kv_dequantize(f, k), returns the f32 dot product y . q summed in this fixed

@@ -316,9 +316,8 @@ int model_forward(const model *m, model_scratch *s, pool *p, cache *c, const int
         const model_layer *ly = &m->layers[l];
         const float *cs = ly->rope == &m->rope_local ? s->cs_l : s->cs_g;
         for (int t = 0; t < T; t++) ops_rmsnorm(s->xb + (size_t)t * dim, s->x + (size_t)t * dim, ly->attn_norm, dim, m->eps);
-        if (ops_matmul(p, &ly->wq, s->xb, s->q, T, qd) || ops_matmul(p, &ly->wk, s->xb, s->k, T, kd) ||
-            ops_matmul(p, &ly->wv, s->xb, s->v, T, kd))
-            goto oom;
+        ops_mm qkv[3] = { { &ly->wq, s->q, qd }, { &ly->wk, s->k, kd }, { &ly->wv, s->v, kd } };
+        if (ops_matmul_many(p, qkv, 3, s->xb, T)) goto oom;
         add_bias(s->q, ly->bq, T, qd);
         add_bias(s->k, ly->bk, T, kd);
         add_bias(s->v, ly->bv, T, kd);
@@ -334,8 +333,8 @@ int model_forward(const model *m, model_scratch *s, pool *p, cache *c, const int
             for (int i = 0; i < dim; i++) x[i] += o[i];
             ops_rmsnorm(o, x, ly->ffn_norm, dim, m->eps);
         }
-        if (ops_matmul(p, &ly->w_gate, s->xb, s->h1, T, m->ffn) || ops_matmul(p, &ly->w_up, s->xb, s->h2, T, m->ffn))
-            goto oom;
+        ops_mm gate_up[2] = { { &ly->w_gate, s->h1, m->ffn }, { &ly->w_up, s->h2, m->ffn } };
+        if (ops_matmul_many(p, gate_up, 2, s->xb, T)) goto oom;
         for (int t = 0; t < T; t++) {
             float *g = s->h1 + (size_t)t * m->ffn, *u = s->h2 + (size_t)t * m->ffn;
             if (m->arch == ARCH_GEMMA3) ops_geglu(g, u, m->ffn);

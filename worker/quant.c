@@ -6,7 +6,8 @@
  *   3. the AVX2/F16C fast paths for the hot types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K,
  *      F16, BF16; Gemma 3 270M Q4_K_M stores most of its matrices as Q5_0 because 640-wide
  *      rows do not fit 256-value K-quant blocks)
- *   4. the row entry points
+ *   4. fused dequantise-and-dot kernels for decode (AVX-512): the same values, never stored
+ *   5. the row entry points
  *
  * All multi-byte fields are little-endian (GGUF is little-endian; so is every machine we build
  * on). "fp16" is an IEEE half. Blocks sit at any alignment, so fields are read with memcpy or
@@ -568,7 +569,190 @@ static quant_row_fn quant_fast_row(uint32_t type) {
 #endif /* __AVX2__ && __F16C__ */
 
 /* ---------------------------------------------------------------------------------------------
- * 4. Row entry points
+ * 4. Fused dequantise-and-dot (AVX-512): decode multiplies every weight row by one token, so the
+ *    dequantised values go straight from the block into the fma, never through memory. Each
+ *    value is the reference's value (section 3's expressions, or a table of them: for 4- and
+ *    5-bit codes the block's 16 or 32 possible values d*q + m are computed once with one fma,
+ *    which equals the mul-then-add because d*q is exact, and each code picks its value with a
+ *    permute), and the products are accumulated in the canonical order of kernels/ops.h: one
+ *    16-lane accumulator per row, 16 values at a time in ascending order, reduced by v_sum.
+ * ------------------------------------------------------------------------------------------- */
+
+#if defined(QUANT_HAVE_FAST) && defined(__AVX512F__)
+#include "kernels/vec16.h"
+#define QUANT_HAVE_FUSED 1
+#define FUSED_ROWS 8
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* The fp16 fields at p and p + 2 -> f32 in lanes 0 and 1 (F16C, as f16c_load). */
+ALWAYS_INLINE __m128 f16x2(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm_cvtph_ps(_mm_cvtsi32_si128(v));
+}
+ALWAYS_INLINE __m512 lane0(__m128 v) { return _mm512_broadcastss_ps(v); }
+ALWAYS_INLINE __m512 lane1(__m128 v) { return _mm512_broadcastss_ps(_mm_movehdup_ps(v)); }
+ALWAYS_INLINE __m512 iota16(float base) {
+    return _mm512_add_ps(_mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_ps(base));
+}
+/* 16 bytes -> 16 dwords (zero-extended); a permute reads the low 4 (or 5) bits of each. */
+ALWAYS_INLINE __m512i zext16(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)); }
+/* 16 signed bytes times d -> 16 floats (the reference's d * (float)q). */
+ALWAYS_INLINE __m512 mul_i8(__m512 d, __m128i q) { return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q))); }
+
+/* The body of every kernel: nr rows (a literal at each call, so acc stays in registers), nb
+ * blocks of BV values each; BLOCK(q, b, xb) adds row q's block b (x at xb) to acc[q]. */
+#define FUSED_BODY(BV, BLOCK)                                                                  \
+    __m512 acc[FUSED_ROWS];                                                                    \
+    _Pragma("GCC unroll 8") for (int q = 0; q < nr; q++) acc[q] = _mm512_setzero_ps();         \
+    for (int64_t b = 0; b < nb; b++) {                                                         \
+        const float *xb = x + b * (BV);                                                        \
+        _Pragma("GCC unroll 8") for (int q = 0; q < nr; q++) { BLOCK(q, b, xb); }              \
+    }                                                                                          \
+    _Pragma("GCC unroll 8") for (int q = 0; q < nr; q++) out[q] = v_sum(acc[q]);
+
+/* y = d * (q - 8): the table d * (i - 8), i = 0..15 */
+#define Q4_0_BLOCK(q, b, xb) {                                                                 \
+        const uint8_t *blk = src + (size_t)(q) * rb + 18 * (size_t)(b);                        \
+        __m512 lut = _mm512_mul_ps(lane0(f16x2(blk)), iota16(-8.0f));                          \
+        __m512i v = zext16(blk + 2);                                                           \
+        acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(v, lut), _mm512_loadu_ps(xb), acc[q]);  \
+        acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), lut),          \
+                                 _mm512_loadu_ps(xb + 16), acc[q]); }
+
+/* y = d * q + m: the table fma(d, i, m) */
+#define Q4_1_BLOCK(q, b, xb) {                                                                 \
+        const uint8_t *blk = src + (size_t)(q) * rb + 20 * (size_t)(b);                        \
+        __m128 dm = f16x2(blk);                                                                \
+        __m512 lut = _mm512_fmadd_ps(lane0(dm), iota16(0.0f), lane1(dm));                      \
+        __m512i v = zext16(blk + 4);                                                           \
+        acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(v, lut), _mm512_loadu_ps(xb), acc[q]);  \
+        acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), lut),          \
+                                 _mm512_loadu_ps(xb + 16), acc[q]); }
+
+/* Q5: the fifth bit of value j is bit j of qh: a mask that sets bit 4 of the 5-bit index into
+ * the 32-entry table (lo: codes 0..15, hi: codes 16..31). */
+#define Q5_DOT(q, qh, v, lo, hi, xb) {                                                         \
+        const __m512i low4 = _mm512_set1_epi32(0x0F), bit4 = _mm512_set1_epi32(0x10);          \
+        __m512i i0 = _mm512_and_si512(v, low4), i1 = _mm512_srli_epi32(v, 4);                  \
+        i0 = _mm512_mask_or_epi32(i0, (__mmask16)((qh) & 0xFFFFu), i0, bit4);                  \
+        i1 = _mm512_mask_or_epi32(i1, (__mmask16)((qh) >> 16), i1, bit4);                      \
+        acc[q] = _mm512_fmadd_ps(_mm512_permutex2var_ps(lo, i0, hi), _mm512_loadu_ps(xb), acc[q]); \
+        acc[q] = _mm512_fmadd_ps(_mm512_permutex2var_ps(lo, i1, hi), _mm512_loadu_ps(xb + 16), acc[q]); }
+
+/* y = d * (q - 16) */
+#define Q5_0_BLOCK(q, b, xb) {                                                                 \
+        const uint8_t *blk = src + (size_t)(q) * rb + 22 * (size_t)(b);                        \
+        __m512 d = lane0(f16x2(blk));                                                          \
+        uint32_t qh;                                                                           \
+        memcpy(&qh, blk + 2, 4);                                                               \
+        __m512i v = zext16(blk + 6);                                                           \
+        Q5_DOT(q, qh, v, _mm512_mul_ps(d, iota16(-16.0f)), _mm512_mul_ps(d, iota16(0.0f)), xb) }
+
+/* y = d * q + m */
+#define Q5_1_BLOCK(q, b, xb) {                                                                 \
+        const uint8_t *blk = src + (size_t)(q) * rb + 24 * (size_t)(b);                        \
+        __m128 dm = f16x2(blk);                                                                \
+        uint32_t qh;                                                                           \
+        memcpy(&qh, blk + 4, 4);                                                               \
+        __m512i v = zext16(blk + 8);                                                           \
+        Q5_DOT(q, qh, v, _mm512_fmadd_ps(lane0(dm), iota16(0.0f), lane1(dm)),                  \
+               _mm512_fmadd_ps(lane0(dm), iota16(16.0f), lane1(dm)), xb) }
+
+/* y = d * q */
+#define Q8_0_BLOCK(q, b, xb) {                                                                 \
+        const uint8_t *blk = src + (size_t)(q) * rb + 34 * (size_t)(b);                        \
+        __m512 d = lane0(f16x2(blk));                                                          \
+        acc[q] = _mm512_fmadd_ps(mul_i8(d, _mm_loadu_si128((const __m128i *)(blk + 2))),       \
+                                 _mm512_loadu_ps(xb), acc[q]);                                 \
+        acc[q] = _mm512_fmadd_ps(mul_i8(d, _mm_loadu_si128((const __m128i *)(blk + 18))),      \
+                                 _mm512_loadu_ps(xb + 16), acc[q]); }
+
+/* y = dl * q - ml per group of 32 (dl = d * sc, ml = dmin * m as the reference): tables
+ * fmsub(dl, i, ml); group 2c takes the low nibbles of qs[32c..32c+31], group 2c+1 the high */
+#define Q4_K_BLOCK(q, b, xb) {                                                                 \
+        const uint8_t *blk = src + (size_t)(q) * rb + 144 * (size_t)(b);                       \
+        float d = f16c_load(blk), dmin = f16c_load(blk + 2);                                   \
+        int sc[8], mn[8];                                                                      \
+        k_scale_min(blk + 4, sc, mn);                                                          \
+        for (int c = 0; c < 4; c++) {                                                          \
+            __m512 l0 = _mm512_fmsub_ps(_mm512_set1_ps(d * (float)sc[2 * c]), iota16(0.0f),    \
+                                        _mm512_set1_ps(dmin * (float)mn[2 * c]));              \
+            __m512 l1 = _mm512_fmsub_ps(_mm512_set1_ps(d * (float)sc[2 * c + 1]), iota16(0.0f), \
+                                        _mm512_set1_ps(dmin * (float)mn[2 * c + 1]));          \
+            __m512i v0 = zext16(blk + 16 + 32 * c), v1 = zext16(blk + 32 + 32 * c);            \
+            const float *xc = xb + 64 * c;                                                     \
+            acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(v0, l0), _mm512_loadu_ps(xc), acc[q]); \
+            acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(v1, l0), _mm512_loadu_ps(xc + 16), acc[q]); \
+            acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v0, 4), l1),      \
+                                     _mm512_loadu_ps(xc + 32), acc[q]);                        \
+            acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v1, 4), l1),      \
+                                     _mm512_loadu_ps(xc + 48), acc[q]);                        \
+        } }
+
+/* y = (d * scale) * (q - 32), q built as in fast_q6_k; values e = 128h + 32s + l0 ascending */
+#define Q6_K_BLOCK(q, b, xb) {                                                                 \
+        const uint8_t *blk = src + (size_t)(q) * rb + 210 * (size_t)(b);                       \
+        const uint8_t *ql = blk, *qhb = blk + 128;                                             \
+        const int8_t *scales = (const int8_t *)(blk + 192);                                    \
+        float d = f16c_load(blk + 208);                                                        \
+        const __m128i low4 = _mm_set1_epi8(0x0F), bits45 = _mm_set1_epi8(0x30), off = _mm_set1_epi8(32); \
+        for (int h = 0; h < 2; h++) {                                                          \
+            __m128i c6[2][4];                                                                  \
+            for (int k = 0; k < 2; k++) {                                                      \
+                __m128i a = _mm_loadu_si128((const __m128i *)(ql + 64 * h + 16 * k));          \
+                __m128i bb = _mm_loadu_si128((const __m128i *)(ql + 64 * h + 32 + 16 * k));    \
+                __m128i hb = _mm_loadu_si128((const __m128i *)(qhb + 32 * h + 16 * k));        \
+                c6[k][0] = _mm_or_si128(_mm_and_si128(a, low4), _mm_and_si128(_mm_slli_epi16(hb, 4), bits45)); \
+                c6[k][1] = _mm_or_si128(_mm_and_si128(bb, low4), _mm_and_si128(_mm_slli_epi16(hb, 2), bits45)); \
+                c6[k][2] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(a, 4), low4), _mm_and_si128(hb, bits45)); \
+                c6[k][3] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(bb, 4), low4),            \
+                                        _mm_and_si128(_mm_srli_epi16(hb, 2), bits45));         \
+            }                                                                                  \
+            for (int s = 0; s < 4; s++)                                                        \
+                for (int k = 0; k < 2; k++) {                                                  \
+                    int e = 128 * h + 32 * s + 16 * k;                                         \
+                    __m512 w = mul_i8(_mm512_set1_ps(d * (float)scales[e / 16]), _mm_sub_epi8(c6[k][s], off)); \
+                    acc[q] = _mm512_fmadd_ps(w, _mm512_loadu_ps(xb + e), acc[q]);              \
+                }                                                                              \
+        } }
+
+/* For each type: fd_<type>_8 (eight rows) and fd_<type>_1 (one row). */
+#define FUSED_KERNELS(name, BV, BLOCK)                                                         \
+    ALWAYS_INLINE void name##_n(const uint8_t *src, size_t rb, const int nr, const float *x,   \
+                                int64_t nb, float *out) { FUSED_BODY(BV, BLOCK) }              \
+    static void name##_8(const uint8_t *src, size_t rb, const float *x, int64_t nb, float *out) { \
+        name##_n(src, rb, 8, x, nb, out); }                                                    \
+    static void name##_1(const uint8_t *src, size_t rb, const float *x, int64_t nb, float *out) { \
+        name##_n(src, rb, 1, x, nb, out); }
+
+FUSED_KERNELS(fd_q4_0, 32, Q4_0_BLOCK)
+FUSED_KERNELS(fd_q4_1, 32, Q4_1_BLOCK)
+FUSED_KERNELS(fd_q5_0, 32, Q5_0_BLOCK)
+FUSED_KERNELS(fd_q5_1, 32, Q5_1_BLOCK)
+FUSED_KERNELS(fd_q8_0, 32, Q8_0_BLOCK)
+FUSED_KERNELS(fd_q4_k, QK_K, Q4_K_BLOCK)
+FUSED_KERNELS(fd_q6_k, QK_K, Q6_K_BLOCK)
+
+typedef void (*fused_fn)(const uint8_t *src, size_t rb, const float *x, int64_t nb, float *out);
+
+static int fused_kernels(uint32_t type, fused_fn *f8, fused_fn *f1) {
+    switch (type) {
+    case GGUF_T_Q4_0: *f8 = fd_q4_0_8; *f1 = fd_q4_0_1; return 0;
+    case GGUF_T_Q4_1: *f8 = fd_q4_1_8; *f1 = fd_q4_1_1; return 0;
+    case GGUF_T_Q5_0: *f8 = fd_q5_0_8; *f1 = fd_q5_0_1; return 0;
+    case GGUF_T_Q5_1: *f8 = fd_q5_1_8; *f1 = fd_q5_1_1; return 0;
+    case GGUF_T_Q8_0: *f8 = fd_q8_0_8; *f1 = fd_q8_0_1; return 0;
+    case GGUF_T_Q4_K: *f8 = fd_q4_k_8; *f1 = fd_q4_k_1; return 0;
+    case GGUF_T_Q6_K: *f8 = fd_q6_k_8; *f1 = fd_q6_k_1; return 0;
+    default: return -1;
+    }
+}
+#endif /* fused */
+
+/* ---------------------------------------------------------------------------------------------
+ * 5. Row entry points
  * ------------------------------------------------------------------------------------------- */
 
 /* Number of blocks in a row of n values, or -1 (and y[0..n) filled with NaN) when the request is
@@ -604,6 +788,23 @@ void quant_dequant_row(uint32_t type, const void *src, float *y, int64_t n) {
     }
 #endif
     quant_dequant_row_ref(type, src, y, n);
+}
+
+int quant_dot_rows(uint32_t type, const void *src, size_t row_bytes, int nr, const float *x, int64_t n, float *out) {
+#ifdef QUANT_HAVE_FUSED
+    fused_fn f8, f1;
+    int bv = quant_block_values(type);
+    if (nr < 1 || nr > FUSED_ROWS || bv <= 1 || n <= 0 || n % bv || fused_kernels(type, &f8, &f1)) return -1;
+    if (nr == FUSED_ROWS) {
+        f8(src, row_bytes, x, n / bv, out);
+        return 0;
+    }
+    for (int r = 0; r < nr; r++) f1((const uint8_t *)src + (size_t)r * row_bytes, row_bytes, x, n / bv, out + r);
+    return 0;
+#else
+    (void)type; (void)src; (void)row_bytes; (void)nr; (void)x; (void)n; (void)out;
+    return -1;
+#endif
 }
 
 int quant_has_fast_path(uint32_t type) {
