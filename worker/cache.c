@@ -34,10 +34,6 @@ int cache_create(cache *c, kv_fmt fk, kv_fmt fv, int n_layer, int n_kv, int hd, 
         memset(c, 0, sizeof *c);
         return -1;
     }
-    /* 2 MiB pages where the kernel offers them (THP in madvise mode): decode streams the whole
-     * cache once per token, and with 4 KiB pages every 32 keys of a head cost a TLB miss */
-    madvise(k, c->k_bytes, MADV_HUGEPAGE);
-    madvise(v, c->v_bytes, MADV_HUGEPAGE);
     c->k = k;
     c->v = v;
     return 0;
