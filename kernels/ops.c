@@ -123,9 +123,11 @@ static void mm_tile4(const float *wt, const float *x, float *y, int T, int K, in
             for (int u = 0; u < 4; u++) acc[q][u] = v_zero();
         for (int i = 0; i < K16; i += 16) {
             vec16 w0 = v_load(wt + i), w1 = v_load(wt + K + i), w2 = v_load(wt + 2 * K + i), w3 = v_load(wt + 3 * K + i);
+            v_reg(&w0); v_reg(&w1); v_reg(&w2); v_reg(&w3);
             #pragma GCC unroll 4
             for (int u = 0; u < 4; u++) {
                 vec16 v = v_load(xs[u] + i);
+                v_reg(&v);
                 acc[0][u] = v_fma(w0, v, acc[0][u]);
                 acc[1][u] = v_fma(w1, v, acc[1][u]);
                 acc[2][u] = v_fma(w2, v, acc[2][u]);
@@ -347,6 +349,34 @@ float ops_exp_sub_sum(float *y, const float *x, float m, int n) {
     int i = 0;
 #ifdef OPS_AVX2
     __m256 vacc = _mm256_setzero_ps();
+#ifdef __AVX512F__
+    {   /* 16 at a time: the same operations per lane; the two halves go into the 8-lane sum in
+         * the order the 8-wide loop would add them */
+        const __m512 vm = _mm512_set1_ps(m), vmin = _mm512_set1_ps(EXP_MIN), vl2e = _mm512_set1_ps(EXP_LOG2E);
+        const __m512 hi = _mm512_set1_ps(-EXP_LN2_HI), lo = _mm512_set1_ps(-EXP_LN2_LO), one = _mm512_set1_ps(1.0f);
+        for (; i + 16 <= n; i += 16) {
+            __m512 v = _mm512_sub_ps(_mm512_loadu_ps(x + i), vm);
+            __mmask16 keep = _mm512_cmp_ps_mask(v, vmin, _CMP_GE_OQ);
+            __m512 nn = _mm512_roundscale_ps(_mm512_mul_ps(v, vl2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            __m512 r = _mm512_fmadd_ps(nn, hi, v);
+            r = _mm512_fmadd_ps(nn, lo, r);
+            __m512 p = _mm512_set1_ps(EXP_P0);
+            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P1));
+            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P2));
+            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P3));
+            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P4));
+            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P5));
+            p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
+            p = _mm512_add_ps(p, one);
+            nn = _mm512_maskz_mov_ps(keep, nn);
+            __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(nn), _mm512_set1_epi32(127)), 23);
+            __m512 res = _mm512_maskz_mov_ps(keep, _mm512_mul_ps(p, _mm512_castsi512_ps(e)));
+            _mm512_storeu_ps(y + i, res);
+            vacc = _mm256_add_ps(vacc, _mm512_castps512_ps256(res));
+            vacc = _mm256_add_ps(vacc, _mm512_extractf32x8_ps(res, 1));
+        }
+    }
+#endif
     const __m256 vm = _mm256_set1_ps(m), vmin = _mm256_set1_ps(EXP_MIN), vl2e = _mm256_set1_ps(EXP_LOG2E);
     const __m256 hi = _mm256_set1_ps(-EXP_LN2_HI), lo = _mm256_set1_ps(-EXP_LN2_LO), one = _mm256_set1_ps(1.0f);
     for (; i + 8 <= n; i += 8) {

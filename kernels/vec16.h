@@ -20,6 +20,10 @@ static inline vec16 v_fma(vec16 a, vec16 b, vec16 c) { return _mm512_fmadd_ps(a,
 static inline __m256 v_fold(vec16 v) {
     return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
 }
+/* Keeps v in a register (emits nothing): without it GCC folds a vector that is loaded once and
+ * used by several fmas back into each fma as a memory operand, and the kernel becomes bound by
+ * loads instead of fmas. */
+static inline void v_reg(vec16 *v) { __asm__("" : "+v"(*v)); }
 #else
 #define VEC16 1
 typedef struct { __m256 lo, hi; } vec16;
@@ -32,6 +36,7 @@ static inline vec16 v_fma(vec16 a, vec16 b, vec16 c) {
     return r;
 }
 static inline __m256 v_fold(vec16 v) { return _mm256_add_ps(v.lo, v.hi); }
+static inline void v_reg(vec16 *v) { __asm__("" : "+x"(v->lo)); __asm__("" : "+x"(v->hi)); }
 #endif
 
 /* The canonical reduction of ops.h: fold lanes l + (l+8), then ((s0+s4)+(s2+s6)) + ((s1+s5)+(s3+s7)). */

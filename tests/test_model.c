@@ -311,13 +311,22 @@ static void test_kernels(void) {
         if (rel > worst) worst = rel;
     }
     CHECK(worst < 5e-7, "ops_expf relative error %.2g < 5e-7 on [-87, 0]", worst);
-    float s1 = ops_exp_sub_sum(y, b, 3.0f, 203), s2 = 0, acc[8] = {0};
-    int ok = 1;
-    for (int i = 0; i < 203; i++) ok &= y[i] == ops_expf(b[i] - 3.0f);
-    for (int i = 0; i < 200; i++) acc[i % 8] += ops_expf(b[i] - 3.0f);
-    s2 = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-    for (int i = 200; i < 203; i++) s2 += ops_expf(b[i] - 3.0f);
-    CHECK(ok && s1 == s2, "ops_exp_sub_sum: vector == scalar, canonical sum order");
+    /* arguments down to -108 (below EXP_MIN: exactly 0), every length (16-, 8-wide and scalar tails) */
+    for (int i = 0; i < 203; i++) b[i] = (float)rand() / RAND_MAX * 108 - 105;
+    int ok = 1, zeros = 0;
+    for (int n = 0; n <= 203; n++) {
+        float s1 = ops_exp_sub_sum(y, b, 3.0f, n), s2 = 0, acc[8] = {0};
+        for (int i = 0; i < n; i++) ok &= y[i] == ops_expf(b[i] - 3.0f);
+        int n8 = n / 8 * 8;
+        for (int i = 0; i < n8; i++) acc[i % 8] += ops_expf(b[i] - 3.0f);
+        s2 = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+        for (int i = n8; i < n; i++) s2 += ops_expf(b[i] - 3.0f);
+        ok &= s1 == s2 && ops_sum8(y, n) == s2;
+    }
+    for (int i = 0; i < 203; i++) zeros += y[i] == 0.0f;
+    ok &= zeros > 0;
+    CHECK(ok, "ops_exp_sub_sum, n = 0..203, arguments to -108: values == ops_expf (%d flushed to 0), sum in the "
+          "canonical order, == ops_sum8", zeros);
 }
 
 int main(void) {

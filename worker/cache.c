@@ -11,7 +11,7 @@
 #include "kernels/vec16.h"
 
 #define QT 16   /* queries per work item */
-#define KB 32   /* keys per dequantised block: two 16-lane vectors of scores per query */
+#define KB 64   /* keys per dequantised block: two 16-lane vectors of scores per query */
 #define MAX_HPI 8 /* most query heads per work item */
 
 int cache_create(cache *c, kv_fmt fk, kv_fmt fv, int n_layer, int n_kv, int hd, int n_ctx,
@@ -130,23 +130,27 @@ typedef struct {
 /* The body for a constant nq, so the accumulators stay in registers (called with literals). */
 static inline __attribute__((always_inline)) void scores_nq(const float *qs, const int nq, const float *kt,
                                                             int hd, float *out, size_t ld) {
-    vec16 acc[4][2];
+    enum { NV = KB / 16 };   /* key vectors per query */
+    vec16 acc[4][NV];
     #pragma GCC unroll 4
-    for (int qi = 0; qi < nq; qi++) acc[qi][0] = acc[qi][1] = v_zero();
+    for (int qi = 0; qi < nq; qi++)
+        #pragma GCC unroll 4
+        for (int u = 0; u < NV; u++) acc[qi][u] = v_zero();
     for (int d = 0; d < hd; d++) {
-        vec16 k0 = v_load(kt + (size_t)d * KB), k1 = v_load(kt + (size_t)d * KB + 16);
+        vec16 k[NV];
+        #pragma GCC unroll 4
+        for (int u = 0; u < NV; u++) { k[u] = v_load(kt + (size_t)d * KB + 16 * u); v_reg(&k[u]); }
         #pragma GCC unroll 4
         for (int qi = 0; qi < nq; qi++) {
             vec16 qv = v_set1(qs[(size_t)qi * hd + d]);
-            acc[qi][0] = v_fma(qv, k0, acc[qi][0]);
-            acc[qi][1] = v_fma(qv, k1, acc[qi][1]);
+            #pragma GCC unroll 4
+            for (int u = 0; u < NV; u++) acc[qi][u] = v_fma(qv, k[u], acc[qi][u]);
         }
     }
     #pragma GCC unroll 4
-    for (int qi = 0; qi < nq; qi++) {
-        v_store(out + qi * ld, acc[qi][0]);
-        v_store(out + qi * ld + 16, acc[qi][1]);
-    }
+    for (int qi = 0; qi < nq; qi++)
+        #pragma GCC unroll 4
+        for (int u = 0; u < NV; u++) v_store(out + qi * ld + 16 * u, acc[qi][u]);
 }
 #endif
 
@@ -185,7 +189,7 @@ static inline __attribute__((always_inline)) void pv_block(float *o, const float
         const float *vj = v + (size_t)j * hd + d0;
         vec16 vv[4];
         #pragma GCC unroll 4
-        for (int u = 0; u < nv; u++) vv[u] = v_load(vj + 16 * u);
+        for (int u = 0; u < nv; u++) { vv[u] = v_load(vj + 16 * u); v_reg(&vv[u]); }
         #pragma GCC unroll 4
         for (int r = 0; r < nr; r++) {
             vec16 wr = v_set1(w[(size_t)r * ldw + j]);
@@ -198,27 +202,24 @@ static inline __attribute__((always_inline)) void pv_block(float *o, const float
         #pragma GCC unroll 4
         for (int u = 0; u < nv; u++) v_store(o + (size_t)r * hd + d0 + 16 * u, acc[r][u]);
 }
+
+/* pv_block with nr as a literal (nr <= 4) */
+static inline __attribute__((always_inline)) void pv_cols(float *o, const float *w, size_t ldw, int nr, const int nv,
+                                                         const float *v, int n, int hd, int d0) {
+    switch (nr) {
+    case 4: pv_block(o, w, ldw, 4, nv, v, n, hd, d0); break;
+    case 3: pv_block(o, w, ldw, 3, nv, v, n, hd, d0); break;
+    case 2: pv_block(o, w, ldw, 2, nv, v, n, hd, d0); break;
+    default: pv_block(o, w, ldw, 1, nv, v, n, hd, d0); break;
+    }
+}
 #endif
 
 static void pv_accumulate(float *o, const float *w, size_t ldw, int nr, const float *v, int n, int hd) {
     int d0 = 0;
 #ifdef VEC16
-    for (; d0 + 64 <= hd; d0 += 64) {
-        switch (nr) {
-        case 4: pv_block(o, w, ldw, 4, 4, v, n, hd, d0); break;
-        case 3: pv_block(o, w, ldw, 3, 4, v, n, hd, d0); break;
-        case 2: pv_block(o, w, ldw, 2, 4, v, n, hd, d0); break;
-        default: pv_block(o, w, ldw, 1, 4, v, n, hd, d0); break;
-        }
-    }
-    for (; d0 + 32 <= hd; d0 += 32) {
-        switch (nr) {
-        case 4: pv_block(o, w, ldw, 4, 2, v, n, hd, d0); break;
-        case 3: pv_block(o, w, ldw, 3, 2, v, n, hd, d0); break;
-        case 2: pv_block(o, w, ldw, 2, 2, v, n, hd, d0); break;
-        default: pv_block(o, w, ldw, 1, 2, v, n, hd, d0); break;
-        }
-    }
+    for (; d0 + 64 <= hd; d0 += 64) pv_cols(o, w, ldw, nr, 4, v, n, hd, d0);
+    for (; d0 + 32 <= hd; d0 += 32) pv_cols(o, w, ldw, nr, 2, v, n, hd, d0);
     for (; d0 + 16 <= hd; d0 += 16)
         for (int r = 0; r < nr; r++) {
             vec16 acc = v_load(o + (size_t)r * hd + d0);
