@@ -11,7 +11,9 @@
 #include "kernels/vec16.h"
 
 #define QT 16   /* queries per work item */
-#define KB 64   /* keys per dequantised block: two 16-lane vectors of scores per query */
+#define KB 64       /* keys per dequantised block in the tiled path: four 16-lane vectors of scores per query */
+#define KB_DEC 32   /* the same in split decode (measured: 64 there is 20 % slower from memory, 32 in
+                     * the tiled path 5 % slower) */
 #define MAX_HPI 8 /* most query heads per work item */
 
 int cache_create(cache *c, kv_fmt fk, kv_fmt fv, int n_layer, int n_kv, int hd, int n_ctx,
@@ -124,49 +126,55 @@ typedef struct {
     size_t per_thread;
 } attn_ctx;
 
-/* s[qi][j] = seq_dot(q[qi], k_j) for up to 4 queries and the KB keys of kt [hd][KB]: lanes are
- * keys, the loop over d is each score's sequential fma chain. */
+/* s[qi][j] = seq_dot(q[qi], k_j) for up to 4 queries and the kb (32 or 64) keys of kt [hd][kb]:
+ * lanes are keys, the loop over d is each score's sequential fma chain. */
 #ifdef VEC16
-/* The body for a constant nq, so the accumulators stay in registers (called with literals). */
-static inline __attribute__((always_inline)) void scores_nq(const float *qs, const int nq, const float *kt,
-                                                            int hd, float *out, size_t ld) {
-    enum { NV = KB / 16 };   /* key vectors per query */
-    vec16 acc[4][NV];
+/* The body for constant nq and nv = kb / 16, so the accumulators stay in registers (called with
+ * literals). */
+static inline __attribute__((always_inline)) void scores_nq(const float *qs, const int nq, const int nv,
+                                                            const float *kt, int hd, float *out, size_t ld) {
+    vec16 acc[4][4];
     #pragma GCC unroll 4
     for (int qi = 0; qi < nq; qi++)
         #pragma GCC unroll 4
-        for (int u = 0; u < NV; u++) acc[qi][u] = v_zero();
+        for (int u = 0; u < nv; u++) acc[qi][u] = v_zero();
     for (int d = 0; d < hd; d++) {
-        vec16 k[NV];
+        vec16 k[4];
         #pragma GCC unroll 4
-        for (int u = 0; u < NV; u++) { k[u] = v_load(kt + (size_t)d * KB + 16 * u); v_reg(&k[u]); }
+        for (int u = 0; u < nv; u++) { k[u] = v_load(kt + (size_t)d * 16 * nv + 16 * u); v_reg(&k[u]); }
         #pragma GCC unroll 4
         for (int qi = 0; qi < nq; qi++) {
             vec16 qv = v_set1(qs[(size_t)qi * hd + d]);
             #pragma GCC unroll 4
-            for (int u = 0; u < NV; u++) acc[qi][u] = v_fma(qv, k[u], acc[qi][u]);
+            for (int u = 0; u < nv; u++) acc[qi][u] = v_fma(qv, k[u], acc[qi][u]);
         }
     }
     #pragma GCC unroll 4
     for (int qi = 0; qi < nq; qi++)
         #pragma GCC unroll 4
-        for (int u = 0; u < NV; u++) v_store(out + qi * ld + 16 * u, acc[qi][u]);
+        for (int u = 0; u < nv; u++) v_store(out + qi * ld + 16 * u, acc[qi][u]);
+}
+
+static inline __attribute__((always_inline)) void scores_nv(const float *qs, int nq, const int nv, const float *kt,
+                                                            int hd, float *out, size_t ld) {
+    switch (nq) {
+    case 4: scores_nq(qs, 4, nv, kt, hd, out, ld); break;
+    case 3: scores_nq(qs, 3, nv, kt, hd, out, ld); break;
+    case 2: scores_nq(qs, 2, nv, kt, hd, out, ld); break;
+    default: scores_nq(qs, 1, nv, kt, hd, out, ld); break;
+    }
 }
 #endif
 
-static void scores_block(const float *qs, int nq, const float *kt, int hd, float *out, size_t ld) {
+static void scores_block(const float *qs, int nq, const float *kt, int kb, int hd, float *out, size_t ld) {
 #ifdef VEC16
-    switch (nq) {
-    case 4: scores_nq(qs, 4, kt, hd, out, ld); break;
-    case 3: scores_nq(qs, 3, kt, hd, out, ld); break;
-    case 2: scores_nq(qs, 2, kt, hd, out, ld); break;
-    default: scores_nq(qs, 1, kt, hd, out, ld); break;
-    }
+    if (kb == 64) scores_nv(qs, nq, 4, kt, hd, out, ld);
+    else scores_nv(qs, nq, 2, kt, hd, out, ld);
 #else
     for (int qi = 0; qi < nq; qi++)
-        for (int j = 0; j < KB; j++) {
+        for (int j = 0; j < kb; j++) {
             float s = 0.0f;
-            for (int d = 0; d < hd; d++) s = fmaf(qs[(size_t)qi * hd + d], kt[(size_t)d * KB + j], s);
+            for (int d = 0; d < hd; d++) s = fmaf(qs[(size_t)qi * hd + d], kt[(size_t)d * kb + j], s);
             out[qi * ld + j] = s;
         }
 #endif
@@ -282,24 +290,24 @@ static void transpose16(const float *in, size_t ldi, float *out, size_t ldo) {
 }
 #endif
 
-/* kt[d][j] = vb[j][d] for j < nk, 0 for nk <= j < KB. vb [KB][hd] (rows nk.. are overwritten
- * with zeros), kt [hd][KB]. */
-static void transpose_block(float *vb, int nk, int hd, float *kt) {
+/* kt[d][j] = vb[j][d] for j < nk, 0 for nk <= j < kb (32 or 64). vb [kb][hd] (rows nk.. are
+ * overwritten with zeros), kt [hd][kb]. */
+static void transpose_block(float *vb, int nk, int hd, float *kt, int kb) {
 #ifdef __AVX512F__
     if (hd % 16 == 0) {
-        if (nk < KB) memset(vb + (size_t)nk * hd, 0, sizeof(float) * (size_t)(KB - nk) * hd);
-        for (int j0 = 0; j0 < KB; j0 += 16)
-            for (int d0 = 0; d0 < hd; d0 += 16) transpose16(vb + (size_t)j0 * hd + d0, (size_t)hd, kt + (size_t)d0 * KB + j0, KB);
+        if (nk < kb) memset(vb + (size_t)nk * hd, 0, sizeof(float) * (size_t)(kb - nk) * hd);
+        for (int j0 = 0; j0 < kb; j0 += 16)
+            for (int d0 = 0; d0 < hd; d0 += 16) transpose16(vb + (size_t)j0 * hd + d0, (size_t)hd, kt + (size_t)d0 * kb + j0, (size_t)kb);
         return;
     }
 #endif
     for (int j = 0; j < nk; j++)
-        for (int d = 0; d < hd; d++) kt[(size_t)d * KB + j] = vb[(size_t)j * hd + d];
-    for (int j = nk; j < KB; j++)
-        for (int d = 0; d < hd; d++) kt[(size_t)d * KB + j] = 0.0f;
+        for (int d = 0; d < hd; d++) kt[(size_t)d * kb + j] = vb[(size_t)j * hd + d];
+    for (int j = nk; j < kb; j++)
+        for (int d = 0; d < hd; d++) kt[(size_t)d * kb + j] = 0.0f;
 }
 
-/* Asks for the KB rows from p (one head's rows are contiguous) while the current block is used:
+/* Asks for the rows from p (one head's rows are contiguous) while the current block is used:
  * attention is otherwise bound by the latency of streaming the cache from memory. */
 static void prefetch_block(const uint8_t *p, size_t row_bytes, int rows) {
     size_t bytes = row_bytes * (size_t)rows;
@@ -339,7 +347,7 @@ static void attn_item(void *vctx, int item, int thread) {
         int nk = hi - j0 + 1 < KB ? hi - j0 + 1 : KB;
         if (j0 + KB <= hi) prefetch_block(k_row(c, a->layer, j0 + KB, g), c->kb, hi - j0 - KB + 1 < KB ? hi - j0 - KB + 1 : KB);
         kv_dequantize_rows(c->fk, k_row(c, a->layer, j0, g), c->kb, nk, vb, hd);
-        transpose_block(vb, nk, hd, kt);   /* vb is free again until the V pass */
+        transpose_block(vb, nk, hd, kt, KB);   /* vb is free again until the V pass */
         /* only queries whose range meets this block */
         int i0 = 0;
         while (i0 < nq && hi_q[i0] < j0) i0++;
@@ -347,7 +355,7 @@ static void attn_item(void *vctx, int item, int thread) {
         while (i1 > i0 && lo_q[i1 - 1] > j0 + KB - 1) i1--;
         for (int i = i0; i < i1; i += 4) {
             int n4 = i1 - i < 4 ? i1 - i : 4;
-            scores_block(q + (size_t)i * hd, n4, kt, hd, s + (size_t)i * ld + (j0 - lo), ld);
+            scores_block(q + (size_t)i * hd, n4, kt, KB, hd, s + (size_t)i * ld + (j0 - lo), ld);
         }
     }
     /* softmax weights per query over its own range */
@@ -394,13 +402,13 @@ typedef struct {
     const cache_attn *a;
     int lo, n;              /* keys lo .. lo + n - 1 */
     int group;              /* query heads per KV head */
-    int range, n_ranges;    /* keys per item in A and B (a multiple of KB) */
+    int range, n_ranges;    /* keys per item in A and B (a multiple of KB_DEC) */
     int cols, n_colsets;    /* output columns per item in C: KV_CHUNK, or hd for rotated V */
-    size_t ld;              /* score row stride: n rounded up to KB */
+    size_t ld;              /* score row stride: n rounded up to KB_DEC */
     float *q;               /* [n_head][hd] queries, rotated if K is */
     float *s;               /* [n_head][ld] scores, then weights */
     float *pmax;            /* [n_head][n_ranges] max scaled score per range */
-    float *scratch;         /* [n_threads][per_thread]: kt [hd][KB], vb [KB][hd], o [group][hd] */
+    float *scratch;         /* [n_threads][per_thread]: kt [hd][KB_DEC], vb [KB_DEC][hd], o [group][hd] */
     size_t per_thread;
 } split_ctx;
 
@@ -408,17 +416,17 @@ static void split_scores(void *vctx, int item, int thread) {
     split_ctx *x = vctx;
     const cache *c = x->c;
     int hd = c->hd, g = item / x->n_ranges, r = item % x->n_ranges;
-    float *kt = x->scratch + (size_t)thread * x->per_thread, *vb = kt + (size_t)hd * KB;
+    float *kt = x->scratch + (size_t)thread * x->per_thread, *vb = kt + (size_t)hd * KB_DEC;
     int jb = r * x->range, je = jb + x->range < x->n ? jb + x->range : x->n;   /* relative to lo */
-    for (int j0 = jb; j0 < je; j0 += KB) {
-        int nk = je - j0 < KB ? je - j0 : KB;
-        if (j0 + KB < je) prefetch_block(k_row(c, x->a->layer, x->lo + j0 + KB, g), c->kb, je - j0 - KB < KB ? je - j0 - KB : KB);
+    for (int j0 = jb; j0 < je; j0 += KB_DEC) {
+        int nk = je - j0 < KB_DEC ? je - j0 : KB_DEC;
+        if (j0 + KB_DEC < je) prefetch_block(k_row(c, x->a->layer, x->lo + j0 + KB_DEC, g), c->kb, je - j0 - KB_DEC < KB_DEC ? je - j0 - KB_DEC : KB_DEC);
         kv_dequantize_rows(c->fk, k_row(c, x->a->layer, x->lo + j0, g), c->kb, nk, vb, hd);
-        transpose_block(vb, nk, hd, kt);
+        transpose_block(vb, nk, hd, kt, KB_DEC);
         for (int h = 0; h < x->group; h += 4) {
             int nq = x->group - h < 4 ? x->group - h : 4;
             int h0 = g * x->group + h;
-            scores_block(x->q + (size_t)h0 * hd, nq, kt, hd, x->s + (size_t)h0 * x->ld + j0, x->ld);
+            scores_block(x->q + (size_t)h0 * hd, nq, kt, KB_DEC, hd, x->s + (size_t)h0 * x->ld + j0, x->ld);
         }
     }
     for (int h = g * x->group; h < (g + 1) * x->group; h++)
@@ -443,13 +451,13 @@ static void split_values(void *vctx, int item, int thread) {
     const cache_attn *a = x->a;
     int hd = c->hd, g = item / x->n_colsets, d0 = (item % x->n_colsets) * x->cols;
     int d1 = d0 + x->cols < hd ? d0 + x->cols : hd, w = d1 - d0;
-    float *vb = x->scratch + (size_t)thread * x->per_thread + (size_t)hd * KB;   /* [KB][w] */
-    float *o = vb + (size_t)KB * hd;                                              /* [group][w] */
+    float *vb = x->scratch + (size_t)thread * x->per_thread + (size_t)hd * KB_DEC;   /* [KB_DEC][w] */
+    float *o = vb + (size_t)KB_DEC * hd;                                              /* [group][w] */
     const float *sg = x->s + (size_t)g * x->group * x->ld;
     for (int i = 0; i < x->group * w; i++) o[i] = 0.0f;
-    for (int j0 = 0; j0 < x->n; j0 += KB) {
-        int nk = x->n - j0 < KB ? x->n - j0 : KB;
-        if (j0 + KB < x->n) prefetch_block(v_row(c, a->layer, x->lo + j0 + KB, g), c->vb, x->n - j0 - KB < KB ? x->n - j0 - KB : KB);
+    for (int j0 = 0; j0 < x->n; j0 += KB_DEC) {
+        int nk = x->n - j0 < KB_DEC ? x->n - j0 : KB_DEC;
+        if (j0 + KB_DEC < x->n) prefetch_block(v_row(c, a->layer, x->lo + j0 + KB_DEC, g), c->vb, x->n - j0 - KB_DEC < KB_DEC ? x->n - j0 - KB_DEC : KB_DEC);
         kv_dequantize_cols(c->fv, v_row(c, a->layer, x->lo + j0, g), c->vb, nk, vb, hd, d0, d1);
         for (int h = 0; h < x->group; h += 4) {
             int nr = x->group - h < 4 ? x->group - h : 4;
@@ -470,14 +478,14 @@ static int attend_split(pool *p, const cache *c, const cache_attn *a) {
     split_ctx x = { .c = c, .a = a, .group = a->n_head / c->n_kv };
     x.lo = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
     x.n = pos - x.lo + 1;
-    x.ld = (size_t)(x.n + KB - 1) / KB * KB;
+    x.ld = (size_t)(x.n + KB_DEC - 1) / KB_DEC * KB_DEC;
     int want = (8 * threads + c->n_kv - 1) / c->n_kv;   /* ranges per KV head: >= 8 items per thread */
     x.range = (x.n + want - 1) / want;
-    x.range = (x.range + KB - 1) / KB * KB;
+    x.range = (x.range + KB_DEC - 1) / KB_DEC * KB_DEC;
     x.n_ranges = (x.n + x.range - 1) / x.range;
     x.cols = kv_fmt_rotated(c->fv) ? hd : KV_CHUNK;
     x.n_colsets = (hd + x.cols - 1) / x.cols;
-    x.per_thread = (size_t)hd * KB * 2 + (size_t)x.group * hd;
+    x.per_thread = (size_t)hd * KB_DEC * 2 + (size_t)x.group * hd;
     x.q = malloc(sizeof(float) * (size_t)a->n_head * hd);
     x.s = malloc(sizeof(float) * (size_t)a->n_head * x.ld);
     x.pmax = malloc(sizeof(float) * (size_t)a->n_head * x.n_ranges);
