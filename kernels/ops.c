@@ -59,7 +59,7 @@ float ops_dot(const float *a, const float *b, int n) {
 
 typedef struct {
     const float *x;   /* [T][cols], shared by the jobs */
-    int T, n_jobs;
+    int T;
     ops_mm job[OPS_MM_MAX];
     int item_rows[OPS_MM_MAX];       /* rows per pool item of each job */
     int first_item[OPS_MM_MAX + 1];  /* items of job j: [first_item[j], first_item[j + 1]) */
@@ -198,7 +198,7 @@ static void mm_item(void *vctx, int item, int thread) {
 int ops_matmul_many(pool *p, const ops_mm *jobs, int n, const float *x, int T) {
     if (n < 1 || n > OPS_MM_MAX) return -1;
     if (T <= 0) return 0;
-    mm_ctx c = { .x = x, .T = T, .n_jobs = n };
+    mm_ctx c = { .x = x, .T = T };
     int threads = pool_threads(p), cols = jobs[0].w->cols;
     for (int j = 0; j < n; j++) {
         if (jobs[j].w->cols != cols) return -1;
