@@ -345,13 +345,10 @@ float ops_sum8(const float *y, int n) {
 }
 
 float ops_exp_sub_sum(float *y, const float *x, float m, int n) {
-    float acc[8] = {0};
     int i = 0;
 #ifdef OPS_AVX2
-    __m256 vacc = _mm256_setzero_ps();
 #ifdef __AVX512F__
-    {   /* 16 at a time: the same operations per lane; the two halves go into the 8-lane sum in
-         * the order the 8-wide loop would add them */
+    {   /* 16 at a time: the same operations per lane */
         const __m512 vm = _mm512_set1_ps(m), vmin = _mm512_set1_ps(EXP_MIN), vl2e = _mm512_set1_ps(EXP_LOG2E);
         const __m512 hi = _mm512_set1_ps(-EXP_LN2_HI), lo = _mm512_set1_ps(-EXP_LN2_LO), one = _mm512_set1_ps(1.0f);
         for (; i + 16 <= n; i += 16) {
@@ -372,8 +369,6 @@ float ops_exp_sub_sum(float *y, const float *x, float m, int n) {
             __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(nn), _mm512_set1_epi32(127)), 23);
             __m512 res = _mm512_maskz_mov_ps(keep, _mm512_mul_ps(p, _mm512_castsi512_ps(e)));
             _mm512_storeu_ps(y + i, res);
-            vacc = _mm256_add_ps(vacc, _mm512_castps512_ps256(res));
-            vacc = _mm256_add_ps(vacc, _mm512_extractf32x8_ps(res, 1));
         }
     }
 #endif
@@ -398,19 +393,8 @@ float ops_exp_sub_sum(float *y, const float *x, float m, int n) {
         __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nn), _mm256_set1_epi32(127)), 23);
         __m256 res = _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
         _mm256_storeu_ps(y + i, res);
-        vacc = _mm256_add_ps(vacc, res);
     }
-    _mm256_storeu_ps(acc, vacc);
 #endif
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) {
-            y[i + l] = ops_expf(x[i + l] - m);
-            acc[l] += y[i + l];
-        }
-    float s = reduce8(acc);
-    for (; i < n; i++) {
-        y[i] = ops_expf(x[i] - m);
-        s += y[i];
-    }
-    return s;
+    for (; i < n; i++) y[i] = ops_expf(x[i] - m);
+    return ops_sum8(y, n);   /* the one definition of the sum's order */
 }
