@@ -28,6 +28,7 @@
 #include <openssl/evp.h>
 
 #include "driver/arm.h"
+#include "driver/document.h"
 #include "driver/report.h"
 #include "driver/sweep.h"
 #include "proto/proto.h"
@@ -57,9 +58,15 @@ static void usage_sweep(FILE *f) {
         "usage: strata-driver sweep --model FILE [options]\n"
         "Runs one worker per arm and measures every arm against the reference arm at K depths of one\n"
         "document in a single pass (prefill, teacher-forced row, greedy fork probe, truncate back).\n"
-        "document (one of; default: this repository's README and C sources, see below):\n"
-        "  --doc FILE          text, tokenised by the reference worker (BOS added)\n"
+        "document (one of; default --corpus kjv):\n"
+        "  --corpus kjv        the King James Bible from Debian's bible-kjv package (" DOC_KJV_COMMAND ",\n"
+        "                      verse labels stripped; ~1M tokens): the same text on every machine\n"
+        "  --corpus self       strata's own README.md, docs/*.md and C sources (changes with the code;\n"
+        "                      a mix of prose and source code like the original experiment's)\n"
         "  --corpus DIR        the regular text files under DIR, sorted by path, concatenated\n"
+        "                      (a folder named kjv or self: write ./kjv)\n"
+        "  --doc FILE          one text file\n"
+        "  Text is tokenised by the reference worker (BOS added).\n"
         "  --tokens-file FILE  token ids, decimal, separated by commas or whitespace\n"
         "arms:\n"
         "  --arms LIST         comma-separated KV specs (default f16,int8): F (K and V), K/V (int8/f16),\n"
@@ -82,14 +89,13 @@ static void usage_sweep(FILE *f) {
         "  --chunk N           tokens per prefill request (default 512; capped so one arm's rows\n"
         "                      stay under 256 MiB in per-position mode)\n"
         "output:\n"
-        "  --out DIR           results folder (default results/<YYYY-MM-DD>-<tag>/)\n"
+        "  --out DIR           results folder (default results/<YYYY-MM-DD-HHMM>-<tag>/, with -2, -3 ...\n"
+        "                      appended if that exists: a default run never reuses a folder)\n"
         "  --tag T             tag (default: model name and arms, e.g. stories260K-f16-int8)\n"
         "  --force             reuse a non-empty results folder\n"
         "  --quiet             no progress line or handshake table\n"
         "  --json              print a JSON summary on stdout at the end (out dir, status, summary.json)\n"
-        "The default document is README.md, any DESIGN.md / docs/*.md, then worker/*.c, driver/*.c,\n"
-        "proto/*.c, kernels/*.c (each sorted) of the repository the driver was built in; it changes\n"
-        "with the code, so compare runs of the same git hash.\n"
+
         "Ctrl-C stops after the current request, keeps the depths measured and renders them (exit 130).\n"
         "examples:\n"
         "  strata-driver sweep --model stories260K.gguf --arms f16,int8,f32 --doc story.txt\n"
@@ -142,44 +148,25 @@ static int parse_int(const char *opt, const char *s, long lo, long hi, int *out)
     return 0;
 }
 
-/* A growing byte buffer. */
-typedef struct { char *p; size_t n, cap; } buf;
-
-static int buf_add(buf *b, const void *data, size_t len) {
-    if (b->n + len + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + len + 1) cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np) return -1;
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, data, len);
-    b->n += len;
-    b->p[b->n] = 0;
-    return 0;
-}
-
 /* argv as one shell-quoted line (malloc'd, caller frees; NULL when out of memory). */
 static char *shell_join(int argc, char **argv) {
-    buf b = { 0 };
+    char *line = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&line, &len);
+    if (!m) return NULL;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         int safe = a[0] != 0;
         for (const char *q = a; *q; q++)
             if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=,+-@%", *q)) safe = 0;
-        if (i && buf_add(&b, " ", 1)) goto oom;
-        if (safe) { if (buf_add(&b, a, strlen(a))) goto oom; continue; }
-        if (buf_add(&b, "'", 1)) goto oom;
-        for (const char *q = a; *q; q++)
-            if (*q == '\'' ? buf_add(&b, "'\\''", 4) : buf_add(&b, q, 1)) goto oom;
-        if (buf_add(&b, "'", 1)) goto oom;
+        if (i) fputc(' ', m);
+        if (safe) { fputs(a, m); continue; }
+        fputc('\'', m);
+        for (const char *q = a; *q; q++) *q == '\'' ? fputs("'\\''", m) : fputc(*q, m);
+        fputc('\'', m);
     }
-    if (!b.p && buf_add(&b, "", 0)) goto oom;
-    return b.p;
-oom:
-    free(b.p);
-    return NULL;
+    if (fclose(m)) { free(line); return NULL; }
+    return line;
 }
 
 /* The directory of this executable (from /proc/self/exe) into dir[PATH_MAX]. */
@@ -190,30 +177,6 @@ static int exe_dir(char *dir) {
     char *slash = strrchr(dir, '/');
     if (!slash) return -1;
     *slash = 0;
-    return 0;
-}
-
-/* Reads a whole file (malloc'd, NUL-terminated; caller frees). Returns 0 or -1 with err. */
-static int read_file(const char *path, char **out, size_t *len, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    buf b = { 0 };
-    char tmp[65536];
-    size_t got;
-    if (!f) { snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno)); return -1; }
-    while ((got = fread(tmp, 1, sizeof tmp, f)) > 0) {
-        if (buf_add(&b, tmp, got) || b.n > PROTO_MAX_TEXT) {
-            snprintf(err, errlen, "%s: %s", path, b.n > PROTO_MAX_TEXT ? "larger than 64 MiB" : "out of memory");
-            fclose(f);
-            free(b.p);
-            return -1;
-        }
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { snprintf(err, errlen, "cannot read %s", path); free(b.p); return -1; }
-    if (!b.p && buf_add(&b, "", 0)) { snprintf(err, errlen, "out of memory"); return -1; }
-    *out = b.p;
-    *len = b.n;
     return 0;
 }
 
@@ -275,183 +238,22 @@ static void sanitize(char *s) {
         if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-", *s)) *s = '_';
 }
 
-/* ============================================================================================
- * The document
- * ========================================================================================== */
-
-/* Reads decimal ids separated by commas or whitespace (malloc'd *ids; caller frees). */
-static int read_tokens_file(const char *path, int32_t **ids, size_t *n, char *err, size_t errlen) {
-    char *text = NULL;
-    size_t len = 0, k = 0, cap = 1024;
-    if (read_file(path, &text, &len, err, errlen)) return -1;
-    int32_t *v = malloc(cap * sizeof *v);
-    if (!v) { free(text); snprintf(err, errlen, "out of memory"); return -1; }
-    for (size_t i = 0; i < len;) {
-        char c = text[i];
-        if (c == ',' || c == ' ' || c == '\n' || c == '\t' || c == '\r') { i++; continue; }
-        if (c < '0' || c > '9') {
-            snprintf(err, errlen, "%s: unexpected character '%c' at byte %zu (token ids are decimal, "
-                     "separated by commas or whitespace)", path, c, i);
-            goto fail;
-        }
-        long long x = 0;
-        while (i < len && text[i] >= '0' && text[i] <= '9') {
-            x = x * 10 + (text[i++] - '0');
-            if (x > INT32_MAX) { snprintf(err, errlen, "%s: token id too large at byte %zu", path, i); goto fail; }
-        }
-        if (k == cap) {
-            int32_t *nv = realloc(v, 2 * cap * sizeof *v);
-            if (!nv) { snprintf(err, errlen, "out of memory"); goto fail; }
-            v = nv;
-            cap *= 2;
-        }
-        v[k++] = (int32_t)x;
-    }
-    free(text);
-    if (k == 0) { free(v); snprintf(err, errlen, "%s holds no token ids", path); return -1; }
-    *ids = v;
-    *n = k;
-    return 0;
-fail:
-    free(text);
-    free(v);
-    return -1;
-}
-
-typedef struct { char **p; size_t n, cap; } strlist;
-
-static int strlist_add(strlist *l, const char *s) {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 64;
-        char **np = realloc(l->p, cap * sizeof *np);
-        if (!np) return -1;
-        l->p = np;
-        l->cap = cap;
-    }
-    if (!(l->p[l->n] = strdup(s))) return -1;
-    l->n++;
-    return 0;
-}
-
-static void strlist_free(strlist *l) {
-    for (size_t i = 0; i < l->n; i++) free(l->p[i]);
-    free(l->p);
-    memset(l, 0, sizeof *l);
-}
-
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* Collects the regular files under dir (recursively, not following symbolic links, skipping
- * directories named .git) into l as full paths. */
-static int collect_files(const char *dir, strlist *l, char *err, size_t errlen) {
-    DIR *d = opendir(dir);
-    if (!d) { snprintf(err, errlen, "cannot open directory %s: %s", dir, strerror(errno)); return -1; }
-    struct dirent *e;
-    int ret = 0;
-    while (!ret && (e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, ".git")) continue;
-        char p[PATH_MAX];
-        if (snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= (int)sizeof p) continue;
+/* The default results folder: results/<YYYY-MM-DD-HHMM>-<tag>, with -2, -3, ... appended when
+ * that name exists already, so a run never lands in (or overwrites) an earlier one. */
+static int default_out_dir(const char *tag, char *out, size_t outlen) {
+    char stamp[32];
+    time_t now = time(NULL);
+    struct tm tmv;
+    localtime_r(&now, &tmv);
+    strftime(stamp, sizeof stamp, "%Y-%m-%d-%H%M", &tmv);
+    for (int k = 1; k < 1000; k++) {
+        char sfx[16] = "";
         struct stat st;
-        if (lstat(p, &st)) continue;
-        if (S_ISDIR(st.st_mode)) ret = collect_files(p, l, err, errlen);
-        else if (S_ISREG(st.st_mode) && strlist_add(l, p)) { snprintf(err, errlen, "out of memory"); ret = -1; }
+        if (k > 1) snprintf(sfx, sizeof sfx, "-%d", k);
+        if (snprintf(out, outlen, "results/%s-%s%s", stamp, tag, sfx) >= (int)outlen) return -1;
+        if (lstat(out, &st) && errno == ENOENT) return 0;
     }
-    closedir(d);
-    return ret;
-}
-
-/* Appends the files (in the given order) to text, skipping binaries (a NUL byte) and adding a
- * newline after a file that does not end with one. *used counts the files taken. */
-static int concat_files(char **paths, size_t n, buf *text, int *used, char *err, size_t errlen) {
-    for (size_t i = 0; i < n; i++) {
-        char *data = NULL;
-        size_t len = 0;
-        if (read_file(paths[i], &data, &len, err, errlen)) return -1;
-        if (len == 0 || memchr(data, 0, len)) { free(data); continue; }
-        int rc = buf_add(text, data, len) || (data[len - 1] != '\n' && buf_add(text, "\n", 1));
-        free(data);
-        if (rc) { snprintf(err, errlen, "out of memory"); return -1; }
-        if (text->n > PROTO_MAX_TEXT) { snprintf(err, errlen, "the document is larger than 64 MiB"); return -1; }
-        (*used)++;
-    }
-    return 0;
-}
-
-/* --corpus DIR: every regular text file under DIR, sorted by path. */
-static int load_corpus(const char *dir, buf *text, char *desc, size_t desclen, char *err, size_t errlen) {
-    strlist l = { 0 };
-    int used = 0, ret = -1;
-    if (collect_files(dir, &l, err, errlen)) goto done;
-    qsort(l.p, l.n, sizeof *l.p, cmp_str);
-    if (concat_files(l.p, l.n, text, &used, err, errlen)) goto done;
-    if (used == 0) { snprintf(err, errlen, "no text files under %s", dir); goto done; }
-    snprintf(desc, desclen, "corpus %s: %d text files (of %zu; binaries skipped) sorted by path and "
-             "concatenated, %zu bytes", dir, used, l.n, text->n);
-    ret = 0;
-done:
-    strlist_free(&l);
-    return ret;
-}
-
-/* The default document: the repository's own docs and sources, in a fixed order. */
-static int load_default_doc(const char *root, buf *text, char *desc, size_t desclen, char *err,
-                            size_t errlen) {
-    static const char *const docs[] = { "README.md", "DESIGN.md" };
-    static const char *const dirs[] = { "docs", "worker", "driver", "proto", "kernels" };
-    static const char *const exts[] = { ".md", ".c", ".c", ".c", ".c" };
-    strlist l = { 0 };
-    int used = 0, ret = -1;
-    char p[PATH_MAX];
-    struct stat st;
-    for (size_t i = 0; i < sizeof docs / sizeof *docs; i++) {
-        snprintf(p, sizeof p, "%s/%s", root, docs[i]);
-        if (!stat(p, &st) && S_ISREG(st.st_mode) && strlist_add(&l, p)) goto oom;
-    }
-    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
-        strlist sub = { 0 };
-        snprintf(p, sizeof p, "%s/%s", root, dirs[i]);
-        DIR *d = opendir(p);
-        if (!d) continue;
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            size_t nl = strlen(e->d_name), el = strlen(exts[i]);
-            if (nl <= el || strcmp(e->d_name + nl - el, exts[i])) continue;
-            char f[PATH_MAX];
-            if (snprintf(f, sizeof f, "%s/%s", p, e->d_name) >= (int)sizeof f) continue;
-            if (!stat(f, &st) && S_ISREG(st.st_mode) && strlist_add(&sub, f)) { closedir(d); strlist_free(&sub); goto oom; }
-        }
-        closedir(d);
-        qsort(sub.p, sub.n, sizeof *sub.p, cmp_str);
-        for (size_t k = 0; k < sub.n; k++)
-            if (strlist_add(&l, sub.p[k])) { strlist_free(&sub); goto oom; }
-        strlist_free(&sub);
-    }
-    if (concat_files(l.p, l.n, text, &used, err, errlen)) goto done;
-    if (used == 0 || text->n < 1000) {
-        snprintf(err, errlen, "no default document next to the driver (looked for README.md and worker/*.c "
-                 "under %s): give --doc FILE, --corpus DIR or --tokens-file FILE", root);
-        goto done;
-    }
-    snprintf(desc, desclen, "strata's own README.md, DESIGN.md and docs/*.md if present, then worker/*.c, "
-             "driver/*.c, proto/*.c, kernels/*.c (each sorted by name) of %s at git %s, concatenated: %d "
-             "files, %zu bytes (the default document; it changes with the code)", root, STRATA_GIT, used, text->n);
-    ret = 0;
-    goto done;
-oom:
-    snprintf(err, errlen, "out of memory");
-done:
-    strlist_free(&l);
-    return ret;
-}
-
-/* sha256 of the token ids (int32 little-endian) as hex into out[65]. */
-static void tokens_sha256(const int32_t *t, size_t n, char *out) {
-    unsigned char md[32];
-    unsigned int mdlen = 0;
-    EVP_Digest(t, n * sizeof *t, md, &mdlen, EVP_sha256(), NULL);
-    for (int i = 0; i < 32; i++) sprintf(out + 2 * i, "%02x", md[i]);
-    out[64] = 0;
+    return -1;
 }
 
 /* ============================================================================================
@@ -542,6 +344,7 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         errorf("give at most one of --doc, --corpus, --tokens-file");
         return EXIT_USAGE;
     }
+    if (o->corpus && !o->corpus[0]) { errorf("--corpus is empty: kjv, self or a folder"); return EXIT_USAGE; }
     if (o->tag) {
         for (const char *q = o->tag; *q; q++)
             if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-", *q)) {
@@ -626,15 +429,15 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     arm *arms = NULL;
     int n_arms = 0, ref = -1, ret = EXIT_RUNTIME, depths_done = 0;
     char err[2048] = "", tmpdir[PATH_MAX] = "", out_dir[PATH_MAX] = "", tag[256] = "";
-    char self_dir[PATH_MAX], worker[PATH_MAX], desc[1024] = "", doc_path[PATH_MAX] = "";
-    char *text = NULL;
-    size_t n_text = 0, n_tokens = 0;
+    char self_dir[PATH_MAX], worker[PATH_MAX];
+    size_t n_tokens = 0;
     int32_t *tokens = NULL;
     int *depths = NULL;
     json_t *warnings = json_array();
-    buf doc = { 0 };
+    doc_t doc;
     const char *status = "error";
     memset(&o, 0, sizeof o);
+    memset(&doc, 0, sizeof doc);
 
     int prc = parse_sweep_opts(argc, argv, &o);
     if (prc) { ret = prc < 0 ? EXIT_OK : prc; goto done; }
@@ -680,50 +483,33 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
         }
         sanitize(tag);
     }
-    if (o.out) snprintf(out_dir, sizeof out_dir, "%s", o.out);
-    else {
-        char day[16];
-        time_t now = time(NULL);
-        struct tm tmv;
-        localtime_r(&now, &tmv);
-        strftime(day, sizeof day, "%Y-%m-%d", &tmv);
-        snprintf(out_dir, sizeof out_dir, "results/%s-%s", day, tag);
-    }
-    int ne = dir_nonempty(out_dir);
-    if (ne < 0) { errorf("--out %s exists and is not a directory", out_dir); ret = EXIT_USAGE; goto done; }
-    if (ne > 0 && !o.force) {
-        errorf("the results folder %s is not empty: choose another --out or --tag, or pass --force", out_dir);
-        ret = EXIT_USAGE;
+    if (o.out) {
+        snprintf(out_dir, sizeof out_dir, "%s", o.out);
+        int ne = dir_nonempty(out_dir);
+        if (ne < 0) { errorf("--out %s exists and is not a directory", out_dir); ret = EXIT_USAGE; goto done; }
+        if (ne > 0 && !o.force) {
+            errorf("the results folder %s is not empty: choose another --out or --tag, or pass --force", out_dir);
+            ret = EXIT_USAGE;
+            goto done;
+        }
+    } else if (default_out_dir(tag, out_dir, sizeof out_dir)) {
+        errorf("cannot find a free results folder name for results/*-%s", tag);
         goto done;
     }
 
     /* ---- the document (text now, tokenised after the handshake) ---- */
-    if (o.tokens_file) {
-        if (read_tokens_file(o.tokens_file, &tokens, &n_tokens, err, sizeof err)) { errorf("%s", err); goto done; }
-        snprintf(doc_path, sizeof doc_path, "%s", o.tokens_file);
-        snprintf(desc, sizeof desc, "token ids from %s", o.tokens_file);
-    } else if (o.doc) {
-        if (read_file(o.doc, &text, &n_text, err, sizeof err)) { errorf("%s", err); goto done; }
-        if (n_text == 0) { errorf("the document %s is empty", o.doc); goto done; }
-        snprintf(doc_path, sizeof doc_path, "%s", o.doc);
-        snprintf(desc, sizeof desc, "text file %s (%zu bytes), tokenised by the reference worker with BOS",
-                 o.doc, n_text);
-    } else {
-        int rc;
-        if (o.corpus) {
-            rc = load_corpus(o.corpus, &doc, desc, sizeof desc, err, sizeof err);
-            snprintf(doc_path, sizeof doc_path, "%s", o.corpus);
-        } else {
-            char root[PATH_MAX];
-            if (snprintf(root, sizeof root, "%s/..", self_dir) >= (int)sizeof root || !realpath(root, doc_path))
-                snprintf(doc_path, sizeof doc_path, "%s", self_dir);
-            rc = load_default_doc(doc_path, &doc, desc, sizeof desc, err, sizeof err);
-        }
-        if (rc) { errorf("%s", err); goto done; }
-        text = doc.p;
-        n_text = doc.n;
-        doc.p = NULL;
+    char root[PATH_MAX], repo[PATH_MAX];
+    if (snprintf(root, sizeof root, "%s/..", self_dir) >= (int)sizeof root || !realpath(root, repo))
+        snprintf(repo, sizeof repo, "%s", self_dir);
+    if (doc_load(o.doc, o.corpus, o.tokens_file, repo, &doc, err, sizeof err)) { errorf("%s", err); goto done; }
+    if (doc.kjv_mismatch) {
+        fprintf(stderr, "strata-driver: warning: '%s' gave a text whose sha256 is not %s: results are not "
+                "comparable with runs on the standard text\n", DOC_KJV_COMMAND, DOC_KJV_SHA256);
+        json_array_append_new(warnings, json_string("the KJV corpus differs from the standard text (sha256)"));
     }
+    tokens = doc.tokens;
+    n_tokens = doc.n_tokens;
+    doc.tokens = NULL;
 
     /* ---- start and dial the workers ---- */
     if (n_local) {
@@ -766,11 +552,11 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     /* ---- tokenise the text on the reference ---- */
     if (!tokens) {
         proto_msg req, rep;
-        size_t cap = (n_text + 2) * 4 + PROTO_SLACK;
+        size_t cap = (doc.n_text + 2) * 4 + PROTO_SLACK;
         if (arm_set_recv_max(&arms[ref], cap, err, sizeof err)) { errorf("%s", err); goto done; }
         proto_init(&req, PROTO_TOKENIZE, 0, 0);
-        req.tokenize_req.text = text;
-        req.tokenize_req.n_text = n_text;
+        req.tokenize_req.text = doc.text;
+        req.tokenize_req.n_text = doc.n_text;
         req.tokenize_req.add_bos = 1;
         int rc = arm_call(&arms[ref], &req, &rep, cap, err, sizeof err);
         if (rc) { errorf("tokenize: %s", err); proto_msg_free(&rep); goto done; }
@@ -812,8 +598,8 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     if (o.force) clear_results(out_dir);
     if (o.dump_rows && mkdir_p(o.dump_rows, err, sizeof err)) { errorf("%s", err); goto done; }
     char tok_sha[65], full_desc[1400];
-    tokens_sha256(tokens, n_tokens, tok_sha);
-    snprintf(full_desc, sizeof full_desc, "%s; %zu tokens, sha256 of the int32 ids %s", desc, n_tokens, tok_sha);
+    doc_sha256_hex(tokens, n_tokens * sizeof *tokens, tok_sha);
+    snprintf(full_desc, sizeof full_desc, "%s; %zu tokens, sha256 of the int32 ids %s", doc.desc, n_tokens, tok_sha);
     if (!o.quiet)
         fprintf(stderr, "strata-driver: %zu tokens; %d depths up to %d; fork probe %d tokens; results in %s\n",
                 n_tokens, o.depths, D, o.fork_n, out_dir);
@@ -824,7 +610,7 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     sc.command = command_line;
     sc.git = STRATA_GIT;
     sc.model_path = o.model;
-    sc.doc_path = doc_path;
+    sc.doc_path = doc.path;
     sc.doc_description = full_desc;
     sc.tokens = tokens;
     sc.n_tokens = n_tokens;
@@ -869,8 +655,7 @@ done:
     if (arms) arm_stop_all(arms, n_arms, 1, STOP_GRACE_MS);
     if (tmpdir[0]) remove_flat_dir(tmpdir);
     free(arms);
-    free(text);
-    free(doc.p);
+    doc_free(&doc);
     free(tokens);
     free(depths);
     free(o.remote);

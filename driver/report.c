@@ -106,7 +106,7 @@ static void readme_depth_table(FILE *o, const report_results *R, const report_an
         else report_fmt_sig2(X->floor_kl[j], fl, sizeof fl);
         report_fmt_fork(d->fork, d->censored, fk, sizeof fk);
         fprintf(o, "| %s | %s | %s | %s | %s | %s | ", dl, kl, js, d->same ? "yes" : "no", fk, fl);
-        if (isnan(d->nll_arm) || isnan(d->nll_ref)) fprintf(o, "n/a");
+        if (isnan(d->nll_arm) || isnan(d->nll_ref)) fprintf(o, REPORT_NA);
         else fprintf(o, "%.3f / %.3f", d->nll_arm, d->nll_ref);
         fprintf(o, " | ");
         if (d->censored) fprintf(o, "—");
@@ -161,7 +161,7 @@ static void readme_stats(FILE *o, const report_results *R, const report_analysis
     stat_row(o, name, a, hp ? b : nm);
     char slope[64];
     report_fmt_slope(&D->slope, slope, sizeof slope);
-    if (isnan(D->slope.slope)) snprintf(a, sizeof a, "n/a (fewer than 3 depths)");
+    if (isnan(D->slope.slope)) snprintf(a, sizeof a, REPORT_NA " (fewer than 3 depths)");
     else snprintf(a, sizeof a, "%s%s", slope, D->slope.n_floored ? " (zeros floored at 1e-12)" : "");
     stat_row(o, "Slope of log10 KL per 1,000 tokens of depth", a, "—");
     report_fmt_rho(&D->sp_ent, a, sizeof a); report_fmt_rho(&P->sp_ent, b, sizeof b);
@@ -181,7 +181,7 @@ static void readme_stats(FILE *o, const report_results *R, const report_analysis
              "/ of total KL", REPORT_NEAR_TIE_EPS);
     stat_row(o, name, a, hp ? b : nm);
     const stats_km *k = &D->km;
-    if (!k->n_obs) snprintf(a, sizeof a, "n/a");
+    if (!k->n_obs) snprintf(a, sizeof a, REPORT_NA);
     else if (isnan(k->median))
         snprintf(a, sizeof a, "not reached: S(%d) = %.2f (%zu of %zu identical)", R->fork_n,
                  k->surv_end, k->n_censored, k->n_obs);

@@ -17,7 +17,7 @@ static void cmp_setup(FILE *o, const char *name, const char *a, const char *b) {
 }
 
 static void fork_median_text(const stats_km *k, int fork_n, char *buf, size_t len) {
-    if (!k->n_obs) snprintf(buf, len, "n/a");
+    if (!k->n_obs) snprintf(buf, len, REPORT_NA);
     else if (isnan(k->median)) snprintf(buf, len, "not reached (S(%d) = %.2f)", fork_n, k->surv_end);
     else snprintf(buf, len, "%.0f", k->median);
 }

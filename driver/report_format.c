@@ -34,7 +34,8 @@ int report_path(char *path, size_t len, const char *dir, const char *name, char 
  * ========================================================================================== */
 
 void report_fmt_sig2(double v, char *buf, size_t len) {
-    if (isnan(v)) { snprintf(buf, len, "nan"); return; }
+    if (isnan(v)) { snprintf(buf, len, REPORT_NA); return; }
+    if (isinf(v)) { snprintf(buf, len, v > 0 ? "∞" : "−∞"); return; }
     if (v == 0.0) { snprintf(buf, len, "0"); return; }
     char e[32];
     snprintf(e, sizeof e, "%.1e", v);           /* rounds to 2 significant digits */
@@ -51,32 +52,34 @@ void report_fmt_depth(int depth, char *buf, size_t len) {
 
 void report_fmt_ci(const stats_ci *c, char *buf, size_t len) {
     char a[32], b[32], d[32];
-    if (isnan(c->est)) { snprintf(buf, len, "n/a"); return; }
+    if (isnan(c->est)) { snprintf(buf, len, REPORT_NA); return; }
     report_fmt_sig2(c->est, a, sizeof a);
-    if (isnan(c->lo)) { snprintf(buf, len, "%s", a); return; }
+    if (isnan(c->lo) || isnan(c->hi)) { snprintf(buf, len, "%s", a); return; }
     report_fmt_sig2(c->lo, b, sizeof b);
     report_fmt_sig2(c->hi, d, sizeof d);
     snprintf(buf, len, "%s [%s, %s]", a, b, d);
 }
 
 void report_fmt_pct_ci(const stats_ci *c, char *buf, size_t len) {
-    if (isnan(c->est)) { snprintf(buf, len, "n/a"); return; }
+    if (isnan(c->est)) { snprintf(buf, len, REPORT_NA); return; }
+    if (isnan(c->lo) || isnan(c->hi)) { snprintf(buf, len, "%.2f%%", 100 * c->est); return; }
     snprintf(buf, len, "%.2f%% [%.2f%%, %.2f%%]", 100 * c->est, 100 * c->lo, 100 * c->hi);
 }
 
 void report_fmt_rho(const stats_ci *c, char *buf, size_t len) {
-    if (isnan(c->est)) { snprintf(buf, len, "n/a"); return; }
+    if (isnan(c->est)) { snprintf(buf, len, REPORT_NA); return; }
     if (isnan(c->lo)) { snprintf(buf, len, "%.2f", c->est); return; }
     snprintf(buf, len, "%.2f [%.2f, %.2f]", c->est, c->lo, c->hi);
 }
 
 void report_fmt_share(double v, char *buf, size_t len) {
-    if (isnan(v)) snprintf(buf, len, "n/a");
+    if (isnan(v)) snprintf(buf, len, REPORT_NA);
     else snprintf(buf, len, "%.1f%%", 100 * v);
 }
 
 void report_fmt_slope(const stats_fit *f, char *buf, size_t len) {
-    if (isnan(f->slope)) snprintf(buf, len, "n/a");
+    if (isnan(f->slope)) snprintf(buf, len, REPORT_NA);
+    else if (isnan(f->lo) || isnan(f->hi)) snprintf(buf, len, "%+.2g", f->slope);
     else snprintf(buf, len, "%+.2g [%+.2g, %+.2g]", f->slope, f->lo, f->hi);
 }
 

@@ -112,6 +112,8 @@ const report_pos *report_find_pos(const report_results *R, int arm, int pos);
 
 /* Arm labels: formats ("K:%s,V:%s" <= 131 bytes) plus " (name)". */
 #define REPORT_LABEL_MAX 224
+/* what a table shows for a value that does not apply or was not measured (never "nan") */
+#define REPORT_NA "—"
 
 /* The statistics of one set of rows (one arm's depths, or one arm's positions). */
 typedef struct {

@@ -12,8 +12,8 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-SHARED=${STRATA_SHARED:-../shared}
-MODEL=$SHARED/models/stories260K.gguf
+FIX=tests/fixtures
+MODEL=$FIX/models/stories260K.gguf
 DRV=$BUILD/strata-driver
 WRK=$BUILD/strata-worker
 pass=0; fail=0
@@ -32,7 +32,7 @@ cleanup() { for p in $BGPIDS; do kill "$p" 2>/dev/null; done; rm -rf "$T"; }
 trap cleanup EXIT
 
 # ---- the document: the reference texts, at least 400 tokens ------------------------------------
-cat "$SHARED"/testdata/stories260K/a.txt "$SHARED"/testdata/stories260K/d.txt tests/fixtures/texts/*.txt > "$T/doc.txt"
+cat "$FIX"/stories260K/a.txt "$FIX"/stories260K/d.txt tests/fixtures/texts/*.txt > "$T/doc.txt"
 "$WRK" --model "$MODEL" --tokenize < "$T/doc.txt" > "$T/doc.tok"
 N=$(wc -w < "$T/doc.tok")
 check "the test document has at least 400 tokens ($N)" test "$N" -ge 400
@@ -113,8 +113,33 @@ check "--corpus: exit 0 and the sorted concatenation's $NC tokens (rc $rc)" \
     test $rc -eq 0 -a "$(grep -c "\"n_tokens\": $NC," "$T/rc/meta.json" 2> /dev/null)" = 1
 "$DRV" sweep --model "$MODEL" --arms f16,int8 --depths 2 --max-depth 100 --fork 4 --out "$T/rd" --quiet 2> "$T/rd.err"
 rc=$?
-check "default document: exit 0, described as the repository's own sources (rc $rc)" \
-    test $rc -eq 0 -a "$(grep -c 'the default document' "$T/rd/meta.json" 2> /dev/null)" = 1
+want=$(bible -f 'Gen1:1-Rev22:21' | sed -E 's/^[1-9]?[A-Za-z]+[0-9]+:[0-9]+ //' | "$WRK" --model "$MODEL" --tokenize | wc -w)
+check "default document: the KJV, exit 0, its sha256 and all $want tokens in meta.json (rc $rc)" \
+    test $rc -eq 0 -a "$(grep -c "King James Bible.*b5c4940bcfeee072c0935b5200d0f9d88a00a0199cb0961d16133458fcdfae5d" "$T/rd/meta.json" 2> /dev/null)" = 1 \
+    -a "$(grep -c "\"n_tokens\": $want," "$T/rd/meta.json" 2> /dev/null)" = 1
+"$DRV" sweep --model "$MODEL" --corpus self --arms f16,int8 --depths 2 --max-depth 100 --fork 4 --out "$T/rs" --quiet 2> "$T/rs.err"
+rc=$?
+check "--corpus self: exit 0, described as strata's own sources (rc $rc)" \
+    test $rc -eq 0 -a "$(grep -c "strata's own README.md" "$T/rs/meta.json" 2> /dev/null)" = 1
+cmp -s "$T/rd/depths.tsv" "$T/rs/depths.tsv"
+check "--corpus self and kjv measure different documents" test $? -ne 0
+
+# ---- 2c. make run, twice: the default results folder never collides -----------------------------
+# (the main job's own command line, on stories260K and 64 tokens; committed results stay untouched)
+SANFLAG=""; [ "$BUILD" = build-san ] && SANFLAG="SAN=1"
+tag="maketest-$$"
+before=$(git status --porcelain -- results 2> /dev/null)
+for k in 1 2; do
+    make -s run $SANFLAG MODEL_SMOL="$PWD/$MODEL" RUN_ARGS="--max-depth 64 --fork 4 --quiet --tag $tag" \
+        > "$T/mr$k.out" 2>&1
+    rc=$?
+    check "make run #$k exits 0 (rc $rc)" test $rc -eq 0
+    [ $rc -eq 0 ] || tail -n 5 "$T/mr$k.out"
+done
+n=$(ls -d results/*-"$tag" results/*-"$tag"-[0-9]* 2> /dev/null | wc -l)
+check "make run twice wrote two results folders (results/*-$tag and -2, or two minutes)" test "$n" -eq 2
+for d in results/*-"$tag" results/*-"$tag"-[0-9]*; do [ -d "$d" ] && ls "$d"/README.md > /dev/null && rm -rf "$d"; done
+check "the committed results are untouched" test "$(git status --porcelain -- results 2> /dev/null)" = "$before"
 
 # ---- 3. bad input -------------------------------------------------------------------------------
 # each: non-zero exit, exactly one error line, containing a meaningful word

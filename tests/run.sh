@@ -4,7 +4,6 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-export STRATA_SHARED=${STRATA_SHARED:-../shared}
 pass=0; fail=0; skip=0
 log=$(mktemp -d)
 for t in "$BUILD"/tests/test_* tests/*.test.sh; do

@@ -12,10 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *shared(void) {
-    const char *s = getenv("STRATA_SHARED");
-    return s ? s : "../shared";
-}
+/* the committed fixtures (tests/fixtures/README.md); tests run from the repository root */
+static const char *fixtures(void) { return "tests/fixtures"; }
 
 /* Runs tokens[n] through a fresh cache in chunks of `chunk`, all rows into out [n][V]. */
 static int run_chunks(const model *m, pool *p, kv_fmt fk, kv_fmt fv, const int32_t *tok, int n, int chunk, float *out) {
@@ -44,7 +42,7 @@ done:
 static void test_reference(const model *m, pool *p, const char *name) {
     char path[512], err[256];
     gguf_file *g;
-    snprintf(path, sizeof path, "%s/testdata/stories260K/%s.logits.gguf", shared(), name);
+    snprintf(path, sizeof path, "%s/stories260K/%s.logits.gguf", fixtures(), name);
     if (gguf_open(path, &g, err, sizeof err)) { CHECK(0, "open %s: %s", path, err); return; }
     const gguf_tensor *tt = gguf_tensor_find(g, "tokens"), *tl = gguf_tensor_find(g, "logits");
     CHECK(tt && tl, "%s: reference has tokens and logits", name);
@@ -233,8 +231,8 @@ static void test_greedy_chain(const char *name) {
     char path[512], mpath[512], err[512], warn[256];
     gguf_file *g;
     engine *e = NULL;
-    snprintf(path, sizeof path, "%s/testdata/stories260K/%s.logits.gguf", shared(), name);
-    snprintf(mpath, sizeof mpath, "%s/models/stories260K.gguf", shared());
+    snprintf(path, sizeof path, "%s/stories260K/%s.logits.gguf", fixtures(), name);
+    snprintf(mpath, sizeof mpath, "%s/models/stories260K.gguf", fixtures());
     if (gguf_open(path, &g, err, sizeof err)) { CHECK(0, "open %s", path); return; }
     const gguf_tensor *tt = gguf_tensor_find(g, "tokens"), *tl = gguf_tensor_find(g, "logits");
     engine_config cfg = { mpath, KV_F32, KV_F32, 2, 64, 0 };
@@ -338,7 +336,7 @@ int main(void) {
     test_attention(p);
     test_attention_split(p);
     test_attention_f64(p);
-    snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared());
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", fixtures());
     if (model_load(path, &m, err, sizeof err, warn, sizeof warn)) {
         CHECK(0, "load %s: %s", path, err);
         pool_free(p);
@@ -350,7 +348,7 @@ int main(void) {
     test_reference(m, p, "a");
     test_reference(m, p, "d");
     /* invariance on the tokens of reference a */
-    snprintf(path, sizeof path, "%s/testdata/stories260K/a.logits.gguf", shared());
+    snprintf(path, sizeof path, "%s/stories260K/a.logits.gguf", fixtures());
     gguf_file *g;
     if (!gguf_open(path, &g, err, sizeof err)) {
         const gguf_tensor *tt = gguf_tensor_find(g, "tokens");

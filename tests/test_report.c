@@ -3,9 +3,11 @@
 #include "driver/report.h"
 #include "tests/check.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -137,6 +139,17 @@ static void build_dir(const char *dir, int repeat_bad, int positions) {
 
 static int contains(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
 
+/* The first "nan" or "inf" (any case) standing as a word of text, or NULL: tables never show them. */
+static const char *nonfinite_word(const char *text) {
+    for (const char *p = text; p && *p; p++) {
+        if (strncasecmp(p, "nan", 3) && strncasecmp(p, "inf", 3)) continue;
+        int before = p == text || !isalnum((unsigned char)p[-1]);
+        int after = !isalnum((unsigned char)p[3]) || !strncasecmp(p, "infinity", 8);
+        if (before && after) return p;
+    }
+    return NULL;
+}
+
 /* ---- tests ---------------------------------------------------------------------------------- */
 
 static void test_formats(void) {
@@ -148,7 +161,9 @@ static void test_formats(void) {
     report_fmt_sig2(0.0, b, sizeof b); CHECK(!strcmp(b, "0"), "sig2 0 -> %s", b);
     report_fmt_sig2(1234, b, sizeof b); CHECK(!strcmp(b, "1.2e+03"), "sig2 1234 -> %s", b);
     report_fmt_sig2(0.000099996, b, sizeof b); CHECK(!strcmp(b, "0.00010"), "sig2 rounds up a decade: %s", b);
-    report_fmt_sig2(NAN, b, sizeof b); CHECK(!strcmp(b, "nan"), "sig2 NaN -> %s", b);
+    report_fmt_sig2(NAN, b, sizeof b); CHECK(!strcmp(b, "—"), "sig2 NaN (does not apply) -> %s", b);
+    report_fmt_sig2(INFINITY, b, sizeof b); CHECK(!strcmp(b, "∞"), "sig2 +inf -> %s", b);
+    report_fmt_sig2(-INFINITY, b, sizeof b); CHECK(!strcmp(b, "−∞"), "sig2 -inf -> %s", b);
     report_fmt_depth(9999, b, sizeof b); CHECK(!strcmp(b, "9999"), "depth 9999 -> %s", b);
     report_fmt_depth(10000, b, sizeof b); CHECK(!strcmp(b, "10K"), "depth 10000 -> %s", b);
     report_fmt_depth(15360, b, sizeof b); CHECK(!strcmp(b, "15K"), "depth 15360 -> %s", b);
@@ -300,7 +315,21 @@ static void test_no_positions_identical_repeat(void) {
     CHECK(contains(buf, "| Per-position metrics | measured | not measured | **differs** |"), "compare: setup differences");
     CHECK(contains(buf, "| 15K | 0.00026 | 0.00026 | 1.0 | 22 | 22 |"), "compare: depth rows side by side");
     CHECK(contains(buf, "| Repeat check | NOT identical | bit-identical |"), "compare: repeat status");
+    CHECK(contains(buf, "| Mean noise floor over depths | — | — |"),
+          "compare: the f32 arm's noise floor (against itself) does not apply: —");
+    const char *nf = nonfinite_word(buf);
+    CHECK(!nf, "compare: no nan or inf anywhere (%.40s)", nf ? nf : "");
     free(buf);
+    /* every README this test renders (with and without positions) */
+    const char *dirs[] = { "/tmp/strata_test_report_a", dir };
+    for (int k = 0; k < 2; k++) {
+        char p[512];
+        snprintf(p, sizeof p, "%s/README.md", dirs[k]);
+        char *m = slurp(p, NULL);
+        nf = nonfinite_word(m);
+        CHECK(m && !nf, "%s/README.md: no nan or inf in any table (%.40s)", dirs[k], nf ? nf : "");
+        free(m);
+    }
 }
 
 /* A repeat of a non-reference arm (int8#2 of int8) is compared row by row with its base. */

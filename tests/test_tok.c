@@ -7,7 +7,8 @@
  *   - bad input (invalid UTF-8, empty text, 1 MB texts), special-token handling, decoding of byte
  *     and control tokens, the vocab hash, load errors;
  *   - speed on 1 MB of English prose (printed; checked only against a generous bound).
- * Data comes from $STRATA_SHARED (default ../shared); the real models from $STRATA_CACHE if there.
+ * Data comes from tests/fixtures (tokenizer/, stories260K/, models/: see its README); the real
+ * models from $STRATA_CACHE (make test fetches them).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,9 +107,9 @@ static tok_vocab *load_vocab(const char *path) {
 static void run_suite_files(const char *name, const char *path, const char *pin, const char *pout, int spm,
                             int add_bos, int parse_special, int min_cases);
 
-static void run_suite(const char *shared, const char *name, int spm) {
+static void run_suite(const char *fix, const char *name, int spm) {
     char path[512], pin[600], pout[600];
-    snprintf(path, sizeof path, "%s/testdata/tokenizer/ggml-vocab-%s.gguf", shared, name);
+    snprintf(path, sizeof path, "%s/tokenizer/ggml-vocab-%s.gguf", fix, name);
     snprintf(pin, sizeof pin, "%s.inp", path);
     snprintf(pout, sizeof pout, "%s.out", path);
     run_suite_files(name, path, pin, pout, spm, 0, 0, 40);
@@ -207,10 +208,10 @@ done:
 }
 
 /* stories260K: text file tokenised with BOS against the `tokens` tensor llama.cpp wrote. */
-static void run_stories(const char *shared, const tok_vocab *v, const char *which) {
+static void run_stories(const char *fix, const tok_vocab *v, const char *which) {
     char ptxt[512], pref[512], err[256];
-    snprintf(ptxt, sizeof ptxt, "%s/testdata/stories260K/%s.txt", shared, which);
-    snprintf(pref, sizeof pref, "%s/testdata/stories260K/%s.logits.gguf", shared, which);
+    snprintf(ptxt, sizeof ptxt, "%s/stories260K/%s.txt", fix, which);
+    snprintf(pref, sizeof pref, "%s/stories260K/%s.logits.gguf", fix, which);
     size_t len = 0;
     char *text = read_file(ptxt, &len);
     gguf_file *g = NULL;
@@ -318,9 +319,9 @@ static void run_big(const tok_vocab *v, const char *name, int spm) {
 }
 
 /* Tokenising 1 MB of English prose (the stories text and suite cases repeated). */
-static void run_speed(const tok_vocab *v, const char *shared) {
+static void run_speed(const tok_vocab *v, const char *fix) {
     char path[512];
-    snprintf(path, sizeof path, "%s/testdata/stories260K/a.txt", shared);
+    snprintf(path, sizeof path, "%s/stories260K/a.txt", fix);
     size_t alen = 0;
     char *a = read_file(path, &alen);
     if (!a || alen == 0) { CHECK(0, "speed: a.txt loads"); free(a); return; }
@@ -399,15 +400,15 @@ static void run_model(const char *path, const char *name, int spm_prefix) {
 }
 
 int main(void) {
-    const char *shared = getenv("STRATA_SHARED") ? getenv("STRATA_SHARED") : "../shared";
+    const char *fix = "tests/fixtures";   /* the committed fixtures; tests run from the repo root */
     const char *cache = getenv("STRATA_CACHE");
     char path[512], hex1[65], hex2[65], hex3[65];
 
-    run_suite(shared, "gpt-2", 0);
-    run_suite(shared, "llama-spm", 1);
-    run_suite(shared, "starcoder", 0);
-    run_suite(shared, "phi-3", 1);
-    run_suite(shared, "deepseek-llm", 0);
+    run_suite(fix, "gpt-2", 0);
+    run_suite(fix, "llama-spm", 1);
+    run_suite(fix, "starcoder", 0);
+    run_suite(fix, "phi-3", 1);
+    run_suite(fix, "deepseek-llm", 0);
     {
         char home[400];
         snprintf(home, sizeof home, "%s/.cache/strata", getenv("HOME") ? getenv("HOME") : ".");
@@ -416,22 +417,22 @@ int main(void) {
         run_model_suite(c, "gemma3", "gemma-3-270m-q4_k_m.gguf", 0);   /* no space prefix */
     }
 
-    snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared);
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", fix);
     tok_vocab *st = load_vocab(path);
     CHECK(st && tok_n_vocab(st) == 512 && tok_bos(st) == 1 && tok_eos(st) == 2 && tok_add_bos(st) == 1,
           "stories260K: SPM vocab of 512, BOS 1, EOS 2, adds BOS");
     if (st) {
-        run_stories(shared, st, "a");
-        run_stories(shared, st, "d");
+        run_stories(fix, st, "a");
+        run_stories(fix, st, "d");
     }
 
-    snprintf(path, sizeof path, "%s/testdata/tokenizer/ggml-vocab-gpt-2.gguf", shared);
+    snprintf(path, sizeof path, "%s/tokenizer/ggml-vocab-gpt-2.gguf", fix);
     tok_vocab *gpt2 = load_vocab(path), *gpt2b = load_vocab(path);
-    snprintf(path, sizeof path, "%s/testdata/tokenizer/ggml-vocab-llama-spm.gguf", shared);
+    snprintf(path, sizeof path, "%s/tokenizer/ggml-vocab-llama-spm.gguf", fix);
     tok_vocab *spm = load_vocab(path);
-    snprintf(path, sizeof path, "%s/testdata/tokenizer/ggml-vocab-phi-3.gguf", shared);
+    snprintf(path, sizeof path, "%s/tokenizer/ggml-vocab-phi-3.gguf", fix);
     tok_vocab *phi3 = load_vocab(path);
-    snprintf(path, sizeof path, "%s/testdata/tokenizer/ggml-vocab-deepseek-llm.gguf", shared);
+    snprintf(path, sizeof path, "%s/tokenizer/ggml-vocab-deepseek-llm.gguf", fix);
     tok_vocab *ds = load_vocab(path);
     if (gpt2 && gpt2b && spm && phi3 && ds) {
         tok_hash(gpt2, hex1);
@@ -447,13 +448,13 @@ int main(void) {
         run_big(gpt2, "gpt-2", 0);
         run_big(spm, "llama-spm", 1);
         run_big(ds, "deepseek-llm", 0);
-        run_speed(gpt2, shared);
+        run_speed(gpt2, fix);
     } else {
         CHECK(0, "suite vocabs load for the remaining tests");
     }
 
     /* load errors: a GGUF without tokenizer metadata */
-    snprintf(path, sizeof path, "%s/testdata/stories260K/a.logits.gguf", shared);
+    snprintf(path, sizeof path, "%s/stories260K/a.logits.gguf", fix);
     gguf_file *g;
     char err[256] = "";
     tok_vocab *none = NULL;

@@ -3,6 +3,8 @@
  * of proto/proto.h until a shutdown request (or SIGTERM/SIGINT). See usage() for the options.
  * Exit codes: 0 ok, 1 runtime error, 2 usage error. */
 #include "proto/proto.h"
+#include "proto/errmsg.h"
+#include "proto/tokfile.h"
 #include "worker/engine.h"
 
 #include <errno.h>
@@ -31,50 +33,15 @@ static void usage(FILE *f) {
         "  --dump-logits OUT   write every position's row: int32 vocab, int32 rows, rows x vocab f32 (LE)\n"
         "  --max-new N         generate N tokens after the prompt; print their ids on stdout\n"
         "  --temperature T     0 = greedy (default); --seed S for T > 0\n"
-        "  --tokenize          read text on stdin, print its token ids\n"
+        "  --tokenize          read text on stdin, print its token ids (BOS as the model wants it)\n"
+        "  --detokenize        read token ids on stdin, print their text\n"
+        "                      (both load only the tokenizer: a vocabulary-only GGUF will do)\n"
         "  --timing            print prefill/decode timing on stderr\n"
         "  --listen URL        serve the driver protocol (ipc://PATH or tcp://HOST:PORT; loopback by default)\n"
         "examples:\n"
         "  strata-worker --model m.gguf --kv int8 --prompt 'Once upon a time' --max-new 32\n"
         "  strata-worker --model m.gguf --kv f32 --tokens-file t.txt --dump-logits rows.bin\n"
         "  strata-worker --model m.gguf --kv int8 --listen tcp://127.0.0.1:5555\n");
-}
-
-/* Reads decimal ids separated by commas or whitespace. *ids malloc'd (caller frees). */
-static int read_tokens_file(const char *path, int32_t **ids, size_t *n, char *err, size_t errlen) {
-    FILE *f = fopen(path, "r");
-    size_t cap = 1024, k = 0;
-    int32_t *v = NULL;
-    int ret = -1;
-    if (!f) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
-    if (!(v = malloc(cap * sizeof *v))) goto done;
-    for (;;) {
-        int c = fgetc(f);
-        while (c == ',' || c == ' ' || c == '\n' || c == '\t' || c == '\r') c = fgetc(f);
-        if (c == EOF) break;
-        if (c < '0' || c > '9') { snprintf(err, errlen, "%s: unexpected character '%c' (token ids are decimal)", path, c); goto done; }
-        long long x = 0;
-        while (c >= '0' && c <= '9') {
-            x = x * 10 + (c - '0');
-            if (x > INT32_MAX) { snprintf(err, errlen, "%s: token id too large", path); goto done; }
-            c = fgetc(f);
-        }
-        if (c != EOF) ungetc(c, f);
-        if (k == cap) {
-            int32_t *nv = realloc(v, 2 * cap * sizeof *v);
-            if (!nv) goto done;
-            v = nv;
-            cap *= 2;
-        }
-        v[k++] = (int32_t)x;
-    }
-    ret = 0;
-done:
-    fclose(f);
-    if (ret) { free(v); if (!err[0]) snprintf(err, errlen, "out of memory"); return -1; }
-    *ids = v;
-    *n = k;
-    return 0;
 }
 
 static volatile sig_atomic_t g_stop;   /* set by the signal handler only */
@@ -236,10 +203,66 @@ static int parse_int(const char *opt, const char *s, long lo, long hi, int *out)
     return 0;
 }
 
+/* Reads all of stdin into *text[*len] (malloc'd; caller frees). */
+static int read_stdin(char **text, size_t *len, char *err, size_t errlen) {
+    size_t cap = 1 << 16, n = 0, got;
+    char *t = malloc(cap);   /* [cap] bytes read so far: n */
+    while (t && (got = fread(t + n, 1, cap - n, stdin)) > 0) {
+        n += got;
+        if (n > PROTO_MAX_TEXT) { free(t); return errmsg_set(err, errlen, -1, "stdin: more than 64 MiB"); }
+        if (n == cap) { char *nt = realloc(t, cap *= 2); if (!nt) free(t); t = nt; }
+    }
+    if (!t) return errmsg_set(err, errlen, -1, "out of memory");
+    *text = t;
+    *len = n;
+    return 0;
+}
+
+/* --tokenize ('z'): text on stdin -> ids on stdout; --detokenize ('Z'): ids on stdin -> text.
+ * Loads the GGUF's tokenizer only. Returns 0, or 1 with err set. */
+static int tokenizer_only(const char *path, int mode, char *err, size_t errlen) {
+    gguf_file *g = NULL;
+    tok_vocab *v = NULL;
+    char *text = NULL, *piece = NULL;   /* stdin; one token's bytes [tok_max_piece] */
+    int32_t *ids = NULL;                /* [n] */
+    size_t len = 0, n = 0;
+    int ret = 1;
+    if (gguf_open(path, &g, err, errlen) || tok_load(g, &v, err, errlen)) goto done;
+    if (read_stdin(&text, &len, err, errlen)) goto done;
+    if (mode == 'z') {
+        if (tok_encode(v, text, len, 1, 0, &ids, &n, err, errlen)) goto done;
+        for (size_t i = 0; i < n; i++) printf("%s%d", i ? " " : "", ids[i]);
+        printf("\n");
+    } else {
+        size_t cap = tok_max_piece(v) + 1;
+        size_t blank = 0;   /* an empty list of ids is an empty text */
+        while (blank < len && strchr(" ,\t\r\n", text[blank])) blank++;
+        if (blank < len && tokfile_parse("stdin", text, len, &ids, &n, err, errlen)) goto done;
+        if (!(piece = malloc(cap))) { errmsg_set(err, errlen, -1, "out of memory"); goto done; }
+        for (size_t i = 0; i < n; i++) {
+            size_t pl = 0;
+            if (tok_decode(v, ids[i], piece, cap, &pl)) {
+                errmsg_set(err, errlen, -1, "token id %d (index %zu) is outside the vocabulary of %d", ids[i], i,
+                           tok_n_vocab(v));
+                goto done;
+            }
+            fwrite(piece, 1, pl, stdout);
+        }
+    }
+    ret = fflush(stdout) ? errmsg_set(err, errlen, 1, "cannot write stdout") : 0;
+done:
+    free(text);
+    free(piece);
+    free(ids);
+    tok_free(v);
+    gguf_close(g);
+    return ret;
+}
+
 int main(int argc, char **argv) {
     engine_config cfg = { NULL, KV_F16, KV_F16, 2, 512, 0 };
     const char *tokens_file = NULL, *prompt = NULL, *dump = NULL, *listen = NULL;
-    int max_new = 0, do_tokenize = 0, timing = 0;
+    int max_new = 0, tok_mode = 0, timing = 0;
     double temperature = 0;
     unsigned long long seed = 0;
     char err[1024] = "", warn[512] = "";
@@ -248,7 +271,7 @@ int main(int argc, char **argv) {
         {"prefill", 1, 0, 'p'}, {"max-context", 1, 0, 'c'}, {"threads", 1, 0, 't'},
         {"tokens-file", 1, 0, 'f'}, {"prompt", 1, 0, 'P'}, {"dump-logits", 1, 0, 'd'},
         {"max-new", 1, 0, 'n'}, {"temperature", 1, 0, 'T'}, {"seed", 1, 0, 's'},
-        {"tokenize", 0, 0, 'z'}, {"timing", 0, 0, 'i'}, {"listen", 1, 0, 'l'}, {"help", 0, 0, 'h'},
+        {"tokenize", 0, 0, 'z'}, {"detokenize", 0, 0, 'Z'}, {"timing", 0, 0, 'i'}, {"listen", 1, 0, 'l'}, {"help", 0, 0, 'h'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
@@ -273,7 +296,8 @@ int main(int argc, char **argv) {
         case 'n': if (parse_int("--max-new", optarg, 0, 1 << 20, &max_new)) return 2; break;
         case 'T': temperature = atof(optarg); break;
         case 's': seed = strtoull(optarg, NULL, 10); break;
-        case 'z': do_tokenize = 1; break;
+        case 'z': tok_mode = 'z'; break;
+        case 'Z': tok_mode = 'Z'; break;
         case 'i': timing = 1; break;
         case 'l': listen = optarg; break;
         case 'h': usage(stdout); return 0;
@@ -288,6 +312,10 @@ int main(int argc, char **argv) {
     size_t n_toks = 0;
     float *rows = NULL;
     int ret = 1;
+    if (tok_mode) {   /* the tokenizer alone: works on vocabulary-only GGUFs too */
+        ret = tokenizer_only(cfg.model_path, tok_mode, err, sizeof err);
+        goto done;
+    }
     if (engine_create(&cfg, &e, err, sizeof err, warn, sizeof warn)) goto done;
     if (warn[0]) fprintf(stderr, "strata-worker: warning: %s\n", warn);
     if (listen) {
@@ -299,28 +327,12 @@ int main(int argc, char **argv) {
         ret = serve(e, listen);
         goto done;
     }
-    if (do_tokenize) {
-        size_t cap = 1 << 16, len = 0, got;
-        char *text = malloc(cap);
-        while (text && (got = fread(text + len, 1, cap - len, stdin)) > 0) {
-            len += got;
-            if (len == cap) { char *t = realloc(text, cap *= 2); if (!t) { free(text); text = NULL; } else text = t; }
-        }
-        if (!text) { snprintf(err, sizeof err, "out of memory"); goto done; }
-        int rc = tok_encode(e->tok, text, len, 1, 0, &toks, &n_toks, err, sizeof err);
-        free(text);
-        if (rc) goto done;
-        for (size_t i = 0; i < n_toks; i++) printf("%s%d", i ? " " : "", toks[i]);
-        printf("\n");
-        ret = 0;
-        goto done;
-    }
     if (tokens_file) {
-        if (read_tokens_file(tokens_file, &toks, &n_toks, err, sizeof err)) goto done;
+        if (tokfile_read(tokens_file, &toks, &n_toks, err, sizeof err)) goto done;
     } else if (prompt) {
         if (tok_encode(e->tok, prompt, strlen(prompt), 1, 0, &toks, &n_toks, err, sizeof err)) goto done;
     } else {
-        snprintf(err, sizeof err, "nothing to do: give --tokens-file, --prompt, --tokenize or --listen");
+        snprintf(err, sizeof err, "nothing to do: give --tokens-file, --prompt, --tokenize, --detokenize or --listen");
         fprintf(stderr, "strata-worker: %s\n", err);
         ret = 2;
         goto done_quiet;

@@ -174,10 +174,10 @@ import gguf
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
-SHARED = os.path.abspath(os.path.join(REPO, "..", "shared"))
-STORIES = os.environ.get("STRATA_STORIES", os.path.join(SHARED, "models", "stories260K.gguf"))
+FIX = os.path.join(REPO, "tests", "fixtures")
+STORIES = os.environ.get("STRATA_STORIES", os.path.join(FIX, "models", "stories260K.gguf"))
 GPT2_VOCAB = os.environ.get("STRATA_GPT2_VOCAB",
-                            os.path.join(SHARED, "testdata", "tokenizer", "ggml-vocab-gpt-2.gguf"))
+                            os.path.join(FIX, "tokenizer", "ggml-vocab-gpt-2.gguf"))
 
 ARCHS = {
     "llama":  dict(dim=64, n_layer=3, n_head=4, n_head_kv=2, head_dim=16, n_ff=160,

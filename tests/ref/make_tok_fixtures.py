@@ -11,7 +11,7 @@ Usage: tests/.venv/bin/python tests/ref/make_tok_fixtures.py [--out DIR] [--cach
                               model says
   The real models come from the cache (tests/ref/fetch_models.sh).
 
-Format: the same as llama.cpp's tokenizer suites in ../shared/testdata/tokenizer
+Format: the same as llama.cpp's tokenizer suites in tests/fixtures/tokenizer
 (*.inp / *.out): in the .txt every case is followed by the line
 "__ggml_vocab_test__" (i.e. the file is the concatenation of
 case + "\\n__ggml_vocab_test__\\n"); the .ids has one line per case, each id
@@ -26,7 +26,7 @@ Flags (llama_tokenize):
                        (SmolLM2: false, Gemma 3: true), parse_special = true.
 
 The cases (>= 50 KB, deterministic: a fixed seed and fixed inputs) are built from
-  - the texts in tests/fixtures/texts/ and ../shared/DESIGN.md, split into
+  - the texts in tests/fixtures/texts/ (design-note.md among them), split into
     paragraphs and lines (prose, markdown, tables, code spans);
   - generated C-like and Python-like code (identifiers, numbers, operators,
     tabs and space indentation, comments, string escapes);
@@ -49,7 +49,6 @@ import unicodedata
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
-SHARED = os.path.abspath(os.path.join(REPO, "..", "shared"))
 sys.path.insert(0, HERE)
 import lcpp  # noqa: E402
 import make_logit_fixtures as mf  # noqa: E402
@@ -235,7 +234,7 @@ def text_cases(rng):
     for name in sorted(os.listdir(tdir)):
         if name.endswith(".txt"):
             cases.append(open(os.path.join(tdir, name), encoding="utf-8").read())
-    design = os.path.join(SHARED, "DESIGN.md")
+    design = os.path.join(REPO, "tests", "fixtures", "texts", "design-note.md")
     paras = re.split(r"\n\s*\n", open(design, encoding="utf-8").read())
     # (a paragraph naming the separator itself cannot be a case)
     cases.extend(p for p in paras if p.strip() and "__ggml_vocab_test__" not in p)
