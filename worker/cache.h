@@ -14,7 +14,7 @@
  *     w_j = exp(s_j - max s)       (ops_exp_sub_sum: lanes of 8 from j = lo, fixed reduction)
  *     o   = (sum_j w_j v_j) / sum_j w_j   (sequential fma over j ascending, per output element)
  * Every quantity depends only on (p, h) and the cache, never on the chunk or thread split: that is
- * the batch invariance of DESIGN §2. Rotated formats (q4_0r) rotate q before and o after.
+ * the batch invariance of docs/DESIGN.md §2. Rotated formats (q4_0r) rotate q before and o after.
  */
 #ifndef STRATA_CACHE_H
 #define STRATA_CACHE_H

