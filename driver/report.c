@@ -364,7 +364,7 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
                 "measured.\n");
     if (!n_rep)
         fprintf(o, "- No repeated arm: run-to-run determinism is not checked in this run.\n");
-    fprintf(o, "- Log-probabilities: z = logit − max in f32, log-sum-exp in double (DESIGN §3); "
+    fprintf(o, "- Log-probabilities: z = logit − max in f32, log-sum-exp in double (docs/DESIGN.md §3); "
             "KL values below ~1e-7 carry rounding of order 1e-6 relative or more.\n\n");
 
     fprintf(o, "## Reproduce\n\n```sh\n%s\n```\n\nRe-render this folder from its TSV/JSON files "

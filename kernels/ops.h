@@ -82,7 +82,8 @@ void ops_geglu(float *x, const float *up, int n);
 /* exp(x) for x <= 0 by range reduction and a polynomial (max error ~2 ulp); scalar and AVX2
  * versions bit-identical. Returns 0 for x < -87.3. */
 float ops_expf(float x);
-/* y[i] = ops_expf(x[i] - m); returns the sum of y in ascending order (f32). x, y [n] may alias. */
+/* y[i] = ops_expf(x[i] - m); returns the sum of y in ops_sum8 order (8 lanes, their fixed
+ * reduction, then the tail; f32). x, y [n] may alias. */
 float ops_exp_sub_sum(float *y, const float *x, float m, int n);
 /* The sum ops_exp_sub_sum returns, in its order (8 lanes from y[0], reduce8, then the tail), of
  * values y[n] already computed: split attention computes the weights in pieces, sums them whole. */

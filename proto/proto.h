@@ -67,7 +67,8 @@ enum {
     PROTO_E_TOOBIG    = 2,   /* message or a count over its cap */
     PROTO_E_BADARG    = 3,   /* well-formed but a value is not allowed (rows = 3, temperature NaN) */
     PROTO_E_RANGE     = 4,   /* valid request the engine cannot serve (depth > n_past, context full) */
-    PROTO_E_INTERNAL  = 5,   /* engine failure, out of memory */
+    PROTO_E_INTERNAL  = 5,   /* the worker could not allocate a reply buffer (engine failures in a
+                                forward pass travel as PROTO_E_RANGE with their message) */
     PROTO_E_VERSION   = 6,   /* "v" is not PROTO_VERSION */
     PROTO_E_TRANSPORT = 7,   /* local: nng send/recv/dial failed (peer gone, socket closed) */
     PROTO_E_TIMEOUT   = 8,   /* local: nng timed out */

