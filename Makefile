@@ -4,6 +4,8 @@
 #   make run        the main job: default sweep on the default model and document
 #   make bench      speed figures and ratios
 #   make models     download the real models into $(STRATA_CACHE) (sha256 checked)
+#   make fuzz       libFuzzer on the GGUF reader, the protocol decoder and the tokenizers (clang;
+#                   FUZZ_SECONDS per target, default 60); make test replays their seed corpora
 #   make SAN=1 ...  the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-san/)
 
 CC      ?= gcc
@@ -37,10 +39,12 @@ DRIVER_SRC := $(filter-out driver/main.c,$(wildcard driver/*.c))
 ENGINE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(ENGINE_SRC))
 DRIVER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(DRIVER_SRC))
 TEST_SRC := $(wildcard tests/test_*.c)
-TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+FUZZ_TARGETS := gguf proto tok
+TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC)) \
+            $(patsubst %,$(BUILD)/tests/test_fuzz_%,$(FUZZ_TARGETS))
 BINS    := $(BUILD)/strata-worker $(BUILD)/strata-driver
 
-.PHONY: all deps test run bench models clean
+.PHONY: all deps test run bench models clean fuzz fuzz-seeds
 # keep the test and bench objects (make would delete them as intermediates of a chain)
 .SECONDARY:
 all: $(BINS)
@@ -84,6 +88,12 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/libanalysis.a $(BUILD)/libengi
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $^ $(LDLIBS)
 
+# the fuzz targets as tests: tests/fuzz/replay.c runs each over its committed seed corpus
+$(BUILD)/tests/test_fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(BUILD)/libengine.a | $(BUILD)/.deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDSAN) -DFUZZ_CORPUS='"tests/fuzz/corpus/$*"' -o $@ tests/fuzz/fuzz_$*.c tests/fuzz/replay.c \
+	    $(BUILD)/libengine.a $(LDLIBS)
+
 test: all $(TEST_BIN) models
 	@BUILD=$(BUILD) bash tests/run.sh
 
@@ -106,7 +116,37 @@ $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(BUILD)/libengine.a
 bench: all $(BENCH_BIN) $(MODEL_SMOL)
 	@BUILD=$(BUILD) bash tests/bench/bench.sh
 
+# libFuzzer: clang with the fuzzer, ASan and UBSan; each target runs FUZZ_SECONDS from its corpus
+# (new inputs it finds go to build-fuzz/corpus/<target>, not into the committed seeds)
+FUZZ_SECONDS ?= 60
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -I. -ffp-contract=off -fno-fast-math -pthread \
+               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_LIB_SRC := $(ENGINE_SRC)
+fuzz: $(BUILD)/.deps
+	@command -v clang >/dev/null && [ -n "$$(find /usr/lib/llvm-*/lib/clang -name 'libclang_rt.fuzzer-x86_64.a' 2>/dev/null)" ] || { \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq clang libclang-rt-14-dev >/dev/null; }
+	@mkdir -p build-fuzz
+	@for t in $(FUZZ_TARGETS); do \
+	  clang $(FUZZ_CFLAGS) -o build-fuzz/fuzz_$$t tests/fuzz/fuzz_$$t.c $(FUZZ_LIB_SRC) $(LDLIBS) || exit 1; \
+	done
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p build-fuzz/corpus/$$t; echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
+	  build-fuzz/fuzz_$$t -seed=1 -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+	      -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/$$t- \
+	      build-fuzz/corpus/$$t tests/fuzz/corpus/$$t \
+	      > build-fuzz/fuzz_$$t.log 2>&1 || { tail -n 40 build-fuzz/fuzz_$$t.log; exit 1; }; \
+	  grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb' build-fuzz/fuzz_$$t.log | sed "s/^/  /"; \
+	done
+
+# regenerate the committed seed corpora (needs the PyPI packages gguf and numpy for the GGUF seeds)
+fuzz-seeds: $(BUILD)/libengine.a
+	$(CC) $(CFLAGS) -o $(BUILD)/make_proto_seeds tests/fuzz/make_proto_seeds.c $(BUILD)/libengine.a $(LDLIBS)
+	mkdir -p tests/fuzz/corpus/proto && $(BUILD)/make_proto_seeds tests/fuzz/corpus/proto
+	bash tests/fuzz/make_tok_seeds.sh
+	python3 tests/fuzz/make_gguf_seeds.py
+
 clean:
-	rm -rf build build-san strata-worker strata-driver
+	rm -rf build build-san build-fuzz strata-worker strata-driver
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
