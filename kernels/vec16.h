@@ -10,6 +10,7 @@
 
 #if defined(__AVX512F__)
 #define VEC16 1
+#define VEC16_ISA "avx512"
 typedef __m512 vec16;
 static inline vec16 v_zero(void) { return _mm512_setzero_ps(); }
 static inline vec16 v_load(const float *p) { return _mm512_loadu_ps(p); }
@@ -26,6 +27,7 @@ static inline __m256 v_fold(vec16 v) {
 static inline void v_reg(vec16 *v) { __asm__("" : "+v"(*v)); }
 #else
 #define VEC16 1
+#define VEC16_ISA "avx2"
 typedef struct { __m256 lo, hi; } vec16;
 static inline vec16 v_zero(void) { vec16 r = { _mm256_setzero_ps(), _mm256_setzero_ps() }; return r; }
 static inline vec16 v_load(const float *p) { vec16 r = { _mm256_loadu_ps(p), _mm256_loadu_ps(p + 8) }; return r; }
@@ -49,5 +51,10 @@ static inline float v_hsum8(__m256 v) {
 }
 static inline float v_sum(vec16 v) { return v_hsum8(v_fold(v)); }
 
+#endif   /* AVX2 + FMA */
+
+#ifndef VEC16_ISA
+#define VEC16_ISA "c"   /* no vector path: the plain C forms */
 #endif
+
 #endif

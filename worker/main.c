@@ -5,6 +5,7 @@
 #include "proto/proto.h"
 #include "proto/errmsg.h"
 #include "proto/tokfile.h"
+#include "kernels/vec16.h"
 #include "worker/engine.h"
 
 #include <errno.h>
@@ -57,7 +58,7 @@ static void fill_hello(const engine *e, proto_hello_rep *h) {
     snprintf(h->tokenizer_hash, sizeof h->tokenizer_hash, "%s", th);
     snprintf(h->kv_k, sizeof h->kv_k, "%s", kv_fmt_name(e->cfg.kv_k));
     snprintf(h->kv_v, sizeof h->kv_v, "%s", kv_fmt_name(e->cfg.kv_v));
-    snprintf(h->device, sizeof h->device, "cpu");
+    snprintf(h->device, sizeof h->device, "cpu-%s", VEC16_ISA);   /* backend and kernel ISA */
     h->n_vocab = (uint32_t)e->m->n_vocab;
     h->n_ctx = (uint64_t)e->n_ctx;
     h->n_layer = (uint32_t)e->m->n_layer;
