@@ -2,10 +2,11 @@
  *
  * 1. Block sizes against the GGUF spec; quant_row_bytes edge cases (n not a multiple of the
  *    block, n = 0, overflow, unknown types); type names.
- * 2. Fixtures: tests/fixtures/quant/TYPE.gguf hold tensor q (4 x 256 values, raw TYPE) and ref
- *    (F32), ref being the dequantisation by the PyPI `gguf` package (tests/ref/make_quant_fixtures.py).
- *    Both our paths must reproduce ref bit for bit: every value is an exact product plus at most one
- *    rounded add, so there is no legitimate difference to allow for.
+ * 2. Fixtures: tests/fixtures/quant/TYPE.gguf hold tensor q (rows of 256 values, raw TYPE: 4 rows,
+ *    more for the IQ / MXFP4 / ternary types, whose rows walk every codebook entry, sign pattern and
+ *    sub-scale) and ref (F32), ref being the dequantisation by the PyPI `gguf` package
+ *    (tests/ref/make_quant_fixtures.py). Both our paths must reproduce ref bit for bit: every value
+ *    is an exact product plus at most one rounded add, so there is no legitimate difference to allow for.
  * 3. The fast path against the reference on random blocks (aligned and unaligned, odd lengths),
  *    and on all 65536 halves for F16.
  * 4. Invalid requests fill the output with NaN.
@@ -31,6 +32,8 @@
 static const uint32_t supported[] = {
     GGUF_T_F32, GGUF_T_F16, GGUF_T_BF16, GGUF_T_Q4_0, GGUF_T_Q4_1, GGUF_T_Q5_0, GGUF_T_Q5_1,
     GGUF_T_Q8_0, GGUF_T_Q2_K, GGUF_T_Q3_K, GGUF_T_Q4_K, GGUF_T_Q5_K, GGUF_T_Q6_K,
+    QUANT_T_IQ4_NL, QUANT_T_IQ4_XS, QUANT_T_IQ3_S, QUANT_T_IQ3_XXS, QUANT_T_IQ2_XXS, QUANT_T_IQ2_XS,
+    QUANT_T_IQ2_S, QUANT_T_IQ1_S, QUANT_T_IQ1_M, QUANT_T_MXFP4, QUANT_T_TQ1_0, QUANT_T_TQ2_0,
 };
 #define N_SUPPORTED (int)(sizeof supported / sizeof supported[0])
 
@@ -55,6 +58,12 @@ static void test_sizes(void) {
         {GGUF_T_Q2_K, "Q2_K", 256, 84},   {GGUF_T_Q3_K, "Q3_K", 256, 110},
         {GGUF_T_Q4_K, "Q4_K", 256, 144},  {GGUF_T_Q5_K, "Q5_K", 256, 176},
         {GGUF_T_Q6_K, "Q6_K", 256, 210},
+        {16, "IQ2_XXS", 256, 66},         {17, "IQ2_XS", 256, 74},
+        {18, "IQ3_XXS", 256, 98},         {19, "IQ1_S", 256, 50},
+        {20, "IQ4_NL", 32, 18},           {21, "IQ3_S", 256, 110},
+        {22, "IQ2_S", 256, 82},           {23, "IQ4_XS", 256, 136},
+        {29, "IQ1_M", 256, 56},           {34, "TQ1_0", 256, 54},
+        {35, "TQ2_0", 256, 66},           {39, "MXFP4", 32, 17},
     };
     for (size_t i = 0; i < sizeof spec / sizeof spec[0]; i++) {
         uint32_t t = spec[i].type;
@@ -64,8 +73,8 @@ static void test_sizes(void) {
     }
 
     /* unsupported types: named when ggml names them, sizes 0 */
-    static const uint32_t unsup[] = {4, 5, GGUF_T_Q8_1, GGUF_T_Q8_K, 17, GGUF_T_I8, GGUF_T_I32,
-                                     GGUF_T_F64, 31, 40, 41, 42, 1000, UINT32_MAX};
+    static const uint32_t unsup[] = {4, 5, GGUF_T_Q8_1, GGUF_T_Q8_K, GGUF_T_I8, GGUF_T_I32,
+                                     GGUF_T_F64, 31, 36, 38, 40, 41, 42, 1000, UINT32_MAX};
     int all_zero = 1;
     for (size_t i = 0; i < sizeof unsup / sizeof unsup[0]; i++) {
         uint32_t t = unsup[i];
@@ -74,9 +83,9 @@ static void test_sizes(void) {
             all_zero = 0;
     }
     CHECK(all_zero, "unsupported / unknown types: not supported, block sizes and row bytes 0");
-    CHECK(strcmp(quant_type_name(17), "IQ2_XS") == 0 && strcmp(quant_type_name(GGUF_T_Q8_K), "Q8_K") == 0 &&
+    CHECK(strcmp(quant_type_name(40), "NVFP4") == 0 && strcmp(quant_type_name(GGUF_T_Q8_K), "Q8_K") == 0 &&
           strcmp(quant_type_name(GGUF_T_I32), "I32") == 0,
-          "unsupported ggml types keep their names (IQ2_XS, Q8_K, I32)");
+          "unsupported ggml types keep their names (NVFP4, Q8_K, I32)");
     CHECK(strcmp(quant_type_name(4), "unknown") == 0 && strcmp(quant_type_name(1000), "unknown") == 0,
           "retired / unknown numbers are \"unknown\"");
     char buf[32];
@@ -175,7 +184,12 @@ static int fp16_fields(uint32_t type, int off[2]) {
     case GGUF_T_Q3_K: off[0] = 108; return 1;
     case GGUF_T_Q6_K: off[0] = 208; return 1;
     case GGUF_T_F16: off[0] = 0; return 1;
-    default: return 0;
+    case QUANT_T_IQ4_NL: case QUANT_T_IQ4_XS: case QUANT_T_IQ3_S: case QUANT_T_IQ3_XXS:
+    case QUANT_T_IQ2_XXS: case QUANT_T_IQ2_XS: case QUANT_T_IQ2_S: case QUANT_T_IQ1_S:
+        off[0] = 0; return 1;
+    case QUANT_T_TQ1_0: off[0] = 52; return 1;
+    case QUANT_T_TQ2_0: off[0] = 64; return 1;
+    default: return 0;   /* IQ1_M (d in four nibbles) and MXFP4 (E8M0): random_row */
     }
 }
 
@@ -192,11 +206,18 @@ static void random_row(uint32_t type, uint8_t *dst, int64_t n, uint64_t *s) {
     for (size_t i = 0; i < bytes; i++) dst[i] = (uint8_t)rng_next(s);
     size_t bb = quant_block_bytes(type);
     int off[2], nf = fp16_fields(type, off);
-    for (size_t b = 0; b < bytes; b += bb)
+    for (size_t b = 0; b < bytes; b += bb) {
         for (int f = 0; f < nf; f++) {
             uint16_t h = rand_finite_f16(s);
             memcpy(dst + b + off[f], &h, 2);
         }
+        if (type == QUANT_T_IQ1_M) {          /* d: the top nibbles of the four scale words */
+            uint16_t h = rand_finite_f16(s);
+            for (int w = 0; w < 4; w++)
+                dst[b + 49 + 2 * w] = (uint8_t)((dst[b + 49 + 2 * w] & 0x0F) | (((h >> (4 * w)) & 0x0F) << 4));
+        }
+        if (type == QUANT_T_MXFP4) dst[b] = (uint8_t)(rng_next(s) % 160);   /* scale 2^-128 .. 2^31 */
+    }
     if (type == GGUF_T_F32)
         for (size_t i = 0; i < bytes; i += 4) {
             float v = (float)((double)(int32_t)rng_next(s) * 1e-6);

@@ -33,6 +33,7 @@
 
 #include "kernels/fp16.h"
 #include "worker/gguf.h"
+#include "worker/quant_tables.h"
 
 /* ---------------------------------------------------------------------------------------------
  * 1. Type table
@@ -62,14 +63,21 @@ static const quant_traits quant_table[] = {
     [GGUF_T_Q5_K] = {"Q5_K", QK_K, 2 + 2 + 12 + 32 + 128},
     [GGUF_T_Q6_K] = {"Q6_K", QK_K, 128 + 64 + 16 + 2},
     [GGUF_T_Q8_K] = {"Q8_K", 0, 0},
-    [16] = {"IQ2_XXS", 0, 0}, [17] = {"IQ2_XS", 0, 0}, [18] = {"IQ3_XXS", 0, 0},
-    [19] = {"IQ1_S", 0, 0},   [20] = {"IQ4_NL", 0, 0}, [21] = {"IQ3_S", 0, 0},
-    [22] = {"IQ2_S", 0, 0},   [23] = {"IQ4_XS", 0, 0},
+    [QUANT_T_IQ2_XXS] = {"IQ2_XXS", QK_K, 2 + 64},
+    [QUANT_T_IQ2_XS]  = {"IQ2_XS", QK_K, 2 + 64 + 8},
+    [QUANT_T_IQ3_XXS] = {"IQ3_XXS", QK_K, 2 + 64 + 32},
+    [QUANT_T_IQ1_S]   = {"IQ1_S", QK_K, 2 + 32 + 16},
+    [QUANT_T_IQ4_NL]  = {"IQ4_NL", 32, 2 + 16},
+    [QUANT_T_IQ3_S]   = {"IQ3_S", QK_K, 2 + 64 + 8 + 32 + 4},
+    [QUANT_T_IQ2_S]   = {"IQ2_S", QK_K, 2 + 32 + 32 + 8 + 8},
+    [QUANT_T_IQ4_XS]  = {"IQ4_XS", QK_K, 2 + 2 + 4 + 128},
     [GGUF_T_I8]  = {"I8", 0, 0},  [GGUF_T_I16] = {"I16", 0, 0}, [GGUF_T_I32] = {"I32", 0, 0},
     [GGUF_T_I64] = {"I64", 0, 0}, [GGUF_T_F64] = {"F64", 0, 0},
-    [29] = {"IQ1_M", 0, 0},
+    [QUANT_T_IQ1_M]   = {"IQ1_M", QK_K, 32 + 16 + 8},
     [GGUF_T_BF16] = {"BF16", 1, 2},
-    [34] = {"TQ1_0", 0, 0}, [35] = {"TQ2_0", 0, 0}, [39] = {"MXFP4", 0, 0},
+    [QUANT_T_TQ1_0]   = {"TQ1_0", QK_K, 48 + 4 + 2},
+    [QUANT_T_TQ2_0]   = {"TQ2_0", QK_K, 64 + 2},
+    [QUANT_T_MXFP4]   = {"MXFP4", 32, 1 + 16},
     [40] = {"NVFP4", 0, 0}, [41] = {"Q1_0", 0, 0},
 };
 #define QUANT_TABLE_LEN (sizeof quant_table / sizeof quant_table[0])
@@ -321,6 +329,267 @@ static void ref_q6_k(const uint8_t *b, float *y) {
     }
 }
 
+/* ---- the IQ, MXFP4 and ternary types ------------------------------------------------------------
+ * Codebooks (quant_tables.h): a grid entry holds 4 or 8 small values, read as bytes in memory order.
+ * Every value below is a product of short factors, so it is exact in f32 whatever the order of the
+ * multiplications (the header's exactness note): IQ2 grids 11 (d) + 5 (2s+1) + 6 (grid <= 43) bits;
+ * IQ3_XXS 11 + 5 + 5 (62 = 2*31); IQ3_S 11 + 5 + 4; IQ1 11 + 4 + 4 (grid +- 1/8 = k/8, k <= 9);
+ * IQ4_XS 11 + 5 + 7 (|kvalue| <= 127); the operands stay far from f32's subnormal range (smallest
+ * fp16 subnormal 2^-24 times 1/8) and from overflow. MXFP4's scale is a power of two from 2^-128 to
+ * 2^127 and its codes small integers, so a product is exact or overflows to inf: the same inf on
+ * every path. Sign flips (a factor -1) are exact. The expressions keep the gguf package's order. */
+
+static const uint8_t *grid_bytes(const void *entry) { return (const uint8_t *)entry; }
+static float sign_of(unsigned bits, int j) { return (bits >> j) & 1u ? -1.0f : 1.0f; }
+
+/* IQ4_NL: 32 values in 18 bytes
+ *   [0..1]   d       fp16 scale
+ *   [2..17]  qs[16]  4-bit indices into kvalues_iq4nl: value j (0..15) is the low nibble of qs[j],
+ *                    value j+16 its high nibble
+ *   y = d * kvalues_iq4nl[q] */
+static void ref_iq4_nl(const uint8_t *b, float *y) {
+    float d = load_f16(b);
+    const uint8_t *qs = b + 2;
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)kvalues_iq4nl[qs[j] & 0x0F];
+        y[j + 16] = d * (float)kvalues_iq4nl[qs[j] >> 4];
+    }
+}
+
+/* IQ4_XS: 256 values in 136 bytes, 8 groups of 32 values
+ *   [0..1]    d          fp16 super-scale
+ *   [2..3]    scales_h   uint16: bits 2g..2g+1 are the high 2 bits of group g's 6-bit scale
+ *   [4..7]    scales_l   the low 4 bits of group g's scale: nibble g%2 (0 = low) of byte g/2
+ *   [8..135]  qs[128]    4-bit indices into kvalues_iq4nl: group g value l (0..15) is the low
+ *                        nibble of qs[16g + l], value l+16 its high nibble
+ *   value l of group g:  y = (d * (scale[g] - 32)) * kvalues_iq4nl[q] */
+static int iq4_xs_scale(const uint8_t *b, int g) {
+    uint16_t sh;
+    memcpy(&sh, b + 2, 2);
+    return (((b[4 + g / 2] >> (4 * (g % 2))) & 0x0F) | (((sh >> (2 * g)) & 3) << 4)) - 32;
+}
+
+static void ref_iq4_xs(const uint8_t *b, float *y) {
+    float d = load_f16(b);
+    const uint8_t *qs = b + 8;
+    for (int g = 0; g < 8; g++) {
+        float dl = d * (float)iq4_xs_scale(b, g);
+        for (int j = 0; j < 16; j++) {
+            y[32 * g + j] = dl * (float)kvalues_iq4nl[qs[16 * g + j] & 0x0F];
+            y[32 * g + 16 + j] = dl * (float)kvalues_iq4nl[qs[16 * g + j] >> 4];
+        }
+    }
+}
+
+/* MXFP4: 32 values in 17 bytes
+ *   [0]      e       E8M0 shared exponent: the scale is 2^(e - 127); kvalues_mxfp4 are the e2m1
+ *                    values doubled, so d = 2^(e - 128) (an f32 subnormal for e = 0, 1)
+ *   [1..16]  qs[16]  4-bit indices into kvalues_mxfp4, nibble order as IQ4_NL
+ *   y = d * kvalues_mxfp4[q] */
+static float e8m0_half(uint8_t e) {
+    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float d;
+    memcpy(&d, &bits, 4);
+    return d;
+}
+
+static void ref_mxfp4(const uint8_t *b, float *y) {
+    float d = e8m0_half(b[0]);
+    const uint8_t *qs = b + 1;
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)kvalues_mxfp4[qs[j] & 0x0F];
+        y[j + 16] = d * (float)kvalues_mxfp4[qs[j] >> 4];
+    }
+}
+
+/* IQ2_XXS: 256 values in 66 bytes, 8 groups of 32 values, each 4 runs of 8
+ *   [0..1]   d        fp16 super-scale
+ *   [2..65]  8 x (a0, a1), two uint32 per group:
+ *            byte r of a0            run r's entry in iq2xxs_grid (8 values of 0x08, 0x19, 0x2b)
+ *            bits 7r..7r+6 of a1     run r's signs: ksigns_iq2xs[those bits], bit j set = value j
+ *                                    negative
+ *            bits 28..31 of a1       the group's scale s
+ *   value j of run r of group g:  y = ((d * (0.5 + s)) * 0.25) * grid[j] * sign */
+static void ref_iq2_xxs(const uint8_t *b, float *y) {
+    float d = load_f16(b);
+    for (int g = 0; g < 8; g++) {
+        uint32_t a0, a1;
+        memcpy(&a0, b + 2 + 8 * g, 4);
+        memcpy(&a1, b + 6 + 8 * g, 4);
+        float db = d * (0.5f + (float)(a1 >> 28)) * 0.25f;
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *grid = grid_bytes(&iq2xxs_grid[(a0 >> (8 * r)) & 0xFF]);
+            unsigned signs = ksigns_iq2xs[(a1 >> (7 * r)) & 0x7F];
+            for (int j = 0; j < 8; j++) y[32 * g + 8 * r + j] = db * (float)grid[j] * sign_of(signs, j);
+        }
+    }
+}
+
+/* IQ2_XS: 256 values in 74 bytes, 32 runs of 8 values, a scale per two runs
+ *   [0..1]    d          fp16 super-scale
+ *   [2..65]   qs[32]     uint16 per run k: bits 0..8 the entry in iq2xs_grid, bits 9..15 the
+ *                        signs (ksigns_iq2xs[those bits], as IQ2_XXS)
+ *   [66..73]  scales[8]  scale of runs 2i, 2i+1: nibble i%2 (0 = low) of byte i/2
+ *   value j of run k:  y = ((d * (0.5 + s)) * 0.25) * grid[j] * sign */
+static void ref_iq2_xs(const uint8_t *b, float *y) {
+    float d = load_f16(b);
+    const uint8_t *scales = b + 66;
+    for (int k = 0; k < 32; k++) {
+        uint16_t q;
+        memcpy(&q, b + 2 + 2 * k, 2);
+        int s = (scales[k / 4] >> (4 * ((k / 2) % 2))) & 0x0F;
+        float db = d * (0.5f + (float)s) * 0.25f;
+        const uint8_t *grid = grid_bytes(&iq2xs_grid[q & 511]);
+        unsigned signs = ksigns_iq2xs[q >> 9];
+        for (int j = 0; j < 8; j++) y[8 * k + j] = db * (float)grid[j] * sign_of(signs, j);
+    }
+}
+
+/* IQ2_S: 256 values in 82 bytes, 32 runs of 8 values, a scale per two runs
+ *   [0..1]    d          fp16 super-scale
+ *   [2..33]   qs[32]     low 8 bits of run k's entry in iq2s_grid (1024 entries)
+ *   [34..65]  signs[32]  run k's signs: bit j of signs[k] set = value j negative
+ *   [66..73]  qh[8]      high 2 bits of run k's entry: bits 2(k%4)..2(k%4)+1 of qh[k/4]
+ *   [74..81]  scales[8]  as IQ2_XS
+ *   value j of run k:  y = ((d * (0.5 + s)) * 0.25) * grid[j] * sign */
+static void ref_iq2_s(const uint8_t *b, float *y) {
+    float d = load_f16(b);
+    const uint8_t *qs = b + 2, *signs = b + 34, *qh = b + 66, *scales = b + 74;
+    for (int k = 0; k < 32; k++) {
+        int s = (scales[k / 4] >> (4 * ((k / 2) % 2))) & 0x0F;
+        float db = d * (0.5f + (float)s) * 0.25f;
+        const uint8_t *grid = grid_bytes(&iq2s_grid[qs[k] | (((qh[k / 4] >> (2 * (k % 4))) & 3) << 8)]);
+        for (int j = 0; j < 8; j++) y[8 * k + j] = db * (float)grid[j] * sign_of(signs[k], j);
+    }
+}
+
+/* IQ3_XXS: 256 values in 98 bytes, 8 groups of 32 values, each 4 runs of 8
+ *   [0..1]    d        fp16 super-scale
+ *   [2..65]   qs[64]   entries in iq3xxs_grid (4 values each): values 4i..4i+3 of the block are
+ *                      entry qs[i]
+ *   [66..97]  a[8]     uint32 per group: bits 7r..7r+6 run r's signs (ksigns_iq2xs, as IQ2_XXS),
+ *                      bits 28..31 the group's scale s
+ *   value e (group g = e/32, run r = e%32/8):  y = ((d * (0.5 + s)) * 0.5) * grid * sign */
+static void ref_iq3_xxs(const uint8_t *b, float *y) {
+    float d = load_f16(b);
+    const uint8_t *qs = b + 2;
+    for (int g = 0; g < 8; g++) {
+        uint32_t a;
+        memcpy(&a, b + 66 + 4 * g, 4);
+        float db = d * (0.5f + (float)(a >> 28)) * 0.5f;
+        for (int r = 0; r < 4; r++) {
+            unsigned signs = ksigns_iq2xs[(a >> (7 * r)) & 0x7F];
+            for (int j = 0; j < 8; j++) {
+                const uint8_t *grid = grid_bytes(&iq3xxs_grid[qs[8 * g + 2 * r + j / 4]]);
+                y[32 * g + 8 * r + j] = db * (float)grid[j % 4] * sign_of(signs, j);
+            }
+        }
+    }
+}
+
+/* IQ3_S: 256 values in 110 bytes, 8 groups of 32 values
+ *   [0..1]      d          fp16 super-scale
+ *   [2..65]     qs[64]     low 8 bits of the entries in iq3s_grid (512 entries, 4 values each):
+ *                          values 4i..4i+3 are entry qs[i] | (bit i%8 of qh[i/8]) << 8
+ *   [66..73]    qh[8]
+ *   [74..105]   signs[32]  bit e%8 of signs[e/8] set = value e negative
+ *   [106..109]  scales[4]  group g's scale s: nibble g%2 (0 = low) of byte g/2
+ *   value e (group g = e/32):  y = (d * (1 + 2s)) * grid * sign */
+static void ref_iq3_s(const uint8_t *b, float *y) {
+    float d = load_f16(b);
+    const uint8_t *qs = b + 2, *qh = b + 66, *signs = b + 74, *scales = b + 106;
+    for (int g = 0; g < 8; g++) {
+        float db = d * (float)(1 + 2 * ((scales[g / 2] >> (4 * (g % 2))) & 0x0F));
+        for (int e = 32 * g; e < 32 * g + 32; e++) {
+            int i = e / 4;
+            const uint8_t *grid = grid_bytes(&iq3s_grid[qs[i] | (((qh[i / 8] >> (i % 8)) & 1) << 8)]);
+            y[e] = db * (float)grid[e % 4] * sign_of(signs[e / 8], e % 8);
+        }
+    }
+}
+
+/* IQ1_S: 256 values in 50 bytes, 8 groups of 32 values, each 4 runs of 8
+ *   [0..1]    d       fp16 super-scale
+ *   [2..33]   qs[32]  low 8 bits of run k's entry in iq1s_grid (2048 entries of -1, 0, 1)
+ *   [34..49]  qh[8]   uint16 per group g: bits 3r..3r+2 the high 3 bits of run 4g+r's entry,
+ *                     bits 12..14 the scale s, bit 15 the sign of delta
+ *   value j of run r of group g:  y = (d * (2s + 1)) * (grid[j] + delta), delta = +-1/8 */
+static void ref_iq1_s(const uint8_t *b, float *y) {
+    float d = load_f16(b);
+    const uint8_t *qs = b + 2;
+    for (int g = 0; g < 8; g++) {
+        uint16_t h;
+        memcpy(&h, b + 34 + 2 * g, 2);
+        float dl = d * (float)(2 * ((h >> 12) & 7) + 1);
+        float delta = h & 0x8000 ? -0.125f : 0.125f;
+        for (int r = 0; r < 4; r++) {
+            const int8_t *grid = (const int8_t *)&iq1s_grid[qs[4 * g + r] | (((h >> (3 * r)) & 7) << 8)];
+            for (int j = 0; j < 8; j++) y[32 * g + 8 * r + j] = dl * ((float)grid[j] + delta);
+        }
+    }
+}
+
+/* IQ1_M: 256 values in 56 bytes, 32 runs of 8 values, a scale per two runs
+ *   [0..31]   qs[32]     low 8 bits of run k's entry in iq1s_grid
+ *   [32..47]  qh[16]     nibble k%2 (0 = low) of qh[k/2]: bits 0..2 the high 3 bits of run k's
+ *                        entry, bit 3 the sign of its delta
+ *   [48..55]  sc[4]      uint16: bits 3i..3i+2 of sc[m/4] are scale s of runs 2m, 2m+1 (m 0..15);
+ *                        the fp16 super-scale d is the top nibbles: sc[0]>>12 | sc[1]>>12<<4 |
+ *                        sc[2]>>12<<8 | sc[3]>>12<<12
+ *   value j of run k:  y = (d * (2s + 1)) * (grid[j] + delta), delta = +-1/8 */
+static void ref_iq1_m(const uint8_t *b, float *y) {
+    const uint8_t *qs = b, *qh = b + 32;
+    uint16_t sc[4];
+    memcpy(sc, b + 48, 8);
+    uint16_t dh = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000));
+    float d = fp16_to_f32(dh);
+    for (int k = 0; k < 32; k++) {
+        int m = k / 2;
+        float dl = d * (float)(2 * ((sc[m / 4] >> (3 * (m % 4))) & 7) + 1);
+        int nib = (qh[k / 2] >> (4 * (k % 2))) & 0x0F;
+        float delta = nib & 8 ? -0.125f : 0.125f;
+        const int8_t *grid = (const int8_t *)&iq1s_grid[qs[k] | ((nib & 7) << 8)];
+        for (int j = 0; j < 8; j++) y[8 * k + j] = dl * ((float)grid[j] + delta);
+    }
+}
+
+/* TQ1_0: 256 ternary values in 54 bytes, 5 trits per byte
+ *   [0..47]   qs[48]  byte v holds 5 trits t_0..t_4 as ceil(256 * (sum_k t_k 3^(4-k)) / 243), so that
+ *                     trit k is ((uint8)(v * 3^k) * 3) >> 8: values 32k + l (k 0..4, l 0..31) are
+ *                     trit k of qs[l]; values 160 + 16k + l (l 0..15) trit k of qs[32 + l]
+ *   [48..51]  qh[4]   values 240 + 4k + l (k 0..3, l 0..3): trit k of qh[l]
+ *   [52..53]  d       fp16 scale
+ *   y = d * (t - 1) */
+static int tq1_trit(uint8_t v, int k) {
+    static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
+    uint8_t m = (uint8_t)(v * pow3[k]);   /* mod 256 */
+    return ((int)m * 3) >> 8;
+}
+
+static void ref_tq1_0(const uint8_t *b, float *y) {
+    const uint8_t *qs = b, *qh = b + 48;
+    float d = load_f16(b + 52);
+    for (int k = 0; k < 5; k++)
+        for (int l = 0; l < 32; l++) y[32 * k + l] = d * (float)(tq1_trit(qs[l], k) - 1);
+    for (int k = 0; k < 5; k++)
+        for (int l = 0; l < 16; l++) y[160 + 16 * k + l] = d * (float)(tq1_trit(qs[32 + l], k) - 1);
+    for (int k = 0; k < 4; k++)
+        for (int l = 0; l < 4; l++) y[240 + 4 * k + l] = d * (float)(tq1_trit(qh[l], k) - 1);
+}
+
+/* TQ2_0: 256 values in 66 bytes
+ *   [0..63]   qs[64]  2-bit codes: value 128h + 32s + l (h 0..1, s 0..3, l 0..31) is bits 2s..2s+1
+ *                     of qs[32h + l]
+ *   [64..65]  d       fp16 scale
+ *   y = d * (q - 1) */
+static void ref_tq2_0(const uint8_t *b, float *y) {
+    float d = load_f16(b + 64);
+    for (int e = 0; e < QK_K; e++) {
+        int h = e / 128, s = (e % 128) / 32, l = e % 32;
+        y[e] = d * (float)(((b[32 * h + l] >> (2 * s)) & 3) - 1);
+    }
+}
+
 /* F32 / F16 / BF16: one value per "block" of 4 / 2 / 2 bytes. */
 static void ref_f32(const uint8_t *b, float *y) { memcpy(y, b, 4); }
 static void ref_f16(const uint8_t *b, float *y) { y[0] = load_f16(b); }
@@ -347,6 +616,18 @@ static quant_block_fn quant_ref_block(uint32_t type) {
     case GGUF_T_Q4_K: return ref_q4_k;
     case GGUF_T_Q5_K: return ref_q5_k;
     case GGUF_T_Q6_K: return ref_q6_k;
+    case QUANT_T_IQ4_NL: return ref_iq4_nl;
+    case QUANT_T_IQ4_XS: return ref_iq4_xs;
+    case QUANT_T_MXFP4: return ref_mxfp4;
+    case QUANT_T_IQ2_XXS: return ref_iq2_xxs;
+    case QUANT_T_IQ2_XS: return ref_iq2_xs;
+    case QUANT_T_IQ2_S: return ref_iq2_s;
+    case QUANT_T_IQ3_XXS: return ref_iq3_xxs;
+    case QUANT_T_IQ3_S: return ref_iq3_s;
+    case QUANT_T_IQ1_S: return ref_iq1_s;
+    case QUANT_T_IQ1_M: return ref_iq1_m;
+    case QUANT_T_TQ1_0: return ref_tq1_0;
+    case QUANT_T_TQ2_0: return ref_tq2_0;
     default: return NULL;
     }
 }
