@@ -10,7 +10,8 @@
  * 3. The fast path against the reference on random blocks (aligned and unaligned, odd lengths),
  *    and on all 65536 halves for F16.
  * 4. Invalid requests fill the output with NaN.
- * 5. The fused dequantise-and-dot (quant_dot_rows) against dequantising and the canonical dot.
+ * 5. The fused dequantise-and-dot (quant_dot_rows) against dequantising and the canonical dot; and
+ *    ops_matmul (fused or generic path, decode and prefill shapes) against the same, for every type.
  * 6. Throughput per type (information only).
  *
  * The fixture folder is tests/fixtures/quant relative to the working directory (the repository
@@ -228,10 +229,18 @@ static void random_row(uint32_t type, uint8_t *dst, int64_t n, uint64_t *s) {
 static void test_fast_vs_ref(void) {
 #if defined(__AVX2__) && defined(__F16C__)
     static const uint32_t hot[] = {GGUF_T_Q4_0, GGUF_T_Q4_1, GGUF_T_Q5_0, GGUF_T_Q5_1, GGUF_T_Q8_0,
-                                   GGUF_T_Q4_K, GGUF_T_Q6_K, GGUF_T_F16, GGUF_T_BF16};
+                                   GGUF_T_Q4_K, GGUF_T_Q6_K, GGUF_T_F16, GGUF_T_BF16,
+                                   QUANT_T_IQ4_NL, QUANT_T_IQ4_XS, QUANT_T_MXFP4};
     int all = 1;
     for (size_t i = 0; i < sizeof hot / sizeof hot[0]; i++) all &= quant_has_fast_path(hot[i]);
-    CHECK(all, "AVX2 build: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K F16 BF16 have a fast path");
+    CHECK(all, "AVX2 build: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K F16 BF16 IQ4_NL IQ4_XS MXFP4 have a fast path");
+#endif
+#if defined(__AVX512F__) && defined(__AVX2__) && defined(__F16C__)
+    static const uint32_t grid[] = {QUANT_T_IQ3_S, QUANT_T_IQ3_XXS, QUANT_T_IQ2_XXS, QUANT_T_IQ2_XS,
+                                    QUANT_T_IQ2_S, QUANT_T_IQ1_S, QUANT_T_IQ1_M, QUANT_T_TQ1_0, QUANT_T_TQ2_0};
+    int all512 = 1;
+    for (size_t i = 0; i < sizeof grid / sizeof grid[0]; i++) all512 &= quant_has_fast_path(grid[i]);
+    CHECK(all512, "AVX-512 build: IQ3_S IQ3_XXS IQ2_XXS IQ2_XS IQ2_S IQ1_S IQ1_M TQ1_0 TQ2_0 have a fast path too");
 #endif
     enum { N = 4096 };
     static uint8_t buf[N * 4 + 64];
@@ -324,11 +333,14 @@ static void test_fused(void) {
     }
 #if defined(__AVX512F__) && defined(__F16C__)
     static const uint32_t hot[] = {GGUF_T_Q4_0, GGUF_T_Q4_1, GGUF_T_Q5_0, GGUF_T_Q5_1, GGUF_T_Q8_0,
-                                   GGUF_T_Q4_K, GGUF_T_Q6_K};
+                                   GGUF_T_Q4_K, GGUF_T_Q6_K, QUANT_T_IQ4_NL, QUANT_T_IQ4_XS, QUANT_T_MXFP4,
+                                   QUANT_T_IQ2_XXS, QUANT_T_IQ3_S};
     int all = 1;
     float o1[8];
     for (size_t i = 0; i < sizeof hot / sizeof hot[0]; i++) all &= quant_dot_rows(hot[i], buf, 0, 1, x, 256, o1) == 0;
-    CHECK(all && n_fused == 7, "AVX-512 build: fused kernels for Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K (%d types)", n_fused);
+    /* every block type but Q2_K Q3_K Q5_K: the seven above, and all twelve IQ / MXFP4 / TQ types */
+    CHECK(all && n_fused == 19, "AVX-512 build: fused kernels for Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K, "
+          "IQ4_NL IQ4_XS MXFP4 IQ2_XXS IQ3_S ... (%d types)", n_fused);
 #endif
     float o[10] = {0};
     int refused = quant_dot_rows(GGUF_T_Q8_0, buf, 34, 0, x, 32, o) && quant_dot_rows(GGUF_T_Q8_0, buf, 34, 9, x, 32, o) &&
@@ -337,6 +349,51 @@ static void test_fused(void) {
     int untouched = 1;
     for (int i = 0; i < 10; i++) untouched &= o[i] == 0.0f;
     CHECK(refused && untouched, "fused dot refuses 0 or 9 rows, a partial block, F32 and unsupported types, writing nothing");
+}
+
+/* ---- 5b. the caller: ops_matmul ------------------------------------------------------------------
+ * For every type, through the code the forward pass runs: T = 1 takes the fused kernel where the
+ * type has one and dequantise + dot where not, T = 5 dequantises and uses the matmul tiles; rows
+ * unaligned, a row count that leaves a partial group of 8. Both must equal dequantising with the
+ * reference and ops_dot_ref, bit for bit. */
+static void test_matmul(void) {
+    enum { ROWS = 19, COLS = 512, T = 5 };
+    static uint8_t data[ROWS * COLS * 4 + 64];
+    static float x[T * COLS], y[T * ROWS], w[COLS];
+    pool *p = NULL;
+    if (pool_create(2, &p) != 0) {
+        CHECK(0, "pool_create(2)");
+        return;
+    }
+    uint64_t s = 11;
+    for (int i = 0; i < N_SUPPORTED; i++) {
+        uint32_t t = supported[i];
+        size_t rb = quant_row_bytes(t, COLS);
+        for (int r = 0; r < ROWS; r++) random_row(t, data + 1 + (size_t)r * rb, COLS, &s);
+        if (t == GGUF_T_BF16)   /* random bits would hold NaN and inf: moderate values instead */
+            for (size_t j = 0; j < (size_t)ROWS * rb; j += 2) {
+                uint32_t u = f32_bits((float)((double)(int32_t)rng_next(&s) * 1e-9));
+                uint16_t h = (uint16_t)(u >> 16);
+                memcpy(data + 1 + j, &h, 2);
+            }
+        for (int j = 0; j < T * COLS; j++) x[j] = (float)((double)(int32_t)rng_next(&s) * 0x1p-29);
+        ops_weight W = {.type = t, .rows = ROWS, .cols = COLS, .row_bytes = rb, .data = data + 1};
+        int64_t bad = 0, fail = 0;
+        for (int nt = 1; nt <= T; nt += T - 1) {
+            for (int j = 0; j < T * ROWS; j++) y[j] = NAN;
+            fail |= ops_matmul(p, &W, x, y, nt, ROWS) != 0;
+            for (int r = 0; r < ROWS; r++) {
+                quant_dequant_row_ref(t, data + 1 + (size_t)r * rb, w, COLS);
+                for (int k = 0; k < nt; k++)
+                    bad += f32_bits(y[k * ROWS + r]) != f32_bits(ops_dot_ref(w, x + k * COLS, COLS));
+            }
+        }
+        float o[8];
+        int fused = quant_dot_rows(t, data + 1, rb, 1, x, COLS, o) == 0;
+        CHECK(!fail && bad == 0, "%s: ops_matmul T = 1 (%s) and T = 5 bit-identical to reference dequantise + dot (%lld differ)",
+              quant_type_name(t), fused ? "fused kernel" : "dequantise + dot", (long long)bad);
+    }
+    pool_free(p);
 }
 
 /* ---- 4. invalid requests ------------------------------------------------------------------- */
@@ -406,6 +463,7 @@ int main(void) {
     test_fast_vs_ref();
     test_invalid();
     test_fused();
+    test_matmul();
     report_throughput();
     return check_done();
 }

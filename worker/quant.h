@@ -66,8 +66,9 @@ void quant_dequant_row_ref(uint32_t type, const void *src, float *y, int64_t n);
  * rows (1..8) at src, src + row_bytes, ...: bit-identical to quant_dequant_row followed by
  * ops_dot, without storing the dequantised values (for decode, where each row meets one token).
  * Returns 0, or -1 with nothing written when this build has no fused kernel for type (AVX-512
- * builds have Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K) or nr / n is out of range: the caller then
- * dequantises. Allocates nothing. */
+ * builds have every block type but Q2_K Q3_K Q5_K: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K and the
+ * twelve IQ / MXFP4 / TQ types) or nr / n is out of range: the caller then dequantises.
+ * Allocates nothing. */
 int quant_dot_rows(uint32_t type, const void *src, size_t row_bytes, int nr, const float *x, int64_t n, float *out);
 
 /* 1 if quant_dequant_row uses a vectorised path for type in this build, else 0 (informational). */
