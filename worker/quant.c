@@ -1137,15 +1137,18 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
             }                                                                                  \
         } }
 
-/* IQ3_S: chunk c (values 16c..16c+15) = entries 4c..4c+3, sign bytes 2c, 2c+1 */
-#define IQ3_S_IDX(blk, i) (iq3s_grid[(blk)[2 + (i)] | ((((blk)[66 + (i) / 8] >> ((i) % 8)) & 1) << 8)])
+/* IQ3_S: chunk c (values 16c..16c+15) = entries 4c..4c+3 (their ninth bits: bits 4(c%2)..4(c%2)+3
+ * of qh[c/2]), sign bytes 2c, 2c+1 */
 #define IQ3_S_CHUNKS(blk, EMIT) {                                                              \
         float d_ = f16c_load(blk);                                                             \
         for (int g = 0; g < 8; g++) {                                                          \
             __m512 db = _mm512_set1_ps(d_ * (float)(1 + 2 * ((blk[106 + g / 2] >> (4 * (g % 2))) & 0x0F))); \
             for (int h = 0; h < 2; h++) {                                                      \
-                int c = 2 * g + h, i = 4 * c;                                                  \
-                __m128i gv = grid4(IQ3_S_IDX(blk, i), IQ3_S_IDX(blk, i + 1), IQ3_S_IDX(blk, i + 2), IQ3_S_IDX(blk, i + 3)); \
+                int c = 2 * g + h;                                                             \
+                const uint8_t *e4 = blk + 2 + 4 * c;                                           \
+                unsigned hb = (unsigned)blk[66 + g] << 8 >> (4 * h);                           \
+                __m128i gv = grid4(iq3s_grid[e4[0] | (hb & 0x100)], iq3s_grid[e4[1] | ((hb >> 1) & 0x100)], \
+                                   iq3s_grid[e4[2] | ((hb >> 2) & 0x100)], iq3s_grid[e4[3] | ((hb >> 3) & 0x100)]); \
                 EMIT(16 * c, flip16(_mm512_mul_ps(db, u8x16_ps(gv)), rd16(blk + 74 + 2 * c)));  \
             }                                                                                  \
         } }
@@ -1156,7 +1159,7 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
         for (int g = 0; g < 8; g++) {                                                          \
             unsigned hw = rd16(blk + 34 + 2 * g);                                              \
             __m512 dl = _mm512_set1_ps(d_ * (float)(2 * ((hw >> 12) & 7) + 1));                \
-            __m512 delta = _mm512_set1_ps(hw & 0x8000 ? -0.125f : 0.125f);                     \
+            __m512 delta = flip16(_mm512_set1_ps(0.125f), 0u - (hw >> 15));                    \
             for (int h = 0; h < 2; h++) {                                                      \
                 int r = 2 * h;                                                                 \
                 __m128i gv = grid2(iq1s_grid[blk[2 + 4 * g + r] | (((hw >> (3 * r)) & 7) << 8)], \
@@ -1165,7 +1168,8 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
             }                                                                                  \
         } }
 
-/* IQ1_M: chunk m = runs 2m, 2m+1 (one scale; a delta per run) */
+/* IQ1_M: chunk m = runs 2m, 2m+1 (one scale; a delta per run). The deltas' signs are set without
+ * a branch (random signs would mispredict): -0.125f is 0.125f with the sign bit flipped. */
 #define IQ1_M_CHUNKS(blk, EMIT) {                                                              \
         uint16_t sc[4];                                                                        \
         memcpy(sc, blk + 48, 8);                                                               \
@@ -1174,8 +1178,7 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
         for (int m = 0; m < 16; m++) {                                                         \
             __m512 dl = _mm512_set1_ps(d_ * (float)(2 * ((sc[m / 4] >> (3 * (m % 4))) & 7) + 1)); \
             unsigned n0 = blk[32 + m] & 0x0F, n1 = blk[32 + m] >> 4;                           \
-            __m512 delta = _mm512_mask_blend_ps((__mmask16)0xFF00, _mm512_set1_ps(n0 & 8 ? -0.125f : 0.125f), \
-                                                _mm512_set1_ps(n1 & 8 ? -0.125f : 0.125f));    \
+            __m512 delta = flip16(_mm512_set1_ps(0.125f), ((0u - (n0 >> 3)) & 0x00FF) | ((0u - (n1 >> 3)) & 0xFF00)); \
             __m128i gv = grid2(iq1s_grid[blk[2 * m] | ((n0 & 7) << 8)], iq1s_grid[blk[2 * m + 1] | ((n1 & 7) << 8)]); \
             EMIT(16 * m, _mm512_mul_ps(dl, _mm512_add_ps(i8x16_ps(gv), delta)));               \
         } }
