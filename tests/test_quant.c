@@ -450,7 +450,7 @@ static void report_throughput(void) {
         random_row(t, src, 4096, &s);
         double fast = throughput(quant_dequant_row, t, src, y);
         double ref = throughput(quant_dequant_row_ref, t, src, y);
-        printf("info:   %-5s fast %8.3g  reference %8.3g  (x%.1f%s)\n", quant_type_name(t), fast, ref,
+        printf("info:   %-7s fast %8.3g  reference %8.3g  (x%.1f%s)\n", quant_type_name(t), fast, ref,
                fast / ref, quant_has_fast_path(t) ? "" : ", no vector path");
     }
 }
