@@ -2,14 +2,16 @@
  *
  * 1. Block sizes against the GGUF spec; quant_row_bytes edge cases (n not a multiple of the
  *    block, n = 0, overflow, unknown types); type names.
- * 2. Fixtures: tests/fixtures/quant/TYPE.gguf hold tensor q (4 x 256 values, raw TYPE) and ref
- *    (F32), ref being the dequantisation by the PyPI `gguf` package (tests/ref/make_quant_fixtures.py).
- *    Both our paths must reproduce ref bit for bit: every value is an exact product plus at most one
- *    rounded add, so there is no legitimate difference to allow for.
+ * 2. Fixtures: tests/fixtures/quant/TYPE.gguf hold tensor q (rows of 256 values, raw TYPE: 4 rows,
+ *    more for the IQ / MXFP4 / ternary types, whose rows walk every codebook entry, sign pattern and
+ *    sub-scale) and ref (F32), ref being the dequantisation by the PyPI `gguf` package
+ *    (tests/ref/make_quant_fixtures.py). Both our paths must reproduce ref bit for bit: every value
+ *    is an exact product plus at most one rounded add, so there is no legitimate difference to allow for.
  * 3. The fast path against the reference on random blocks (aligned and unaligned, odd lengths),
  *    and on all 65536 halves for F16.
  * 4. Invalid requests fill the output with NaN.
- * 5. The fused dequantise-and-dot (quant_dot_rows) against dequantising and the canonical dot.
+ * 5. The fused dequantise-and-dot (quant_dot_rows) against dequantising and the canonical dot; and
+ *    ops_matmul (fused or generic path, decode and prefill shapes) against the same, for every type.
  * 6. Throughput per type (information only).
  *
  * The fixture folder is tests/fixtures/quant relative to the working directory (the repository
@@ -31,6 +33,8 @@
 static const uint32_t supported[] = {
     GGUF_T_F32, GGUF_T_F16, GGUF_T_BF16, GGUF_T_Q4_0, GGUF_T_Q4_1, GGUF_T_Q5_0, GGUF_T_Q5_1,
     GGUF_T_Q8_0, GGUF_T_Q2_K, GGUF_T_Q3_K, GGUF_T_Q4_K, GGUF_T_Q5_K, GGUF_T_Q6_K,
+    QUANT_T_IQ4_NL, QUANT_T_IQ4_XS, QUANT_T_IQ3_S, QUANT_T_IQ3_XXS, QUANT_T_IQ2_XXS, QUANT_T_IQ2_XS,
+    QUANT_T_IQ2_S, QUANT_T_IQ1_S, QUANT_T_IQ1_M, QUANT_T_MXFP4, QUANT_T_TQ1_0, QUANT_T_TQ2_0,
 };
 #define N_SUPPORTED (int)(sizeof supported / sizeof supported[0])
 
@@ -55,6 +59,12 @@ static void test_sizes(void) {
         {GGUF_T_Q2_K, "Q2_K", 256, 84},   {GGUF_T_Q3_K, "Q3_K", 256, 110},
         {GGUF_T_Q4_K, "Q4_K", 256, 144},  {GGUF_T_Q5_K, "Q5_K", 256, 176},
         {GGUF_T_Q6_K, "Q6_K", 256, 210},
+        {16, "IQ2_XXS", 256, 66},         {17, "IQ2_XS", 256, 74},
+        {18, "IQ3_XXS", 256, 98},         {19, "IQ1_S", 256, 50},
+        {20, "IQ4_NL", 32, 18},           {21, "IQ3_S", 256, 110},
+        {22, "IQ2_S", 256, 82},           {23, "IQ4_XS", 256, 136},
+        {29, "IQ1_M", 256, 56},           {34, "TQ1_0", 256, 54},
+        {35, "TQ2_0", 256, 66},           {39, "MXFP4", 32, 17},
     };
     for (size_t i = 0; i < sizeof spec / sizeof spec[0]; i++) {
         uint32_t t = spec[i].type;
@@ -64,8 +74,8 @@ static void test_sizes(void) {
     }
 
     /* unsupported types: named when ggml names them, sizes 0 */
-    static const uint32_t unsup[] = {4, 5, GGUF_T_Q8_1, GGUF_T_Q8_K, 17, GGUF_T_I8, GGUF_T_I32,
-                                     GGUF_T_F64, 31, 40, 41, 42, 1000, UINT32_MAX};
+    static const uint32_t unsup[] = {4, 5, GGUF_T_Q8_1, GGUF_T_Q8_K, GGUF_T_I8, GGUF_T_I32,
+                                     GGUF_T_F64, 31, 36, 38, 40, 41, 42, 1000, UINT32_MAX};
     int all_zero = 1;
     for (size_t i = 0; i < sizeof unsup / sizeof unsup[0]; i++) {
         uint32_t t = unsup[i];
@@ -74,9 +84,9 @@ static void test_sizes(void) {
             all_zero = 0;
     }
     CHECK(all_zero, "unsupported / unknown types: not supported, block sizes and row bytes 0");
-    CHECK(strcmp(quant_type_name(17), "IQ2_XS") == 0 && strcmp(quant_type_name(GGUF_T_Q8_K), "Q8_K") == 0 &&
+    CHECK(strcmp(quant_type_name(40), "NVFP4") == 0 && strcmp(quant_type_name(GGUF_T_Q8_K), "Q8_K") == 0 &&
           strcmp(quant_type_name(GGUF_T_I32), "I32") == 0,
-          "unsupported ggml types keep their names (IQ2_XS, Q8_K, I32)");
+          "unsupported ggml types keep their names (NVFP4, Q8_K, I32)");
     CHECK(strcmp(quant_type_name(4), "unknown") == 0 && strcmp(quant_type_name(1000), "unknown") == 0,
           "retired / unknown numbers are \"unknown\"");
     char buf[32];
@@ -175,7 +185,12 @@ static int fp16_fields(uint32_t type, int off[2]) {
     case GGUF_T_Q3_K: off[0] = 108; return 1;
     case GGUF_T_Q6_K: off[0] = 208; return 1;
     case GGUF_T_F16: off[0] = 0; return 1;
-    default: return 0;
+    case QUANT_T_IQ4_NL: case QUANT_T_IQ4_XS: case QUANT_T_IQ3_S: case QUANT_T_IQ3_XXS:
+    case QUANT_T_IQ2_XXS: case QUANT_T_IQ2_XS: case QUANT_T_IQ2_S: case QUANT_T_IQ1_S:
+        off[0] = 0; return 1;
+    case QUANT_T_TQ1_0: off[0] = 52; return 1;
+    case QUANT_T_TQ2_0: off[0] = 64; return 1;
+    default: return 0;   /* IQ1_M (d in four nibbles) and MXFP4 (E8M0): random_row */
     }
 }
 
@@ -192,11 +207,18 @@ static void random_row(uint32_t type, uint8_t *dst, int64_t n, uint64_t *s) {
     for (size_t i = 0; i < bytes; i++) dst[i] = (uint8_t)rng_next(s);
     size_t bb = quant_block_bytes(type);
     int off[2], nf = fp16_fields(type, off);
-    for (size_t b = 0; b < bytes; b += bb)
+    for (size_t b = 0; b < bytes; b += bb) {
         for (int f = 0; f < nf; f++) {
             uint16_t h = rand_finite_f16(s);
             memcpy(dst + b + off[f], &h, 2);
         }
+        if (type == QUANT_T_IQ1_M) {          /* d: the top nibbles of the four scale words */
+            uint16_t h = rand_finite_f16(s);
+            for (int w = 0; w < 4; w++)
+                dst[b + 49 + 2 * w] = (uint8_t)((dst[b + 49 + 2 * w] & 0x0F) | (((h >> (4 * w)) & 0x0F) << 4));
+        }
+        if (type == QUANT_T_MXFP4) dst[b] = (uint8_t)(rng_next(s) % 160);   /* scale 2^-128 .. 2^31 */
+    }
     if (type == GGUF_T_F32)
         for (size_t i = 0; i < bytes; i += 4) {
             float v = (float)((double)(int32_t)rng_next(s) * 1e-6);
@@ -207,10 +229,18 @@ static void random_row(uint32_t type, uint8_t *dst, int64_t n, uint64_t *s) {
 static void test_fast_vs_ref(void) {
 #if defined(__AVX2__) && defined(__F16C__)
     static const uint32_t hot[] = {GGUF_T_Q4_0, GGUF_T_Q4_1, GGUF_T_Q5_0, GGUF_T_Q5_1, GGUF_T_Q8_0,
-                                   GGUF_T_Q4_K, GGUF_T_Q6_K, GGUF_T_F16, GGUF_T_BF16};
+                                   GGUF_T_Q4_K, GGUF_T_Q6_K, GGUF_T_F16, GGUF_T_BF16,
+                                   QUANT_T_IQ4_NL, QUANT_T_IQ4_XS, QUANT_T_MXFP4};
     int all = 1;
     for (size_t i = 0; i < sizeof hot / sizeof hot[0]; i++) all &= quant_has_fast_path(hot[i]);
-    CHECK(all, "AVX2 build: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K F16 BF16 have a fast path");
+    CHECK(all, "AVX2 build: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K F16 BF16 IQ4_NL IQ4_XS MXFP4 have a fast path");
+#endif
+#if defined(__AVX512F__) && defined(__AVX2__) && defined(__F16C__)
+    static const uint32_t grid[] = {QUANT_T_IQ3_S, QUANT_T_IQ3_XXS, QUANT_T_IQ2_XXS, QUANT_T_IQ2_XS,
+                                    QUANT_T_IQ2_S, QUANT_T_IQ1_S, QUANT_T_IQ1_M, QUANT_T_TQ1_0, QUANT_T_TQ2_0};
+    int all512 = 1;
+    for (size_t i = 0; i < sizeof grid / sizeof grid[0]; i++) all512 &= quant_has_fast_path(grid[i]);
+    CHECK(all512, "AVX-512 build: IQ3_S IQ3_XXS IQ2_XXS IQ2_XS IQ2_S IQ1_S IQ1_M TQ1_0 TQ2_0 have a fast path too");
 #endif
     enum { N = 4096 };
     static uint8_t buf[N * 4 + 64];
@@ -303,11 +333,14 @@ static void test_fused(void) {
     }
 #if defined(__AVX512F__) && defined(__F16C__)
     static const uint32_t hot[] = {GGUF_T_Q4_0, GGUF_T_Q4_1, GGUF_T_Q5_0, GGUF_T_Q5_1, GGUF_T_Q8_0,
-                                   GGUF_T_Q4_K, GGUF_T_Q6_K};
+                                   GGUF_T_Q4_K, GGUF_T_Q6_K, QUANT_T_IQ4_NL, QUANT_T_IQ4_XS, QUANT_T_MXFP4,
+                                   QUANT_T_IQ2_XXS, QUANT_T_IQ3_S};
     int all = 1;
     float o1[8];
     for (size_t i = 0; i < sizeof hot / sizeof hot[0]; i++) all &= quant_dot_rows(hot[i], buf, 0, 1, x, 256, o1) == 0;
-    CHECK(all && n_fused == 7, "AVX-512 build: fused kernels for Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K (%d types)", n_fused);
+    /* every block type but Q2_K Q3_K Q5_K: the seven above, and all twelve IQ / MXFP4 / TQ types */
+    CHECK(all && n_fused == 19, "AVX-512 build: fused kernels for Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K, "
+          "IQ4_NL IQ4_XS MXFP4 IQ2_XXS IQ3_S ... (%d types)", n_fused);
 #endif
     float o[10] = {0};
     int refused = quant_dot_rows(GGUF_T_Q8_0, buf, 34, 0, x, 32, o) && quant_dot_rows(GGUF_T_Q8_0, buf, 34, 9, x, 32, o) &&
@@ -316,6 +349,51 @@ static void test_fused(void) {
     int untouched = 1;
     for (int i = 0; i < 10; i++) untouched &= o[i] == 0.0f;
     CHECK(refused && untouched, "fused dot refuses 0 or 9 rows, a partial block, F32 and unsupported types, writing nothing");
+}
+
+/* ---- 5b. the caller: ops_matmul ------------------------------------------------------------------
+ * For every type, through the code the forward pass runs: T = 1 takes the fused kernel where the
+ * type has one and dequantise + dot where not, T = 5 dequantises and uses the matmul tiles; rows
+ * unaligned, a row count that leaves a partial group of 8. Both must equal dequantising with the
+ * reference and ops_dot_ref, bit for bit. */
+static void test_matmul(void) {
+    enum { ROWS = 19, COLS = 512, T = 5 };
+    static uint8_t data[ROWS * COLS * 4 + 64];
+    static float x[T * COLS], y[T * ROWS], w[COLS];
+    pool *p = NULL;
+    if (pool_create(2, &p) != 0) {
+        CHECK(0, "pool_create(2)");
+        return;
+    }
+    uint64_t s = 11;
+    for (int i = 0; i < N_SUPPORTED; i++) {
+        uint32_t t = supported[i];
+        size_t rb = quant_row_bytes(t, COLS);
+        for (int r = 0; r < ROWS; r++) random_row(t, data + 1 + (size_t)r * rb, COLS, &s);
+        if (t == GGUF_T_BF16)   /* random bits would hold NaN and inf: moderate values instead */
+            for (size_t j = 0; j < (size_t)ROWS * rb; j += 2) {
+                uint32_t u = f32_bits((float)((double)(int32_t)rng_next(&s) * 1e-9));
+                uint16_t h = (uint16_t)(u >> 16);
+                memcpy(data + 1 + j, &h, 2);
+            }
+        for (int j = 0; j < T * COLS; j++) x[j] = (float)((double)(int32_t)rng_next(&s) * 0x1p-29);
+        ops_weight W = {.type = t, .rows = ROWS, .cols = COLS, .row_bytes = rb, .data = data + 1};
+        int64_t bad = 0, fail = 0;
+        for (int nt = 1; nt <= T; nt += T - 1) {
+            for (int j = 0; j < T * ROWS; j++) y[j] = NAN;
+            fail |= ops_matmul(p, &W, x, y, nt, ROWS) != 0;
+            for (int r = 0; r < ROWS; r++) {
+                quant_dequant_row_ref(t, data + 1 + (size_t)r * rb, w, COLS);
+                for (int k = 0; k < nt; k++)
+                    bad += f32_bits(y[k * ROWS + r]) != f32_bits(ops_dot_ref(w, x + k * COLS, COLS));
+            }
+        }
+        float o[8];
+        int fused = quant_dot_rows(t, data + 1, rb, 1, x, COLS, o) == 0;
+        CHECK(!fail && bad == 0, "%s: ops_matmul T = 1 (%s) and T = 5 bit-identical to reference dequantise + dot (%lld differ)",
+              quant_type_name(t), fused ? "fused kernel" : "dequantise + dot", (long long)bad);
+    }
+    pool_free(p);
 }
 
 /* ---- 4. invalid requests ------------------------------------------------------------------- */
@@ -372,7 +450,7 @@ static void report_throughput(void) {
         random_row(t, src, 4096, &s);
         double fast = throughput(quant_dequant_row, t, src, y);
         double ref = throughput(quant_dequant_row_ref, t, src, y);
-        printf("info:   %-5s fast %8.3g  reference %8.3g  (x%.1f%s)\n", quant_type_name(t), fast, ref,
+        printf("info:   %-7s fast %8.3g  reference %8.3g  (x%.1f%s)\n", quant_type_name(t), fast, ref,
                fast / ref, quant_has_fast_path(t) ? "" : ", no vector path");
     }
 }
@@ -385,6 +463,7 @@ int main(void) {
     test_fast_vs_ref();
     test_invalid();
     test_fused();
+    test_matmul();
     report_throughput();
     return check_done();
 }

@@ -1,14 +1,16 @@
 /* quant.h — GGUF weight types: block sizes and dequantisation of one row to f32.
  *
  * Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (type
- * numbers are the GGUF_T_* enum of worker/gguf.h). The block layouts are written out beside each
- * dequantiser in quant.c.
+ * numbers are the GGUF_T_* enum of worker/gguf.h), and IQ4_NL, IQ4_XS, IQ3_S, IQ3_XXS, IQ2_XXS,
+ * IQ2_XS, IQ2_S, IQ1_S, IQ1_M, MXFP4, TQ1_0, TQ2_0 (QUANT_T_* below). The block layouts are written
+ * out beside each dequantiser in quant.c; the IQ codebooks are in quant_tables.h (generated).
  *
- * Exactness: every dequantised value is either d*q (one f32 product that is exact, because the
- * factors' significands are short) or d*q - m / d*q + m (an exact product followed by one rounded
- * add). So the result does not depend on evaluation order or FMA use, and the AVX2 fast path
- * (compiled when the build has __AVX2__ and __F16C__) gives bit-identical output to the plain C
- * reference for every input whose fp16 fields are not NaN.
+ * Exactness: every dequantised value is either a product of a few short factors (an fp16 or
+ * power-of-two scale, a small integer sub-scale, a code or codebook value, a sign; the significant
+ * bits add up to at most 24, so every partial product is exact in f32) or such a product followed
+ * by one rounded add (d*q - m / d*q + m). So the result does not depend on evaluation order or FMA
+ * use, and the AVX2 fast path (compiled when the build has __AVX2__ and __F16C__) gives
+ * bit-identical output to the plain C reference for every input whose fp16 fields are not NaN.
  *
  * No function here allocates, keeps state, or fails loudly: sizes return 0 for what is not
  * supported, and the caller checks quant_row_bytes() before dequantising.
@@ -19,14 +21,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Values per block (1 for F32/F16/BF16, 32 for Q4_0..Q8_0, 256 for the K-quants); 0 if unsupported. */
+/* GGML type numbers of the supported types worker/gguf.h does not name (ggml's enum ggml_type, the
+ * same numbers as the gguf package's GGMLQuantizationType). */
+enum {
+    QUANT_T_IQ2_XXS = 16, QUANT_T_IQ2_XS = 17, QUANT_T_IQ3_XXS = 18, QUANT_T_IQ1_S = 19,
+    QUANT_T_IQ4_NL = 20, QUANT_T_IQ3_S = 21, QUANT_T_IQ2_S = 22, QUANT_T_IQ4_XS = 23,
+    QUANT_T_IQ1_M = 29, QUANT_T_TQ1_0 = 34, QUANT_T_TQ2_0 = 35, QUANT_T_MXFP4 = 39,
+};
+
+/* Values per block (1 for F32/F16/BF16, 32 for Q4_0..Q8_0, IQ4_NL and MXFP4, 256 for the K-quants,
+ * the other IQ types and TQ1_0/TQ2_0); 0 if unsupported. */
 int quant_block_values(uint32_t type);
 
 /* Bytes per block; 0 if unsupported. */
 size_t quant_block_bytes(uint32_t type);
 
 /* Name of a GGUF tensor type: "Q4_K", "F16", ... for the supported types and for the other
- * types ggml defines (e.g. "Q8_K", "IQ2_XS", "I32"), so an error can name what it refuses; the
+ * types ggml defines (e.g. "Q8_K", "NVFP4", "I32"), so an error can name what it refuses; the
  * static string "unknown" for a number no type has. Never NULL, never allocates. */
 const char *quant_type_name(uint32_t type);
 
@@ -55,8 +66,9 @@ void quant_dequant_row_ref(uint32_t type, const void *src, float *y, int64_t n);
  * rows (1..8) at src, src + row_bytes, ...: bit-identical to quant_dequant_row followed by
  * ops_dot, without storing the dequantised values (for decode, where each row meets one token).
  * Returns 0, or -1 with nothing written when this build has no fused kernel for type (AVX-512
- * builds have Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K) or nr / n is out of range: the caller then
- * dequantises. Allocates nothing. */
+ * builds have every block type but Q2_K Q3_K Q5_K: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K and the
+ * twelve IQ / MXFP4 / TQ types) or nr / n is out of range: the caller then dequantises.
+ * Allocates nothing. */
 int quant_dot_rows(uint32_t type, const void *src, size_t row_bytes, int nr, const float *x, int64_t n, float *out);
 
 /* 1 if quant_dequant_row uses a vectorised path for type in this build, else 0 (informational). */
