@@ -170,14 +170,21 @@ static void test_attention_split(pool *p) {
  * random data (q, k ~ U(-1,1) scaled like a real head, v ~ U(-1,1)), hd 64 and 256. Bounds on
  * max |out - out64|, stated per format: the storage error of one value (f32: none; bf16: 2^-9
  * relative; f16: 2^-12; fp8 e4m3: 2^-4; int8: max|x|/254 per group; q8_0: the same per block of 32;
- * q4_0: max|x|/16) moves each score by at most |q|_1 times it and the output by the same order;
- * each bound is about 3x the worst error seen over these cases (f32: 2.5e-7, f16: 1.1e-4, bf16:
- * 9.4e-4, int8: 2.3e-3, q8_0: 2.4e-3, fp8: 1.1e-2, q4_0: 3.0e-2, q4_0r: 5.0e-2), so the ordering of
- * the formats is checked too. */
+ * q4_0: max|x|/16; q4_1: (max - min)/30; q5_0: max|x|/32; q5_1: (max - min)/62; iq4_nl: about
+ * max|x|/20 (half the widest grid gap, 24/127 of the scale); e5m2 / e5m2s: 2^-3 relative;
+ * e4m3s: 2^-4 relative; nvfp4: up to amax/6 per block of 16 (half a step of 2 at scale amax/6);
+ * mxfp4: up to amax/4 per block of 32) moves each score by at most |q|_1 times it and the output by
+ * the same order; each bound is about 3x the worst error seen over these cases (hd 64 / 256 where
+ * they differ: f32: 2.5e-7, f16: 1.1e-4, bf16: 9.4e-4, int8: 2.3e-3, q8_0: 2.4e-3, fp8: 1.1e-2,
+ * q4_0: 3.0e-2, q4_0r: 5.0e-2, q4_1: 2.7e-2 / 4.4e-2, q5_0: 2.4e-2, q5_1: 1.7e-2, iq4_nl: 3.4e-2,
+ * e5m2: 2.6e-2, e4m3s: 1.4e-2, e5m2s: 2.8e-2, nvfp4: 5.4e-2, mxfp4: 6.2e-2 / 9.8e-2), so the
+ * ordering of the formats is checked too. */
 static void test_attention_f64(pool *p) {
     static const double bound[KV_NFMT] = {
         [KV_F32] = 2e-6, [KV_BF16] = 3e-3, [KV_F16] = 5e-4, [KV_INT8] = 8e-3,
         [KV_Q8_0] = 8e-3, [KV_Q4_0] = 0.1, [KV_Q4_0R] = 0.15, [KV_FP8] = 0.04,
+        [KV_Q4_1] = 0.15, [KV_Q5_0] = 0.08, [KV_Q5_1] = 0.05, [KV_IQ4_NL] = 0.1, [KV_E5M2] = 0.08,
+        [KV_E4M3S] = 0.04, [KV_E5M2S] = 0.08, [KV_NVFP4] = 0.15, [KV_MXFP4] = 0.3,
     };
     static const int hds[2] = { 64, 256 };
     for (int hi = 0; hi < 2; hi++) {
@@ -216,12 +223,33 @@ static void test_attention_f64(pool *p) {
                         if (e > worst) worst = e;
                     }
                 }
-            printf("# attention kv %-5s hd %3d: max |out - float64| = %.3g (bound %.3g)\n", kv_fmt_name((kv_fmt)f), hd, worst, bound[f]);
+            printf("# attention kv %-6s hd %3d: max |out - float64| = %.3g (bound %.3g)\n", kv_fmt_name((kv_fmt)f), hd, worst, bound[f]);
             CHECK(worst <= bound[f], "attention kv %s hd %d within %.3g of float64 (%.3g)", kv_fmt_name((kv_fmt)f), hd, bound[f], worst);
             cache_free(&c);
         }
         free(k); free(v); free(q); free(o); free(s);
     }
+}
+
+/* KV bytes per token (the handshake's kv_bytes_per_token) for SmolLM2's shape (30 layers, 3 KV heads,
+ * hd 64), every format for K and V, and K and V in different formats. Per row of 64 values, from the
+ * layouts: f32 256; bf16 / f16 128; int8 64 + 2; q8_0 2 x 34; q4_0 / q4_0r 2 x 18; fp8 64; q4_1 2 x 20;
+ * q5_0 2 x 22; q5_1 2 x 24; iq4_nl 2 x 18; e5m2 64; e4m3s / e5m2s 64 + 4; nvfp4 4 x 9; mxfp4 2 x 17. */
+static void test_cache_bytes(void) {
+    static const size_t row64[KV_NFMT] = {256, 128, 128, 66, 68, 36, 36, 64, 40, 44, 48, 36, 64, 68, 68, 36, 34};
+    int ok = 1;
+    for (int fk = 0; fk < KV_NFMT; fk++)
+        for (int fv = 0; fv < KV_NFMT; fv++) {
+            cache c;
+            char err[128];
+            if (cache_create(&c, (kv_fmt)fk, (kv_fmt)fv, 30, 3, 64, 16, err, sizeof err)) { ok = 0; continue; }
+            if (cache_bytes_per_token(&c) != 30 * 3 * (row64[fk] + row64[fv])) {
+                printf("  K %s V %s: %zu bytes per token\n", kv_fmt_name((kv_fmt)fk), kv_fmt_name((kv_fmt)fv), cache_bytes_per_token(&c));
+                ok = 0;
+            }
+            cache_free(&c);
+        }
+    CHECK(ok, "cache_bytes_per_token = 30 layers x 3 heads x (K row + V row) for all %d x %d format pairs, hd 64", KV_NFMT, KV_NFMT);
 }
 
 /* Greedy decoding from a prefix follows llama.cpp's argmax chain: the first generated token is the
@@ -338,6 +366,7 @@ int main(void) {
     test_attention(p);
     test_attention_split(p);
     test_attention_f64(p);
+    test_cache_bytes();
     snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared());
     if (model_load(path, &m, err, sizeof err, warn, sizeof warn)) {
         CHECK(0, "load %s: %s", path, err);
