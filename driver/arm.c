@@ -16,7 +16,7 @@
 
 #include "worker/kv.h"
 
-#define KV_NAMES "f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8"
+#define KV_NAMES KV_FMT_NAMES
 
 static int64_t now_ms(void) {
     struct timespec ts;

@@ -21,7 +21,9 @@ static void usage(FILE *f) {
     fprintf(f,
         "usage: strata-worker --model FILE [options]\n"
         "  --model FILE        GGUF model (required)\n"
-        "  --kv FMT            KV format for K and V: f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8 (default f16)\n"
+        "  --kv FMT            KV format for K and V (default f16): f32 bf16 f16 int8 q8_0 q4_0 q4_0r\n"
+        "                      fp8 (e4m3) q4_1 q5_0 q5_1 iq4_nl e5m2 e4m3s e5m2s (fp8 with a per-token-\n"
+        "                      per-head scale) nvfp4 mxfp4\n"
         "  --kv-k FMT, --kv-v FMT   set K and V separately\n"
         "  --prefill N         prefill chunk size in tokens (default 512)\n"
         "  --max-context N     context to reserve (default: the model's)\n"
@@ -257,7 +259,7 @@ int main(int argc, char **argv) {
         case 'k': case 'K': case 'V': {
             kv_fmt f;
             if (kv_fmt_parse(optarg, &f)) {
-                fprintf(stderr, "strata-worker: unknown KV format '%s' (f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8)\n", optarg);
+                fprintf(stderr, "strata-worker: unknown KV format '%s' (%s)\n", optarg, KV_FMT_NAMES);
                 return 2;
             }
             if (c != 'V') cfg.kv_k = f;
