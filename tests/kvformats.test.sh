@@ -3,11 +3,12 @@
 # root with $BUILD set; prints its own closing line "N passed, N failed").
 #
 # On rand-gemma3 (tests/fixtures/models: head dim 32, 6 layers, 2 KV heads, sliding-window layers
-# of 32 and global ones), one sweep with an arm per new format (and one with K and V in different
-# new formats) over 3 depths, prefill requests of 37 tokens:
+# of 32 and global ones), one sweep with an arm per new format, one with K and V in different new
+# formats and one with per-layer mixes for K and V, over 3 depths, prefill requests of 37 tokens:
 #   - every arm's handshake reports kv_bytes_per_token = 6 layers x 2 heads x (K row + V row) bytes,
 #     the rows worked out from the layouts (hd 32: q4_1 20, q5_0 22, q5_1 24, iq4_nl 18, e5m2 32,
-#     e4m3s / e5m2s 36, nvfp4 2 x 9, mxfp4 17, f16 64);
+#     e4m3s / e5m2s 36, nvfp4 2 x 9, mxfp4 17, f16 64; the mix: K q4_1 int8 int8 int8 int8 nvfp4 =
+#     20 + 4 x 34 + 18, V e5m2 e5m2 mxfp4 mxfp4 e5m2 e5m2 = 4 x 32 + 2 x 17: 2 x 336 = 672);
 #   - one pass = separate runs: each arm's teacher-forced row at each depth equals a from-scratch
 #     run of the worker on that prefix (default prefill chunk 512) byte for byte, and its 8 fork
 #     tokens equal the worker's own greedy continuation.
@@ -32,11 +33,13 @@ trap 'rm -rf "$T"' EXIT
 
 FMTS="q4_1 q5_0 q5_1 iq4_nl e5m2 e4m3s e5m2s nvfp4 mxfp4"
 MIXED=iq4_nl/e4m3s                   # K iq4_nl, V e4m3s
+LAYERS=int8+q4_1@0+nvfp4@-1/e5m2+mxfp4@2-3   # per-layer mixes (kv.h): K and V
+LAYERS_BYTES=672
 declare -A ROW=([f16]=64 [q4_1]=20 [q5_0]=22 [q5_1]=24 [iq4_nl]=18 [e5m2]=32 [e4m3s]=36 [e5m2s]=36
                 [nvfp4]=18 [mxfp4]=17)
 
 cat tests/fixtures/texts/*.txt | "$WRK" --model "$MODEL" --tokenize > "$T/doc.tok"
-ARMS="f16,$(echo $FMTS | tr ' ' ','),$MIXED"
+ARMS="f16,$(echo $FMTS | tr ' ' ','),$MIXED,$LAYERS"
 "$DRV" sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms "$ARMS" --depths 3 --max-depth 300 --fork 8 \
     --chunk 37 --out "$T/r" --dump-rows "$T/rows" --quiet 2> "$T/r.err"
 rc=$?
@@ -53,9 +56,11 @@ for a in f16 $FMTS $MIXED; do
     check "arm $a: handshake kv_bytes_per_token = 12 x (${ROW[$k]} + ${ROW[$v]}) = $want (got ${got:-none})" \
         test "${got:-0}" = "$want"
 done
+got=$(awk -v n="$LAYERS" '$1 == n { print $2 }' "$T/bytes.txt")
+check "arm $LAYERS: handshake kv_bytes_per_token = $LAYERS_BYTES (got ${got:-none})" test "${got:-0}" = "$LAYERS_BYTES"
 
 # one pass == separate from-scratch runs
-for a in $FMTS $MIXED; do
+for a in $FMTS $MIXED $LAYERS; do
     k=${a%/*}; v=${a#*/}
     file=$(echo "$a" | tr '/' '_')
     same_rows=0; same_tok=0; n=0

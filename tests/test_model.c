@@ -17,13 +17,15 @@ static const char *shared(void) {
     return s ? s : "../shared";
 }
 
-/* Runs tokens[n] through a fresh cache in chunks of `chunk`, all rows into out [n][V]. */
-static int run_chunks(const model *m, pool *p, kv_fmt fk, kv_fmt fv, const int32_t *tok, int n, int chunk, float *out) {
+/* Runs tokens[n] through a fresh cache (layer l's formats fk[l], fv[l]) in chunks of `chunk`, all
+ * rows into out [n][V]. */
+static int run_chunks_layers(const model *m, pool *p, const kv_fmt *fk, const kv_fmt *fv, const int32_t *tok, int n,
+                             int chunk, float *out) {
     cache c;
     model_scratch s;
     char err[256];
     int *rows = malloc(sizeof(int) * (size_t)chunk), rc = -1;
-    if (cache_create(&c, fk, fv, m->n_layer, m->n_kv, m->hd, n + 8, err, sizeof err)) { printf("# %s\n", err); free(rows); return -1; }
+    if (cache_create_layers(&c, fk, fv, m->n_layer, m->n_kv, m->hd, n + 8, err, sizeof err)) { printf("# %s\n", err); free(rows); return -1; }
     if (model_scratch_alloc(m, chunk, &s)) goto done;
     for (int i = 0; i < chunk; i++) rows[i] = i;
     for (int off = 0; off < n; off += chunk) {
@@ -39,6 +41,38 @@ done:
     cache_free(&c);
     free(rows);
     return rc;
+}
+
+/* The same with fk / fv in every layer. */
+static int run_chunks(const model *m, pool *p, kv_fmt fk, kv_fmt fv, const int32_t *tok, int n, int chunk, float *out) {
+    kv_fmt k[256], v[256];
+    if (m->n_layer > 256) return -1;
+    for (int l = 0; l < m->n_layer; l++) { k[l] = fk; v[l] = fv; }
+    return run_chunks_layers(m, p, k, v, tok, n, chunk, out);
+}
+
+/* Batch invariance of a per-layer mix: K and V mixes (kv.h syntax) resolved for m, rows with prefill
+ * chunks 7, 64 and 512 bit-identical to chunk 1. */
+static void invariance_mix(const model *m, pool *p, const char *what, const char *kmix, const char *vmix,
+                           const int32_t *tok, int n) {
+    kv_fmt k[256], v[256];
+    kv_mix mk, mv;
+    char err[256] = "";
+    int V = m->n_vocab;
+    if (m->n_layer > 256 || kv_mix_parse(kmix, &mk, err, sizeof err) || kv_mix_parse(vmix, &mv, err, sizeof err) ||
+        kv_mix_layers(&mk, m->n_layer, k, err, sizeof err) || kv_mix_layers(&mv, m->n_layer, v, err, sizeof err)) {
+        CHECK(0, "%s: mixes %s / %s resolve (%s)", what, kmix, vmix, err);
+        return;
+    }
+    float *a = malloc(sizeof(float) * (size_t)n * V), *b = malloc(sizeof(float) * (size_t)n * V);
+    static const int chunks[] = { 7, 64, 512 };
+    int same = run_chunks_layers(m, p, k, v, tok, n, 1, a) == 0;
+    for (int c = 0; same && c < 3; c++)
+        same = run_chunks_layers(m, p, k, v, tok, n, chunks[c], b) == 0 && memcmp(a, b, sizeof(float) * (size_t)n * V) == 0;
+    CHECK(same, "%s: K %s, V %s per layer: rows with prefill chunks 7, 64, 512 bit-identical to decoding one token "
+          "at a time", what, kmix, vmix);
+    free(a);
+    free(b);
 }
 
 static void test_reference(const model *m, pool *p, const char *name) {
@@ -231,6 +265,59 @@ static void test_attention_f64(pool *p) {
     }
 }
 
+/* A cache with different formats per layer: each layer's attention (tiled, split decode and the
+ * reference) is bit-identical to that of a cache with the layer's formats in every layer, given the
+ * same stored vectors; and its bytes per token are the sum of the layers'. */
+static void test_attention_mixed(pool *p) {
+    enum { NL = 3 };
+    static const kv_fmt fk[NL] = { KV_Q4_1, KV_NVFP4, KV_F16 }, fv[NL] = { KV_MXFP4, KV_F32, KV_E4M3S };
+    int hd = 64, n_kv = 2, n_head = 6, ctx = CACHE_SPLIT_MIN_KEYS + 20, T = 9;
+    float *k = malloc(sizeof(float) * (size_t)n_kv * hd), *v = malloc(sizeof(float) * (size_t)n_kv * hd);
+    float *q = malloc(sizeof(float) * (size_t)T * n_head * hd);
+    float *o1 = malloc(sizeof(float) * (size_t)T * n_head * hd), *o2 = malloc(sizeof(float) * (size_t)T * n_head * hd);
+    cache mixed, uni[NL];
+    char err[128];
+    int ok = cache_create_layers(&mixed, fk, fv, NL, n_kv, hd, ctx, err, sizeof err) == 0;
+    for (int l = 0; l < NL; l++) ok &= cache_create(&uni[l], fk[l], fv[l], NL, n_kv, hd, ctx, err, sizeof err) == 0;
+    CHECK(ok, "mixed cache and its uniform twins created (%s)", ok ? "" : err);
+    if (!ok) goto done;
+    srand(23);
+    for (int i = 0; i < T * n_head * hd; i++) q[i] = (float)rand() / RAND_MAX * 2 - 1;
+    for (int l = 0; l < NL; l++)
+        for (int pos = 0; pos < ctx; pos++) {
+            for (int i = 0; i < n_kv * hd; i++) { k[i] = (float)rand() / RAND_MAX * 4 - 2; v[i] = (float)rand() / RAND_MAX * 2 - 1; }
+            cache_store(&mixed, l, pos, k, v);
+            cache_store(&uni[l], l, pos, k, v);
+        }
+    int same = 1, same_ref = 1, same_split = 1;
+    for (int l = 0; l < NL; l++) {
+        cache_attn a = { l, T, 100, n_head, l == 1 ? 40 : 0, 0.125f, q, o1 };   /* layer 1 with a window */
+        cache_attend(p, &mixed, &a);
+        a.out = o2;
+        cache_attend(p, &uni[l], &a);
+        same &= memcmp(o1, o2, sizeof(float) * (size_t)T * n_head * hd) == 0;
+        cache_attend_ref(&mixed, &a);
+        same_ref &= memcmp(o1, o2, sizeof(float) * (size_t)T * n_head * hd) == 0;
+        cache_attn d = { l, 1, ctx - 1, n_head, 0, 0.125f, q, o1 };   /* decode over > CACHE_SPLIT_MIN_KEYS keys */
+        cache_attend(p, &mixed, &d);
+        d.out = o2;
+        cache_attend(p, &uni[l], &d);
+        same_split &= memcmp(o1, o2, sizeof(float) * (size_t)n_head * hd) == 0;
+    }
+    CHECK(same, "mixed cache (K q4_1 nvfp4 f16, V mxfp4 f32 e4m3s): each layer's tiled attention == the uniform cache's");
+    CHECK(same_ref, "mixed cache: each layer's reference attention == the tiled one");
+    CHECK(same_split, "mixed cache: each layer's split decode (%d keys) == the uniform cache's", ctx);
+    size_t want = 0;
+    for (int l = 0; l < NL; l++) want += (size_t)n_kv * (kv_row_bytes(fk[l], hd) + kv_row_bytes(fv[l], hd));
+    CHECK(cache_bytes_per_token(&mixed) == want && want == 2 * (40 + 34 + 36 + 256 + 128 + 68),
+          "mixed cache: bytes per token = sum over layers = 2 x (40 + 34 + 36 + 256 + 128 + 68) (%zu)",
+          cache_bytes_per_token(&mixed));
+done:
+    cache_free(&mixed);
+    for (int l = 0; l < NL; l++) cache_free(&uni[l]);
+    free(k); free(v); free(q); free(o1); free(o2);
+}
+
 /* KV bytes per token (the handshake's kv_bytes_per_token) for SmolLM2's shape (30 layers, 3 KV heads,
  * hd 64), every format for K and V, and K and V in different formats. Per row of 64 values, from the
  * layouts: f32 256; bf16 / f16 128; int8 64 + 2; q8_0 2 x 34; q4_0 / q4_0r 2 x 18; fp8 64; q4_1 2 x 20;
@@ -320,6 +407,7 @@ static void test_invariance_smollm2(pool *p) {
         }
         CHECK(same, "SmolLM2 kv %s: rows with prefill chunks 7, 64, 512 bit-identical to decoding one token at a time", kv_fmt_name((kv_fmt)f));
     }
+    invariance_mix(m, p, "SmolLM2", "q4_1+f16@0+nvfp4@-1", "iq4_nl+mxfp4@3-20+int8@-3", tok, n);
     free(a);
     free(b);
     model_free(m);
@@ -367,6 +455,7 @@ int main(void) {
     test_attention_split(p);
     test_attention_f64(p);
     test_cache_bytes();
+    test_attention_mixed(p);
     snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared());
     if (model_load(path, &m, err, sizeof err, warn, sizeof warn)) {
         CHECK(0, "load %s: %s", path, err);
@@ -383,7 +472,10 @@ int main(void) {
     gguf_file *g;
     if (!gguf_open(path, &g, err, sizeof err)) {
         const gguf_tensor *tt = gguf_tensor_find(g, "tokens");
-        if (tt) test_invariance(m, p, tt->data, (int)tt->ne[0]);
+        if (tt) {
+            test_invariance(m, p, tt->data, (int)tt->ne[0]);
+            invariance_mix(m, p, "stories260K", "int8+f16@0+e4m3s@-1", "e5m2+fp8@-1", tt->data, (int)tt->ne[0]);
+        }
         gguf_close(g);
     }
     model_free(m);

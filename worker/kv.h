@@ -115,6 +115,32 @@ int kv_fmt_parse(const char *name, kv_fmt *out);
 /* The name above (a static string); "?" for a value outside the enum. */
 const char *kv_fmt_name(kv_fmt f);
 
+/* A per-layer choice of format, a "mix": ITEM(+ITEM)*, where ITEM is
+ *   FMT        the format of every layer no other item names (at most one such item)
+ *   FMT@N      layer N (0-based); FMT@-N is the N-th layer from the end (-1 = the last)
+ *   FMT@N-M    layers N..M (N <= M)
+ * e.g. "int8+f16@0+f16@-1" (first and last layers f16, the others int8) or
+ * "int8@1-28+f16@0+f16@29". A plain format name is a mix of one item. No spaces; no commas (a
+ * mix is also an arm's name, and arm lists are comma separated). */
+#define KV_MIX_ITEMS 16
+typedef struct {
+    int n;                              /* items */
+    struct {
+        kv_fmt f;
+        int lo, hi;                     /* layers lo..hi; lo < 0: from the end (lo == hi) */
+        int rest;                       /* 1: the default item (lo, hi unused) */
+    } it[KV_MIX_ITEMS];
+} kv_mix;
+
+/* Parses spec into *out. 0, or -1 with one line in err (unknown format, bad layer syntax, two
+ * default items, more than KV_MIX_ITEMS items). The layer count is checked by kv_mix_layers. */
+int kv_mix_parse(const char *spec, kv_mix *out, char *err, size_t errlen);
+
+/* The format of each of n_layer layers into out[n_layer]. 0, or -1 with one line in err: a layer
+ * past the model (N >= n_layer or -N < -n_layer), a layer named twice, a layer with no format (no
+ * default item). */
+int kv_mix_layers(const kv_mix *m, int n_layer, kv_fmt *out, char *err, size_t errlen);
+
 /* 1 if the format stores rotated vectors (q4_0r), else 0. See the attention notes above. */
 int kv_fmt_rotated(kv_fmt f);
 
