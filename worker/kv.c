@@ -68,7 +68,10 @@ int kv_mix_parse(const char *spec, kv_mix *out, char *err, size_t errlen) {
         const char *at = memchr(p, '@', len);
         size_t nlen = at ? (size_t)(at - p) : len;
         char name[16];
-        if (m.n == KV_MIX_ITEMS) { snprintf(err, errlen, "KV format mix '%s' has more than %d items", spec, KV_MIX_ITEMS); return -1; }
+        if (m.n == KV_MIX_ITEMS) {
+            snprintf(err, errlen, "KV format mix '%s' has more than %d items", spec, KV_MIX_ITEMS);
+            return -1;
+        }
         if (nlen >= sizeof name) nlen = sizeof name - 1;
         memcpy(name, p, nlen);
         name[nlen] = 0;
@@ -79,7 +82,11 @@ int kv_mix_parse(const char *spec, kv_mix *out, char *err, size_t errlen) {
         }
         if (!at) {
             for (int i = 0; i < m.n; i++)
-                if (m.it[i].rest) { snprintf(err, errlen, "KV format mix '%s' has two default items (%s and %s)", spec, kv_fmt_name(m.it[i].f), name); return -1; }
+                if (m.it[i].rest) {
+                    snprintf(err, errlen, "KV format mix '%s' has two default items (%s and %s)", spec,
+                             kv_fmt_name(m.it[i].f), name);
+                    return -1;
+                }
             m.it[m.n].rest = 1;
         } else {
             const char *q = at + 1, *qe = p + len;
@@ -334,10 +341,11 @@ static void quant_int8(const float *x, uint8_t *dst, int h) {
 }
 
 /* q = min(top, trunc(t)) for 0 <= t < 2^31: ggml's MIN(top, (int8_t)t) in q4_0 / q4_1 / q5_0 /
- * q5_1. t is about [0.5, top + 1.5) unless 1/d overflowed to inf (d < 2^-128, a block of f32 subnormals): then t is +-inf or NaN
- * (0 * inf), where ggml's conversion is undefined in C and on x86-64 (cvttss2si: 0x80000000,
- * whose low byte is 0) gives 0. This takes the same 0 for t >= 2^31, NaN and t <= 0, so the
- * bytes equal llama.cpp's there too (tests/fixtures/kv has such blocks). */
+ * q5_1. t is about [0.5, top + 1.5) unless 1/d overflowed to inf (d < 2^-128, a block of f32
+ * subnormals): then t is +-inf or NaN (0 * inf), where ggml's conversion is undefined in C and
+ * on x86-64 (cvttss2si: 0x80000000, whose low byte is 0) gives 0. This takes the same 0 for
+ * t >= 2^31, NaN and t <= 0, so the bytes equal llama.cpp's there too (tests/fixtures/kv has
+ * such blocks). */
 static uint8_t trunc_clamp(float t, int top) {
     if (t >= 2147483648.0f || !(t > 0.0f)) return 0;
     if (t >= (float)top) return (uint8_t)top;

@@ -109,7 +109,8 @@ typedef enum {
 #define KV_FMT_NAMES "f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8 q4_1 q5_0 q5_1 iq4_nl e5m2 e4m3s e5m2s nvfp4 mxfp4"
 
 
-/* Format from its name (KV_FMT_NAMES; exact, lower case). 0 and *out set on success; -1 for an unknown name (or NULL), *out untouched. */
+/* Format from its name (KV_FMT_NAMES; exact, lower case). 0 and *out set on success; -1 for an
+ * unknown name (or NULL), *out untouched. */
 int kv_fmt_parse(const char *name, kv_fmt *out);
 
 /* The name above (a static string); "?" for a value outside the enum. */
