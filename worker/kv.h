@@ -1,8 +1,8 @@
 /* kv.h — KV-cache storage formats: one token's vector of one KV head (head dim h) <-> bytes.
  *
- * The formats are DESIGN.md section 3. Every function here is pure: no allocation, no state, no
- * output besides its arguments. Rows are byte arrays of kv_row_bytes(f, h) bytes with no alignment
- * requirement; multi-byte fields are little-endian.
+ * The formats are DESIGN.md section 3 and docs/kv-formats-new.md. Every function here is pure: no
+ * allocation, no state, no output besides its arguments. Rows are byte arrays of kv_row_bytes(f, h)
+ * bytes with no alignment requirement; multi-byte fields are little-endian.
  *
  * Row layouts (h = head dim):
  *   f32    h x f32                                                      4h bytes
