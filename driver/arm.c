@@ -16,7 +16,7 @@
 
 #include "worker/kv.h"
 
-#define KV_NAMES "f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8"
+#define KV_NAMES KV_FMT_NAMES
 
 static int64_t now_ms(void) {
     struct timespec ts;
@@ -44,9 +44,12 @@ static int name_ok(const char *s) {
     return 1;
 }
 
+/* a format name or a per-layer mix (its layers are checked by the worker against the model) */
 static int fmt_ok(const char *name) {
     kv_fmt f;
-    return kv_fmt_parse(name, &f) == 0;
+    kv_mix m;
+    char e[16];
+    return kv_fmt_parse(name, &f) == 0 || kv_mix_parse(name, &m, e, sizeof e) == 0;
 }
 
 int arm_spec_parse(const char *spec, const char *ref_k, const char *ref_v, char *kv_k, char *kv_v,
@@ -81,7 +84,7 @@ int arm_spec_parse(const char *spec, const char *ref_k, const char *ref_v, char 
     }
     if (!fmt_ok(a) || !fmt_ok(b))
         return errmsg_set(err, errlen, ARM_E_SPEC, "unknown KV format '%s' in arm '%s' (formats: %s; "
-                       "specs: F, K/V, k:F, v:F)", fmt_ok(a) ? b : a, spec, KV_NAMES);
+                       "specs: F, K/V, k:F, v:F; per layer: F+F@N+F@N-M+F@-N)", fmt_ok(a) ? b : a, spec, KV_NAMES);
     snprintf(kv_k, ARM_FMT_MAX, "%s", a);
     snprintf(kv_v, ARM_FMT_MAX, "%s", b);
     return 0;

@@ -8,7 +8,10 @@
  *   int8/f16     K int8, V f16
  *   k:int8       K int8, V in the reference arm's V format (a K-only ablation)
  *   v:int8       V int8, K in the reference arm's K format
- * Format names are kv.h's (f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8). An arm's name is its spec; a
+ *   int8+f16@0+f16@-1   a per-layer mix (kv.h): here K and V int8 except the first and last layers
+ *                (f16); it may stand for F in all the forms above (mix/f16, k:mix)
+ * Format names are kv.h's KV_FMT_NAMES (f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8 q4_1 q5_0 q5_1
+ * iq4_nl e5m2 e4m3s e5m2s nvfp4 mxfp4). An arm's name is its spec; a
  * repeated name gets "#2", "#3", ... (arms "f16,int8,f16" are named f16, int8, f16#2).
  *
  * Process handling: a local worker runs in its own process group (a Ctrl-C at the terminal reaches
@@ -29,7 +32,7 @@
 #include "proto/proto.h"
 
 #define ARM_NAME_MAX 64    /* names, NUL included (report.h's REPORT_NAME_MAX) */
-#define ARM_FMT_MAX  16    /* a KV format name, NUL included */
+#define ARM_FMT_MAX  64    /* a KV format name or per-layer mix (kv.h), NUL included */
 #define ARM_URL_MAX  512
 
 /* Status codes beyond proto.h's PROTO_E_* (which arm_* functions also return). */

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/fp16.h"
@@ -53,7 +54,9 @@ static void rng_vector(uint64_t *s, float *x, int h) {
 /* ---- names, sizes, checks ----------------------------------------------------------------- */
 
 static void test_names(void) {
-    const char *names[KV_NFMT] = {"f32", "bf16", "f16", "int8", "q8_0", "q4_0", "q4_0r", "fp8"};
+    const char *names[KV_NFMT] = {"f32", "bf16", "f16", "int8", "q8_0", "q4_0", "q4_0r", "fp8",
+                                  "q4_1", "q5_0", "q5_1", "iq4_nl", "e5m2", "e4m3s", "e5m2s", "nvfp4",
+                                  "mxfp4"};
     for (int f = 0; f < KV_NFMT; f++) {
         kv_fmt got = KV_NFMT;
         int rc = kv_fmt_parse(names[f], &got);
@@ -65,15 +68,24 @@ static void test_names(void) {
     CHECK(kv_fmt_parse("q4_0x", &keep) == -1, "kv_fmt_parse(\"q4_0x\") is unknown");
     CHECK(kv_fmt_parse("", &keep) == -1 && kv_fmt_parse(NULL, &keep) == -1, "empty / NULL name unknown");
     CHECK(strcmp(kv_fmt_name(KV_NFMT), "?") == 0, "kv_fmt_name(out of range) = \"?\"");
+    char all[256] = "";
+    for (int f = 0; f < KV_NFMT; f++) {
+        if (f) strcat(all, " ");
+        strcat(all, names[f]);
+    }
+    CHECK(strcmp(all, KV_FMT_NAMES) == 0, "KV_FMT_NAMES lists every format in enum order");
     for (int f = 0; f < KV_NFMT; f++)
         CHECK(kv_fmt_rotated((kv_fmt)f) == (f == KV_Q4_0R), "kv_fmt_rotated(%s)", names[f]);
 }
 
 static void test_row_bytes(void) {
     /* docs/DESIGN.md §3: f32 4h; bf16/f16 2h; int8 h + 2h/g, g = min(64, h); q8_0 34 per 32;
-     * q4_0 and q4_0r 18 per 32; fp8 h. */
-    const size_t want64[KV_NFMT] = {256, 128, 128, 64 + 2, 2 * 34, 2 * 18, 2 * 18, 64};
-    const size_t want256[KV_NFMT] = {1024, 512, 512, 256 + 8, 8 * 34, 8 * 18, 8 * 18, 256};
+     * q4_0 and q4_0r 18 per 32; fp8 h; q4_1 20, q5_0 22, q5_1 24, iq4_nl 18 per 32; e5m2 h;
+     * e4m3s / e5m2s h + 4; nvfp4 9 per 16; mxfp4 17 per 32. */
+    const size_t want64[KV_NFMT] = {256, 128, 128, 64 + 2, 2 * 34, 2 * 18, 2 * 18, 64,
+                                    2 * 20, 2 * 22, 2 * 24, 2 * 18, 64, 68, 68, 4 * 9, 2 * 17};
+    const size_t want256[KV_NFMT] = {1024, 512, 512, 256 + 8, 8 * 34, 8 * 18, 8 * 18, 256,
+                                     8 * 20, 8 * 22, 8 * 24, 8 * 18, 256, 260, 260, 16 * 9, 8 * 17};
     for (int f = 0; f < KV_NFMT; f++) {
         CHECK(kv_row_bytes((kv_fmt)f, 64) == want64[f], "kv_row_bytes(%s, 64) = %zu (got %zu)",
               kv_fmt_name((kv_fmt)f), want64[f], kv_row_bytes((kv_fmt)f, 64));
@@ -93,6 +105,12 @@ static void test_row_bytes(void) {
     CHECK(kv_row_bytes(KV_F16, 80) == 160 && kv_row_bytes(KV_FP8, 80) == 80 && kv_row_bytes(KV_F32, 3) == 12,
           "f16/fp8/f32 take any h");
     CHECK(kv_row_bytes(KV_NFMT, 64) == 0, "kv_row_bytes of a non-format = 0");
+    CHECK(kv_row_bytes(KV_Q4_1, 48) == 0 && kv_row_bytes(KV_Q5_0, 16) == 0 && kv_row_bytes(KV_Q5_1, 80) == 0 &&
+          kv_row_bytes(KV_IQ4_NL, 8) == 0 && kv_row_bytes(KV_MXFP4, 48) == 0, "q4_1 q5_0 q5_1 iq4_nl mxfp4 need h %% 32 == 0");
+    CHECK(kv_row_bytes(KV_NVFP4, 48) == 27 && kv_row_bytes(KV_NVFP4, 16) == 9 && kv_row_bytes(KV_NVFP4, 40) == 0 &&
+          kv_row_bytes(KV_NVFP4, 8) == 0, "nvfp4 needs h %% 16 == 0 (48 -> 3 blocks of 9)");
+    CHECK(kv_row_bytes(KV_E5M2, 8) == 8 && kv_row_bytes(KV_E4M3S, 8) == 12 && kv_row_bytes(KV_E5M2S, 1) == 5,
+          "e5m2 / e4m3s / e5m2s take any h (h, h + 4, h + 4)");
 
     char err[200] = "";
     CHECK(kv_fmt_check(KV_Q4_0, 80, err, sizeof err) == -1 && strstr(err, "q4_0") && strstr(err, "80"),
@@ -102,6 +120,10 @@ static void test_row_bytes(void) {
     CHECK(kv_fmt_check(KV_Q4_0R, 96, err, sizeof err) == -1 && strstr(err, "q4_0r") && strstr(err, "96"),
           "kv_fmt_check(q4_0r, 96): %s", err);
     CHECK(kv_fmt_check(KV_Q8_0, 128, err, sizeof err) == 0, "kv_fmt_check(q8_0, 128) passes");
+    CHECK(kv_fmt_check(KV_NVFP4, 40, err, sizeof err) == -1 && strstr(err, "nvfp4") && strstr(err, "16") &&
+          strstr(err, "40"), "kv_fmt_check(nvfp4, 40): %s", err);
+    CHECK(kv_fmt_check(KV_IQ4_NL, 48, err, sizeof err) == -1 && strstr(err, "iq4_nl") && strstr(err, "32"),
+          "kv_fmt_check(iq4_nl, 48): %s", err);
 
     float x[96] = {0};
     uint8_t row[400];
@@ -522,6 +544,418 @@ static void test_fp8(void) {
     CHECK(y[0] == 1.0f && y[1] == -448.0f && y[2] == 448.0f && y[3] == p9, "fp8 row dequantises");
 }
 
+/* ---- q4_1 q5_0 q5_1 iq4_nl (llama.cpp's cache types) -------------------------------------- */
+
+/* quantise x[h] as f, compare with want[kv_row_bytes(f, h)]; then the decoded values with y_want[h]
+ * (NULL: skip). */
+static void bytes_case(kv_fmt f, const char *what, const float *x, int h, const uint8_t *want, const float *y_want) {
+    uint8_t row[1100];
+    float y[256];
+    size_t nb = kv_row_bytes(f, h);
+    memset(row, 0xaa, sizeof row);
+    CHECK(nb > 0 && kv_quantize(f, x, row, h) == 0 && same_bytes(row, want, nb, what) && row[nb] == 0xaa,
+          "%s %s: bytes (%zu)", kv_fmt_name(f), what, nb);
+    if (!y_want) return;
+    kv_dequantize(f, want, y, h);
+    int ok = 1;
+    for (int i = 0; i < h; i++)
+        if (!same_float_bits(y[i], y_want[i])) {
+            if (ok) printf("  %s %s: value %d is %a, want %a\n", kv_fmt_name(f), what, i, y[i], y_want[i]);
+            ok = 0;
+        }
+    CHECK(ok, "%s %s: decoded values", kv_fmt_name(f), what);
+}
+
+static void test_ggml_types(void) {
+    /* q4_1, h = 64. Block 0: x = u - 2 with u[0] = 0 (min), u[1] = 15 (max): min = -2, d = 15/15 = 1
+     * (0x3c00), m = -2 (0xc000), id = 1; q = trunc(u + 0.5): 0.5 -> 1, 1.49 -> 1, 14.6 -> 15,
+     * 7.5 -> 8 (half up), 3 -> 3; u[16] = 2.5 -> 3, u[17] = 0.49 -> 0, 5 -> 5 (x - min is exact).
+     * qs[j] = q[j] | q[j + 16] << 4. Block 1: constant 3: d = 0, m = 3 (0x4200), q = 0: decodes
+     * to exactly 3 (unlike q4_0). */
+    {
+        float x[64], y[64];
+        const float u0[6] = {0, 15, 0.5f, 1.49f, 14.6f, 7.5f};
+        for (int j = 0; j < 16; j++) x[j] = (j < 6 ? u0[j] : 3.0f) - 2.0f;
+        for (int j = 16; j < 32; j++) x[j] = (j == 16 ? 2.5f : j == 17 ? 0.49f : 5.0f) - 2.0f;
+        for (int j = 32; j < 64; j++) x[j] = 3.0f;
+        uint8_t want[40] = {0x00, 0x3c, 0x00, 0xc0, 0x30, 0x0f, 0x51, 0x51, 0x5f, 0x58};
+        for (int j = 10; j < 20; j++) want[j] = 0x53;
+        want[20] = 0x00; want[21] = 0x00; want[22] = 0x00; want[23] = 0x42;   /* d = 0, m = 3 */
+        const int q[32] = {0, 15, 1, 1, 15, 8, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 0, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5};
+        for (int j = 0; j < 32; j++) y[j] = (float)q[j] - 2.0f;
+        for (int j = 32; j < 64; j++) y[j] = 3.0f;
+        bytes_case(KV_Q4_1, "hand-worked (d = 1, m = -2; constant block)", x, 64, want, y);
+    }
+    /* q5_0, h = 32: m = x[0] = -16 -> d = -16 / -16 = 1, id = 1, q = min(31, trunc(x + 16.5)):
+     * -16 -> 0, 15 -> 31, 15.5 -> 32 -> 31, -0.5 -> 16, 0.49 -> 16, 0.5 -> 17, -15.5 -> 1, 0 -> 16;
+     * x[16] = 7 -> 23, x[17] = -7 -> 9. qs = low nibbles; qh bit i = bit 4 of q[i]:
+     * 0 1 1 1 1 1 0 1 | 1 x 8 | 1 0 1 1 1 1 1 1 | 1 x 8 -> be ff fd ff. */
+    {
+        float x[32] = {-16, 15, 15.5f, -0.5f, 0.49f, 0.5f, -15.5f};
+        x[16] = 7; x[17] = -7;
+        uint8_t want[22] = {0x00, 0x3c, 0xbe, 0xff, 0xfd, 0xff, 0x70, 0x9f, 0x0f, 0x00, 0x00, 0x01, 0x01};
+        float y[32];
+        const int q[32] = {0, 31, 31, 16, 16, 17, 1, 16, 16, 16, 16, 16, 16, 16, 16, 16, 23, 9};
+        for (int j = 0; j < 32; j++) y[j] = (float)((j < 18 ? q[j] : 16) - 16);
+        bytes_case(KV_Q5_0, "hand-worked (m = -16, d = 1)", x, 32, want, y);
+        /* the first of +m / -m decides the sign of d: 3 before -3 -> d = 3/-16 (fp16 0xb200) */
+        float x2[32] = {3, -3};
+        uint8_t row[22];
+        kv_quantize(KV_Q5_0, x2, row, 32);
+        CHECK(row[0] == 0x00 && row[1] == 0xb2, "q5_0: +3 before -3 gives d = -0.1875 (0xb200)");
+        float x3[32] = {-3, 3};
+        kv_quantize(KV_Q5_0, x3, row, 32);
+        CHECK(row[0] == 0x00 && row[1] == 0x32, "q5_0: -3 before +3 gives d = +0.1875 (0x3200)");
+    }
+    /* q5_1, h = 32: min 0, max 31 -> d = 1, m = 0; q = trunc(x + 0.5): 16.5 -> 17, 30.7 -> 31,
+     * 0.49 -> 0, 20 -> 20, 1 -> 1. qh: 0 1 1 1 0 1 1 1 | ff | 0 1 1 1 1 1 1 1 | ff. */
+    {
+        float x[32];
+        for (int j = 0; j < 32; j++) x[j] = 20.0f;
+        x[0] = 0; x[1] = 31; x[2] = 16.5f; x[3] = 30.7f; x[4] = 0.49f; x[16] = 1.0f;
+        uint8_t want[24] = {0x00, 0x3c, 0x00, 0x00, 0xee, 0xff, 0xfe, 0xff, 0x10, 0x4f, 0x41, 0x4f, 0x40};
+        for (int j = 13; j < 24; j++) want[j] = 0x44;
+        float y[32];
+        for (int j = 0; j < 32; j++) y[j] = 20.0f;
+        y[0] = 0; y[1] = 31; y[2] = 17; y[3] = 31; y[4] = 0; y[16] = 1;
+        bytes_case(KV_Q5_1, "hand-worked (d = 1, m = 0)", x, 32, want, y);
+    }
+    /* iq4_nl: a block whose values are the grid itself (x[j] = K[j % 16], so m = K[0] = -127 comes
+     * first) is fitted exactly: the trial scale t = 0 (and its neighbours, which pick the same
+     * indices) gives sumqx = sumq2, d = 1, best = sum x^4, the largest possible; so d = 1 (0x3c00)
+     * and q[j] = j % 16: qs[j] = j | j << 4. At half the size every product is halved exactly:
+     * d = 0.5 (0x3800), same qs. */
+    {
+        static const float K[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+        float x[64], y[64];
+        uint8_t want[36];
+        for (int j = 0; j < 32; j++) { x[j] = K[j % 16]; x[32 + j] = 0.5f * K[j % 16]; }
+        want[0] = 0x00; want[1] = 0x3c; want[18] = 0x00; want[19] = 0x38;
+        for (int j = 0; j < 16; j++) want[2 + j] = want[20 + j] = (uint8_t)(j | j << 4);
+        for (int j = 0; j < 64; j++) y[j] = x[j];
+        bytes_case(KV_IQ4_NL, "grid values at scale 1 and 1/2", x, 64, want, y);
+        /* all zero (amax < 1e-15): d = 0, q = the index of 0 = 8 (1 - 0 < 0 - -10 fails: upper) */
+        float z[32] = {0};
+        z[3] = 1e-16f;
+        uint8_t wz[18] = {0, 0};
+        for (int j = 0; j < 16; j++) wz[2 + j] = 0x88;
+        bytes_case(KV_IQ4_NL, "amax < 1e-15 -> d = 0, q = 8", z, 32, wz, NULL);
+    }
+}
+
+/* ---- e5m2 and E2M1 ------------------------------------------------------------------------ */
+
+static void test_e5m2_e2m1(void) {
+    const float p16 = 0x1p-16f;                         /* smallest e5m2 subnormal */
+    struct { float x; uint8_t b; const char *what; } c[] = {
+        {0.0f, 0x00, "+0"}, {-0.0f, 0x80, "-0"}, {1.0f, 0x3c, "1 (e = 15)"}, {-2.0f, 0xc0, "-2"},
+        {3.0f, 0x42, "3 = 1.5 * 2^1"}, {448.0f, 0x5f, "448 = 1.75 * 2^8"}, {0.1f, 0x2e, "0.1 -> 0.09375"},
+        {1.125f, 0x3c, "1.125: tie -> 1 (even)"}, {1.375f, 0x3e, "1.375: tie -> 1.5 (even)"},
+        {1.126f, 0x3d, "1.126 -> 1.25"}, {1.875f, 0x40, "1.875: tie -> 2 (carry into e)"},
+        {57344.0f, 0x7b, "57344 = 1.75 * 2^15 (largest)"}, {61439.0f, 0x7b, "61439 -> 57344"},
+        {61440.0f, 0x7b, "61440: tie with 2^16 saturates"}, {1e9f, 0x7b, "1e9 saturates"},
+        {-1e30f, 0xfb, "-1e30 saturates"}, {INFINITY, 0x7b, "+inf saturates"}, {-INFINITY, 0xfb, "-inf saturates"},
+        {NAN, 0x7f, "NaN"}, {p16, 0x01, "2^-16"}, {0.5f * p16, 0x00, "2^-17: tie -> 0"},
+        {1.5f * p16, 0x02, "1.5 * 2^-16: tie -> 2"}, {3.5f * p16, 0x04, "3.5 * 2^-16: tie -> 2^-14 (normal)"},
+        {0x1p-14f, 0x04, "2^-14 (smallest normal)"}, {3.0f * p16, 0x03, "3 * 2^-16 (largest subnormal)"},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        uint8_t got = kv_e5m2_from_f32(c[i].x);
+        CHECK(got == c[i].b, "e5m2 encode %s: 0x%02x (got 0x%02x)", c[i].what, c[i].b, got);
+    }
+    int ok_dec = 1, ok_rt = 1;
+    for (int b = 0; b < 256; b++) {
+        float v = kv_e5m2_to_f32((uint8_t)b), want = fp16_to_f32((uint16_t)(b << 8));
+        if (!same_float_bits(v, want)) ok_dec = 0;
+        if ((b & 0x7f) < 0x7c && kv_e5m2_from_f32(v) != b) ok_rt = 0;
+    }
+    CHECK(ok_dec, "e5m2 decode = the half with these 8 high bits, all 256 codes");
+    CHECK(ok_rt, "e5m2: encode(decode(b)) = b for all 248 finite codes");
+    CHECK(isinf(kv_e5m2_to_f32(0x7c)) && isnan(kv_e5m2_to_f32(0x7d)) && kv_e5m2_to_f32(0x7b) == 57344.0f,
+          "e5m2 decode: 0x7c inf, 0x7d NaN, 0x7b 57344");
+    float x[4] = {1.0f, -57344.0f, 1e6f, p16}, y[4];
+    uint8_t row[4], want[4] = {0x3c, 0xfb, 0x7b, 0x01};
+    CHECK(kv_quantize(KV_E5M2, x, row, 4) == 0 && same_bytes(row, want, 4, "e5m2 row"), "e5m2 row bytes");
+    kv_dequantize(KV_E5M2, row, y, 4);
+    CHECK(y[0] == 1.0f && y[1] == -57344.0f && y[2] == 57344.0f && y[3] == p16, "e5m2 row dequantises");
+
+    /* E2M1: 0 0.5 1 1.5 2 3 4 6; the midpoints tie to the even code (0 2 4 6) */
+    struct { float x; uint8_t q; } e[] = {
+        {0.0f, 0}, {-0.0f, 8}, {0.25f, 0}, {0.2500001f, 1}, {-0.25f, 8}, {-0.3f, 9}, {0.5f, 1}, {0.75f, 2},
+        {0.7499999f, 1}, {1.25f, 2}, {1.2500001f, 3}, {1.75f, 4}, {2.5f, 4}, {2.5000002f, 5}, {3.5f, 6},
+        {5.0f, 6}, {5.0000005f, 7}, {6.0f, 7}, {7.9f, 7}, {1e30f, 7}, {INFINITY, 7}, {-INFINITY, 15},
+        {NAN, 7}, {-3.0f, 13}, {-6.5f, 15}, {1e-30f, 0},
+    };
+    int ok_e = 1;
+    for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
+        if (kv_e2m1_from_f32(e[i].x) != e[i].q) {
+            printf("  e2m1(%a) = %d, want %d\n", e[i].x, kv_e2m1_from_f32(e[i].x), e[i].q);
+            ok_e = 0;
+        }
+    CHECK(ok_e, "e2m1 encode: RNE at the 7 midpoints, saturation at 6, sign kept (%d cases)", (int)(sizeof e / sizeof e[0]));
+    const float vals[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+    int ok_d = 1;
+    for (int q = 0; q < 16; q++) {
+        float v = kv_e2m1_to_f32((uint8_t)q);
+        if (!same_float_bits(v, q < 8 ? vals[q] : -vals[q - 8]) || kv_e2m1_from_f32(v) != q) ok_d = 0;
+    }
+    CHECK(ok_d, "e2m1 decode: the 16 codes (-0 included) and encode(decode(q)) = q");
+}
+
+/* ---- e4m3s / e5m2s ------------------------------------------------------------------------ */
+
+static void test_scaled_fp8(void) {
+    /* amax 448 -> s = 1: the fp8 codes of x, then s = 1.0f (00 00 80 3f) */
+    {
+        float x[4] = {448.0f, -1.0f, 0.5f, 0.0f}, y[4] = {448.0f, -1.0f, 0.5f, 0.0f};
+        uint8_t want[8] = {0x7e, 0xb8, 0x30, 0x00, 0x00, 0x00, 0x80, 0x3f};
+        bytes_case(KV_E4M3S, "amax 448 -> s = 1", x, 4, want, y);
+    }
+    /* amax 2 -> s = f32(2/448); x / s: 2 -> 448 (0x7e), 1 -> 224 (1.75 * 2^7: 0x76), -0.25 -> -56
+     * (0xe6), 1/64 -> 3.5 (0x46); value = code * s */
+    {
+        float x[4] = {2.0f, 1.0f, -0.25f, 0.015625f}, s = 2.0f / 448.0f, y[4];
+        uint8_t want[8] = {0x7e, 0x76, 0xe6, 0x46};
+        uint32_t sb = fp16_f32_bits(s);
+        for (int k = 0; k < 4; k++) want[4 + k] = (uint8_t)(sb >> (8 * k));
+        y[0] = 448.0f * s; y[1] = 224.0f * s; y[2] = -56.0f * s; y[3] = 3.5f * s;
+        bytes_case(KV_E4M3S, "amax 2 -> s = 2/448", x, 4, want, y);
+    }
+    /* all zero: s = 0, codes 0 */
+    {
+        float x[5] = {0}, y[5] = {0};
+        uint8_t want[9] = {0};
+        bytes_case(KV_E4M3S, "all zero -> s = 0", x, 5, want, y);
+        bytes_case(KV_E5M2S, "all zero -> s = 0", x, 5, want, y);
+    }
+    /* e5m2s: amax 57344 -> s = 1; 1.125 ties to 1 */
+    {
+        float x[4] = {57344.0f, -1.0f, 1.125f, 0.0f}, y[4] = {57344.0f, -1.0f, 1.0f, 0.0f};
+        uint8_t want[8] = {0x7b, 0xbc, 0x3c, 0x00, 0x00, 0x00, 0x80, 0x3f};
+        bytes_case(KV_E5M2S, "amax 57344 -> s = 1", x, 4, want, y);
+    }
+    /* random rows: relative error of the scaled element <= 2^-4 (e4m3) / 2^-3 (e5m2) of |x| for the
+     * normal range, and the largest element maps to the format's maximum */
+    uint64_t rs = 6;
+    int ok4 = 1, ok5 = 1, okmax = 1;
+    for (int t = 0; t < 200; t++) {
+        int h = 64 << (t % 3);
+        float x[256], y[256];
+        uint8_t row[260];
+        rng_vector(&rs, x, h);
+        for (int e5 = 0; e5 < 2; e5++) {
+            kv_fmt f = e5 ? KV_E5M2S : KV_E4M3S;
+            kv_quantize(f, x, row, h);
+            kv_dequantize(f, row, y, h);
+            float amax = 0, s;
+            int imax = 0;
+            for (int i = 0; i < h; i++) if (fabsf(x[i]) > amax) { amax = fabsf(x[i]); imax = i; }
+            memcpy(&s, row + h, 4);
+            if (s != amax / (e5 ? 57344.0f : 448.0f) || (row[imax] & 0x7f) != (e5 ? 0x7b : 0x7e)) okmax = 0;
+            for (int i = 0; i < h; i++) {
+                double err = fabs((double)x[i] - y[i]), lim = (e5 ? 0x1p-3 : 0x1p-4) * fabs(x[i]) * 1.0001 +
+                             (e5 ? 0x1p-17 : 0x1p-10) * s + 1e-30;
+                if (err > lim) { if (e5) ok5 = 0; else ok4 = 0; }
+            }
+        }
+    }
+    CHECK(ok4, "e4m3s random: |x - deq| <= 2^-4 |x| (+ half a subnormal step of s)");
+    CHECK(ok5, "e5m2s random: |x - deq| <= 2^-3 |x| (+ half a subnormal step of s)");
+    CHECK(okmax, "e4m3s / e5m2s: s = amax / max finite (f32), the largest element gets the largest code");
+}
+
+/* ---- nvfp4 / mxfp4 ------------------------------------------------------------------------ */
+
+static void test_fp4(void) {
+    /* nvfp4, h = 80 (5 blocks of 16). qs[j] = q[j] | q[j + 8] << 4.
+     * block 0: amax 6 -> s = e4m3(6/6 = 1) = 0x38; the midpoints tie to even codes:
+     *   6 .25 .75 1.25 1.75 2.5 3.5 5 -> 7 0 2 2 4 4 6 6; negated -> 15 8 10 10 12 12 14 14.
+     * block 1: amax 0.375 -> s = 2^-4 (0x18); x / s: 6 -> 7, 0.5 -> 1, -1.6 -> 11 (-1.5), 0.25 -> 0.
+     * block 2: amax 6.375 -> amax / 6 = 1.0625, an e4m3 tie -> 1.0 (0x38): 6.375 saturates to 6 (7).
+     * block 3: all zero -> s = 0, codes 0.
+     * block 4: amax 6 * 2^-11 -> amax / 6 = 2^-11 rounds to e4m3 0 -> s = 0: everything flushes. */
+    {
+        float x[80] = {6, .25f, .75f, 1.25f, 1.75f, 2.5f, 3.5f, 5, -6, -.25f, -.75f, -1.25f, -1.75f, -2.5f, -3.5f, -5};
+        x[16] = 0.375f; x[17] = 0.03125f; x[18] = -0.1f; x[19] = 0.015625f;
+        x[32] = 6.375f;
+        x[64] = 6.0f * 0x1p-11f; x[65] = -0.001f;
+        uint8_t want[45] = {0x38, 0xf7, 0x80, 0xa2, 0xa2, 0xc4, 0xc4, 0xe6, 0xe6,
+                            0x18, 0x07, 0x01, 0x0b, 0x00, 0x00, 0x00, 0x00, 0x00,
+                            0x38, 0x07};
+        float y[80] = {6, 0, 1, 1, 2, 2, 4, 4, -6, -0.0f, -1, -1, -2, -2, -4, -4};
+        y[16] = 0.375f; y[17] = 0.03125f; y[18] = -0.09375f; y[19] = 0.0f;
+        y[32] = 6.0f;
+        bytes_case(KV_NVFP4, "hand-worked (ties, scale rounding, saturation, flush)", x, 80, want, y);
+    }
+    /* mxfp4, h = 128 (4 blocks of 32). qs[j] = q[j] | q[j + 16] << 4.
+     * block 0: amax 7.9 -> floor(log2) = 2, E = 0 (X = 127 = 0x7f); the nvfp4 block 0 values, then
+     *   -0 -> 8, 0.1 -> 0, -0.3 -> 9, 7.9 -> 7 (saturated).
+     * block 1: amax 0x1.fffffep+3 (just below 16): floor(log2) = 3 exactly (a rounded log2f would
+     *   say 4), E = 1 (0x80); x / 2: 7.99999 -> 7, 3 -> 1.5 (3), -5 -> -2.5 tie -> -2 (12), 0.5 -> 0.25 tie -> 0.
+     * block 2: all zero -> E = -127 (0x00), codes 0.
+     * block 3: amax 2^-126 -> E = -128 clamps to -127: x * 2^127: 2^-126 -> 2 (4), -2^-127 -> -1 (10). */
+    {
+        float x[128] = {6, .25f, .75f, 1.25f, 1.75f, 2.5f, 3.5f, 5, -6, -.25f, -.75f, -1.25f, -1.75f, -2.5f, -3.5f, -5,
+                        -0.0f, 0.1f, -0.3f, 7.9f};
+        x[32] = 0x1.fffffep+3f; x[33] = 3.0f; x[34] = -5.0f; x[35] = 0.5f;
+        x[96] = 0x1p-126f; x[97] = -0x1p-127f;
+        uint8_t want[68] = {0x7f, 0x87, 0x00, 0x92, 0x72, 0x04, 0x04, 0x06, 0x06, 0x0f, 0x08, 0x0a, 0x0a, 0x0c, 0x0c, 0x0e, 0x0e,
+                            0x80, 0x07, 0x03, 0x0c};
+        want[51] = 0x00; want[52] = 0x04; want[53] = 0x0a;
+        float y[128] = {6, 0, 1, 1, 2, 2, 4, 4, -6, -0.0f, -1, -1, -2, -2, -4, -4, -0.0f, 0, -0.5f, 6};
+        y[32] = 12.0f; y[33] = 3.0f; y[34] = -4.0f; y[35] = 0.0f;
+        y[96] = 0x1p-126f; y[97] = -0x1p-127f;
+        bytes_case(KV_MXFP4, "hand-worked (ties, exact floor(log2), clamped exponent)", x, 128, want, y);
+    }
+    /* random: every element is within half a step of its scaled grid, or saturated */
+    uint64_t rs = 7;
+    int ok_nv = 1, ok_mx = 1;
+    for (int t = 0; t < 200; t++) {
+        float x[128], y[128];
+        uint8_t row[128];
+        rng_vector(&rs, x, 128);
+        kv_quantize(KV_NVFP4, x, row, 128);
+        kv_dequantize(KV_NVFP4, row, y, 128);
+        for (int b = 0; b < 8; b++) {
+            float s = kv_fp8_to_f32(row[9 * b]);
+            for (int j = 0; j < 16; j++) {
+                double a = fabs(x[16 * b + j]) / s, err = fabs((double)x[16 * b + j] - y[16 * b + j]) / s;
+                double step = a < 2 ? 0.5 : a < 4 ? 1 : 2;
+                if (s > 0 && !(err <= step / 2 * 1.000001 || (a > 6 && fabs(y[16 * b + j]) == 6 * s))) ok_nv = 0;
+            }
+        }
+        kv_quantize(KV_MXFP4, x, row, 128);
+        kv_dequantize(KV_MXFP4, row, y, 128);
+        for (int b = 0; b < 4; b++) {
+            float amax = 0;
+            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[32 * b + j]));
+            double s = ldexp(1.0, row[17 * b] - 127);
+            if (!(amax >= 4 * s && amax < 8 * s)) ok_mx = 0;   /* 2^E = 2^floor(log2 amax) / 4 */
+            for (int j = 0; j < 32; j++) {
+                double a = fabs(x[32 * b + j]) / s, err = fabs((double)x[32 * b + j] - y[32 * b + j]) / s;
+                double step = a < 2 ? 0.5 : a < 4 ? 1 : 2;
+                if (!(err <= step / 2 || (a > 6 && fabs(y[32 * b + j]) == 6 * s))) ok_mx = 0;
+            }
+        }
+    }
+    CHECK(ok_nv, "nvfp4 random: each value within half an E2M1 step of s, or saturated at 6 s");
+    CHECK(ok_mx, "mxfp4 random: 4 * 2^E <= amax < 8 * 2^E, each value within half a step, or saturated");
+}
+
+/* ---- fixtures: tests/fixtures/kv, made by tests/ref/make_kv_fixtures.py ------------------- */
+
+static void *read_all(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *buf = len > 0 ? malloc((size_t)len) : NULL;
+    if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len) { free(buf); buf = NULL; }
+    fclose(f);
+    *n = buf ? (size_t)len : 0;
+    return buf;
+}
+
+static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+
+static void test_fixtures(void) {
+    const char *dir = getenv("STRATA_KV_FIXTURES");
+    if (!dir) dir = "tests/fixtures/kv";
+    char path[512];
+    size_t n;
+    snprintf(path, sizeof path, "%s/input.bin", dir);
+    uint8_t *in = read_all(path, &n);
+    CHECK(in && n >= 12 && !memcmp(in, "SKVI", 4), "fixture %s readable", path);
+    if (!in || n < 12) { free(in); return; }
+    int h = (int)rd32(in + 4), rows = (int)rd32(in + 8);
+    CHECK(n == 12 + (size_t)rows * h * 4 && h > 0 && h <= 256, "input.bin: %d rows of h = %d", rows, h);
+    if (n != 12 + (size_t)rows * h * 4 || h <= 0 || h > 256) { free(in); return; }
+    const float *x = (const float *)(void *)(in + 12);   /* [rows][h]; 12 is a multiple of 4 */
+    static const kv_fmt fmts[] = {KV_Q8_0, KV_Q4_0, KV_Q4_1, KV_Q5_0, KV_Q5_1, KV_IQ4_NL, KV_E5M2, KV_E4M3S, KV_E5M2S, KV_NVFP4, KV_MXFP4};
+    for (size_t fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++) {
+        kv_fmt f = fmts[fi];
+        size_t rb = kv_row_bytes(f, h), m;
+        snprintf(path, sizeof path, "%s/%s.bin", dir, kv_fmt_name(f));
+        uint8_t *q = read_all(path, &m);
+        int ok_hdr = q && m == 16 + (size_t)rows * (rb + 4 * (size_t)h) && !memcmp(q, "SKVQ", 4) &&
+                     (int)rd32(q + 4) == h && (int)rd32(q + 8) == rows && rd32(q + 12) == rb;
+        CHECK(ok_hdr, "fixture %s: %d rows of %zu bytes", path, rows, rb);
+        if (!ok_hdr) { free(q); continue; }
+        const uint8_t *want = q + 16;                                /* [rows][rb] */
+        const float *yw = (const float *)(void *)(q + 16 + (size_t)rows * rb);
+        int same = 0, same_deq = 0;
+        for (int r = 0; r < rows; r++) {
+            uint8_t row[1100];
+            float y[256];
+            kv_quantize(f, x + (size_t)r * h, row, h);
+            if (!memcmp(row, want + (size_t)r * rb, rb)) same++;
+            else if (same == r) {
+                size_t i = 0;
+                while (row[i] == want[(size_t)r * rb + i]) i++;
+                printf("  %s row %d: byte %zu is 0x%02x, want 0x%02x\n", kv_fmt_name(f), r, i, row[i], want[(size_t)r * rb + i]);
+            }
+            kv_dequantize(f, want + (size_t)r * rb, y, h);
+            int ok = 1;
+            for (int i = 0; i < h; i++) {
+                float a = y[i], b;
+                memcpy(&b, yw + (size_t)r * h + i, 4);
+                if (!same_float_bits(a, b) && !(isnan(a) && isnan(b))) ok = 0;
+            }
+            same_deq += ok;
+        }
+        int blocks = rows * h / (f == KV_NVFP4 ? 16 : f == KV_E5M2 || f == KV_E4M3S || f == KV_E5M2S ? h : 32);
+        CHECK(same == rows, "%s: kv_quantize = the fixture's bytes for %d of %d rows (%d %s)", kv_fmt_name(f), same,
+              rows, blocks, blocks == rows ? "rows" : "blocks");
+        CHECK(same_deq == rows, "%s: kv_dequantize of the fixture's bytes = its decoded values, %d of %d rows",
+              kv_fmt_name(f), same_deq, rows);
+        free(q);
+    }
+    free(in);
+}
+
+/* ---- per-layer mixes ---------------------------------------------------------------------- */
+
+static void test_mix(void) {
+    kv_mix m;
+    kv_fmt L[30];
+    char err[300] = "";
+    /* first and last layers f16, the rest int8, two ways */
+    int ok = kv_mix_parse("int8+f16@0+f16@-1", &m, err, sizeof err) == 0 && m.n == 3 &&
+             kv_mix_layers(&m, 30, L, err, sizeof err) == 0;
+    for (int l = 0; ok && l < 30; l++) ok = L[l] == (l == 0 || l == 29 ? KV_F16 : KV_INT8);
+    CHECK(ok, "mix int8+f16@0+f16@-1 on 30 layers: f16 at 0 and 29, int8 elsewhere (%s)", err);
+    ok = kv_mix_parse("int8@1-28+f16@0+f16@29", &m, err, sizeof err) == 0 && kv_mix_layers(&m, 30, L, err, sizeof err) == 0;
+    for (int l = 0; ok && l < 30; l++) ok = L[l] == (l == 0 || l == 29 ? KV_F16 : KV_INT8);
+    CHECK(ok, "mix int8@1-28+f16@0+f16@29: the same layers (%s)", err);
+    ok = kv_mix_parse("q4_1@0-1+nvfp4@2+e4m3s@-2-3", &m, err, sizeof err) == -1;
+    CHECK(ok && strstr(err, "-2-3"), "mix: a range from the end is refused: %s", err);
+    ok = kv_mix_parse("q4_1@0-1+nvfp4@2+e4m3s@-2+mxfp4@-1", &m, err, sizeof err) == 0 && kv_mix_layers(&m, 5, L, err, sizeof err) == 0 &&
+         L[0] == KV_Q4_1 && L[1] == KV_Q4_1 && L[2] == KV_NVFP4 && L[3] == KV_E4M3S && L[4] == KV_MXFP4;
+    CHECK(ok, "mix without a default item covering all 5 layers: q4_1 q4_1 nvfp4 e4m3s mxfp4 (%s)", err);
+    ok = kv_mix_parse("f32", &m, err, sizeof err) == 0 && m.n == 1 && m.it[0].rest && kv_mix_layers(&m, 3, L, err, sizeof err) == 0 &&
+         L[0] == KV_F32 && L[2] == KV_F32;
+    CHECK(ok, "a plain name is a mix of one default item");
+    struct { const char *spec; int n_layer; const char *want; } bad[] = {
+        {"int8+f16@0+f16@0", 4, "twice"}, {"int8@0-2+f16@2", 4, "twice"}, {"int8@0-2", 4, "layer 3 has no format"},
+        {"int8+f16@4", 4, "past"}, {"int8+f16@-5", 4, "past"}, {"int8+f16@2-9", 4, "past"},
+        {"int8+f16", 4, "two default"}, {"int8+f16@", 4, "bad layers"}, {"int8+f16@3-1", 4, "bad layers"},
+        {"int8+f16@x", 4, "bad layers"}, {"int8+f16@-0", 4, "bad layers"}, {"int8+f16@1-", 4, "bad layers"},
+        {"int8+int9@1", 4, "unknown KV format 'int9'"}, {"int8++f16@1", 4, "unknown"}, {"", 4, "empty"},
+        {"@1", 4, "unknown"}, {"int8+f16@1234567", 4, "bad layers"}, {"int8 +f16@1", 4, "unknown"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = 0;
+        int rc = kv_mix_parse(bad[i].spec, &m, err, sizeof err);
+        if (rc == 0) rc = kv_mix_layers(&m, bad[i].n_layer, L, err, sizeof err);
+        CHECK(rc == -1 && strstr(err, bad[i].want), "mix '%s' on %d layers is refused: %s", bad[i].spec, bad[i].n_layer, err);
+    }
+    char many[400] = "f16";
+    for (int i = 0; i < KV_MIX_ITEMS; i++) snprintf(many + strlen(many), sizeof many - strlen(many), "+int8@%d", i);
+    CHECK(kv_mix_parse(many, &m, err, sizeof err) == -1 && strstr(err, "more than"), "mix with %d items is refused: %s",
+          KV_MIX_ITEMS + 1, err);
+}
+
 /* ---- f16 / bf16 / f32 --------------------------------------------------------------------- */
 
 static void test_f16_bf16(void) {
@@ -648,6 +1082,12 @@ int main(void) {
     test_q4_0();
     test_q4_0r();
     test_fp8();
+    test_ggml_types();
+    test_e5m2_e2m1();
+    test_scaled_fp8();
+    test_fp4();
+    test_fixtures();
+    test_mix();
     test_f16_bf16();
     test_decoders_exhaustive();
     test_fused();

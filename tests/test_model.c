@@ -15,13 +15,15 @@
 /* the committed fixtures (tests/fixtures/README.md); tests run from the repository root */
 static const char *fixtures(void) { return "tests/fixtures"; }
 
-/* Runs tokens[n] through a fresh cache in chunks of `chunk`, all rows into out [n][V]. */
-static int run_chunks(const model *m, pool *p, kv_fmt fk, kv_fmt fv, const int32_t *tok, int n, int chunk, float *out) {
+/* Runs tokens[n] through a fresh cache (layer l's formats fk[l], fv[l]) in chunks of `chunk`, all
+ * rows into out [n][V]. */
+static int run_chunks_layers(const model *m, pool *p, const kv_fmt *fk, const kv_fmt *fv, const int32_t *tok, int n,
+                             int chunk, float *out) {
     cache c;
     model_scratch s;
     char err[256];
     int *rows = malloc(sizeof(int) * (size_t)chunk), rc = -1;
-    if (cache_create(&c, fk, fv, m->n_layer, m->n_kv, m->hd, n + 8, err, sizeof err)) { printf("# %s\n", err); free(rows); return -1; }
+    if (cache_create_layers(&c, fk, fv, m->n_layer, m->n_kv, m->hd, n + 8, err, sizeof err)) { printf("# %s\n", err); free(rows); return -1; }
     if (model_scratch_alloc(m, chunk, &s)) goto done;
     for (int i = 0; i < chunk; i++) rows[i] = i;
     for (int off = 0; off < n; off += chunk) {
@@ -37,6 +39,38 @@ done:
     cache_free(&c);
     free(rows);
     return rc;
+}
+
+/* The same with fk / fv in every layer. */
+static int run_chunks(const model *m, pool *p, kv_fmt fk, kv_fmt fv, const int32_t *tok, int n, int chunk, float *out) {
+    kv_fmt k[256], v[256];
+    if (m->n_layer > 256) return -1;
+    for (int l = 0; l < m->n_layer; l++) { k[l] = fk; v[l] = fv; }
+    return run_chunks_layers(m, p, k, v, tok, n, chunk, out);
+}
+
+/* Batch invariance of a per-layer mix: K and V mixes (kv.h syntax) resolved for m, rows with prefill
+ * chunks 7, 64 and 512 bit-identical to chunk 1. */
+static void invariance_mix(const model *m, pool *p, const char *what, const char *kmix, const char *vmix,
+                           const int32_t *tok, int n) {
+    kv_fmt k[256], v[256];
+    kv_mix mk, mv;
+    char err[256] = "";
+    int V = m->n_vocab;
+    if (m->n_layer > 256 || kv_mix_parse(kmix, &mk, err, sizeof err) || kv_mix_parse(vmix, &mv, err, sizeof err) ||
+        kv_mix_layers(&mk, m->n_layer, k, err, sizeof err) || kv_mix_layers(&mv, m->n_layer, v, err, sizeof err)) {
+        CHECK(0, "%s: mixes %s / %s resolve (%s)", what, kmix, vmix, err);
+        return;
+    }
+    float *a = malloc(sizeof(float) * (size_t)n * V), *b = malloc(sizeof(float) * (size_t)n * V);
+    static const int chunks[] = { 7, 64, 512 };
+    int same = run_chunks_layers(m, p, k, v, tok, n, 1, a) == 0;
+    for (int c = 0; same && c < 3; c++)
+        same = run_chunks_layers(m, p, k, v, tok, n, chunks[c], b) == 0 && memcmp(a, b, sizeof(float) * (size_t)n * V) == 0;
+    CHECK(same, "%s: K %s, V %s per layer: rows with prefill chunks 7, 64, 512 bit-identical to decoding one token "
+          "at a time", what, kmix, vmix);
+    free(a);
+    free(b);
 }
 
 static void test_reference(const model *m, pool *p, const char *name) {
@@ -168,14 +202,21 @@ static void test_attention_split(pool *p) {
  * random data (q, k ~ U(-1,1) scaled like a real head, v ~ U(-1,1)), hd 64 and 256. Bounds on
  * max |out - out64|, stated per format: the storage error of one value (f32: none; bf16: 2^-9
  * relative; f16: 2^-12; fp8 e4m3: 2^-4; int8: max|x|/254 per group; q8_0: the same per block of 32;
- * q4_0: max|x|/16) moves each score by at most |q|_1 times it and the output by the same order;
- * each bound is about 3x the worst error seen over these cases (f32: 2.5e-7, f16: 1.1e-4, bf16:
- * 9.4e-4, int8: 2.3e-3, q8_0: 2.4e-3, fp8: 1.1e-2, q4_0: 3.0e-2, q4_0r: 5.0e-2), so the ordering of
- * the formats is checked too. */
+ * q4_0: max|x|/16; q4_1: (max - min)/30; q5_0: max|x|/32; q5_1: (max - min)/62; iq4_nl: about
+ * max|x|/20 (half the widest grid gap, 24/127 of the scale); e5m2 / e5m2s: 2^-3 relative;
+ * e4m3s: 2^-4 relative; nvfp4: up to amax/6 per block of 16 (half a step of 2 at scale amax/6);
+ * mxfp4: up to amax/4 per block of 32) moves each score by at most |q|_1 times it and the output by
+ * the same order; each bound is about 3x the worst error seen over these cases (hd 64 / 256 where
+ * they differ: f32: 2.5e-7, f16: 1.1e-4, bf16: 9.4e-4, int8: 2.3e-3, q8_0: 2.4e-3, fp8: 1.1e-2,
+ * q4_0: 3.0e-2, q4_0r: 5.0e-2, q4_1: 2.7e-2 / 4.4e-2, q5_0: 2.4e-2, q5_1: 1.7e-2, iq4_nl: 3.4e-2,
+ * e5m2: 2.6e-2, e4m3s: 1.4e-2, e5m2s: 2.8e-2, nvfp4: 5.4e-2, mxfp4: 6.2e-2 / 9.8e-2), so the
+ * ordering of the formats is checked too. */
 static void test_attention_f64(pool *p) {
     static const double bound[KV_NFMT] = {
         [KV_F32] = 2e-6, [KV_BF16] = 3e-3, [KV_F16] = 5e-4, [KV_INT8] = 8e-3,
         [KV_Q8_0] = 8e-3, [KV_Q4_0] = 0.1, [KV_Q4_0R] = 0.15, [KV_FP8] = 0.04,
+        [KV_Q4_1] = 0.15, [KV_Q5_0] = 0.08, [KV_Q5_1] = 0.05, [KV_IQ4_NL] = 0.1, [KV_E5M2] = 0.08,
+        [KV_E4M3S] = 0.04, [KV_E5M2S] = 0.08, [KV_NVFP4] = 0.15, [KV_MXFP4] = 0.3,
     };
     static const int hds[2] = { 64, 256 };
     for (int hi = 0; hi < 2; hi++) {
@@ -214,12 +255,86 @@ static void test_attention_f64(pool *p) {
                         if (e > worst) worst = e;
                     }
                 }
-            printf("# attention kv %-5s hd %3d: max |out - float64| = %.3g (bound %.3g)\n", kv_fmt_name((kv_fmt)f), hd, worst, bound[f]);
+            printf("# attention kv %-6s hd %3d: max |out - float64| = %.3g (bound %.3g)\n", kv_fmt_name((kv_fmt)f), hd, worst, bound[f]);
             CHECK(worst <= bound[f], "attention kv %s hd %d within %.3g of float64 (%.3g)", kv_fmt_name((kv_fmt)f), hd, bound[f], worst);
             cache_free(&c);
         }
         free(k); free(v); free(q); free(o); free(s);
     }
+}
+
+/* A cache with different formats per layer: each layer's attention (tiled, split decode and the
+ * reference) is bit-identical to that of a cache with the layer's formats in every layer, given the
+ * same stored vectors; and its bytes per token are the sum of the layers'. */
+static void test_attention_mixed(pool *p) {
+    enum { NL = 3 };
+    static const kv_fmt fk[NL] = { KV_Q4_1, KV_NVFP4, KV_F16 }, fv[NL] = { KV_MXFP4, KV_F32, KV_E4M3S };
+    int hd = 64, n_kv = 2, n_head = 6, ctx = CACHE_SPLIT_MIN_KEYS + 20, T = 9;
+    float *k = malloc(sizeof(float) * (size_t)n_kv * hd), *v = malloc(sizeof(float) * (size_t)n_kv * hd);
+    float *q = malloc(sizeof(float) * (size_t)T * n_head * hd);
+    float *o1 = malloc(sizeof(float) * (size_t)T * n_head * hd), *o2 = malloc(sizeof(float) * (size_t)T * n_head * hd);
+    cache mixed, uni[NL];
+    char err[128];
+    int ok = cache_create_layers(&mixed, fk, fv, NL, n_kv, hd, ctx, err, sizeof err) == 0;
+    for (int l = 0; l < NL; l++) ok &= cache_create(&uni[l], fk[l], fv[l], NL, n_kv, hd, ctx, err, sizeof err) == 0;
+    CHECK(ok, "mixed cache and its uniform twins created (%s)", ok ? "" : err);
+    if (!ok) goto done;
+    srand(23);
+    for (int i = 0; i < T * n_head * hd; i++) q[i] = (float)rand() / RAND_MAX * 2 - 1;
+    for (int l = 0; l < NL; l++)
+        for (int pos = 0; pos < ctx; pos++) {
+            for (int i = 0; i < n_kv * hd; i++) { k[i] = (float)rand() / RAND_MAX * 4 - 2; v[i] = (float)rand() / RAND_MAX * 2 - 1; }
+            cache_store(&mixed, l, pos, k, v);
+            cache_store(&uni[l], l, pos, k, v);
+        }
+    int same = 1, same_ref = 1, same_split = 1;
+    for (int l = 0; l < NL; l++) {
+        cache_attn a = { l, T, 100, n_head, l == 1 ? 40 : 0, 0.125f, q, o1 };   /* layer 1 with a window */
+        cache_attend(p, &mixed, &a);
+        a.out = o2;
+        cache_attend(p, &uni[l], &a);
+        same &= memcmp(o1, o2, sizeof(float) * (size_t)T * n_head * hd) == 0;
+        cache_attend_ref(&mixed, &a);
+        same_ref &= memcmp(o1, o2, sizeof(float) * (size_t)T * n_head * hd) == 0;
+        cache_attn d = { l, 1, ctx - 1, n_head, 0, 0.125f, q, o1 };   /* decode over > CACHE_SPLIT_MIN_KEYS keys */
+        cache_attend(p, &mixed, &d);
+        d.out = o2;
+        cache_attend(p, &uni[l], &d);
+        same_split &= memcmp(o1, o2, sizeof(float) * (size_t)n_head * hd) == 0;
+    }
+    CHECK(same, "mixed cache (K q4_1 nvfp4 f16, V mxfp4 f32 e4m3s): each layer's tiled attention == the uniform cache's");
+    CHECK(same_ref, "mixed cache: each layer's reference attention == the tiled one");
+    CHECK(same_split, "mixed cache: each layer's split decode (%d keys) == the uniform cache's", ctx);
+    size_t want = 0;
+    for (int l = 0; l < NL; l++) want += (size_t)n_kv * (kv_row_bytes(fk[l], hd) + kv_row_bytes(fv[l], hd));
+    CHECK(cache_bytes_per_token(&mixed) == want && want == 2 * (40 + 34 + 36 + 256 + 128 + 68),
+          "mixed cache: bytes per token = sum over layers = 2 x (40 + 34 + 36 + 256 + 128 + 68) (%zu)",
+          cache_bytes_per_token(&mixed));
+done:
+    cache_free(&mixed);
+    for (int l = 0; l < NL; l++) cache_free(&uni[l]);
+    free(k); free(v); free(q); free(o1); free(o2);
+}
+
+/* KV bytes per token (the handshake's kv_bytes_per_token) for SmolLM2's shape (30 layers, 3 KV heads,
+ * hd 64), every format for K and V, and K and V in different formats. Per row of 64 values, from the
+ * layouts: f32 256; bf16 / f16 128; int8 64 + 2; q8_0 2 x 34; q4_0 / q4_0r 2 x 18; fp8 64; q4_1 2 x 20;
+ * q5_0 2 x 22; q5_1 2 x 24; iq4_nl 2 x 18; e5m2 64; e4m3s / e5m2s 64 + 4; nvfp4 4 x 9; mxfp4 2 x 17. */
+static void test_cache_bytes(void) {
+    static const size_t row64[KV_NFMT] = {256, 128, 128, 66, 68, 36, 36, 64, 40, 44, 48, 36, 64, 68, 68, 36, 34};
+    int ok = 1;
+    for (int fk = 0; fk < KV_NFMT; fk++)
+        for (int fv = 0; fv < KV_NFMT; fv++) {
+            cache c;
+            char err[128];
+            if (cache_create(&c, (kv_fmt)fk, (kv_fmt)fv, 30, 3, 64, 16, err, sizeof err)) { ok = 0; continue; }
+            if (cache_bytes_per_token(&c) != 30 * 3 * (row64[fk] + row64[fv])) {
+                printf("  K %s V %s: %zu bytes per token\n", kv_fmt_name((kv_fmt)fk), kv_fmt_name((kv_fmt)fv), cache_bytes_per_token(&c));
+                ok = 0;
+            }
+            cache_free(&c);
+        }
+    CHECK(ok, "cache_bytes_per_token = 30 layers x 3 heads x (K row + V row) for all %d x %d format pairs, hd 64", KV_NFMT, KV_NFMT);
 }
 
 /* Greedy decoding from a prefix follows llama.cpp's argmax chain: the first generated token is the
@@ -290,6 +405,7 @@ static void test_invariance_smollm2(pool *p) {
         }
         CHECK(same, "SmolLM2 kv %s: rows with prefill chunks 7, 64, 512 bit-identical to decoding one token at a time", kv_fmt_name((kv_fmt)f));
     }
+    invariance_mix(m, p, "SmolLM2", "q4_1+f16@0+nvfp4@-1", "iq4_nl+mxfp4@3-20+int8@-3", tok, n);
     free(a);
     free(b);
     model_free(m);
@@ -336,6 +452,8 @@ int main(void) {
     test_attention(p);
     test_attention_split(p);
     test_attention_f64(p);
+    test_cache_bytes();
+    test_attention_mixed(p);
     snprintf(path, sizeof path, "%s/models/stories260K.gguf", fixtures());
     if (model_load(path, &m, err, sizeof err, warn, sizeof warn)) {
         CHECK(0, "load %s: %s", path, err);
@@ -352,7 +470,10 @@ int main(void) {
     gguf_file *g;
     if (!gguf_open(path, &g, err, sizeof err)) {
         const gguf_tensor *tt = gguf_tensor_find(g, "tokens");
-        if (tt) test_invariance(m, p, tt->data, (int)tt->ne[0]);
+        if (tt) {
+            test_invariance(m, p, tt->data, (int)tt->ne[0]);
+            invariance_mix(m, p, "stories260K", "int8+f16@0+e4m3s@-1", "e5m2+fp8@-1", tt->data, (int)tt->ne[0]);
+        }
         gguf_close(g);
     }
     model_free(m);

@@ -16,16 +16,28 @@
                      * the tiled path 5 % slower) */
 #define MAX_HPI 8 /* most query heads per work item */
 
-int cache_create(cache *c, kv_fmt fk, kv_fmt fv, int n_layer, int n_kv, int hd, int n_ctx,
-                 char *err, size_t errlen) {
+int cache_create_layers(cache *c, const kv_fmt *fk, const kv_fmt *fv, int n_layer, int n_kv, int hd,
+                        int n_ctx, char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
-    if (kv_fmt_check(fk, hd, err, errlen) || kv_fmt_check(fv, hd, err, errlen)) return -1;
-    c->fk = fk; c->fv = fv;
+    if (n_layer < 1) { snprintf(err, errlen, "a KV cache needs at least one layer"); return -1; }
+    for (int l = 0; l < n_layer; l++)
+        if (kv_fmt_check(fk[l], hd, err, errlen) || kv_fmt_check(fv[l], hd, err, errlen)) return -1;
+    c->L = calloc((size_t)n_layer, sizeof *c->L);
+    if (!c->L) { snprintf(err, errlen, "out of memory"); return -1; }
+    c->fk = fk[0]; c->fv = fv[0];
     c->n_layer = n_layer; c->n_kv = n_kv; c->hd = hd; c->n_ctx = n_ctx;
-    c->kb = kv_row_bytes(fk, hd);
-    c->vb = kv_row_bytes(fv, hd);
-    c->k_bytes = (size_t)n_layer * n_ctx * n_kv * c->kb;
-    c->v_bytes = (size_t)n_layer * n_ctx * n_kv * c->vb;
+    c->kb = kv_row_bytes(fk[0], hd);
+    c->vb = kv_row_bytes(fv[0], hd);
+    for (int l = 0; l < n_layer; l++) {
+        cache_layer *L = &c->L[l];
+        L->fk = fk[l]; L->fv = fv[l];
+        L->kb = kv_row_bytes(fk[l], hd);
+        L->vb = kv_row_bytes(fv[l], hd);
+        L->koff = c->k_bytes;
+        L->voff = c->v_bytes;
+        c->k_bytes += (size_t)n_ctx * n_kv * L->kb;
+        c->v_bytes += (size_t)n_ctx * n_kv * L->vb;
+    }
     void *k = mmap(NULL, c->k_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     void *v = mmap(NULL, c->v_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (k == MAP_FAILED || v == MAP_FAILED) {
@@ -33,6 +45,7 @@ int cache_create(cache *c, kv_fmt fk, kv_fmt fv, int n_layer, int n_kv, int hd, 
                  (double)(c->k_bytes + c->v_bytes) / (1 << 30), n_ctx);
         if (k != MAP_FAILED) munmap(k, c->k_bytes);
         if (v != MAP_FAILED) munmap(v, c->v_bytes);
+        free(c->L);
         memset(c, 0, sizeof *c);
         return -1;
     }
@@ -41,29 +54,63 @@ int cache_create(cache *c, kv_fmt fk, kv_fmt fv, int n_layer, int n_kv, int hd, 
     return 0;
 }
 
+int cache_create(cache *c, kv_fmt fk, kv_fmt fv, int n_layer, int n_kv, int hd, int n_ctx,
+                 char *err, size_t errlen) {
+    memset(c, 0, sizeof *c);
+    if (n_layer < 1) { snprintf(err, errlen, "a KV cache needs at least one layer"); return -1; }
+    kv_fmt *f = malloc(sizeof *f * 2 * (size_t)n_layer);   /* [2][n_layer] */
+    if (!f) { snprintf(err, errlen, "out of memory"); return -1; }
+    for (int l = 0; l < n_layer; l++) { f[l] = fk; f[n_layer + l] = fv; }
+    int rc = cache_create_layers(c, f, f + n_layer, n_layer, n_kv, hd, n_ctx, err, errlen);
+    free(f);
+    return rc;
+}
+
 void cache_free(cache *c) {
     if (c->k) munmap(c->k, c->k_bytes);
     if (c->v) munmap(c->v, c->v_bytes);
+    free(c->L);
     memset(c, 0, sizeof *c);
 }
 
 size_t cache_bytes_per_token(const cache *c) {
-    return (size_t)c->n_layer * c->n_kv * (c->kb + c->vb);
+    size_t b = 0;
+    for (int l = 0; l < c->n_layer; l++) b += (size_t)c->n_kv * (c->L[l].kb + c->L[l].vb);
+    return b;
 }
 
-/* Rows are stored [layer][group][pos]: attention streams one group's keys contiguously. */
+/* Rows are stored [layer][group][pos]: attention streams one group's keys contiguously. The
+ * attention code below works on a one-layer view of the cache (layer_view), so k_row / v_row
+ * address layer 0 of the view with its single row size. */
 static const uint8_t *k_row(const cache *c, int layer, int pos, int g) {
-    return c->k + (((size_t)layer * c->n_kv + g) * c->n_ctx + pos) * c->kb;
+    return c->k + c->L[layer].koff + ((size_t)g * c->n_ctx + pos) * c->L[layer].kb;
 }
 static const uint8_t *v_row(const cache *c, int layer, int pos, int g) {
-    return c->v + (((size_t)layer * c->n_kv + g) * c->n_ctx + pos) * c->vb;
+    return c->v + c->L[layer].voff + ((size_t)g * c->n_ctx + pos) * c->L[layer].vb;
 }
 
 void cache_store(cache *c, int layer, int pos, const float *k, const float *v) {
+    const cache_layer *L = &c->L[layer];
     for (int g = 0; g < c->n_kv; g++) {
-        kv_quantize(c->fk, k + (size_t)g * c->hd, (void *)k_row(c, layer, pos, g), c->hd);
-        kv_quantize(c->fv, v + (size_t)g * c->hd, (void *)v_row(c, layer, pos, g), c->hd);
+        kv_quantize(L->fk, k + (size_t)g * c->hd, (void *)k_row(c, layer, pos, g), c->hd);
+        kv_quantize(L->fv, v + (size_t)g * c->hd, (void *)v_row(c, layer, pos, g), c->hd);
     }
+}
+
+/* *view = layer `layer` of c as a one-layer cache (its formats and row sizes in fk, fv, kb, vb and
+ * L[0]; k, v at the layer's rows; *L0 holds the layer entry), *av = *a with layer 0. */
+static void layer_view(const cache *c, const cache_attn *a, cache *view, cache_layer *L0, cache_attn *av) {
+    *view = *c;
+    *L0 = c->L[a->layer];
+    view->n_layer = 1;
+    view->fk = L0->fk; view->fv = L0->fv;
+    view->kb = L0->kb; view->vb = L0->vb;
+    view->k = c->k + L0->koff;
+    view->v = c->v + L0->voff;
+    L0->koff = L0->voff = 0;
+    view->L = L0;
+    *av = *a;
+    av->layer = 0;
 }
 
 /* ---- reference: one query at a time ---------------------------------------------------------- */
@@ -74,7 +121,7 @@ static float seq_dot(const float *a, const float *b, int n) {
     return s;
 }
 
-int cache_attend_ref(const cache *c, const cache_attn *a) {
+static int attend_ref(const cache *c, const cache_attn *a) {
     int hd = c->hd, group = a->n_head / c->n_kv;
     int ret = -1;
     int n_keys = a->pos0 + a->T;
@@ -504,7 +551,7 @@ done:
     return ret;
 }
 
-int cache_attend(pool *p, const cache *c, const cache_attn *a) {
+static int attend(pool *p, const cache *c, const cache_attn *a) {
     int group = a->n_head / c->n_kv;
     if (a->T == 1 && group <= MAX_HPI && pool_threads(p) > 1 && a->pos0 + 1 >= CACHE_SPLIT_MIN_KEYS &&
         (a->window <= 0 || a->window >= CACHE_SPLIT_MIN_KEYS))
@@ -530,4 +577,20 @@ int cache_attend(pool *p, const cache *c, const cache_attn *a) {
     pool_run(p, attn_item, &x, (a->n_head / hpi) * x.n_tiles);
     free(x.scratch);
     return 0;
+}
+
+int cache_attend(pool *p, const cache *c, const cache_attn *a) {
+    cache view;
+    cache_layer L0;
+    cache_attn av;
+    layer_view(c, a, &view, &L0, &av);
+    return attend(p, &view, &av);
+}
+
+int cache_attend_ref(const cache *c, const cache_attn *a) {
+    cache view;
+    cache_layer L0;
+    cache_attn av;
+    layer_view(c, a, &view, &L0, &av);
+    return attend_ref(&view, &av);
 }

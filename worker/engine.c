@@ -14,7 +14,39 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The cache in cfg's formats: every layer kv_k / kv_v, or per layer from the mixes. */
+static int engine_cache(engine *e, const char *kv_k_mix, const char *kv_v_mix, char *err, size_t errlen) {
+    const engine_config *cfg = &e->cfg;
+    int nl = e->m->n_layer, rc = -1;
+    const char *spec[2] = { kv_k_mix, kv_v_mix };
+    kv_fmt plain[2] = { cfg->kv_k, cfg->kv_v };
+    kv_fmt *f = malloc(sizeof *f * 2 * (size_t)nl);   /* [2][n_layer]: K, V */
+    if (!f) { snprintf(err, errlen, "out of memory"); return -1; }
+    for (int v = 0; v < 2; v++) {
+        if (spec[v]) {
+            kv_mix mx;
+            if (strlen(spec[v]) >= ENGINE_KV_NAME_MAX) { snprintf(err, errlen, "KV format mix '%.40s...' is too long", spec[v]); goto done; }
+            if (kv_mix_parse(spec[v], &mx, err, errlen) || kv_mix_layers(&mx, nl, f + (size_t)v * nl, err, errlen)) goto done;
+            snprintf(e->kv_name[v], sizeof e->kv_name[v], "%s", spec[v]);
+        } else {
+            for (int l = 0; l < nl; l++) f[(size_t)v * nl + l] = plain[v];
+            snprintf(e->kv_name[v], sizeof e->kv_name[v], "%s", kv_fmt_name(plain[v]));
+        }
+    }
+    rc = cache_create_layers(&e->c, f, f + nl, nl, e->m->n_kv, e->m->hd, e->n_ctx, err, errlen);
+done:
+    free(f);
+    return rc;
+}
+
+const char *engine_kv_name(const engine *e, int v) { return e->kv_name[v ? 1 : 0]; }
+
 int engine_create(const engine_config *cfg, engine **out, char *err, size_t errlen, char *warn, size_t warnlen) {
+    return engine_create_mix(cfg, NULL, NULL, out, err, errlen, warn, warnlen);
+}
+
+int engine_create_mix(const engine_config *cfg, const char *kv_k_mix, const char *kv_v_mix, engine **out,
+                      char *err, size_t errlen, char *warn, size_t warnlen) {
     engine *e = calloc(1, sizeof *e);
     *out = NULL;
     if (warn && warnlen) warn[0] = 0;
@@ -28,7 +60,7 @@ int engine_create(const engine_config *cfg, engine **out, char *err, size_t errl
     if (cfg->n_ctx > e->m->n_ctx_train && warn && !warn[0])
         snprintf(warn, warnlen, "context %d is past the model's native %d tokens: results there measure an "
                  "extrapolating model", cfg->n_ctx, e->m->n_ctx_train);
-    if (cache_create(&e->c, cfg->kv_k, cfg->kv_v, e->m->n_layer, e->m->n_kv, e->m->hd, e->n_ctx, err, errlen)) goto fail;
+    if (engine_cache(e, kv_k_mix, kv_v_mix, err, errlen)) goto fail;
     if (pool_create(cfg->threads, &e->p)) { snprintf(err, errlen, "cannot start %d threads", cfg->threads); goto fail; }
     if (model_scratch_alloc(e->m, cfg->chunk, &e->s)) { snprintf(err, errlen, "out of memory (prefill chunk %d)", cfg->chunk); goto fail; }
     e->last = malloc(sizeof(float) * (size_t)e->m->n_vocab);

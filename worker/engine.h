@@ -26,6 +26,8 @@ typedef struct {
     int n_ctx;            /* max context; 0 = the model's training context */
 } engine_config;
 
+#define ENGINE_KV_NAME_MAX 128   /* a K or V format as given (a name or a mix), NUL included */
+
 typedef struct {
     engine_config cfg;
     model *m;
@@ -41,13 +43,23 @@ typedef struct {
     int base_depth;       /* its depth, -1 when none */
     uint64_t prefill_tokens, decode_tokens;
     double prefill_seconds, decode_seconds;
+    char kv_name[2][ENGINE_KV_NAME_MAX];   /* K, V as given: the mix or the format's name */
 } engine;
 
 /* Loads the model and tokenizer, reserves the cache, starts the threads. Allocates *out (free with
  * engine_free). Returns 0, or -1 with one line in err. warn receives a non-fatal note (RoPE
  * scaling, context past the model's native one) or "". */
 int engine_create(const engine_config *cfg, engine **out, char *err, size_t errlen, char *warn, size_t warnlen);
+
+/* The same with K and / or V formats per layer: kv_k_mix / kv_v_mix in kv.h's mix syntax (e.g.
+ * "int8+f16@0+f16@-1"), or NULL for cfg's kv_k / kv_v in every layer. A mix that does not fit the
+ * model (a layer past its end, one named twice or left out) is an error. */
+int engine_create_mix(const engine_config *cfg, const char *kv_k_mix, const char *kv_v_mix, engine **out,
+                      char *err, size_t errlen, char *warn, size_t warnlen);
 void engine_free(engine *e);
+
+/* The K (v = 0) or V (v = 1) format as configured: the mix string, or the format's name. */
+const char *engine_kv_name(const engine *e, int v);
 
 enum { ENGINE_ROWS_NONE = 0, ENGINE_ROWS_LAST = 1, ENGINE_ROWS_ALL = 2 };
 

@@ -28,6 +28,9 @@
 static const char *const kv_names[KV_NFMT] = {
     [KV_F32] = "f32", [KV_BF16] = "bf16", [KV_F16] = "f16", [KV_INT8] = "int8",
     [KV_Q8_0] = "q8_0", [KV_Q4_0] = "q4_0", [KV_Q4_0R] = "q4_0r", [KV_FP8] = "fp8",
+    [KV_Q4_1] = "q4_1", [KV_Q5_0] = "q5_0", [KV_Q5_1] = "q5_1", [KV_IQ4_NL] = "iq4_nl",
+    [KV_E5M2] = "e5m2", [KV_E4M3S] = "e4m3s", [KV_E5M2S] = "e5m2s", [KV_NVFP4] = "nvfp4",
+    [KV_MXFP4] = "mxfp4",
 };
 
 /* ---- names and sizes ---------------------------------------------------------------------- */
@@ -46,6 +49,97 @@ int kv_fmt_parse(const char *name, kv_fmt *out) {
 const char *kv_fmt_name(kv_fmt f) {
     if ((int)f < 0 || f >= KV_NFMT) return "?";
     return kv_names[f];
+}
+
+/* a decimal layer number at *p (digits only, at most 6); advances *p. -1 when there is none. */
+static int layer_number(const char **p) {
+    int v = 0, nd = 0;
+    while (**p >= '0' && **p <= '9' && nd < 7) v = v * 10 + (*(*p)++ - '0'), nd++;
+    return nd == 0 || nd > 6 ? -1 : v;
+}
+
+int kv_mix_parse(const char *spec, kv_mix *out, char *err, size_t errlen) {
+    kv_mix m = {0};
+    const char *p = spec;
+    if (!spec || !*spec) { snprintf(err, errlen, "empty KV format"); return -1; }
+    for (;;) {
+        const char *end = strchr(p, '+');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *at = memchr(p, '@', len);
+        size_t nlen = at ? (size_t)(at - p) : len;
+        char name[16];
+        if (m.n == KV_MIX_ITEMS) {
+            snprintf(err, errlen, "KV format mix '%s' has more than %d items", spec, KV_MIX_ITEMS);
+            return -1;
+        }
+        if (nlen >= sizeof name) nlen = sizeof name - 1;
+        memcpy(name, p, nlen);
+        name[nlen] = 0;
+        if (kv_fmt_parse(name, &m.it[m.n].f)) {
+            snprintf(err, errlen, "unknown KV format '%s' in '%s' (formats: %s; per layer: FMT+FMT@N+FMT@N-M+FMT@-N)",
+                     name, spec, KV_FMT_NAMES);
+            return -1;
+        }
+        if (!at) {
+            for (int i = 0; i < m.n; i++)
+                if (m.it[i].rest) {
+                    snprintf(err, errlen, "KV format mix '%s' has two default items (%s and %s)", spec,
+                             kv_fmt_name(m.it[i].f), name);
+                    return -1;
+                }
+            m.it[m.n].rest = 1;
+        } else {
+            const char *q = at + 1, *qe = p + len;
+            int neg = *q == '-';
+            if (neg) q++;
+            int lo = layer_number(&q), hi = lo;
+            if (!neg && q < qe && *q == '-') { q++; hi = layer_number(&q); }
+            if (lo < 0 || hi < 0 || q != qe || hi < lo || (neg && lo == 0)) {
+                snprintf(err, errlen, "bad layers '%.*s' in KV format mix '%s' (FMT@N, FMT@N-M or FMT@-N)",
+                         (int)(qe - at - 1), at + 1, spec);
+                return -1;
+            }
+            m.it[m.n].lo = neg ? -lo : lo;
+            m.it[m.n].hi = neg ? -lo : hi;
+        }
+        m.n++;
+        if (!end) break;
+        p = end + 1;
+    }
+    *out = m;
+    return 0;
+}
+
+int kv_mix_layers(const kv_mix *m, int n_layer, kv_fmt *out, char *err, size_t errlen) {
+    int def = -1;
+    for (int l = 0; l < n_layer; l++) out[l] = KV_NFMT;
+    for (int i = 0; i < m->n; i++) {
+        if (m->it[i].rest) { def = i; continue; }
+        int lo = m->it[i].lo < 0 ? n_layer + m->it[i].lo : m->it[i].lo;
+        int hi = m->it[i].hi < 0 ? n_layer + m->it[i].hi : m->it[i].hi;
+        if (lo < 0 || hi >= n_layer) {
+            snprintf(err, errlen, "KV format mix: layer %d is past the model's %d layers (0..%d)",
+                     lo < 0 ? m->it[i].lo : hi, n_layer, n_layer - 1);
+            return -1;
+        }
+        for (int l = lo; l <= hi; l++) {
+            if (out[l] != KV_NFMT) {
+                snprintf(err, errlen, "KV format mix: layer %d is given twice (%s and %s)", l, kv_fmt_name(out[l]),
+                         kv_fmt_name(m->it[i].f));
+                return -1;
+            }
+            out[l] = m->it[i].f;
+        }
+    }
+    for (int l = 0; l < n_layer; l++) {
+        if (out[l] != KV_NFMT) continue;
+        if (def < 0) {
+            snprintf(err, errlen, "KV format mix: layer %d has no format (name it, or add a default item)", l);
+            return -1;
+        }
+        out[l] = m->it[def].f;
+    }
+    return 0;
 }
 
 int kv_fmt_rotated(kv_fmt f) { return f == KV_Q4_0R; }
@@ -74,7 +168,28 @@ size_t kv_row_bytes(kv_fmt f, int h) {
     case KV_Q4_0R:
         if (!is_pow2(h) || h < 32 || h > KV_HADAMARD_MAX) return 0;
         return n / 32 * 18;
-    case KV_FP8: return n;
+    case KV_FP8:
+    case KV_E5M2: return n;
+    case KV_E4M3S:
+    case KV_E5M2S: return n + 4;
+    case KV_Q4_1:
+        if (h % 32 != 0) return 0;
+        return n / 32 * 20;
+    case KV_Q5_0:
+        if (h % 32 != 0) return 0;
+        return n / 32 * 22;
+    case KV_Q5_1:
+        if (h % 32 != 0) return 0;
+        return n / 32 * 24;
+    case KV_IQ4_NL:
+        if (h % 32 != 0) return 0;
+        return n / 32 * 18;
+    case KV_NVFP4:
+        if (h % 16 != 0) return 0;
+        return n / 16 * 9;
+    case KV_MXFP4:
+        if (h % 32 != 0) return 0;
+        return n / 32 * 17;
     default: return 0;
     }
 }
@@ -91,6 +206,8 @@ int kv_fmt_check(kv_fmt f, int h, char *err, size_t errlen) {
     else if (f == KV_Q4_0R)
         snprintf(err, errlen, "kv format q4_0r needs a head dim that is a power of two in [32, %d] "
                  "(got %d)", KV_HADAMARD_MAX, h);
+    else if (f == KV_NVFP4)
+        snprintf(err, errlen, "kv format nvfp4 needs a head dim that is a multiple of 16 (got %d)", h);
     else
         snprintf(err, errlen, "kv format %s needs a head dim that is a multiple of 32 (got %d)", name, h);
     return -1;
@@ -143,6 +260,51 @@ float kv_fp8_to_f32(uint8_t b) {
     return fp16_bits_f32(sign | ((e + 120u) << 23) | (m << 20));
 }
 
+uint8_t kv_e5m2_from_f32(float x) {
+    uint32_t u = fp16_f32_bits(x);
+    uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
+    float a = fabsf(x);
+    if (a != a) return (uint8_t)(sign | 0x7f);
+    if (a >= 57344.0f) return (uint8_t)(sign | 0x7b);       /* saturate, inf included */
+    if (a < 0x1p-14f) {                                     /* below 2^-14: subnormal, step 2^-16 */
+        float q = rintf(a * 65536.0f);                      /* exact scaling; 0..4, 4 = 2^-14 */
+        return (uint8_t)(sign | (uint8_t)q);
+    }
+    uint32_t ua = fp16_f32_bits(a);
+    uint32_t e = (ua >> 23) - 127u + 15u;                   /* 1..30 */
+    uint32_t man = ua & 0x7fffffu;
+    uint32_t code = (e << 2) | (man >> 21);
+    uint32_t rem = man & 0x1fffffu;
+    if (rem > 0x100000u || (rem == 0x100000u && (code & 1u))) code++;  /* carry into e is right */
+    return (uint8_t)(sign | code);                          /* a < 57344 keeps code <= 0x7b */
+}
+
+float kv_e5m2_to_f32(uint8_t b) { return fp16_to_f32((uint16_t)((uint16_t)b << 8)); }
+
+/* E2M1 values by code: sign bit 3, then 2 exponent bits (bias 1) and 1 mantissa bit. */
+static const float e2m1_values[16] = {
+    0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+    -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f,
+};
+
+uint8_t kv_e2m1_from_f32(float x) {
+    uint8_t sign = (uint8_t)((fp16_f32_bits(x) >> 28) & 8u);
+    float a = fabsf(x);
+    uint8_t q;
+    /* the midpoints between neighbours; a tie goes to the even code (0 2 4 6) */
+    if (a <= 0.25f) q = 0;
+    else if (a < 0.75f) q = 1;
+    else if (a <= 1.25f) q = 2;
+    else if (a < 1.75f) q = 3;
+    else if (a <= 2.5f) q = 4;
+    else if (a < 3.5f) q = 5;
+    else if (a <= 5.0f) q = 6;
+    else q = 7;                                             /* saturate; inf and NaN too */
+    return (uint8_t)(sign | q);
+}
+
+float kv_e2m1_to_f32(uint8_t q) { return e2m1_values[q & 15u]; }
+
 void kv_hadamard(float *x, int h) {
     for (int len = 1; len < h; len *= 2) {
         for (int i = 0; i < h; i += 2 * len) {
@@ -178,6 +340,26 @@ static void quant_int8(const float *x, uint8_t *dst, int h) {
     }
 }
 
+/* q = min(top, trunc(t)) for 0 <= t < 2^31: ggml's MIN(top, (int8_t)t) in q4_0 / q4_1 / q5_0 /
+ * q5_1. t is about [0.5, top + 1.5) unless 1/d overflowed to inf (d < 2^-128, a block of f32
+ * subnormals): then t is +-inf or NaN (0 * inf), where ggml's conversion is undefined in C and
+ * on x86-64 (cvttss2si: 0x80000000, whose low byte is 0) gives 0. This takes the same 0 for
+ * t >= 2^31, NaN and t <= 0, so the bytes equal llama.cpp's there too (tests/fixtures/kv has
+ * such blocks). */
+static uint8_t trunc_clamp(float t, int top) {
+    if (t >= 2147483648.0f || !(t > 0.0f)) return 0;
+    if (t >= (float)top) return (uint8_t)top;
+    return (uint8_t)t;
+}
+
+/* ggml's q8_0 element, int8_t q = roundf(t): t is within [-127.5, 127.5] unless 1/d overflowed
+ * (d < 2^-128): then +-inf or NaN, which x86-64 converts to 0 (see trunc_clamp). */
+static int8_t q8_round(float t) {
+    float r = roundf(t);
+    if (!(fabsf(r) < 2147483648.0f)) return 0;
+    return to_int8(r);
+}
+
 /* q8_0: blocks of { fp16 d; int8 q[32] }. */
 static void quant_q8_0(const float *x, uint8_t *dst, int h) {
     for (int b = 0; b < h / 32; b++) {
@@ -191,16 +373,10 @@ static void quant_q8_0(const float *x, uint8_t *dst, int h) {
         float d = amax / 127.0f;
         float id = d != 0.0f ? 1.0f / d : 0.0f;
         put16(ob, fp16_from_f32(d));
-        for (int j = 0; j < 32; j++) ob[2 + j] = (uint8_t)to_int8(roundf(xb[j] * id));
+        for (int j = 0; j < 32; j++) ob[2 + j] = (uint8_t)q8_round(xb[j] * id);
     }
 }
 
-/* q4_0 nibble: min(15, trunc(t)) for t = x * id + 8.5 in about [0.5, 16.5]; NaN -> 0. */
-static uint8_t q4_nibble(float t) {
-    if (t >= 15.0f) return 15;
-    if (t > 0.0f) return (uint8_t)t;
-    return 0;
-}
 
 /* q4_0: blocks of { fp16 d; uint8 qs[16] }, qs[j] = q[j] | q[j + 16] << 4. */
 static void quant_q4_0(const float *x, uint8_t *dst, int h) {
@@ -218,10 +394,194 @@ static void quant_q4_0(const float *x, uint8_t *dst, int h) {
         float id = d != 0.0f ? 1.0f / d : 0.0f;
         put16(ob, fp16_from_f32(d));
         for (int j = 0; j < 16; j++) {
-            uint8_t lo = q4_nibble(xb[j] * id + 8.5f);
-            uint8_t hi = q4_nibble(xb[j + 16] * id + 8.5f);
+            uint8_t lo = trunc_clamp(xb[j] * id + 8.5f, 15);
+            uint8_t hi = trunc_clamp(xb[j + 16] * id + 8.5f, 15);
             ob[2 + j] = (uint8_t)(lo | (hi << 4));
         }
+    }
+}
+
+
+/* q4_1 (bits == 4) and q5_1 (bits == 5): blocks of { fp16 d; fp16 m; [uint8 qh[4];] uint8 qs[16] }. */
+static void quant_q_1(const float *x, uint8_t *dst, int h, int bits) {
+    int top = (1 << bits) - 1, bs = bits == 4 ? 20 : 24;
+    for (int b = 0; b < h / 32; b++) {
+        const float *xb = x + 32 * b;                       /* [32] */
+        uint8_t *ob = dst + bs * b;                         /* [bs] */
+        float min = 3.40282347e+38f, max = -3.40282347e+38f;
+        for (int j = 0; j < 32; j++) {
+            if (xb[j] < min) min = xb[j];
+            if (xb[j] > max) max = xb[j];
+        }
+        float d = (max - min) / (float)top;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        put16(ob, fp16_from_f32(d));
+        put16(ob + 2, fp16_from_f32(min));
+        uint8_t *qs = ob + (bits == 4 ? 4 : 8);             /* [16] */
+        uint32_t qh = 0;
+        for (int j = 0; j < 16; j++) {
+            uint8_t lo = trunc_clamp((xb[j] - min) * id + 0.5f, top);
+            uint8_t hi = trunc_clamp((xb[j + 16] - min) * id + 0.5f, top);
+            qs[j] = (uint8_t)((lo & 15) | (hi & 15) << 4);
+            qh |= (uint32_t)(lo >> 4) << j | (uint32_t)(hi >> 4) << (j + 16);
+        }
+        if (bits == 5)
+            for (int k = 0; k < 4; k++) ob[4 + k] = (uint8_t)(qh >> (8 * k));
+    }
+}
+
+/* q5_0: blocks of { fp16 d; uint8 qh[4]; uint8 qs[16] }. */
+static void quant_q5_0(const float *x, uint8_t *dst, int h) {
+    for (int b = 0; b < h / 32; b++) {
+        const float *xb = x + 32 * b;                       /* [32] */
+        uint8_t *ob = dst + 22 * b;                         /* [22] */
+        float amax = 0.0f, m = 0.0f;
+        for (int j = 0; j < 32; j++) {
+            if (amax < fabsf(xb[j])) {
+                amax = fabsf(xb[j]);
+                m = xb[j];
+            }
+        }
+        float d = m / -16.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        put16(ob, fp16_from_f32(d));
+        uint32_t qh = 0;
+        for (int j = 0; j < 16; j++) {
+            uint8_t lo = trunc_clamp(xb[j] * id + 16.5f, 31);
+            uint8_t hi = trunc_clamp(xb[j + 16] * id + 16.5f, 31);
+            ob[6 + j] = (uint8_t)((lo & 15) | (hi & 15) << 4);
+            qh |= (uint32_t)(lo >> 4) << j | (uint32_t)(hi >> 4) << (j + 16);
+        }
+        for (int k = 0; k < 4; k++) ob[2 + k] = (uint8_t)(qh >> (8 * k));
+    }
+}
+
+static const int8_t iq4nl_grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* Index of the grid value nearest to a (f32 arithmetic, the upper one on a tie; below the grid
+ * -> 0, above -> 15, NaN -> 15), by bisection as ggml's best_index_int8. */
+static int iq4nl_index(float a) {
+    if (a <= (float)iq4nl_grid[0]) return 0;
+    if (a >= (float)iq4nl_grid[15]) return 15;
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (a < (float)iq4nl_grid[mid]) hi = mid;
+        else lo = mid;
+    }
+    return a - (float)iq4nl_grid[hi - 1] < (float)iq4nl_grid[hi] - a ? hi - 1 : hi;
+}
+
+/* iq4_nl: blocks of { fp16 d; uint8 qs[16] }. ggml's quantize_row_iq4_nl_impl for one block of 32
+ * with no importance weights and ntry = 7: weights w = x^2; d0 = -m / K[0] (m = the signed value
+ * of largest magnitude, first on ties); from the indices of x / d0, the least-squares scale
+ * d = sum w K x / sum w K^2 with best = d * sum w K x; then for t = -7..7 the indices of
+ * x * ((t + K[0]) / m) and their least-squares scale replace d when sumqx^2 > best * sumq2
+ * (and sumq2 > 0). Stored: fp16(d), and the indices of x * (1 / d) with the f32 d.
+ * All sums are sequential f32 over j = 0..31, each term (w * K) * x or (w * K) * K. */
+static void quant_iq4_nl(const float *x, uint8_t *dst, int h) {
+    for (int b = 0; b < h / 32; b++) {
+        const float *xb = x + 32 * b;                       /* [32] */
+        uint8_t *ob = dst + 18 * b;                         /* [18] */
+        float w[32];                                        /* [32] weights */
+        uint8_t L[32];                                      /* [32] grid indices */
+        float amax = 0.0f, m = 0.0f, d = 0.0f;
+        for (int j = 0; j < 32; j++) w[j] = xb[j] * xb[j];
+        for (int j = 0; j < 32; j++) {
+            float ax = fabsf(xb[j]);
+            if (ax > amax) {
+                amax = ax;
+                m = xb[j];
+            }
+        }
+        if (amax >= 1e-15f) {
+            d = -m / (float)iq4nl_grid[0];
+            float id = 1.0f / d, sumqx = 0.0f, sumq2 = 0.0f;
+            for (int j = 0; j < 32; j++) {
+                float q = (float)iq4nl_grid[iq4nl_index(id * xb[j])];
+                sumqx += w[j] * q * xb[j];
+                sumq2 += w[j] * q * q;
+            }
+            d = sumqx / sumq2;
+            float best = d * sumqx;
+            for (int t = -7; t <= 7; t++) {
+                id = (float)(t + iq4nl_grid[0]) / m;
+                sumqx = sumq2 = 0.0f;
+                for (int j = 0; j < 32; j++) {
+                    float q = (float)iq4nl_grid[iq4nl_index(id * xb[j])];
+                    sumqx += w[j] * q * xb[j];
+                    sumq2 += w[j] * q * q;
+                }
+                if (sumq2 > 0.0f && sumqx * sumqx > best * sumq2) {
+                    d = sumqx / sumq2;
+                    best = d * sumqx;
+                }
+            }
+        }
+        put16(ob, fp16_from_f32(d));
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        for (int j = 0; j < 32; j++) L[j] = (uint8_t)iq4nl_index(id * xb[j]);
+        for (int j = 0; j < 16; j++) ob[2 + j] = (uint8_t)(L[j] | L[j + 16] << 4);
+    }
+}
+
+static void put32f(uint8_t *p, float v) {
+    uint32_t u = fp16_f32_bits(v);
+    for (int k = 0; k < 4; k++) p[k] = (uint8_t)(u >> (8 * k));
+}
+
+/* e4m3s / e5m2s: h codes of x / s, then s = amax / fmax as f32. */
+static void quant_fp8_scaled(const float *x, uint8_t *dst, int h, int e5) {
+    float amax = 0.0f;
+    for (int i = 0; i < h; i++)
+        if (fabsf(x[i]) > amax) amax = fabsf(x[i]);
+    float s = amax / (e5 ? 57344.0f : 448.0f);
+    for (int i = 0; i < h; i++) {
+        float t = s != 0.0f ? x[i] / s : 0.0f;
+        dst[i] = s == 0.0f ? 0 : e5 ? kv_e5m2_from_f32(t) : kv_fp8_from_f32(t);
+    }
+    put32f(dst + h, s);
+}
+
+/* nvfp4: blocks of 16 { uint8 e4m3 s; uint8 qs[8] }, per-tensor scale 1.0. */
+static void quant_nvfp4(const float *x, uint8_t *dst, int h) {
+    for (int b = 0; b < h / 16; b++) {
+        const float *xb = x + 16 * b;                       /* [16] */
+        uint8_t *ob = dst + 9 * b;                          /* [9] */
+        float amax = 0.0f;
+        for (int j = 0; j < 16; j++)
+            if (fabsf(xb[j]) > amax) amax = fabsf(xb[j]);
+        uint8_t sb = kv_fp8_from_f32(amax / 6.0f);
+        float s = kv_fp8_to_f32(sb);
+        ob[0] = sb;
+        for (int j = 0; j < 8; j++) {
+            uint8_t lo = s != 0.0f ? kv_e2m1_from_f32(xb[j] / s) : 0;
+            uint8_t hi = s != 0.0f ? kv_e2m1_from_f32(xb[j + 8] / s) : 0;
+            ob[1 + j] = (uint8_t)(lo | hi << 4);
+        }
+    }
+}
+
+/* mxfp4: blocks of 32 { uint8 e8m0 X; uint8 qs[16] }. */
+static void quant_mxfp4(const float *x, uint8_t *dst, int h) {
+    for (int b = 0; b < h / 32; b++) {
+        const float *xb = x + 32 * b;                       /* [32] */
+        uint8_t *ob = dst + 17 * b;                         /* [17] */
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++)
+            if (fabsf(xb[j]) > amax) amax = fabsf(xb[j]);
+        int E = -127;
+        if (amax > 0.0f && amax <= 3.40282347e+38f) {
+            int ex;
+            frexpf(amax, &ex);                              /* amax = f * 2^ex, f in [0.5, 1): exact */
+            E = ex - 1 - 2;                                 /* floor(log2 amax) - emax(E2M1) */
+            if (E < -127) E = -127;
+        }
+        else if (amax > 0.0f) E = 127;                      /* +inf */
+        ob[0] = (uint8_t)(E + 127);
+        float inv = ldexpf(1.0f, -E);                       /* 2^-E, exact (2^-127 is subnormal) */
+        for (int j = 0; j < 16; j++)
+            ob[1 + j] = (uint8_t)(kv_e2m1_from_f32(xb[j] * inv) | kv_e2m1_from_f32(xb[j + 16] * inv) << 4);
     }
 }
 
@@ -243,6 +603,15 @@ int kv_quantize(kv_fmt f, const float *x, void *dst, int h) {
         break;
     }
     case KV_FP8: for (int i = 0; i < h; i++) o[i] = kv_fp8_from_f32(x[i]); break;
+    case KV_Q4_1: quant_q_1(x, o, h, 4); break;
+    case KV_Q5_0: quant_q5_0(x, o, h); break;
+    case KV_Q5_1: quant_q_1(x, o, h, 5); break;
+    case KV_IQ4_NL: quant_iq4_nl(x, o, h); break;
+    case KV_E5M2: for (int i = 0; i < h; i++) o[i] = kv_e5m2_from_f32(x[i]); break;
+    case KV_E4M3S: quant_fp8_scaled(x, o, h, 0); break;
+    case KV_E5M2S: quant_fp8_scaled(x, o, h, 1); break;
+    case KV_NVFP4: quant_nvfp4(x, o, h); break;
+    case KV_MXFP4: quant_mxfp4(x, o, h); break;
     default: return -1;
     }
     return 0;
@@ -281,6 +650,26 @@ static inline uint16_t load16(const uint8_t *p) {
     uint16_t v;
     memcpy(&v, p, 2);                                       /* little-endian host (checked above) */
     return v;
+}
+
+static inline float loadf(const uint8_t *p) {
+    float v;
+    memcpy(&v, p, 4);                                       /* little-endian host (checked above) */
+    return v;
+}
+
+/* 2^(X - 127) for an E8M0 byte X, exact; 0xff is NaN. */
+static inline float e8m0_decode(uint8_t x) {
+    if (x == 0xff) return fp16_bits_f32(0x7fc00000u);
+    return x ? fp16_bits_f32((uint32_t)x << 23) : fp16_bits_f32(0x00400000u);
+}
+
+/* values of 32 packed nibbles (q[j] | q[j + 16] << 4) of a 4-bit block */
+static inline void nibbles32(const uint8_t *restrict qs, const float *restrict tab, float d, float *restrict y) {
+    for (int j = 0; j < 16; j++) {
+        y[j] = tab[qs[j] & 15] * d;
+        y[j + 16] = tab[qs[j] >> 4] * d;
+    }
 }
 
 /* y[n] = values [32c, 32c + n) of row, n = min(32, h - 32c); the row is valid for (f, h).
@@ -346,6 +735,87 @@ static void decode_chunk(kv_fmt f, const uint8_t *restrict row, int h, int c, fl
             for (int j = 0; j < KV_CHUNK; j++) y[j] = fp8_decode(p[j]);
         else
             for (int j = 0; j < n; j++) y[j] = fp8_decode(p[j]);
+        break;
+    }
+    case KV_Q4_1: {
+        const uint8_t *b = row + 20 * c;                    /* [20], n == 32 */
+        float d = f16_decode(load16(b)), m = f16_decode(load16(b + 2));
+        for (int j = 0; j < 16; j++) {
+            y[j] = (float)(b[4 + j] & 15) * d + m;
+            y[j + 16] = (float)(b[4 + j] >> 4) * d + m;
+        }
+        break;
+    }
+    case KV_Q5_0: {
+        const uint8_t *b = row + 22 * c;                    /* [22], n == 32 */
+        float d = f16_decode(load16(b));
+        uint32_t qh = (uint32_t)b[2] | (uint32_t)b[3] << 8 | (uint32_t)b[4] << 16 | (uint32_t)b[5] << 24;
+        for (int j = 0; j < 16; j++) {
+            int lo = (b[6 + j] & 15) | (int)((qh >> j) & 1u) << 4;
+            int hi = (b[6 + j] >> 4) | (int)((qh >> (j + 16)) & 1u) << 4;
+            y[j] = (float)(lo - 16) * d;
+            y[j + 16] = (float)(hi - 16) * d;
+        }
+        break;
+    }
+    case KV_Q5_1: {
+        const uint8_t *b = row + 24 * c;                    /* [24], n == 32 */
+        float d = f16_decode(load16(b)), m = f16_decode(load16(b + 2));
+        uint32_t qh = (uint32_t)b[4] | (uint32_t)b[5] << 8 | (uint32_t)b[6] << 16 | (uint32_t)b[7] << 24;
+        for (int j = 0; j < 16; j++) {
+            int lo = (b[8 + j] & 15) | (int)((qh >> j) & 1u) << 4;
+            int hi = (b[8 + j] >> 4) | (int)((qh >> (j + 16)) & 1u) << 4;
+            y[j] = (float)lo * d + m;
+            y[j + 16] = (float)hi * d + m;
+        }
+        break;
+    }
+    case KV_IQ4_NL: {
+        static const float grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+        const uint8_t *b = row + 18 * c;                    /* [18], n == 32 */
+        nibbles32(b + 2, grid, f16_decode(load16(b)), y);
+        break;
+    }
+    case KV_E5M2: {
+        const uint8_t *p = row + i0;                        /* [n] */
+        if (n == KV_CHUNK)
+            for (int j = 0; j < KV_CHUNK; j++) y[j] = f16_decode((uint16_t)(p[j] << 8));
+        else
+            for (int j = 0; j < n; j++) y[j] = f16_decode((uint16_t)(p[j] << 8));
+        break;
+    }
+    case KV_E4M3S: {
+        const uint8_t *p = row + i0;                        /* [n] */
+        float s = loadf(row + h);
+        if (n == KV_CHUNK)
+            for (int j = 0; j < KV_CHUNK; j++) y[j] = fp8_decode(p[j]) * s;
+        else
+            for (int j = 0; j < n; j++) y[j] = fp8_decode(p[j]) * s;
+        break;
+    }
+    case KV_E5M2S: {
+        const uint8_t *p = row + i0;                        /* [n] */
+        float s = loadf(row + h);
+        if (n == KV_CHUNK)
+            for (int j = 0; j < KV_CHUNK; j++) y[j] = f16_decode((uint16_t)(p[j] << 8)) * s;
+        else
+            for (int j = 0; j < n; j++) y[j] = f16_decode((uint16_t)(p[j] << 8)) * s;
+        break;
+    }
+    case KV_NVFP4: {
+        for (int k = 0; 16 * k < n; k++) {                  /* n is 16 or 32: one or two blocks */
+            const uint8_t *b = row + 9 * (2 * c + k);       /* [9] */
+            float s = fp8_decode(b[0]);
+            for (int j = 0; j < 8; j++) {
+                y[16 * k + j] = e2m1_values[b[1 + j] & 15] * s;
+                y[16 * k + j + 8] = e2m1_values[b[1 + j] >> 4] * s;
+            }
+        }
+        break;
+    }
+    case KV_MXFP4: {
+        const uint8_t *b = row + 17 * c;                    /* [17], n == 32 */
+        nibbles32(b + 1, e2m1_values, e8m0_decode(b[0]), y);
         break;
     }
     default: break;

@@ -1,8 +1,8 @@
 /* kv.h — KV-cache storage formats: one token's vector of one KV head (head dim h) <-> bytes.
  *
- * The formats are docs/DESIGN.md §3. Every function here is pure: no allocation, no state, no
- * output besides its arguments. Rows are byte arrays of kv_row_bytes(f, h) bytes with no alignment
- * requirement; multi-byte fields are little-endian.
+ * The formats are docs/DESIGN.md §3 and docs/kv-formats-new.md. Every function here is pure: no
+ * allocation, no state, no output besides its arguments. Rows are byte arrays of kv_row_bytes(f, h)
+ * bytes with no alignment requirement; multi-byte fields are little-endian.
  *
  * Row layouts (h = head dim):
  *   f32    h x f32                                                      4h bytes
@@ -24,11 +24,59 @@
  *          q = min(15, trunc(x * id + 8.5)); qs[j] = q[j] | q[j + 16] << 4 (first 16 values in
  *          the low nibbles). value = (q - 8) * d.  h % 32 == 0. An all-zero block stores
  *          d = 0 / -8 = -0.0 (fp16 0x8000) and q = 8, exactly as ggml does.
+ *   (q8_0, q4_0 and the four below) A block whose 1/d overflows to inf (d < 2^-128: all values
+ *          tiny f32 subnormals) stores q = 0 wherever x * id is not finite: what llama.cpp does on
+ *          x86-64 (its float -> int8 conversion is undefined in C there). Such blocks decode to
+ *          about 0 either way (d is 0 in fp16).
  *   q4_0r  as q4_0, of the rotated vector H x (H = normalised Hadamard matrix of size h, see
  *          kv_hadamard). h a power of two, 32 <= h <= KV_HADAMARD_MAX.
  *   fp8    h x e4m3fn (sign, 4 exponent bits with bias 7, 3 mantissa bits; no inf; NaN = 0x7f /
  *          0xff; largest finite 448), per-tensor scale 1.0: stored = e4m3(x), round to nearest
  *          even, |x| > 448 and +-inf SATURATE to +-448 (not NaN).                 h bytes
+ *
+ * The llama.cpp cache types below are bit-identical to ggml's reference quantisers
+ * (quantize_row_*_ref, ISO C f32 arithmetic without contraction); tests/fixtures/kv holds bytes
+ * made by the gguf package and by llama.cpp itself (tests/ref/make_kv_fixtures.py). fp16 fields
+ * are RNE, overflow to inf (as ggml). h % 32 == 0 for all four.
+ *   q4_1   h/32 blocks of { fp16 d; fp16 m; uint8 qs[16] }              20 bytes per 32 (5.0 bits)
+ *          min / max of the block (f32), d = (max - min) / 15, id = d ? 1/d : 0,
+ *          q = min(15, trunc((x - min) * id + 0.5)); d and m = min stored as fp16;
+ *          qs[j] = q[j] | q[j + 16] << 4. value = q * d + m (f32 product, then add).
+ *   q5_0   h/32 blocks of { fp16 d; uint8 qh[4]; uint8 qs[16] }        22 bytes per 32 (5.5 bits)
+ *          m = the signed value of largest magnitude (first on ties), d = m / -16, id = d ? 1/d : 0,
+ *          q = min(31, trunc(x * id + 16.5)); qs[j] = (q[j] & 15) | (q[j + 16] & 15) << 4;
+ *          bit i of the little-endian uint32 qh = bit 4 of q[i]. value = (q - 16) * d.
+ *   q5_1   h/32 blocks of { fp16 d; fp16 m; uint8 qh[4]; uint8 qs[16] } 24 bytes per 32 (6.0 bits)
+ *          as q4_1 with 31 levels: d = (max - min) / 31, q = min(31, trunc((x - min) * id + 0.5)),
+ *          qh / qs as q5_0. value = q * d + m.
+ *   iq4_nl h/32 blocks of { fp16 d; uint8 qs[16] }                      18 bytes per 32 (4.5 bits)
+ *          q indexes the non-linear grid K = {-127 -104 -83 -65 -49 -35 -22 -10 1 13 25 38 53 69
+ *          89 113}; value = d * K[q]; qs as q4_0. d is ggml's weighted least-squares search
+ *          (weights x^2, 15 trial scales, see quant_iq4_nl in kv.c); amax < 1e-15 => d = 0, q = 8.
+ *
+ * Scaled 8-bit floats and 4-bit microscaling formats (bit-exact to the definitions below; checked
+ * against a float64 Python implementation of them, tests/ref/make_kv_fixtures.py). "x / s" is the
+ * IEEE f32 division, then rounded once to the element format (round to nearest, ties to even).
+ *   e5m2   h x e5m2 (sign, 5 exponent bits with bias 15, 2 mantissa bits: the top byte of an IEEE
+ *          half; largest finite 57344; 0x7c inf, 0x7d..0x7f NaN), per-tensor scale 1.0:
+ *          stored = e5m2(x), RNE; |x| > 57344 and +-inf saturate to +-57344 (0x7b / 0xfb);
+ *          NaN -> 0x7f (0xff with the sign bit).                             h bytes (8 bits)
+ *   e4m3s  h x e4m3fn (as fp8), THEN one f32 scale s per token per KV head:   h + 4 bytes
+ *          s = amax / 448 (f32, amax = max |x|); q = fp8(x / s) (saturating, as fp8); s == 0
+ *          (all-zero row, or amax / 448 underflows) => every q = 0. value = fp8 value(q) * s.
+ *   e5m2s  as e4m3s with e5m2 elements: s = amax / 57344.                   h + 4 bytes
+ *   nvfp4  h/16 blocks of { uint8 e4m3 scale; uint8 qs[8] }                9 bytes per 16 (4.5 bits)
+ *          elements E2M1 (sign, 2 exponent bits with bias 1, 1 mantissa bit: 0 0.5 1 1.5 2 3 4 6);
+ *          per-tensor FP32 scale fixed at 1.0 (so representable |x| is 2^-10 .. 2688); block scale
+ *          s = fp8(amax / 6) (e4m3, RNE, saturating at 448), q = e2m1(x / s) with RNE and
+ *          saturation to +-6 (sign kept, also for zero); s == 0 => every q = 0.
+ *          qs[j] = q[j] | q[j + 8] << 4. value = e2m1(q) * s (exact). h % 16 == 0.
+ *   mxfp4  h/32 blocks of { uint8 e8m0 X; uint8 qs[16] }                 17 bytes per 32 (4.25 bits)
+ *          OCP MX v1.0: shared scale 2^E, E = floor(log2(amax)) - 2 (exact, from the f32 exponent;
+ *          emax of E2M1 = 2), clamped to [-127, 127], stored as E + 127 (amax == 0 => E = -127);
+ *          q = e2m1(x * 2^-E) (exact scaling), RNE, saturating to +-6, sign kept.
+ *          qs[j] = q[j] | q[j + 16] << 4. value = e2m1(q) * 2^E (exact). X = 0xff (NaN) is never
+ *          written and decodes to NaN. h % 32 == 0.
  *
  * q4_0r and the attention code (the only rotated format; kv_fmt_rotated() says which):
  *   - kv_quantize(KV_Q4_0R, x) takes the vector in the MODEL's domain and rotates it itself
@@ -51,21 +99,56 @@
 /* Largest head dim q4_0r accepts (kv_quantize rotates in a stack buffer of this many floats). */
 #define KV_HADAMARD_MAX 1024
 
-typedef enum { KV_F32, KV_BF16, KV_F16, KV_INT8, KV_Q8_0, KV_Q4_0, KV_Q4_0R, KV_FP8, KV_NFMT } kv_fmt;
+typedef enum {
+    KV_F32, KV_BF16, KV_F16, KV_INT8, KV_Q8_0, KV_Q4_0, KV_Q4_0R, KV_FP8,
+    KV_Q4_1, KV_Q5_0, KV_Q5_1, KV_IQ4_NL, KV_E5M2, KV_E4M3S, KV_E5M2S, KV_NVFP4, KV_MXFP4,
+    KV_NFMT
+} kv_fmt;
 
-/* Format from its name ("f32", "bf16", "f16", "int8", "q8_0", "q4_0", "q4_0r", "fp8"; exact,
- * lower case). 0 and *out set on success; -1 for an unknown name (or NULL), *out untouched. */
+/* Every name, space separated, in enum order (for usage texts and error messages). */
+#define KV_FMT_NAMES "f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8 q4_1 q5_0 q5_1 iq4_nl e5m2 e4m3s e5m2s nvfp4 mxfp4"
+
+
+/* Format from its name (KV_FMT_NAMES; exact, lower case). 0 and *out set on success; -1 for an
+ * unknown name (or NULL), *out untouched. */
 int kv_fmt_parse(const char *name, kv_fmt *out);
 
 /* The name above (a static string); "?" for a value outside the enum. */
 const char *kv_fmt_name(kv_fmt f);
 
+/* A per-layer choice of format, a "mix": ITEM(+ITEM)*, where ITEM is
+ *   FMT        the format of every layer no other item names (at most one such item)
+ *   FMT@N      layer N (0-based); FMT@-N is the N-th layer from the end (-1 = the last)
+ *   FMT@N-M    layers N..M (N <= M)
+ * e.g. "int8+f16@0+f16@-1" (first and last layers f16, the others int8) or
+ * "int8@1-28+f16@0+f16@29". A plain format name is a mix of one item. No spaces; no commas (a
+ * mix is also an arm's name, and arm lists are comma separated). */
+#define KV_MIX_ITEMS 16
+typedef struct {
+    int n;                              /* items */
+    struct {
+        kv_fmt f;
+        int lo, hi;                     /* layers lo..hi; lo < 0: from the end (lo == hi) */
+        int rest;                       /* 1: the default item (lo, hi unused) */
+    } it[KV_MIX_ITEMS];
+} kv_mix;
+
+/* Parses spec into *out. 0, or -1 with one line in err (unknown format, bad layer syntax, two
+ * default items, more than KV_MIX_ITEMS items). The layer count is checked by kv_mix_layers. */
+int kv_mix_parse(const char *spec, kv_mix *out, char *err, size_t errlen);
+
+/* The format of each of n_layer layers into out[n_layer]. 0, or -1 with one line in err: a layer
+ * past the model (N >= n_layer or -N < -n_layer), a layer named twice, a layer with no format (no
+ * default item). */
+int kv_mix_layers(const kv_mix *m, int n_layer, kv_fmt *out, char *err, size_t errlen);
+
 /* 1 if the format stores rotated vectors (q4_0r), else 0. See the attention notes above. */
 int kv_fmt_rotated(kv_fmt f);
 
 /* Bytes to store one token's vector of one KV head, head dim h. 0 if the format does not support
- * h (h < 1; int8 with h > 64 not a multiple of 64; q8_0/q4_0 with h % 32 != 0; q4_0r with h not
- * a power of two in [32, KV_HADAMARD_MAX]) or f is not a format. */
+ * h (h < 1; int8 with h > 64 not a multiple of 64; q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl mxfp4 with
+ * h % 32 != 0; nvfp4 with h % 16 != 0; q4_0r with h not a power of two in [32, KV_HADAMARD_MAX])
+ * or f is not a format. */
 size_t kv_row_bytes(kv_fmt f, int h);
 
 /* 0 if kv_row_bytes(f, h) != 0. Else -1 and one line in err[errlen] naming the format, h and the
@@ -85,7 +168,7 @@ int kv_dequantize(kv_fmt f, const void *src, float *y, int h);
  * kv_row_bytes(f, h) != 0 (not checked: hot path). */
 void kv_dequantize_rows(kv_fmt f, const void *src, size_t stride, int n, float *y, int h);
 
-#define KV_CHUNK 32   /* values per decoded chunk = the q8_0 / q4_0 block size */
+#define KV_CHUNK 32   /* values per decoded chunk = the q8_0 / q4_0 block size (two nvfp4 blocks) */
 
 /* The same for values [d0, d1) of each row only, into y[n][d1 - d0]: d0 a multiple of KV_CHUNK,
  * d1 one too or h (decode attention splits a head's columns across threads). */
@@ -114,5 +197,16 @@ void kv_hadamard(float *x, int h);
  * kv_fp8_to_f32: exact; 0x7f / 0xff -> NaN. */
 uint8_t kv_fp8_from_f32(float x);
 float kv_fp8_to_f32(uint8_t b);
+
+/* e5m2 conversions, scale 1.0. kv_e5m2_from_f32: round to nearest even; |x| > 57344 and +-inf
+ * saturate to +-57344 (0x7b / 0xfb); NaN -> 0x7f (0xff with the sign bit); -0 -> 0x80.
+ * kv_e5m2_to_f32: exact (0x7c inf, 0x7d..0x7f NaN). */
+uint8_t kv_e5m2_from_f32(float x);
+float kv_e5m2_to_f32(uint8_t b);
+
+/* E2M1 (4-bit) conversions. kv_e2m1_from_f32: round to nearest even, |x| > 6 (inf too) saturates
+ * to +-6, the sign is kept (-0.1 -> 0x8 = -0); NaN -> 0x7 | sign. kv_e2m1_to_f32: exact. */
+uint8_t kv_e2m1_from_f32(float x);
+float kv_e2m1_to_f32(uint8_t q);
 
 #endif

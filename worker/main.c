@@ -24,7 +24,11 @@ static void usage(FILE *f) {
     fprintf(f,
         "usage: strata-worker --model FILE [options]\n"
         "  --model FILE        GGUF model (required)\n"
-        "  --kv FMT            KV format for K and V: f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8 (default f16)\n"
+        "  --kv FMT            KV format for K and V (default f16): f32 bf16 f16 int8 q8_0 q4_0 q4_0r\n"
+        "                      fp8 (e4m3) q4_1 q5_0 q5_1 iq4_nl e5m2 e4m3s e5m2s (fp8 with a per-token-\n"
+        "                      per-head scale) nvfp4 mxfp4; or per layer, FMT@N, FMT@N-M, FMT@-N\n"
+        "                      (from the end) joined by '+', one plain FMT for the other layers:\n"
+        "                      --kv int8+f16@0+f16@-1 keeps the first and last layers in f16\n"
         "  --kv-k FMT, --kv-v FMT   set K and V separately\n"
         "  --prefill N         prefill chunk size in tokens (default 512)\n"
         "  --max-context N     context to reserve (default: the model's)\n"
@@ -56,8 +60,8 @@ static void fill_hello(const engine *e, proto_hello_rep *h) {
     char th[65];
     tok_hash(e->tok, th);
     snprintf(h->tokenizer_hash, sizeof h->tokenizer_hash, "%s", th);
-    snprintf(h->kv_k, sizeof h->kv_k, "%s", kv_fmt_name(e->cfg.kv_k));
-    snprintf(h->kv_v, sizeof h->kv_v, "%s", kv_fmt_name(e->cfg.kv_v));
+    snprintf(h->kv_k, sizeof h->kv_k, "%s", engine_kv_name(e, 0));
+    snprintf(h->kv_v, sizeof h->kv_v, "%s", engine_kv_name(e, 1));
     snprintf(h->device, sizeof h->device, "cpu-%s", VEC16_ISA);   /* backend and kernel ISA */
     h->n_vocab = (uint32_t)e->m->n_vocab;
     h->n_ctx = (uint64_t)e->n_ctx;
@@ -155,7 +159,7 @@ static int serve(engine *e, const char *url) {
         fprintf(stderr, "strata-worker: %s\n", err);
         return 1;
     }
-    fprintf(stderr, "strata-worker: serving %s (kv %s/%s)\n", url, kv_fmt_name(e->cfg.kv_k), kv_fmt_name(e->cfg.kv_v));
+    fprintf(stderr, "strata-worker: serving %s (kv %s/%s)\n", url, engine_kv_name(e, 0), engine_kv_name(e, 1));
     int done = 0;
     while (!done && !g_stop) {
         proto_msg req, rep;
@@ -262,6 +266,7 @@ done:
 
 int main(int argc, char **argv) {
     engine_config cfg = { NULL, KV_F16, KV_F16, 2, 512, 0 };
+    const char *kv_k_mix = NULL, *kv_v_mix = NULL;   /* per-layer formats, when given */
     const char *tokens_file = NULL, *prompt = NULL, *dump = NULL, *listen = NULL;
     int max_new = 0, tok_mode = 0, timing = 0;
     double temperature = 0;
@@ -279,13 +284,18 @@ int main(int argc, char **argv) {
         switch (c) {
         case 'm': cfg.model_path = optarg; break;
         case 'k': case 'K': case 'V': {
-            kv_fmt f;
+            kv_fmt f = KV_F16;
+            kv_mix mx;
+            const char *mix = NULL;
             if (kv_fmt_parse(optarg, &f)) {
-                fprintf(stderr, "strata-worker: unknown KV format '%s' (f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8)\n", optarg);
-                return 2;
+                if (kv_mix_parse(optarg, &mx, err, sizeof err)) {
+                    fprintf(stderr, "strata-worker: %s\n", err);
+                    return 2;
+                }
+                mix = optarg;                        /* per layer; checked against the model later */
             }
-            if (c != 'V') cfg.kv_k = f;
-            if (c != 'K') cfg.kv_v = f;
+            if (c != 'V') { cfg.kv_k = f; kv_k_mix = mix; }
+            if (c != 'K') { cfg.kv_v = f; kv_v_mix = mix; }
             break;
         }
         case 'p': if (parse_int("--prefill", optarg, 1, 1 << 16, &cfg.chunk)) return 2; break;
@@ -317,7 +327,7 @@ int main(int argc, char **argv) {
         ret = tokenizer_only(cfg.model_path, tok_mode, err, sizeof err);
         goto done;
     }
-    if (engine_create(&cfg, &e, err, sizeof err, warn, sizeof warn)) goto done;
+    if (engine_create_mix(&cfg, kv_k_mix, kv_v_mix, &e, err, sizeof err, warn, sizeof warn)) goto done;
     if (warn[0]) fprintf(stderr, "strata-worker: warning: %s\n", warn);
     if (listen) {
         struct sigaction sa;

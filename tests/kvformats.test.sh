@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# kvformats.test.sh — the KV formats of issue 11 end to end (run by tests/run.sh from the repository
+# root with $BUILD set; prints its own closing line "N passed, N failed").
+#
+# On rand-gemma3 (tests/fixtures/models: head dim 32, 6 layers, 2 KV heads, sliding-window layers
+# of 32 and global ones), one sweep with an arm per new format, one with K and V in different new
+# formats and one with per-layer mixes for K and V, over 3 depths, prefill requests of 37 tokens:
+#   - every arm's handshake reports kv_bytes_per_token = 6 layers x 2 heads x (K row + V row) bytes,
+#     the rows worked out from the layouts (hd 32: q4_1 20, q5_0 22, q5_1 24, iq4_nl 18, e5m2 32,
+#     e4m3s / e5m2s 36, nvfp4 2 x 9, mxfp4 17, f16 64; the mix: K q4_1 int8 int8 int8 int8 nvfp4 =
+#     20 + 4 x 34 + 18, V e5m2 e5m2 mxfp4 mxfp4 e5m2 e5m2 = 4 x 32 + 2 x 17: 2 x 336 = 672);
+#   - one pass = separate runs: each arm's teacher-forced row at each depth equals a from-scratch
+#     run of the worker on that prefix (default prefill chunk 512) byte for byte, and its 8 fork
+#     tokens equal the worker's own greedy continuation.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+MODEL=tests/fixtures/models/rand-gemma3.gguf
+DRV=$BUILD/strata-driver
+WRK=$BUILD/strata-worker
+pass=0; fail=0
+ok()  { pass=$((pass + 1)); echo "ok - $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
+check() { local d=$1; shift; if "$@"; then ok "$d"; else bad "$d"; fi; }
+
+if [ ! -f "$MODEL" ] || [ ! -x "$DRV" ] || [ ! -x "$WRK" ]; then
+    echo "skip: needs $MODEL, $DRV and $WRK"
+    echo "0 passed, 0 failed, 1 skipped"
+    exit 0
+fi
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+
+FMTS="q4_1 q5_0 q5_1 iq4_nl e5m2 e4m3s e5m2s nvfp4 mxfp4"
+MIXED=iq4_nl/e4m3s                   # K iq4_nl, V e4m3s
+LAYERS=int8+q4_1@0+nvfp4@-1/e5m2+mxfp4@2-3   # per-layer mixes (kv.h): K and V
+LAYERS_BYTES=672
+declare -A ROW=([f16]=64 [q4_1]=20 [q5_0]=22 [q5_1]=24 [iq4_nl]=18 [e5m2]=32 [e4m3s]=36 [e5m2s]=36
+                [nvfp4]=18 [mxfp4]=17)
+
+cat tests/fixtures/texts/*.txt | "$WRK" --model "$MODEL" --tokenize > "$T/doc.tok"
+ARMS="f16,$(echo $FMTS | tr ' ' ','),$MIXED,$LAYERS"
+"$DRV" sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms "$ARMS" --depths 3 --max-depth 300 --fork 8 \
+    --chunk 37 --out "$T/r" --dump-rows "$T/rows" --quiet 2> "$T/r.err"
+rc=$?
+check "sweep over f16 and the new formats exits 0 (rc $rc)" test $rc -eq 0
+[ $rc -ne 0 ] && cat "$T/r.err"
+
+# kv_bytes_per_token of each arm, from meta.json: "name": "X" ... "kv_bytes_per_token": N
+awk -F'"' '/"name":/ { n = $4 } /"kv_bytes_per_token":/ { gsub(/[^0-9]/, "", $3); print n, $3 }' \
+    "$T/r/meta.json" > "$T/bytes.txt"
+for a in f16 $FMTS $MIXED; do
+    k=${a%/*}; v=${a#*/}
+    want=$(( 6 * 2 * (ROW[$k] + ROW[$v]) ))
+    got=$(awk -v n="$a" '$1 == n { print $2 }' "$T/bytes.txt")
+    check "arm $a: handshake kv_bytes_per_token = 12 x (${ROW[$k]} + ${ROW[$v]}) = $want (got ${got:-none})" \
+        test "${got:-0}" = "$want"
+done
+got=$(awk -v n="$LAYERS" '$1 == n { print $2 }' "$T/bytes.txt")
+check "arm $LAYERS: handshake kv_bytes_per_token = $LAYERS_BYTES (got ${got:-none})" test "${got:-0}" = "$LAYERS_BYTES"
+
+# one pass == separate from-scratch runs
+for a in $FMTS $MIXED $LAYERS; do
+    k=${a%/*}; v=${a#*/}
+    file=$(echo "$a" | tr '/' '_')
+    same_rows=0; same_tok=0; n=0
+    for d in 100 200 300; do
+        n=$((n + 1))
+        tr ' ' '\n' < "$T/doc.tok" | grep . | head -n "$d" > "$T/prefix.tok"
+        "$WRK" --model "$MODEL" --kv-k "$k" --kv-v "$v" --tokens-file "$T/prefix.tok" --dump-logits "$T/dump.bin" \
+            --max-new 8 > "$T/gen.txt" 2> /dev/null
+        tail -c $((512 * 4)) "$T/dump.bin" | cmp -s - "$T/rows/$file-$d.f32" && same_rows=$((same_rows + 1))
+        want=$(tr ' ' ',' < "$T/gen.txt")
+        got=$(awk -F'\t' -v d="$d" -v a="$a" '$1 == d && $2 == a { print $5 }' "$T/r/forks.tsv")
+        [ -n "$want" ] && [ "$want" = "$got" ] && same_tok=$((same_tok + 1))
+    done
+    check "kv $a: teacher-forced rows at depths 100 200 300 equal from-scratch prefills bit for bit ($same_rows/$n)" \
+        test $same_rows -eq $n
+    check "kv $a: fork tokens at the 3 depths equal from-scratch greedy generation ($same_tok/$n)" test $same_tok -eq $n
+done
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
