@@ -116,7 +116,343 @@ static void test_exp(void) {
           "scalar (%ld differ) and vector (%ld differ)", checked, diff_s, diff_v);
 }
 
+/* ---- crafted models ---------------------------------------------------------------------------- */
+
+static char tmpdir[64];
+static ge_src src;          /* stories260K */
+
+/* Writes o to tmpdir/name; returns the path (static buffer, one at a time). */
+static const char *put_file(ge_out *o, const char *name) {
+    static char path[128];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    if (ge_write(o, path)) printf("# cannot write %s\n", path);
+    ge_free_out(o);
+    return path;
+}
+
+/* stories260K with one metadata entry replaced by a u32 (added when absent). */
+static const char *with_u32(const char *key, uint32_t v, const char *name) {
+    ge_out o;
+    const char *skip[] = { key, NULL };
+    ge_begin(&o, &src);
+    ge_copy_kvs(&o, &src, skip);
+    ge_kv_u32(&o, key, v);
+    ge_copy_tensors(&o, &src);
+    ge_finish(&o, &src, 32);
+    return put_file(&o, name);
+}
+
+static int open_fails(const char *path, const char *want1, const char *want2, char *err, size_t errlen) {
+    gguf_file *g = NULL;
+    err[0] = 0;
+    int rc = gguf_open(path, &g, err, errlen);
+    gguf_close(g);
+    return rc != 0 && strstr(err, want1) && (!want2 || strstr(err, want2));
+}
+
+static void test_gguf(void) {
+    char err[512];
+    ge_out o;
+    /* a second general.architecture */
+    ge_begin(&o, &src);
+    ge_copy_kvs(&o, &src, NULL);
+    ge_copy_kv(&o, &src, ge_find_kv(&src, "general.architecture"));
+    ge_copy_tensors(&o, &src);
+    ge_finish(&o, &src, 32);
+    const char *p = put_file(&o, "dupkey.gguf");
+    CHECK(open_fails(p, "duplicate", "general.architecture", err, sizeof err),
+          "a duplicate metadata key is refused, naming it (%s)", err);
+    /* a second output_norm.weight */
+    ge_begin(&o, &src);
+    ge_copy_kvs(&o, &src, NULL);
+    ge_copy_tensors(&o, &src);
+    ge_copy_tensor(&o, &src, ge_find_tensor(&src, "output_norm.weight"));
+    ge_finish(&o, &src, 32);
+    p = put_file(&o, "duptensor.gguf");
+    CHECK(open_fails(p, "duplicate", "output_norm.weight", err, sizeof err),
+          "a duplicate tensor name is refused, naming it (%s)", err);
+    /* two general.alignment entries: refused (before, the parser used the last, lookups the first) */
+    ge_begin(&o, &src);
+    ge_copy_kvs(&o, &src, NULL);
+    ge_kv_u32(&o, "general.alignment", 32);
+    ge_kv_u32(&o, "general.alignment", 64);
+    ge_copy_tensors(&o, &src);
+    ge_finish(&o, &src, 64);
+    p = put_file(&o, "dupalign.gguf");
+    CHECK(open_fails(p, "duplicate", "general.alignment", err, sizeof err), "two general.alignment entries are refused (%s)", err);
+    /* alignment 0, 48, a u64: refused; 64: the data section starts on 64 */
+    p = with_u32("general.alignment", 0, "align0.gguf");
+    CHECK(open_fails(p, "general.alignment", NULL, err, sizeof err), "general.alignment 0 is refused (%s)", err);
+    p = with_u32("general.alignment", 48, "align48.gguf");
+    CHECK(open_fails(p, "general.alignment", NULL, err, sizeof err), "general.alignment 48 is refused (%s)", err);
+    ge_begin(&o, &src);
+    ge_copy_kvs(&o, &src, NULL);
+    ge_kv_u64(&o, "general.alignment", 32);
+    ge_copy_tensors(&o, &src);
+    ge_finish(&o, &src, 32);
+    p = put_file(&o, "align64bit.gguf");
+    CHECK(open_fails(p, "general.alignment", NULL, err, sizeof err), "a u64 general.alignment is refused (%s)", err);
+    ge_begin(&o, &src);
+    ge_copy_kvs(&o, &src, NULL);
+    ge_kv_u32(&o, "general.alignment", 64);
+    ge_copy_tensors(&o, &src);
+    ge_finish(&o, &src, 64);
+    p = put_file(&o, "align64.gguf");
+    gguf_file *g = NULL;
+    int rc = gguf_open(p, &g, err, sizeof err);
+    CHECK(rc == 0 && g->alignment == 64 && ((const uint8_t *)g->tensors[0].data - g->base) % 64 == 0,
+          "general.alignment 64 is read and the data section starts on 64 (%s)", rc ? err : "ok");
+    gguf_close(g);
+    /* 512: output.weight's offset 131328 is not a multiple */
+    ge_begin(&o, &src);
+    ge_copy_kvs(&o, &src, NULL);
+    ge_kv_u32(&o, "general.alignment", 512);
+    ge_copy_tensors(&o, &src);
+    ge_finish(&o, &src, 512);
+    p = put_file(&o, "align512.gguf");
+    CHECK(open_fails(p, "output.weight", "alignment", err, sizeof err),
+          "a tensor offset that is not a multiple of general.alignment is refused (%s)", err);
+}
+
+static void test_model_meta(void) {
+    char err[512], warn[256];
+    model *m = NULL;
+    /* block_count 60,000,000 in a 1.2 MB file: refused before any allocation, at once */
+    const char *p = with_u32("llama.block_count", 60000000u, "blocks.gguf");
+    double t0 = now_s();
+    err[0] = 0;
+    int rc = model_load(p, &m, err, sizeof err, warn, sizeof warn);
+    double dt = now_s() - t0;
+    model_free(m);
+    m = NULL;
+    CHECK(rc != 0 && strstr(err, "block_count") && dt < 1.0,
+          "block_count 60000000 with 48 tensors: refused in %.2f s naming block_count (%s)", dt, err);
+    /* 4000 blocks (within the limit) need 36002 tensors: refused against the directory, before allocating */
+    p = with_u32("llama.block_count", 4000, "blocks4000.gguf");
+    err[0] = 0;
+    rc = model_load(p, &m, err, sizeof err, warn, sizeof warn);
+    model_free(m);
+    m = NULL;
+    CHECK(rc != 0 && strstr(err, "block_count") && strstr(err, "48"),
+          "block_count 4000 is checked against the 48 tensors of the file (%s)", err);
+    /* key_length 2^30: n_head * key_length overflows an int */
+    p = with_u32("llama.attention.key_length", 1u << 30, "keylen.gguf");
+    err[0] = 0;
+    rc = model_load(p, &m, err, sizeof err, warn, sizeof warn);
+    model_free(m);
+    m = NULL;
+    CHECK(rc != 0 && strstr(err, "llama.attention.key_length"), "key_length 2^30 is refused naming the key (%s)", err);
+    p = with_u32("llama.attention.head_count", 1u << 30, "heads.gguf");
+    err[0] = 0;
+    rc = model_load(p, &m, err, sizeof err, warn, sizeof warn);
+    model_free(m);
+    m = NULL;
+    CHECK(rc != 0 && strstr(err, "llama.attention.head_count"), "head_count 2^30 is refused naming the key (%s)", err);
+    p = with_u32("llama.embedding_length", 1u << 30, "dim.gguf");
+    err[0] = 0;
+    rc = model_load(p, &m, err, sizeof err, warn, sizeof warn);
+    model_free(m);
+    m = NULL;
+    CHECK(rc != 0 && strstr(err, "llama.embedding_length"), "embedding_length 2^30 is refused naming the key (%s)", err);
+    p = with_u32("llama.attention.value_length", 16, "vlen.gguf");
+    err[0] = 0;
+    rc = model_load(p, &m, err, sizeof err, warn, sizeof warn);
+    model_free(m);
+    m = NULL;
+    CHECK(rc != 0 && strstr(err, "value_length"), "value_length != key_length is refused (%s)", err);
+    /* the original still loads */
+    char orig[512];
+    snprintf(orig, sizeof orig, "%s/models/stories260K.gguf", shared());
+    rc = model_load(orig, &m, err, sizeof err, warn, sizeof warn);
+    CHECK(rc == 0, "stories260K itself still loads (%s)", rc ? err : "ok");
+    model_free(m);
+}
+
+/* A tokenizer of 513 pieces for a model of 512 rows. */
+static void test_vocab_size(void) {
+    ge_out o;
+    const char *skip[] = { "tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type", NULL };
+    ge_begin(&o, &src);
+    ge_copy_kvs(&o, &src, skip);
+    uint32_t t;
+    const uint8_t *v = ge_kv_value(&src, ge_find_kv(&src, "tokenizer.ggml.tokens"), &t);
+    size_t len = ge_value_len(v, t);
+    uint64_t n = ge_rd64(v + 4);
+    ge_out val = {0};
+    ge_put(&val, v, len);
+    n++;
+    memcpy(val.p + 4, &n, 8);
+    ge_str(&val, "<extra>");
+    ge_kv_raw(&o, "tokenizer.ggml.tokens", 9, val.p, val.n);
+    ge_free_out(&val);
+    const char *arrs[2] = { "tokenizer.ggml.scores", "tokenizer.ggml.token_type" };
+    for (int a = 0; a < 2; a++) {
+        v = ge_kv_value(&src, ge_find_kv(&src, arrs[a]), &t);
+        len = ge_value_len(v, t);
+        ge_put(&val, v, len);
+        memcpy(val.p + 4, &n, 8);
+        if (a == 0) { float sc = -1000.0f; ge_put(&val, &sc, 4); }
+        else { int32_t ty = 1; ge_put(&val, &ty, 4); }
+        ge_kv_raw(&o, arrs[a], 9, val.p, val.n);
+        ge_free_out(&val);
+    }
+    ge_copy_tensors(&o, &src);
+    ge_finish(&o, &src, 32);
+    const char *p = put_file(&o, "bigvocab.gguf");
+    engine_config cfg = { p, KV_F16, KV_F16, 1, 64, 256 };
+    engine *e = NULL;
+    char err[512] = "", warn[256];
+    int rc = engine_create(&cfg, &e, err, sizeof err, warn, sizeof warn);
+    engine_free(e);
+    CHECK(rc != 0 && strstr(err, "513") && strstr(err, "512"),
+          "a tokenizer of 513 tokens over 512 embedding rows is refused at load (%s)", err);
+}
+
+/* stories260K with the row of tensor name [row] (or all of it, row < 0) set to NaN. */
+static const char *with_nan(const char *tensor, int row, int cols, const char *name) {
+    ge_out o;
+    ge_begin(&o, &src);
+    ge_copy_kvs(&o, &src, NULL);
+    ge_copy_tensors(&o, &src);
+    ge_finish(&o, &src, 32);
+    int ti = ge_find_tensor(&src, tensor);
+    float *d = (float *)(o.p + o.data_off + ge_tensor_offset(&src, ti));   /* F32 tensors, 32-aligned */
+    for (int i = 0; i < cols; i++) d[(size_t)(row < 0 ? 0 : row) * cols + i] = NAN;
+    return put_file(&o, name);
+}
+
+static void test_nonfinite(void) {
+    char err[512], warn[256];
+    engine *e = NULL;
+    int32_t prompt[3] = { 1, 72, 300 }, gen[4];
+    float gaps[4], *rows = NULL;
+    size_t nr = 0;
+    /* output_norm all NaN: every logit is NaN; before, argmax gave token 0 */
+    const char *p = with_nan("output_norm.weight", -1, 64, "nan_norm.gguf");
+    engine_config cfg = { p, KV_F16, KV_F16, 1, 64, 256 };
+    int rc = engine_create(&cfg, &e, err, sizeof err, warn, sizeof warn);
+    CHECK(rc == 0, "the NaN model loads (%s)", rc ? err : "ok");
+    if (rc) return;
+    err[0] = 0;
+    rc = engine_prefill(e, prompt, 3, ENGINE_ROWS_LAST, &rows, &nr, err, sizeof err);
+    free(rows);
+    rows = NULL;
+    CHECK(rc != 0 && strstr(err, "non-finite") && e->n_past == 0 && !e->last_valid,
+          "prefill with NaN logits is an error naming them, the state unchanged (n_past %d: %s)", e->n_past, err);
+    err[0] = 0;
+    rc = engine_prefill(e, prompt, 3, ENGINE_ROWS_ALL, &rows, &nr, err, sizeof err);
+    free(rows);
+    rows = NULL;
+    CHECK(rc != 0 && strstr(err, "non-finite") && e->n_past == 0, "the same with every row (%s)", err);
+    err[0] = 0;
+    rc = engine_prefill(e, prompt, 3, ENGINE_ROWS_NONE, &rows, &nr, err, sizeof err);
+    CHECK(rc != 0 && strstr(err, "non-finite"), "and without rows (the last row is still computed: %s)", err);
+    engine_free(e);
+    e = NULL;
+
+    /* the first greedy token's embedding NaN: the prompt is fine, the second step is not */
+    snprintf(warn, sizeof warn, "%s/models/stories260K.gguf", shared());
+    engine_config c0 = { warn, KV_F16, KV_F16, 1, 64, 256 };
+    char w2[256];
+    if (engine_create(&c0, &e, err, sizeof err, w2, sizeof w2) ||
+        engine_prefill(e, prompt, 3, ENGINE_ROWS_NONE, &rows, &nr, err, sizeof err) ||
+        engine_generate(e, 1, 0, 0, gen, gaps, err, sizeof err)) {
+        CHECK(0, "stories260K generates (%s)", err);
+        engine_free(e);
+        return;
+    }
+    engine_free(e);
+    e = NULL;
+    int t0 = gen[0];
+    p = with_nan("token_embd.weight", t0, 64, "nan_emb.gguf");
+    engine_config c1 = { p, KV_F16, KV_F16, 1, 64, 256 };
+    rc = engine_create(&c1, &e, err, sizeof err, w2, sizeof w2);
+    if (!rc) rc = engine_prefill(e, prompt, 3, ENGINE_ROWS_NONE, &rows, &nr, err, sizeof err);
+    CHECK(rc == 0, "with token %d's embedding NaN the prompt still prefills (%s)", t0, rc ? err : "ok");
+    if (rc) { engine_free(e); return; }
+    memset(gen, 0xff, sizeof gen);
+    err[0] = 0;
+    rc = engine_generate(e, 4, 0, 0, gen, gaps, err, sizeof err);
+    CHECK(rc != 0 && strstr(err, "non-finite"), "generate stops with an error at the NaN step instead of emitting "
+          "token 0 (rc %d, tokens %d %d %d: %s)", rc, gen[0], gen[1], gen[2], err);
+    engine_free(e);
+}
+
+static void test_memcheck(void) {
+    char err[600];
+    const uint64_t G = 1ull << 30;
+    /* 4M tokens x 23040 bytes (SmolLM2, f16) = 90 GiB on a 24 GiB machine */
+    engine_mem_need need = { 23040, 1 << 22, 100u << 20, 1u << 20, 1 };
+    engine_mem_env env = { 22 * G, UINT64_MAX, 1 * G };
+    err[0] = 0;
+    int rc = engine_mem_check(&need, &env, 0, err, sizeof err);
+    CHECK(rc != 0 && strstr(err, "90.0 GiB") && strstr(err, "MemAvailable") && strstr(err, "--max-context") &&
+          strstr(err, "--allow-overcommit"), "a 90 GiB cache on 22 GiB is refused with the sizes and the ways out (%s)", err);
+    long fit = 0;
+    const char *at = strstr(err, "at most ");
+    if (at) fit = strtol(at + 8, NULL, 10);
+    CHECK(fit > 1000000 && fit < 1030000, "it says how many tokens fit (%ld; (22 GiB - weights) / 23040 ~ 1.02M)", fit);
+    CHECK(engine_mem_check(&need, &env, 1, err, sizeof err) == 0, "--allow-overcommit lets it start");
+    need.n_ctx = 1 << 18;   /* 5.6 GiB */
+    CHECK(engine_mem_check(&need, &env, 0, err, sizeof err) == 0, "a 5.6 GiB cache fits in 22 GiB");
+    need.arms = 4;
+    err[0] = 0;
+    rc = engine_mem_check(&need, &env, 0, err, sizeof err);
+    CHECK(rc != 0 && strstr(err, "4 workers"), "but not four of them (%s)", err);
+    env.mem_available = 0;
+    CHECK(engine_mem_check(&need, &env, 0, err, sizeof err) == 0, "MemAvailable unknown: no check");
+    /* RLIMIT_AS: the whole reservation counts, and --allow-overcommit does not lift it */
+    need.arms = 1;
+    env = (engine_mem_env){ 22 * G, 4 * G, 1 * G };
+    err[0] = 0;
+    rc = engine_mem_check(&need, &env, 1, err, sizeof err);
+    CHECK(rc != 0 && strstr(err, "RLIMIT_AS"), "a reservation past RLIMIT_AS is refused even with overcommit (%s)", err);
+    /* overflow: 2^31 tokens x 2^40 bytes per token must not wrap to something small */
+    engine_mem_need huge = { 1ull << 40, INT32_MAX, 0, 0, 1000 };
+    env = (engine_mem_env){ 22 * G, UINT64_MAX, 1 * G };
+    CHECK(engine_mem_check(&huge, &env, 0, err, sizeof err) != 0, "products that overflow 64 bits are still refused");
+
+    /* through engine_create: stories260K at 2^30 tokens needs 640 GiB of f16 cache: refused before
+     * reserving it (before the check, the 640 GiB reservation succeeded and the engine started) */
+    char path[512], warn[256];
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared());
+    engine_config cfg = { path, KV_F16, KV_F16, 1, 64, 1 << 30 };
+    engine *e = NULL;
+    err[0] = 0;
+    rc = engine_create(&cfg, &e, err, sizeof err, warn, sizeof warn);
+    engine_free(e);
+    e = NULL;
+    CHECK(rc != 0 && strstr(err, "640.0 GiB"), "engine_create at 2^30 tokens: refused (%s)", err);
+    cfg.n_ctx = 1 << 16;
+    engine_mem_opts opts = { 1000000, 0 };   /* a million arms of 40 MiB each */
+    err[0] = 0;
+    rc = engine_create_mem(&cfg, &opts, &e, err, sizeof err, warn, sizeof warn);
+    engine_free(e);
+    e = NULL;
+    CHECK(rc != 0 && strstr(err, "1000000 workers"), "the arms count multiplies the cache (%s)", err);
+    opts.arms = 4;
+    rc = engine_create_mem(&cfg, &opts, &e, err, sizeof err, warn, sizeof warn);
+    engine_free(e);
+    CHECK(rc == 0, "four arms of 40 MiB start (%s)", rc ? err : "ok");
+}
+
 int main(void) {
+    char path[512];
     test_exp();
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared());
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/strata-harden-XXXXXX");
+    if (ge_load(path, &src) || !mkdtemp(tmpdir)) {
+        CHECK(0, "load %s and make a temp dir", path);
+        return check_done();
+    }
+    test_gguf();
+    test_model_meta();
+    test_vocab_size();
+    test_nonfinite();
+    test_memcheck();
+    ge_free_src(&src);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd)) printf("# could not remove %s\n", tmpdir);
     return check_done();
 }
