@@ -304,6 +304,11 @@ static int serve(engine *e, const char *url) {
         pthread_mutex_destroy(&st.mu);
         return 1;
     }
+    /* A reply waits while the connection still sends the previous one (nng's rep0 queues it with the
+     * send timeout): 1 s, the receive poll, was short enough for a starved nng thread to make a reply
+     * vanish and its driver wait for it until its 30 min request timeout; 60 s, and a reply that still
+     * cannot go closes the connection (below) so that its client fails at once. */
+    nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 60000);
     fprintf(stderr, "strata-worker: serving %s (kv %s/%s)\n", url, kv_fmt_name(e->cfg.kv_k), kv_fmt_name(e->cfg.kv_v));
     int done = 0;
     while (!done && !g_stop) {
@@ -319,7 +324,11 @@ static int serve(engine *e, const char *url) {
             done = handle(e, &req, &rep, &o1, &o2);
             if (done) proto_init(&rep, PROTO_SHUTDOWN, 1, req.id);
         }
-        if (proto_reply(s, &rep, err, sizeof err)) {
+        int sent = proto_reply(s, &rep, err, sizeof err);
+        if (sent == PROTO_E_TIMEOUT || sent == PROTO_E_TRANSPORT) {
+            fprintf(stderr, "strata-worker: reply failed: %s: closing that connection\n", err);
+            if (nng_pipe_id(pipe) > 0) nng_pipe_close(pipe);
+        } else if (sent) {   /* could not be encoded: nothing went out, say why instead */
             char err2[512];
             fprintf(stderr, "strata-worker: reply failed: %s\n", err);
             proto_error(&rep, req.id, PROTO_E_INTERNAL, "reply failed: %s", err);
