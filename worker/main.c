@@ -236,7 +236,6 @@ typedef struct {
     int n_pipes;
     uint32_t owner;                   /* pipe id of the session's owner, 0 = none */
     int owner_left;                   /* the owner's connection closed: reset before the next request */
-    unsigned long refused;            /* connections closed for the cap */
 } serve_state;
 
 static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
@@ -246,7 +245,7 @@ static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
     pthread_mutex_lock(&st->mu);
     if (ev == NNG_PIPE_EV_ADD_PRE) {
         if (st->n_pipes < SERVE_MAX_PIPES) st->pipes[st->n_pipes++] = id;
-        else { close_it = 1; st->refused++; }
+        else close_it = 1;
     } else if (ev == NNG_PIPE_EV_REM_POST) {
         for (int i = 0; i < st->n_pipes; i++)
             if (st->pipes[i] == id) { st->pipes[i] = st->pipes[--st->n_pipes]; break; }
