@@ -97,6 +97,8 @@ typedef struct {
     int prefill;               /* worker --prefill, 0 = its default */
     int max_context;           /* worker --max-context, 0 = its default (the model's) */
     const char *tmpdir;        /* private directory for sockets and logs */
+    int mem_arms;              /* local workers started together: worker --mem-arms (its memory check
+                                * counts that many caches), <= 1 = none passed */
 } arm_launch;
 
 /* Starts the local worker of arms[i] (index i names its socket and log: TMPDIR/i.ipc, i.log).

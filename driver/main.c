@@ -521,7 +521,7 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
         snprintf(tmpdir, sizeof tmpdir, "%s/strata-XXXXXX", td && td[0] ? td : "/tmp");
         if (!mkdtemp(tmpdir)) { errorf("cannot create a temp dir %s: %s", tmpdir, strerror(errno)); tmpdir[0] = 0; goto done; }
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        arm_launch l = { worker, o.model, o.threads, o.prefill, o.max_context, tmpdir };
+        arm_launch l = { worker, o.model, o.threads, o.prefill, o.max_context, tmpdir, n_local };
         if (!l.threads) l.threads = cores / n_local > 1 ? (int)(cores / n_local) : 1;
         for (int i = 0; i < n_arms; i++) {
             if (arms[i].remote) continue;

@@ -309,9 +309,17 @@ static inline float reduce8(const float a[8]) {
 #define EXP_P5 5.0000001201e-1f
 #define EXP_MIN -87.3f
 
+/* Outside the polynomial's domain: x < EXP_MIN (and -inf) gives 0, NaN gives NaN, and where
+ * rint(x log2 e) > EXP_N_MAX (x > ~88.7, +inf) the result is +inf; n = EXP_N_MAX itself already
+ * makes the scale 2^128 = inf. These tests change no bit of any other result, and keep the
+ * integer conversion and the shift below defined (|n| <= 128). The vector forms give the same. */
+#define EXP_N_MAX 128.0f
+
 float ops_expf(float x) {
     if (x < EXP_MIN) return 0.0f;
+    if (x != x) return x;
     float n = rintf(x * EXP_LOG2E);
+    if (n > EXP_N_MAX) return INFINITY;
     float r = fmaf(n, -EXP_LN2_HI, x);
     r = fmaf(n, -EXP_LN2_LO, r);
     float p = EXP_P0;
@@ -365,9 +373,17 @@ float ops_exp_sub_sum(float *y, const float *x, float m, int n) {
             p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P5));
             p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
             p = _mm512_add_ps(p, one);
+            /* NaN lanes and n > EXP_N_MAX, as in ops_expf (rare: one compare and a branch) */
+            __mmask16 odd = _mm512_cmp_ps_mask(nn, _mm512_set1_ps(EXP_N_MAX), _CMP_NLE_UQ);
+            const __m512 nraw = nn;
             nn = _mm512_maskz_mov_ps(keep, nn);
             __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(nn), _mm512_set1_epi32(127)), 23);
             __m512 res = _mm512_maskz_mov_ps(keep, _mm512_mul_ps(p, _mm512_castsi512_ps(e)));
+            if (odd) {
+                __mmask16 big = _mm512_cmp_ps_mask(nraw, _mm512_set1_ps(EXP_N_MAX), _CMP_GT_OQ);
+                res = _mm512_mask_mov_ps(res, big, _mm512_set1_ps(INFINITY));
+                res = _mm512_mask_mov_ps(res, odd & ~big, v);   /* the NaN lanes */
+            }
             _mm512_storeu_ps(y + i, res);
         }
     }
@@ -388,10 +404,17 @@ float ops_exp_sub_sum(float *y, const float *x, float m, int n) {
         p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_P5));
         p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
         p = _mm256_add_ps(p, one);
+        /* NaN lanes and n > EXP_N_MAX, as in ops_expf (rare: one compare and a branch) */
+        const __m256 odd = _mm256_cmp_ps(nn, _mm256_set1_ps(EXP_N_MAX), _CMP_NLE_UQ), nraw = nn;
         /* where v < EXP_MIN, n may be out of range: zero n there, then mask the result */
         nn = _mm256_and_ps(nn, keep);
         __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nn), _mm256_set1_epi32(127)), 23);
         __m256 res = _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
+        if (_mm256_movemask_ps(odd)) {
+            __m256 big = _mm256_cmp_ps(nraw, _mm256_set1_ps(EXP_N_MAX), _CMP_GT_OQ);
+            res = _mm256_blendv_ps(res, _mm256_set1_ps(INFINITY), big);
+            res = _mm256_blendv_ps(res, v, _mm256_andnot_ps(big, odd));
+        }
         _mm256_storeu_ps(y + i, res);
     }
 #endif

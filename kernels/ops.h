@@ -80,7 +80,8 @@ void ops_swiglu(float *x, const float *up, int n);
 void ops_geglu(float *x, const float *up, int n);
 
 /* exp(x) for x <= 0 by range reduction and a polynomial (max error ~2 ulp); scalar and AVX2
- * versions bit-identical. Returns 0 for x < -87.3. */
+ * versions bit-identical. Returns 0 for x < -87.3 (and -inf), NaN for NaN, +inf for x > ~88.7
+ * (and +inf): defined for every input, the same bits in every path. */
 float ops_expf(float x);
 /* y[i] = ops_expf(x[i] - m); returns the sum of y in ops_sum8 order (8 lanes, their fixed
  * reduction, then the tail; f32). x, y [n] may alias. */

@@ -42,6 +42,7 @@ const char *proto_strerror(int code) {
     case PROTO_E_VERSION:   return "protocol version mismatch";
     case PROTO_E_TRANSPORT: return "transport error";
     case PROTO_E_TIMEOUT:   return "timed out";
+    case PROTO_E_BUSY:      return "busy: owned by another driver";
     default:                return "unknown error code";
     }
 }
@@ -857,6 +858,11 @@ static nng_duration to_duration(int timeout_ms) {
 
 int proto_listen(const char *url, size_t recv_max, int timeout_ms, nng_socket *s,
                  char *err, size_t errlen) {
+    return proto_listen_notify(url, recv_max, timeout_ms, NULL, NULL, s, err, errlen);
+}
+
+int proto_listen_notify(const char *url, size_t recv_max, int timeout_ms, nng_pipe_cb cb, void *arg,
+                        nng_socket *s, char *err, size_t errlen) {
     int rv;
     const char *what = "nng_rep0_open";
     if ((rv = nng_rep0_open(s)) != 0)
@@ -870,6 +876,10 @@ int proto_listen(const char *url, size_t recv_max, int timeout_ms, nng_socket *s
     }
     if ((rv = nng_socket_set_ms(*s, NNG_OPT_SENDTIMEO, to_duration(timeout_ms)))) {
         what = "set NNG_OPT_SENDTIMEO"; goto fail;
+    }
+    if (cb && ((rv = nng_pipe_notify(*s, NNG_PIPE_EV_ADD_PRE, cb, arg)) ||
+               (rv = nng_pipe_notify(*s, NNG_PIPE_EV_REM_POST, cb, arg)))) {
+        what = "nng_pipe_notify"; goto fail;
     }
     if ((rv = nng_listen(*s, url, NULL, 0))) { what = "nng_listen"; goto fail; }
     return 0;
@@ -992,10 +1002,17 @@ int proto_call(nng_socket s, const proto_msg *req, proto_msg *rep, size_t max_le
 }
 
 int proto_recv(nng_socket s, size_t max_len, proto_msg *req, char *err, size_t errlen) {
+    nng_pipe p;
+    return proto_recv_pipe(s, max_len, req, &p, err, errlen);
+}
+
+int proto_recv_pipe(nng_socket s, size_t max_len, proto_msg *req, nng_pipe *pipe, char *err, size_t errlen) {
     memset(req, 0, sizeof *req);
+    *pipe = (nng_pipe)NNG_PIPE_INITIALIZER;
     nng_msg *msg;   /* received in place: no copy of the body */
     int rv = nng_recvmsg(s, &msg, 0);
     if (rv) return errmsg_set(err, errlen, nng_code(rv), "receive a request: %s", nng_strerror(rv));
+    *pipe = nng_msg_get_pipe(msg);
     int rc = proto_decode(nng_msg_body(msg), nng_msg_len(msg), max_len, 0, req, err, errlen);
     nng_msg_free(msg);
     return rc;

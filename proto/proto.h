@@ -59,8 +59,8 @@
 #define PROTO_REQ_MAX      ((size_t)64 << 20)  /* suggested request cap for the worker: 64 MiB */
 #define PROTO_SLACK        ((size_t)64 << 10)  /* bytes to add to a payload size for keys/headers */
 
-/* Status / error codes. 0 is success. Codes 1..6 travel in error replies; PROTO_E_TRANSPORT and
- * PROTO_E_TIMEOUT are local only (nng failures) and are never sent. */
+/* Status / error codes. 0 is success. Codes 1..6 and 9 travel in error replies; PROTO_E_TRANSPORT
+ * and PROTO_E_TIMEOUT are local only (nng failures) and are never sent. */
 enum {
     PROTO_OK          = 0,
     PROTO_E_BADMSG    = 1,   /* malformed: not msgpack, wrong key types, missing keys, unknown type */
@@ -72,6 +72,7 @@ enum {
     PROTO_E_VERSION   = 6,   /* "v" is not PROTO_VERSION */
     PROTO_E_TRANSPORT = 7,   /* local: nng send/recv/dial failed (peer gone, socket closed) */
     PROTO_E_TIMEOUT   = 8,   /* local: nng timed out */
+    PROTO_E_BUSY      = 9,   /* the worker serves another driver (one owner per worker) */
 };
 
 typedef enum {
@@ -226,6 +227,12 @@ int proto_decode(const void *buf, size_t len, size_t max_len, int is_reply, prot
 int proto_listen(const char *url, size_t recv_max, int timeout_ms, nng_socket *s,
                  char *err, size_t errlen);
 
+/* The same, with cb(pipe, event, arg) registered for NNG_PIPE_EV_ADD_PRE and NNG_PIPE_EV_REM_POST
+ * before listening (cb may close a pipe in ADD_PRE to refuse a connection). cb runs on nng's
+ * threads: it must synchronise with the serving thread itself. */
+int proto_listen_notify(const char *url, size_t recv_max, int timeout_ms, nng_pipe_cb cb, void *arg,
+                        nng_socket *s, char *err, size_t errlen);
+
 /* Client side: open a req0 socket with NNG_OPT_RECVTIMEO = NNG_OPT_SENDTIMEO = timeout_ms (< 0: no
  * timeout), NNG_OPT_REQ_RESENDTIME = infinite (a request is never resent, so one that crashed a
  * worker is not sent to its successor; a lost connection fails the call with PROTO_E_TRANSPORT),
@@ -256,6 +263,10 @@ int proto_call(nng_socket s, const proto_msg *req, proto_msg *rep, size_t max_le
  *   any other code         a bad request arrived: reply proto_error(req->id, rc, "%s", err) and
  *                          keep serving (req->id is 0 when the id could not be read). */
 int proto_recv(nng_socket s, size_t max_len, proto_msg *req, char *err, size_t errlen);
+
+/* proto_recv that also gives the connection the request came on (*pipe; NNG_PIPE_INITIALIZER when
+ * nothing was received): a server binds its session to one pipe. */
+int proto_recv_pipe(nng_socket s, size_t max_len, proto_msg *req, nng_pipe *pipe, char *err, size_t errlen);
 
 /* Server side: encode *rep and send it as the reply to the request last received. Encodes straight
  * into an nng message that nng takes over (no second copy of a large payload). Returns 0, an encode

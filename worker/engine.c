@@ -1,5 +1,6 @@
 /* engine.c — see engine.h. */
 #include "worker/engine.h"
+#include "proto/errmsg.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 static double now_s(void) {
     struct timespec ts;
@@ -14,8 +16,89 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The cache in cfg's formats: every layer kv_k / kv_v, or per layer from the mixes. */
-static int engine_cache(engine *e, const char *kv_k_mix, const char *kv_v_mix, char *err, size_t errlen) {
+/* ---- the memory check ------------------------------------------------------------------------ */
+
+static double gib(uint64_t b) { return (double)b / (double)(1ull << 30); }
+
+/* The first number after "key" in the text file path (e.g. "MemAvailable:" in /proc/meminfo, key
+ * NULL for a file that is just a number), times mult; 0 when absent or unreadable. */
+static uint64_t read_number(const char *path, const char *key, uint64_t mult) {
+    char buf[8192];
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = buf;
+    if (key && !(p = strstr(buf, key))) return 0;
+    if (key) p += strlen(key);
+    char *end;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (end == p) return 0;
+    return (uint64_t)v > UINT64_MAX / mult ? UINT64_MAX : (uint64_t)v * mult;
+}
+
+void engine_mem_env_read(engine_mem_env *env) {
+    env->mem_available = read_number("/proc/meminfo", "MemAvailable:", 1024);
+    /* a container's limit (cgroup v2, then v1) where this process sees one: its free part */
+    static const char *const lim[2] = { "/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes" };
+    static const char *const use[2] = { "/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory/memory.usage_in_bytes" };
+    for (int i = 0; i < 2; i++) {
+        uint64_t l = read_number(lim[i], NULL, 1), u = read_number(use[i], NULL, 1);
+        if (l == 0 || l >= (1ull << 60)) continue;     /* absent, "max", or v1's "unlimited" */
+        uint64_t free_cg = l > u ? l - u : 0;
+        if (env->mem_available == 0 || free_cg < env->mem_available) env->mem_available = free_cg;
+        break;
+    }
+    struct rlimit rl;
+    env->as_limit = getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? (uint64_t)rl.rlim_cur : UINT64_MAX;
+    long page = sysconf(_SC_PAGESIZE);
+    env->as_used = read_number("/proc/self/statm", NULL, page > 0 ? (uint64_t)page : 4096);
+}
+
+int engine_mem_check(const engine_mem_need *need, const engine_mem_env *env, int allow_overcommit,
+                     char *err, size_t errlen) {
+    uint64_t arms = need->arms > 1 ? (uint64_t)need->arms : 1;
+    uint64_t n_ctx = need->n_ctx > 0 ? (uint64_t)need->n_ctx : 0;
+    /* sizes in long double: no product can wrap */
+    long double kv = (long double)need->kv_per_token * n_ctx;
+    long double per_arm = kv + need->scratch_bytes;
+    long double total = arms * per_arm + need->weights_bytes;
+    char each[64] = "";
+    if (arms > 1) snprintf(each, sizeof each, " for each of %llu workers", (unsigned long long)arms);
+    if (env->as_limit != UINT64_MAX && (long double)env->as_used + per_arm > (long double)env->as_limit) {
+        long double room = (long double)env->as_limit - env->as_used - need->scratch_bytes;
+        long double fit = room > 0 && need->kv_per_token ? room / need->kv_per_token : 0;
+        return errmsg_set(err, errlen, -1,
+            "a context of %llu tokens needs a KV cache reservation of %.1f GiB (%llu bytes per token), and this "
+            "process already uses %.1f GiB of address space: more than its limit RLIMIT_AS (ulimit -v) of %.1f GiB; "
+            "at most %.0Lf tokens fit: lower --max-context or raise the limit",
+            (unsigned long long)n_ctx, (double)(kv / (1ull << 30)), (unsigned long long)need->kv_per_token,
+            gib(env->as_used), gib(env->as_limit), fit);
+    }
+    if (allow_overcommit || env->mem_available == 0 || total <= (long double)env->mem_available) return 0;
+    long double room = (long double)env->mem_available - need->weights_bytes - (long double)arms * need->scratch_bytes;
+    long double fit = room > 0 && need->kv_per_token ? room / ((long double)arms * need->kv_per_token) : 0;
+    return errmsg_set(err, errlen, -1,
+        "a context of %llu tokens needs a KV cache of %.1f GiB (%llu bytes per token)%s, plus %.2f GiB of weights "
+        "and scratch: %.1f GiB in all, more than the %.1f GiB of memory available (MemAvailable); at most %.0Lf "
+        "tokens fit: lower --max-context, or pass --allow-overcommit to start anyway",
+        (unsigned long long)n_ctx, (double)(kv / (1ull << 30)), (unsigned long long)need->kv_per_token, each,
+        gib(need->weights_bytes + arms * need->scratch_bytes), (double)(total / (1ull << 30)),
+        gib(env->mem_available), fit);
+}
+
+/* Bytes of the forward-pass scratch (model_scratch_alloc) and the engine's logit rows. */
+static uint64_t scratch_bytes(const model *m, int chunk) {
+    uint64_t per_tok = 2ull * m->dim + 2ull * m->n_head * m->hd + 2ull * m->n_kv * m->hd + 2ull * m->ffn +
+                       2ull * m->n_rot;
+    return 4 * ((uint64_t)chunk * per_tok + 3ull * (uint64_t)m->n_vocab);
+}
+
+/* The cache in cfg's formats: every layer kv_k / kv_v, or per layer from the mixes; what it will
+ * need when full is checked against the memory first (engine_mem_check). */
+static int engine_cache(engine *e, const char *kv_k_mix, const char *kv_v_mix, const engine_mem_opts *mem,
+                        char *err, size_t errlen) {
     const engine_config *cfg = &e->cfg;
     int nl = e->m->n_layer, rc = -1;
     const char *spec[2] = { kv_k_mix, kv_v_mix };
@@ -33,6 +116,15 @@ static int engine_cache(engine *e, const char *kv_k_mix, const char *kv_v_mix, c
             snprintf(e->kv_name[v], sizeof e->kv_name[v], "%s", kv_fmt_name(plain[v]));
         }
     }
+    uint64_t per_token = 0;   /* KV bytes per token, all layers, K and V */
+    for (int l = 0; l < nl; l++) {
+        if (kv_fmt_check(f[l], e->m->hd, err, errlen) || kv_fmt_check(f[nl + l], e->m->hd, err, errlen)) goto done;
+        per_token += (uint64_t)e->m->n_kv * (kv_row_bytes(f[l], e->m->hd) + kv_row_bytes(f[nl + l], e->m->hd));
+    }
+    engine_mem_need need = { per_token, e->n_ctx, e->m->g->size, scratch_bytes(e->m, cfg->chunk), mem->arms };
+    engine_mem_env env;
+    engine_mem_env_read(&env);
+    if (engine_mem_check(&need, &env, mem->allow_overcommit, err, errlen)) goto done;
     rc = cache_create_layers(&e->c, f, f + nl, nl, e->m->n_kv, e->m->hd, e->n_ctx, err, errlen);
 done:
     free(f);
@@ -42,11 +134,18 @@ done:
 const char *engine_kv_name(const engine *e, int v) { return e->kv_name[v ? 1 : 0]; }
 
 int engine_create(const engine_config *cfg, engine **out, char *err, size_t errlen, char *warn, size_t warnlen) {
-    return engine_create_mix(cfg, NULL, NULL, out, err, errlen, warn, warnlen);
+    engine_mem_opts mem = { 1, 0 };
+    return engine_create_mix(cfg, NULL, NULL, &mem, out, err, errlen, warn, warnlen);
 }
 
-int engine_create_mix(const engine_config *cfg, const char *kv_k_mix, const char *kv_v_mix, engine **out,
-                      char *err, size_t errlen, char *warn, size_t warnlen) {
+int engine_create_mem(const engine_config *cfg, const engine_mem_opts *mem, engine **out, char *err, size_t errlen,
+                      char *warn, size_t warnlen) {
+    return engine_create_mix(cfg, NULL, NULL, mem, out, err, errlen, warn, warnlen);
+}
+
+int engine_create_mix(const engine_config *cfg, const char *kv_k_mix, const char *kv_v_mix,
+                      const engine_mem_opts *mem, engine **out, char *err, size_t errlen, char *warn,
+                      size_t warnlen) {
     engine *e = calloc(1, sizeof *e);
     *out = NULL;
     if (warn && warnlen) warn[0] = 0;
@@ -56,11 +155,17 @@ int engine_create_mix(const engine_config *cfg, const char *kv_k_mix, const char
     if (cfg->threads < 1 || cfg->chunk < 1) { snprintf(err, errlen, "threads and prefill chunk must be >= 1"); goto fail; }
     if (model_load(cfg->model_path, &e->m, err, errlen, warn, warnlen)) goto fail;
     if (tok_load(e->m->g, &e->tok, err, errlen)) goto fail;
+    if (tok_n_vocab(e->tok) > e->m->n_vocab) {
+        snprintf(err, errlen, "%s: the tokenizer has %d tokens but the model has %d embedding rows "
+                 "(token_embd.weight): ids from %d on would read outside it", cfg->model_path,
+                 tok_n_vocab(e->tok), e->m->n_vocab, e->m->n_vocab);
+        goto fail;
+    }
     e->n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : e->m->n_ctx_train;
     if (cfg->n_ctx > e->m->n_ctx_train && warn && !warn[0])
         snprintf(warn, warnlen, "context %d is past the model's native %d tokens: results there measure an "
                  "extrapolating model", cfg->n_ctx, e->m->n_ctx_train);
-    if (engine_cache(e, kv_k_mix, kv_v_mix, err, errlen)) goto fail;
+    if (engine_cache(e, kv_k_mix, kv_v_mix, mem, err, errlen)) goto fail;
     if (pool_create(cfg->threads, &e->p)) { snprintf(err, errlen, "cannot start %d threads", cfg->threads); goto fail; }
     if (model_scratch_alloc(e->m, cfg->chunk, &e->s)) { snprintf(err, errlen, "out of memory (prefill chunk %d)", cfg->chunk); goto fail; }
     e->last = malloc(sizeof(float) * (size_t)e->m->n_vocab);
@@ -96,6 +201,25 @@ int engine_argmax(const float *row, int n, float *gap) {
     return best;
 }
 
+/* Index of the first non-finite value of x[n], or -1. Blocks of 64 are tested branch-free on the
+ * exponent bits (all ones: inf or NaN), which the compiler vectorises: a 262144-token vocabulary
+ * costs ~0.1 ms per row, not the ~1 ms of isfinite() one value at a time. */
+static int64_t first_nonfinite(const float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        uint32_t any = 0;
+        for (int k = 0; k < 64; k++) {
+            uint32_t u;
+            memcpy(&u, x + i + k, 4);
+            any |= (~u & 0x7f800000u) == 0;
+        }
+        if (any) break;
+    }
+    for (; i < n; i++)
+        if (!isfinite(x[i])) return (int64_t)i;
+    return -1;
+}
+
 int engine_prefill(engine *e, const int32_t *tokens, size_t n, int rows, float **out_rows, size_t *n_out,
                    char *err, size_t errlen) {
     int V = e->m->n_vocab, chunk = e->cfg.chunk;
@@ -125,6 +249,7 @@ int engine_prefill(engine *e, const int32_t *tokens, size_t n, int rows, float *
     if (n_rows && !(outb = malloc(sizeof(float) * (size_t)V * n_rows))) goto oom;
     if (!(row_idx = malloc(sizeof(int) * (size_t)chunk))) goto oom;
     double t0 = now_s();
+    int start = e->n_past;
     for (size_t off = 0; off < n; off += (size_t)chunk) {
         int T = n - off < (size_t)chunk ? (int)(n - off) : chunk;
         int last_chunk = off + (size_t)T == n;
@@ -142,11 +267,26 @@ int engine_prefill(engine *e, const int32_t *tokens, size_t n, int rows, float *
         if (model_forward(e->m, &e->s, e->p, &e->c, tokens + off, T, e->n_past, row_idx, nr, dst, err, errlen)) {
             free(row_idx);
             free(outb);
-            e->last_valid = 0;   /* the cache past n_past may hold part of this chunk: harmless */
+            e->n_past = start;   /* the cache past n_past may hold part of this request: harmless */
+            e->last_valid = 0;
             return -1;
         }
         e->n_past += T;
         if (rows == ENGINE_ROWS_ALL && last_chunk) memcpy(e->last, dst + (size_t)(T - 1) * V, sizeof(float) * (size_t)V);
+    }
+    /* a NaN or inf logit (an overflow in the model or the KV format) is an error, not a row to
+     * compare or a token 0 to emit: checked over every row handed out and the state's last row */
+    int64_t bad = rows == ENGINE_ROWS_ALL ? first_nonfinite(outb, n * (size_t)V) : -1;
+    int64_t bad_pos = bad >= 0 ? start + bad / V : first_nonfinite(e->last, (size_t)V) >= 0 ? start + (int64_t)n - 1 : -1;
+    if (bad_pos >= 0) {
+        free(row_idx);
+        free(outb);
+        e->n_past = start;
+        e->last_valid = 0;
+        e->base_depth = -1;
+        snprintf(err, errlen, "non-finite logits (NaN or inf) at position %lld: the forward pass overflowed "
+                 "(model weights or KV format)", (long long)bad_pos);
+        return -1;
     }
     e->prefill_seconds += now_s() - t0;
     e->prefill_tokens += n;
@@ -201,6 +341,13 @@ int engine_generate(engine *e, int n, double temperature, uint64_t seed, int32_t
     int row0 = 0;
     for (int i = 0; i < n; i++) {
         float gap;
+        if (first_nonfinite(e->last, (size_t)V) >= 0) {
+            e->last_valid = 0;
+            e->base_depth = start;   /* truncate(start) restores the state of before the call */
+            snprintf(err, errlen, "non-finite logits (NaN or inf) after position %d, step %d of %d of generate: "
+                     "the forward pass overflowed (model weights or KV format)", e->n_past - 1, i + 1, n);
+            return -1;
+        }
         int tok = engine_argmax(e->last, V, &gap);
         if (temperature > 0) tok = sample(e->last, V, temperature, &rng);
         tokens[i] = tok;
@@ -208,6 +355,7 @@ int engine_generate(engine *e, int n, double temperature, uint64_t seed, int32_t
         if (i == n - 1) break;
         if (model_forward(e->m, &e->s, e->p, &e->c, &tokens[i], 1, e->n_past, &row0, 1, e->last, err, errlen)) {
             e->last_valid = 0;
+            e->base_depth = start;
             return -1;
         }
         e->n_past++;

@@ -28,6 +28,13 @@ typedef struct {
 
 #define ENGINE_KV_NAME_MAX 128   /* a K or V format as given (a name or a mix), NUL included */
 
+/* The memory check's options (engine_create_mem). */
+typedef struct {
+    int arms;             /* workers of this size that will run at once (the check counts their
+                           * caches; the weights' page cache is shared); <= 1: this one alone */
+    int allow_overcommit; /* 1: skip the MemAvailable check (not RLIMIT_AS: a reservation past it fails) */
+} engine_mem_opts;
+
 typedef struct {
     engine_config cfg;
     model *m;
@@ -46,16 +53,22 @@ typedef struct {
     char kv_name[2][ENGINE_KV_NAME_MAX];   /* K, V as given: the mix or the format's name */
 } engine;
 
-/* Loads the model and tokenizer, reserves the cache, starts the threads. Allocates *out (free with
- * engine_free). Returns 0, or -1 with one line in err. warn receives a non-fatal note (RoPE
- * scaling, context past the model's native one) or "". */
+/* Loads the model and tokenizer, checks that the cache at full context will fit (engine_mem_check),
+ * reserves the cache, starts the threads. Allocates *out (free with engine_free). Returns 0, or -1
+ * with one line in err (also: a tokenizer with more tokens than the model has embedding rows).
+ * warn receives a non-fatal note (RoPE scaling, context past the model's native one) or "". */
 int engine_create(const engine_config *cfg, engine **out, char *err, size_t errlen, char *warn, size_t warnlen);
+/* The same with the memory check's options (engine_create: one arm, no overcommit). */
+int engine_create_mem(const engine_config *cfg, const engine_mem_opts *mem, engine **out, char *err, size_t errlen,
+                      char *warn, size_t warnlen);
 
-/* The same with K and / or V formats per layer: kv_k_mix / kv_v_mix in kv.h's mix syntax (e.g.
- * "int8+f16@0+f16@-1"), or NULL for cfg's kv_k / kv_v in every layer. A mix that does not fit the
- * model (a layer past its end, one named twice or left out) is an error. */
-int engine_create_mix(const engine_config *cfg, const char *kv_k_mix, const char *kv_v_mix, engine **out,
-                      char *err, size_t errlen, char *warn, size_t warnlen);
+/* The general form: K and / or V formats per layer, kv_k_mix / kv_v_mix in kv.h's mix syntax (e.g.
+ * "int8+f16@0+f16@-1"), or NULL for cfg's kv_k / kv_v in every layer (a mix that does not fit the
+ * model — a layer past its end, one named twice or left out — is an error), with the memory
+ * check's options. */
+int engine_create_mix(const engine_config *cfg, const char *kv_k_mix, const char *kv_v_mix,
+                      const engine_mem_opts *mem, engine **out, char *err, size_t errlen, char *warn,
+                      size_t warnlen);
 void engine_free(engine *e);
 
 /* The K (v = 0) or V (v = 1) format as configured: the mix string, or the format's name. */
@@ -65,19 +78,52 @@ enum { ENGINE_ROWS_NONE = 0, ENGINE_ROWS_LAST = 1, ENGINE_ROWS_ALL = 2 };
 
 /* Appends tokens[n] to the stream. rows: NONE, LAST (the row of the last token) or ALL (one row per
  * token). *out_rows is malloc'd [n_out][n_vocab] (caller frees; NULL when no rows). Returns 0, or
- * -1 with a message (context full, token out of range): the state is then unchanged. */
+ * -1 with a message (context full, token out of range, a logit row with NaN or inf): n_past is then
+ * unchanged, last_valid 0 when the forward pass ran. */
 int engine_prefill(engine *e, const int32_t *tokens, size_t n, int rows, float **out_rows, size_t *n_out,
                    char *err, size_t errlen);
 
 /* Generates n tokens from the current state: greedy (argmax, ties to the lowest id) when
  * temperature == 0, else sampled from softmax(logits / temperature) with a generator seeded by
  * seed. tokens[n] and gaps[n] (top-1 minus top-2 logit at each step) are written by the caller's
- * buffers. The stream grows by n - 1 tokens (the last one is not fed). Returns 0 or -1. */
+ * buffers. The stream grows by n - 1 tokens (the last one is not fed). Returns 0 or -1; a step
+ * whose logits hold NaN or inf is an error (never a token chosen from them); truncate() back to
+ * the starting depth then restores the state of before the call. */
 int engine_generate(engine *e, int n, double temperature, uint64_t seed, int32_t *tokens, float *gaps,
                     char *err, size_t errlen);
 
 /* Drops positions >= depth. depth <= n_past. Returns 0 or -1. */
 int engine_truncate(engine *e, int depth, char *err, size_t errlen);
+
+/* ---- the memory check --------------------------------------------------------------------- */
+
+/* What one worker will need at its full context. */
+typedef struct {
+    uint64_t kv_per_token;   /* bytes, all layers, K and V */
+    int n_ctx;
+    uint64_t weights_bytes;  /* the model file: mapped, resident while it runs, shared by the arms */
+    uint64_t scratch_bytes;  /* forward-pass scratch and logit buffers of one worker */
+    int arms;                /* workers like this one running at once (>= 1) */
+} engine_mem_need;
+
+/* What the machine and the process allow. */
+typedef struct {
+    uint64_t mem_available;  /* MemAvailable of /proc/meminfo, lowered to a visible cgroup's free
+                              * memory; 0 = unknown (the check is then skipped) */
+    uint64_t as_limit;       /* RLIMIT_AS soft limit; UINT64_MAX = none */
+    uint64_t as_used;        /* this process's virtual size now (it includes the mapped weights) */
+} engine_mem_env;
+
+/* Reads /proc/meminfo, the cgroup's memory.max / memory.limit_in_bytes where visible,
+ * getrlimit(RLIMIT_AS) and /proc/self/statm. Fields it cannot read stay "unknown". */
+void engine_mem_env_read(engine_mem_env *env);
+
+/* Checks need against env: arms * (KV cache at n_ctx + scratch) + weights must fit in
+ * mem_available (unless allow_overcommit), and as_used + KV reservation + scratch under as_limit.
+ * Returns 0, or -1 with one line in err giving the sizes, the largest context that fits and the
+ * way out (--max-context, --allow-overcommit). Pure. */
+int engine_mem_check(const engine_mem_need *need, const engine_mem_env *env, int allow_overcommit,
+                     char *err, size_t errlen);
 
 /* Peak resident set size of this process in bytes. */
 uint64_t engine_peak_rss(void);

@@ -106,6 +106,83 @@ static int parse_value(cursor *c, gguf_kv *kv, char *why, size_t whylen) {
     return 0;
 }
 
+/* ---- names: sorted once at open (duplicates refused), looked up by binary search -------------- */
+
+static const char *kv_name(const gguf_file *g, uint64_t i) { return g->kv[i].key; }
+static const char *tensor_name(const gguf_file *g, uint64_t i) { return g->tensors[i].name; }
+
+typedef struct { const gguf_file *g; const char *(*name)(const gguf_file *, uint64_t); } name_ctx;
+
+/* Merge sort of idx[n] by name (qsort has no context argument in C11); tmp[n] scratch. */
+static void sort_idx(uint64_t *idx, uint64_t *tmp, uint64_t n, const name_ctx *c) {
+    if (n < 2) return;
+    uint64_t h = n / 2, i = 0, j = h, k = 0;
+    sort_idx(idx, tmp, h, c);
+    sort_idx(idx + h, tmp, n - h, c);
+    while (i < h && j < n)
+        tmp[k++] = strcmp(c->name(c->g, idx[i]), c->name(c->g, idx[j])) <= 0 ? idx[i++] : idx[j++];
+    while (i < h) tmp[k++] = idx[i++];
+    while (j < n) tmp[k++] = idx[j++];
+    memcpy(idx, tmp, n * sizeof *idx);
+}
+
+/* Builds *order (the n entries sorted by name, owned by g) and refuses a name given twice. */
+static int index_names(uint64_t n, uint64_t **order, gguf_file *g, const char *(*name)(const gguf_file *, uint64_t),
+                       const char *label, const char *what, char *err, size_t errlen) {
+    uint64_t *idx = malloc((n ? n : 1) * sizeof *idx), *tmp = malloc((n ? n : 1) * sizeof *tmp);
+    if (!idx || !tmp) {
+        free(idx);
+        free(tmp);
+        fmt_err(err, errlen, "%s: out of memory", label);
+        return -1;
+    }
+    name_ctx c = { g, name };
+    for (uint64_t i = 0; i < n; i++) idx[i] = i;
+    sort_idx(idx, tmp, n, &c);
+    free(tmp);
+    *order = idx;
+    for (uint64_t i = 1; i < n; i++)
+        if (!strcmp(name(g, idx[i - 1]), name(g, idx[i]))) {
+            fmt_err(err, errlen, "%s: duplicate %s '%s'", label, what, name(g, idx[i]));
+            return -1;
+        }
+    return 0;
+}
+
+/* Index of name among the n entries sorted by order, or -1. */
+static int64_t find_sorted(const gguf_file *g, const uint64_t *order, uint64_t n,
+                           const char *(*name)(const gguf_file *, uint64_t), const char *want) {
+    uint64_t lo = 0, hi = n;
+    if (!order) return -1;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(name(g, order[mid]), want);
+        if (c == 0) return (int64_t)order[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return -1;
+}
+
+/* general.alignment, the one place it is read: absent = 32; else a u32 power of two, at most 1 MiB. */
+static int read_alignment(gguf_file *g, const char *label, char *err, size_t errlen) {
+    const gguf_kv *kv = gguf_find(g, "general.alignment");
+    uint32_t a = 32;
+    if (kv) {
+        if (kv->type != GGUF_VT_UINT32) {
+            fmt_err(err, errlen, "%s: general.alignment is not a u32 (type %u)", label, kv->type);
+            return -1;
+        }
+        memcpy(&a, kv->data, 4);
+        if (a == 0 || (a & (a - 1)) || a > (1u << 20)) {
+            fmt_err(err, errlen, "%s: bad general.alignment %u (a power of two up to 1048576)", label, a);
+            return -1;
+        }
+    }
+    g->alignment = a;
+    return 0;
+}
+
 static int parse(gguf_file *g, const char *label, char *err, size_t errlen) {
     cursor c = { g->base, g->base + g->size };
     char why[160] = "";
@@ -133,7 +210,6 @@ static int parse(gguf_file *g, const char *label, char *err, size_t errlen) {
     g->tensors = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *g->tensors);
     if (!g->kv || !g->tensors) { fmt_err(err, errlen, "%s: out of memory", label); return -1; }
 
-    g->alignment = 32;
     for (uint64_t i = 0; i < g->n_kv; i++) {
         gguf_kv *kv = &g->kv[i];
         const uint8_t *key;
@@ -147,17 +223,10 @@ static int parse(gguf_file *g, const char *label, char *err, size_t errlen) {
             fmt_err(err, errlen, "%s: metadata '%s': %s", label, kv->key, why[0] ? why : "truncated");
             return -1;
         }
-        if (strcmp(kv->key, "general.alignment") == 0) {
-            uint32_t a = 0;
-            if (kv->type != GGUF_VT_UINT32) { fmt_err(err, errlen, "%s: general.alignment is not u32", label); return -1; }
-            memcpy(&a, kv->data, 4);
-            if (a == 0 || (a & (a - 1)) || a > (1u << 20)) {
-                fmt_err(err, errlen, "%s: bad general.alignment %u", label, a);
-                return -1;
-            }
-            g->alignment = a;
-        }
     }
+    if (index_names(g->n_kv, &g->kv_order, g, kv_name, label, "metadata key", err, errlen) ||
+        read_alignment(g, label, err, errlen))
+        return -1;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         gguf_tensor *t = &g->tensors[i];
         const uint8_t *name;
@@ -197,6 +266,7 @@ static int parse(gguf_file *g, const char *label, char *err, size_t errlen) {
             t->nbytes = rows * rb;
         }
     }
+    if (index_names(g->n_tensors, &g->t_order, g, tensor_name, label, "tensor name", err, errlen)) return -1;
     /* data section starts at the next multiple of alignment */
     uint64_t off = (uint64_t)(c.p - g->base);
     uint64_t data_off = (off + g->alignment - 1) / g->alignment * g->alignment;
@@ -210,6 +280,11 @@ static int parse(gguf_file *g, const char *label, char *err, size_t errlen) {
         if (t->offset > data_size || t->nbytes > data_size - t->offset) {
             fmt_err(err, errlen, "%s: tensor '%s' (%" PRIu64 " bytes at offset %" PRIu64 ") lies outside the file (truncated?)",
                     label, t->name, t->nbytes, t->offset);
+            return -1;
+        }
+        if (t->offset % g->alignment) {
+            fmt_err(err, errlen, "%s: tensor '%s' is at offset %" PRIu64 ", not a multiple of the alignment %" PRIu64,
+                    label, t->name, t->offset, g->alignment);
             return -1;
         }
         t->data = g->base + data_off + t->offset;
@@ -276,6 +351,8 @@ void gguf_close(gguf_file *g) {
     for (uint64_t i = 0; g->tensors && i < g->n_tensors; i++) free(g->tensors[i].name);
     free(g->kv);
     free(g->tensors);
+    free(g->kv_order);
+    free(g->t_order);
     if (g->fd >= 0) {
         munmap((void *)g->base, g->size);
         close(g->fd);
@@ -284,15 +361,13 @@ void gguf_close(gguf_file *g) {
 }
 
 const gguf_kv *gguf_find(const gguf_file *g, const char *key) {
-    for (uint64_t i = 0; i < g->n_kv; i++)
-        if (g->kv[i].key && strcmp(g->kv[i].key, key) == 0) return &g->kv[i];
-    return NULL;
+    int64_t i = find_sorted(g, g->kv_order, g->n_kv, kv_name, key);
+    return i < 0 ? NULL : &g->kv[i];
 }
 
 const gguf_tensor *gguf_tensor_find(const gguf_file *g, const char *name) {
-    for (uint64_t i = 0; i < g->n_tensors; i++)
-        if (g->tensors[i].name && strcmp(g->tensors[i].name, name) == 0) return &g->tensors[i];
-    return NULL;
+    int64_t i = find_sorted(g, g->t_order, g->n_tensors, tensor_name, name);
+    return i < 0 ? NULL : &g->tensors[i];
 }
 
 int gguf_get_i64(const gguf_file *g, const char *key, int64_t *out) {

@@ -2,8 +2,13 @@
  *
  * Every count, string length, dimension, offset and size in the header is checked against the
  * bytes actually present and every multiplication for overflow, so a hostile or truncated file
- * gives an error message, never a crash or a huge allocation. Tensor data and string bytes are
- * pointers into the mapping: valid until gguf_close().
+ * gives an error message, never a crash or a huge allocation. Metadata keys and tensor names must
+ * be unique (a file naming one twice is refused: which one counts would depend on the reader);
+ * general.alignment, read in one place, must be a u32 power of two and every tensor offset a
+ * multiple of it. Lookups are binary searches over names sorted at open. Tensor data and string
+ * bytes are pointers into the mapping: valid until gguf_close(). The mapping is shared with the
+ * file: a file truncated while mapped makes a later read fault with SIGBUS (strata-worker catches
+ * it and exits with a message; see worker/main.c).
  */
 #ifndef STRATA_GGUF_H
 #define STRATA_GGUF_H
@@ -57,7 +62,9 @@ typedef struct {
     uint64_t n_kv, n_tensors;
     gguf_kv *kv;               /* [n_kv] owned */
     gguf_tensor *tensors;      /* [n_tensors] owned */
-    uint64_t alignment;
+    uint64_t *kv_order;        /* [n_kv] indices sorted by key (lookups; no key appears twice) */
+    uint64_t *t_order;         /* [n_tensors] indices sorted by name (no name appears twice) */
+    uint64_t alignment;        /* general.alignment (u32, a power of two) or 32 */
     const uint8_t *base;       /* mapping */
     size_t size;               /* mapping size */
     int fd;

@@ -1,7 +1,16 @@
 /* strata-worker — one arm's engine. By hand: prefill a prompt or token file, dump every
  * position's logits, generate greedily, tokenise. For the driver: --listen URL serves the protocol
  * of proto/proto.h until a shutdown request (or SIGTERM/SIGINT). See usage() for the options.
- * Exit codes: 0 ok, 1 runtime error, 2 usage error. */
+ * Exit codes: 0 ok, 1 runtime error (also a model file truncated under the running worker: its
+ * mapping faults with SIGBUS, caught here with a message), 2 usage error.
+ *
+ * Serving: one driver owns the worker at a time. The first connection whose hello is answered owns
+ * the session (its nng pipe); every request from another connection gets a PROTO_E_BUSY error and
+ * changes nothing. When the owner's connection closes the state is reset (n_past 0) and the next
+ * hello takes over. At most SERVE_MAX_PIPES connections are kept (more are closed at once), and a
+ * request frame is at most serve_recv_max() bytes, so idle or half-sent connections cannot pile up
+ * memory. A tokenize request whose text could give more tokens than a reply carries is refused
+ * before tokenising (tok_max_tokens). */
 #include "proto/proto.h"
 #include "proto/errmsg.h"
 #include "proto/tokfile.h"
@@ -10,10 +19,13 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #ifndef STRATA_GIT
 #define STRATA_GIT "unknown"
@@ -33,6 +45,11 @@ static void usage(FILE *f) {
         "  --prefill N         prefill chunk size in tokens (default 512)\n"
         "  --max-context N     context to reserve (default: the model's)\n"
         "  --threads N         threads (default 2)\n"
+        "  --mem-arms N        the memory check counts N workers like this one (default 1; the driver\n"
+        "                      passes its number of local arms)\n"
+        "  --allow-overcommit  start even when the KV cache at full context (x arms) plus the weights\n"
+        "                      exceeds MemAvailable (the cache is committed as it fills; the check is\n"
+        "                      about what it will need). RLIMIT_AS is still enforced\n"
         "  --tokens-file F     token ids, decimal, separated by commas or whitespace\n"
         "  --prompt TEXT       text to tokenise (BOS added when the model wants it)\n"
         "  --dump-logits OUT   write every position's row: int32 vocab, int32 rows, rows x vocab f32 (LE)\n"
@@ -42,7 +59,8 @@ static void usage(FILE *f) {
         "  --detokenize        read token ids on stdin, print their text\n"
         "                      (both load only the tokenizer: a vocabulary-only GGUF will do)\n"
         "  --timing            print prefill/decode timing on stderr\n"
-        "  --listen URL        serve the driver protocol (ipc://PATH or tcp://HOST:PORT; loopback by default)\n"
+        "  --listen URL        serve the driver protocol (ipc://PATH or tcp://HOST:PORT; loopback by default);\n"
+        "                      the first client to say hello owns the worker until it disconnects\n"
         "examples:\n"
         "  strata-worker --model m.gguf --kv int8 --prompt 'Once upon a time' --max-new 32\n"
         "  strata-worker --model m.gguf --kv f32 --tokens-file t.txt --dump-logits rows.bin\n"
@@ -51,6 +69,22 @@ static void usage(FILE *f) {
 
 static volatile sig_atomic_t g_stop;   /* set by the signal handler only */
 static void on_signal(int sig) { (void)sig; g_stop = 1; }
+
+/* SIGBUS: the model is memory-mapped from its file; a file truncated (or rewritten in place) while
+ * the worker runs makes the next read of a vanished page fault. Rather than dying silently by a
+ * signal, say so and exit 1. Only write() and _exit() here (async-signal-safe); other bus errors
+ * (si_code not BUS_ADRERR) keep the default action (SA_RESETHAND: returning re-faults). */
+static const char *g_model_path = "the model file";   /* set once in main, before any mapping */
+static void say(const char *s) { (void)!write(2, s, strlen(s)); }
+static void on_sigbus(int sig, siginfo_t *si, void *uc) {
+    (void)sig;
+    (void)uc;
+    if (si->si_code != BUS_ADRERR) return;
+    say("strata-worker: error: bus error reading the memory-mapped model ");
+    say(g_model_path);
+    say(": the file was truncated or rewritten while the worker ran (restart it with an intact file)\n");
+    _exit(1);
+}
 
 static void fill_hello(const engine *e, proto_hello_rep *h) {
     snprintf(h->engine, sizeof h->engine, "%s", ENGINE_NAME);
@@ -83,7 +117,19 @@ static int handle(engine *e, const proto_msg *req, proto_msg *rep, void **owned1
         break;
     case PROTO_TOKENIZE: {
         int32_t *ids = NULL;
-        size_t n = 0;
+        size_t n = 0, nt = req->tokenize_req.n_text;
+        if (tok_max_tokens(e->tok, nt) > PROTO_MAX_TOKENS) {
+            size_t lo = 0, hi = nt;   /* the longest text whose bound fits: tok_max_tokens grows with n */
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo + 1) / 2;
+                if (tok_max_tokens(e->tok, mid) <= PROTO_MAX_TOKENS) lo = mid; else hi = mid - 1;
+            }
+            rc = PROTO_E_TOOBIG;
+            snprintf(err, sizeof err, "a text of %zu bytes may tokenise to up to %zu tokens, more than a reply "
+                     "carries (%u): send at most %zu bytes per tokenize request", nt, tok_max_tokens(e->tok, nt),
+                     PROTO_MAX_TOKENS, lo);
+            break;
+        }
         if (tok_encode(e->tok, req->tokenize_req.text, req->tokenize_req.n_text, req->tokenize_req.add_bos, 0,
                        &ids, &n, err, sizeof err)) { rc = PROTO_E_BADARG; break; }
         rep->tokenize_rep.tokens = ids;
@@ -151,29 +197,109 @@ static int handle(engine *e, const proto_msg *req, proto_msg *rep, void **owned1
     return 0;
 }
 
+/* ---- serving ------------------------------------------------------------------------------- */
+
+#define SERVE_MAX_PIPES 4   /* the owner and a few more, which are told the worker is taken */
+
+/* Shared between the serving thread and nng's pipe callbacks (under mu). */
+typedef struct {
+    pthread_mutex_t mu;
+    uint32_t pipes[SERVE_MAX_PIPES];  /* ids of the connections kept */
+    int n_pipes;
+    uint32_t owner;                   /* pipe id of the session's owner, 0 = none */
+    int owner_left;                   /* the owner's connection closed: reset before the next request */
+} serve_state;
+
+static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
+    serve_state *st = arg;
+    uint32_t id = (uint32_t)nng_pipe_id(p);
+    int close_it = 0;
+    pthread_mutex_lock(&st->mu);
+    if (ev == NNG_PIPE_EV_ADD_PRE) {
+        if (st->n_pipes < SERVE_MAX_PIPES) st->pipes[st->n_pipes++] = id;
+        else close_it = 1;
+    } else if (ev == NNG_PIPE_EV_REM_POST) {
+        for (int i = 0; i < st->n_pipes; i++)
+            if (st->pipes[i] == id) { st->pipes[i] = st->pipes[--st->n_pipes]; break; }
+        if (st->owner == id) { st->owner = 0; st->owner_left = 1; }
+    }
+    pthread_mutex_unlock(&st->mu);
+    if (close_it) nng_pipe_close(p);
+}
+
+/* The request frame cap: a prefill of the whole context or a tokenize text (up to 16 MiB, which
+ * gets a clear refusal when too long), never more than the protocol's 64 MiB. */
+static size_t serve_recv_max(const engine *e) {
+    size_t pre = (size_t)e->n_ctx * 4, cap = (size_t)PROTO_MAX_TOKENS * 4;
+    if (pre < PROTO_MAX_TOKENS) pre = PROTO_MAX_TOKENS;
+    return (pre < cap ? pre : cap) + PROTO_SLACK;
+}
+
+/* Decides whether the request from pipe may be served; fills rep with the refusal when not.
+ * A hello from a connected pipe claims a free worker. */
+static int admit(serve_state *st, engine *e, const proto_msg *req, nng_pipe pipe, proto_msg *rep) {
+    uint32_t id = (uint32_t)nng_pipe_id(pipe), owner;
+    int reset = 0, ok = 0;
+    pthread_mutex_lock(&st->mu);
+    if (st->owner_left) { st->owner_left = 0; reset = 1; }
+    if (st->owner == 0 && req->type == PROTO_HELLO)
+        for (int i = 0; i < st->n_pipes; i++)
+            if (st->pipes[i] == id) st->owner = id;   /* only a connection still open can own */
+    owner = st->owner;
+    ok = owner != 0 && owner == id;
+    pthread_mutex_unlock(&st->mu);
+    if (reset) {
+        char err[256];
+        engine_truncate(e, 0, err, sizeof err);
+        fprintf(stderr, "strata-worker: the driver disconnected: state reset, free for the next one\n");
+    }
+    if (ok) return 1;
+    if (owner == 0)
+        proto_error(rep, req->id, PROTO_E_BUSY, "say hello first: the worker serves the connection whose "
+                    "hello it answered, one at a time");
+    else
+        proto_error(rep, req->id, PROTO_E_BUSY, "worker is owned by another driver (one driver per worker: "
+                    "start another worker, or wait until that driver disconnects)");
+    return 0;
+}
+
 static int serve(engine *e, const char *url) {
     nng_socket s;
     char err[512];
-    /* a prefill request carries at most PROTO_MAX_TOKENS ids: cap requests accordingly */
-    if (proto_listen(url, (size_t)PROTO_MAX_TOKENS * 4 + PROTO_SLACK, 1000, &s, err, sizeof err)) {
+    serve_state st;
+    memset(&st, 0, sizeof st);
+    pthread_mutex_init(&st.mu, NULL);
+    size_t recv_max = serve_recv_max(e);
+    if (proto_listen_notify(url, recv_max, 1000, on_pipe, &st, &s, err, sizeof err)) {
         fprintf(stderr, "strata-worker: %s\n", err);
+        pthread_mutex_destroy(&st.mu);
         return 1;
     }
+    /* A reply waits while the connection still sends the previous one (nng's rep0 queues it with the
+     * send timeout): 1 s, the receive poll, was short enough for a starved nng thread to make a reply
+     * vanish and its driver wait for it until its 30 min request timeout; 60 s, and a reply that still
+     * cannot go closes the connection (below) so that its client fails at once. */
+    nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 60000);
     fprintf(stderr, "strata-worker: serving %s (kv %s/%s)\n", url, engine_kv_name(e, 0), engine_kv_name(e, 1));
     int done = 0;
     while (!done && !g_stop) {
         proto_msg req, rep;
         void *o1 = NULL, *o2 = NULL;
-        int rc = proto_recv(s, (size_t)PROTO_MAX_TOKENS * 4 + PROTO_SLACK, &req, err, sizeof err);
+        nng_pipe pipe;
+        int rc = proto_recv_pipe(s, recv_max, &req, &pipe, err, sizeof err);
         if (rc == PROTO_E_TIMEOUT) continue;
         if (rc == PROTO_E_TRANSPORT) { fprintf(stderr, "strata-worker: %s\n", err); break; }
         if (rc) {
             proto_error(&rep, req.id, rc, "%s", err);
-        } else {
+        } else if (admit(&st, e, &req, pipe, &rep)) {
             done = handle(e, &req, &rep, &o1, &o2);
             if (done) proto_init(&rep, PROTO_SHUTDOWN, 1, req.id);
         }
-        if (proto_reply(s, &rep, err, sizeof err)) {
+        int sent = proto_reply(s, &rep, err, sizeof err);
+        if (sent == PROTO_E_TIMEOUT || sent == PROTO_E_TRANSPORT) {
+            fprintf(stderr, "strata-worker: reply failed: %s: closing that connection\n", err);
+            if (nng_pipe_id(pipe) > 0) nng_pipe_close(pipe);
+        } else if (sent) {   /* could not be encoded: nothing went out, say why instead */
             char err2[512];
             fprintf(stderr, "strata-worker: reply failed: %s\n", err);
             proto_error(&rep, req.id, PROTO_E_INTERNAL, "reply failed: %s", err);
@@ -183,7 +309,18 @@ static int serve(engine *e, const char *url) {
         free(o2);
         proto_msg_free(&req);
     }
+    /* nng_close drops a reply still queued: after shutdown, give the owner up to 1 s to read it and
+     * hang up (the driver closes its socket once the reply is in) */
+    for (int t = 0; done && t < 100; t++) {
+        pthread_mutex_lock(&st.mu);
+        int gone = st.owner == 0;
+        pthread_mutex_unlock(&st.mu);
+        if (gone) break;
+        struct timespec ts = { 0, 10 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
     nng_close(s);
+    pthread_mutex_destroy(&st.mu);
     return 0;
 }
 
@@ -267,6 +404,7 @@ done:
 int main(int argc, char **argv) {
     engine_config cfg = { NULL, KV_F16, KV_F16, 2, 512, 0 };
     const char *kv_k_mix = NULL, *kv_v_mix = NULL;   /* per-layer formats, when given */
+    engine_mem_opts mem = { 1, 0 };
     const char *tokens_file = NULL, *prompt = NULL, *dump = NULL, *listen = NULL;
     int max_new = 0, tok_mode = 0, timing = 0;
     double temperature = 0;
@@ -278,6 +416,7 @@ int main(int argc, char **argv) {
         {"tokens-file", 1, 0, 'f'}, {"prompt", 1, 0, 'P'}, {"dump-logits", 1, 0, 'd'},
         {"max-new", 1, 0, 'n'}, {"temperature", 1, 0, 'T'}, {"seed", 1, 0, 's'},
         {"tokenize", 0, 0, 'z'}, {"detokenize", 0, 0, 'Z'}, {"timing", 0, 0, 'i'}, {"listen", 1, 0, 'l'}, {"help", 0, 0, 'h'},
+        {"mem-arms", 1, 0, 'A'}, {"allow-overcommit", 0, 0, 'O'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
@@ -311,6 +450,8 @@ int main(int argc, char **argv) {
         case 'Z': tok_mode = 'Z'; break;
         case 'i': timing = 1; break;
         case 'l': listen = optarg; break;
+        case 'A': if (parse_int("--mem-arms", optarg, 1, 1024, &mem.arms)) return 2; break;
+        case 'O': mem.allow_overcommit = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -327,7 +468,13 @@ int main(int argc, char **argv) {
         ret = tokenizer_only(cfg.model_path, tok_mode, err, sizeof err);
         goto done;
     }
-    if (engine_create_mix(&cfg, kv_k_mix, kv_v_mix, &e, err, sizeof err, warn, sizeof warn)) goto done;
+    g_model_path = cfg.model_path;
+    struct sigaction sb;
+    memset(&sb, 0, sizeof sb);
+    sb.sa_sigaction = on_sigbus;
+    sb.sa_flags = SA_SIGINFO | SA_RESETHAND;
+    sigaction(SIGBUS, &sb, NULL);
+    if (engine_create_mix(&cfg, kv_k_mix, kv_v_mix, &mem, &e, err, sizeof err, warn, sizeof warn)) goto done;
     if (warn[0]) fprintf(stderr, "strata-worker: warning: %s\n", warn);
     if (listen) {
         struct sigaction sa;

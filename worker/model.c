@@ -29,25 +29,33 @@ static int fail(loader *L, const char *fmt, ...) {
     return -1;
 }
 
-/* "<arch>.<key>" as an integer; def when absent (def < 0 means required). */
-static int meta_int(loader *L, const char *arch, const char *key, int64_t def, int *out) {
+/* "<arch>.<key>" as an integer in [lo, hi]; def when absent (def < 0 means required). The limits
+ * (model.h's MODEL_MAX_*) keep every product of two hyperparameters inside an int. */
+static int meta_int(loader *L, const char *arch, const char *key, int64_t def, int64_t lo, int64_t hi, int *out) {
     char full[128];
     int64_t v;
     snprintf(full, sizeof full, "%s.%s", arch, key);
     if (gguf_get_i64(L->g, full, &v)) {
+        if (gguf_find(L->g, full)) return fail(L, "metadata %s is not an integer in range", full);
         if (def < 0) return fail(L, "missing metadata %s", full);
         v = def;
     }
-    if (v < 0 || v > (1 << 30)) return fail(L, "metadata %s = %lld out of range", full, (long long)v);
+    if (v < lo || v > hi)
+        return fail(L, "metadata %s = %lld is outside [%lld, %lld]", full, (long long)v, (long long)lo, (long long)hi);
     *out = (int)v;
     return 0;
 }
 
-static float meta_float(loader *L, const char *arch, const char *key, double def) {
+/* "<arch>.<key>" as a finite float in [lo, hi]; def when absent. */
+static int meta_float(loader *L, const char *arch, const char *key, double def, double lo, double hi, float *out) {
     char full[128];
     double v;
     snprintf(full, sizeof full, "%s.%s", arch, key);
-    return gguf_get_f64(L->g, full, &v) ? (float)def : (float)v;
+    if (gguf_get_f64(L->g, full, &v)) v = def;
+    float f = (float)v;
+    if (!isfinite(f) || f < lo || f > hi) return fail(L, "metadata %s = %g is outside [%g, %g]", full, f, lo, hi);
+    *out = f;
+    return 0;
 }
 
 /* A weight matrix [rows][cols]; ne[0] = cols. */
@@ -145,19 +153,38 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
     else if (!strcmp(a, "gemma3")) m->arch = ARCH_GEMMA3;
     else { fail(&L, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma3 are)", a); goto fail; }
 
-    if (meta_int(&L, a, "block_count", -1, &m->n_layer) || meta_int(&L, a, "embedding_length", -1, &m->dim) ||
-        meta_int(&L, a, "attention.head_count", -1, &m->n_head) ||
-        meta_int(&L, a, "feed_forward_length", -1, &m->ffn) || meta_int(&L, a, "context_length", 2048, &m->n_ctx_train))
+    if (meta_int(&L, a, "block_count", -1, 1, MODEL_MAX_LAYER, &m->n_layer) ||
+        meta_int(&L, a, "embedding_length", -1, 1, MODEL_MAX_DIM, &m->dim) ||
+        meta_int(&L, a, "attention.head_count", -1, 1, MODEL_MAX_HEADS, &m->n_head) ||
+        meta_int(&L, a, "feed_forward_length", -1, 1, MODEL_MAX_FFN, &m->ffn) ||
+        meta_int(&L, a, "context_length", 2048, 1, MODEL_MAX_CTX, &m->n_ctx_train))
         goto fail;
-    if (meta_int(&L, a, "attention.head_count_kv", m->n_head, &m->n_kv)) goto fail;
-    if (m->n_head < 1 || m->n_kv < 1 || m->n_head % m->n_kv || m->n_layer < 1 || m->dim < 1 || m->ffn < 1) {
-        fail(&L, "inconsistent shape metadata (heads %d, kv heads %d, layers %d)", m->n_head, m->n_kv, m->n_layer);
+    /* each block has at least 9 tensors (q k v o gate up down and two norms), plus the embedding and
+     * the output norm: a block count the tensor directory cannot hold is refused before allocating */
+    if ((uint64_t)m->n_layer * 9 + 2 > m->g->n_tensors) {
+        fail(&L, "metadata %s.block_count = %d needs at least %llu tensors, the file has %llu", a, m->n_layer,
+             (unsigned long long)m->n_layer * 9 + 2, (unsigned long long)m->g->n_tensors);
         goto fail;
     }
-    if (meta_int(&L, a, "attention.key_length", m->dim / m->n_head, &m->hd)) goto fail;
-    if (meta_int(&L, a, "rope.dimension_count", m->hd, &m->n_rot)) goto fail;
-    if (m->n_rot > m->hd || m->n_rot % 2) { fail(&L, "rope.dimension_count %d does not fit head dim %d", m->n_rot, m->hd); goto fail; }
-    m->eps = meta_float(&L, a, "attention.layer_norm_rms_epsilon", 1e-5);
+    if (meta_int(&L, a, "attention.head_count_kv", m->n_head, 1, m->n_head, &m->n_kv)) goto fail;
+    if (m->n_head % m->n_kv) {
+        fail(&L, "metadata %s.attention.head_count %d is not a multiple of head_count_kv %d", a, m->n_head, m->n_kv);
+        goto fail;
+    }
+    if (meta_int(&L, a, "attention.key_length", m->dim / m->n_head, 1, MODEL_MAX_HEAD_DIM, &m->hd)) goto fail;
+    int vlen;
+    if (meta_int(&L, a, "attention.value_length", m->hd, 1, MODEL_MAX_HEAD_DIM, &vlen)) goto fail;
+    if (vlen != m->hd) {
+        fail(&L, "metadata %s.attention.value_length %d differs from key_length %d (not supported)", a, vlen, m->hd);
+        goto fail;
+    }
+    if ((int64_t)m->n_head * m->hd > MODEL_MAX_QKV) {
+        fail(&L, "metadata %s.attention.head_count x key_length = %d x %d exceeds %d", a, m->n_head, m->hd, MODEL_MAX_QKV);
+        goto fail;
+    }
+    if (meta_int(&L, a, "rope.dimension_count", m->hd, 0, m->hd, &m->n_rot)) goto fail;
+    if (m->n_rot % 2) { fail(&L, "rope.dimension_count %d does not fit head dim %d", m->n_rot, m->hd); goto fail; }
+    if (meta_float(&L, a, "attention.layer_norm_rms_epsilon", 1e-5, 0, 1, &m->eps)) goto fail;
     m->neox = m->arch != ARCH_LLAMA;
     m->emb_scale = m->arch == ARCH_GEMMA3 ? sqrtf((float)m->dim) : 1.0f;
     m->attn_scale = 1.0f / sqrtf((float)m->hd);
@@ -167,9 +194,10 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
      * absent, 0 or 1: none); rope.scaling.attn_factor multiplies cos and sin in every layer whatever
      * the type; "yarn" adds the ramp and its own magnitude scale (ops_rope_table). */
     ops_rope_cfg *rg = &m->rope_global;
-    rg->base = meta_float(&L, a, "rope.freq_base", m->arch == ARCH_GEMMA3 ? 1000000.0 : 10000.0);
+    if (meta_float(&L, a, "rope.freq_base", m->arch == ARCH_GEMMA3 ? 1000000.0 : 10000.0, 1e-3, 1e30, &rg->base) ||
+        meta_float(&L, a, "rope.scaling.attn_factor", 1.0, 0, 1e6, &rg->attn_factor))
+        goto fail;
     rg->freq_scale = 1.0f;
-    rg->attn_factor = meta_float(&L, a, "rope.scaling.attn_factor", 1.0);
     rg->beta_fast = 32.0f;
     rg->beta_slow = 1.0f;
     rg->n_ctx_orig = m->n_ctx_train;
@@ -177,15 +205,17 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
     char key[96];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
     if (gguf_get_strz(m->g, key, stype, sizeof stype)) snprintf(stype, sizeof stype, "linear");
-    float factor = meta_float(&L, a, "rope.scaling.factor", 0.0);
-    if (factor == 0) factor = meta_float(&L, a, "rope.scale_linear", 0.0);
+    float factor;
+    if (meta_float(&L, a, "rope.scaling.factor", 0.0, 0, 1e6, &factor)) goto fail;
+    if (factor == 0 && meta_float(&L, a, "rope.scale_linear", 0.0, 0, 1e6, &factor)) goto fail;
     if (strcmp(stype, "none") && factor > 0 && factor != 1.0f) {
         rg->freq_scale = 1.0f / factor;
         m->rope_scaled = 1;
         if (!strcmp(stype, "yarn")) {
             rg->ext_factor = 1.0f;
             int orig = 0;
-            if (!meta_int(&L, a, "rope.scaling.original_context_length", m->n_ctx_train, &orig)) rg->n_ctx_orig = orig;
+            if (meta_int(&L, a, "rope.scaling.original_context_length", m->n_ctx_train, 1, MODEL_MAX_CTX, &orig)) goto fail;
+            rg->n_ctx_orig = orig;
         } else if (strcmp(stype, "linear")) {
             fail(&L, "RoPE scaling type '%s' is not supported (linear, yarn are)", stype);
             goto fail;
@@ -203,6 +233,11 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
     if (!m->layers) { fail(&L, "out of memory"); goto fail; }
     const gguf_tensor *emb = gguf_tensor_find(m->g, "token_embd.weight");
     if (!emb) { fail(&L, "missing tensor token_embd.weight"); goto fail; }
+    if (emb->ne[1] > MODEL_MAX_VOCAB) {
+        fail(&L, "tensor token_embd.weight has %llu rows: more than the %d tokens supported",
+             (unsigned long long)emb->ne[1], MODEL_MAX_VOCAB);
+        goto fail;
+    }
     m->n_vocab = (int)emb->ne[1];
     if (get_weight(&L, "token_embd.weight", m->n_vocab, m->dim, &m->tok_emb)) goto fail;
     if (gguf_tensor_find(m->g, "output.weight")) {
@@ -214,7 +249,7 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
     if (load_layers(&L, m)) goto fail;
     if (m->arch == ARCH_GEMMA3) {
         int window = 0;
-        if (meta_int(&L, a, "attention.sliding_window", -1, &window)) goto fail;
+        if (meta_int(&L, a, "attention.sliding_window", -1, 0, MODEL_MAX_CTX, &window)) goto fail;
         for (int l = 0; l < m->n_layer; l++)
             if (l % 6 < 5) {   /* 5 local layers, then 1 global */
                 m->layers[l].window = window;

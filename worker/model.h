@@ -20,6 +20,18 @@
 #include "worker/cache.h"
 #include "worker/gguf.h"
 
+/* Hyperparameter limits, far above any model this harness runs and low enough that every product
+ * the forward pass forms (n_head * head dim, tokens * widths in size_t) cannot overflow. The loader
+ * refuses a file outside them with the metadata key named. */
+#define MODEL_MAX_LAYER    4096
+#define MODEL_MAX_DIM      (1 << 16)   /* embedding_length */
+#define MODEL_MAX_HEADS    4096        /* attention.head_count */
+#define MODEL_MAX_HEAD_DIM 4096        /* attention.key_length */
+#define MODEL_MAX_QKV      (1 << 20)   /* head_count * key_length */
+#define MODEL_MAX_FFN      (1 << 20)   /* feed_forward_length */
+#define MODEL_MAX_CTX      (1 << 30)   /* context_length, sliding_window */
+#define MODEL_MAX_VOCAB    (1 << 22)   /* token_embd rows (proto.h's PROTO_MAX_VOCAB) */
+
 typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_GEMMA3 } model_arch;
 
 typedef struct {

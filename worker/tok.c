@@ -973,6 +973,14 @@ int tok_decode(const tok_vocab *v, int32_t id, char *buf, size_t buflen, size_t 
     return 0;
 }
 
+size_t tok_max_tokens(const tok_vocab *v, size_t len) {
+    /* SPM: tokens of a fragment <= bytes of its escaped text <= 3 per byte, + 3 for its '▁' prefix,
+     * which only the first fragment and one after a special token (>= 1 byte, 1 token) get: charged
+     * to that special, <= 4 per byte in all; BPE: <= 3 per byte (U+FFFD), 1 per special's >= 1 byte */
+    size_t per = v->kind == TOK_SPM ? 4 : 3, extra = v->kind == TOK_SPM ? 5 : 2;
+    return len > (SIZE_MAX - extra) / per ? SIZE_MAX : per * len + extra;
+}
+
 int tok_n_vocab(const tok_vocab *v) { return v->n_vocab; }
 int tok_bos(const tok_vocab *v) { return v->bos; }
 int tok_eos(const tok_vocab *v) { return v->eos; }

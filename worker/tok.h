@@ -59,6 +59,12 @@ void tok_free(tok_vocab *v);
 int tok_encode(const tok_vocab *v, const char *text, size_t len, int add_bos, int parse_special,
                int32_t **ids, size_t *n, char *err, size_t errlen);
 
+/* An upper bound on the count tok_encode returns for any text of len bytes (with BOS and EOS), from
+ * the length alone: SPM 4 len + 5 (a byte may become '▁', 3 bytes, each falling back to a byte
+ * token; a space prefix after each special token), BPE 3 len + 2 (an invalid byte becomes U+FFFD).
+ * A server refuses a text whose bound exceeds its reply cap before tokenising it. */
+size_t tok_max_tokens(const tok_vocab *v, size_t len);
+
 /* Appends the bytes of token id to buf: writes at buf + *len, adds their count to *len, writes no
  * NUL (tokens may contain any byte). SPM: '▁' -> ' ', <0xAB> byte tokens -> the byte; BPE: byte-level
  * code points -> bytes; control, unknown and user-defined tokens -> their text as stored ("<s>");

@@ -1,0 +1,560 @@
+/* test_harden.c — the engine-side defects of issue 15, in process (each check failed before its fix):
+ *   exp: NaN / ±inf / huge / very negative inputs are well defined and the same in the scalar and
+ *        vector paths, and every finite result keeps its bits (against a frozen copy of the formula);
+ *   GGUF: duplicate metadata keys and tensor names, general.alignment (power of two, offsets aligned),
+ *        block_count checked against the tensor directory before allocating (fast, no huge calloc);
+ *   model: hyperparameters with overflow-safe limits naming the key (key_length 2^30);
+ *   engine: a tokenizer vocabulary larger than the model's is refused; non-finite logits are an
+ *        error (prefill and generate), never token 0; the memory check's arithmetic;
+ *   tokenizer: tok_max_tokens bounds the output of pathological texts.
+ * Crafted models are rewritten from stories260K (tests/gguf_edit.h) into a temp dir. */
+#include "tests/check.h"
+#include "tests/gguf_edit.h"
+#include "kernels/ops.h"
+#include "kernels/pool.h"
+#include "worker/engine.h"
+#include "worker/gguf.h"
+#include "worker/model.h"
+#include "worker/tok.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static inline const char *shared(void) {
+    const char *s = getenv("STRATA_SHARED");
+    return s ? s : "../shared";
+}
+
+static inline double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint32_t fbits(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+static float bitsf(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
+
+/* ---- exp ------------------------------------------------------------------------------------- */
+
+/* The formula of ops_expf as it was before the fix, for the inputs where it was defined
+ * (EXP_MIN <= x, rint(x log2 e) <= 128): every finite result must keep these bits. */
+static float exp_frozen(float x) {
+    if (x < -87.3f) return 0.0f;
+    float n = rintf(x * 1.44269504088896341f);
+    float r = fmaf(n, -0.693359375f, x);
+    r = fmaf(n, 2.12194440e-4f, r);
+    float p = 1.9875691500e-4f;
+    p = fmaf(p, r, 1.3981999507e-3f);
+    p = fmaf(p, r, 8.3334519073e-3f);
+    p = fmaf(p, r, 4.1665795894e-2f);
+    p = fmaf(p, r, 1.6666665459e-1f);
+    p = fmaf(p, r, 5.0000001201e-1f);
+    float r2 = r * r;
+    p = fmaf(p, r2, r);
+    p = p + 1.0f;
+    int32_t e = ((int32_t)n + 127) << 23;
+    float s;
+    memcpy(&s, &e, 4);
+    return p * s;
+}
+
+static int same_value(float a, float b) { return (isnan(a) && isnan(b)) || fbits(a) == fbits(b); }
+
+static void test_exp(void) {
+    const float nan = NAN, inf = INFINITY;
+    CHECK(isnan(ops_expf(nan)), "ops_expf(NaN) is NaN (got %g)", ops_expf(nan));
+    CHECK(isnan(ops_expf(-nan)), "ops_expf(-NaN) is NaN");
+    CHECK(ops_expf(-inf) == 0.0f && !signbit(ops_expf(-inf)), "ops_expf(-inf) = +0");
+    CHECK(ops_expf(inf) == inf, "ops_expf(+inf) = +inf (got %g)", ops_expf(inf));
+    CHECK(ops_expf(100.0f) == inf && ops_expf(89.5f) == inf && ops_expf(3e38f) == inf,
+          "ops_expf of 89.5, 100, 3e38 = +inf (got %g %g %g)", ops_expf(89.5f), ops_expf(100.0f), ops_expf(3e38f));
+    CHECK(ops_expf(-1000.0f) == 0.0f && ops_expf(-3e38f) == 0.0f, "ops_expf of -1000, -3e38 = 0");
+
+    /* the vector lanes (16-, 8-wide and the scalar tail) give the scalar's value for every input */
+    float x[203], y[203];
+    const float special[] = { nan, inf, -inf, 100.0f, 89.5f, 88.8f, 88.7f, 88.0f, -87.4f, -1000.0f, 3e38f, -3e38f,
+                              0.0f, -0.0f, -1.0f, 1.0f, 50.0f };
+    int ns = (int)(sizeof special / sizeof special[0]);
+    srand(15);
+    for (int i = 0; i < 203; i++) x[i] = i % 3 == 0 ? special[(i / 3) % ns] : (float)rand() / RAND_MAX * 120 - 100;
+    int ok = 1, n_nan = 0, n_inf = 0;
+    for (int n = 0; n <= 203; n++) {
+        ops_exp_sub_sum(y, x, 0.0f, n);
+        for (int i = 0; i < n; i++) ok &= same_value(y[i], ops_expf(x[i]));
+    }
+    for (int i = 0; i < 203; i++) { n_nan += isnan(y[i]); n_inf += isinf(y[i]); }
+    CHECK(ok && n_nan > 0 && n_inf > 0, "ops_exp_sub_sum lanes == ops_expf for NaN, +-inf, huge and tiny inputs "
+          "at every length (%d NaN, %d inf)", n_nan, n_inf);
+    /* with a NaN among the inputs the sum is NaN (the softmax does not hide it) */
+    CHECK(isnan(ops_exp_sub_sum(y, x, 0.0f, 203)), "a NaN input makes the sum NaN");
+
+    /* every finite input where the old formula was defined: the same bits, scalar and vector */
+    static float xs[4096], ys[4096];
+    long checked = 0, diff_s = 0, diff_v = 0;
+    uint32_t lo_neg = fbits(-0.0f), hi_neg = fbits(-87.3f), hi_pos = fbits(88.3f);
+    int k = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        uint32_t a = pass == 0 ? lo_neg : 0, b = pass == 0 ? hi_neg : hi_pos;
+        for (uint64_t u = a; u <= b; u += 97) {
+            float v = bitsf((uint32_t)u);
+            float want = exp_frozen(v);
+            checked++;
+            if (fbits(ops_expf(v)) != fbits(want)) diff_s++;
+            xs[k++] = v;
+            if (k == 4096 || u + 97 > b) {
+                ops_exp_sub_sum(ys, xs, 0.0f, k);
+                for (int i = 0; i < k; i++) diff_v += fbits(ys[i]) != fbits(exp_frozen(xs[i]));
+                k = 0;
+            }
+        }
+    }
+    CHECK(diff_s == 0 && diff_v == 0, "finite inputs in [-87.3, 88.3] (%ld, every 97th float): the old bits, "
+          "scalar (%ld differ) and vector (%ld differ)", checked, diff_s, diff_v);
+}
+
+/* ---- crafted models ---------------------------------------------------------------------------- */
+
+static char tmpdir[64];
+static ge_src src;          /* stories260K */
+
+/* Writes o to tmpdir/name; returns the path (static buffer, one at a time). */
+static const char *put_file(ge_out *o, const char *name) {
+    static char path[128];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    if (ge_write(o, path)) printf("# cannot write %s\n", path);
+    ge_free_out(o);
+    return path;
+}
+
+/* stories260K with one metadata entry replaced by a u32 (added when absent). */
+static const char *with_u32(const char *key, uint32_t v, const char *name) {
+    ge_out o;
+    const char *skip[] = { key, NULL };
+    ge_begin(&o, &src);
+    ge_copy_kvs(&o, &src, skip);
+    ge_kv_u32(&o, key, v);
+    ge_copy_tensors(&o, &src);
+    ge_finish(&o, &src, 32);
+    return put_file(&o, name);
+}
+
+static int open_fails(const char *path, const char *want1, const char *want2, char *err, size_t errlen) {
+    gguf_file *g = NULL;
+    err[0] = 0;
+    int rc = gguf_open(path, &g, err, errlen);
+    gguf_close(g);
+    return rc != 0 && strstr(err, want1) && (!want2 || strstr(err, want2));
+}
+
+static void test_gguf(void) {
+    char err[512];
+    ge_out o;
+    /* a second general.architecture */
+    ge_begin(&o, &src);
+    ge_copy_kvs(&o, &src, NULL);
+    ge_copy_kv(&o, &src, ge_find_kv(&src, "general.architecture"));
+    ge_copy_tensors(&o, &src);
+    ge_finish(&o, &src, 32);
+    const char *p = put_file(&o, "dupkey.gguf");
+    CHECK(open_fails(p, "duplicate", "general.architecture", err, sizeof err),
+          "a duplicate metadata key is refused, naming it (%s)", err);
+    /* a second output_norm.weight */
+    ge_begin(&o, &src);
+    ge_copy_kvs(&o, &src, NULL);
+    ge_copy_tensors(&o, &src);
+    ge_copy_tensor(&o, &src, ge_find_tensor(&src, "output_norm.weight"));
+    ge_finish(&o, &src, 32);
+    p = put_file(&o, "duptensor.gguf");
+    CHECK(open_fails(p, "duplicate", "output_norm.weight", err, sizeof err),
+          "a duplicate tensor name is refused, naming it (%s)", err);
+    /* two general.alignment entries: refused (before, the parser used the last, lookups the first) */
+    ge_begin(&o, &src);
+    ge_copy_kvs(&o, &src, NULL);
+    ge_kv_u32(&o, "general.alignment", 32);
+    ge_kv_u32(&o, "general.alignment", 64);
+    ge_copy_tensors(&o, &src);
+    ge_finish(&o, &src, 64);
+    p = put_file(&o, "dupalign.gguf");
+    CHECK(open_fails(p, "duplicate", "general.alignment", err, sizeof err), "two general.alignment entries are refused (%s)", err);
+    /* alignment 0, 48, a u64: refused; 64: the data section starts on 64 */
+    p = with_u32("general.alignment", 0, "align0.gguf");
+    CHECK(open_fails(p, "general.alignment", NULL, err, sizeof err), "general.alignment 0 is refused (%s)", err);
+    p = with_u32("general.alignment", 48, "align48.gguf");
+    CHECK(open_fails(p, "general.alignment", NULL, err, sizeof err), "general.alignment 48 is refused (%s)", err);
+    ge_begin(&o, &src);
+    ge_copy_kvs(&o, &src, NULL);
+    ge_kv_u64(&o, "general.alignment", 32);
+    ge_copy_tensors(&o, &src);
+    ge_finish(&o, &src, 32);
+    p = put_file(&o, "align64bit.gguf");
+    CHECK(open_fails(p, "general.alignment", NULL, err, sizeof err), "a u64 general.alignment is refused (%s)", err);
+    ge_begin(&o, &src);
+    ge_copy_kvs(&o, &src, NULL);
+    ge_kv_u32(&o, "general.alignment", 64);
+    ge_copy_tensors(&o, &src);
+    ge_finish(&o, &src, 64);
+    p = put_file(&o, "align64.gguf");
+    gguf_file *g = NULL;
+    int rc = gguf_open(p, &g, err, sizeof err);
+    CHECK(rc == 0 && g->alignment == 64 && ((const uint8_t *)g->tensors[0].data - g->base) % 64 == 0,
+          "general.alignment 64 is read and the data section starts on 64 (%s)", rc ? err : "ok");
+    gguf_close(g);
+    /* 512: output.weight's offset 131328 is not a multiple */
+    ge_begin(&o, &src);
+    ge_copy_kvs(&o, &src, NULL);
+    ge_kv_u32(&o, "general.alignment", 512);
+    ge_copy_tensors(&o, &src);
+    ge_finish(&o, &src, 512);
+    p = put_file(&o, "align512.gguf");
+    CHECK(open_fails(p, "output.weight", "alignment", err, sizeof err),
+          "a tensor offset that is not a multiple of general.alignment is refused (%s)", err);
+}
+
+static void test_model_meta(void) {
+    char err[512], warn[256];
+    model *m = NULL;
+    /* block_count 60,000,000 in a 1.2 MB file: refused before any allocation, at once */
+    const char *p = with_u32("llama.block_count", 60000000u, "blocks.gguf");
+    double t0 = now_s();
+    err[0] = 0;
+    int rc = model_load(p, &m, err, sizeof err, warn, sizeof warn);
+    double dt = now_s() - t0;
+    model_free(m);
+    m = NULL;
+    CHECK(rc != 0 && strstr(err, "block_count") && dt < 1.0,
+          "block_count 60000000 with 48 tensors: refused in %.2f s naming block_count (%s)", dt, err);
+    /* 4000 blocks (within the limit) need 36002 tensors: refused against the directory, before allocating */
+    p = with_u32("llama.block_count", 4000, "blocks4000.gguf");
+    err[0] = 0;
+    rc = model_load(p, &m, err, sizeof err, warn, sizeof warn);
+    model_free(m);
+    m = NULL;
+    CHECK(rc != 0 && strstr(err, "block_count") && strstr(err, "48"),
+          "block_count 4000 is checked against the 48 tensors of the file (%s)", err);
+    /* key_length 2^30: n_head * key_length overflows an int */
+    p = with_u32("llama.attention.key_length", 1u << 30, "keylen.gguf");
+    err[0] = 0;
+    rc = model_load(p, &m, err, sizeof err, warn, sizeof warn);
+    model_free(m);
+    m = NULL;
+    CHECK(rc != 0 && strstr(err, "llama.attention.key_length"), "key_length 2^30 is refused naming the key (%s)", err);
+    p = with_u32("llama.attention.head_count", 1u << 30, "heads.gguf");
+    err[0] = 0;
+    rc = model_load(p, &m, err, sizeof err, warn, sizeof warn);
+    model_free(m);
+    m = NULL;
+    CHECK(rc != 0 && strstr(err, "llama.attention.head_count"), "head_count 2^30 is refused naming the key (%s)", err);
+    p = with_u32("llama.embedding_length", 1u << 30, "dim.gguf");
+    err[0] = 0;
+    rc = model_load(p, &m, err, sizeof err, warn, sizeof warn);
+    model_free(m);
+    m = NULL;
+    CHECK(rc != 0 && strstr(err, "llama.embedding_length"), "embedding_length 2^30 is refused naming the key (%s)", err);
+    p = with_u32("llama.attention.value_length", 16, "vlen.gguf");
+    err[0] = 0;
+    rc = model_load(p, &m, err, sizeof err, warn, sizeof warn);
+    model_free(m);
+    m = NULL;
+    CHECK(rc != 0 && strstr(err, "value_length"), "value_length != key_length is refused (%s)", err);
+    /* the original still loads */
+    char orig[512];
+    snprintf(orig, sizeof orig, "%s/models/stories260K.gguf", shared());
+    rc = model_load(orig, &m, err, sizeof err, warn, sizeof warn);
+    CHECK(rc == 0, "stories260K itself still loads (%s)", rc ? err : "ok");
+    model_free(m);
+}
+
+/* A tokenizer of 513 pieces for a model of 512 rows. */
+static void test_vocab_size(void) {
+    ge_out o;
+    const char *skip[] = { "tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type", NULL };
+    ge_begin(&o, &src);
+    ge_copy_kvs(&o, &src, skip);
+    uint32_t t;
+    const uint8_t *v = ge_kv_value(&src, ge_find_kv(&src, "tokenizer.ggml.tokens"), &t);
+    size_t len = ge_value_len(v, t);
+    uint64_t n = ge_rd64(v + 4);
+    ge_out val = {0};
+    ge_put(&val, v, len);
+    n++;
+    memcpy(val.p + 4, &n, 8);
+    ge_str(&val, "<extra>");
+    ge_kv_raw(&o, "tokenizer.ggml.tokens", 9, val.p, val.n);
+    ge_free_out(&val);
+    const char *arrs[2] = { "tokenizer.ggml.scores", "tokenizer.ggml.token_type" };
+    for (int a = 0; a < 2; a++) {
+        v = ge_kv_value(&src, ge_find_kv(&src, arrs[a]), &t);
+        len = ge_value_len(v, t);
+        ge_put(&val, v, len);
+        memcpy(val.p + 4, &n, 8);
+        if (a == 0) { float sc = -1000.0f; ge_put(&val, &sc, 4); }
+        else { int32_t ty = 1; ge_put(&val, &ty, 4); }
+        ge_kv_raw(&o, arrs[a], 9, val.p, val.n);
+        ge_free_out(&val);
+    }
+    ge_copy_tensors(&o, &src);
+    ge_finish(&o, &src, 32);
+    const char *p = put_file(&o, "bigvocab.gguf");
+    engine_config cfg = { p, KV_F16, KV_F16, 1, 64, 256 };
+    engine *e = NULL;
+    char err[512] = "", warn[256];
+    int rc = engine_create(&cfg, &e, err, sizeof err, warn, sizeof warn);
+    engine_free(e);
+    CHECK(rc != 0 && strstr(err, "513") && strstr(err, "512"),
+          "a tokenizer of 513 tokens over 512 embedding rows is refused at load (%s)", err);
+}
+
+/* stories260K with the row of tensor name [row] (or all of it, row < 0) set to NaN. */
+static const char *with_nan(const char *tensor, int row, int cols, const char *name) {
+    ge_out o;
+    ge_begin(&o, &src);
+    ge_copy_kvs(&o, &src, NULL);
+    ge_copy_tensors(&o, &src);
+    ge_finish(&o, &src, 32);
+    int ti = ge_find_tensor(&src, tensor);
+    float *d = (float *)(o.p + o.data_off + ge_tensor_offset(&src, ti));   /* F32 tensors, 32-aligned */
+    for (int i = 0; i < cols; i++) d[(size_t)(row < 0 ? 0 : row) * cols + i] = NAN;
+    return put_file(&o, name);
+}
+
+static void test_nonfinite(void) {
+    char err[512], warn[256];
+    engine *e = NULL;
+    int32_t prompt[3] = { 1, 72, 300 }, gen[4];
+    float gaps[4], *rows = NULL;
+    size_t nr = 0;
+    /* output_norm all NaN: every logit is NaN; before, argmax gave token 0 */
+    const char *p = with_nan("output_norm.weight", -1, 64, "nan_norm.gguf");
+    engine_config cfg = { p, KV_F16, KV_F16, 1, 64, 256 };
+    int rc = engine_create(&cfg, &e, err, sizeof err, warn, sizeof warn);
+    CHECK(rc == 0, "the NaN model loads (%s)", rc ? err : "ok");
+    if (rc) return;
+    err[0] = 0;
+    rc = engine_prefill(e, prompt, 3, ENGINE_ROWS_LAST, &rows, &nr, err, sizeof err);
+    free(rows);
+    rows = NULL;
+    CHECK(rc != 0 && strstr(err, "non-finite") && e->n_past == 0 && !e->last_valid,
+          "prefill with NaN logits is an error naming them, the state unchanged (n_past %d: %s)", e->n_past, err);
+    err[0] = 0;
+    rc = engine_prefill(e, prompt, 3, ENGINE_ROWS_ALL, &rows, &nr, err, sizeof err);
+    free(rows);
+    rows = NULL;
+    CHECK(rc != 0 && strstr(err, "non-finite") && e->n_past == 0, "the same with every row (%s)", err);
+    err[0] = 0;
+    rc = engine_prefill(e, prompt, 3, ENGINE_ROWS_NONE, &rows, &nr, err, sizeof err);
+    CHECK(rc != 0 && strstr(err, "non-finite"), "and without rows (the last row is still computed: %s)", err);
+    engine_free(e);
+    e = NULL;
+
+    /* the first greedy token's embedding NaN: the prompt is fine, the second step is not */
+    snprintf(warn, sizeof warn, "%s/models/stories260K.gguf", shared());
+    engine_config c0 = { warn, KV_F16, KV_F16, 1, 64, 256 };
+    char w2[256];
+    if (engine_create(&c0, &e, err, sizeof err, w2, sizeof w2) ||
+        engine_prefill(e, prompt, 3, ENGINE_ROWS_NONE, &rows, &nr, err, sizeof err) ||
+        engine_generate(e, 1, 0, 0, gen, gaps, err, sizeof err)) {
+        CHECK(0, "stories260K generates (%s)", err);
+        engine_free(e);
+        return;
+    }
+    engine_free(e);
+    e = NULL;
+    int t0 = gen[0];
+    p = with_nan("token_embd.weight", t0, 64, "nan_emb.gguf");
+    engine_config c1 = { p, KV_F16, KV_F16, 1, 64, 256 };
+    rc = engine_create(&c1, &e, err, sizeof err, w2, sizeof w2);
+    if (!rc) rc = engine_prefill(e, prompt, 3, ENGINE_ROWS_NONE, &rows, &nr, err, sizeof err);
+    CHECK(rc == 0, "with token %d's embedding NaN the prompt still prefills (%s)", t0, rc ? err : "ok");
+    if (rc) { engine_free(e); return; }
+    memset(gen, 0xff, sizeof gen);
+    err[0] = 0;
+    rc = engine_generate(e, 4, 0, 0, gen, gaps, err, sizeof err);
+    CHECK(rc != 0 && strstr(err, "non-finite"), "generate stops with an error at the NaN step instead of emitting "
+          "token 0 (rc %d, tokens %d %d %d: %s)", rc, gen[0], gen[1], gen[2], err);
+    engine_free(e);
+}
+
+static void test_memcheck(void) {
+    char err[600];
+    const uint64_t G = 1ull << 30;
+    /* 4M tokens x 23040 bytes (SmolLM2, f16) = 90 GiB on a 24 GiB machine */
+    engine_mem_need need = { 23040, 1 << 22, 100u << 20, 1u << 20, 1 };
+    engine_mem_env env = { 22 * G, UINT64_MAX, 1 * G };
+    err[0] = 0;
+    int rc = engine_mem_check(&need, &env, 0, err, sizeof err);
+    CHECK(rc != 0 && strstr(err, "90.0 GiB") && strstr(err, "MemAvailable") && strstr(err, "--max-context") &&
+          strstr(err, "--allow-overcommit"), "a 90 GiB cache on 22 GiB is refused with the sizes and the ways out (%s)", err);
+    long fit = 0;
+    const char *at = strstr(err, "at most ");
+    if (at) fit = strtol(at + 8, NULL, 10);
+    CHECK(fit > 1000000 && fit < 1030000, "it says how many tokens fit (%ld; (22 GiB - weights) / 23040 ~ 1.02M)", fit);
+    CHECK(engine_mem_check(&need, &env, 1, err, sizeof err) == 0, "--allow-overcommit lets it start");
+    need.n_ctx = 1 << 18;   /* 5.6 GiB */
+    CHECK(engine_mem_check(&need, &env, 0, err, sizeof err) == 0, "a 5.6 GiB cache fits in 22 GiB");
+    need.arms = 4;
+    err[0] = 0;
+    rc = engine_mem_check(&need, &env, 0, err, sizeof err);
+    CHECK(rc != 0 && strstr(err, "4 workers"), "but not four of them (%s)", err);
+    env.mem_available = 0;
+    CHECK(engine_mem_check(&need, &env, 0, err, sizeof err) == 0, "MemAvailable unknown: no check");
+    /* RLIMIT_AS: the whole reservation counts, and --allow-overcommit does not lift it */
+    need.arms = 1;
+    env = (engine_mem_env){ 22 * G, 4 * G, 1 * G };
+    err[0] = 0;
+    rc = engine_mem_check(&need, &env, 1, err, sizeof err);
+    CHECK(rc != 0 && strstr(err, "RLIMIT_AS"), "a reservation past RLIMIT_AS is refused even with overcommit (%s)", err);
+    /* overflow: 2^31 tokens x 2^40 bytes per token must not wrap to something small */
+    engine_mem_need huge = { 1ull << 40, INT32_MAX, 0, 0, 1000 };
+    env = (engine_mem_env){ 22 * G, UINT64_MAX, 1 * G };
+    CHECK(engine_mem_check(&huge, &env, 0, err, sizeof err) != 0, "products that overflow 64 bits are still refused");
+
+    /* through engine_create: stories260K at 2^30 tokens needs 640 GiB of f16 cache: refused before
+     * reserving it (before the check, the 640 GiB reservation succeeded and the engine started) */
+    char path[512], warn[256];
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared());
+    engine_config cfg = { path, KV_F16, KV_F16, 1, 64, 1 << 30 };
+    engine *e = NULL;
+    err[0] = 0;
+    rc = engine_create(&cfg, &e, err, sizeof err, warn, sizeof warn);
+    engine_free(e);
+    e = NULL;
+    CHECK(rc != 0 && strstr(err, "640.0 GiB"), "engine_create at 2^30 tokens: refused (%s)", err);
+    cfg.n_ctx = 1 << 16;
+    engine_mem_opts opts = { 1000000, 0 };   /* a million arms of 40 MiB each */
+    err[0] = 0;
+    rc = engine_create_mem(&cfg, &opts, &e, err, sizeof err, warn, sizeof warn);
+    engine_free(e);
+    e = NULL;
+    CHECK(rc != 0 && strstr(err, "1000000 workers"), "the arms count multiplies the cache (%s)", err);
+    opts.arms = 4;
+    rc = engine_create_mem(&cfg, &opts, &e, err, sizeof err, warn, sizeof warn);
+    engine_free(e);
+    CHECK(rc == 0, "four arms of 40 MiB start (%s)", rc ? err : "ok");
+}
+
+/* tok_max_tokens bounds tok_encode's count for adversarial texts (SPM: stories260K; BPE: rand-qwen2) */
+static void test_tok_bound(void) {
+    static const char *const models[2] = { "stories", "tests/fixtures/models/rand-qwen2.gguf" };
+    char text[4096];
+    for (int mi = 0; mi < 2; mi++) {
+        char path[512], err[256];
+        if (mi == 0) snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared());
+        else snprintf(path, sizeof path, "%s", models[1]);
+        gguf_file *g;
+        tok_vocab *v;
+        if (gguf_open(path, &g, err, sizeof err) || tok_load(g, &v, err, sizeof err)) {
+            CHECK(0, "load the tokenizer of %s (%s)", path, err);
+            continue;
+        }
+        gguf_close(g);
+        int ok = 1;
+        size_t worst_n = 0, worst_len = 1;
+        srand(7);
+        for (int kind = 0; kind < 6; kind++) {
+            for (size_t len = 1; len < sizeof text; len = len * 3 + 1) {
+                for (size_t i = 0; i < len; i++)
+                    text[i] = kind == 0 ? ' ' : kind == 1 ? (char)0xff : kind == 2 ? (char)(rand() & 0xff) :
+                              kind == 3 ? (i % 2 ? ' ' : (char)0x80) : kind == 4 ? "<s> </s>"[i % 8] : (char)(rand() % 3 ? ' ' : 0xc3);
+                for (int special = 0; special < 2; special++) {
+                    int32_t *ids = NULL;
+                    size_t n = 0;
+                    if (tok_encode(v, text, len, 1, special, &ids, &n, err, sizeof err)) { ok = 0; break; }
+                    free(ids);
+                    if (n > tok_max_tokens(v, len)) ok = 0;
+                    if (n * worst_len > worst_n * len) { worst_n = n; worst_len = len; }
+                }
+            }
+        }
+        CHECK(ok, "%s: tok_encode never exceeds tok_max_tokens (spaces, 0xff, random bytes, specials; worst %zu "
+              "tokens for %zu bytes, bound %zu)", mi == 0 ? "SPM" : "BPE", worst_n, worst_len, tok_max_tokens(v, worst_len));
+        tok_free(v);
+    }
+}
+
+/* ---- the thread pool: no lost wake-up (issue 15's hang hypothesis) ----------------------------------
+ * Runs many pool_run calls, half of them after a pause long enough for the helpers to stop spinning
+ * and sleep on the condition variable (the path a lost wake-up would hang), with 2 and 4 threads
+ * (more threads than cores here), each item counted exactly once. An alarm turns a hang into a FAIL. */
+typedef struct { atomic_int *hits; } pool_job;
+static void pool_item(void *ctx, int item, int thread) {
+    (void)thread;
+    atomic_fetch_add(&((pool_job *)ctx)->hits[item], 1);
+}
+static void on_alarm(int sig) {
+    (void)sig;
+    static const char m[] = "FAIL - the pool stress test hung (lost wake-up?)\n0 passed, 1 failed\n";
+    (void)!write(1, m, sizeof m - 1);
+    _exit(1);
+}
+
+static void test_pool_stress(void) {
+    signal(SIGALRM, on_alarm);
+    alarm(120);
+    for (int nt = 2; nt <= 4; nt += 2) {
+        pool *p;
+        if (pool_create(nt, &p)) { CHECK(0, "pool_create(%d)", nt); continue; }
+        static atomic_int hits[64];
+        pool_job job = { hits };
+        long runs = 0, bad = 0;
+        double t0 = now_s();
+        srand(11);
+        for (int r = 0; r < (nt == 2 ? 1500 : 400); r++) {
+            int n = 1 + rand() % 64;
+            for (int i = 0; i < n; i++) atomic_store(&hits[i], 0);
+            if (r % 2) {   /* let the helpers fall asleep (they spin ~0.5 ms first) */
+                struct timespec ts = { 0, 600000L + (long)(rand() % 400) * 1000L };
+                nanosleep(&ts, NULL);
+            }
+            pool_run(p, pool_item, &job, n);
+            for (int i = 0; i < n; i++) bad += atomic_load(&hits[i]) != 1;
+            runs++;
+        }
+        pool_free(p);
+        CHECK(bad == 0, "pool of %d threads: %ld runs (half after the helpers slept) in %.1f s, every item exactly once",
+              nt, runs, now_s() - t0);
+    }
+    /* create / run / free cycles (a wake-up lost at start or at quit would hang here) */
+    int ok = 1;
+    for (int c = 0; c < 300 && ok; c++) {
+        pool *p;
+        static atomic_int hits[8];
+        pool_job job = { hits };
+        if (pool_create(3, &p)) { ok = 0; break; }
+        for (int i = 0; i < 8; i++) atomic_store(&hits[i], 0);
+        pool_run(p, pool_item, &job, 8);
+        for (int i = 0; i < 8; i++) ok &= atomic_load(&hits[i]) == 1;
+        pool_free(p);
+    }
+    CHECK(ok, "300 pool create / run / free cycles");
+    alarm(0);
+}
+
+int main(void) {
+    char path[512];
+    test_exp();
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared());
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/strata-harden-XXXXXX");
+    if (ge_load(path, &src) || !mkdtemp(tmpdir)) {
+        CHECK(0, "load %s and make a temp dir", path);
+        return check_done();
+    }
+    test_gguf();
+    test_model_meta();
+    test_vocab_size();
+    test_nonfinite();
+    test_memcheck();
+    test_tok_bound();
+    test_pool_stress();
+    ge_free_src(&src);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd)) printf("# could not remove %s\n", tmpdir);
+    return check_done();
+}
