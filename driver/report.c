@@ -225,6 +225,19 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
     const char *ref = A->ref_label;
     fprintf(o, "# strata results: %s\n\n", R->tag);
 
+    /* an unfinished run says so before anything else */
+    if (!R->complete) {
+        fprintf(o, "> **INCOMPLETE RUN — %d of %d depths measured", R->depths_measured, R->depths_planned);
+        if (R->last_depth > 0) fprintf(o, " (up to depth %d)", R->last_depth);
+        fprintf(o, ".** Every table, statistic and plot below covers only the measured depths.");
+        if (R->have_journal)
+            fprintf(o, " To finish the run: `strata-driver sweep --resume <this folder>` (it continues "
+                    "from the journal; the results equal an uninterrupted run's).");
+        fprintf(o, "\n");
+        for (int i = 0; i < R->n_reasons; i++) fprintf(o, "%s> - %s\n", i ? "" : ">\n", R->reasons[i]);
+        fprintf(o, "\n");
+    }
+
     /* loud warnings first */
     for (int i = 0; i < R->n_arms; i++) {
         if (A->a[i].repeat != 0) continue;
