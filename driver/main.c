@@ -652,6 +652,10 @@ static int resume_opts(sweep_opts *o, json_t **hdr, char ***rargv, char *out_dir
         return EXIT_USAGE;
     }
     if (!realpath(o->resume, out_dir)) { errorf("cannot resume %s: %s", o->resume, strerror(errno)); return EXIT_USAGE; }
+    if (journal_in_use(out_dir)) {
+        errorf("cannot resume %s: it is in use (another strata-driver is writing it)", out_dir);
+        return EXIT_RUNTIME;
+    }
     if (journal_read_header(out_dir, &text, &len, err, sizeof err)) {
         errorf("cannot resume %s: %s", out_dir, err);
         return EXIT_RUNTIME;
@@ -933,6 +937,8 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     sc.dial_ms = DIAL_TIMEOUT_MS;
     sc.request_timeout_ms = o.request_timeout_s * 1000;
     sc.test_fault = getenv("STRATA_TEST_FAULT");
+    const char *sde = getenv("SOURCE_DATE_EPOCH");   /* reproducible dates (tests) */
+    sc.date = sde && sde[0] ? (time_t)strtoll(sde, NULL, 10) : 0;
     int rc = sweep_run(&sc, arms, n_arms, &depths_done, err, sizeof err);
     if (rc == SWEEP_OK) { ret = EXIT_OK; status = "complete"; }
     else if (rc == SWEEP_INTERRUPTED) {

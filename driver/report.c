@@ -393,6 +393,19 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
             "`.dat` files), `plots/*.png`, `plots/*.svg`.\n");
     fprintf(o, "- Engine %s, git `%s`, model sha256 `%s`, run on %s, %s.\n", R->engine, R->git,
             R->model_sha, R->machine, R->date);
+    json_t *res = json_object_get(R->meta, "resumes");
+    if (json_array_size(res)) {
+        fprintf(o, "- Continued with `--resume` %zu time%s (the rows after each equal an uninterrupted "
+                "run's):", json_array_size(res), json_array_size(res) == 1 ? "" : "s");
+        for (size_t i = 0; i < json_array_size(res); i++) {
+            json_t *r = json_array_get(res, i);
+            fprintf(o, "%s %s from position %lld (%lld depths done)", i ? ";" : "",
+                    json_string_value(json_object_get(r, "date")) ? json_string_value(json_object_get(r, "date")) : "?",
+                    (long long)json_integer_value(json_object_get(r, "position")),
+                    (long long)json_integer_value(json_object_get(r, "depths_done")));
+        }
+        fprintf(o, ".\n");
+    }
 }
 
 /* ============================================================================================

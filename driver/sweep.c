@@ -1074,10 +1074,11 @@ int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *e
     if (depths_done) *depths_done = 0;
 
     st.t0 = now_s();
-    time_t wall = time(NULL);
+    time_t wall = c->date ? c->date : time(NULL);
     struct tm tmv;
-    localtime_r(&wall, &tmv);
-    strftime(st.date, sizeof st.date, "%Y-%m-%dT%H:%M:%S%z", &tmv);
+    if (c->date) gmtime_r(&wall, &tmv);
+    else localtime_r(&wall, &tmv);
+    strftime(st.date, sizeof st.date, c->date ? "%Y-%m-%dT%H:%M:%S+0000" : "%Y-%m-%dT%H:%M:%S%z", &tmv);
     machine_string(st.machine, sizeof st.machine);
 
     st.req = calloc((size_t)n, sizeof *st.req);

@@ -33,6 +33,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -80,6 +81,8 @@ typedef struct {
     size_t recv_max;            /* reply cap (bytes) for prefill replies */
     const volatile sig_atomic_t *stop;  /* raised by a signal: finish cleanly, keep the results */
     json_t *warnings;           /* array (borrowed): the sweep appends its warnings; written to meta */
+    time_t date;                /* the run's date for meta.json (0: now; SOURCE_DATE_EPOCH in tests);
+                                   a resumed run keeps the date its journal records */
     /* journal */
     int resume;                 /* continue out_dir's journal (it must exist and match the plan) */
     json_t *invocation;         /* borrowed or NULL: {"argv":[...],"cwd":...}, kept in the journal
