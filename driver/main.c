@@ -782,6 +782,11 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     }
     int ne = dir_nonempty(out_dir);
     if (ne < 0) { errorf("--out %s exists and is not a directory", out_dir); ret = EXIT_USAGE; goto done; }
+    if (ne > 0 && !o.resume && journal_in_use(out_dir)) {
+        errorf("the results folder %s is in use: another strata-driver is writing it", out_dir);
+        ret = EXIT_USAGE;
+        goto done;
+    }
     if (ne > 0 && !o.force && !o.resume) {
         errorf("the results folder %s is not empty: choose another --out or --tag, or pass --force", out_dir);
         ret = EXIT_USAGE;

@@ -17,7 +17,10 @@ set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 SHARED=${STRATA_SHARED:-../shared}
-MODEL=$(realpath "$SHARED/models/stories260K.gguf" 2> /dev/null)
+MODEL=""
+for m in "$SHARED/models/stories260K.gguf" "${STRATA_CACHE:-$HOME/.cache/strata}/stories260K.gguf"; do
+    [ -f "$m" ] && { MODEL=$(realpath "$m"); break; }
+done
 DRV=$PWD/$BUILD/strata-driver
 WRK=$PWD/$BUILD/strata-worker
 pass=0; fail=0; skip=0
@@ -25,8 +28,8 @@ ok()  { pass=$((pass + 1)); echo "ok - $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
 check() { local d=$1; shift; if "$@"; then ok "$d"; else bad "$d"; fi; }
 
-if [ ! -f "$MODEL" ] || [ ! -x "$DRV" ] || [ ! -x "$WRK" ]; then
-    echo "skip: needs $MODEL, $DRV and $WRK"
+if [ -z "$MODEL" ] || [ ! -x "$DRV" ] || [ ! -x "$WRK" ]; then
+    echo "skip: needs stories260K.gguf (in $SHARED/models or the model cache), $DRV and $WRK"
     echo "0 passed, 0 failed, 1 skipped"
     exit 0
 fi
@@ -45,7 +48,7 @@ export SOURCE_DATE_EPOCH=1700000000   # every run gets the same date: summary.js
 # ASan: a preloaded shim comes before its runtime
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
 
-cat "$SHARED"/testdata/stories260K/a.txt "$SHARED"/testdata/stories260K/d.txt tests/fixtures/texts/*.txt > "$T/doc.txt"
+cat tests/fixtures/texts/*.txt tests/fixtures/texts/*.txt > "$T/doc.txt"   # >= 481 tokens
 "$WRK" --model "$MODEL" --tokenize < "$T/doc.txt" > "$T/doc.tok"
 # 6 depths of 80 tokens, 40-token chunks: 25 request batches (1 truncate, then per depth 2 prefill,
 # 1 generate, 1 truncate); journal records: 0 header, then per depth a chunk and a depth record
@@ -121,6 +124,12 @@ alive=0
 for k in $kids; do running "$k" && alive=$((alive + 1)); done
 check "driver SIGKILLed mid-sweep (one worker stopped): none of its 3 workers is left ($kids)" \
     test "$(echo $kids | wc -w)" -eq 3 -a $alive -eq 0
+# the killed driver's temp dir (sockets, logs) is removed by the next driver, whatever it runs
+stale=$(ls "$T/tmp" | wc -l)
+"$DRV" sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms f16,int8 --depths 2 --fork 2 --max-depth 20 \
+    --out "$T/small" --quiet 2> /dev/null
+check "the next sweep removed the killed driver's temp dir ($stale before, $(ls "$T/tmp" | wc -l) after)" \
+    test "$stale" -eq 1 -a -z "$(ls -A "$T/tmp")"
 
 # ---- 2. `report` on what a killed driver leaves ------------------------------------------------------
 d=$T/torn
