@@ -332,7 +332,7 @@ void arm_log_tail_lines(const arm *a, int nlines, char *buf, size_t len) {
         while (l && (line[l - 1] == '\n' || line[l - 1] == '\r')) line[--l] = 0;
         if (l) snprintf(ring[have++ % nlines], sizeof ring[0], "%s", line);
         /* a longer line: skip its rest */
-        while (!whole && fgets(line, sizeof line, f)) whole = line[strlen(line) - 1] == '\n';
+        while (!whole && fgets(line, sizeof line, f)) whole = strchr(line, '\n') != NULL;
     }
     fclose(f);
     int first = have > nlines ? have - nlines : 0;

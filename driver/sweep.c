@@ -465,6 +465,83 @@ static const char *plan_diff(json_t *a, json_t *b) {
     return "?";
 }
 
+/* Replays journal records 1.. (recs [n_rec]) from an empty state: checks that each continues the
+ * ones before it and sets k_done, pos_done and wall_prev; with apply, also appends their lines to
+ * the (rebuilt) TSVs and restores the warnings, twin checks and resumptions. Returns 0 or
+ * SWEEP_ERROR naming the record. */
+static int replay_records(sweep_state *st, const journal_rec *recs, size_t n_rec, int apply, char *err,
+                          size_t errlen) {
+    const sweep_config *c = st->c;
+    int ret = 0;
+    st->k_done = st->pos_done = 0;
+    st->wall_prev = 0;
+    for (size_t r = 1; r < n_rec && !ret; r++) {
+        journal_rd rd = { recs[r].data, recs[r].len, 0, 0 };
+        uint32_t lp = 0, ld = 0, lf = 0;
+        const unsigned char *tp, *td, *tf;
+        switch (recs[r].type) {
+        case JOURNAL_CHUNK: {
+            uint32_t from = jrd_u32(&rd), to = jrd_u32(&rd);
+            double wall = jrd_f64(&rd);
+            tp = jrd_str(&rd, &lp);
+            if (rd.bad || !c->per_position || st->k_done >= c->n_depths || (int)from != st->pos_done ||
+                to <= from || (int)to >= c->depths[st->k_done]) {
+                ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu (chunk %u..%u) does "
+                                 "not continue the records before it", r, from, to);
+                break;
+            }
+            if (apply) ret = tsv_put(st->positions, "positions.tsv", c, tp, lp, err, errlen);
+            st->pos_done = (int)to;
+            st->wall_prev = wall;
+            break;
+        }
+        case JOURNAL_DEPTH: {
+            uint32_t k = jrd_u32(&rd), depth = jrd_u32(&rd), from = jrd_u32(&rd);
+            double wall = jrd_f64(&rd);
+            tp = jrd_str(&rd, &lp);
+            td = jrd_str(&rd, &ld);
+            tf = jrd_str(&rd, &lf);
+            if (rd.bad || (int)k != st->k_done || k >= (uint32_t)c->n_depths || (int)depth != c->depths[k] ||
+                (int)from != st->pos_done || (lp && !c->per_position)) {
+                ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu (depth %u) does not "
+                                 "continue the records before it", r, depth);
+                break;
+            }
+            if (apply && !(ret = tsv_put(st->positions, "positions.tsv", c, tp, lp, err, errlen)) &&
+                !(ret = tsv_put(st->depths, "depths.tsv", c, td, ld, err, errlen)))
+                ret = tsv_put(st->forks, "forks.tsv", c, tf, lf, err, errlen);
+            st->k_done++;
+            st->pos_done = (int)depth;
+            st->wall_prev = wall;
+            break;
+        }
+        case JOURNAL_WARNING: {
+            uint32_t a = jrd_u32(&rd);
+            tp = jrd_str(&rd, &lp);
+            if (rd.bad || (a != NO_ARM && a >= (uint32_t)st->n)) {
+                ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu is a bad warning", r);
+                break;
+            }
+            if (apply && a != NO_ARM) st->twin_warned[a] = 1;
+            if (apply && c->warnings) json_array_append_new(c->warnings, json_stringn((const char *)tp, lp));
+            break;
+        }
+        case JOURNAL_RESUME: {
+            uint32_t k = jrd_u32(&rd), pos = jrd_u32(&rd);
+            tp = jrd_str(&rd, &lp);
+            if (apply && !rd.bad)
+                json_array_append_new(st->resumes, json_pack("{s:s%,s:i,s:i}", "date", (const char *)tp,
+                                                             (size_t)lp, "depths_done", (int)k, "position", (int)pos));
+            break;
+        }
+        default:
+            ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu has type %u, which this "
+                             "strata-driver does not know", r, recs[r].type);
+        }
+    }
+    return ret;
+}
+
 /* --resume: opens (locks) the journal, checks that it belongs to this plan, rebuilds the TSVs
  * from its records (byte for byte what the sweep appended), restores the warnings, the depths and the
  * position reached, and records the resumption. */
@@ -495,75 +572,13 @@ static int journal_start_resume(sweep_state *st, char *err, size_t errlen) {
     }
     const char *date = json_string_value(json_object_get(hdr, "date"));
     if (date) snprintf(st->date, sizeof st->date, "%s", date);
-    /* the folder is ours (locked) and the journal is this run's: rebuild the TSVs */
-    if ((ret = open_tsvs(st, err, errlen))) goto done;
     if (torn)
         fprintf(stderr, "strata-driver: the journal's last record was incomplete (the run stopped while "
                 "writing it); it was dropped\n");
-    for (size_t r = 1; r < n_rec && !ret; r++) {
-        journal_rd rd = { recs[r].data, recs[r].len, 0, 0 };
-        uint32_t lp = 0, ld = 0, lf = 0;
-        const unsigned char *tp, *td, *tf;
-        switch (recs[r].type) {
-        case JOURNAL_CHUNK: {
-            uint32_t from = jrd_u32(&rd), to = jrd_u32(&rd);
-            double wall = jrd_f64(&rd);
-            tp = jrd_str(&rd, &lp);
-            if (rd.bad || !c->per_position || st->k_done >= c->n_depths || (int)from != st->pos_done ||
-                to <= from || (int)to >= c->depths[st->k_done]) {
-                ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu (chunk %u..%u) does "
-                                 "not continue the records before it", r, from, to);
-                break;
-            }
-            ret = tsv_put(st->positions, "positions.tsv", c, tp, lp, err, errlen);
-            st->pos_done = (int)to;
-            st->wall_prev = wall;
-            break;
-        }
-        case JOURNAL_DEPTH: {
-            uint32_t k = jrd_u32(&rd), depth = jrd_u32(&rd), from = jrd_u32(&rd);
-            double wall = jrd_f64(&rd);
-            tp = jrd_str(&rd, &lp);
-            td = jrd_str(&rd, &ld);
-            tf = jrd_str(&rd, &lf);
-            if (rd.bad || (int)k != st->k_done || k >= (uint32_t)c->n_depths || (int)depth != c->depths[k] ||
-                (int)from != st->pos_done || (lp && !c->per_position)) {
-                ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu (depth %u) does not "
-                                 "continue the records before it", r, depth);
-                break;
-            }
-            if (!(ret = tsv_put(st->positions, "positions.tsv", c, tp, lp, err, errlen)) &&
-                !(ret = tsv_put(st->depths, "depths.tsv", c, td, ld, err, errlen)))
-                ret = tsv_put(st->forks, "forks.tsv", c, tf, lf, err, errlen);
-            st->k_done++;
-            st->pos_done = (int)depth;
-            st->wall_prev = wall;
-            break;
-        }
-        case JOURNAL_WARNING: {
-            uint32_t a = jrd_u32(&rd);
-            tp = jrd_str(&rd, &lp);
-            if (rd.bad || (a != NO_ARM && a >= (uint32_t)st->n)) {
-                ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu is a bad warning", r);
-                break;
-            }
-            if (a != NO_ARM) st->twin_warned[a] = 1;
-            if (c->warnings) json_array_append_new(c->warnings, json_stringn((const char *)tp, lp));
-            break;
-        }
-        case JOURNAL_RESUME: {
-            uint32_t k = jrd_u32(&rd), pos = jrd_u32(&rd);
-            tp = jrd_str(&rd, &lp);
-            if (!rd.bad)
-                json_array_append_new(st->resumes, json_pack("{s:s%,s:i,s:i}", "date", (const char *)tp,
-                                                             (size_t)lp, "depths_done", (int)k, "position", (int)pos));
-            break;
-        }
-        default:
-            ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu has type %u, which this "
-                             "strata-driver does not know", r, recs[r].type);
-        }
-    }
+    /* every record is checked first; only then are the TSVs rebuilt (the folder is ours: the
+     * journal is locked), so a journal that cannot be resumed destroys nothing */
+    if (!(ret = replay_records(st, recs, n_rec, 0, err, errlen)) && !(ret = open_tsvs(st, err, errlen)))
+        ret = replay_records(st, recs, n_rec, 1, err, errlen);
     if (ret) goto done;
     if ((ret = tsv_sync(st, err, errlen))) goto done;
     /* the resumption itself */
@@ -1176,7 +1191,7 @@ done:
         if (wr && ret == SWEEP_OK) { ret = SWEEP_ERROR; snprintf(e, sizeof e, "%s", e3); }
     }
     if (ret != SWEEP_OK) errmsg_set(err, errlen, ret, "%s", e);
-    if (depths_done) *depths_done = st.k_done;
+    if (depths_done) *depths_done = started ? st.k_done : 0;   /* a refused resume measured nothing */
     free(st.req);
     free(st.rep);
     free(st.codes);
