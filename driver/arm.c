@@ -312,6 +312,9 @@ void arm_describe_status(int status, char *buf, size_t len) {
     else snprintf(buf, len, "status 0x%x", status);
 }
 
+/* The line arm_restart writes into a worker's log before starting its successor. */
+#define RESTART_MARK "strata-driver: ==== "
+
 void arm_log_tail_lines(const arm *a, int nlines, char *buf, size_t len) {
     char ring[8][512];
     int have = 0;
@@ -330,7 +333,8 @@ void arm_log_tail_lines(const arm *a, int nlines, char *buf, size_t len) {
         size_t l = strlen(line);
         int whole = l && line[l - 1] == '\n';
         while (l && (line[l - 1] == '\n' || line[l - 1] == '\r')) line[--l] = 0;
-        if (l) snprintf(ring[have++ % nlines], sizeof ring[0], "%s", line);
+        if (!strncmp(line, RESTART_MARK, strlen(RESTART_MARK))) have = 0;   /* the current worker's lines only */
+        else if (l) snprintf(ring[have++ % nlines], sizeof ring[0], "%s", line);
         /* a longer line: skip its rest */
         while (!whole && fgets(line, sizeof line, f)) whole = strchr(line, '\n') != NULL;
     }
@@ -805,7 +809,7 @@ int arm_restart(arm *a, int i, const arm_launch *l, int dial_ms, int request_ms,
         if (f) {
             char st[96];
             arm_describe_status(a->status, st, sizeof st);
-            fprintf(f, "strata-driver: ==== worker pid %d ended (%s); starting a new one ====\n", (int)a->pid, st);
+            fprintf(f, RESTART_MARK "worker pid %d ended (%s); starting a new one ====\n", (int)a->pid, st);
             fclose(f);
         }
     }

@@ -148,7 +148,8 @@ int arm_alive(arm *a);
 /* The last non-empty line of a local arm's log (at most len-1 bytes) into buf; "" if none. */
 void arm_log_tail(const arm *a, char *buf, size_t len);
 
-/* The last n (<= 8) non-empty lines of a local arm's log joined with " | " into buf [len]. */
+/* The last n (<= 8) non-empty lines of a local arm's log joined with " | " into buf [len]: the
+ * current worker's lines only (a restarted worker appends to its predecessor's log). */
 void arm_log_tail_lines(const arm *a, int n, char *buf, size_t len);
 
 /* A running local worker's state letter from /proc/PID/stat ('R' running, 'S' sleeping,
