@@ -4,12 +4,15 @@
 #include "proto/errmsg.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -252,7 +255,8 @@ int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
     argv[k++] = "--listen"; argv[k++] = url;
     argv[k] = NULL;
 
-    int logfd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* appended to: a restarted worker continues its predecessor's log (the temp dir is new) */
+    int logfd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (logfd < 0) return errmsg_set(err, errlen, ARM_E_SYSTEM, "cannot create %s: %s", logp, strerror(errno));
     int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (nullfd < 0) {
@@ -313,18 +317,57 @@ void arm_describe_status(int status, char *buf, size_t len) {
     else snprintf(buf, len, "status 0x%x", status);
 }
 
-void arm_log_tail(const arm *a, char *buf, size_t len) {
+/* The line arm_restart writes into a worker's log before starting its successor. */
+#define RESTART_MARK "strata-driver: ==== "
+
+void arm_log_tail_lines(const arm *a, int nlines, char *buf, size_t len) {
+    char ring[8][512];
+    int have = 0;
     buf[0] = 0;
-    if (!a->log_path[0] || len < 2) return;
+    if (!a->log_path[0] || len < 2 || nlines < 1) return;
+    if (nlines > 8) nlines = 8;
     FILE *f = fopen(a->log_path, "r");
     if (!f) return;
-    char line[1024];
+    /* the last 64 KiB is plenty for a few lines */
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long size = ftell(f);
+        fseek(f, size > 65536 ? size - 65536 : 0, SEEK_SET);
+    }
+    char line[512];
     while (fgets(line, sizeof line, f)) {
         size_t l = strlen(line);
+        int whole = l && line[l - 1] == '\n';
         while (l && (line[l - 1] == '\n' || line[l - 1] == '\r')) line[--l] = 0;
-        if (l) snprintf(buf, len, "%s", line);
+        if (!strncmp(line, RESTART_MARK, strlen(RESTART_MARK))) have = 0;   /* the current worker's lines only */
+        else if (l) snprintf(ring[have++ % nlines], sizeof ring[0], "%s", line);
+        /* a longer line: skip its rest */
+        while (!whole && fgets(line, sizeof line, f)) whole = strchr(line, '\n') != NULL;
     }
     fclose(f);
+    int first = have > nlines ? have - nlines : 0;
+    size_t off = 0;
+    for (int k = first; k < have && off + 1 < len; k++) {
+        int w = snprintf(buf + off, len - off, "%s%s", k > first ? " | " : "", ring[k % nlines]);
+        if (w < 0) break;
+        off += (size_t)w;
+    }
+}
+
+void arm_log_tail(const arm *a, char *buf, size_t len) {
+    arm_log_tail_lines(a, 1, buf, len);
+}
+
+char arm_proc_state(const arm *a) {
+    if (a->remote || a->pid <= 0 || a->exited) return '?';
+    char path[64], b[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)a->pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return '?';
+    size_t got = fread(b, 1, sizeof b - 1, f);
+    fclose(f);
+    b[got] = 0;
+    char *rp = strrchr(b, ')');   /* "pid (comm) S ..." */
+    return rp && rp[1] == ' ' && rp[2] ? rp[2] : '?';
 }
 
 int arm_alive(arm *a) {
@@ -359,36 +402,51 @@ int arm_call(arm *a, proto_msg *req, proto_msg *rep, size_t max_len, char *err, 
     return rc;
 }
 
+#define HELLO_MS 10000   /* a listening worker answers hello at once */
+#define HELLO_TRIES 3
+
 int arm_connect(arm *a, int timeout_ms, int request_ms, size_t recv_max,
                 const volatile sig_atomic_t *stop, char *err, size_t errlen) {
     char e[600];
     int64_t t0 = now_ms();
-    for (;;) {
-        if (stop && *stop) return errmsg_set(err, errlen, ARM_E_INTERRUPTED, "interrupted");
-        if (arm_poll_exit(a)) return died_error(a, "before answering", err, errlen);
-        int rc = proto_dial(a->url, 200, recv_max, &a->sock, e, sizeof e);
-        if (rc == 0) break;
-        if (rc != PROTO_E_TIMEOUT) return errmsg_set(err, errlen, rc, "arm %s: %s", a->name, e);
-        if (now_ms() - t0 > timeout_ms)
-            return errmsg_set(err, errlen, PROTO_E_TIMEOUT, "arm %s: no worker answered on %s within %d s",
-                           a->name, a->url, timeout_ms / 1000);
+    for (int attempt = 1;; attempt++) {
+        for (;;) {
+            if (stop && *stop) return errmsg_set(err, errlen, ARM_E_INTERRUPTED, "interrupted");
+            if (arm_poll_exit(a)) return died_error(a, "before answering", err, errlen);
+            int rc = proto_dial(a->url, 200, recv_max, &a->sock, e, sizeof e);
+            if (rc == 0) break;
+            if (rc != PROTO_E_TIMEOUT) return errmsg_set(err, errlen, rc, "arm %s: %s", a->name, e);
+            if (now_ms() - t0 > timeout_ms)
+                return errmsg_set(err, errlen, PROTO_E_TIMEOUT, "arm %s: no worker answered on %s within %d s",
+                               a->name, a->url, timeout_ms / 1000);
+        }
+        a->connected = 1;
+        int rv, hello_ms = request_ms < HELLO_MS ? request_ms : HELLO_MS;
+        if ((rv = nng_socket_set_ms(a->sock, NNG_OPT_RECVTIMEO, hello_ms)) ||
+            (rv = nng_socket_set_ms(a->sock, NNG_OPT_SENDTIMEO, hello_ms)))
+            return errmsg_set(err, errlen, PROTO_E_TRANSPORT, "arm %s: set timeouts: %s", a->name, nng_strerror(rv));
+        proto_msg req, rep;
+        proto_init(&req, PROTO_HELLO, 0, 0);
+        int rc = arm_call(a, &req, &rep, recv_max, err, errlen);
+        if (rc) {
+            if (arm_poll_exit(a)) return died_error(a, "during the handshake", err, errlen);
+            /* a connected worker that does not answer hello: seen (rarely) as a request left
+             * unread in the socket by nng; hello is harmless to repeat on a new connection */
+            if (rc == PROTO_E_TIMEOUT && attempt < HELLO_TRIES) {
+                nng_close(a->sock);
+                a->connected = 0;
+                continue;
+            }
+            return rc;
+        }
+        a->hello = rep.hello_rep;
+        a->have_hello = 1;
+        proto_msg_free(&rep);
+        if ((rv = nng_socket_set_ms(a->sock, NNG_OPT_RECVTIMEO, request_ms)) ||
+            (rv = nng_socket_set_ms(a->sock, NNG_OPT_SENDTIMEO, request_ms)))
+            return errmsg_set(err, errlen, PROTO_E_TRANSPORT, "arm %s: set timeouts: %s", a->name, nng_strerror(rv));
+        return 0;
     }
-    a->connected = 1;
-    int rv;
-    if ((rv = nng_socket_set_ms(a->sock, NNG_OPT_RECVTIMEO, request_ms)) ||
-        (rv = nng_socket_set_ms(a->sock, NNG_OPT_SENDTIMEO, request_ms)))
-        return errmsg_set(err, errlen, PROTO_E_TRANSPORT, "arm %s: set timeouts: %s", a->name, nng_strerror(rv));
-    proto_msg req, rep;
-    proto_init(&req, PROTO_HELLO, 0, 0);
-    int rc = arm_call(a, &req, &rep, recv_max, err, errlen);
-    if (rc) {
-        if (arm_poll_exit(a)) return died_error(a, "during the handshake", err, errlen);
-        return rc;
-    }
-    a->hello = rep.hello_rep;
-    a->have_hello = 1;
-    proto_msg_free(&rep);
-    return 0;
 }
 
 /* ---- concurrent calls ------------------------------------------------------------------------ */
@@ -416,15 +474,18 @@ static void *call_thread(void *p) {
 }
 
 int arm_call_all(arm *arms, int n, const proto_msg *reqs, proto_msg *reps, size_t max_len,
-                 const volatile sig_atomic_t *stop, char *err, size_t errlen) {
+                 int timeout_ms, const volatile sig_atomic_t *stop, int *codes, char *err,
+                 size_t errlen) {
     call_job *jobs = calloc((size_t)n, sizeof *jobs);      /* [n] */
     pthread_t *th = calloc((size_t)n, sizeof *th);         /* [n] */
     int *started = calloc((size_t)n, sizeof *started);     /* [n] */
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     pthread_cond_t cv;
     pthread_condattr_t ca;
-    int n_done = 0, n_active = 0, closed = 0, ret = 0;
+    int n_done = 0, n_active = 0, closed = 0, ret = 0, dead = 0;
     for (int i = 0; i < n; i++) memset(&reps[i], 0, sizeof reps[i]);
+    if (codes)
+        for (int i = 0; i < n; i++) codes[i] = 0;
     if (!jobs || !th || !started) {
         free(jobs); free(th); free(started);
         return errmsg_set(err, errlen, PROTO_E_INTERNAL, "out of memory");
@@ -438,9 +499,24 @@ int arm_call_all(arm *arms, int n, const proto_msg *reqs, proto_msg *reps, size_
         if (reqs[i].type == PROTO_NONE) continue;
         if (!arms[i].connected) {
             ret = errmsg_set(err, errlen, PROTO_E_TRANSPORT, "arm %s: not connected", arms[i].name);
+            if (codes) codes[i] = PROTO_E_TRANSPORT;
             break;
         }
+        /* a worker that died since the last request: a request sent now would wait for a
+         * connection that never comes (until the timeout), so it is not sent */
+        if (arm_poll_exit(&arms[i])) {
+            char when[64], e[700];
+            snprintf(when, sizeof when, "before a %s request", proto_type_name(reqs[i].type));
+            int rc = died_error(&arms[i], when, e, sizeof e);
+            if (codes) codes[i] = rc;
+            if (!dead) dead = errmsg_set(err, errlen, rc, "%s", e);
+            continue;
+        }
         call_job *j = &jobs[i];
+        if (timeout_ms > 0) {
+            nng_socket_set_ms(arms[i].sock, NNG_OPT_RECVTIMEO, timeout_ms);
+            nng_socket_set_ms(arms[i].sock, NNG_OPT_SENDTIMEO, timeout_ms);
+        }
         j->sock = arms[i].sock;
         j->req = reqs[i];
         j->req.id = arms[i].next_id++;
@@ -489,21 +565,24 @@ int arm_call_all(arm *arms, int n, const proto_msg *reqs, proto_msg *reps, size_
             if (started[i]) arms[i].connected = 0;
         ret = errmsg_set(err, errlen, ARM_E_INTERRUPTED, "interrupted");
     } else if (!ret) {
-        for (int i = 0; i < n && !ret; i++) {
+        for (int i = 0; i < n; i++) {
             if (!started[i] || jobs[i].rc == 0) continue;
             arm *a = &arms[i];
+            int rc = jobs[i].rc;
+            char e[700];
+            snprintf(e, sizeof e, "arm %s: %s", a->name, jobs[i].err);
             /* a dropped connection usually means the worker died: give it a moment to be reaped */
-            if (!a->remote && (jobs[i].rc == PROTO_E_TRANSPORT || jobs[i].rc == PROTO_E_TIMEOUT)) {
+            if (!a->remote && rc == PROTO_E_TRANSPORT)
                 for (int t = 0; t < 25 && !arm_poll_exit(a); t++) sleep_ms(20);
-                if (a->exited) {
-                    char when[64];
-                    snprintf(when, sizeof when, "during a %s request", proto_type_name(reqs[i].type));
-                    ret = died_error(a, when, err, errlen);
-                    break;
-                }
+            if (!a->remote && (rc == PROTO_E_TRANSPORT || rc == PROTO_E_TIMEOUT) && arm_poll_exit(a)) {
+                char when[64];
+                snprintf(when, sizeof when, "during a %s request", proto_type_name(reqs[i].type));
+                rc = died_error(a, when, e, sizeof e);
             }
-            ret = errmsg_set(err, errlen, jobs[i].rc, "arm %s: %s", a->name, jobs[i].err);
+            if (codes) codes[i] = rc;
+            if (!ret && !dead) ret = errmsg_set(err, errlen, rc, "%s", e);
         }
+        if (!ret) ret = dead;
     }
     pthread_cond_destroy(&cv);
     pthread_mutex_destroy(&mu);
@@ -688,4 +767,142 @@ void arm_stop_all(arm *arms, int n, int polite, int grace_ms) {
 
 void arm_stop(arm *a, int polite, int grace_ms) {
     arm_stop_all(a, 1, polite, grace_ms);
+}
+
+/* ============================================================================================
+ * Restarting a worker
+ * ========================================================================================== */
+
+/* The hello fields a restarted worker must repeat exactly. */
+static const char *hello_differs(const proto_hello_rep *a, const proto_hello_rep *b) {
+    if (strcmp(a->model_sha256, b->model_sha256)) return "model_sha256";
+    if (strcmp(a->tokenizer_hash, b->tokenizer_hash)) return "tokenizer_hash";
+    if (strcmp(a->arch, b->arch)) return "arch";
+    if (a->n_vocab != b->n_vocab) return "n_vocab";
+    if (a->n_layer != b->n_layer) return "n_layer";
+    if (a->n_ctx != b->n_ctx) return "n_ctx";
+    if (strcmp(a->kv_k, b->kv_k)) return "kv_k";
+    if (strcmp(a->kv_v, b->kv_v)) return "kv_v";
+    if (strcmp(a->engine, b->engine)) return "engine";
+    if (strcmp(a->git, b->git)) return "git";
+    if (strcmp(a->device, b->device)) return "device";
+    return NULL;
+}
+
+int arm_restart(arm *a, int i, const arm_launch *l, int dial_ms, int request_ms, size_t recv_max,
+                const volatile sig_atomic_t *stop, char *err, size_t errlen) {
+    if (a->remote)
+        return errmsg_set(err, errlen, ARM_E_SYSTEM, "arm %s: a remote worker cannot be restarted from here",
+                          a->name);
+    if (!a->have_hello)
+        return errmsg_set(err, errlen, ARM_E_SYSTEM, "arm %s: no handshake to compare a restart with", a->name);
+    proto_hello_rep old = a->hello;
+    if (a->connected) {
+        /* no call is in flight (arm_call_all has joined its threads): closing is safe */
+        nng_close(a->sock);
+        a->connected = 0;
+    }
+    if (a->pid > 0 && !a->exited) {
+        kill(a->pid, SIGKILL);          /* also ends a stopped (SIGSTOP) process */
+        int st;
+        while (waitpid(a->pid, &st, 0) < 0 && errno == EINTR) {}
+        a->exited = 1;
+        a->status = st;
+    }
+    if (a->log_path[0]) {
+        FILE *f = fopen(a->log_path, "a");
+        if (f) {
+            char st[96];
+            arm_describe_status(a->status, st, sizeof st);
+            fprintf(f, RESTART_MARK "worker pid %d ended (%s); starting a new one ====\n", (int)a->pid, st);
+            fclose(f);
+        }
+    }
+    if (!strncmp(a->url, "ipc://", 6)) unlink(a->url + 6);   /* the old listener's socket file */
+    a->pid = 0;
+    a->have_hello = 0;
+    int rc = arm_spawn(a, i, l, err, errlen);
+    if (!rc) rc = arm_connect(a, dial_ms, request_ms, recv_max, stop, err, errlen);
+    if (rc) return rc;
+    const char *f = hello_differs(&old, &a->hello);
+    if (f)
+        return errmsg_set(err, errlen, ARM_E_MISMATCH, "arm %s: the restarted worker differs from the first in %s",
+                          a->name, f);
+    return 0;
+}
+
+/* ============================================================================================
+ * The private temp directory
+ * ========================================================================================== */
+
+/* Removes the plain entries of dir, then dir (fails quietly on anything else). */
+static void remove_flat(const char *dir) {
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        char p[4096];
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            if (snprintf(p, sizeof p, "%s/%s", dir, e->d_name) < (int)sizeof p) unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+/* Removes parent/strata-?????? directories of this user whose lock file nobody holds: a driver
+ * that was killed (SIGKILL, a second Ctrl-C) could not remove its own. Directories without a lock
+ * file (a driver still creating it, or an older version) are left alone. */
+static void clean_stale_tmpdirs(const char *parent) {
+    DIR *d = opendir(parent);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "strata-", 7) || strlen(e->d_name) != 13) continue;
+        char dir[4096], lock[4200];
+        struct stat st;
+        if (snprintf(dir, sizeof dir, "%s/%s", parent, e->d_name) >= (int)sizeof dir) continue;
+        if (lstat(dir, &st) || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) continue;
+        snprintf(lock, sizeof lock, "%s/lock", dir);
+        int fd = open(lock, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) continue;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) remove_flat(dir);
+        close(fd);
+    }
+    closedir(d);
+}
+
+int arm_tmpdir_create(char *dir, size_t len, int *lock_fd, char *err, size_t errlen) {
+    const char *td = getenv("TMPDIR");
+    const char *parent = td && td[0] ? td : "/tmp";
+    *lock_fd = -1;
+    clean_stale_tmpdirs(parent);
+    if (snprintf(dir, len, "%s/strata-XXXXXX", parent) >= (int)len)
+        return errmsg_set(err, errlen, ARM_E_SYSTEM, "temp dir path too long: %s", parent);
+    if (!mkdtemp(dir)) {
+        int e = errno;
+        errmsg_set(err, errlen, ARM_E_SYSTEM, "cannot create a temp dir %s: %s", dir, strerror(e));
+        dir[0] = 0;
+        return ARM_E_SYSTEM;
+    }
+    /* locked under a temporary name, then renamed: "lock" is never seen unlocked */
+    char tmp[4200], lock[4200];
+    snprintf(tmp, sizeof tmp, "%s/lock.new", dir);
+    snprintf(lock, sizeof lock, "%s/lock", dir);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 || flock(fd, LOCK_EX) || rename(tmp, lock)) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        remove_flat(dir);
+        errmsg_set(err, errlen, ARM_E_SYSTEM, "cannot create the lock file in %s: %s", dir, strerror(e));
+        dir[0] = 0;
+        return ARM_E_SYSTEM;
+    }
+    *lock_fd = fd;
+    return 0;
+}
+
+void arm_tmpdir_remove(const char *dir, int lock_fd) {
+    if (dir && dir[0]) remove_flat(dir);
+    if (lock_fd >= 0) close(lock_fd);
 }

@@ -105,8 +105,10 @@ typedef struct {
  * Sets a->url, a->log_path, a->pid. Returns 0, or ARM_E_SYSTEM with a message. */
 int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen);
 
-/* Dials a->url (retrying while the worker loads, up to timeout_ms), sets the socket's send/receive
- * timeouts to request_ms and the receive cap to recv_max, and sends hello (a->hello, have_hello).
+/* Dials a->url (retrying while the worker loads, up to timeout_ms), sets the receive cap to
+ * recv_max, and sends hello (a->hello, have_hello) with a 10 s timeout, dialling again (3 tries in
+ * all) when a live worker does not answer it; then sets the socket's send/receive timeouts to
+ * request_ms.
  * For a local arm it notices the worker exiting and reports the last line of its log.
  * Returns 0; ARM_E_DIED, PROTO_E_TIMEOUT, PROTO_E_TRANSPORT, ARM_E_INTERRUPTED (*stop raised) or a
  * reply error, each with a message naming the arm in err. */
@@ -122,13 +124,18 @@ int arm_call(arm *a, proto_msg *req, proto_msg *rep, size_t max_len, char *err, 
 
 /* Sends reqs[i] to arms[i] for every i with reqs[i].type != PROTO_NONE, all at once (one thread
  * per arm), and waits for every reply. The request ids are set here (reqs is not modified).
+ * timeout_ms > 0 sets each called arm's send/receive timeout first (else the socket keeps its own).
  * reps[n] receives the replies (each zeroed when it failed or was not sent); the caller frees each
- * with proto_msg_free, also on failure. While waiting it checks *stop every 100 ms: when raised it
- * closes the arms' sockets (their calls fail at once), marks them disconnected, and returns
- * ARM_E_INTERRUPTED. Otherwise returns 0 when every call succeeded, else the first failing arm's
- * code with a message naming it (ARM_E_DIED when a local worker exited meanwhile). */
+ * with proto_msg_free, also on failure. codes[n] (may be NULL) receives each arm's code (0 for
+ * success and for arms not called). While waiting it checks *stop every 100 ms: when raised it
+ * kills the local workers (their calls fail at once) and closes the remote arms' sockets, marks
+ * them disconnected, and returns ARM_E_INTERRUPTED. Otherwise returns 0 when every call succeeded,
+ * else the first failing arm's code with a message naming it: ARM_E_DIED when a local worker
+ * exited meanwhile, PROTO_E_TIMEOUT when it did not answer in time, PROTO_E_TRANSPORT, or the
+ * worker's error reply. */
 int arm_call_all(arm *arms, int n, const proto_msg *reqs, proto_msg *reps, size_t max_len,
-                 const volatile sig_atomic_t *stop, char *err, size_t errlen);
+                 int timeout_ms, const volatile sig_atomic_t *stop, int *codes, char *err,
+                 size_t errlen);
 
 /* Compares the hello replies of arms[0..n) (all must have one). Writes a table of the fields per
  * arm to out (NULL: none), marking with '*' the fields that differ. The model sha256, architecture,
@@ -145,6 +152,32 @@ int arm_alive(arm *a);
 
 /* The last non-empty line of a local arm's log (at most len-1 bytes) into buf; "" if none. */
 void arm_log_tail(const arm *a, char *buf, size_t len);
+
+/* The last n (<= 8) non-empty lines of a local arm's log joined with " | " into buf [len]: the
+ * current worker's lines only (a restarted worker appends to its predecessor's log). */
+void arm_log_tail_lines(const arm *a, int n, char *buf, size_t len);
+
+/* A running local worker's state letter from /proc/PID/stat ('R' running, 'S' sleeping,
+ * 'T' stopped, 'Z' zombie, ...), '?' when unknown (remote, exited, no /proc). */
+char arm_proc_state(const arm *a);
+
+/* Replaces the local worker of arms[i] (index i, as for arm_spawn) with a fresh process: closes
+ * its socket, kills the old process (SIGKILL, also when stopped) and reaps it, notes it in the
+ * log, spawns a new worker with l, dials it (arm_connect with dial_ms, request_ms, recv_max) and
+ * checks that its hello repeats the old one's (model, tokenizer, formats, context, engine, git,
+ * device). Returns 0, or ARM_E_SYSTEM (a remote arm), ARM_E_MISMATCH, or arm_spawn's /
+ * arm_connect's code, with a message. */
+int arm_restart(arm *a, int i, const arm_launch *l, int dial_ms, int request_ms, size_t recv_max,
+                const volatile sig_atomic_t *stop, char *err, size_t errlen);
+
+/* The driver's private temp directory for the local workers' sockets and logs: creates
+ * $TMPDIR/strata-XXXXXX (TMPDIR unset: /tmp) into dir [len] holding a lock file that *lock_fd
+ * keeps locked for the driver's life. First removes the strata-XXXXXX directories of this user
+ * whose lock nobody holds (left by a driver that was killed). Returns 0, or ARM_E_SYSTEM with a
+ * message (dir = "" then). */
+int arm_tmpdir_create(char *dir, size_t len, int *lock_fd, char *err, size_t errlen);
+/* Removes the directory's files and the directory, and releases the lock (lock_fd < 0: none). */
+void arm_tmpdir_remove(const char *dir, int lock_fd);
 
 /* Stops one arm: a local worker, if connected and polite, is sent shutdown (2 s timeout); the
  * socket is closed; a local worker is given grace_ms to exit, then SIGTERM, grace_ms more, then

@@ -29,6 +29,7 @@
 
 #include "driver/arm.h"
 #include "driver/document.h"
+#include "driver/journal.h"
 #include "driver/report.h"
 #include "driver/sweep.h"
 #include "proto/proto.h"
@@ -40,7 +41,7 @@
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_MISMATCH = 3, EXIT_INTERRUPTED = 130 };
 
 #define DIAL_TIMEOUT_MS    60000               /* a worker loading its model */
-#define REQUEST_TIMEOUT_MS (30 * 60 * 1000)    /* one request (a long prefill) */
+#define REQUEST_TIMEOUT_MS SWEEP_TIMEOUT_FIRST_MS  /* hello and tokenize; sweep requests scale */
 #define STOP_GRACE_MS      3000
 #define PP_ROWS_BYTES_MAX  ((size_t)256 << 20) /* per-position: rows per arm per reply */
 
@@ -99,13 +100,23 @@ static void usage_sweep(FILE *f) {
         "  --force             reuse a non-empty results folder\n"
         "  --quiet             no progress line or handshake table\n"
         "  --json              print a JSON summary on stdout at the end (out dir, status, summary.json)\n"
-
+        "faults and resuming:\n"
+        "  --resume DIR        continue the sweep of results folder DIR after a crash, an interrupt or a\n"
+        "                      failure, with the options recorded there (only --quiet, --json,\n"
+        "                      --request-timeout, --max-restarts and --worker may be given beside it);\n"
+        "                      the results equal an uninterrupted run's\n"
+        "  --request-timeout S a worker that does not answer one request within S seconds is restarted\n"
+        "                      (default: 10x the time the measured rate predicts, 60 s to 6 h; 30 min\n"
+        "                      before anything is measured)\n"
+        "  --max-restarts N    worker restarts (after a crash or a hang) before the sweep stops (default 2)\n"
         "Ctrl-C stops after the current request, keeps the depths measured and renders them (exit 130).\n"
+        "Everything measured is journalled (DIR/journal, fsync'd): after any stop, --resume DIR continues.\n"
         "examples:\n"
         "  strata-driver sweep --model stories260K.gguf --arms f16,int8,f32 --doc story.txt\n"
         "  strata-driver sweep --model smollm2.gguf --arms f16,int8,k:int8,v:int8,f16 --per-position\n"
         "  strata-worker --model m.gguf --kv int8 --listen tcp://0.0.0.0:5555 &   # on another host\n"
-        "  strata-driver sweep --model m.gguf --arms f16 --arm int8=tcp://gpu1:5555\n");
+        "  strata-driver sweep --model m.gguf --arms f16 --arm int8=tcp://gpu1:5555\n"
+        "  strata-driver sweep --resume results/2025-01-01-smollm2-f16-int8\n");
 }
 
 static void usage_report(FILE *f) {
@@ -220,22 +231,6 @@ static int dir_nonempty(const char *path) {
     return any;
 }
 
-/* Removes the regular files directly in dir, then dir itself. */
-static void remove_flat_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        char p[PATH_MAX];
-        while ((e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            unlink(p);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
-}
-
 /* [A-Za-z0-9._+-] kept, anything else -> '_' (tags become directory names). */
 static void sanitize(char *s) {
     for (; *s; s++)
@@ -293,6 +288,9 @@ typedef struct {
     int n_remote;
     int depths, max_depth, fork_n, per_position, chunk, threads, prefill, max_context;
     int force, quiet, json;
+    const char *resume;      /* --resume DIR */
+    int request_timeout_s, max_restarts;   /* 0 = scaled; -1 = default (2) */
+    int n_run_opts;          /* options that define the run (not allowed beside --resume) */
 } sweep_opts;
 
 static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
@@ -302,14 +300,17 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         {"fork", 1, 0, 'f'}, {"per-position", 0, 0, 'P'}, {"chunk", 1, 0, 'c'}, {"threads", 1, 0, 't'},
         {"prefill", 1, 0, 'p'}, {"max-context", 1, 0, 'X'}, {"out", 1, 0, 'o'}, {"tag", 1, 0, 'g'},
         {"arm", 1, 0, 'A'}, {"worker", 1, 0, 'w'}, {"force", 0, 0, 'F'}, {"quiet", 0, 0, 'q'},
-        {"json", 0, 0, 'j'}, {"dump-rows", 1, 0, 'R'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"json", 0, 0, 'j'}, {"dump-rows", 1, 0, 'R'}, {"help", 0, 0, 'h'}, {"resume", 1, 0, 'Z'},
+        {"request-timeout", 1, 0, 'Y'}, {"max-restarts", 1, 0, 'M'}, {0, 0, 0, 0}};
     int c;
     o->depths = 16;
     o->fork_n = 32;
     o->chunk = 512;
     o->ref = "f16";
-    optind = 1;
+    o->max_restarts = -1;
+    optind = 0;   /* 0: glibc re-initialises (a second argument vector is parsed for --resume) */
     while ((c = getopt_long(argc, argv, "m:o:qh", opts, NULL)) != -1) {
+        if (!strchr("qjwhZYM", c)) o->n_run_opts++;
         switch (c) {
         case 'm': o->model = optarg; break;
         case 'D': o->doc = optarg; break;
@@ -339,6 +340,9 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         case 'q': o->quiet = 1; break;
         case 'j': o->json = 1; break;
         case 'R': o->dump_rows = optarg; break;
+        case 'Z': o->resume = optarg; break;
+        case 'Y': if (parse_int("--request-timeout", optarg, 1, 7 * 86400, &o->request_timeout_s)) return EXIT_USAGE; break;
+        case 'M': if (parse_int("--max-restarts", optarg, 0, 1000, &o->max_restarts)) return EXIT_USAGE; break;
         case 'h': usage_sweep(stdout); return -1;
         default: usage_sweep(stderr); return EXIT_USAGE;
         }
@@ -384,7 +388,7 @@ static void save_worker_logs(const arm *arms, int n, const char *out_dir) {
     for (int i = 0; i < n; i++) any |= !arms[i].remote && arms[i].log_path[0];
     if (!any) return;
     snprintf(path, sizeof path, "%s/workers.log", out_dir);
-    FILE *o = fopen(path, "w");
+    FILE *o = fopen(path, "a");   /* --force removed an old one; a resumed run appends */
     if (!o) return;
     for (int i = 0; i < n; i++) {
         const arm *a = &arms[i];
@@ -404,7 +408,8 @@ static void save_worker_logs(const arm *arms, int n, const char *out_dir) {
 /* Removes the files an earlier run left in out_dir (--force). */
 static void clear_results(const char *out_dir) {
     static const char *const files[] = { "meta.json", "depths.tsv", "positions.tsv", "forks.tsv",
-                                         "summary.json", "README.md", "workers.log", ".meta.json.tmp" };
+                                         "summary.json", "README.md", "workers.log", ".meta.json.tmp",
+                                         "meta.json.tmp", JOURNAL_FILE };
     char p[PATH_MAX];
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         snprintf(p, sizeof p, "%s/%s", out_dir, files[i]);
@@ -428,6 +433,79 @@ static void print_json_result(const char *out_dir, const char *status, int code,
     json_decref(root);
 }
 
+/* The invocation a journal records: {"argv": [the sweep's arguments], "cwd": "..."}. */
+static json_t *invocation_json(int argc, char **argv) {
+    json_t *inv = json_object(), *a = json_array();
+    char cwd[PATH_MAX];
+    for (int i = 0; i < argc; i++) json_array_append_new(a, json_string(argv[i]));
+    json_object_set_new(inv, "argv", a);
+    json_object_set_new(inv, "cwd", json_string(getcwd(cwd, sizeof cwd) ? cwd : "."));
+    return inv;
+}
+
+/* --resume DIR: replaces *o with the options recorded in DIR's journal (parsed again, in the
+ * recorded working directory, which becomes the current one), keeping the few given beside
+ * --resume. *hdr (the journal header; the caller json_decrefs it) and *rargv (malloc'd; the
+ * caller frees it) hold the strings *o points into; out_dir [PATH_MAX] receives DIR's absolute
+ * path; *command the original command line. Returns 0 or an exit code (message printed). */
+static int resume_opts(sweep_opts *o, json_t **hdr, char ***rargv, char *out_dir, const char **command) {
+    char err[1024], *text = NULL;
+    size_t len = 0;
+    sweep_opts given = *o;
+    if (o->n_run_opts) {
+        errorf("--resume DIR continues a run with the options recorded in DIR; beside it only --quiet, --json, "
+               "--request-timeout, --max-restarts and --worker may be given");
+        return EXIT_USAGE;
+    }
+    if (!realpath(o->resume, out_dir)) { errorf("cannot resume %s: %s", o->resume, strerror(errno)); return EXIT_USAGE; }
+    if (journal_in_use(out_dir)) {
+        errorf("cannot resume %s: it is in use (another strata-driver is writing it)", out_dir);
+        return EXIT_RUNTIME;
+    }
+    if (journal_read_header(out_dir, &text, &len, err, sizeof err)) {
+        errorf("cannot resume %s: %s", out_dir, err);
+        return EXIT_RUNTIME;
+    }
+    *hdr = json_loadb(text, len, 0, NULL);
+    free(text);
+    json_t *inv = json_object_get(*hdr, "invocation");
+    json_t *av = json_object_get(inv, "argv");
+    const char *cwd = json_string_value(json_object_get(inv, "cwd"));
+    size_t n = json_array_size(av);
+    if (!json_is_array(av) || n < 1 || !cwd) {
+        errorf("cannot resume %s: its journal does not record the command's arguments", out_dir);
+        return EXIT_RUNTIME;
+    }
+    if (!(*rargv = calloc(n + 1, sizeof **rargv))) { errorf("out of memory"); return EXIT_RUNTIME; }
+    for (size_t i = 0; i < n; i++) {
+        const char *a = json_string_value(json_array_get(av, i));
+        if (!a) { errorf("cannot resume %s: a recorded argument is not a string", out_dir); return EXIT_RUNTIME; }
+        (*rargv)[i] = (char *)a;
+    }
+    if (chdir(cwd)) {
+        errorf("cannot resume %s: the run's working directory %s: %s", out_dir, cwd, strerror(errno));
+        return EXIT_RUNTIME;
+    }
+    free(o->remote);
+    memset(o, 0, sizeof *o);
+    int rc = parse_sweep_opts((int)n, *rargv, o);
+    if (rc) {
+        errorf("cannot resume %s: its recorded options do not parse", out_dir);
+        return rc < 0 ? EXIT_RUNTIME : rc;
+    }
+    o->out = out_dir;
+    o->force = 0;
+    o->resume = given.resume;
+    o->quiet |= given.quiet;
+    o->json |= given.json;
+    if (given.request_timeout_s) o->request_timeout_s = given.request_timeout_s;
+    if (given.max_restarts >= 0) o->max_restarts = given.max_restarts;
+    if (given.worker) o->worker = given.worker;
+    const char *cmd = json_string_value(json_object_get(*hdr, "command"));
+    if (cmd) *command = cmd;
+    return 0;
+}
+
 static int cmd_sweep(int argc, char **argv, const char *command_line) {
     sweep_opts o;
     arm *arms = NULL;
@@ -440,11 +518,22 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     json_t *warnings = json_array();
     doc_t doc;
     const char *status = "error";
+    arm_launch launch;
     memset(&o, 0, sizeof o);
     memset(&doc, 0, sizeof doc);
+    memset(&launch, 0, sizeof launch);
 
+    json_t *resume_hdr = NULL, *invocation = NULL;
+    char **resume_argv = NULL;
+    int tmp_lock = -1;
     int prc = parse_sweep_opts(argc, argv, &o);
     if (prc) { ret = prc < 0 ? EXIT_OK : prc; goto done; }
+    if (o.resume) {
+        if ((ret = resume_opts(&o, &resume_hdr, &resume_argv, out_dir, &command_line))) goto done;
+        ret = EXIT_RUNTIME;
+    } else {
+        invocation = invocation_json(argc, argv);
+    }
     install_signals();
 
     /* ---- arms ---- */
@@ -487,17 +576,22 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
         }
         sanitize(tag);
     }
-    if (o.out) {
-        snprintf(out_dir, sizeof out_dir, "%s", o.out);
-        int ne = dir_nonempty(out_dir);
-        if (ne < 0) { errorf("--out %s exists and is not a directory", out_dir); ret = EXIT_USAGE; goto done; }
-        if (ne > 0 && !o.force) {
-            errorf("the results folder %s is not empty: choose another --out or --tag, or pass --force", out_dir);
-            ret = EXIT_USAGE;
-            goto done;
-        }
-    } else if (default_out_dir(tag, out_dir, sizeof out_dir)) {
+    if (o.resume) { /* out_dir is the folder resumed */ }
+    else if (o.out) snprintf(out_dir, sizeof out_dir, "%s", o.out);
+    else if (default_out_dir(tag, out_dir, sizeof out_dir)) {
         errorf("cannot find a free results folder name for results/*-%s", tag);
+        goto done;
+    }
+    int ne = dir_nonempty(out_dir);
+    if (ne < 0) { errorf("--out %s exists and is not a directory", out_dir); ret = EXIT_USAGE; goto done; }
+    if (ne > 0 && !o.resume && journal_in_use(out_dir)) {
+        errorf("the results folder %s is in use: another strata-driver is writing it", out_dir);
+        ret = EXIT_USAGE;
+        goto done;
+    }
+    if (ne > 0 && !o.force && !o.resume) {
+        errorf("the results folder %s is not empty: choose another --out or --tag, or pass --force", out_dir);
+        ret = EXIT_USAGE;
         goto done;
     }
 
@@ -517,12 +611,11 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
 
     /* ---- start and dial the workers ---- */
     if (n_local) {
-        const char *td = getenv("TMPDIR");
-        snprintf(tmpdir, sizeof tmpdir, "%s/strata-XXXXXX", td && td[0] ? td : "/tmp");
-        if (!mkdtemp(tmpdir)) { errorf("cannot create a temp dir %s: %s", tmpdir, strerror(errno)); tmpdir[0] = 0; goto done; }
+        if (arm_tmpdir_create(tmpdir, sizeof tmpdir, &tmp_lock, err, sizeof err)) { errorf("%s", err); goto done; }
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        arm_launch l = { worker, o.model, o.threads, o.prefill, o.max_context, tmpdir, n_local };
-        if (!l.threads) l.threads = cores / n_local > 1 ? (int)(cores / n_local) : 1;
+        launch = (arm_launch){ worker, o.model, o.threads, o.prefill, o.max_context, tmpdir, n_local };
+        arm_launch l = launch;
+        if (!l.threads) l.threads = launch.threads = cores / n_local > 1 ? (int)(cores / n_local) : 1;
         for (int i = 0; i < n_arms; i++) {
             if (arms[i].remote) continue;
             if (arm_spawn(&arms[i], i, &l, err, sizeof err)) { errorf("%s", err); goto done; }
@@ -599,7 +692,7 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
 
     /* ---- the results folder ---- */
     if (mkdir_p(out_dir, err, sizeof err)) { errorf("%s", err); goto done; }
-    if (o.force) clear_results(out_dir);
+    if (o.force && !o.resume) clear_results(out_dir);
     if (o.dump_rows && mkdir_p(o.dump_rows, err, sizeof err)) { errorf("%s", err); goto done; }
     char tok_sha[65], full_desc[1400];
     doc_sha256_hex(tokens, n_tokens * sizeof *tokens, tok_sha);
@@ -630,15 +723,26 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     sc.recv_max = recv_max;
     sc.stop = &g_stop;
     sc.warnings = warnings;
+    sc.resume = o.resume != NULL;
+    sc.invocation = o.resume ? json_object_get(resume_hdr, "invocation") : invocation;
+    sc.launch = n_local ? &launch : NULL;
+    sc.max_restarts = o.max_restarts >= 0 ? o.max_restarts : 2;
+    sc.dial_ms = DIAL_TIMEOUT_MS;
+    sc.request_timeout_ms = o.request_timeout_s * 1000;
+    sc.test_fault = getenv("STRATA_TEST_FAULT");
+    const char *sde = getenv("SOURCE_DATE_EPOCH");   /* reproducible dates (tests) */
+    sc.date = sde && sde[0] ? (time_t)strtoll(sde, NULL, 10) : 0;
     int rc = sweep_run(&sc, arms, n_arms, &depths_done, err, sizeof err);
     if (rc == SWEEP_OK) { ret = EXIT_OK; status = "complete"; }
     else if (rc == SWEEP_INTERRUPTED) {
         ret = EXIT_INTERRUPTED;
         status = "interrupted";
-        fprintf(stderr, "strata-driver: interrupted: kept %d of %d depths in %s\n", depths_done, o.depths, out_dir);
+        fprintf(stderr, "strata-driver: interrupted: kept %d of %d depths in %s (continue with: strata-driver "
+                "sweep --resume %s)\n", depths_done, o.depths, out_dir, out_dir);
     } else {
         errorf("%s", err);
-        fprintf(stderr, "strata-driver: kept %d of %d depths in %s\n", depths_done, o.depths, out_dir);
+        fprintf(stderr, "strata-driver: kept %d of %d depths in %s (continue with: strata-driver sweep --resume "
+                "%s)\n", depths_done, o.depths, out_dir, out_dir);
     }
 
     /* ---- stop the workers, keep their logs, render ---- */
@@ -657,7 +761,10 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
 
 done:
     if (arms) arm_stop_all(arms, n_arms, 1, STOP_GRACE_MS);
-    if (tmpdir[0]) remove_flat_dir(tmpdir);
+    arm_tmpdir_remove(tmpdir, tmp_lock);
+    json_decref(resume_hdr);
+    json_decref(invocation);
+    free(resume_argv);
     free(arms);
     doc_free(&doc);
     free(tokens);

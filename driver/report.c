@@ -225,6 +225,19 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
     const char *ref = A->ref_label;
     fprintf(o, "# strata results: %s\n\n", R->tag);
 
+    /* an unfinished run says so before anything else */
+    if (!R->complete) {
+        fprintf(o, "> **INCOMPLETE RUN — %d of %d depths measured", R->depths_measured, R->depths_planned);
+        if (R->last_depth > 0) fprintf(o, " (up to depth %d)", R->last_depth);
+        fprintf(o, ".** Every table, statistic and plot below covers only the measured depths.");
+        if (R->have_journal)
+            fprintf(o, " To finish the run: `strata-driver sweep --resume <this folder>` (it continues "
+                    "from the journal; the results equal an uninterrupted run's).");
+        fprintf(o, "\n");
+        for (int i = 0; i < R->n_reasons; i++) fprintf(o, "%s> - %s\n", i ? "" : ">\n", R->reasons[i]);
+        fprintf(o, "\n");
+    }
+
     /* loud warnings first */
     for (int i = 0; i < R->n_arms; i++) {
         if (A->a[i].repeat != 0) continue;
@@ -380,6 +393,19 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
             "`.dat` files), `plots/*.png`, `plots/*.svg`.\n");
     fprintf(o, "- Engine %s, git `%s`, model sha256 `%s`, run on %s, %s.\n", R->engine, R->git,
             R->model_sha, R->machine, R->date);
+    json_t *res = json_object_get(R->meta, "resumes");
+    if (json_array_size(res)) {
+        fprintf(o, "- Continued with `--resume` %zu time%s (the rows after each equal an uninterrupted "
+                "run's):", json_array_size(res), json_array_size(res) == 1 ? "" : "s");
+        for (size_t i = 0; i < json_array_size(res); i++) {
+            json_t *r = json_array_get(res, i);
+            fprintf(o, "%s %s from position %lld (%lld depths done)", i ? ";" : "",
+                    json_string_value(json_object_get(r, "date")) ? json_string_value(json_object_get(r, "date")) : "?",
+                    (long long)json_integer_value(json_object_get(r, "position")),
+                    (long long)json_integer_value(json_object_get(r, "depths_done")));
+        }
+        fprintf(o, ".\n");
+    }
 }
 
 /* ============================================================================================

@@ -40,6 +40,8 @@ typedef struct {
     int base;          /* the arm this one repeats ("f16#2" -> index of "f16"), or -1 */
 } report_arm;
 
+#define REPORT_MAX_REASONS 8
+
 /* One depths.tsv row (arm = index into report_results.arms). */
 typedef struct {
     int depth, arm;
@@ -89,10 +91,23 @@ typedef struct {
     int have_positions;
     report_fork *frows; /* [n_frows] == [n_drows] */
     size_t n_frows;
+    /* completeness (report_results_load): rows of unfinished depths, positions past the last
+     * complete depth and torn last lines are not loaded; each such finding, and a meta.json that
+     * does not say "complete", adds a reason */
+    int complete;       /* 1: every planned depth measured and nothing dropped or unfinished */
+    int depths_planned; /* meta.json's depths (else the depths measured) */
+    int depths_measured;/* depths with rows for every arm, in order, before the first without */
+    int last_depth;     /* the deepest of those (0: none) */
+    int have_journal;   /* DIR/journal exists (the run can be continued with --resume) */
+    char reasons[REPORT_MAX_REASONS][512];
+    int n_reasons;
 } report_results;
 
 /* Reads DIR/meta.json, DIR/depths.tsv, DIR/forks.tsv and (if present) DIR/positions.tsv into
- * *R and checks them against each other. Allocates the arrays of *R and keeps meta.json's
+ * *R and checks them against each other. An incomplete folder (a crash, a full disk, an
+ * interrupt, hand trimming) loads what is whole: a last line without its newline is dropped,
+ * only the leading depths with depth and fork rows for every arm are kept, and positions at or
+ * past the last of them are not loaded; R->complete and R->reasons say what was found. Allocates the arrays of *R and keeps meta.json's
  * document; the caller frees them with report_results_free, also after a failure (*R is
  * zeroed first, so that is always safe). Returns 0, or -1 with a message in err naming the
  * file and line. */

@@ -75,6 +75,12 @@ json_t *report_summary_build(const report_results *R, const report_analysis *A) 
                                                          : json_null());
     json_object_set_new(root, "fork_n", json_integer(R->fork_n));
     json_object_set_new(root, "per_position_measured", json_boolean(R->have_positions));
+    json_object_set_new(root, "complete", json_boolean(R->complete));
+    json_object_set_new(root, "depths_planned", json_integer(R->depths_planned));
+    json_object_set_new(root, "depths_measured", json_integer(R->depths_measured));
+    json_t *why = json_array();
+    for (int i = 0; i < R->n_reasons; i++) json_array_append_new(why, json_string(R->reasons[i]));
+    json_object_set_new(root, "incomplete_reasons", why);
     json_object_set_new(root, "settings", json_pack(
         "{s:f,s:s,s:i,s:I,s:s,s:f,s:f,s:f,s:s,s:s,s:s,s:s,s:s}",
         "ci_level", 0.95,

@@ -8,11 +8,15 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <jansson.h>
+
+#include "driver/journal.h"
 
 /* ============================================================================================
  * Names and numbers
@@ -141,6 +145,16 @@ int report_find_arm(const report_results *R, const char *name) {
     for (int i = 0; i < R->n_arms; i++)
         if (strcmp(R->arms[i].name, name) == 0) return i;
     return -1;
+}
+
+/* Adds a reason the folder is incomplete (report_results.reasons). */
+static void add_reason(report_results *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_reason(report_results *R, const char *fmt, ...) {
+    if (R->n_reasons == REPORT_MAX_REASONS) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(R->reasons[R->n_reasons++], sizeof R->reasons[0], fmt, ap);
+    va_end(ap);
 }
 
 static int load_meta(const char *dir, report_results *R, char *err, size_t errlen) {
@@ -463,6 +477,13 @@ static int load_tsv(const char *dir, const char *name, int kind, int optional, r
     ssize_t len;
     while ((len = getline(&line, &linecap, fp)) >= 0) {
         c.line++;
+        /* the sweep ends every line with a newline: a last line without one was cut short by
+         * a crash or a full disk (the header is kept when it is whole nonetheless) */
+        if (len > 0 && line[len - 1] != '\n' && !(c.line == 1 && !strcmp(line, headers[kind]))) {
+            add_reason(R, "%s ends in an incomplete line (line %ld, %zd bytes: written when the sweep "
+                       "stopped), dropped", name, c.line, len);
+            break;
+        }
         if ((size_t)len != strlen(line)) {
             report_set_err(err, errlen, "%s:%ld: NUL byte in line", path, c.line);
             goto done;
@@ -541,6 +562,100 @@ static int cmp_fork_row(const void *a, const void *b) {
     return cmp_arm_key(x->arm, x->depth, y->arm, y->depth);
 }
 
+static int cmp_int(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+static const report_fork *find_fork(const report_results *R, int arm, int depth) {
+    report_fork key;
+    key.arm = arm;
+    key.depth = depth;
+    return bsearch(&key, R->frows, R->n_frows, sizeof *R->frows, cmp_fork_row);
+}
+
+/* Which depths the folder completed (sorted rows in R): the planned depths (meta.json's, else
+ * those in depths.tsv) in order, up to the first that lacks a depth or fork row for some arm.
+ * Rows of other depths, and positions at or past the last complete depth (they belong to an
+ * unfinished one), are removed from R; every finding becomes a reason. Returns 0 or -1 (memory). */
+static int check_complete(const char *dir, report_results *R, char *err, size_t errlen) {
+    int *plan = NULL, n_plan = 0, ret = -1;
+    if (R->n_depths > 0) {
+        plan = malloc((size_t)R->n_depths * sizeof *plan);
+        if (!plan) goto oom;
+        memcpy(plan, R->depths, (size_t)R->n_depths * sizeof *plan);
+        n_plan = R->n_depths;
+    } else {
+        plan = malloc((R->n_drows + 1) * sizeof *plan);
+        if (!plan) goto oom;
+        for (size_t i = 0; i < R->n_drows; i++) plan[n_plan++] = R->drows[i].depth;
+        qsort(plan, (size_t)n_plan, sizeof *plan, cmp_int);
+        int u = 0;
+        for (int i = 0; i < n_plan; i++)
+            if (!u || plan[u - 1] != plan[i]) plan[u++] = plan[i];
+        n_plan = u;
+    }
+    int done = 0;
+    for (; done < n_plan; done++) {
+        int whole = 1;
+        for (int a = 0; a < R->n_arms && whole; a++)
+            if (a != R->ref && (!report_find_depth(R, a, plan[done]) || !find_fork(R, a, plan[done]))) whole = 0;
+        if (!whole) break;
+    }
+    R->depths_planned = n_plan;
+    R->depths_measured = done;
+    R->last_depth = done ? plan[done - 1] : 0;
+    if (done < n_plan)
+        add_reason(R, "%d depth%s planned, rows for every arm at the first %d (the sweep did not reach depth %d)",
+                   n_plan, n_plan == 1 ? "" : "s", done, plan[done]);
+    /* keep the rows of complete depths only (plan[0..done) sorted for the lookups) */
+    qsort(plan, (size_t)done, sizeof *plan, cmp_int);
+    size_t kd = 0, kf = 0, kp = 0;
+    for (size_t i = 0; i < R->n_drows; i++)
+        if (bsearch(&R->drows[i].depth, plan, (size_t)done, sizeof *plan, cmp_int)) R->drows[kd++] = R->drows[i];
+    for (size_t i = 0; i < R->n_frows; i++) {
+        if (bsearch(&R->frows[i].depth, plan, (size_t)done, sizeof *plan, cmp_int)) {
+            R->frows[kf++] = R->frows[i];
+        } else {
+            free(R->frows[i].tok_arm);
+            free(R->frows[i].tok_ref);
+        }
+    }
+    if (kd < R->n_drows || kf < R->n_frows)
+        add_reason(R, "depths.tsv / forks.tsv hold %zu / %zu rows of depths not completed by every arm (not "
+                   "used)", R->n_drows - kd, R->n_frows - kf);
+    R->n_drows = kd;
+    R->n_frows = kf;
+    for (size_t i = 0; i < R->n_prows; i++)
+        if (R->prows[i].pos < R->last_depth) R->prows[kp++] = R->prows[i];
+    if (kp < R->n_prows)
+        add_reason(R, "positions.tsv holds %zu rows at positions %d and beyond, past the last complete depth (not "
+                   "used)", R->n_prows - kp, R->last_depth);
+    R->n_prows = kp;
+    R->have_positions = R->have_positions && kp > 0;
+    /* what the sweep itself recorded */
+    json_t *cj = json_object_get(R->meta, "complete");
+    const char *status = json_string_value(json_object_get(R->meta, "status"));
+    if (json_is_false(cj)) {
+        if (status && !strcmp(status, "running"))
+            add_reason(R, "meta.json says the sweep is still \"running\"%s", journal_in_use(dir)
+                       ? ", and a strata-driver is writing this folder now"
+                       : ", but nothing is writing this folder: the driver was killed, or its machine stopped");
+        else
+            add_reason(R, "the sweep stopped: %s", status ? status : "meta.json says it is not complete");
+    }
+    char jp[4096];
+    R->have_journal = snprintf(jp, sizeof jp, "%s/%s", dir, JOURNAL_FILE) < (int)sizeof jp && access(jp, F_OK) == 0;
+    R->complete = R->n_reasons == 0;
+    ret = 0;
+    goto done;
+oom:
+    report_set_err(err, errlen, "out of memory");
+done:
+    free(plan);
+    return ret;
+}
+
 /* Loads everything and checks cross-file consistency (see report_internal.h). */
 int report_results_load(const char *dir, report_results *R, char *err, size_t errlen) {
     memset(R, 0, sizeof *R);
@@ -570,6 +685,12 @@ int report_results_load(const char *dir, report_results *R, char *err, size_t er
                            R->arms[R->prows[i].arm].name, R->prows[i].pos);
             return -1;
         }
+    /* an incomplete folder: only the depths every arm completed, and their positions */
+    if (check_complete(dir, R, err, errlen)) return -1;
+    if (R->n_drows == 0) {
+        report_set_err(err, errlen, "%s: no depth has depths.tsv and forks.tsv rows for every arm", dir);
+        return -1;
+    }
     /* forks.tsv must agree with depths.tsv row for row */
     if (R->n_frows != R->n_drows) {
         report_set_err(err, errlen, "%s/forks.tsv has %zu rows but depths.tsv has %zu", dir, R->n_frows,

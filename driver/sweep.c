@@ -1,7 +1,9 @@
 /* sweep.c — the one-pass sweep over nested prefixes, in lockstep on every arm, writing the raw
  * results (meta.json and the TSVs) as it goes. See sweep.h.
  *
- * Reading order: planning helpers; progress line; meta.json; per-chunk checks; sweep_run. */
+ * Reading order: planning helpers; progress line; the sweep's state; meta.json; journal records
+ * (writing, and replaying them for --resume); requests (timeouts, test hooks, worker faults and
+ * restarts); bringing the arms to the journalled position; the measurements; sweep_run. */
 #include "driver/sweep.h"
 #include "proto/errmsg.h"
 
@@ -16,6 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
+#include "driver/journal.h"
 #include "driver/report.h"
 #include "driver/stats.h"
 
@@ -80,6 +85,7 @@ typedef struct {
     int quiet, tty;
     double t0, last;
     long total;        /* prefill tokens of the whole sweep */
+    long base;         /* position this session started from (the rate counts from here) */
     int n_depths;
     int drawn;         /* a \r line is on screen */
 } progress;
@@ -91,12 +97,16 @@ static void fmt_eta(double s, char *buf, size_t len) {
     else snprintf(buf, len, "%ld:%02ld", t / 60, t % 60);
 }
 
-static void progress_show(progress *p, int depth_k, long done, int force) {
-    if (p->quiet) return;
+/* 1 when a line is due (force, or 0.1 s on a terminal / 5 s otherwise since the last one). */
+static int progress_due(const progress *p, int force) {
+    if (p->quiet) return 0;
+    return force || now_s() - p->last >= (p->tty ? 0.1 : 5.0);
+}
+
+static void progress_print(progress *p, int depth_k, long done) {
     double t = now_s();
-    if (!force && t - p->last < (p->tty ? 0.1 : 5.0)) return;
     p->last = t;
-    double el = t - p->t0, rate = el > 0 ? done / el : 0;
+    double el = t - p->t0, rate = el > 0 ? (done - p->base) / el : 0;
     char eta[32];
     fmt_eta(rate > 0 ? (p->total - done) / rate : NAN, eta, sizeof eta);
     int pct = p->total > 0 ? (int)(100.0 * done / p->total) : 100;
@@ -149,28 +159,78 @@ static void machine_string(char *buf, size_t len) {
 
 static json_t *jstr_or(const char *s) { return json_string(s ? s : "unknown"); }
 
-typedef struct {
-    char date[64];
-    char machine[512];
-    double t0;
-    proto_stats_rep *stats;   /* [n_arms] */
-    int *have_stats;          /* [n_arms] */
-} meta_state;
+/* ============================================================================================
+ * The sweep's state
+ * ========================================================================================== */
 
-/* Writes out_dir/meta.json (through a temp file and rename). Returns 0 or SWEEP_ERROR. */
-static int write_meta(const sweep_config *c, const arm *arms, int n, const meta_state *ms,
-                      int depths_done, const char *status, int complete, char *err, size_t errlen) {
+enum { SWEEP_FAULT = 3 };   /* internal: a local worker died or hung; restart it and continue */
+
+#define MAX_FAULTS 8
+typedef struct {
+    char action;      /* 'k' kill, 's' stop, 'd' the driver dies, 't' torn journal record */
+    long at;          /* request batch number (k, s, d) or record sequence number (t) */
+    int arm;
+} test_fault;
+
+typedef struct {
+    const sweep_config *c;
+    arm *arms;
+    int n, V;
+    FILE *depths, *positions, *forks;
+    journal jn;
+    int jn_open;
+    int k_done;               /* depths journalled */
+    int pos_done;             /* every journalled measurement ends here: where work continues */
+    proto_msg *req, *rep;     /* [n] */
+    int *codes;               /* [n] each arm's code from the last call */
+    int *failed;              /* [n] arms whose worker died or hung in the last call */
+    int *need_full;           /* [n] arms whose stream must be rebuilt from position 0 */
+    int *twin, *twin_warned;  /* [n] */
+    stats_row *tf;            /* [n] teacher-forced metrics of the current depth */
+    int *fork, *censored;     /* [n] */
+    const float **rows;       /* [n] pointers into the replies */
+    stats_row *pr;            /* [n] per-position scratch */
+    /* meta.json */
+    char date[64], machine[512];
+    double t0, wall_prev;     /* this session's start; seconds of earlier sessions */
+    proto_stats_rep *stats;   /* [n] */
+    int *have_stats;          /* [n] */
+    json_t *resumes;          /* [{"date","depths_done","position"}] from the journal */
+    /* requests */
+    double spt_prefill, spt_decode;   /* slowest seconds per token measured so far (0: none) */
+    long n_calls;
+    int restarts;
+    char fault[2048];         /* the last worker fault, for messages */
+    test_fault faults[MAX_FAULTS];
+    int n_faults;
+    progress pg;
+} sweep_state;
+
+static void free_reps(proto_msg *rep, int n) {
+    for (int i = 0; i < n; i++) proto_msg_free(&rep[i]);
+}
+
+/* ============================================================================================
+ * meta.json
+ * ========================================================================================== */
+
+/* Writes out_dir/meta.json durably (temp file, fsync, rename). Returns 0 or SWEEP_ERROR. */
+static int write_meta(sweep_state *st, const char *status, int complete, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    const arm *arms = st->arms;
+    const int n = st->n;
     const proto_hello_rep *h = &arms[c->ref].hello;
     json_t *root = json_object(), *model = json_object(), *doc = json_object();
     json_t *jarms = json_array(), *jdep = json_array();
     char engine[2 * PROTO_STR_MAX + 16];
     snprintf(engine, sizeof engine, "%s (git %s)", h->engine, h->git);
     json_object_set_new(root, "tag", jstr_or(c->tag));
-    json_object_set_new(root, "date", json_string(ms->date));
+    json_object_set_new(root, "date", json_string(st->date));
     json_object_set_new(root, "command", jstr_or(c->command));
+    if (c->invocation) json_object_set(root, "invocation", c->invocation);
     json_object_set_new(root, "git", jstr_or(c->git));
     json_object_set_new(root, "engine", json_string(engine));
-    json_object_set_new(root, "machine", json_string(ms->machine));
+    json_object_set_new(root, "machine", json_string(st->machine));
     json_object_set_new(model, "path", jstr_or(c->model_path));
     json_object_set_new(model, "sha256", json_string(h->model_sha256));
     json_object_set_new(model, "arch", json_string(h->arch));
@@ -195,8 +255,8 @@ static int write_meta(const sweep_config *c, const arm *arms, int n, const meta_
         json_object_set_new(ja, "remote", json_boolean(a->remote));
         json_object_set_new(ja, "device", json_string(a->hello.device));
         json_object_set_new(ja, "threads", json_integer(a->hello.threads));
-        if (ms->have_stats[i]) {
-            const proto_stats_rep *s = &ms->stats[i];
+        if (st->have_stats[i]) {
+            const proto_stats_rep *s = &st->stats[i];
             json_object_set_new(ja, "prefill_tokens", json_integer((json_int_t)s->prefill_tokens));
             json_object_set_new(ja, "prefill_seconds", json_real(s->prefill_seconds));
             json_object_set_new(ja, "decode_tokens", json_integer((json_int_t)s->decode_tokens));
@@ -214,26 +274,30 @@ static int write_meta(const sweep_config *c, const arm *arms, int n, const meta_
     json_object_set_new(root, "arms", jarms);
     for (int k = 0; k < c->n_depths; k++) json_array_append_new(jdep, json_integer(c->depths[k]));
     json_object_set_new(root, "depths", jdep);
-    json_object_set_new(root, "depths_done", json_integer(depths_done));
+    json_object_set_new(root, "depths_done", json_integer(st->k_done));
     json_object_set_new(root, "fork_n", json_integer(c->fork_n));
     json_object_set_new(root, "per_position", json_boolean(c->per_position));
     json_object_set_new(root, "chunk", json_integer(c->chunk));
-    json_object_set_new(root, "wall_seconds", json_real(now_s() - ms->t0));
+    json_object_set_new(root, "wall_seconds", json_real(st->wall_prev + now_s() - st->t0));
     struct rusage ru;   /* the driver's own memory: O(chunk x vocab x arms) in per-position mode */
     if (getrusage(RUSAGE_SELF, &ru) == 0)
         json_object_set_new(root, "driver_peak_rss", json_integer((json_int_t)ru.ru_maxrss * 1024));
     if (c->warnings) json_object_set(root, "warnings", c->warnings);   /* borrowed: adds a reference */
     else json_object_set_new(root, "warnings", json_array());
+    json_object_set_new(root, "journal", json_string(JOURNAL_FILE));
+    if (st->resumes && json_array_size(st->resumes)) json_object_set(root, "resumes", st->resumes);
     json_object_set_new(root, "status", json_string(status));
     json_object_set_new(root, "complete", json_boolean(complete));
 
-    char path[4096], tmp[4200];
+    char path[4096], e[600];
     snprintf(path, sizeof path, "%s/meta.json", c->out_dir);
-    snprintf(tmp, sizeof tmp, "%s/.meta.json.tmp", c->out_dir);
-    int ret = 0;
-    if (json_dump_file(root, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) || rename(tmp, path))
-        ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot write %s: %s", path, strerror(errno));
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);
+    int ret = 0;
+    if (!text) ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory writing %s", path);
+    else if (journal_write_file(path, text, strlen(text), e, sizeof e))
+        ret = errmsg_set(err, errlen, SWEEP_ERROR, "%s", e);
+    free(text);
     return ret;
 }
 
@@ -247,10 +311,52 @@ static int row_finite(const float *row, int n) {
     return 1;
 }
 
-/* Appends a warning, printed loudly on stderr. */
-static void warn_loud(const sweep_config *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void warn_loud(const sweep_config *c, const char *fmt, ...) {
-    char msg[1024];
+/* ============================================================================================
+ * Journal records (payloads; the framing is journal.h's). Integers u32 little-endian, f64 as
+ * its IEEE bits, "str" = u32 length + bytes; the TSV texts are exactly the lines the sweep
+ * appends to the files, so the files can be rebuilt from the journal byte for byte.
+ *   HEADER   JSON: {"format":"strata-journal","version":1,"plan":{...},"date","command",
+ *            "invocation"}; "plan" must equal the resuming run's own plan
+ *   CHUNK    u32 from, u32 to, f64 wall, str positions   per-position rows [from, to) of a
+ *            prefill request that does not end a depth
+ *   DEPTH    u32 k, u32 depth, u32 from, f64 wall, str positions, str depths, str forks
+ *            depth k (0-based) complete: its rows of positions [from, depth), depth and fork rows
+ *   WARNING  u32 arm (0xFFFFFFFF: none), str text      a warning of the sweep (meta.json)
+ *   RESUME   u32 depths_done, u32 position, str date     a --resume started here
+ * wall = seconds the sweep has run, over all sessions, when the record was written.
+ * ========================================================================================== */
+
+#define NO_ARM 0xFFFFFFFFu
+
+/* Appends a record, or under the test hook "tear@SEQ" writes it torn and kills the driver. */
+static int jn_append(sweep_state *st, uint32_t type, const journal_buf *b, char *err, size_t errlen) {
+    char e[600];
+    if (b->oom) return errmsg_set(err, errlen, SWEEP_ERROR, "out of memory building a journal record");
+    for (int f = 0; f < st->n_faults; f++)
+        if (st->faults[f].action == 't' && st->faults[f].at == (long)st->jn.next_seq) {
+            journal_append_torn(&st->jn, type, b->p, b->n, (b->n + JOURNAL_REC_OVERHEAD) / 2, e, sizeof e);
+            fprintf(stderr, "strata-driver: test hook: journal record %ld written torn; killing the driver\n",
+                    st->faults[f].at);
+            fflush(stderr);
+            raise(SIGKILL);
+        }
+    if (journal_append(&st->jn, type, b->p, b->n, e, sizeof e))
+        return errmsg_set(err, errlen, SWEEP_ERROR, "%s", e);
+    return 0;
+}
+
+static int jn_sync(sweep_state *st, char *err, size_t errlen) {
+    char e[600];
+    if (journal_sync(&st->jn, e, sizeof e)) return errmsg_set(err, errlen, SWEEP_ERROR, "%s", e);
+    return 0;
+}
+
+/* Appends a warning: printed loudly on stderr, journalled, and added to meta.json's list. arm
+ * (or -1) is the arm a twin check fired for (a resumed run does not repeat that check). */
+static int warn_loud(sweep_state *st, int arm_i, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int warn_loud(sweep_state *st, int arm_i, char *err, size_t errlen, const char *fmt, ...) {
+    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -261,8 +367,453 @@ static void warn_loud(const sweep_config *c, const char *fmt, ...) {
             "strata-driver: !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n",
             msg);
     fflush(stderr);
-    if (c->warnings) json_array_append_new(c->warnings, json_string(msg));
+    if (st->c->warnings) json_array_append_new(st->c->warnings, json_string(msg));
+    journal_buf b = { 0 };
+    jbuf_u32(&b, arm_i < 0 ? NO_ARM : (uint32_t)arm_i);
+    jbuf_str(&b, msg, strlen(msg));
+    int rc = jn_append(st, JOURNAL_WARNING, &b, err, errlen);
+    free(b.p);
+    return rc;
 }
+
+/* The plan a journal belongs to: what must not change between a run and its resumption. */
+static json_t *plan_json(const sweep_config *c, const arm *arms, int n) {
+    unsigned char md[32];
+    unsigned int mdlen = 0;
+    char sha[65];
+    EVP_Digest(c->tokens, c->n_tokens * sizeof *c->tokens, md, &mdlen, EVP_sha256(), NULL);
+    for (int i = 0; i < 32; i++) snprintf(sha + 2 * i, 3, "%02x", md[i]);
+    json_t *p = json_object(), *dep = json_array(), *ja = json_array();
+    json_object_set_new(p, "n_tokens", json_integer((json_int_t)c->n_tokens));
+    json_object_set_new(p, "tokens_sha256", json_string(sha));
+    for (int k = 0; k < c->n_depths; k++) json_array_append_new(dep, json_integer(c->depths[k]));
+    json_object_set_new(p, "depths", dep);
+    json_object_set_new(p, "fork_n", json_integer(c->fork_n));
+    json_object_set_new(p, "per_position", json_boolean(c->per_position));
+    json_object_set_new(p, "chunk", json_integer(c->chunk));
+    json_object_set_new(p, "ref", json_string(arms[c->ref].name));
+    for (int i = 0; i < n; i++) {
+        const proto_hello_rep *h = &arms[i].hello;
+        json_array_append_new(ja, json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "name", arms[i].name,
+                                            "kv_k", h->kv_k, "kv_v", h->kv_v, "model_sha256",
+                                            h->model_sha256, "tokenizer_hash", h->tokenizer_hash,
+                                            "engine", h->engine, "git", h->git));
+    }
+    json_object_set_new(p, "arms", ja);
+    return p;
+}
+
+/* Writes text [len] to a TSV file. Returns 0 or SWEEP_ERROR naming the file. */
+static int tsv_put(FILE *f, const char *name, const sweep_config *c, const void *text, size_t len,
+                   char *err, size_t errlen) {
+    if (len && (!f || fwrite(text, 1, len, f) != len))
+        return errmsg_set(err, errlen, SWEEP_ERROR, "cannot write %s/%s: %s", c->out_dir, name, strerror(errno));
+    return 0;
+}
+
+/* fflush + fsync of the TSV files: a completed depth is on disk before meta.json counts it. */
+static int tsv_sync(sweep_state *st, char *err, size_t errlen) {
+    FILE *f[3] = { st->depths, st->forks, st->positions };
+    static const char *const names[3] = { "depths.tsv", "forks.tsv", "positions.tsv" };
+    for (int i = 0; i < 3; i++)
+        if (f[i] && journal_fsync_stream(f[i]))
+            return errmsg_set(err, errlen, SWEEP_ERROR, "cannot write %s/%s: %s", st->c->out_dir, names[i],
+                              strerror(errno));
+    return 0;
+}
+
+/* Creates the TSV files, truncated to their header lines. */
+static int open_tsvs(sweep_state *st, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    if (!(st->depths = report_tsv_open_depths(c->out_dir, err, errlen)) ||
+        !(st->forks = report_tsv_open_forks(c->out_dir, err, errlen)) ||
+        (c->per_position && !(st->positions = report_tsv_open_positions(c->out_dir, err, errlen))))
+        return SWEEP_ERROR;
+    return 0;
+}
+
+/* A new run: creates the journal with its header, then the TSVs. */
+static int journal_start_new(sweep_state *st, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    json_t *h = json_object();
+    json_object_set_new(h, "format", json_string("strata-journal"));
+    json_object_set_new(h, "version", json_integer(1));
+    json_object_set_new(h, "plan", plan_json(c, st->arms, st->n));
+    json_object_set_new(h, "date", json_string(st->date));
+    json_object_set_new(h, "command", jstr_or(c->command));
+    if (c->invocation) json_object_set(h, "invocation", c->invocation);
+    char *text = json_dumps(h, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(h);
+    char e[600];
+    int rc = 0;
+    if (!text) rc = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory");
+    else if (journal_create(&st->jn, c->out_dir, text, strlen(text), e, sizeof e))
+        rc = errmsg_set(err, errlen, SWEEP_ERROR, "%s", e);
+    else st->jn_open = 1;
+    free(text);
+    return rc ? rc : open_tsvs(st, err, errlen);
+}
+
+/* The first key whose value differs between two plan objects (for the message). */
+static const char *plan_diff(json_t *a, json_t *b) {
+    const char *key;
+    json_t *v;
+    json_object_foreach(a, key, v)
+        if (!json_equal(v, json_object_get(b, key))) return key;
+    json_object_foreach(b, key, v)
+        if (!json_object_get(a, key)) return key;
+    return "?";
+}
+
+/* Replays journal records 1.. (recs [n_rec]) from an empty state: checks that each continues the
+ * ones before it and sets k_done, pos_done and wall_prev; with apply, also appends their lines to
+ * the (rebuilt) TSVs and restores the warnings, twin checks and resumptions. Returns 0 or
+ * SWEEP_ERROR naming the record. */
+static int replay_records(sweep_state *st, const journal_rec *recs, size_t n_rec, int apply, char *err,
+                          size_t errlen) {
+    const sweep_config *c = st->c;
+    int ret = 0;
+    st->k_done = st->pos_done = 0;
+    st->wall_prev = 0;
+    for (size_t r = 1; r < n_rec && !ret; r++) {
+        journal_rd rd = { recs[r].data, recs[r].len, 0, 0 };
+        uint32_t lp = 0, ld = 0, lf = 0;
+        const unsigned char *tp, *td, *tf;
+        switch (recs[r].type) {
+        case JOURNAL_CHUNK: {
+            uint32_t from = jrd_u32(&rd), to = jrd_u32(&rd);
+            double wall = jrd_f64(&rd);
+            tp = jrd_str(&rd, &lp);
+            if (rd.bad || !c->per_position || st->k_done >= c->n_depths || (int)from != st->pos_done ||
+                to <= from || (int)to >= c->depths[st->k_done]) {
+                ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu (chunk %u..%u) does "
+                                 "not continue the records before it", r, from, to);
+                break;
+            }
+            if (apply) ret = tsv_put(st->positions, "positions.tsv", c, tp, lp, err, errlen);
+            st->pos_done = (int)to;
+            st->wall_prev = wall;
+            break;
+        }
+        case JOURNAL_DEPTH: {
+            uint32_t k = jrd_u32(&rd), depth = jrd_u32(&rd), from = jrd_u32(&rd);
+            double wall = jrd_f64(&rd);
+            tp = jrd_str(&rd, &lp);
+            td = jrd_str(&rd, &ld);
+            tf = jrd_str(&rd, &lf);
+            if (rd.bad || (int)k != st->k_done || k >= (uint32_t)c->n_depths || (int)depth != c->depths[k] ||
+                (int)from != st->pos_done || (lp && !c->per_position)) {
+                ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu (depth %u) does not "
+                                 "continue the records before it", r, depth);
+                break;
+            }
+            if (apply && !(ret = tsv_put(st->positions, "positions.tsv", c, tp, lp, err, errlen)) &&
+                !(ret = tsv_put(st->depths, "depths.tsv", c, td, ld, err, errlen)))
+                ret = tsv_put(st->forks, "forks.tsv", c, tf, lf, err, errlen);
+            st->k_done++;
+            st->pos_done = (int)depth;
+            st->wall_prev = wall;
+            break;
+        }
+        case JOURNAL_WARNING: {
+            uint32_t a = jrd_u32(&rd);
+            tp = jrd_str(&rd, &lp);
+            if (rd.bad || (a != NO_ARM && a >= (uint32_t)st->n)) {
+                ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu is a bad warning", r);
+                break;
+            }
+            if (apply && a != NO_ARM) st->twin_warned[a] = 1;
+            if (apply && c->warnings) json_array_append_new(c->warnings, json_stringn((const char *)tp, lp));
+            break;
+        }
+        case JOURNAL_RESUME: {
+            uint32_t k = jrd_u32(&rd), pos = jrd_u32(&rd);
+            tp = jrd_str(&rd, &lp);
+            if (apply && !rd.bad)
+                json_array_append_new(st->resumes, json_pack("{s:s%,s:i,s:i}", "date", (const char *)tp,
+                                                             (size_t)lp, "depths_done", (int)k, "position", (int)pos));
+            break;
+        }
+        default:
+            ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu has type %u, which this "
+                             "strata-driver does not know", r, recs[r].type);
+        }
+    }
+    return ret;
+}
+
+/* --resume: opens (locks) the journal, checks that it belongs to this plan, rebuilds the TSVs
+ * from its records (byte for byte what the sweep appended), restores the warnings, the depths and the
+ * position reached, and records the resumption. */
+static int journal_start_resume(sweep_state *st, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    unsigned char *data = NULL;
+    size_t dlen = 0, n_rec = 0;
+    journal_rec *recs = NULL;
+    int torn = 0, ret = 0;
+    json_t *hdr = NULL, *plan = NULL;
+    char e[700];
+    if (journal_open(&st->jn, c->out_dir, &data, &dlen, &recs, &n_rec, &torn, e, sizeof e))
+        return errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: %s", e);
+    st->jn_open = 1;
+    json_error_t je;
+    if (n_rec == 0 || recs[0].type != JOURNAL_HEADER ||
+        !(hdr = json_loadb((const char *)recs[0].data, recs[0].len, 0, &je)) ||
+        !json_is_object(json_object_get(hdr, "plan"))) {
+        ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: %s has no valid header record", st->jn.path);
+        goto done;
+    }
+    plan = plan_json(c, st->arms, st->n);
+    if (!json_equal(plan, json_object_get(hdr, "plan"))) {
+        ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume %s: its \"%s\" differs from this run's (the "
+                         "document, the model, the workers' build or the options changed since it started)",
+                         c->out_dir, plan_diff(plan, json_object_get(hdr, "plan")));
+        goto done;
+    }
+    const char *date = json_string_value(json_object_get(hdr, "date"));
+    if (date) snprintf(st->date, sizeof st->date, "%s", date);
+    if (torn)
+        fprintf(stderr, "strata-driver: the journal's last record was incomplete (the run stopped while "
+                "writing it); it was dropped\n");
+    /* every record is checked first; only then are the TSVs rebuilt (the folder is ours: the
+     * journal is locked), so a journal that cannot be resumed destroys nothing */
+    if (!(ret = replay_records(st, recs, n_rec, 0, err, errlen)) && !(ret = open_tsvs(st, err, errlen)))
+        ret = replay_records(st, recs, n_rec, 1, err, errlen);
+    if (ret) goto done;
+    if ((ret = tsv_sync(st, err, errlen))) goto done;
+    /* the resumption itself */
+    char now[64];
+    time_t wall = time(NULL);
+    struct tm tmv;
+    localtime_r(&wall, &tmv);
+    strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%S%z", &tmv);
+    json_array_append_new(st->resumes, json_pack("{s:s,s:i,s:i}", "date", now, "depths_done", st->k_done,
+                                                 "position", st->pos_done));
+    journal_buf b = { 0 };
+    jbuf_u32(&b, (uint32_t)st->k_done);
+    jbuf_u32(&b, (uint32_t)st->pos_done);
+    jbuf_str(&b, now, strlen(now));
+    ret = jn_append(st, JOURNAL_RESUME, &b, err, errlen);
+    free(b.p);
+    if (!ret) ret = jn_sync(st, err, errlen);
+    if (!ret && !c->quiet)
+        fprintf(stderr, "strata-driver: resuming %s: %d of %d depths journalled, continuing at position %d\n",
+                c->out_dir, st->k_done, c->n_depths, st->pos_done);
+done:
+    json_decref(plan);
+    json_decref(hdr);
+    free(recs);
+    free(data);
+    return ret;
+}
+
+/* ============================================================================================
+ * Requests: timeouts, test hooks, worker faults
+ * ========================================================================================== */
+
+int sweep_request_timeout_ms(double spt, double tokens, int override_ms) {
+    if (override_ms > 0) return override_ms;
+    if (!(spt > 0)) return SWEEP_TIMEOUT_FIRST_MS;
+    double ms = SWEEP_TIMEOUT_FACTOR * spt * (tokens > 1 ? tokens : 1) * 1000.0;
+    if (!(ms >= SWEEP_TIMEOUT_MIN_MS)) return SWEEP_TIMEOUT_MIN_MS;
+    if (ms > SWEEP_TIMEOUT_MAX_MS) return SWEEP_TIMEOUT_MAX_MS;
+    return (int)ms;
+}
+
+/* Parses STRATA_TEST_FAULT into st->faults. Returns 0 or SWEEP_ERROR. */
+static int parse_faults(sweep_state *st, const char *spec, char *err, size_t errlen) {
+    const char *p = spec;
+    while (p && *p) {
+        char act[8] = "";
+        long at = 0;
+        int a = -1, used = 0;
+        int got = sscanf(p, "%7[a-z]@%ld%n:%d%n", act, &at, &used, &a, &used);
+        char c = !strcmp(act, "kill") ? 'k' : !strcmp(act, "stop") ? 's' : !strcmp(act, "die") ? 'd'
+                 : !strcmp(act, "tear") ? 't' : 0;
+        int needs_arm = c == 'k' || c == 's';
+        if (got < 2 || !c || at < 0 || needs_arm != (got == 3) || (needs_arm && (a < 0 || a >= st->n)) ||
+            (p[used] != ',' && p[used] != 0) || st->n_faults == MAX_FAULTS)
+            return errmsg_set(err, errlen, SWEEP_ERROR, "bad STRATA_TEST_FAULT item at \"%s\" (kill@N:ARM, "
+                              "stop@N:ARM, die@N, tear@SEQ; comma separated, at most %d)", p, MAX_FAULTS);
+        st->faults[st->n_faults++] = (test_fault){ c, at, a };
+        p += used;
+        if (*p == ',') p++;
+    }
+    return 0;
+}
+
+/* The test hooks due before request batch st->n_calls. */
+static void apply_faults(sweep_state *st) {
+    for (int f = 0; f < st->n_faults; f++) {
+        const test_fault *t = &st->faults[f];
+        if (t->action == 't' || t->at != st->n_calls) continue;
+        if (t->action == 'd') {
+            fprintf(stderr, "strata-driver: test hook: killing the driver before request %ld\n", t->at);
+            fflush(stderr);
+            raise(SIGKILL);
+        }
+        if (t->arm >= st->n || st->arms[t->arm].remote || st->arms[t->arm].pid <= 0) continue;
+        fprintf(stderr, "strata-driver: test hook: %s the worker of arm %s before request %ld\n",
+                t->action == 'k' ? "killing" : "stopping", st->arms[t->arm].name, t->at);
+        kill(st->arms[t->arm].pid, t->action == 'k' ? SIGKILL : SIGSTOP);
+        /* a killed worker is gone before the request (a death between two requests) */
+        for (int w = 0; t->action == 'k' && w < 200 && arm_alive(&st->arms[t->arm]); w++) {
+            struct timespec ts = { 0, 10 * 1000000L };
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+enum { KIND_PREFILL, KIND_DECODE, KIND_OTHER };
+
+/* Sends st->req to every arm (arm_call_all) with a timeout scaled from the measured rate.
+ * what describes the request for messages ("a prefill request (positions 0..99)"); tokens is its
+ * size for the timeout and the rate. Returns 0; SWEEP_INTERRUPTED; SWEEP_FAULT when every failing
+ * arm is a local worker that died, hung or dropped its connection (st->failed marks them,
+ * st->fault describes it); else SWEEP_ERROR. On failure the replies are freed. */
+static int call(sweep_state *st, int kind, double tokens, const char *what, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    char e[1024];
+    st->n_calls++;
+    apply_faults(st);
+    double spt = kind == KIND_PREFILL ? st->spt_prefill : kind == KIND_DECODE ? st->spt_decode
+               : st->spt_prefill > 0 ? st->spt_prefill : st->spt_decode;
+    int timeout = sweep_request_timeout_ms(spt, kind == KIND_OTHER ? 1 : tokens, c->request_timeout_ms);
+    double t = now_s();
+    int rc = arm_call_all(st->arms, st->n, st->req, st->rep, c->recv_max, timeout, c->stop, st->codes, e, sizeof e);
+    if (!rc) {
+        double per = (now_s() - t) / (tokens > 1 ? tokens : 1);
+        if (kind == KIND_PREFILL && per > st->spt_prefill) st->spt_prefill = per;
+        if (kind == KIND_DECODE && per > st->spt_decode) st->spt_decode = per;
+        return 0;
+    }
+    free_reps(st->rep, st->n);
+    if (rc == ARM_E_INTERRUPTED) return SWEEP_INTERRUPTED;
+    int n_fault = 0, other = 0;
+    for (int a = 0; a < st->n; a++) {
+        int code = st->codes[a];
+        st->failed[a] = 0;
+        if (!code) continue;
+        if (!st->arms[a].remote && (code == ARM_E_DIED || code == PROTO_E_TIMEOUT || code == PROTO_E_TRANSPORT)) {
+            st->failed[a] = 1;
+            n_fault++;
+        } else {
+            other++;
+        }
+    }
+    if (!n_fault || other) return errmsg_set(err, errlen, SWEEP_ERROR, "%s (%s)", e, what);
+    /* describe each failed worker: what happened, during which request, its last stderr lines */
+    size_t off = 0;
+    st->fault[0] = 0;
+    for (int a = 0; a < st->n; a++) {
+        if (!st->failed[a]) continue;
+        arm *A = &st->arms[a];
+        char how[300], tail[700];
+        if (st->codes[a] == ARM_E_DIED) {
+            char s[96];
+            arm_describe_status(A->status, s, sizeof s);
+            snprintf(how, sizeof how, "the worker (pid %d) exited (%s), noticed at", (int)A->pid, s);
+        } else if (st->codes[a] == PROTO_E_TIMEOUT) {
+            char state = arm_proc_state(A);
+            snprintf(how, sizeof how, "the worker (pid %d, state %c%s) sent no reply within %.3g s to", (int)A->pid,
+                     state, state == 'T' ? ": stopped" : "", timeout / 1000.0);
+        } else {
+            snprintf(how, sizeof how, "the connection to the worker (pid %d) failed during", (int)A->pid);
+        }
+        arm_log_tail_lines(A, 3, tail, sizeof tail);
+        int w = snprintf(st->fault + off, sizeof st->fault - off, "%sarm %s: %s %s; its last stderr lines: %s",
+                         off ? "; " : "", A->name, how, what, tail[0] ? tail : "(none)");
+        if (w > 0) off += (size_t)w;
+        if (off >= sizeof st->fault) break;
+    }
+    errmsg_set(err, errlen, SWEEP_ERROR, "%s", st->fault);
+    return SWEEP_FAULT;
+}
+
+/* After SWEEP_FAULT: restarts the failed workers (within c->max_restarts), marks them for a
+ * rebuild from position 0 and journals a warning. Returns SWEEP_FAULT (continue) or SWEEP_ERROR. */
+static int handle_fault(sweep_state *st, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    fprintf(stderr, "strata-driver: worker fault: %s\n", st->fault);
+    if (!c->launch || st->restarts >= c->max_restarts)
+        return errmsg_set(err, errlen, SWEEP_ERROR, "%s; giving up after %d worker restart%s (--max-restarts %d)",
+                          st->fault, st->restarts, st->restarts == 1 ? "" : "s", c->max_restarts);
+    st->restarts++;
+    char e[1024];
+    for (int a = 0; a < st->n; a++) {
+        if (!st->failed[a]) continue;
+        int rc = arm_restart(&st->arms[a], a, c->launch, c->dial_ms, SWEEP_TIMEOUT_FIRST_MS, c->recv_max, c->stop,
+                             e, sizeof e);
+        if (rc == ARM_E_INTERRUPTED) return SWEEP_INTERRUPTED;
+        if (rc) return errmsg_set(err, errlen, SWEEP_ERROR, "restarting after a worker fault: %s", e);
+        st->need_full[a] = 1;
+        if (!c->quiet)
+            fprintf(stderr, "strata-driver: restarted the worker of arm %s (pid %d; restart %d of at most %d); "
+                    "continuing from position %d\n", st->arms[a].name, (int)st->arms[a].pid, st->restarts,
+                    c->max_restarts, st->pos_done);
+    }
+    int rc = warn_loud(st, -1, err, errlen, "worker restarted (%d of at most %d), the sweep continued from position "
+                       "%d: %s", st->restarts, c->max_restarts, st->pos_done, st->fault);
+    return rc ? rc : SWEEP_FAULT;
+}
+
+/* ============================================================================================
+ * Bringing every arm to the journalled position
+ * ========================================================================================== */
+
+#define CATCHUP_CHUNK 2048   /* tokens per re-prefill request (no rows come back) */
+
+/* Arms marked need_full are truncated to 0 and prefilled (no rows) to st->pos_done; the others
+ * are truncated back to st->pos_done (they may be ahead after a failed request). */
+static int sync_arms(sweep_state *st, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    const int n = st->n, p = st->pos_done;
+    char what[160];
+    int any = 0;
+    for (int a = 0; a < n; a++) {
+        proto_init(&st->req[a], PROTO_TRUNCATE, 0, 0);
+        st->req[a].truncate_req.depth = st->need_full[a] ? 0 : (uint64_t)p;
+        any |= st->need_full[a];
+    }
+    snprintf(what, sizeof what, "a truncate request (to position %d)", p);
+    int rc = call(st, KIND_OTHER, 1, what, err, errlen);
+    if (rc) return rc;
+    for (int a = 0; a < n && !rc; a++)
+        if (st->rep[a].truncate_rep.n_past != (st->need_full[a] ? 0 : (uint64_t)p))
+            rc = errmsg_set(err, errlen, SWEEP_ERROR, "arm %s: truncate to %d left %llu tokens", st->arms[a].name,
+                            st->need_full[a] ? 0 : p, (unsigned long long)st->rep[a].truncate_rep.n_past);
+    free_reps(st->rep, n);
+    if (rc) return rc;
+    if (any && p > 0 && !c->quiet)
+        fprintf(stderr, "strata-driver: prefilling the new worker%s to position %d\n", n > 1 ? "s" : "", p);
+    for (int q = 0; any && q < p;) {
+        if (c->stop && *c->stop) return SWEEP_INTERRUPTED;
+        int m = p - q < CATCHUP_CHUNK ? p - q : CATCHUP_CHUNK;
+        for (int a = 0; a < n; a++) {
+            if (!st->need_full[a]) { proto_init(&st->req[a], PROTO_NONE, 0, 0); continue; }
+            proto_init(&st->req[a], PROTO_PREFILL, 0, 0);
+            st->req[a].prefill_req.tokens = (int32_t *)(c->tokens + q);
+            st->req[a].prefill_req.n_tokens = (size_t)m;
+            st->req[a].prefill_req.rows = PROTO_ROWS_NONE;
+        }
+        snprintf(what, sizeof what, "a prefill request (positions %d..%d, rebuilding the stream to %d)", q,
+                 q + m - 1, p);
+        if ((rc = call(st, KIND_PREFILL, m, what, err, errlen))) return rc;
+        for (int a = 0; a < n && !rc; a++)
+            if (st->need_full[a] && st->rep[a].prefill_rep.n_past != (uint64_t)(q + m))
+                rc = errmsg_set(err, errlen, SWEEP_ERROR, "arm %s: prefill to %d left %llu tokens", st->arms[a].name,
+                                q + m, (unsigned long long)st->rep[a].prefill_rep.n_past);
+        free_reps(st->rep, n);
+        if (rc) return rc;
+        q += m;
+    }
+    for (int a = 0; a < n; a++) st->need_full[a] = 0;
+    return 0;
+}
+
+/* ============================================================================================
+ * Per-position and per-depth measurements
+ * ========================================================================================== */
 
 /* twin[i] = the first arm j < i with the same configuration, or -1 */
 static void find_twins(const arm *arms, int n, int *twin) {
@@ -292,44 +843,28 @@ static int dump_row(const sweep_config *c, const arm *a, int depth, const float 
     return 0;
 }
 
-/* ============================================================================================
- * The sweep
- * ========================================================================================== */
-
-typedef struct {
-    FILE *depths, *positions, *forks;
-    proto_msg *req;       /* [n_arms] */
-    proto_msg *rep;       /* [n_arms] */
-    int *twin;            /* [n_arms] */
-    int *twin_warned;     /* [n_arms] */
-    stats_row *tf;        /* [n_arms] teacher-forced metrics of the current depth */
-    int *fork;            /* [n_arms] */
-    int *censored;        /* [n_arms] */
-} sweep_state;
-
-static void free_reps(proto_msg *rep, int n) {
-    for (int i = 0; i < n; i++) proto_msg_free(&rep[i]);
-}
-
-/* Compares every non-reference arm's row with the reference's (ref_row [V], rows[a] [V]) and
- * with its twin's. Fills out[a]. Returns 0 or SWEEP_ERROR (non-finite logits). */
-static int compare_position(const sweep_config *c, const arm *arms, int n, sweep_state *st,
-                            const float *const *rows, int V, int pos, int depth_for_msg,
-                            stats_row *out, char *err, size_t errlen) {
+/* Compares every non-reference arm's row with the reference's (st->rows[a] [V]) and with its
+ * twin's. Fills out[a]. Returns 0 or SWEEP_ERROR (non-finite logits, a journal write). */
+static int compare_position(sweep_state *st, int pos, int depth_for_msg, stats_row *out, char *err,
+                            size_t errlen) {
+    const sweep_config *c = st->c;
+    const float *const *rows = st->rows;
+    const int V = st->V;
     int next = (size_t)pos + 1 < c->n_tokens ? c->tokens[pos + 1] : -1;
-    for (int a = 0; a < n; a++) {
+    for (int a = 0; a < st->n; a++) {
         if (a != c->ref && stats_compare_rows(rows[a], rows[c->ref], V, next, &out[a])) {
             int bad = row_finite(rows[a], V) ? c->ref : a;
             return errmsg_set(err, errlen, SWEEP_ERROR, "arm %s returned a non-finite logit at position %d "
-                           "(depth %d); stopping, the rows measured so far are kept", arms[bad].name, pos,
+                           "(depth %d); stopping, the rows measured so far are kept", st->arms[bad].name, pos,
                            depth_for_msg);
         }
         int t = st->twin[a];
         if (t >= 0 && !st->twin_warned[a] && memcmp(rows[a], rows[t], (size_t)V * sizeof(float))) {
             st->twin_warned[a] = 1;
-            warn_loud(c, "arm %s is NOT bit-identical to arm %s (same K/V formats, device and engine) at "
-                      "position %d: the engine is not deterministic and every number of this run is suspect",
-                      arms[a].name, arms[t].name, pos);
+            int rc = warn_loud(st, a, err, errlen, "arm %s is NOT bit-identical to arm %s (same K/V formats, "
+                               "device and engine) at position %d: the engine is not deterministic and every "
+                               "number of this run is suspect", st->arms[a].name, st->arms[t].name, pos);
+            if (rc) return rc;
         }
     }
     return 0;
@@ -346,236 +881,331 @@ static int check_prefill(const arm *a, const proto_msg *rep, uint64_t n_past, ui
     return 0;
 }
 
-int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *err, size_t errlen) {
-    const int V = (int)arms[c->ref].hello.n_vocab;
-    const int R = c->ref;
-    sweep_state st;
-    meta_state ms;
-    progress pg;
-    int ret = SWEEP_OK, done_k = 0;
-    char e[1024] = "";
-    const char *status = "running";
-    memset(&st, 0, sizeof st);
-    memset(&ms, 0, sizeof ms);
-    if (depths_done) *depths_done = 0;
+/* A growing text buffer for TSV lines (open_memstream). */
+typedef struct {
+    char *p;
+    size_t n;
+    FILE *f;
+} textbuf;
 
-    ms.t0 = now_s();
-    time_t wall = time(NULL);
-    struct tm tmv;
-    localtime_r(&wall, &tmv);
-    strftime(ms.date, sizeof ms.date, "%Y-%m-%dT%H:%M:%S%z", &tmv);
-    machine_string(ms.machine, sizeof ms.machine);
+static int tb_open(textbuf *t) {
+    t->p = NULL;
+    t->n = 0;
+    t->f = open_memstream(&t->p, &t->n);
+    return t->f ? 0 : -1;
+}
+/* Closes the stream (t->p [t->n] stays, the caller frees it); -1 when writing failed. */
+static int tb_close(textbuf *t) {
+    int bad = !t->f || ferror(t->f);
+    if (t->f && fclose(t->f)) bad = 1;
+    t->f = NULL;
+    return bad ? -1 : 0;
+}
+static void tb_free(textbuf *t) {
+    if (t->f) fclose(t->f);
+    free(t->p);
+    memset(t, 0, sizeof *t);
+}
 
-    memset(&pg, 0, sizeof pg);
-    pg.quiet = c->quiet;
-    pg.tty = isatty(2);
-    pg.t0 = pg.last = now_s();
-    pg.total = c->depths[c->n_depths - 1];
-    pg.n_depths = c->n_depths;
+/* Progress: the journal is synced before the line claims anything. */
+static int show_progress(sweep_state *st, int depth_k, long done, int force, char *err, size_t errlen) {
+    if (!progress_due(&st->pg, force)) return 0;
+    int rc = jn_sync(st, err, errlen);
+    if (!rc) progress_print(&st->pg, depth_k, done);
+    return rc;
+}
 
-    st.req = calloc((size_t)n, sizeof *st.req);
-    st.rep = calloc((size_t)n, sizeof *st.rep);
-    st.twin = calloc((size_t)n, sizeof *st.twin);
-    st.twin_warned = calloc((size_t)n, sizeof *st.twin_warned);
-    st.tf = calloc((size_t)n, sizeof *st.tf);
-    st.fork = calloc((size_t)n, sizeof *st.fork);
-    st.censored = calloc((size_t)n, sizeof *st.censored);
-    ms.stats = calloc((size_t)n, sizeof *ms.stats);
-    ms.have_stats = calloc((size_t)n, sizeof *ms.have_stats);
-    const float **rows = calloc((size_t)n, sizeof *rows);   /* [n] pointers into the replies */
-    stats_row *pr = calloc((size_t)n, sizeof *pr);          /* [n] per-position scratch */
-    if (!st.req || !st.rep || !st.twin || !st.twin_warned || !st.tf || !st.fork || !st.censored ||
-        !ms.stats || !ms.have_stats || !rows || !pr) {
-        ret = errmsg_set(e, sizeof e, SWEEP_ERROR, "out of memory");
-        goto done;
-    }
-    find_twins(arms, n, st.twin);
-
-    if (!(st.depths = report_tsv_open_depths(c->out_dir, e, sizeof e)) ||
-        !(st.forks = report_tsv_open_forks(c->out_dir, e, sizeof e)) ||
-        (c->per_position && !(st.positions = report_tsv_open_positions(c->out_dir, e, sizeof e)))) {
-        ret = SWEEP_ERROR;
-        goto done;
-    }
-    if ((ret = write_meta(c, arms, n, &ms, 0, status, 0, e, sizeof e))) goto done;
-
-    /* start from an empty stream (a remote worker may hold an earlier run's tokens) */
-    for (int a = 0; a < n; a++) {
-        proto_init(&st.req[a], PROTO_TRUNCATE, 0, 0);
-        st.req[a].truncate_req.depth = 0;
-    }
-    int rc0 = arm_call_all(arms, n, st.req, st.rep, c->recv_max, c->stop, e, sizeof e);
-    free_reps(st.rep, n);
-    if (rc0) {
-        ret = rc0 == ARM_E_INTERRUPTED ? SWEEP_INTERRUPTED : SWEEP_ERROR;
-        goto done;
-    }
-
-    int prev = 0;
-    for (int k = 0; k < c->n_depths; k++) {
-        const int d = c->depths[k];
-        /* ---- prefill [prev, d) in chunks ---- */
-        for (int pos = prev; pos < d;) {
-            if (c->stop && *c->stop) { ret = SWEEP_INTERRUPTED; goto done; }
+/* Measures depths k_done.. from position pos_done on, journalling as it goes. */
+static int run_depths(sweep_state *st, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    const int n = st->n, V = st->V, R = c->ref;
+    char what[160];
+    textbuf tp = { 0 }, td = { 0 }, tf = { 0 };
+    int ret = 0;
+    for (int k = st->k_done; k < c->n_depths && !ret; k++) {
+        const int d = c->depths[k], from = st->pos_done;
+        /* ---- prefill [from, d) in chunks; per-position rows journalled chunk by chunk ---- */
+        for (int pos = from; pos < d && !ret;) {
+            if (c->stop && *c->stop) { ret = SWEEP_INTERRUPTED; break; }
             int m = d - pos < c->chunk ? d - pos : c->chunk;
             int last = pos + m == d;
             uint32_t want = c->per_position ? PROTO_ROWS_ALL : last ? PROTO_ROWS_LAST : PROTO_ROWS_NONE;
             uint32_t n_rows = want == PROTO_ROWS_ALL ? (uint32_t)m : want == PROTO_ROWS_LAST ? 1 : 0;
             for (int a = 0; a < n; a++) {
-                proto_init(&st.req[a], PROTO_PREFILL, 0, 0);
-                st.req[a].prefill_req.tokens = (int32_t *)(c->tokens + pos);
-                st.req[a].prefill_req.n_tokens = (size_t)m;
-                st.req[a].prefill_req.rows = want;
+                proto_init(&st->req[a], PROTO_PREFILL, 0, 0);
+                st->req[a].prefill_req.tokens = (int32_t *)(c->tokens + pos);
+                st->req[a].prefill_req.n_tokens = (size_t)m;
+                st->req[a].prefill_req.rows = want;
             }
-            int rc = arm_call_all(arms, n, st.req, st.rep, c->recv_max, c->stop, e, sizeof e);
-            if (rc) {
-                free_reps(st.rep, n);
-                ret = rc == ARM_E_INTERRUPTED ? SWEEP_INTERRUPTED : SWEEP_ERROR;
-                goto done;
-            }
+            snprintf(what, sizeof what, "a prefill request (positions %d..%d of depth %d)", pos, pos + m - 1, d);
+            if ((ret = call(st, KIND_PREFILL, m, what, err, errlen))) break;
             for (int a = 0; a < n && !ret; a++)
-                ret = check_prefill(&arms[a], &st.rep[a], (uint64_t)(pos + m), (uint32_t)V, n_rows, e, sizeof e);
-            /* per-position rows: compare, write, drop */
-            for (uint32_t i = 0; !ret && c->per_position && i < n_rows; i++) {
-                for (int a = 0; a < n; a++) rows[a] = st.rep[a].prefill_rep.logits + (size_t)i * V;
-                int p = pos + (int)i;
-                ret = compare_position(c, arms, n, &st, rows, V, p, d, pr, e, sizeof e);
-                for (int a = 0; a < n && !ret; a++)
-                    if (a != R && report_tsv_position_row(st.positions, p, arms[a].name, &pr[a]))
-                        ret = errmsg_set(e, sizeof e, SWEEP_ERROR, "cannot write positions.tsv: %s", strerror(errno));
+                ret = check_prefill(&st->arms[a], &st->rep[a], (uint64_t)(pos + m), (uint32_t)V, n_rows, err, errlen);
+            /* per-position rows: compare, format, drop */
+            if (!ret && c->per_position) {
+                tb_free(&tp);
+                if (tb_open(&tp)) ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory");
             }
+            for (uint32_t i = 0; !ret && c->per_position && i < n_rows; i++) {
+                for (int a = 0; a < n; a++) st->rows[a] = st->rep[a].prefill_rep.logits + (size_t)i * V;
+                int p = pos + (int)i;
+                ret = compare_position(st, p, d, st->pr, err, errlen);
+                for (int a = 0; a < n && !ret; a++)
+                    if (a != R && report_tsv_position_row(tp.f, p, st->arms[a].name, &st->pr[a]))
+                        ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot format a positions.tsv row");
+            }
+            if (!ret && c->per_position && tb_close(&tp))
+                ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory formatting positions.tsv rows");
             /* the teacher-forced row at d - 1 */
             if (!ret && last) {
-                for (int a = 0; a < n; a++) rows[a] = st.rep[a].prefill_rep.logits + (size_t)(n_rows - 1) * V;
-                ret = compare_position(c, arms, n, &st, rows, V, d - 1, d, st.tf, e, sizeof e);
+                for (int a = 0; a < n; a++) st->rows[a] = st->rep[a].prefill_rep.logits + (size_t)(n_rows - 1) * V;
+                ret = compare_position(st, d - 1, d, st->tf, err, errlen);
                 for (int a = 0; a < n && !ret && c->dump_rows_dir; a++)
-                    ret = dump_row(c, &arms[a], d, rows[a], V, e, sizeof e);
+                    ret = dump_row(c, &st->arms[a], d, st->rows[a], V, err, errlen);
             }
-            free_reps(st.rep, n);
-            if (ret) goto done;
+            free_reps(st->rep, n);
+            if (ret) break;
+            /* a chunk that does not end the depth: its rows are journalled now */
+            if (!last && c->per_position) {
+                journal_buf b = { 0 };
+                jbuf_u32(&b, (uint32_t)pos);
+                jbuf_u32(&b, (uint32_t)(pos + m));
+                jbuf_f64(&b, st->wall_prev + now_s() - st->t0);
+                jbuf_str(&b, tp.p, tp.n);
+                ret = jn_append(st, JOURNAL_CHUNK, &b, err, errlen);
+                free(b.p);
+                if (!ret) ret = tsv_put(st->positions, "positions.tsv", c, tp.p, tp.n, err, errlen);
+                if (!ret) st->pos_done = pos + m;
+            }
             pos += m;
-            progress_show(&pg, k + 1, pos, 0);
+            if (!ret) ret = show_progress(st, k + 1, pos, 0, err, errlen);
         }
-        if (c->stop && *c->stop) { ret = SWEEP_INTERRUPTED; goto done; }
+        if (ret) break;
+        if (c->stop && *c->stop) { ret = SWEEP_INTERRUPTED; break; }
 
         /* ---- fork probe: fork_n greedy tokens on every arm ---- */
         for (int a = 0; a < n; a++) {
-            proto_init(&st.req[a], PROTO_GENERATE, 0, 0);
-            st.req[a].generate_req.n = (uint32_t)c->fork_n;
-            st.req[a].generate_req.temperature = 0.0;
-            st.req[a].generate_req.seed = 0;
+            proto_init(&st->req[a], PROTO_GENERATE, 0, 0);
+            st->req[a].generate_req.n = (uint32_t)c->fork_n;
+            st->req[a].generate_req.temperature = 0.0;
+            st->req[a].generate_req.seed = 0;
         }
-        int rc = arm_call_all(arms, n, st.req, st.rep, c->recv_max, c->stop, e, sizeof e);
-        for (int a = 0; !rc && a < n; a++) {
-            const proto_generate_rep *g = &st.rep[a].generate_rep;
+        snprintf(what, sizeof what, "a generate request (the %d-token fork probe at depth %d)", c->fork_n, d);
+        if ((ret = call(st, KIND_DECODE, c->fork_n, what, err, errlen))) break;
+        for (int a = 0; !ret && a < n; a++) {
+            const proto_generate_rep *g = &st->rep[a].generate_rep;
             if (g->n != (size_t)c->fork_n || !g->tokens || !g->gaps ||
                 g->n_past != (uint64_t)d + (uint64_t)c->fork_n - 1)
-                rc = errmsg_set(e, sizeof e, SWEEP_ERROR, "arm %s: generate reply has %zu tokens and n_past "
-                             "%llu, expected %d and %d", arms[a].name, g->n, (unsigned long long)g->n_past,
+                ret = errmsg_set(err, errlen, SWEEP_ERROR, "arm %s: generate reply has %zu tokens and n_past "
+                             "%llu, expected %d and %d", st->arms[a].name, g->n, (unsigned long long)g->n_past,
                              c->fork_n, d + c->fork_n - 1);
         }
-        if (rc) {
-            free_reps(st.rep, n);
-            ret = rc == ARM_E_INTERRUPTED ? SWEEP_INTERRUPTED : SWEEP_ERROR;
-            goto done;
-        }
-        const proto_generate_rep *gr = &st.rep[R].generate_rep;
+        if (!ret && (tb_open(&td) || tb_open(&tf))) ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory");
+        const proto_generate_rep *gr = &st->rep[R].generate_rep;
         for (int a = 0; a < n && !ret; a++) {
-            const proto_generate_rep *g = &st.rep[a].generate_rep;
-            st.fork[a] = sweep_fork_index(g->tokens, gr->tokens, c->fork_n, &st.censored[a]);
-            int t = st.twin[a];
-            if (t >= 0 && !st.twin_warned[a] &&
-                (memcmp(g->tokens, st.rep[t].generate_rep.tokens, sizeof(int32_t) * (size_t)c->fork_n) ||
-                 memcmp(g->gaps, st.rep[t].generate_rep.gaps, sizeof(float) * (size_t)c->fork_n))) {
-                st.twin_warned[a] = 1;
-                warn_loud(c, "arm %s is NOT bit-identical to arm %s (same K/V formats, device and engine) in "
-                          "the fork probe at depth %d: the engine is not deterministic and every number of "
-                          "this run is suspect", arms[a].name, arms[t].name, d);
+            const proto_generate_rep *g = &st->rep[a].generate_rep;
+            st->fork[a] = sweep_fork_index(g->tokens, gr->tokens, c->fork_n, &st->censored[a]);
+            int t = st->twin[a];
+            if (t >= 0 && !st->twin_warned[a] &&
+                (memcmp(g->tokens, st->rep[t].generate_rep.tokens, sizeof(int32_t) * (size_t)c->fork_n) ||
+                 memcmp(g->gaps, st->rep[t].generate_rep.gaps, sizeof(float) * (size_t)c->fork_n))) {
+                st->twin_warned[a] = 1;
+                ret = warn_loud(st, a, err, errlen, "arm %s is NOT bit-identical to arm %s (same K/V formats, "
+                                "device and engine) in the fork probe at depth %d: the engine is not deterministic "
+                                "and every number of this run is suspect", st->arms[a].name, st->arms[t].name, d);
+                if (ret) break;
             }
             if (a == R) continue;
-            double ga = st.censored[a] ? NAN : g->gaps[st.fork[a]];
-            double gref = st.censored[a] ? NAN : gr->gaps[st.fork[a]];
-            if (report_tsv_depth_row(st.depths, d, arms[a].name, &st.tf[a], st.fork[a], st.censored[a], ga, gref) ||
-                report_tsv_fork_row(st.forks, d, arms[a].name, st.fork[a], st.censored[a], g->tokens, c->fork_n,
+            double ga = st->censored[a] ? NAN : g->gaps[st->fork[a]];
+            double gref = st->censored[a] ? NAN : gr->gaps[st->fork[a]];
+            if (report_tsv_depth_row(td.f, d, st->arms[a].name, &st->tf[a], st->fork[a], st->censored[a], ga, gref) ||
+                report_tsv_fork_row(tf.f, d, st->arms[a].name, st->fork[a], st->censored[a], g->tokens, c->fork_n,
                                     gr->tokens, c->fork_n))
-                ret = errmsg_set(e, sizeof e, SWEEP_ERROR, "cannot write depths.tsv / forks.tsv in %s: %s",
-                              c->out_dir, strerror(errno));
+                ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot format the depths.tsv / forks.tsv rows");
         }
-        free_reps(st.rep, n);
-        if (ret) goto done;
+        free_reps(st->rep, n);
+        if (!ret && (tb_close(&td) || tb_close(&tf)))
+            ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory formatting depths.tsv / forks.tsv rows");
+        if (ret) break;
+
+        /* ---- depth k complete: journal (synced), then the TSVs, then meta.json counts it ---- */
+        journal_buf b = { 0 };
+        jbuf_u32(&b, (uint32_t)k);
+        jbuf_u32(&b, (uint32_t)d);
+        jbuf_u32(&b, (uint32_t)st->pos_done);
+        jbuf_f64(&b, st->wall_prev + now_s() - st->t0);
+        jbuf_str(&b, c->per_position ? tp.p : "", c->per_position ? tp.n : 0);
+        jbuf_str(&b, td.p, td.n);
+        jbuf_str(&b, tf.p, tf.n);
+        ret = jn_append(st, JOURNAL_DEPTH, &b, err, errlen);
+        free(b.p);
+        if (!ret) ret = jn_sync(st, err, errlen);
+        if (!ret && c->per_position) ret = tsv_put(st->positions, "positions.tsv", c, tp.p, tp.n, err, errlen);
+        if (!ret) ret = tsv_put(st->depths, "depths.tsv", c, td.p, td.n, err, errlen);
+        if (!ret) ret = tsv_put(st->forks, "forks.tsv", c, tf.p, tf.n, err, errlen);
+        if (!ret) ret = tsv_sync(st, err, errlen);
+        tb_free(&tp);
+        tb_free(&td);
+        tb_free(&tf);
+        if (ret) break;
+        st->k_done = k + 1;
+        st->pos_done = d;
+        if ((ret = write_meta(st, "running", 0, err, errlen))) break;
+        if ((ret = show_progress(st, k + 1, d, k + 1 == c->n_depths, err, errlen))) break;
 
         /* ---- back to depth d ---- */
         for (int a = 0; a < n; a++) {
-            proto_init(&st.req[a], PROTO_TRUNCATE, 0, 0);
-            st.req[a].truncate_req.depth = (uint64_t)d;
+            proto_init(&st->req[a], PROTO_TRUNCATE, 0, 0);
+            st->req[a].truncate_req.depth = (uint64_t)d;
         }
-        rc = arm_call_all(arms, n, st.req, st.rep, c->recv_max, c->stop, e, sizeof e);
-        for (int a = 0; !rc && a < n; a++)
-            if (st.rep[a].truncate_rep.n_past != (uint64_t)d)
-                rc = errmsg_set(e, sizeof e, SWEEP_ERROR, "arm %s: truncate to %d left %llu tokens", arms[a].name,
-                             d, (unsigned long long)st.rep[a].truncate_rep.n_past);
-        free_reps(st.rep, n);
-        if (rc) {
-            ret = rc == ARM_E_INTERRUPTED ? SWEEP_INTERRUPTED : SWEEP_ERROR;
-            goto done;
-        }
+        snprintf(what, sizeof what, "a truncate request (back to depth %d after the fork probe)", d);
+        if ((ret = call(st, KIND_OTHER, 1, what, err, errlen))) break;
+        for (int a = 0; !ret && a < n; a++)
+            if (st->rep[a].truncate_rep.n_past != (uint64_t)d)
+                ret = errmsg_set(err, errlen, SWEEP_ERROR, "arm %s: truncate to %d left %llu tokens", st->arms[a].name,
+                             d, (unsigned long long)st->rep[a].truncate_rep.n_past);
+        free_reps(st->rep, n);
+    }
+    tb_free(&tp);
+    tb_free(&td);
+    tb_free(&tf);
+    return ret;
+}
 
-        /* ---- this depth is complete: flush it ---- */
-        if (fflush(st.depths) || fflush(st.forks) || (st.positions && fflush(st.positions))) {
-            ret = errmsg_set(e, sizeof e, SWEEP_ERROR, "cannot write the TSV files in %s: %s", c->out_dir,
-                          strerror(errno));
-            goto done;
-        }
-        done_k = k + 1;
-        if ((ret = write_meta(c, arms, n, &ms, done_k, status, 0, e, sizeof e))) goto done;
-        progress_show(&pg, k + 1, d, k + 1 == c->n_depths);
-        prev = d;
+/* ============================================================================================
+ * sweep_run
+ * ========================================================================================== */
+
+int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *err, size_t errlen) {
+    sweep_state st;
+    int ret = SWEEP_OK, started = 0;
+    char e[2048] = "";
+    memset(&st, 0, sizeof st);
+    st.jn.fd = -1;
+    st.c = c;
+    st.arms = arms;
+    st.n = n;
+    st.V = (int)arms[c->ref].hello.n_vocab;
+    if (depths_done) *depths_done = 0;
+
+    st.t0 = now_s();
+    time_t wall = c->date ? c->date : time(NULL);
+    struct tm tmv;
+    if (c->date) gmtime_r(&wall, &tmv);
+    else localtime_r(&wall, &tmv);
+    strftime(st.date, sizeof st.date, c->date ? "%Y-%m-%dT%H:%M:%S+0000" : "%Y-%m-%dT%H:%M:%S%z", &tmv);
+    machine_string(st.machine, sizeof st.machine);
+
+    st.req = calloc((size_t)n, sizeof *st.req);
+    st.rep = calloc((size_t)n, sizeof *st.rep);
+    st.codes = calloc((size_t)n, sizeof *st.codes);
+    st.failed = calloc((size_t)n, sizeof *st.failed);
+    st.need_full = calloc((size_t)n, sizeof *st.need_full);
+    st.twin = calloc((size_t)n, sizeof *st.twin);
+    st.twin_warned = calloc((size_t)n, sizeof *st.twin_warned);
+    st.tf = calloc((size_t)n, sizeof *st.tf);
+    st.fork = calloc((size_t)n, sizeof *st.fork);
+    st.censored = calloc((size_t)n, sizeof *st.censored);
+    st.stats = calloc((size_t)n, sizeof *st.stats);
+    st.have_stats = calloc((size_t)n, sizeof *st.have_stats);
+    st.rows = calloc((size_t)n, sizeof *st.rows);
+    st.pr = calloc((size_t)n, sizeof *st.pr);
+    st.resumes = json_array();
+    if (!st.req || !st.rep || !st.codes || !st.failed || !st.need_full || !st.twin || !st.twin_warned ||
+        !st.tf || !st.fork || !st.censored || !st.stats || !st.have_stats || !st.rows || !st.pr || !st.resumes) {
+        ret = errmsg_set(e, sizeof e, SWEEP_ERROR, "out of memory");
+        goto done;
+    }
+    find_twins(arms, n, st.twin);
+    if (c->test_fault && (ret = parse_faults(&st, c->test_fault, e, sizeof e))) goto done;
+
+    /* the journal first (a folder another driver holds is left untouched), then the TSVs: created
+     * empty, or rebuilt from the journal when resuming */
+    if ((ret = c->resume ? journal_start_resume(&st, e, sizeof e) : journal_start_new(&st, e, sizeof e))) goto done;
+    started = 1;
+    if ((ret = tsv_sync(&st, e, sizeof e))) goto done;
+    if ((ret = write_meta(&st, "running", 0, e, sizeof e))) goto done;
+
+    memset(&st.pg, 0, sizeof st.pg);
+    st.pg.quiet = c->quiet;
+    st.pg.tty = isatty(2);
+    st.pg.t0 = st.pg.last = now_s();
+    st.pg.total = c->depths[c->n_depths - 1];
+    st.pg.base = st.pos_done;
+    st.pg.n_depths = c->n_depths;
+
+    /* measure; a worker that dies or hangs is restarted and the sweep continues from the last
+     * journalled position (every arm is brought back there first) */
+    for (int a = 0; a < n; a++) st.need_full[a] = 1;
+    while (st.k_done < c->n_depths) {
+        ret = sync_arms(&st, e, sizeof e);
+        if (!ret) ret = run_depths(&st, e, sizeof e);
+        if (ret != SWEEP_FAULT) break;
+        ret = handle_fault(&st, e, sizeof e);
+        if (ret != SWEEP_FAULT) break;
+        ret = SWEEP_OK;
     }
 
 done:
-    progress_end(&pg);
-    if (st.depths) fclose(st.depths);
-    if (st.forks) fclose(st.forks);
-    if (st.positions) fclose(st.positions);
-    if (ms.stats && ms.have_stats) {
+    progress_end(&st.pg);
+    {
+        /* everything journalled reaches the disk; a failure to close the TSVs is an error */
+        char e2[600];
+        if (st.jn_open && journal_sync(&st.jn, e2, sizeof e2) && ret == SWEEP_OK) {
+            ret = SWEEP_ERROR;
+            snprintf(e, sizeof e, "%s", e2);
+        }
+        journal_close(&st.jn);
+        FILE *f[3] = { st.depths, st.forks, st.positions };
+        for (int i = 0; i < 3; i++)
+            if (f[i] && (journal_fsync_stream(f[i]) | fclose(f[i])) && ret == SWEEP_OK)
+                ret = errmsg_set(e, sizeof e, SWEEP_ERROR, "cannot write the TSV files in %s: %s", c->out_dir,
+                                 strerror(errno));
+    }
+    if (started) {
         /* the workers' own counters, from the arms still connected (short timeout) */
         for (int a = 0; a < n; a++) {
-            if (!arms[a].connected || !arm_alive(&arms[a])) continue;
+            if (!arms[a].connected || !arm_alive(&arms[a]) || arm_proc_state(&arms[a]) == 'T') continue;
             proto_msg req, rep;
             char e2[256];
             nng_socket_set_ms(arms[a].sock, NNG_OPT_RECVTIMEO, 5000);
             nng_socket_set_ms(arms[a].sock, NNG_OPT_SENDTIMEO, 5000);
             proto_init(&req, PROTO_STATS, 0, 0);
             if (arm_call(&arms[a], &req, &rep, 4096, e2, sizeof e2) == 0) {
-                ms.stats[a] = rep.stats_rep;
-                ms.have_stats[a] = 1;
+                st.stats[a] = rep.stats_rep;
+                st.have_stats[a] = 1;
             }
             proto_msg_free(&rep);
         }
-        if (ret == SWEEP_INTERRUPTED) snprintf(e, sizeof e, "interrupted after %d of %d depths", done_k, c->n_depths);
-        status = ret == SWEEP_OK ? "complete" : e;
+        if (ret == SWEEP_INTERRUPTED)
+            snprintf(e, sizeof e, "interrupted after %d of %d depths", st.k_done, c->n_depths);
+        const char *status = ret == SWEEP_OK ? "complete" : e;
         if (ret != SWEEP_OK && c->warnings) {
-            char w[1200];
-            snprintf(w, sizeof w, "partial results: the sweep stopped after %d of %d depths (%s)", done_k,
+            char w[2200];
+            snprintf(w, sizeof w, "partial results: the sweep stopped after %d of %d depths (%s)", st.k_done,
                      c->n_depths, e);
             json_array_append_new(c->warnings, json_string(w));
         }
-        char e3[512];
-        int wr = write_meta(c, arms, n, &ms, done_k, status, ret == SWEEP_OK, e3, sizeof e3);
+        char e3[700];
+        int wr = write_meta(&st, status, ret == SWEEP_OK, e3, sizeof e3);
         if (wr && ret == SWEEP_OK) { ret = SWEEP_ERROR; snprintf(e, sizeof e, "%s", e3); }
     }
     if (ret != SWEEP_OK) errmsg_set(err, errlen, ret, "%s", e);
-    if (depths_done) *depths_done = done_k;
+    if (depths_done) *depths_done = started ? st.k_done : 0;   /* a refused resume measured nothing */
     free(st.req);
     free(st.rep);
+    free(st.codes);
+    free(st.failed);
+    free(st.need_full);
     free(st.twin);
     free(st.twin_warned);
     free(st.tf);
     free(st.fork);
     free(st.censored);
-    free(ms.stats);
-    free(ms.have_stats);
-    free(rows);
-    free(pr);
+    free(st.stats);
+    free(st.have_stats);
+    free(st.rows);
+    free(st.pr);
+    json_decref(st.resumes);
     return ret;
 }

@@ -9,8 +9,19 @@
  *   fork probe: every arm generates fork_n tokens greedily; fork index = first i where an arm's
  *   tokens differ from the reference's, else fork_n (censored) -> depths.tsv, forks.tsv;
  *   truncate every arm back to d_k.
- * Every depth's rows are flushed, and meta.json rewritten, before the next depth starts, so an
- * interruption or a crash keeps what was measured.
+ * Journal (journal.h, records in sweep.c): every per-position chunk and every completed depth is
+ * appended to DIR/journal as a checksummed record holding exactly the TSV lines it adds; a depth's
+ * record is fsync'd before the TSVs get its lines, before meta.json counts it and before the
+ * progress line claims it. `sweep --resume` (cfg.resume) checks the journal against the plan,
+ * rebuilds the TSVs from it byte for byte and continues: fresh workers are prefilled (no rows)
+ * to the last journalled position, and the rows that follow are bit-identical to an
+ * uninterrupted run's (the one-pass property below).
+ *
+ * Worker faults: a local worker that exits, drops its connection or does not answer within the
+ * request timeout (--request-timeout, else scaled from the measured rate: see
+ * sweep_request_timeout_ms) is reported (arm, request, its last stderr lines), killed, started
+ * afresh, and the sweep continues from the last journalled position, at most cfg.max_restarts
+ * times; then the sweep stops with SWEEP_ERROR, keeping what was measured.
  *
  * Arms with the same configuration (K/V formats, device, engine, git) must produce bit-identical
  * rows and tokens: each such arm is compared with memcmp to the first arm of its configuration,
@@ -22,6 +33,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -69,18 +81,50 @@ typedef struct {
     size_t recv_max;            /* reply cap (bytes) for prefill replies */
     const volatile sig_atomic_t *stop;  /* raised by a signal: finish cleanly, keep the results */
     json_t *warnings;           /* array (borrowed): the sweep appends its warnings; written to meta */
+    time_t date;                /* the run's date for meta.json (0: now; SOURCE_DATE_EPOCH in tests);
+                                   a resumed run keeps the date its journal records */
+    /* journal */
+    int resume;                 /* continue out_dir's journal (it must exist and match the plan) */
+    json_t *invocation;         /* borrowed or NULL: {"argv":[...],"cwd":...}, kept in the journal
+                                   header (what --resume re-runs) and meta.json */
+    /* worker faults */
+    const arm_launch *launch;   /* how the local workers were started; NULL: never restart */
+    int max_restarts;           /* worker restarts allowed in this run */
+    int dial_ms;                /* dial timeout for a restarted worker */
+    int request_timeout_ms;     /* > 0: every request's timeout; 0: sweep_request_timeout_ms */
+    const char *test_fault;     /* tests only (STRATA_TEST_FAULT), NULL: none. Comma-separated:
+                                   kill@N:ARM / stop@N:ARM  SIGKILL / SIGSTOP arm index ARM's worker
+                                                          before the N-th request batch (from 1);
+                                   die@N                  the driver SIGKILLs itself before batch N;
+                                   tear@SEQ               journal record SEQ is written half, then
+                                                          the driver SIGKILLs itself */
 } sweep_config;
 
 enum { SWEEP_OK = 0, SWEEP_ERROR = 1, SWEEP_INTERRUPTED = 2 };
 
+/* Request timeouts when none is given: before anything is measured SWEEP_TIMEOUT_FIRST_MS; then
+ * SWEEP_TIMEOUT_FACTOR x the predicted time (the request's tokens x the slowest seconds per token
+ * seen so far for its kind), clamped to [SWEEP_TIMEOUT_MIN_MS, SWEEP_TIMEOUT_MAX_MS]. */
+#define SWEEP_TIMEOUT_FIRST_MS (30 * 60 * 1000)
+#define SWEEP_TIMEOUT_MIN_MS   (60 * 1000)
+#define SWEEP_TIMEOUT_MAX_MS   (6 * 3600 * 1000)
+#define SWEEP_TIMEOUT_FACTOR   10.0
+
+/* The timeout (ms) of a request of `tokens` tokens: override_ms when > 0, else as above with
+ * spt = seconds per token measured so far (<= 0: nothing measured yet). Pure. */
+int sweep_request_timeout_ms(double spt, double tokens, int override_ms);
+
 /* Runs the sweep on arms[n_arms] (connected, with hello replies that passed
- * arm_check_handshake). Writes meta.json (rewritten after every depth with "complete": false,
- * and at the end with true), depths.tsv, forks.tsv and, in per-position mode, positions.tsv into
- * out_dir; collects each arm's stats at the end (while the workers still run).
+ * arm_check_handshake). Writes journal (created, or with cfg.resume continued), meta.json
+ * (rewritten after every depth with "status": "running", "complete": false, and at the end with
+ * the outcome), depths.tsv, forks.tsv and, in per-position mode, positions.tsv into out_dir;
+ * collects each arm's stats at the end (while the workers still run).
  * Returns SWEEP_OK; SWEEP_INTERRUPTED when *stop was raised (the rows measured so far are on
- * disk and meta.json says complete: false); SWEEP_ERROR with one message in err (a worker died,
- * a reply did not match the request, a non-finite logit, a write failure), the measured rows
- * again kept. *depths_done (may be NULL) receives the number of depths fully written.
+ * disk and meta.json says complete: false); SWEEP_ERROR with one message in err (a worker fault
+ * after the last allowed restart, a reply that did not match the request, a non-finite logit, a
+ * write or fsync failure, a journal that does not belong to this plan), the measured rows again
+ * kept. *depths_done (may be NULL) receives the number of depths journalled and written (over
+ * all sessions when resuming). A worker may be restarted (arms[i] then holds the new process).
  * Allocates only scratch memory, freed before return. */
 int sweep_run(const sweep_config *cfg, arm *arms, int n_arms, int *depths_done, char *err,
               size_t errlen);

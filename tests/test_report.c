@@ -407,6 +407,145 @@ static void test_errors(void) {
     CHECK(report_render(dir, err, sizeof err) == -1 && contains(err, "meta.json:1"), "invalid JSON -> error with line: %s", err);
 }
 
+
+/* ---- incomplete folders: a crash, a full disk, a hand-trimmed folder ------------------------ */
+
+static json_t *load_summary(const char *dir) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    return json_load_file(path, 0, NULL);
+}
+
+static void append_text(const char *dir, const char *name, const char *text) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "a");
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A folder of 6 depths 100..600 (arms f16 ref, int8, f32), positions 0..599 for both arms; with
+ * depths_written < 6 only the first depths get depth/fork rows, positions stay complete. */
+static void build_small(const char *dir, int depths_written, const char *status_json) {
+    char cmd[600], err[256], meta[2048];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+    if (system(cmd) != 0) return;
+    snprintf(meta, sizeof meta,
+             "{\"tag\":\"small\",\"ref\":\"f16\",\"fork_n\":32,\"per_position\":true,\"arms\":["
+             "{\"name\":\"f16\",\"kv_k\":\"f16\",\"kv_v\":\"f16\"},"
+             "{\"name\":\"int8\",\"kv_k\":\"int8\",\"kv_v\":\"int8\"},"
+             "{\"name\":\"f32\",\"kv_k\":\"f32\",\"kv_v\":\"f32\"}],"
+             "\"depths\":[100,200,300,400,500,600]%s}\n", status_json);
+    write_text(dir, "meta.json", meta);
+    FILE *fd = report_tsv_open_depths(dir, err, sizeof err);
+    FILE *ff = report_tsv_open_forks(dir, err, sizeof err);
+    for (int k = 0; k < depths_written; k++) {
+        put_depth(fd, ff, 100 * (k + 1), "int8", int8_kl(k), int8_js(k), 1, int8_fork(k), k);
+        put_depth(fd, ff, 100 * (k + 1), "f32", floor_kl(k), floor_kl(k) / 4, 1, FORK_N, k);
+    }
+    fclose(fd);
+    fclose(ff);
+    FILE *fp = report_tsv_open_positions(dir, err, sizeof err);
+    for (int p = 0; p < 600; p++)
+        for (int a = 0; a < 2; a++) {
+            stats_row r = {0};
+            r.kl_arm_ref = r.kl_ref_arm = (a ? 1e-6 : 1e-4) * (1 + p % 7);
+            r.js = r.kl_arm_ref / 4;
+            r.top1_arm = r.top1_ref = 5;
+            r.nll_arm = r.nll_ref = 2.0;
+            r.entropy_ref = 1.0;
+            r.gap_ref = 1.0;
+            report_tsv_position_row(fp, p, a ? "f32" : "int8", &r);
+        }
+    fclose(fp);
+}
+
+static long over_positions_n(json_t *s, int arm) {
+    json_t *a = json_array_get(json_object_get(s, "arms"), (size_t)arm);
+    return (long)json_integer_value(json_object_get(json_object_get(a, "over_positions"), "n"));
+}
+
+static void test_incomplete(void) {
+    const char *dir = "/tmp/strata_test_report_e";
+    char err[512] = "", path[512];
+    snprintf(path, sizeof path, "%s/README.md", dir);
+
+    /* a complete folder: no banner, summary says complete */
+    build_small(dir, 6, ",\"status\":\"complete\",\"complete\":true");
+    CHECK(report_render(dir, err, sizeof err) == 0, "complete small folder renders (%s)", err);
+    char *md = slurp(path, NULL);
+    json_t *s = load_summary(dir);
+    CHECK(!contains(md, "INCOMPLETE"), "complete folder: no INCOMPLETE banner");
+    CHECK(json_is_true(json_object_get(s, "complete")) && over_positions_n(s, 1) == 600,
+          "complete folder: summary complete, 600 positions");
+    free(md);
+    json_decref(s);
+
+    /* a driver killed mid-write: positions.tsv ends in a torn line */
+    build_small(dir, 6, ",\"status\":\"running\",\"complete\":false");
+    append_text(dir, "positions.tsv", "600\tint8\t0.000123\t0.0001");
+    err[0] = 0;
+    int rc = report_render(dir, err, sizeof err);
+    CHECK(rc == 0, "positions.tsv ending in a torn line renders (%s)", err);
+    md = slurp(path, NULL);
+    CHECK(contains(md, "INCOMPLETE RUN") && contains(md, "positions.tsv ends in an incomplete line"),
+          "the torn line is dropped and the README says so");
+    CHECK(contains(md, "meta.json says the sweep is still \"running\""), "status running: the banner says so");
+    CHECK(md && strstr(md, "INCOMPLETE RUN") < strstr(md, "## Setup"), "the banner is at the top");
+    s = load_summary(dir);
+    CHECK(json_is_false(json_object_get(s, "complete")) && over_positions_n(s, 1) == 600,
+          "summary: complete false, the 600 whole position rows kept");
+    free(md);
+    json_decref(s);
+
+    /* depths.tsv torn too, and a depth row without its forks.tsv row (killed between the writes) */
+    build_small(dir, 6, "");
+    append_text(dir, "depths.tsv", "700\tint8\t0.1");
+    err[0] = 0;
+    CHECK(report_render(dir, err, sizeof err) == 0, "depths.tsv ending in a torn line renders (%s)", err);
+    build_small(dir, 5, "");
+    {
+        stats_row r = {0};
+        char dp[512];
+        snprintf(dp, sizeof dp, "%s/depths.tsv", dir);
+        FILE *f = fopen(dp, "a");
+        report_tsv_depth_row(f, 600, "int8", &r, 32, 1, NAN, NAN);
+        fclose(f);
+    }
+    err[0] = 0;
+    rc = report_render(dir, err, sizeof err);
+    CHECK(rc == 0, "a depth row whose forks.tsv row is missing: renders without that depth (%s)", err);
+    s = load_summary(dir);
+    json_t *int8 = json_array_get(json_object_get(s, "arms"), 1);
+    CHECK(json_array_size(json_object_get(int8, "per_depth")) == 5 && json_is_false(json_object_get(s, "complete")),
+          "summary: 5 depths, complete false");
+    json_decref(s);
+
+    /* a hand-trimmed folder: 4 of 6 depths, positions up to 599 -> positions >= 400 are dropped */
+    build_small(dir, 4, ",\"status\":\"complete\",\"complete\":true");
+    err[0] = 0;
+    CHECK(report_render(dir, err, sizeof err) == 0, "trimmed folder renders (%s)", err);
+    md = slurp(path, NULL);
+    s = load_summary(dir);
+    CHECK(contains(md, "INCOMPLETE RUN — 4 of 6 depths measured"), "trimmed folder: banner with 4 of 6 depths");
+    CHECK(over_positions_n(s, 1) == 400 && over_positions_n(s, 2) == 400,
+          "trimmed folder: positions past the last complete depth (400) are not used (%ld, %ld)",
+          over_positions_n(s, 1), over_positions_n(s, 2));
+    CHECK(json_integer_value(json_object_get(s, "depths_measured")) == 4 &&
+          json_integer_value(json_object_get(s, "depths_planned")) == 6, "summary: depths measured 4 of planned 6");
+    free(md);
+    json_decref(s);
+
+    /* an interrupted run: meta says so */
+    build_small(dir, 3, ",\"status\":\"interrupted after 3 of 6 depths\",\"complete\":false");
+    err[0] = 0;
+    CHECK(report_render(dir, err, sizeof err) == 0, "interrupted folder renders (%s)", err);
+    md = slurp(path, NULL);
+    CHECK(contains(md, "INCOMPLETE RUN — 3 of 6 depths measured") && contains(md, "interrupted after 3 of 6 depths"),
+          "interrupted folder: banner with the recorded status");
+    free(md);
+}
+
 int main(void) {
     test_formats();
     test_writers();
@@ -414,5 +553,6 @@ int main(void) {
     test_no_positions_identical_repeat();
     test_repeat_of_test_arm();
     test_errors();
+    test_incomplete();
     return check_done();
 }

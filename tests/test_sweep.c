@@ -236,8 +236,24 @@ static int garbage(const char *url) {
     return check_done();
 }
 
+/* ---- request timeouts ------------------------------------------------------------------------ */
+
+static void test_timeouts(void) {
+    CHECK(sweep_request_timeout_ms(0.5, 100, 3000) == 3000, "--request-timeout overrides everything");
+    CHECK(sweep_request_timeout_ms(0, 100, 0) == SWEEP_TIMEOUT_FIRST_MS, "nothing measured yet: the first timeout (30 min)");
+    CHECK(sweep_request_timeout_ms(1e-4, 10, 0) == SWEEP_TIMEOUT_MIN_MS, "a fast request gets the 60 s floor");
+    /* 0.05 s per token x 512 tokens = 25.6 s predicted, x 10 = 256 s */
+    CHECK(sweep_request_timeout_ms(0.05, 512, 0) == 256000, "10x the predicted time: 256 s for 512 tokens at 20 tok/s (got %d)",
+          sweep_request_timeout_ms(0.05, 512, 0));
+    CHECK(sweep_request_timeout_ms(0.05, 1024, 0) == 2 * sweep_request_timeout_ms(0.05, 512, 0),
+          "the timeout scales with the request's size");
+    CHECK(sweep_request_timeout_ms(100, 1e6, 0) == SWEEP_TIMEOUT_MAX_MS, "capped at 6 h");
+    CHECK(sweep_request_timeout_ms(NAN, 10, 0) == SWEEP_TIMEOUT_FIRST_MS, "an unmeasured (NaN) rate: the first timeout");
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--garbage")) return garbage(argv[2]);
+    test_timeouts();
     test_depths();
     test_max_depth();
     test_fork();
