@@ -1,6 +1,6 @@
 /* kv.h — KV-cache storage formats: one token's vector of one KV head (head dim h) <-> bytes.
  *
- * The formats are docs/DESIGN.md §3 and docs/kv-formats-new.md. Every function here is pure: no
+ * The formats are docs/DESIGN.md §3.3 (§3.3.10: the newer ones). Every function here is pure: no
  * allocation, no state, no output besides its arguments. Rows are byte arrays of kv_row_bytes(f, h)
  * bytes with no alignment requirement; multi-byte fields are little-endian.
  *
