@@ -314,6 +314,10 @@ static inline float reduce8(const float a[8]) {
  * makes the scale 2^128 = inf. These tests change no bit of any other result, and keep the
  * integer conversion and the shift below defined (|n| <= 128). The vector forms give the same. */
 #define EXP_N_MAX 128.0f
+/* The vector forms clamp x to EXP_CLAMP instead: rint(88.5 log2 e) = 128, so every x above it
+ * (+inf included) gets the scale 2^128 = inf, exactly as ops_expf's n > EXP_N_MAX test, and x up
+ * to it is untouched (n = 128 starts at ~88.38, where the result was already inf). */
+#define EXP_CLAMP 88.5f
 
 float ops_expf(float x) {
     if (x < EXP_MIN) return 0.0f;
@@ -358,10 +362,14 @@ float ops_exp_sub_sum(float *y, const float *x, float m, int n) {
 #ifdef __AVX512F__
     {   /* 16 at a time: the same operations per lane */
         const __m512 vm = _mm512_set1_ps(m), vmin = _mm512_set1_ps(EXP_MIN), vl2e = _mm512_set1_ps(EXP_LOG2E);
+        const __m512 vclamp = _mm512_set1_ps(EXP_CLAMP);
         const __m512 hi = _mm512_set1_ps(-EXP_LN2_HI), lo = _mm512_set1_ps(-EXP_LN2_LO), one = _mm512_set1_ps(1.0f);
         for (; i + 16 <= n; i += 16) {
-            __m512 v = _mm512_sub_ps(_mm512_loadu_ps(x + i), vm);
-            __mmask16 keep = _mm512_cmp_ps_mask(v, vmin, _CMP_GE_OQ);
+            /* min(clamp, v): v above the clamp (n = 128 there, the scale 2^128 = inf) gives +inf, a NaN
+             * v stays NaN (the second operand is returned) and, kept by the unordered compare, stays
+             * NaN through the polynomial: ops_expf's results without a branch */
+            __m512 v = _mm512_min_ps(vclamp, _mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
+            __mmask16 keep = _mm512_cmp_ps_mask(v, vmin, _CMP_NLT_UQ);
             __m512 nn = _mm512_roundscale_ps(_mm512_mul_ps(v, vl2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
             __m512 r = _mm512_fmadd_ps(nn, hi, v);
             r = _mm512_fmadd_ps(nn, lo, r);
@@ -373,26 +381,19 @@ float ops_exp_sub_sum(float *y, const float *x, float m, int n) {
             p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P5));
             p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
             p = _mm512_add_ps(p, one);
-            /* NaN lanes and n > EXP_N_MAX, as in ops_expf (rare: one compare and a branch) */
-            __mmask16 odd = _mm512_cmp_ps_mask(nn, _mm512_set1_ps(EXP_N_MAX), _CMP_NLE_UQ);
-            const __m512 nraw = nn;
             nn = _mm512_maskz_mov_ps(keep, nn);
             __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(nn), _mm512_set1_epi32(127)), 23);
             __m512 res = _mm512_maskz_mov_ps(keep, _mm512_mul_ps(p, _mm512_castsi512_ps(e)));
-            if (odd) {
-                __mmask16 big = _mm512_cmp_ps_mask(nraw, _mm512_set1_ps(EXP_N_MAX), _CMP_GT_OQ);
-                res = _mm512_mask_mov_ps(res, big, _mm512_set1_ps(INFINITY));
-                res = _mm512_mask_mov_ps(res, odd & ~big, v);   /* the NaN lanes */
-            }
             _mm512_storeu_ps(y + i, res);
         }
     }
 #endif
     const __m256 vm = _mm256_set1_ps(m), vmin = _mm256_set1_ps(EXP_MIN), vl2e = _mm256_set1_ps(EXP_LOG2E);
+    const __m256 vclamp = _mm256_set1_ps(EXP_CLAMP);
     const __m256 hi = _mm256_set1_ps(-EXP_LN2_HI), lo = _mm256_set1_ps(-EXP_LN2_LO), one = _mm256_set1_ps(1.0f);
     for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_sub_ps(_mm256_loadu_ps(x + i), vm);
-        __m256 keep = _mm256_cmp_ps(v, vmin, _CMP_GE_OQ);
+        __m256 v = _mm256_min_ps(vclamp, _mm256_sub_ps(_mm256_loadu_ps(x + i), vm));   /* as above */
+        __m256 keep = _mm256_cmp_ps(v, vmin, _CMP_NLT_UQ);
         __m256 nn = _mm256_round_ps(_mm256_mul_ps(v, vl2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         __m256 r = _mm256_fmadd_ps(nn, hi, v);
         r = _mm256_fmadd_ps(nn, lo, r);
@@ -404,17 +405,11 @@ float ops_exp_sub_sum(float *y, const float *x, float m, int n) {
         p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_P5));
         p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
         p = _mm256_add_ps(p, one);
-        /* NaN lanes and n > EXP_N_MAX, as in ops_expf (rare: one compare and a branch) */
-        const __m256 odd = _mm256_cmp_ps(nn, _mm256_set1_ps(EXP_N_MAX), _CMP_NLE_UQ), nraw = nn;
-        /* where v < EXP_MIN, n may be out of range: zero n there, then mask the result */
+        /* where v < EXP_MIN, n may be out of range: zero n there, then mask the result (a NaN lane
+         * keeps its n: the integer is garbage, the product NaN) */
         nn = _mm256_and_ps(nn, keep);
         __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nn), _mm256_set1_epi32(127)), 23);
         __m256 res = _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
-        if (_mm256_movemask_ps(odd)) {
-            __m256 big = _mm256_cmp_ps(nraw, _mm256_set1_ps(EXP_N_MAX), _CMP_GT_OQ);
-            res = _mm256_blendv_ps(res, _mm256_set1_ps(INFINITY), big);
-            res = _mm256_blendv_ps(res, v, _mm256_andnot_ps(big, odd));
-        }
         _mm256_storeu_ps(y + i, res);
     }
 #endif
