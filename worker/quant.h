@@ -7,8 +7,9 @@
  *
  * Exactness: every dequantised value is either a product of a few short factors (an fp16 or
  * power-of-two scale, a small integer sub-scale, a code or codebook value, a sign; the significant
- * bits add up to at most 24, so every partial product is exact in f32) or such a product followed
- * by one rounded add (d*q - m / d*q + m). So the result does not depend on evaluation order or FMA
+ * bits add up to at most 24, so every partial product is exact in f32; MXFP4's largest exponents
+ * can overflow to inf, one rounding that is the same on every path) or such a product followed by
+ * one rounded add (d*q - m / d*q + m). So the result does not depend on evaluation order or FMA
  * use, and the AVX2 fast path (compiled when the build has __AVX2__ and __F16C__) gives
  * bit-identical output to the plain C reference for every input whose fp16 fields are not NaN.
  *

@@ -25,7 +25,7 @@ IQ1_M, MXFP4, TQ1_0, TQ2_0) have more rows (COLS = 256 still), in this order:
     TQ1_0: every byte value in each of qs[0..31], qs[32..47], qh (so in every trit position);
   - edge blocks: random bytes with the fp16 super-scale set to +0, -0, +-65504, +-2^-24 (smallest
     subnormal), 2^-14 - 2^-24 (largest subnormal), 2^-14 and 1;
-  - 8 random blocks (fp16 fields finite, as above).
+  - 8 random blocks (fp16 fields finite, as above), and random ones to fill the last row.
 Every row is checked by the test, so each file pins down every table entry the type reads.
 Random bytes are valid blocks for dequantisation. Their fp16 fields (scales, minimums, F16 values)
 are made finite (no inf/NaN: our reference and the package would agree on those too, but a NaN's
