@@ -300,6 +300,7 @@ static void test_no_positions_identical_repeat(void) {
     CHECK(contains(buf, "| Per-position metrics | measured | not measured | **differs** |"), "compare: setup differences");
     CHECK(contains(buf, "| 15K | 0.00026 | 0.00026 | 1.0 | 22 | 22 |"), "compare: depth rows side by side");
     CHECK(contains(buf, "| Repeat check | NOT identical | bit-identical |"), "compare: repeat status");
+    CHECK(contains(buf, "| Complete | yes | yes | same |"), "compare: both complete");
     free(buf);
 }
 
