@@ -409,11 +409,24 @@ int arm_connect(arm *a, int timeout_ms, int request_ms, size_t recv_max,
                 const volatile sig_atomic_t *stop, char *err, size_t errlen) {
     char e[600];
     int64_t t0 = now_ms();
+    /* A local worker's socket file appears when it listens: dialling before that, in short
+     * attempts closed after 200 ms, sometimes left the worker's end of a half-made connection
+     * stuck, and the worker then answered nothing (seen under load). So wait for the file, then
+     * dial once with time to spare. */
+    int local_ipc = !a->remote && !strncmp(a->url, "ipc://", 6);
+    for (struct stat sb; local_ipc && (stat(a->url + 6, &sb) || !S_ISSOCK(sb.st_mode));) {
+        if (stop && *stop) return errmsg_set(err, errlen, ARM_E_INTERRUPTED, "interrupted");
+        if (arm_poll_exit(a)) return died_error(a, "before answering", err, errlen);
+        if (now_ms() - t0 > timeout_ms)
+            return errmsg_set(err, errlen, PROTO_E_TIMEOUT, "arm %s: the worker did not listen on %s within %d s",
+                              a->name, a->url, timeout_ms / 1000);
+        sleep_ms(20);
+    }
     for (int attempt = 1;; attempt++) {
         for (;;) {
             if (stop && *stop) return errmsg_set(err, errlen, ARM_E_INTERRUPTED, "interrupted");
             if (arm_poll_exit(a)) return died_error(a, "before answering", err, errlen);
-            int rc = proto_dial(a->url, 200, recv_max, &a->sock, e, sizeof e);
+            int rc = proto_dial(a->url, local_ipc ? 2000 : 200, recv_max, &a->sock, e, sizeof e);
             if (rc == 0) break;
             if (rc != PROTO_E_TIMEOUT) return errmsg_set(err, errlen, rc, "arm %s: %s", a->name, e);
             if (now_ms() - t0 > timeout_ms)

@@ -61,6 +61,11 @@ int report_compare(const char *dir1, const char *dir2, FILE *out, char *err, siz
     cmp_setup(out, "Depths", a, b);
     cmp_setup(out, "Per-position metrics", R[0].have_positions ? "measured" : "not measured",
               R[1].have_positions ? "measured" : "not measured");
+    for (int k = 0; k < 2; k++) {
+        if (R[k].complete) snprintf(k ? b : a, sizeof a, "yes");
+        else snprintf(k ? b : a, sizeof a, "no: %d of %d depths measured", R[k].depths_measured, R[k].depths_planned);
+    }
+    cmp_setup(out, "Complete", a, b);
     fprintf(out, "\n");
 
     for (int i = 0; i < R[0].n_arms; i++) {

@@ -319,6 +319,7 @@ static void test_no_positions_identical_repeat(void) {
           "compare: the f32 arm's noise floor (against itself) does not apply: —");
     const char *nf = nonfinite_word(buf);
     CHECK(!nf, "compare: no nan or inf anywhere (%.40s)", nf ? nf : "");
+    CHECK(contains(buf, "| Complete | yes | yes | same |"), "compare: both complete");
     free(buf);
     /* every README this test renders (with and without positions) */
     const char *dirs[] = { "/tmp/strata_test_report_a", dir };
