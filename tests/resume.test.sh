@@ -16,11 +16,7 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-SHARED=${STRATA_SHARED:-../shared}
-MODEL=""
-for m in "$SHARED/models/stories260K.gguf" "${STRATA_CACHE:-$HOME/.cache/strata}/stories260K.gguf"; do
-    [ -f "$m" ] && { MODEL=$(realpath "$m"); break; }
-done
+MODEL=$(realpath tests/fixtures/models/stories260K.gguf)   # the committed fixture
 DRV=$PWD/$BUILD/strata-driver
 WRK=$PWD/$BUILD/strata-worker
 pass=0; fail=0; skip=0
@@ -29,7 +25,7 @@ bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
 check() { local d=$1; shift; if "$@"; then ok "$d"; else bad "$d"; fi; }
 
 if [ -z "$MODEL" ] || [ ! -x "$DRV" ] || [ ! -x "$WRK" ]; then
-    echo "skip: needs stories260K.gguf (in $SHARED/models or the model cache), $DRV and $WRK"
+    echo "skip: needs $MODEL, $DRV and $WRK"
     echo "0 passed, 0 failed, 1 skipped"
     exit 0
 fi

@@ -10,8 +10,8 @@ for t in "$BUILD"/tests/test_* tests/*.test.sh; do
     [ -e "$t" ] || continue
     name=$(basename "$t")
     start=$(date +%s)
-    # a hung test must not eat the CI budget: each program gets TEST_TIMEOUT seconds (default 900)
-    lim=${TEST_TIMEOUT:-900}
+    # a hung test must not eat the CI budget: each program gets TEST_TIMEOUT seconds (default 1500)
+    lim=${TEST_TIMEOUT:-1500}
     if [[ "$t" == *.sh ]]; then BUILD=$BUILD timeout -k 10 "$lim" bash "$t" >"$log/$name.out" 2>&1
     else timeout -k 10 "$lim" "$t" >"$log/$name.out" 2>&1; fi
     rc=$?

@@ -27,10 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static inline const char *shared(void) {
-    const char *s = getenv("STRATA_SHARED");
-    return s ? s : "../shared";
-}
+/* the committed fixtures (tests/fixtures/README.md); tests run from the repository root */
+static inline const char *fixtures(void) { return "tests/fixtures"; }
 
 static inline double now_s(void) {
     struct timespec ts;
@@ -265,7 +263,7 @@ static void test_model_meta(void) {
     CHECK(rc != 0 && strstr(err, "value_length"), "value_length != key_length is refused (%s)", err);
     /* the original still loads */
     char orig[512];
-    snprintf(orig, sizeof orig, "%s/models/stories260K.gguf", shared());
+    snprintf(orig, sizeof orig, "%s/models/stories260K.gguf", fixtures());
     rc = model_load(orig, &m, err, sizeof err, warn, sizeof warn);
     CHECK(rc == 0, "stories260K itself still loads (%s)", rc ? err : "ok");
     model_free(m);
@@ -354,7 +352,7 @@ static void test_nonfinite(void) {
     e = NULL;
 
     /* the first greedy token's embedding NaN: the prompt is fine, the second step is not */
-    snprintf(warn, sizeof warn, "%s/models/stories260K.gguf", shared());
+    snprintf(warn, sizeof warn, "%s/models/stories260K.gguf", fixtures());
     engine_config c0 = { warn, KV_F16, KV_F16, 1, 64, 256 };
     char w2[256];
     if (engine_create(&c0, &e, err, sizeof err, w2, sizeof w2) ||
@@ -418,7 +416,7 @@ static void test_memcheck(void) {
     /* through engine_create: stories260K at 2^30 tokens needs 640 GiB of f16 cache: refused before
      * reserving it (before the check, the 640 GiB reservation succeeded and the engine started) */
     char path[512], warn[256];
-    snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared());
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", fixtures());
     engine_config cfg = { path, KV_F16, KV_F16, 1, 64, 1 << 30 };
     engine *e = NULL;
     err[0] = 0;
@@ -445,7 +443,7 @@ static void test_tok_bound(void) {
     char text[4096];
     for (int mi = 0; mi < 2; mi++) {
         char path[512], err[256];
-        if (mi == 0) snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared());
+        if (mi == 0) snprintf(path, sizeof path, "%s/models/stories260K.gguf", fixtures());
         else snprintf(path, sizeof path, "%s", models[1]);
         gguf_file *g;
         tok_vocab *v;
@@ -539,7 +537,7 @@ static void test_pool_stress(void) {
 int main(void) {
     char path[512];
     test_exp();
-    snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared());
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", fixtures());
     snprintf(tmpdir, sizeof tmpdir, "/tmp/strata-harden-XXXXXX");
     if (ge_load(path, &src) || !mkdtemp(tmpdir)) {
         CHECK(0, "load %s and make a temp dir", path);

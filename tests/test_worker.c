@@ -460,8 +460,7 @@ int main(int argc, char **argv) {
     snprintf(self, sizeof self, "%s", argv[0]);
     if (w) snprintf(worker, sizeof worker, "%s", w);
     else snprintf(worker, sizeof worker, "%s/../strata-worker", dirname(self));
-    const char *sh = getenv("STRATA_SHARED");
-    snprintf(model, sizeof model, "%s/models/stories260K.gguf", sh ? sh : "../shared");
+    snprintf(model, sizeof model, "tests/fixtures/models/stories260K.gguf");   /* run from the repo root */
     if (access(worker, X_OK) || access(model, R_OK)) {
         printf("skip: needs %s and %s\n0 passed, 0 failed, 1 skipped\n", worker, model);
         return 0;
