@@ -861,7 +861,9 @@ static void readme_accuracy(FILE *o, const nres *R, const nan_t *A) {
         for (int set = 0; set < A->n_sets; set++) {
             const nstat *S = st_at(A, R, set, i);
             report_fmt_pct_ci(&S->acc, a, sizeof a);
-            fprintf(o, " %zu/%zu = %s | %.3f |", S->exact, S->n, a, S->mean_lp);
+            fprintf(o, " %zu/%zu = %s | ", S->exact, S->n, a);
+            if (isnan(S->mean_lp)) fprintf(o, REPORT_NA " |");
+            else fprintf(o, "%.3f |", S->mean_lp);
         }
         fprintf(o, "\n");
     }
