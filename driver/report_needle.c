@@ -674,9 +674,9 @@ static json_t *summary_build(const nres *R, const nan_t *A, const nclaim *cl, in
 /* The body of a heat-map script (the panels), written once per terminal. */
 static void heat_body(FILE *g, const nres *R, int a, int diff, const char *stem) {
     int panels = R->n_tpl;
-    fprintf(g, "set multiplot layout 1,%d title \"%s%s%s (%s)\"\n", panels,
+    fprintf(g, "set multiplot layout 1,%d title \"%s%s%s%s (%s)\"\n", panels,
             diff ? "Accuracy difference " : "Retrieval accuracy, ", R->arms[a].name,
-            diff ? " − " : "", R->tag);
+            diff ? " − " : "", diff ? R->arms[R->ref].name : "", R->tag);
     if (diff) {
         fprintf(g, "set cbrange [-1:1]\nset palette defined (-1 \"#b2182b\", 0 \"#f7f7f7\", 1 \"#2166ac\")\n");
     } else {
@@ -716,7 +716,8 @@ static int heat_write(const char *pdir, const nres *R, const nan_t *A, int a, in
                 double x = (double)S->g_exact[g] / (double)S->g_n[g];
                 if (diff) {
                     x -= (double)Q->g_exact[g] / (double)Q->g_n[g];
-                    fprintf(d, "%d %d %.6g \"%+.0f%%\"\n", pi, li, x, 100 * x);
+                    if (x == 0) fprintf(d, "%d %d 0 \"0\"\n", pi, li);
+                    else fprintf(d, "%d %d %.6g \"%+.0f%%\"\n", pi, li, x, 100 * x);
                 } else {
                     fprintf(d, "%d %d %.6g \"%zu/%zu\"\n", pi, li, x, S->g_exact[g], S->g_n[g]);
                 }
@@ -992,13 +993,14 @@ static void readme_support(FILE *o, const nres *R, const nan_t *A, const nclaim 
             fprintf(o, "retrieves the key in exactly the same %zu of %zu cells as %s (%s; no discordant cell, "
                     "McNemar p = 1)", S->ref_exact, S->pairs, ref, a);
         else if (S->p >= NEEDLE_ALPHA)
-            fprintf(o, "retrieves as often as %s as far as %zu cells can tell: %s vs %s, %zu cells only %s "
+            fprintf(o, "retrieves as often as %s as far as %zu cells can tell: %s vs %s, %zu cell%s only %s "
                     "gets right and %zu only %s does (McNemar exact p = %s; a difference this test cannot "
-                    "see at this size is not ruled out)", ref, S->pairs, a, b, S->b, nm, S->c, ref, c);
+                    "see at this size is not ruled out)", ref, S->pairs, a, b, S->b, S->b == 1 ? "" : "s",
+                    nm, S->c, ref, c);
         else
-            fprintf(o, "retrieves %s often than %s: %s vs %s, %zu cells only %s gets right and %zu only %s "
-                    "does (McNemar exact p = %s)", S->b > S->c ? "more" : "less", ref, a, b, S->b, nm, S->c,
-                    ref, c);
+            fprintf(o, "retrieves %s often than %s: %s vs %s, %zu cell%s only %s gets right and %zu only %s "
+                    "does (McNemar exact p = %s)", S->b > S->c ? "more" : "less", ref, a, b, S->b,
+                    S->b == 1 ? "" : "s", nm, S->c, ref, c);
         if (S->identical == S->pairs) continue;
         fmt_lp_ci(&S->dlp, a, sizeof a);
         if (isnan(S->dlp.lo)) fprintf(o, ".\n");

@@ -13,6 +13,8 @@
 #   - report re-renders byte-identical README.md and summary.json; compare works on two needle
 #     folders and refuses a needle folder against a sweep folder;
 #   - usage errors (--template chat without a chat template, --resume with other options);
+#   - the statistics of a hand-made folder: accuracy, McNemar's b, c and p, the Δ log-prob interval,
+#     the claims and the README's sentences;
 #   - when SmolLM2 is in the cache: its ChatML prompt, and f16 retrieving a key at 512 tokens.
 set -u
 cd "$(dirname "$0")/.."
@@ -192,7 +194,51 @@ check "the cost is printed before the run: cells, tokens per arm" grep -q 'needl
 check "a length too short for the template and question fails with one message" \
     test $? -ne 0 -a "$(grep -c 'error:.*no room' "$T/u4.err")" -eq 1
 
-# ---- 7. SmolLM2 (when cached): its chat template, and a key retrieved at 512 tokens ---------------
+# ---- 7. the statistics on a hand-made folder -------------------------------------------------------
+# 10 cells (depths 0 and 50, 5 trials): f16 answers cells 0-7, int8 cells 0, 1 and 8, so b = 1
+# (only int8), c = 6 (only f16): McNemar p = 2 (1 + 7)/2^7 = 0.125; ln p(key) -1 for f16, -1.5 for
+# int8 in every cell: mean Δ = -0.5 with the interval [-0.5, -0.5]
+H=$T/hand
+mkdir -p "$H"
+cat > "$H/meta.json" << 'JSON'
+{"kind": "needle", "tag": "hand", "ref": "f16", "templates": ["raw"], "complete": true,
+ "options": {"lengths": [1024], "positions": [0, 50], "trials": 5, "keys": 1, "gen": 12, "seed": 1},
+ "arms": [{"name": "f16", "kv_k": "f16", "kv_v": "f16"}, {"name": "int8", "kv_k": "int8", "kv_v": "int8"}]}
+JSON
+awk 'BEGIN {
+    OFS = "\t"
+    print "length", "position", "trial", "template", "key", "arm", "exact", "answer", "logprob", "n_prompt", \
+          "needle_pos", "generated", "gold_tokens", "gen_tokens"
+    for (c = 0; c < 10; c++) {
+        key = 1000000 + c; p = c < 5 ? 0 : 50; t = c % 5
+        for (a = 0; a < 2; a++) {
+            ex = a == 0 ? (c < 8) : (c == 0 || c == 1 || c == 8)
+            ans = ex ? key : 1
+            print 1024, p, t, "raw", key, a ? "int8" : "f16", ex, ans, a ? -1.5 : -1, 1000, 10, " " ans ".", "1,2", "3,4"
+        }
+    }
+}' > "$H/cells.tsv"
+"$DRV" report "$H" 2> "$T/hand.err"
+rc=$?
+check "report renders a hand-made needle folder (rc $rc)" test $rc -eq 0
+[ $rc -ne 0 ] && cat "$T/hand.err"
+jq_num() { python3 -c "import json,sys; s=json.load(open('$H/summary.json')); print($1)"; }
+check "hand-made: accuracy 8/10 and 3/10" \
+    test "$(jq_num "s['arms'][0]['sets']['raw']['exact'], s['arms'][1]['sets']['raw']['exact']")" = "8 3"
+check "hand-made: b = 1, c = 6, McNemar p = 0.125" \
+    test "$(jq_num "(lambda v: (v['only_arm'], v['only_ref'], v['mcnemar_p']))(s['arms'][1]['sets']['raw']['vs_ref'])")" = "(1, 6, 0.125)"
+check "hand-made: mean Δ log-prob -0.5 [-0.5, -0.5] over 10 cells" \
+    test "$(jq_num "(lambda d: (d['est'], d['lo'], d['hi'], d['n']))(s['arms'][1]['sets']['raw']['vs_ref']['delta_logprob_mean'])")" = "(-0.5, -0.5, -0.5, 10)"
+check "hand-made: Wilson interval of 3/10 is [0.1078, 0.6032]" \
+    test "$(jq_num "(lambda c: (round(c['lo'], 4), round(c['hi'], 4)))(s['arms'][1]['sets']['raw']['accuracy'])")" = "(0.1078, 0.6032)"
+check "hand-made: README says no detectable difference in retrieval (p = 0.125) ..." \
+    grep -q 'retrieves as often as f16 as far as 10 cells can tell.*McNemar exact p = 0.125' "$H/README.md"
+check "hand-made: ... but the key is less likely under int8" \
+    grep -q 'The key is less likely under int8: mean Δ log-prob -0.5 \[-0.5, -0.5\]' "$H/README.md"
+check "hand-made: claims 'as often' supported, 'as likely' not supported" \
+    test "$(jq_num "[c['verdict'] for c in s['claims']]")" = "['supported', 'not supported']"
+
+# ---- 8. SmolLM2 (when cached): its chat template, and a key retrieved at 512 tokens ---------------
 if [ -f "$SMOL" ]; then
     "$DRV" needle --model "$SMOL" --arms f16 --lengths 512 --positions 50 --quiet --out "$T/smol" \
         --dump-prompts "$T/sp" 2> "$T/smol.err"
