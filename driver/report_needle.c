@@ -522,6 +522,7 @@ enum { V_SUPPORTED, V_NOT_SUPPORTED, V_INCONCLUSIVE, V_NOT_MEASURED };
 
 typedef struct {
     char arm[64], set[8];
+    int kind;                       /* 0: retrieves as often, 1: the key as likely */
     int verdict;
     char claim[512], evidence[512];
 } nclaim;
@@ -557,6 +558,7 @@ static int make_claims(const nres *R, const nan_t *A, nclaim *out, int max) {
             nclaim *C = &out[n++];
             snprintf(C->arm, sizeof C->arm, "%s", R->arms[a].name);
             snprintf(C->set, sizeof C->set, "%s", sn);
+            C->kind = 0;
             snprintf(C->claim, sizeof C->claim, "%s retrieves the key as often as %s (%s prompts)",
                      R->arms[a].name, ref, sn);
             fmt_pct(S->pairs ? (double)(S->ref_exact + S->b - S->c) / (double)S->pairs : NAN, pa, sizeof pa);
@@ -574,6 +576,7 @@ static int make_claims(const nres *R, const nan_t *A, nclaim *out, int max) {
             C = &out[n++];
             snprintf(C->arm, sizeof C->arm, "%s", R->arms[a].name);
             snprintf(C->set, sizeof C->set, "%s", sn);
+            C->kind = 1;
             snprintf(C->claim, sizeof C->claim, "the key is as likely under %s as under %s (%s prompts; "
                      "mean Δ log-prob within ±%.2g nats)", R->arms[a].name, ref, sn, NEEDLE_LOGPROB_EPS);
             fmt_lp_ci(&S->dlp, ci, sizeof ci);
@@ -1033,10 +1036,21 @@ static void readme_support(FILE *o, const nres *R, const nan_t *A, const nclaim 
             "supported when p < %.2g (the direction is in the evidence); it is a failure to find a "
             "difference, not a proof of equality. *As likely* is supported when the 95%% interval of the "
             "mean Δ log-prob lies within ±%.2g nats, not supported when it lies entirely outside, "
-            "otherwise inconclusive.\n\n", NEEDLE_ALPHA, NEEDLE_ALPHA, NEEDLE_LOGPROB_EPS);
+            "otherwise inconclusive. The table judges %s prompts; a template's verdict is added where it "
+            "differs (every verdict is in summary.json).\n\n", NEEDLE_ALPHA, NEEDLE_ALPHA,
+            NEEDLE_LOGPROB_EPS, set_name(R, A, pooled));
     fprintf(o, "| Claim | Verdict | Evidence |\n|---|---|---|\n");
-    for (int i = 0; i < n_cl; i++)
-        fprintf(o, "| %s | **%s** | %s |\n", cl[i].claim, report_verdict_name(cl[i].verdict), cl[i].evidence);
+    const char *pn = set_name(R, A, pooled);
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < n_cl; i++) {
+            int is_pooled = !strcmp(cl[i].set, pn), differs = 0;
+            for (int j = 0; j < n_cl && !is_pooled; j++)
+                if (!strcmp(cl[j].set, pn) && !strcmp(cl[j].arm, cl[i].arm) && cl[j].kind == cl[i].kind)
+                    differs = cl[j].verdict != cl[i].verdict && cl[i].verdict != V_NOT_MEASURED;
+            if (pass == 0 ? is_pooled : differs)
+                fprintf(o, "| %s | **%s** | %s |\n", cl[i].claim, report_verdict_name(cl[i].verdict),
+                        cl[i].evidence);
+        }
     if (!n_cl) fprintf(o, "| (no arm besides the reference) | **not measured** | |\n");
     fprintf(o, "\n");
 }
