@@ -4,6 +4,7 @@
  *   strata-driver sweep --model M [--doc F | --corpus DIR | --tokens-file F] [--arms f16,int8] ...
  *   strata-driver report DIR
  *   strata-driver compare DIR1 DIR2
+ *   strata-driver needle --model M [--arms f16,int8] [--lengths ...] ...   (driver/needle.c)
  *
  * Exit codes: 0 ok, 1 runtime error, 2 usage error, 3 arms mismatch (model or tokenizer differ),
  * 130 interrupted (Ctrl-C / SIGTERM; the depths measured so far are kept and rendered).
@@ -30,6 +31,7 @@
 #include "driver/arm.h"
 #include "driver/document.h"
 #include "driver/journal.h"
+#include "driver/needle.h"
 #include "driver/report.h"
 #include "driver/sweep.h"
 #include "proto/proto.h"
@@ -51,6 +53,7 @@ static void usage_main(FILE *f) {
         "  sweep     measure what KV-cache formats do to a model's output along one document\n"
         "  report    re-render README.md, summary.json and plots of a results folder\n"
         "  compare   compare two results folders (Markdown on stdout)\n"
+        "  needle    needle in a haystack: retrieval accuracy and the key's log-prob per KV format\n"
         "exit codes: 0 ok, 1 runtime error, 2 usage error, 3 arms mismatch, 130 interrupted\n");
 }
 
@@ -123,7 +126,7 @@ static void usage_report(FILE *f) {
     fprintf(f,
         "usage: strata-driver report DIR\n"
         "Re-renders DIR/README.md, DIR/summary.json and DIR/plots/ from DIR/meta.json and the TSVs\n"
-        "(no model needed).\n"
+        "(no model needed); a needle folder (meta.json \"kind\": \"needle\") from its cells.tsv.\n"
         "example:\n"
         "  strata-driver report results/2025-01-01-stories260K-f16-int8\n");
 }
@@ -783,7 +786,11 @@ static int cmd_report(int argc, char **argv) {
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { usage_report(stdout); return EXIT_OK; }
     if (argc != 2 || argv[1][0] == '-') { usage_report(stderr); return EXIT_USAGE; }
     char err[2048];
-    if (report_render(argv[1], err, sizeof err)) { errorf("%s", err); return EXIT_RUNTIME; }
+    if (needle_is_results(argv[1]) ? needle_report_render(argv[1], err, sizeof err)
+                                   : report_render(argv[1], err, sizeof err)) {
+        errorf("%s", err);
+        return EXIT_RUNTIME;
+    }
     fprintf(stderr, "strata-driver: wrote %s/README.md, summary.json and plots/\n", argv[1]);
     return EXIT_OK;
 }
@@ -792,7 +799,12 @@ static int cmd_compare(int argc, char **argv) {
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { usage_compare(stdout); return EXIT_OK; }
     if (argc != 3 || argv[1][0] == '-' || argv[2][0] == '-') { usage_compare(stderr); return EXIT_USAGE; }
     char err[2048];
-    if (report_compare(argv[1], argv[2], stdout, err, sizeof err)) { errorf("%s", err); return EXIT_RUNTIME; }
+    if (needle_is_results(argv[1]) || needle_is_results(argv[2])
+            ? needle_report_compare(argv[1], argv[2], stdout, err, sizeof err)
+            : report_compare(argv[1], argv[2], stdout, err, sizeof err)) {
+        errorf("%s", err);
+        return EXIT_RUNTIME;
+    }
     return EXIT_OK;
 }
 
@@ -803,6 +815,13 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "sweep")) {
         char *line = shell_join(argc, argv);
         int rc = cmd_sweep(argc - 1, argv + 1, line ? line : "unknown");
+        free(line);
+        return rc;
+    }
+    if (!strcmp(cmd, "needle")) {
+        install_signals();
+        char *line = shell_join(argc, argv);
+        int rc = needle_main(argc - 1, argv + 1, line ? line : "unknown", STRATA_GIT, &g_stop);
         free(line);
         return rc;
     }

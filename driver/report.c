@@ -413,11 +413,7 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
  * ========================================================================================== */
 
 /* A file being written: tmp while it is written, renamed to path once complete. */
-typedef struct {
-    char path[4096];   /* DIR/NAME */
-    char tmp[4200];    /* DIR/NAME.tmp */
-    FILE *f;
-} tmp_file;
+typedef report_tmp_file tmp_file;
 
 /* Opens DIR/NAME.tmp for writing into out->f. Returns 0, or -1 with a message in err. */
 static int tmp_open(tmp_file *out, const char *dir, const char *name, char *err, size_t errlen) {
@@ -492,3 +488,11 @@ done:
     return rc;
 }
 
+int report_tmp_open(report_tmp_file *out, const char *dir, const char *name, char *err,
+                    size_t errlen) {
+    return tmp_open(out, dir, name, err, errlen);
+}
+
+int report_tmp_commit(report_tmp_file *out, int failed, char *err, size_t errlen) {
+    return tmp_commit(out, failed, err, errlen);
+}

@@ -243,4 +243,24 @@ void report_fmt_slope(const stats_fit *f, char *buf, size_t len);
 /* A fork index: "identical" when censored, else the index. */
 void report_fmt_fork(int fork, int censored, char *buf, size_t len);
 
+/* ============================================================================================
+ * Shared with other results folders (the needle bench, driver/report_needle.c)
+ * ========================================================================================== */
+
+/* A file written as DIR/NAME.tmp and renamed to DIR/NAME once complete (report.c). */
+typedef struct {
+    char path[4096];   /* DIR/NAME */
+    char tmp[4200];    /* DIR/NAME.tmp */
+    FILE *f;
+} report_tmp_file;
+/* Opens DIR/NAME.tmp into out->f. Returns 0, or -1 with a message in err. */
+int report_tmp_open(report_tmp_file *out, const char *dir, const char *name, char *err,
+                    size_t errlen);
+/* Closes out->f and renames it into place (failed: the caller's writing failed; then, or on any
+ * error, the temp file is removed). Returns 0, or -1 with a message in err. */
+int report_tmp_commit(report_tmp_file *out, int failed, char *err, size_t errlen);
+/* Runs "gnuplot NAME.gp" in pdir, its output appended to pdir/gnuplot.log (report_plots.c).
+ * Returns 0, or -1 with a message in err. */
+int report_gnuplot_run(const char *pdir, const char *name, char *err, size_t errlen);
+
 #endif

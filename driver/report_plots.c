@@ -337,3 +337,7 @@ int report_plots_render(const char *dir, const report_results *R, const report_a
     }
     return 0;
 }
+
+int report_gnuplot_run(const char *pdir, const char *name, char *err, size_t errlen) {
+    return gnuplot_run(pdir, name, err, errlen);
+}

@@ -461,3 +461,16 @@ double stats_km_surv_at(const stats_km *km, int t) {
     for (size_t k = 0; k < km->n_steps && km->time[k] <= t; k++) s = km->surv[k];
     return s;
 }
+
+/* ============================================================================================
+ * C. Paired binary outcomes (the needle bench, docs/DESIGN.md §9)
+ * ========================================================================================== */
+
+double stats_mcnemar_exact(size_t b, size_t c) {
+    if (b + c == 0) return 1.0;
+    if (b + c > 0xffffffffu) return NAN;
+    gsl_set_error_handler_off();
+    unsigned int n = (unsigned int)(b + c), k = (unsigned int)(b < c ? b : c);
+    double p = 2.0 * gsl_cdf_binomial_P(k, 0.5, n);
+    return p > 1.0 ? 1.0 : p;
+}

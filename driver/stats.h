@@ -147,4 +147,13 @@ int stats_kaplan_meier(const int *fork, const int *censored, size_t n, int horiz
 double stats_km_surv_at(const stats_km *km, int t);
 void stats_km_free(stats_km *km);
 
+/* ---------------------------------------------------------------------------------------------
+ * C. Paired binary outcomes (the needle bench: one arm against the reference, cell by cell).
+ * ------------------------------------------------------------------------------------------- */
+
+/* McNemar's exact test: b = pairs where only the first is a success, c = only the second.
+ * Two-sided p = min(1, 2·P(X <= min(b, c))) with X ~ Binomial(b + c, 1/2) (gsl_cdf_binomial_P);
+ * 1 when b + c = 0. Concordant pairs do not enter. NAN when b + c > 2^32 − 1. Allocates nothing. */
+double stats_mcnemar_exact(size_t b, size_t c);
+
 #endif
