@@ -865,7 +865,7 @@ static void free_reps(nrun *R) {
 
 /* arm_call_all on R->req; maps an interruption to 130-style code ARM_E_INTERRUPTED. */
 static int call_all(nrun *R, char *err, size_t errlen) {
-    return arm_call_all(R->arms, R->n, R->req, R->rep, R->recv_max, R->stop, err, errlen);
+    return arm_call_all(R->arms, R->n, R->req, R->rep, R->recv_max, 0, R->stop, NULL, err, errlen);
 }
 
 static int truncate_all(nrun *R, size_t depth, char *err, size_t errlen) {
@@ -1346,7 +1346,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
         snprintf(tmpdir, sizeof tmpdir, "%s/strata-XXXXXX", td && td[0] ? td : "/tmp");
         if (!mkdtemp(tmpdir)) { errorf("cannot create a temp dir %s: %s", tmpdir, strerror(errno)); tmpdir[0] = 0; goto done; }
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        arm_launch l = {worker, o.model, o.threads, o.prefill, o.max_context, tmpdir};
+        arm_launch l = {worker, o.model, o.threads, o.prefill, o.max_context, tmpdir, n_local};
         if (!l.threads) l.threads = cores / n_local > 1 ? (int)(cores / n_local) : 1;
         for (int i = 0; i < n_arms; i++)
             if (!arms[i].remote && arm_spawn(&arms[i], i, &l, err, sizeof err)) { errorf("%s", err); goto done; }
