@@ -6,6 +6,7 @@
  * Reading order: usage; small helpers; options (argv or meta.json for --resume); the tokenizer;
  * the plan (haystacks, cells, order, cost); meta.json; one cell; the run; needle_main. */
 #include "driver/needle.h"
+#include "driver/sweep.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -166,29 +167,6 @@ static int dir_nonempty(const char *path) {
         if (!stat(p, &st)) return 1;
     }
     return 0;
-}
-
-/* "Linux 6.1.0 x86_64; <CPU model>; N cores" (as the sweep's meta.json). */
-static void machine_string(char *buf, size_t len) {
-    struct utsname u;
-    char cpu[256] = "unknown CPU";
-    if (uname(&u)) strcpy(u.sysname, "?"), strcpy(u.release, "?"), strcpy(u.machine, "?");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        char line[512];
-        while (fgets(line, sizeof line, f)) {
-            char *colon = strchr(line, ':');
-            if (!colon || strncmp(line, "model name", 10)) continue;
-            char *v = colon + 1;
-            while (*v == ' ' || *v == '\t') v++;
-            v[strcspn(v, "\n")] = 0;
-            snprintf(cpu, sizeof cpu, "%s", v);
-            break;
-        }
-        fclose(f);
-    }
-    snprintf(buf, len, "%s %s %s; %s; %ld cores", u.sysname, u.release, u.machine, cpu,
-             sysconf(_SC_NPROCESSORS_ONLN));
 }
 
 /* The local workers' logs into out_dir/workers.log, appended (a resumed run adds its own). */
@@ -1461,7 +1439,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
             strftime(M.date, sizeof M.date, "%Y-%m-%dT%H:%M:%S%z", &tmv);
         }
     }
-    machine_string(M.machine, sizeof M.machine);
+    sweep_machine_string(M.machine, sizeof M.machine);
     if (!(M.stats = calloc((size_t)n_arms, sizeof *M.stats)) || !(M.have_stats = calloc((size_t)n_arms, sizeof *M.have_stats))) {
         errorf("out of memory");
         goto done;

@@ -134,8 +134,7 @@ static void progress_end(progress *p) {
  * meta.json
  * ========================================================================================== */
 
-/* "Linux 6.1.0 x86_64; <CPU model>; N cores" into buf. */
-static void machine_string(char *buf, size_t len) {
+void sweep_machine_string(char *buf, size_t len) {
     struct utsname u;
     char cpu[256] = "unknown CPU";
     if (uname(&u)) strcpy(u.sysname, "?"), strcpy(u.release, "?"), strcpy(u.machine, "?");
@@ -1094,7 +1093,7 @@ int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *e
     if (c->date) gmtime_r(&wall, &tmv);
     else localtime_r(&wall, &tmv);
     strftime(st.date, sizeof st.date, c->date ? "%Y-%m-%dT%H:%M:%S+0000" : "%Y-%m-%dT%H:%M:%S%z", &tmv);
-    machine_string(st.machine, sizeof st.machine);
+    sweep_machine_string(st.machine, sizeof st.machine);
 
     st.req = calloc((size_t)n, sizeof *st.req);
     st.rep = calloc((size_t)n, sizeof *st.rep);

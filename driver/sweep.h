@@ -56,6 +56,10 @@ int sweep_max_depth(size_t n_tokens, int max_depth, uint64_t n_ctx, int fork_n, 
  * n when they are identical (*censored = 1). */
 int sweep_fork_index(const int32_t *a, const int32_t *b, int n, int *censored);
 
+/* "Linux 6.1.0 x86_64; <CPU model>; N cores" into buf[len]: the machine line of meta.json (sweep
+ * and needle folders alike). Allocates nothing. */
+void sweep_machine_string(char *buf, size_t len);
+
 /* ---- the run -------------------------------------------------------------------------------- */
 
 typedef struct {
