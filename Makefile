@@ -109,7 +109,7 @@ run: all $(MODEL_SMOL)
 	    --max-depth 8160 --fork 32 --per-position $(RUN_ARGS)
 
 BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/*.c))
-$(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(BUILD)/libengine.a
+$(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(BUILD)/libanalysis.a $(BUILD)/libengine.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $^ $(LDLIBS)
 

@@ -106,12 +106,15 @@ static void usage_sweep(FILE *f) {
         "faults and resuming:\n"
         "  --resume DIR        continue the sweep of results folder DIR after a crash, an interrupt or a\n"
         "                      failure, with the options recorded there (only --quiet, --json,\n"
-        "                      --request-timeout, --max-restarts and --worker may be given beside it);\n"
+        "                      --compare-threads, --request-timeout, --max-restarts and --worker may\n"
+        "                      be given beside it);\n"
         "                      the results equal an uninterrupted run's\n"
         "  --request-timeout S a worker that does not answer one request within S seconds is restarted\n"
         "                      (default: 10x the time the measured rate predicts, 60 s to 6 h; 30 min\n"
         "                      before anything is measured)\n"
         "  --max-restarts N    worker restarts (after a crash or a hang) before the sweep stops (default 2)\n"
+        "  --compare-threads N threads comparing the arms' rows in per-position mode (default: the\n"
+        "                      machine's cores; the results do not depend on it)\n"
         "Ctrl-C stops after the current request, keeps the depths measured and renders them (exit 130).\n"
         "Everything measured is journalled (DIR/journal, fsync'd): after any stop, --resume DIR continues.\n"
         "examples:\n"
@@ -293,6 +296,7 @@ typedef struct {
     int force, quiet, json;
     const char *resume;      /* --resume DIR */
     int request_timeout_s, max_restarts;   /* 0 = scaled; -1 = default (2) */
+    int compare_threads;     /* 0 = the machine's cores */
     int n_run_opts;          /* options that define the run (not allowed beside --resume) */
 } sweep_opts;
 
@@ -304,7 +308,8 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         {"prefill", 1, 0, 'p'}, {"max-context", 1, 0, 'X'}, {"out", 1, 0, 'o'}, {"tag", 1, 0, 'g'},
         {"arm", 1, 0, 'A'}, {"worker", 1, 0, 'w'}, {"force", 0, 0, 'F'}, {"quiet", 0, 0, 'q'},
         {"json", 0, 0, 'j'}, {"dump-rows", 1, 0, 'R'}, {"help", 0, 0, 'h'}, {"resume", 1, 0, 'Z'},
-        {"request-timeout", 1, 0, 'Y'}, {"max-restarts", 1, 0, 'M'}, {0, 0, 0, 0}};
+        {"request-timeout", 1, 0, 'Y'}, {"max-restarts", 1, 0, 'M'},
+        {"compare-threads", 1, 0, 'W'}, {0, 0, 0, 0}};
     int c;
     o->depths = 16;
     o->fork_n = 32;
@@ -313,7 +318,7 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
     o->max_restarts = -1;
     optind = 0;   /* 0: glibc re-initialises (a second argument vector is parsed for --resume) */
     while ((c = getopt_long(argc, argv, "m:o:qh", opts, NULL)) != -1) {
-        if (!strchr("qjwhZYM", c)) o->n_run_opts++;
+        if (!strchr("qjwhZYMW", c)) o->n_run_opts++;
         switch (c) {
         case 'm': o->model = optarg; break;
         case 'D': o->doc = optarg; break;
@@ -346,6 +351,7 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         case 'Z': o->resume = optarg; break;
         case 'Y': if (parse_int("--request-timeout", optarg, 1, 7 * 86400, &o->request_timeout_s)) return EXIT_USAGE; break;
         case 'M': if (parse_int("--max-restarts", optarg, 0, 1000, &o->max_restarts)) return EXIT_USAGE; break;
+        case 'W': if (parse_int("--compare-threads", optarg, 1, SWEEP_COMPARE_THREADS_MAX, &o->compare_threads)) return EXIT_USAGE; break;
         case 'h': usage_sweep(stdout); return -1;
         default: usage_sweep(stderr); return EXIT_USAGE;
         }
@@ -457,7 +463,7 @@ static int resume_opts(sweep_opts *o, json_t **hdr, char ***rargv, char *out_dir
     sweep_opts given = *o;
     if (o->n_run_opts) {
         errorf("--resume DIR continues a run with the options recorded in DIR; beside it only --quiet, --json, "
-               "--request-timeout, --max-restarts and --worker may be given");
+               "--request-timeout, --max-restarts, --compare-threads and --worker may be given");
         return EXIT_USAGE;
     }
     if (!realpath(o->resume, out_dir)) { errorf("cannot resume %s: %s", o->resume, strerror(errno)); return EXIT_USAGE; }
@@ -504,6 +510,7 @@ static int resume_opts(sweep_opts *o, json_t **hdr, char ***rargv, char *out_dir
     if (given.request_timeout_s) o->request_timeout_s = given.request_timeout_s;
     if (given.max_restarts >= 0) o->max_restarts = given.max_restarts;
     if (given.worker) o->worker = given.worker;
+    if (given.compare_threads) o->compare_threads = given.compare_threads;
     const char *cmd = json_string_value(json_object_get(*hdr, "command"));
     if (cmd) *command = cmd;
     return 0;
@@ -720,6 +727,9 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     sc.per_position = o.per_position;
     sc.chunk = chunk;
     sc.ref = ref;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);   /* comparing rows is the driver's one heavy job */
+    sc.compare_threads = o.compare_threads ? o.compare_threads
+                         : ncpu < 1 ? 1 : ncpu > SWEEP_COMPARE_THREADS_MAX ? SWEEP_COMPARE_THREADS_MAX : (int)ncpu;
     sc.out_dir = out_dir;
     sc.dump_rows_dir = o.dump_rows;
     sc.quiet = o.quiet;

@@ -91,27 +91,47 @@ static double kl_term(double p_b, double p_o, double x) {
     return p_b * h;
 }
 
-int stats_compare_rows(const float *arm, const float *ref, int n_vocab, int next, stats_row *out) {
+int stats_ref_prepare(const float *ref, int n_vocab, double *lp, double *p, stats_ref *out) {
     if (!out) return -1;
     memset(out, 0, sizeof *out);
-    if (!arm || !ref || n_vocab < 1 || next >= n_vocab) return -1;
+    if (!ref || !lp || !p || n_vocab < 1) return -1;
+    if (row_scan(ref, n_vocab, &out->top1, &out->second) != 0) return -1;
+    out->row = ref;
+    out->n_vocab = n_vocab;
+    out->max = ref[out->top1];
+    out->lse = row_lse(ref, n_vocab, out->max);
+    for (int i = 0; i < n_vocab; i++) {
+        float zr = ref[i] - out->max;
+        lp[i] = (double)zr - out->lse;
+        p[i] = exp(lp[i]);
+    }
+    out->lp = lp;
+    out->p = p;
+    return 0;
+}
 
-    int top_a, top_r;
-    float second_a, second_r;
+int stats_compare_prepared(const float *arm, const stats_ref *r, int next, stats_row *out) {
+    if (!out) return -1;
+    memset(out, 0, sizeof *out);
+    if (!arm || !r || !r->row || r->n_vocab < 1 || next >= r->n_vocab) return -1;
+    const float *ref = r->row;
+    const int n_vocab = r->n_vocab;
+    int top_a;
+    float second_a;
     if (row_scan(arm, n_vocab, &top_a, &second_a) != 0) return -1;
-    if (row_scan(ref, n_vocab, &top_r, &second_r) != 0) return -1;
-    float max_a = arm[top_a], max_r = ref[top_r];
+    float max_a = arm[top_a], max_r = r->max;
     double lse_a = row_lse(arm, n_vocab, max_a);
-    double lse_r = row_lse(ref, n_vocab, max_r);
+    double lse_r = r->lse;
     double dlse = lse_a - lse_r;
 
     /* One pass over the vocabulary: z = x − max (f32), ln p = z − lse, p = exp(ln p) (0 on
-     * underflow, while ln p stays finite so p·ln p = 0 exactly). */
+     * underflow, while ln p stays finite so p·ln p = 0 exactly); the reference's ln p and p come
+     * from stats_ref_prepare, computed there by the same expressions. */
     double kl_ar = 0.0, kl_ra = 0.0, js = 0.0, ent = 0.0;
     for (int i = 0; i < n_vocab; i++) {
         float za = arm[i] - max_a, zr = ref[i] - max_r;
-        double la = (double)za - lse_a, lr = (double)zr - lse_r;
-        double pa = exp(la), pr = exp(lr);
+        double la = (double)za - lse_a, lr = r->lp[i];
+        double pa = exp(la), pr = r->p[i];
         double d = ((double)za - (double)zr) - dlse;  /* ln p_a − ln p_r; 0 for identical rows */
         kl_ar += kl_term(pr, pa, d);
         kl_ra += kl_term(pa, pr, -d);
@@ -125,10 +145,10 @@ int stats_compare_rows(const float *arm, const float *ref, int n_vocab, int next
     out->kl_ref_arm = kl_ra;
     out->js = js;
     out->top1_arm = top_a;
-    out->top1_ref = top_r;
+    out->top1_ref = r->top1;
     out->entropy_ref = ent;
     out->gap_arm = n_vocab > 1 ? (double)max_a - (double)second_a : NAN;
-    out->gap_ref = n_vocab > 1 ? (double)max_r - (double)second_r : NAN;
+    out->gap_ref = n_vocab > 1 ? (double)max_r - (double)r->second : NAN;
     if (next >= 0) {
         out->nll_arm = -((double)(arm[next] - max_a) - lse_a);
         out->nll_ref = -((double)(ref[next] - max_r) - lse_r);
@@ -137,6 +157,19 @@ int stats_compare_rows(const float *arm, const float *ref, int n_vocab, int next
         out->nll_ref = NAN;
     }
     return 0;
+}
+
+int stats_compare_rows(const float *arm, const float *ref, int n_vocab, int next, stats_row *out) {
+    if (!out) return -1;
+    memset(out, 0, sizeof *out);
+    if (!arm || !ref || n_vocab < 1 || next >= n_vocab) return -1;
+    double *lp = malloc((size_t)n_vocab * 2 * sizeof *lp);  /* [2][n_vocab]: ln p_ref, p_ref */
+    if (!lp) return -1;
+    stats_ref r;
+    int rc = stats_ref_prepare(ref, n_vocab, lp, lp + n_vocab, &r);
+    if (!rc) rc = stats_compare_prepared(arm, &r, next, out);
+    free(lp);
+    return rc;
 }
 
 /* ============================================================================================

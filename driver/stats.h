@@ -39,9 +39,32 @@ typedef struct {
  * series for |r| < 0.05) so small differences do not cancel; the total is clamped to
  * [0, ln 2] against rounding only. KL is not clamped (it can be −1e-17 from rounding).
  * next = the true next token id in [0, n_vocab) or -1 when unknown.
- * Allocates nothing. Returns 0, or -1 (with *out zeroed) when a row holds NaN/inf, when a
- * pointer is NULL, n_vocab < 1 or next >= n_vocab. */
+ * Allocates scratch ([2][n_vocab] doubles), freed before return. Returns 0, or -1 (with *out
+ * zeroed) when a row holds NaN/inf, when a pointer is NULL, n_vocab < 1, next >= n_vocab or the
+ * scratch cannot be allocated. */
 int stats_compare_rows(const float *arm, const float *ref, int n_vocab, int next, stats_row *out);
+
+/* The same comparison in two steps, for several arms against one reference row: the reference's
+ * argmax, runner-up, log-sum-exp, ln p and p are computed once (stats_ref_prepare) and each arm
+ * is compared with them (stats_compare_prepared); the results are bit-identical to
+ * stats_compare_rows. */
+typedef struct {
+    const float *row;        /* [n_vocab] the reference row (borrowed) */
+    int n_vocab;
+    int top1;                /* argmax, ties -> lowest id */
+    float max, second;       /* row[top1] and the runner-up logit */
+    double lse;              /* ln Σ exp(x_i − max) */
+    const double *lp, *p;    /* [n_vocab] ln p_i and p_i (the caller's buffers) */
+} stats_ref;
+
+/* Fills *out from ref [n_vocab] into the caller's lp [n_vocab] and p [n_vocab] (they must outlive
+ * *out's use; nothing is allocated). Returns 0, or -1 (*out zeroed) on NULL, n_vocab < 1 or a
+ * non-finite logit. */
+int stats_ref_prepare(const float *ref, int n_vocab, double *lp, double *p, stats_ref *out);
+
+/* Compares arm [r->n_vocab] with a prepared reference (next as stats_compare_rows). Allocates
+ * nothing. Returns 0, or -1 (*out zeroed) on NULL, next >= n_vocab or a non-finite arm logit. */
+int stats_compare_prepared(const float *arm, const stats_ref *r, int next, stats_row *out);
 
 /* ---------------------------------------------------------------------------------------------
  * B. Summary statistics.

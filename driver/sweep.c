@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/resource.h>
@@ -188,7 +189,9 @@ typedef struct {
     stats_row *tf;            /* [n] teacher-forced metrics of the current depth */
     int *fork, *censored;     /* [n] */
     const float **rows;       /* [n] pointers into the replies */
-    stats_row *pr;            /* [n] per-position scratch */
+    stats_row *pr;            /* [chunk][n] per-position metrics of one prefill reply */
+    int *bad;                 /* [chunk][n] pairs stats_compare_rows refused */
+    int32_t *next;            /* [chunk] the true next token of each row */
     /* meta.json */
     char date[64], machine[512];
     double t0, wall_prev;     /* this session's start; seconds of earlier sessions */
@@ -842,19 +845,78 @@ static int dump_row(const sweep_config *c, const arm *a, int depth, const float 
     return 0;
 }
 
-/* Compares every non-reference arm's row with the reference's (st->rows[a] [V]) and with its
- * twin's. Fills out[a]. Returns 0 or SWEEP_ERROR (non-finite logits, a journal write). */
-static int compare_position(sweep_state *st, int pos, int depth_for_msg, stats_row *out, char *err,
-                            size_t errlen) {
+/* One thread's share of a block of positions: for rows i = first, first + step, ... < n_rows,
+ * every non-reference arm's row base[a] + i*V against the reference's. Each (i, a) is computed
+ * by one thread alone, so the numbers do not depend on the thread count. */
+typedef struct {
+    const float *const *base;  /* [n] each arm's first row; row i at base[a] + i*V */
+    int n, V, ref, n_rows, first, step;
+    const int32_t *next;       /* [n_rows] the true next token of each row (-1: none) */
+    stats_row *out;            /* [n_rows][n] */
+    int *bad;                  /* [n_rows][n] 1 where the pair was refused (a non-finite logit) */
+    double *scratch;           /* [2][V] the reference row's ln p and p (this thread's) */
+} compare_job;
+
+static void *compare_worker(void *arg) {
+    compare_job *j = arg;
+    for (int i = j->first; i < j->n_rows; i += j->step) {
+        stats_ref r;
+        int ref_bad = stats_ref_prepare(j->base[j->ref] + (size_t)i * j->V, j->V, j->scratch, j->scratch + j->V, &r);
+        for (int a = 0; a < j->n; a++) {
+            size_t k = (size_t)i * j->n + a;
+            memset(&j->out[k], 0, sizeof j->out[k]);
+            j->bad[k] = 0;
+            if (a == j->ref) continue;
+            j->bad[k] = ref_bad || stats_compare_prepared(j->base[a] + (size_t)i * j->V, &r, j->next[i], &j->out[k]);
+        }
+    }
+    return NULL;
+}
+
+/* Computes rows 0..n_rows-1 of every arm (base[a] [n_rows][V]) against the reference's, for
+ * positions pos.., on up to c->compare_threads threads (this thread does a share; a thread that
+ * cannot start has its share done here). out [n_rows][n], bad [n_rows][n], next [n_rows] are the
+ * caller's; the reference's ln p and p ([2][V] per thread) are allocated here and freed.
+ * Returns 0, or SWEEP_ERROR when out of memory. */
+static int compare_block(const sweep_state *st, const float *const *base, int pos, int n_rows, stats_row *out,
+                         int *bad, int32_t *next, char *err, size_t errlen) {
     const sweep_config *c = st->c;
-    const float *const *rows = st->rows;
+    for (int i = 0; i < n_rows; i++)
+        next[i] = (size_t)(pos + i) + 1 < c->n_tokens ? c->tokens[pos + i + 1] : -1;
+    int T = c->compare_threads < 1 ? 1 : c->compare_threads > SWEEP_COMPARE_THREADS_MAX
+                                             ? SWEEP_COMPARE_THREADS_MAX : c->compare_threads;
+    if (T > n_rows) T = n_rows;
+    double *scratch = malloc((size_t)T * 2 * (size_t)st->V * sizeof *scratch);  /* [T][2][V] */
+    if (!scratch) return errmsg_set(err, errlen, SWEEP_ERROR, "out of memory comparing rows");
+    compare_job jobs[SWEEP_COMPARE_THREADS_MAX];
+    pthread_t tid[SWEEP_COMPARE_THREADS_MAX];
+    int started[SWEEP_COMPARE_THREADS_MAX] = { 0 };
+    for (int t = 0; t < T; t++) {
+        jobs[t] = (compare_job){ base, st->n, st->V, c->ref, n_rows, t, T, next, out, bad,
+                                 scratch + (size_t)t * 2 * st->V };
+        if (t > 0) started[t] = pthread_create(&tid[t], NULL, compare_worker, &jobs[t]) == 0;
+    }
+    compare_worker(&jobs[0]);
+    for (int t = 1; t < T; t++) {
+        if (started[t]) pthread_join(tid[t], NULL);
+        else compare_worker(&jobs[t]);
+    }
+    free(scratch);
+    return 0;
+}
+
+/* Checks one position's comparison (out[n], bad[n] from compare_block; rows[n] the arms' rows
+ * [V]): a refused pair is an error naming the arm whose row is not finite; an arm not
+ * bit-identical to its twin is a loud warning (once per arm). Returns 0 or SWEEP_ERROR. */
+static int check_position(sweep_state *st, const float *const *rows, const int *bad, int pos, int depth_for_msg,
+                          char *err, size_t errlen) {
+    const sweep_config *c = st->c;
     const int V = st->V;
-    int next = (size_t)pos + 1 < c->n_tokens ? c->tokens[pos + 1] : -1;
     for (int a = 0; a < st->n; a++) {
-        if (a != c->ref && stats_compare_rows(rows[a], rows[c->ref], V, next, &out[a])) {
-            int bad = row_finite(rows[a], V) ? c->ref : a;
+        if (a != c->ref && bad[a]) {
+            int which = row_finite(rows[a], V) ? c->ref : a;
             return errmsg_set(err, errlen, SWEEP_ERROR, "arm %s returned a non-finite logit at position %d "
-                           "(depth %d); stopping, the rows measured so far are kept", st->arms[bad].name, pos,
+                           "(depth %d); stopping, the rows measured so far are kept", st->arms[which].name, pos,
                            depth_for_msg);
         }
         int t = st->twin[a];
@@ -945,12 +1007,17 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
                 tb_free(&tp);
                 if (tb_open(&tp)) ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory");
             }
+            if (!ret && c->per_position) {
+                for (int a = 0; a < n; a++) st->rows[a] = st->rep[a].prefill_rep.logits;
+                ret = compare_block(st, st->rows, pos, (int)n_rows, st->pr, st->bad, st->next, err, errlen);
+            }
             for (uint32_t i = 0; !ret && c->per_position && i < n_rows; i++) {
                 for (int a = 0; a < n; a++) st->rows[a] = st->rep[a].prefill_rep.logits + (size_t)i * V;
                 int p = pos + (int)i;
-                ret = compare_position(st, p, d, st->pr, err, errlen);
+                const stats_row *pr = st->pr + (size_t)i * n;
+                ret = check_position(st, st->rows, st->bad + (size_t)i * n, p, d, err, errlen);
                 for (int a = 0; a < n && !ret; a++)
-                    if (a != R && report_tsv_position_row(tp.f, p, st->arms[a].name, &st->pr[a]))
+                    if (a != R && report_tsv_position_row(tp.f, p, st->arms[a].name, &pr[a]))
                         ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot format a positions.tsv row");
             }
             if (!ret && c->per_position && tb_close(&tp))
@@ -958,7 +1025,8 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
             /* the teacher-forced row at d - 1 */
             if (!ret && last) {
                 for (int a = 0; a < n; a++) st->rows[a] = st->rep[a].prefill_rep.logits + (size_t)(n_rows - 1) * V;
-                ret = compare_position(st, d - 1, d, st->tf, err, errlen);
+                ret = compare_block(st, st->rows, d - 1, 1, st->tf, st->bad, st->next, err, errlen);
+                if (!ret) ret = check_position(st, st->rows, st->bad, d - 1, d, err, errlen);
                 for (int a = 0; a < n && !ret && c->dump_rows_dir; a++)
                     ret = dump_row(c, &st->arms[a], d, st->rows[a], V, err, errlen);
             }
@@ -1108,10 +1176,14 @@ int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *e
     st.stats = calloc((size_t)n, sizeof *st.stats);
     st.have_stats = calloc((size_t)n, sizeof *st.have_stats);
     st.rows = calloc((size_t)n, sizeof *st.rows);
-    st.pr = calloc((size_t)n, sizeof *st.pr);
+    size_t nr = c->chunk > 1 ? (size_t)c->chunk : 1;
+    st.pr = calloc(nr * (size_t)n, sizeof *st.pr);
+    st.bad = calloc(nr * (size_t)n, sizeof *st.bad);
+    st.next = calloc(nr, sizeof *st.next);
     st.resumes = json_array();
     if (!st.req || !st.rep || !st.codes || !st.failed || !st.need_full || !st.twin || !st.twin_warned ||
-        !st.tf || !st.fork || !st.censored || !st.stats || !st.have_stats || !st.rows || !st.pr || !st.resumes) {
+        !st.tf || !st.fork || !st.censored || !st.stats || !st.have_stats || !st.rows || !st.pr || !st.bad || !st.next ||
+        !st.resumes) {
         ret = errmsg_set(e, sizeof e, SWEEP_ERROR, "out of memory");
         goto done;
     }
@@ -1205,6 +1277,8 @@ done:
     free(st.have_stats);
     free(st.rows);
     free(st.pr);
+    free(st.bad);
+    free(st.next);
     json_decref(st.resumes);
     return ret;
 }

@@ -76,6 +76,8 @@ typedef struct {
     int per_position;           /* stream and compare every row */
     int chunk;                  /* tokens per prefill request, >= 1 */
     int ref;                    /* index of the reference arm */
+    int compare_threads;        /* threads comparing a reply's rows (1..SWEEP_COMPARE_THREADS_MAX;
+                                   the numbers do not depend on it) */
     /* output */
     const char *out_dir;        /* exists; the files are created (truncated) here */
     const char *dump_rows_dir;  /* NULL, or a directory for raw teacher-forced rows (tests):
@@ -103,6 +105,8 @@ typedef struct {
                                    tear@SEQ               journal record SEQ is written half, then
                                                           the driver SIGKILLs itself */
 } sweep_config;
+
+#define SWEEP_COMPARE_THREADS_MAX 64
 
 enum { SWEEP_OK = 0, SWEEP_ERROR = 1, SWEEP_INTERRUPTED = 2 };
 

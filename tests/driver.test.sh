@@ -100,6 +100,19 @@ check "positions.tsv: f16#2 has KL exactly 0 everywhere" \
 check "positions.tsv at pos d-1 agrees with depths.tsv at depth d (same KL, same string)" \
     test "$(awk -F'\t' 'FNR == NR { if ($2 == "int8") k[$1 + 1] = $3; next } $2 == "int8" && FNR > 1 { n++; if (k[$1] == $3) same++ } END { print n, same }' "$R2/positions.tsv" "$R2/depths.tsv")" = "3 3"
 
+# the rows are compared on several threads: 1 and 3 threads give the same bytes as the default
+for th in 1 3; do
+    "$DRV" sweep --model "$MODEL" --doc "$T/doc.txt" --arms f16,int8,f16 --depths 3 --fork 4 --per-position \
+        --chunk 37 --max-depth 300 --out "$T/r2t$th" --quiet --compare-threads $th 2> "$T/r2t$th.err"
+    rc=$?
+    check "--compare-threads $th: exit 0, positions.tsv and depths.tsv identical to the default's (rc $rc)" \
+        test $rc -eq 0 -a "$(cat "$T/r2t$th/positions.tsv" "$T/r2t$th/depths.tsv" | md5sum)" = \
+        "$(cat "$R2/positions.tsv" "$R2/depths.tsv" | md5sum)"
+done
+"$DRV" sweep --model "$MODEL" --doc "$T/doc.txt" --arms f16,int8 --compare-threads 0 --out "$T/r2t0" --quiet 2> "$T/r2t0.err"
+rc=$?
+check "--compare-threads 0 is refused with one message (rc $rc)" test $rc -eq 2 -a "$(grep -c 'compare-threads' "$T/r2t0.err")" -ge 1
+
 # ---- 2b. --corpus DIR and the default document ------------------------------------------------
 # the corpus is the sorted files, each followed by a newline when it lacks one
 for f in $(find tests/fixtures/texts -type f | LC_ALL=C sort); do

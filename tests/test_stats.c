@@ -178,6 +178,33 @@ static void test_rows_random(void) {
     CHECK(r.js <= 0.25 * (r.kl_arm_ref + r.kl_ref_arm), "JS <= (KL+KL')/4");
     CHECK(r.kl_arm_ref >= 0 && r.kl_ref_arm >= 0, "KL >= 0");
 
+    /* one prepared reference shared by several arms (the sweep's path) gives the one-shot results
+     * bit for bit, in any order of the arms, and is not changed by using it */
+    {
+        double *lp = malloc(2 * (size_t)N * sizeof *lp);
+        stats_ref pr;
+        stats_row one_b, one_c, pre_b, pre_c, pre_b2;
+        CHECK(lp && stats_ref_prepare(a, N, lp, lp + N, &pr) == 0, "prepare a 262144-row reference");
+        stats_compare_rows(b, a, N, 77, &one_b);
+        stats_compare_rows(c, a, N, -1, &one_c);
+        int rc = stats_compare_prepared(c, &pr, -1, &pre_c);
+        rc |= stats_compare_prepared(b, &pr, 77, &pre_b);
+        rc |= stats_compare_prepared(b, &pr, 77, &pre_b2);
+        CHECK(rc == 0, "prepared comparisons succeed");
+        CHECK(!memcmp(&one_b, &pre_b, sizeof one_b) && !memcmp(&one_c, &pre_c, sizeof one_c) &&
+              !memcmp(&pre_b, &pre_b2, sizeof pre_b), "prepared reference == one-shot comparison, bit for bit");
+        float keep = b[9];
+        b[9] = NAN;
+        CHECK(stats_compare_prepared(b, &pr, 0, &pre_b) == -1, "prepared: NaN in the arm row -> -1");
+        b[9] = keep;
+        CHECK(stats_compare_prepared(b, &pr, N, &pre_b) == -1, "prepared: next >= n_vocab -> -1");
+        float keep_a = a[17];
+        a[17] = INFINITY;
+        CHECK(stats_ref_prepare(a, N, lp, lp + N, &pr) == -1 && pr.row == NULL, "prepare: inf in the reference -> -1");
+        a[17] = keep_a;
+        free(lp);
+    }
+
     /* a constant shift of the logits leaves the distribution: KL ~ rounding of z only */
     for (int i = 0; i < N; i++) c[i] = a[i] + 0.5f;  /* exact in f32 for these magnitudes? not always */
     stats_compare_rows(c, a, N, -1, &r);
