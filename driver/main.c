@@ -94,6 +94,12 @@ static void usage_sweep(FILE *f) {
         "  --max-depth N       deepest prefix (default: min(tokens - 1, n_ctx - fork))\n"
         "  --fork N            greedy tokens per fork probe (default 32)\n"
         "  --per-position      stream every position's rows and write positions.tsv\n"
+        "  --cross-score       score every arm's greedy continuation teacher-forced under the reference\n"
+        "                      arm and the f32 arm (NLL per token, repetition rate) -> cross.tsv\n"
+        "  --sample-temps LIST sampled fork probes at these temperatures (e.g. 0,0.3,0.7,1; 0 is the\n"
+        "                      greedy probe), the same random stream on every arm -> samples.tsv\n"
+        "  --top-p P           nucleus cut of the sampled probes (default 1: none)\n"
+        "  --seed S            base seed of the sampled probes (default 20250101)\n"
         "  --chunk N           tokens per prefill request (default 512; capped so one arm's rows\n"
         "                      stay under 256 MiB in per-position mode)\n"
         "output:\n"
@@ -291,10 +297,42 @@ typedef struct {
     int n_remote;
     int depths, max_depth, fork_n, per_position, chunk, threads, prefill, max_context;
     int force, quiet, json;
+    int cross_score;
+    double sample_temps[SWEEP_MAX_TEMPS];   /* [n_sample_temps] the positive ones of --sample-temps */
+    int n_sample_temps;
+    double top_p;
+    uint64_t seed;
     const char *resume;      /* --resume DIR */
     int request_timeout_s, max_restarts;   /* 0 = scaled; -1 = default (2) */
     int n_run_opts;          /* options that define the run (not allowed beside --resume) */
 } sweep_opts;
+
+/* --sample-temps: comma-separated temperatures in [0, 100]; the zeros (the greedy probe, always
+ * run) are dropped, the others kept in order; a repeated value is an error. */
+static int parse_temps(const char *list, sweep_opts *o) {
+    const char *p = list;
+    o->n_sample_temps = 0;
+    while (*p) {
+        char *end;
+        errno = 0;
+        double t = strtod(p, &end);
+        if (errno || end == p || (*end && *end != ',') || !(t >= 0 && t <= 100)) {
+            errorf("--sample-temps '%s': give comma-separated temperatures in [0, 100]", list);
+            return -1;
+        }
+        for (int j = 0; j < o->n_sample_temps; j++)
+            if (o->sample_temps[j] == t) { errorf("--sample-temps '%s': %g appears twice", list, t); return -1; }
+        if (t > 0) {
+            if (o->n_sample_temps == SWEEP_MAX_TEMPS) {
+                errorf("--sample-temps '%s': at most %d temperatures", list, SWEEP_MAX_TEMPS);
+                return -1;
+            }
+            o->sample_temps[o->n_sample_temps++] = t;
+        }
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
 
 static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
     static const struct option opts[] = {
@@ -304,13 +342,16 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         {"prefill", 1, 0, 'p'}, {"max-context", 1, 0, 'X'}, {"out", 1, 0, 'o'}, {"tag", 1, 0, 'g'},
         {"arm", 1, 0, 'A'}, {"worker", 1, 0, 'w'}, {"force", 0, 0, 'F'}, {"quiet", 0, 0, 'q'},
         {"json", 0, 0, 'j'}, {"dump-rows", 1, 0, 'R'}, {"help", 0, 0, 'h'}, {"resume", 1, 0, 'Z'},
-        {"request-timeout", 1, 0, 'Y'}, {"max-restarts", 1, 0, 'M'}, {0, 0, 0, 0}};
+        {"request-timeout", 1, 0, 'Y'}, {"max-restarts", 1, 0, 'M'}, {"cross-score", 0, 0, 'S'},
+        {"sample-temps", 1, 0, 'e'}, {"top-p", 1, 0, 'u'}, {"seed", 1, 0, 'd'}, {0, 0, 0, 0}};
     int c;
     o->depths = 16;
     o->fork_n = 32;
     o->chunk = 512;
     o->ref = "f16";
     o->max_restarts = -1;
+    o->top_p = 1.0;
+    o->seed = 20250101u;
     optind = 0;   /* 0: glibc re-initialises (a second argument vector is parsed for --resume) */
     while ((c = getopt_long(argc, argv, "m:o:qh", opts, NULL)) != -1) {
         if (!strchr("qjwhZYM", c)) o->n_run_opts++;
@@ -346,6 +387,29 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         case 'Z': o->resume = optarg; break;
         case 'Y': if (parse_int("--request-timeout", optarg, 1, 7 * 86400, &o->request_timeout_s)) return EXIT_USAGE; break;
         case 'M': if (parse_int("--max-restarts", optarg, 0, 1000, &o->max_restarts)) return EXIT_USAGE; break;
+        case 'S': o->cross_score = 1; break;
+        case 'e': if (parse_temps(optarg, o)) return EXIT_USAGE; break;
+        case 'u': {
+            char *end;
+            errno = 0;
+            o->top_p = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !(o->top_p > 0 && o->top_p <= 1)) {
+                errorf("--top-p '%s': give a number in (0, 1]", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        }
+        case 'd': {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (errno || end == optarg || *end || optarg[0] == '-') {
+                errorf("--seed '%s': give an unsigned integer", optarg);
+                return EXIT_USAGE;
+            }
+            o->seed = (uint64_t)v;
+            break;
+        }
         case 'h': usage_sweep(stdout); return -1;
         default: usage_sweep(stderr); return EXIT_USAGE;
         }
@@ -411,6 +475,7 @@ static void save_worker_logs(const arm *arms, int n, const char *out_dir) {
 /* Removes the files an earlier run left in out_dir (--force). */
 static void clear_results(const char *out_dir) {
     static const char *const files[] = { "meta.json", "depths.tsv", "positions.tsv", "forks.tsv",
+                                         "cross.tsv", "samples.tsv",
                                          "summary.json", "README.md", "workers.log", ".meta.json.tmp",
                                          "meta.json.tmp", JOURNAL_FILE };
     char p[PATH_MAX];
@@ -688,8 +753,10 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
             fprintf(stderr, "strata-driver: note: --chunk lowered to %d so one arm's rows (vocab %u) stay "
                     "under 256 MiB\n", chunk, h->n_vocab);
     }
-    size_t recv_max = (size_t)h->n_vocab * 4 * (size_t)(o.per_position ? chunk : 1) +
-                      (size_t)o.fork_n * 8 + PROTO_SLACK;
+    /* the largest prefill reply: a per-position chunk's rows, or a cross-scored continuation's */
+    size_t max_rows = (size_t)(o.per_position ? chunk : 1);
+    if (o.cross_score && (size_t)o.fork_n > max_rows) max_rows = (size_t)o.fork_n;
+    size_t recv_max = (size_t)h->n_vocab * 4 * max_rows + (size_t)o.fork_n * 8 + PROTO_SLACK;
     for (int i = 0; i < n_arms; i++)
         if (arm_set_recv_max(&arms[i], recv_max, err, sizeof err)) { errorf("%s", err); goto done; }
 
@@ -720,6 +787,11 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     sc.per_position = o.per_position;
     sc.chunk = chunk;
     sc.ref = ref;
+    sc.cross_score = o.cross_score;
+    sc.sample_temps = o.sample_temps;
+    sc.n_sample_temps = o.n_sample_temps;
+    sc.top_p = o.top_p;
+    sc.sample_seed = o.seed;
     sc.out_dir = out_dir;
     sc.dump_rows_dir = o.dump_rows;
     sc.quiet = o.quiet;

@@ -56,11 +56,22 @@ int sweep_max_depth(size_t n_tokens, int max_depth, uint64_t n_ctx, int fork_n, 
  * n when they are identical (*censored = 1). */
 int sweep_fork_index(const int32_t *a, const int32_t *b, int n, int *censored);
 
+/* The seed of the sampled fork probe at temperature index j of depth `depth`:
+ * mix(base ^ mix(depth * 256 + j)), mix(x) = splitmix64's output for state x (add
+ * 0x9e3779b97f4a7c15, then its finaliser). Pure. */
+uint64_t sweep_sample_seed(uint64_t base, int depth, int j);
+
+/* The f32 scorer of cross-scoring: the first arm other than the reference whose K and V are both
+ * "f32" and that is not configured like an earlier arm (a repeat), or -1. */
+int sweep_f32_arm(const arm *arms, int n, int ref);
+
 /* "Linux 6.1.0 x86_64; <CPU model>; N cores" into buf[len]: the machine line of meta.json (sweep
  * and needle folders alike). Allocates nothing. */
 void sweep_machine_string(char *buf, size_t len);
 
 /* ---- the run -------------------------------------------------------------------------------- */
+
+#define SWEEP_MAX_TEMPS 16   /* temperatures of the sampled fork probes */
 
 typedef struct {
     /* provenance, copied into meta.json (NULL -> "unknown") */
@@ -76,6 +87,15 @@ typedef struct {
     int per_position;           /* stream and compare every row */
     int chunk;                  /* tokens per prefill request, >= 1 */
     int ref;                    /* index of the reference arm */
+    /* optional measurements after each depth's greedy fork probe (docs/DESIGN.md §2.2); all off:
+     * the sweep and its files are exactly those of a run without these fields */
+    int cross_score;            /* score every arm's greedy continuation teacher-forced under the
+                                   reference arm and the f32 arm (sweep_f32_arm) -> cross.tsv */
+    const double *sample_temps; /* [n_sample_temps] temperatures > 0 of the sampled fork probes
+                                   (common random numbers: the same seed on every arm) -> samples.tsv */
+    int n_sample_temps;
+    double top_p;               /* nucleus cut of the sampled probes, in (0, 1] (1: none) */
+    uint64_t sample_seed;       /* base seed of the sampled probes (sweep_sample_seed) */
     /* output */
     const char *out_dir;        /* exists; the files are created (truncated) here */
     const char *dump_rows_dir;  /* NULL, or a directory for raw teacher-forced rows (tests):

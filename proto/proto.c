@@ -482,7 +482,14 @@ static int decode_body(const msgpack_object_map *m, proto_msg *out, char *err, s
             if (!isfinite(g->temperature) || g->temperature < 0)
                 return errmsg_set(err, errlen, PROTO_E_BADARG,
                             "%s: temperature %g is not a finite number >= 0", c, g->temperature);
-            return get_uint(m, c, "seed", UINT64_MAX, &g->seed, err, errlen);
+            if ((rc = get_uint(m, c, "seed", UINT64_MAX, &g->seed, err, errlen))) return rc;
+            g->top_p = 0;   /* optional: absent = no cut */
+            if (find(m, "top_p")) {
+                if ((rc = get_f64(m, c, "top_p", &g->top_p, err, errlen))) return rc;
+                if (!(g->top_p > 0 && g->top_p <= 1))
+                    return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: top_p %g is not in (0, 1]", c, g->top_p);
+            }
+            return 0;
         }
         case PROTO_TRUNCATE:
             return get_uint(m, c, "depth", UINT64_MAX, &out->truncate_req.depth, err, errlen);
@@ -654,8 +661,10 @@ static int pack(msgpack_packer *pk, const proto_msg *m) {
         }
         case PROTO_GENERATE: {
             const proto_generate_req *g = &m->generate_req;
-            return pk_head(pk, m, 3) || pk_uint(pk, "n", g->n) ||
-                   pk_f64(pk, "temperature", g->temperature) || pk_uint(pk, "seed", g->seed);
+            int cut = g->top_p > 0 && g->top_p < 1;   /* top_p is sent only when it cuts */
+            return pk_head(pk, m, cut ? 4 : 3) || pk_uint(pk, "n", g->n) ||
+                   pk_f64(pk, "temperature", g->temperature) || pk_uint(pk, "seed", g->seed) ||
+                   (cut && pk_f64(pk, "top_p", g->top_p));
         }
         case PROTO_TRUNCATE:
             return pk_head(pk, m, 1) || pk_uint(pk, "depth", m->truncate_req.depth);
@@ -751,6 +760,9 @@ static int check_encodable(const proto_msg *m, char *err, size_t errlen) {
             if (!isfinite(m->generate_req.temperature) || m->generate_req.temperature < 0)
                 return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: temperature %g is not finite and >= 0",
                             c, m->generate_req.temperature);
+            if (!(m->generate_req.top_p >= 0 && m->generate_req.top_p <= 1))
+                return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: top_p %g is not in [0, 1]", c,
+                                  m->generate_req.top_p);
             return 0;
         default:
             return 0;

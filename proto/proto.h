@@ -14,8 +14,8 @@
  *   tokenize  text (str or bin), add_bos (bool)         tokens (bin int32)
  *   prefill   tokens (bin int32), rows (uint 0/1/2)     n_past n_vocab n_rows (uint),
  *                                                       logits (bin float32 [n_rows][n_vocab])
- *   generate  n (uint), temperature (f64), seed (uint)  tokens (bin int32 [n]), gaps (bin float32 [n]),
- *                                                       n_past (uint)
+ *   generate  n (uint), temperature (f64), seed (uint), tokens (bin int32 [n]), gaps (bin float32 [n]),
+ *             top_p (f64, optional, in (0, 1])          n_past (uint)
  *   truncate  depth (uint)                              n_past (uint)
  *   stats     {}                                        n_past kv_bytes prefill_tokens decode_tokens
  *                                                       peak_rss (uint); prefill_seconds
@@ -130,6 +130,9 @@ typedef struct {
     uint32_t n;                        /* tokens to generate, <= PROTO_MAX_GENERATE */
     double temperature;                /* finite, >= 0 */
     uint64_t seed;
+    double top_p;                      /* the nucleus cut (kernels/sample.h): 0 (a zeroed request)
+                                          or 1 = none; sent only when 0 < top_p < 1; a decoded
+                                          request without the key has 0 */
 } proto_generate_req;
 
 typedef struct {

@@ -157,7 +157,9 @@ static int handle(engine *e, const proto_msg *req, proto_msg *rep, void **owned1
         *owned1 = toks;
         *owned2 = gaps;
         if (!toks || !gaps) { rc = PROTO_E_INTERNAL; snprintf(err, sizeof err, "out of memory"); break; }
-        if (engine_generate(e, n, req->generate_req.temperature, req->generate_req.seed, toks, gaps, err, sizeof err)) {
+        double top_p = req->generate_req.top_p > 0 ? req->generate_req.top_p : 1.0;   /* 0: not sent */
+        if (engine_generate_p(e, n, req->generate_req.temperature, top_p, req->generate_req.seed, toks, gaps, err,
+                              sizeof err)) {
             rc = PROTO_E_RANGE;
             break;
         }
