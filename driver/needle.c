@@ -28,8 +28,6 @@
 #include "driver/stats.h"
 #include "proto/errmsg.h"
 #include "proto/proto.h"
-#include "worker/gguf.h"
-#include "worker/tok.h"
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_MISMATCH = 3, EXIT_INTERRUPTED = 130 };
 
@@ -387,30 +385,52 @@ static json_t *opts_to_json(const needle_opts *o) {
 }
 
 /* ============================================================================================
- * The tokenizer (the model's, read from the GGUF on the driver)
+ * The tokenizer: the reference arm's worker tokenises (tokenize requests) and tells the driver
+ * every token's decoded piece, the control tokens and the chat template (a vocab request); the
+ * driver runs no engine code
  * ========================================================================================== */
 
+#define NTOK_RECV_MAX ((size_t)PROTO_MAX_TEXT * 2 + PROTO_SLACK)   /* vocab and tokenize replies */
+
 typedef struct {
-    tok_vocab *v;
-    int n_vocab;
-    char hash[65];
+    arm *a;               /* the reference arm (borrowed) */
+    int n_vocab;          /* the tokenizer's tokens (<= the model's n_vocab) */
     needle_chat chat;
     char system[NEEDLE_TEXT_MAX];
+    proto_msg vocab;      /* the vocab reply: pieces [offsets], control flags, chat template */
     int32_t *nl;          /* [n_nl] the tokens of "\n" alone: the sentinel of encode_piece */
     size_t n_nl;
     uint8_t *ends;        /* [n_vocab] the token ends a sentence */
     uint8_t *ends_nl;     /* [n_vocab] it ends with a newline */
-    char *piece;          /* [max_piece + 1] scratch */
-    size_t max_piece;
 } ntok;
 
 static void ntok_free(ntok *t) {
-    tok_free(t->v);
+    proto_msg_free(&t->vocab);
     free(t->nl);
     free(t->ends);
     free(t->ends_nl);
-    free(t->piece);
     memset(t, 0, sizeof *t);
+}
+
+/* text [len] tokenised by the reference worker, no BOS; special: parse special-token texts.
+ * *ids is malloc'd (NULL for n = 0). */
+static int ntok_encode(const ntok *t, const char *text, size_t len, int special, int32_t **ids, size_t *n,
+                       char *err, size_t errlen) {
+    proto_msg req, rep;
+    proto_init(&req, PROTO_TOKENIZE, 0, 0);
+    req.tokenize_req.text = (char *)text;
+    req.tokenize_req.n_text = len;
+    req.tokenize_req.special = special ? 1 : 0;
+    int rc = arm_call(t->a, &req, &rep, NTOK_RECV_MAX, err, errlen);
+    if (rc) {
+        proto_msg_free(&rep);
+        return -1;
+    }
+    *ids = rep.tokenize_rep.tokens;     /* taken over from the reply */
+    *n = rep.tokenize_rep.n_tokens;
+    rep.tokenize_rep.tokens = NULL;
+    proto_msg_free(&rep);
+    return 0;
 }
 
 /* Tokens of text as they read after a newline: "\n" + text tokenised, the tokens of "\n" cut off
@@ -424,7 +444,7 @@ static int encode_piece(const ntok *t, const char *text, int special, int32_t **
     memcpy(s + 1, text, len + 1);
     int32_t *a = NULL;
     size_t na = 0;
-    int rc = tok_encode(t->v, s, len + 1, 0, special, &a, &na, err, errlen);
+    int rc = ntok_encode(t, s, len + 1, special, &a, &na, err, errlen);
     free(s);
     if (rc) return -1;
     if (na >= t->n_nl && !memcmp(a, t->nl, t->n_nl * sizeof *a)) {
@@ -434,48 +454,50 @@ static int encode_piece(const ntok *t, const char *text, int special, int32_t **
         return 0;
     }
     free(a);
-    return tok_encode(t->v, text, len, 0, special, ids, n, err, errlen);
+    return ntok_encode(t, text, len, special, ids, n, err, errlen);
 }
 
-static int ntok_load(const char *model, ntok *t, char *err, size_t errlen) {
-    gguf_file *g = NULL;
+/* Asks the reference arm for its tokenizer's pieces and chat template. */
+static int ntok_fetch(arm *a, ntok *t, char *err, size_t errlen) {
     memset(t, 0, sizeof *t);
-    if (gguf_open(model, &g, err, errlen)) return -1;
-    int rc = tok_load(g, &t->v, err, errlen);
-    const char *tpl = NULL;
-    uint64_t tlen = 0;
-    if (!rc && !gguf_get_str(g, "tokenizer.chat_template", &tpl, &tlen))
-        t->chat = needle_chat_detect(tpl, (size_t)tlen, t->system, sizeof t->system);
-    gguf_close(g);
-    if (rc) return -1;
-    t->n_vocab = tok_n_vocab(t->v);
-    tok_hash(t->v, t->hash);
-    t->max_piece = tok_max_piece(t->v);
-    if (!(t->piece = malloc(t->max_piece + 1)) || !(t->ends = calloc((size_t)t->n_vocab, 1)) ||
-        !(t->ends_nl = calloc((size_t)t->n_vocab, 1)))
+    t->a = a;
+    proto_msg req;
+    proto_init(&req, PROTO_VOCAB, 0, 0);
+    if (arm_set_recv_max(a, NTOK_RECV_MAX, err, errlen) ||
+        arm_call(a, &req, &t->vocab, NTOK_RECV_MAX, err, errlen))
+        return -1;
+    const proto_vocab_rep *v = &t->vocab.vocab_rep;
+    t->n_vocab = (int)v->n_vocab;
+    if (v->n_template)
+        t->chat = needle_chat_detect(v->chat_template, v->n_template, t->system, sizeof t->system);
+    if (!(t->ends = calloc((size_t)t->n_vocab + 1, 1)) || !(t->ends_nl = calloc((size_t)t->n_vocab + 1, 1)))
         return errmsg_set(err, errlen, -1, "out of memory");
     for (int id = 0; id < t->n_vocab; id++) {
-        size_t n = 0;
-        if (tok_decode(t->v, id, t->piece, t->max_piece + 1, &n)) continue;
-        while (n > 0 && t->piece[n - 1] == ' ') n--;
+        const char *p = v->pieces + v->offsets[id];
+        size_t n = (size_t)(v->offsets[id + 1] - v->offsets[id]);
+        while (n > 0 && p[n - 1] == ' ') n--;
         if (!n) continue;
-        char c = t->piece[n - 1];
+        char c = p[n - 1];
         t->ends[id] = c == '.' || c == '!' || c == '?' || c == '\n';
         t->ends_nl[id] = c == '\n';
     }
-    if (tok_encode(t->v, "\n", 1, 0, 0, &t->nl, &t->n_nl, err, errlen)) return -1;
-    return 0;
+    return ntok_encode(t, "\n", 1, 0, &t->nl, &t->n_nl, err, errlen);
 }
 
 /* The decoded text of ids [n] up to the first control token, into a malloc'd NUL-terminated
  * *text [*len]. */
 static int decode_answer(const ntok *t, const int32_t *ids, size_t n, char **text, size_t *len) {
-    size_t cap = n * (t->max_piece + 1) + 1, w = 0;
-    char *s = malloc(cap);
+    const proto_vocab_rep *v = &t->vocab.vocab_rep;
+    size_t cap = 1, w = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= 0 && ids[i] < t->n_vocab) cap += (size_t)(v->offsets[ids[i] + 1] - v->offsets[ids[i]]);
+    char *s = malloc(cap);   /* [cap] */
     if (!s) return -1;
     for (size_t i = 0; i < n; i++) {
-        if (tok_type(t->v, ids[i]) == TOK_TYPE_CONTROL) break;
-        if (tok_decode(t->v, ids[i], s, cap - 1, &w)) break;
+        if (ids[i] < 0 || ids[i] >= t->n_vocab || v->control[ids[i]]) break;
+        size_t k = (size_t)(v->offsets[ids[i] + 1] - v->offsets[ids[i]]);
+        memcpy(s + w, v->pieces + v->offsets[ids[i]], k);
+        w += k;
     }
     s[w] = 0;
     *text = s;
@@ -1237,21 +1259,6 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     int n_local = 0;
     for (int i = 0; i < n_arms; i++) n_local += !arms[i].remote;
 
-    /* ---- the tokenizer and the template ---- */
-    if (ntok_load(o.model, &T, err, sizeof err)) { errorf("%s", err); goto done; }
-    if (!o.tpl) o.tpl = T.chat != NEEDLE_CHAT_NONE ? TPL_BOTH : TPL_RAW;
-    if (o.tpl != TPL_RAW && T.chat == NEEDLE_CHAT_NONE) {
-        if (o.tpl == TPL_CHAT) {
-            errorf("--template chat: %s has no chat template (tokenizer.chat_template) that strata knows "
-                   "(ChatML or Gemma); use --template raw", o.model);
-            ret = EXIT_USAGE;
-            goto done;
-        }
-        fprintf(stderr, "strata-driver: note: %s has no known chat template: raw prompts only\n", o.model);
-        json_array_append_new(warnings, json_string("--template both: the model has no known chat template, raw prompts only"));
-        o.tpl = TPL_RAW;
-    }
-
     /* ---- paths ---- */
     if (exe_dir(self_dir)) { errorf("cannot find this program's directory (/proc/self/exe)"); goto done; }
     if (snprintf(worker, sizeof worker, "%s%s", o.worker ? o.worker : self_dir,
@@ -1350,13 +1357,21 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
         json_array_append_new(warnings, json_string(line));
     }
     const proto_hello_rep *h = &arms[ref].hello;
-    if (strcmp(h->tokenizer_hash, T.hash) || (uint32_t)T.n_vocab > h->n_vocab) {
-        errorf("the workers' tokenizer (hash %s, vocabulary %u) is not the one in %s (hash %s, %d tokens): "
-               "the prompts would not be what the workers read", h->tokenizer_hash, h->n_vocab, o.model,
-               T.hash, T.n_vocab);
-        ret = EXIT_MISMATCH;
-        goto done;
+    /* ---- the tokenizer and the template (the reference worker's) ---- */
+    if (ntok_fetch(&arms[ref], &T, err, sizeof err)) { errorf("%s", err); goto done; }
+    if (!o.tpl) o.tpl = T.chat != NEEDLE_CHAT_NONE ? TPL_BOTH : TPL_RAW;
+    if (o.tpl != TPL_RAW && T.chat == NEEDLE_CHAT_NONE) {
+        if (o.tpl == TPL_CHAT) {
+            errorf("--template chat: %s has no chat template (tokenizer.chat_template) that strata knows "
+                   "(ChatML or Gemma); use --template raw", o.model);
+            ret = EXIT_USAGE;
+            goto done;
+        }
+        fprintf(stderr, "strata-driver: note: %s has no known chat template: raw prompts only\n", o.model);
+        json_array_append_new(warnings, json_string("--template both: the model has no known chat template, raw prompts only"));
+        o.tpl = TPL_RAW;
     }
+
     if (o.resume) {
         const char *was = json_string_value(json_object_get(json_object_get(resume_meta, "model"), "sha256"));
         if (!was || strcmp(was, h->model_sha256)) {
@@ -1371,7 +1386,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
         if (arms[i].hello.n_ctx < n_ctx) n_ctx = arms[i].hello.n_ctx;
 
     /* ---- the plan ---- */
-    if (plan_build(&o, &T, &doc, n_ctx, tok_add_bos(T.v), tok_bos(T.v), &P, err, sizeof err)) { errorf("%s", err); goto done; }
+    if (plan_build(&o, &T, &doc, n_ctx, h->bos >= 0, h->bos, &P, err, sizeof err)) { errorf("%s", err); goto done; }
     if (o.dump_prompts) {
         if (mkdir_p(o.dump_prompts)) { errorf("cannot create %s", o.dump_prompts); goto done; }
         for (int i = 0; i < P.n; i++) {
