@@ -34,6 +34,7 @@
 #include "driver/needle.h"
 #include "driver/report.h"
 #include "driver/sweep.h"
+#include "driver/workers.h"
 #include "proto/proto.h"
 
 #ifndef STRATA_GIT
@@ -678,37 +679,11 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     doc.tokens = NULL;
 
     /* ---- start and dial the workers ---- */
-    if (n_local) {
-        if (arm_tmpdir_create(tmpdir, sizeof tmpdir, &tmp_lock, err, sizeof err)) { errorf("%s", err); goto done; }
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        launch = (arm_launch){ worker, o.model, o.threads, o.prefill, o.max_context, tmpdir, n_local };
-        arm_launch l = launch;
-        if (!l.threads) l.threads = launch.threads = cores / n_local > 1 ? (int)(cores / n_local) : 1;
-        for (int i = 0; i < n_arms; i++) {
-            if (arms[i].remote) continue;
-            if (arm_spawn(&arms[i], i, &l, err, sizeof err)) { errorf("%s", err); goto done; }
-        }
-        if (!o.quiet)
-            fprintf(stderr, "strata-driver: started %d worker%s (%d thread%s each), loading %s\n", n_local,
-                    n_local > 1 ? "s" : "", l.threads, l.threads > 1 ? "s" : "", o.model);
-    }
-    for (int i = 0; i < n_arms; i++) {
-        int rc = arm_connect(&arms[i], DIAL_TIMEOUT_MS, REQUEST_TIMEOUT_MS, (size_t)1 << 20, &g_stop, err, sizeof err);
-        if (rc == ARM_E_INTERRUPTED) { ret = EXIT_INTERRUPTED; status = "interrupted"; goto done; }
-        if (rc) { errorf("%s", err); goto done; }
-    }
-    char notes[4096] = "";
-    if (arm_check_handshake(arms, n_arms, o.quiet ? NULL : stderr, notes, sizeof notes, err, sizeof err)) {
-        errorf("%s", err);
-        ret = EXIT_MISMATCH;
-        goto done;
-    }
-    for (char *line = notes, *nl; *line; line = nl + 1) {
-        if (!(nl = strchr(line, '\n'))) break;
-        *nl = 0;
-        fprintf(stderr, "strata-driver: note: %s\n", line);
-        json_array_append_new(warnings, json_string(line));
-    }
+    workers_opts wo = { worker, o.model, o.threads, o.prefill, o.max_context, o.quiet };
+    int wrc = workers_start(arms, n_arms, &wo, &g_stop, tmpdir, sizeof tmpdir, &tmp_lock, &launch, warnings, err,
+                            sizeof err);
+    if (wrc == WORKERS_INTERRUPTED) { ret = EXIT_INTERRUPTED; status = "interrupted"; goto done; }
+    if (wrc) { errorf("%s", err); ret = wrc == WORKERS_MISMATCH ? EXIT_MISMATCH : EXIT_RUNTIME; goto done; }
     const proto_hello_rep *h = &arms[ref].hello;
     uint64_t n_ctx = h->n_ctx;
     for (int i = 0; i < n_arms; i++)

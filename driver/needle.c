@@ -7,6 +7,7 @@
  * the plan (haystacks, cells, order, cost); meta.json; one cell; the run; needle_main. */
 #include "driver/needle.h"
 #include "driver/sweep.h"
+#include "driver/workers.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -85,12 +86,6 @@ static void errorf(const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n");
     va_end(ap);
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static int parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
@@ -823,7 +818,7 @@ static int write_meta(const nmeta *M, const arm *arms, int n, int ref, int cells
     json_object_set_new(root, "arms", jarms);
     json_object_set_new(root, "cells_done", json_integer(cells_done));
     json_object_set_new(root, "sessions", json_integer(M->resumed + 1));
-    json_object_set_new(root, "wall_seconds", json_real(M->wall_before + now_s() - M->t0));
+    json_object_set_new(root, "wall_seconds", json_real(M->wall_before + workers_now_s() - M->t0));
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0)
         json_object_set_new(root, "driver_peak_rss", json_integer((json_int_t)ru.ru_maxrss * 1024));
@@ -1051,12 +1046,12 @@ static int calibrate(nrun *R, const nplan *P, ncost_model *m, json_t **cal, char
         if (!P->c[i].done) c = &P->c[i];
     if (!c || c->n < 2 * CAL_TOKENS + 1 + (size_t)CAL_GEN) return 0;   /* tiny prompts: no estimate */
     int rc;
-    double t0 = now_s();
+    double t0 = workers_now_s();
     if ((rc = prefill_all(R, c->prompt, CAL_TOKENS, PROTO_ROWS_NONE, err, errlen))) return rc;
-    double t1 = now_s();
+    double t1 = workers_now_s();
     if ((rc = prefill_all(R, c->prompt + CAL_TOKENS, CAL_TOKENS, PROTO_ROWS_LAST, err, errlen))) return rc;
     free_reps(R);
-    double t2 = now_s();
+    double t2 = workers_now_s();
     for (int a = 0; a < R->n; a++) {
         proto_init(&R->req[a], PROTO_GENERATE, 0, 0);
         R->req[a].generate_req.n = CAL_GEN;
@@ -1064,7 +1059,7 @@ static int calibrate(nrun *R, const nplan *P, ncost_model *m, json_t **cal, char
     rc = call_all(R, err, errlen);
     free_reps(R);
     if (rc) return rc;
-    double t3 = now_s();
+    double t3 = workers_now_s();
     if ((rc = truncate_all(R, 2 * CAL_TOKENS, err, errlen))) return rc;
     double n = CAL_TOKENS, x1 = t1 - t0, x2 = t2 - t1, x3 = t3 - t2;
     /* x1 = a n + b n²/2, x2 = a n + b (4n² − n²)/2 -> b = (x2 − x1)/n², a = (x1 − b n²/2)/n */
@@ -1094,7 +1089,7 @@ typedef struct {
 
 static void progress_show(nprogress *p, const ncell *c, int force) {
     if (p->quiet) return;
-    double t = now_s();
+    double t = workers_now_s();
     if (!force && t - p->last < (p->tty ? 0.2 : 10.0)) return;
     p->last = t;
     double el = t - p->t0, eta = p->done > 0 ? el * (p->total - p->done) / p->done : NAN;
@@ -1195,6 +1190,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     arm *arms = NULL;
     int n_arms = 0, ref = -1, ret = EXIT_RUNTIME, cells_done = 0, explicit_opts = 0;
     char err[2048] = "", tmpdir[PATH_MAX] = "", out_dir[PATH_MAX] = "", tag[256] = "";
+    int tmp_lock = -1;
     char self_dir[PATH_MAX], worker[PATH_MAX], repo[PATH_MAX], root[PATH_MAX + 8], status_buf[2200];
     json_t *warnings = json_array(), *resume_meta = NULL;
     doc_t doc;
@@ -1326,36 +1322,11 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     }
 
     /* ---- workers ---- */
-    if (n_local) {
-        const char *td = getenv("TMPDIR");
-        snprintf(tmpdir, sizeof tmpdir, "%s/strata-XXXXXX", td && td[0] ? td : "/tmp");
-        if (!mkdtemp(tmpdir)) { errorf("cannot create a temp dir %s: %s", tmpdir, strerror(errno)); tmpdir[0] = 0; goto done; }
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        arm_launch l = {worker, o.model, o.threads, o.prefill, o.max_context, tmpdir, n_local};
-        if (!l.threads) l.threads = cores / n_local > 1 ? (int)(cores / n_local) : 1;
-        for (int i = 0; i < n_arms; i++)
-            if (!arms[i].remote && arm_spawn(&arms[i], i, &l, err, sizeof err)) { errorf("%s", err); goto done; }
-        if (!o.quiet)
-            fprintf(stderr, "strata-driver: started %d worker%s (%d thread%s each), loading %s\n", n_local,
-                    n_local > 1 ? "s" : "", l.threads, l.threads > 1 ? "s" : "", o.model);
-    }
-    for (int i = 0; i < n_arms; i++) {
-        int rc = arm_connect(&arms[i], DIAL_TIMEOUT_MS, REQUEST_TIMEOUT_MS, (size_t)1 << 20, stop, err, sizeof err);
-        if (rc == ARM_E_INTERRUPTED) { ret = EXIT_INTERRUPTED; status = "interrupted"; goto done; }
-        if (rc) { errorf("%s", err); goto done; }
-    }
-    char notes[4096] = "";
-    if (arm_check_handshake(arms, n_arms, o.quiet ? NULL : stderr, notes, sizeof notes, err, sizeof err)) {
-        errorf("%s", err);
-        ret = EXIT_MISMATCH;
-        goto done;
-    }
-    for (char *line = notes, *nl; *line; line = nl + 1) {
-        if (!(nl = strchr(line, '\n'))) break;
-        *nl = 0;
-        fprintf(stderr, "strata-driver: note: %s\n", line);
-        json_array_append_new(warnings, json_string(line));
-    }
+    workers_opts wo = { worker, o.model, o.threads, o.prefill, o.max_context, o.quiet };
+    int wrc = workers_start(arms, n_arms, &wo, stop, tmpdir, sizeof tmpdir, &tmp_lock, NULL, warnings, err,
+                            sizeof err);
+    if (wrc == WORKERS_INTERRUPTED) { ret = EXIT_INTERRUPTED; status = "interrupted"; goto done; }
+    if (wrc) { errorf("%s", err); ret = wrc == WORKERS_MISMATCH ? EXIT_MISMATCH : EXIT_RUNTIME; goto done; }
     const proto_hello_rep *h = &arms[ref].hello;
     /* ---- the tokenizer and the template (the reference worker's) ---- */
     if (ntok_fetch(&arms[ref], &T, err, sizeof err)) { errorf("%s", err); goto done; }
@@ -1443,7 +1414,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     M.doc = &doc;
     M.P = &P;
     M.warnings = warnings;
-    M.t0 = now_s();
+    M.t0 = workers_now_s();
     {
         const char *d0 = o.resume ? json_string_value(json_object_get(resume_meta, "date")) : NULL;
         if (d0) snprintf(M.date, sizeof M.date, "%s", d0);
@@ -1533,7 +1504,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     memset(&pg, 0, sizeof pg);
     pg.quiet = o.quiet;
     pg.tty = isatty(2);
-    pg.t0 = pg.last = now_s();
+    pg.t0 = pg.last = workers_now_s();
     pg.cells_total = P.n;
     pg.cells_done = cells_done;
     for (int i = 0; i < P.n; i++) pg.total += cm.have ? cell_cost[i] : (double)(P.c[i].done ? 0 : P.c[i].n);
@@ -1620,14 +1591,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
 done:
     if (cells) fclose(cells);
     if (arms) arm_stop_all(arms, n_arms, 1, STOP_GRACE_MS);
-    if (tmpdir[0]) {
-        char p[PATH_MAX + 32];
-        for (int i = 0; i < n_arms; i++) {
-            snprintf(p, sizeof p, "%s/%d.log", tmpdir, i); unlink(p);
-            snprintf(p, sizeof p, "%s/%d.ipc", tmpdir, i); unlink(p);
-        }
-        rmdir(tmpdir);
-    }
+    arm_tmpdir_remove(tmpdir, tmp_lock);
     free(arms);
     free(R.req);
     free(R.rep);

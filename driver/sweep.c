@@ -21,14 +21,9 @@
 #include <openssl/evp.h>
 
 #include "driver/journal.h"
+#include "driver/workers.h"
 #include "driver/report.h"
 #include "driver/stats.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* ============================================================================================
  * Planning
@@ -124,11 +119,11 @@ static void fmt_eta(double s, char *buf, size_t len) {
 /* 1 when a line is due (force, or 0.1 s on a terminal / 5 s otherwise since the last one). */
 static int progress_due(const progress *p, int force) {
     if (p->quiet) return 0;
-    return force || now_s() - p->last >= (p->tty ? 0.1 : 5.0);
+    return force || workers_now_s() - p->last >= (p->tty ? 0.1 : 5.0);
 }
 
 static void progress_print(progress *p, int depth_k, long done) {
-    double t = now_s();
+    double t = workers_now_s();
     p->last = t;
     double el = t - p->t0, rate = el > 0 ? (done - p->base) / el : 0;
     char eta[32];
@@ -316,7 +311,7 @@ static int write_meta(sweep_state *st, const char *status, int complete, char *e
         json_object_set_new(root, "top_p", json_real(c->top_p));
         json_object_set_new(root, "sample_seed", json_integer((json_int_t)c->sample_seed));
     }
-    json_object_set_new(root, "wall_seconds", json_real(st->wall_prev + now_s() - st->t0));
+    json_object_set_new(root, "wall_seconds", json_real(st->wall_prev + workers_now_s() - st->t0));
     struct rusage ru;   /* the driver's own memory: O(chunk x vocab x arms) in per-position mode */
     if (getrusage(RUSAGE_SELF, &ru) == 0)
         json_object_set_new(root, "driver_peak_rss", json_integer((json_int_t)ru.ru_maxrss * 1024));
@@ -735,10 +730,10 @@ static int call(sweep_state *st, int kind, double tokens, const char *what, char
     double spt = kind == KIND_PREFILL ? st->spt_prefill : kind == KIND_DECODE ? st->spt_decode
                : st->spt_prefill > 0 ? st->spt_prefill : st->spt_decode;
     int timeout = sweep_request_timeout_ms(spt, kind == KIND_OTHER ? 1 : tokens, c->request_timeout_ms);
-    double t = now_s();
+    double t = workers_now_s();
     int rc = arm_call_all(st->arms, st->n, st->req, st->rep, c->recv_max, timeout, c->stop, st->codes, e, sizeof e);
     if (!rc) {
-        double per = (now_s() - t) / (tokens > 1 ? tokens : 1);
+        double per = (workers_now_s() - t) / (tokens > 1 ? tokens : 1);
         if (kind == KIND_PREFILL && per > st->spt_prefill) st->spt_prefill = per;
         if (kind == KIND_DECODE && per > st->spt_decode) st->spt_decode = per;
         return 0;
@@ -1181,7 +1176,7 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
                 journal_buf b = { 0 };
                 jbuf_u32(&b, (uint32_t)pos);
                 jbuf_u32(&b, (uint32_t)(pos + m));
-                jbuf_f64(&b, st->wall_prev + now_s() - st->t0);
+                jbuf_f64(&b, st->wall_prev + workers_now_s() - st->t0);
                 jbuf_str(&b, tp.p, tp.n);
                 ret = jn_append(st, JOURNAL_CHUNK, &b, err, errlen);
                 free(b.p);
@@ -1241,7 +1236,7 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
         jbuf_u32(&b, (uint32_t)k);
         jbuf_u32(&b, (uint32_t)d);
         jbuf_u32(&b, (uint32_t)st->pos_done);
-        jbuf_f64(&b, st->wall_prev + now_s() - st->t0);
+        jbuf_f64(&b, st->wall_prev + workers_now_s() - st->t0);
         jbuf_str(&b, c->per_position ? tp.p : "", c->per_position ? tp.n : 0);
         jbuf_str(&b, td.p, td.n);
         jbuf_str(&b, tf.p, tf.n);
@@ -1298,7 +1293,7 @@ int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *e
     st.F = c->cross_score ? sweep_f32_arm(arms, n, c->ref) : -1;
     if (depths_done) *depths_done = 0;
 
-    st.t0 = now_s();
+    st.t0 = workers_now_s();
     time_t wall = c->date ? c->date : time(NULL);
     struct tm tmv;
     if (c->date) gmtime_r(&wall, &tmv);
@@ -1340,7 +1335,7 @@ int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *e
     memset(&st.pg, 0, sizeof st.pg);
     st.pg.quiet = c->quiet;
     st.pg.tty = isatty(2);
-    st.pg.t0 = st.pg.last = now_s();
+    st.pg.t0 = st.pg.last = workers_now_s();
     st.pg.total = c->depths[c->n_depths - 1];
     st.pg.base = st.pos_done;
     st.pg.n_depths = c->n_depths;
