@@ -35,6 +35,7 @@
 #include "driver/report.h"
 #include "driver/sweep.h"
 #include "driver/workers.h"
+#include "proto/errmsg.h"
 #include "proto/proto.h"
 
 #ifndef STRATA_GIT
@@ -575,6 +576,96 @@ static int resume_opts(sweep_opts *o, json_t **hdr, char ***rargv, char *out_dir
     return 0;
 }
 
+/* The run's tag (--tag, else the model's name and the arms) into tag [taglen] and its results
+ * folder into out_dir [outlen] (--out, the folder resumed, or a fresh default), checked: not a
+ * file, not in use, empty unless --force or --resume. Returns 0 or an exit code (message printed). */
+static int choose_out_dir(const sweep_opts *o, const arm *arms, int n_arms, char *tag, size_t taglen, char *out_dir,
+                          size_t outlen) {
+    if (o->tag) snprintf(tag, taglen, "%s", o->tag);
+    else {
+        const char *base = o->model ? strrchr(o->model, '/') : NULL;
+        base = base ? base + 1 : o->model ? o->model : "remote";
+        snprintf(tag, taglen, "%s", base);
+        size_t l = strlen(tag);
+        if (l > 5 && !strcmp(tag + l - 5, ".gguf")) tag[l - 5] = 0;
+        for (int i = 0; i < n_arms; i++) {
+            l = strlen(tag);
+            snprintf(tag + l, taglen - l, "-%s", arms[i].name);
+        }
+        sanitize(tag);
+    }
+    if (o->resume) { /* out_dir is the folder resumed */ }
+    else if (o->out) snprintf(out_dir, outlen, "%s", o->out);
+    else if (default_out_dir(tag, out_dir, outlen)) {
+        errorf("cannot find a free results folder name for results/*-%s", tag);
+        return EXIT_RUNTIME;
+    }
+    int ne = dir_nonempty(out_dir);
+    if (ne < 0) { errorf("--out %s exists and is not a directory", out_dir); return EXIT_USAGE; }
+    if (ne > 0 && !o->resume && journal_in_use(out_dir)) {
+        errorf("the results folder %s is in use: another strata-driver is writing it", out_dir);
+        return EXIT_USAGE;
+    }
+    if (ne > 0 && !o->force && !o->resume) {
+        errorf("the results folder %s is not empty: choose another --out or --tag, or pass --force", out_dir);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* The document's text tokenised by the reference arm (BOS added) into *tokens [*n] (malloc'd, the
+ * caller frees). Returns 0 or -1 with a message in err. */
+static int tokenize_doc(arm *ref, const doc_t *doc, int32_t **tokens, size_t *n, char *err, size_t errlen) {
+    proto_msg req, rep;
+    size_t cap = (doc->n_text + 2) * 4 + PROTO_SLACK;
+    if (arm_set_recv_max(ref, cap, err, errlen)) return -1;
+    proto_init(&req, PROTO_TOKENIZE, 0, 0);
+    req.tokenize_req.text = doc->text;
+    req.tokenize_req.n_text = doc->n_text;
+    req.tokenize_req.add_bos = 1;
+    char e[1024];
+    int rc = arm_call(ref, &req, &rep, cap, e, sizeof e);
+    if (rc) {
+        proto_msg_free(&rep);
+        return errmsg_set(err, errlen, -1, "tokenize: %s", e);
+    }
+    *tokens = rep.tokenize_rep.tokens;     /* taken over from the reply */
+    *n = rep.tokenize_rep.n_tokens;
+    rep.tokenize_rep.tokens = NULL;
+    proto_msg_free(&rep);
+    return 0;
+}
+
+/* The plan (docs/DESIGN.md §2.1): the depths (malloc'd into *depths [o->depths], the caller
+ * frees), the deepest D, the chunk (lowered in per-position mode so that one arm's rows stay
+ * under PP_ROWS_BYTES_MAX) and the reply cap, which every arm's socket gets. Returns 0 or -1 with
+ * a message in err. */
+static int plan_sweep(const sweep_opts *o, arm *arms, int n_arms, int ref, size_t n_tokens, int **depths, int *D,
+                      int *chunk, size_t *recv_max, char *err, size_t errlen) {
+    const proto_hello_rep *h = &arms[ref].hello;
+    uint64_t n_ctx = h->n_ctx;
+    for (int i = 0; i < n_arms; i++)
+        if (arms[i].hello.n_ctx < n_ctx) n_ctx = arms[i].hello.n_ctx;
+    if ((*D = sweep_max_depth(n_tokens, o->max_depth, n_ctx, o->fork_n, o->depths, err, errlen)) < 0) return -1;
+    if (!(*depths = malloc(sizeof(int) * (size_t)o->depths)) || sweep_depths(*D, o->depths, *depths))
+        return errmsg_set(err, errlen, -1, "cannot plan %d depths over %d tokens", o->depths, *D);
+    *chunk = o->chunk;
+    if (o->per_position && (size_t)*chunk * h->n_vocab * 4 > PP_ROWS_BYTES_MAX) {
+        *chunk = (int)(PP_ROWS_BYTES_MAX / ((size_t)h->n_vocab * 4));
+        if (*chunk < 1) *chunk = 1;
+        if (!o->quiet)
+            fprintf(stderr, "strata-driver: note: --chunk lowered to %d so one arm's rows (vocab %u) stay "
+                    "under 256 MiB\n", *chunk, h->n_vocab);
+    }
+    /* the largest prefill reply: a per-position chunk's rows, or a cross-scored continuation's */
+    size_t max_rows = (size_t)(o->per_position ? *chunk : 1);
+    if (o->cross_score && (size_t)o->fork_n > max_rows) max_rows = (size_t)o->fork_n;
+    *recv_max = (size_t)h->n_vocab * 4 * max_rows + (size_t)o->fork_n * 8 + PROTO_SLACK;
+    for (int i = 0; i < n_arms; i++)
+        if (arm_set_recv_max(&arms[i], *recv_max, err, errlen)) return -1;
+    return 0;
+}
+
 static int cmd_sweep(int argc, char **argv, const char *command_line) {
     sweep_opts o;
     arm *arms = NULL;
@@ -632,37 +723,8 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     }
 
     /* ---- the results folder (checked now, created after the handshake) ---- */
-    if (o.tag) snprintf(tag, sizeof tag, "%s", o.tag);
-    else {
-        const char *base = o.model ? strrchr(o.model, '/') : NULL;
-        base = base ? base + 1 : o.model ? o.model : "remote";
-        snprintf(tag, sizeof tag, "%s", base);
-        size_t l = strlen(tag);
-        if (l > 5 && !strcmp(tag + l - 5, ".gguf")) tag[l - 5] = 0;
-        for (int i = 0; i < n_arms; i++) {
-            l = strlen(tag);
-            snprintf(tag + l, sizeof tag - l, "-%s", arms[i].name);
-        }
-        sanitize(tag);
-    }
-    if (o.resume) { /* out_dir is the folder resumed */ }
-    else if (o.out) snprintf(out_dir, sizeof out_dir, "%s", o.out);
-    else if (default_out_dir(tag, out_dir, sizeof out_dir)) {
-        errorf("cannot find a free results folder name for results/*-%s", tag);
-        goto done;
-    }
-    int ne = dir_nonempty(out_dir);
-    if (ne < 0) { errorf("--out %s exists and is not a directory", out_dir); ret = EXIT_USAGE; goto done; }
-    if (ne > 0 && !o.resume && journal_in_use(out_dir)) {
-        errorf("the results folder %s is in use: another strata-driver is writing it", out_dir);
-        ret = EXIT_USAGE;
-        goto done;
-    }
-    if (ne > 0 && !o.force && !o.resume) {
-        errorf("the results folder %s is not empty: choose another --out or --tag, or pass --force", out_dir);
-        ret = EXIT_USAGE;
-        goto done;
-    }
+    if ((ret = choose_out_dir(&o, arms, n_arms, tag, sizeof tag, out_dir, sizeof out_dir))) goto done;
+    ret = EXIT_RUNTIME;
 
     /* ---- the document (text now, tokenised after the handshake) ---- */
     char root[PATH_MAX], repo[PATH_MAX];
@@ -685,27 +747,10 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     if (wrc == WORKERS_INTERRUPTED) { ret = EXIT_INTERRUPTED; status = "interrupted"; goto done; }
     if (wrc) { errorf("%s", err); ret = wrc == WORKERS_MISMATCH ? EXIT_MISMATCH : EXIT_RUNTIME; goto done; }
     const proto_hello_rep *h = &arms[ref].hello;
-    uint64_t n_ctx = h->n_ctx;
-    for (int i = 0; i < n_arms; i++)
-        if (arms[i].hello.n_ctx < n_ctx) n_ctx = arms[i].hello.n_ctx;
 
     /* ---- tokenise the text on the reference ---- */
-    if (!tokens) {
-        proto_msg req, rep;
-        size_t cap = (doc.n_text + 2) * 4 + PROTO_SLACK;
-        if (arm_set_recv_max(&arms[ref], cap, err, sizeof err)) { errorf("%s", err); goto done; }
-        proto_init(&req, PROTO_TOKENIZE, 0, 0);
-        req.tokenize_req.text = doc.text;
-        req.tokenize_req.n_text = doc.n_text;
-        req.tokenize_req.add_bos = 1;
-        int rc = arm_call(&arms[ref], &req, &rep, cap, err, sizeof err);
-        if (rc) { errorf("tokenize: %s", err); proto_msg_free(&rep); goto done; }
-        tokens = rep.tokenize_rep.tokens;     /* taken over from the reply */
-        n_tokens = rep.tokenize_rep.n_tokens;
-        rep.tokenize_rep.tokens = NULL;
-        proto_msg_free(&rep);
-        if (g_stop) { ret = EXIT_INTERRUPTED; status = "interrupted"; goto done; }
-    }
+    if (!tokens && tokenize_doc(&arms[ref], &doc, &tokens, &n_tokens, err, sizeof err)) { errorf("%s", err); goto done; }
+    if (g_stop) { ret = EXIT_INTERRUPTED; status = "interrupted"; goto done; }
     for (size_t i = 0; i < n_tokens; i++) {
         if (tokens[i] < 0 || (uint32_t)tokens[i] >= h->n_vocab) {
             errorf("token id %d at index %zu is outside the vocabulary (n_vocab %u)", tokens[i], i, h->n_vocab);
@@ -714,26 +759,12 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     }
 
     /* ---- the plan ---- */
-    int D = sweep_max_depth(n_tokens, o.max_depth, n_ctx, o.fork_n, o.depths, err, sizeof err);
-    if (D < 0) { errorf("%s", err); goto done; }
-    if (!(depths = malloc(sizeof(int) * (size_t)o.depths)) || sweep_depths(D, o.depths, depths)) {
-        errorf("cannot plan %d depths over %d tokens", o.depths, D);
+    int D = 0, chunk = 0;
+    size_t recv_max = 0;
+    if (plan_sweep(&o, arms, n_arms, ref, n_tokens, &depths, &D, &chunk, &recv_max, err, sizeof err)) {
+        errorf("%s", err);
         goto done;
     }
-    int chunk = o.chunk;
-    if (o.per_position && (size_t)chunk * h->n_vocab * 4 > PP_ROWS_BYTES_MAX) {
-        chunk = (int)(PP_ROWS_BYTES_MAX / ((size_t)h->n_vocab * 4));
-        if (chunk < 1) chunk = 1;
-        if (!o.quiet)
-            fprintf(stderr, "strata-driver: note: --chunk lowered to %d so one arm's rows (vocab %u) stay "
-                    "under 256 MiB\n", chunk, h->n_vocab);
-    }
-    /* the largest prefill reply: a per-position chunk's rows, or a cross-scored continuation's */
-    size_t max_rows = (size_t)(o.per_position ? chunk : 1);
-    if (o.cross_score && (size_t)o.fork_n > max_rows) max_rows = (size_t)o.fork_n;
-    size_t recv_max = (size_t)h->n_vocab * 4 * max_rows + (size_t)o.fork_n * 8 + PROTO_SLACK;
-    for (int i = 0; i < n_arms; i++)
-        if (arm_set_recv_max(&arms[i], recv_max, err, sizeof err)) { errorf("%s", err); goto done; }
 
     /* ---- the results folder ---- */
     if (mkdir_p(out_dir, err, sizeof err)) { errorf("%s", err); goto done; }
