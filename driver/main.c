@@ -666,6 +666,48 @@ static int plan_sweep(const sweep_opts *o, arm *arms, int n_arms, int ref, size_
     return 0;
 }
 
+/* The sweep's configuration from the options and what cmd_sweep prepared (all borrowed). */
+static void fill_config(sweep_config *c, const sweep_opts *o, const char *tag, const char *command_line,
+                        const doc_t *doc, const char *full_desc, const int32_t *tokens, size_t n_tokens,
+                        const int *depths, int chunk, int ref, const char *out_dir, size_t recv_max,
+                        json_t *warnings, json_t *invocation, const arm_launch *launch) {
+    memset(c, 0, sizeof *c);
+    c->tag = tag;
+    c->command = command_line;
+    c->git = STRATA_GIT;
+    c->model_path = o->model;
+    c->doc_path = doc->path;
+    c->doc_description = full_desc;
+    c->tokens = tokens;
+    c->n_tokens = n_tokens;
+    c->depths = depths;
+    c->n_depths = o->depths;
+    c->fork_n = o->fork_n;
+    c->per_position = o->per_position;
+    c->chunk = chunk;
+    c->ref = ref;
+    c->cross_score = o->cross_score;
+    c->sample_temps = o->sample_temps;
+    c->n_sample_temps = o->n_sample_temps;
+    c->top_p = o->top_p;
+    c->sample_seed = o->seed;
+    c->out_dir = out_dir;
+    c->dump_rows_dir = o->dump_rows;
+    c->quiet = o->quiet;
+    c->recv_max = recv_max;
+    c->stop = &g_stop;
+    c->warnings = warnings;
+    c->resume = o->resume != NULL;
+    c->invocation = invocation;
+    c->launch = launch;
+    c->max_restarts = o->max_restarts >= 0 ? o->max_restarts : 2;
+    c->dial_ms = DIAL_TIMEOUT_MS;
+    c->request_timeout_ms = o->request_timeout_s * 1000;
+    c->test_fault = getenv("STRATA_TEST_FAULT");
+    const char *sde = getenv("SOURCE_DATE_EPOCH");   /* reproducible dates (tests) */
+    c->date = sde && sde[0] ? (time_t)strtoll(sde, NULL, 10) : 0;
+}
+
 static int cmd_sweep(int argc, char **argv, const char *command_line) {
     sweep_opts o;
     arm *arms = NULL;
@@ -778,41 +820,9 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
                 n_tokens, o.depths, D, o.fork_n, out_dir);
 
     sweep_config sc;
-    memset(&sc, 0, sizeof sc);
-    sc.tag = tag;
-    sc.command = command_line;
-    sc.git = STRATA_GIT;
-    sc.model_path = o.model;
-    sc.doc_path = doc.path;
-    sc.doc_description = full_desc;
-    sc.tokens = tokens;
-    sc.n_tokens = n_tokens;
-    sc.depths = depths;
-    sc.n_depths = o.depths;
-    sc.fork_n = o.fork_n;
-    sc.per_position = o.per_position;
-    sc.chunk = chunk;
-    sc.ref = ref;
-    sc.cross_score = o.cross_score;
-    sc.sample_temps = o.sample_temps;
-    sc.n_sample_temps = o.n_sample_temps;
-    sc.top_p = o.top_p;
-    sc.sample_seed = o.seed;
-    sc.out_dir = out_dir;
-    sc.dump_rows_dir = o.dump_rows;
-    sc.quiet = o.quiet;
-    sc.recv_max = recv_max;
-    sc.stop = &g_stop;
-    sc.warnings = warnings;
-    sc.resume = o.resume != NULL;
-    sc.invocation = o.resume ? json_object_get(resume_hdr, "invocation") : invocation;
-    sc.launch = n_local ? &launch : NULL;
-    sc.max_restarts = o.max_restarts >= 0 ? o.max_restarts : 2;
-    sc.dial_ms = DIAL_TIMEOUT_MS;
-    sc.request_timeout_ms = o.request_timeout_s * 1000;
-    sc.test_fault = getenv("STRATA_TEST_FAULT");
-    const char *sde = getenv("SOURCE_DATE_EPOCH");   /* reproducible dates (tests) */
-    sc.date = sde && sde[0] ? (time_t)strtoll(sde, NULL, 10) : 0;
+    fill_config(&sc, &o, tag, command_line, &doc, full_desc, tokens, n_tokens, depths, chunk, ref, out_dir, recv_max,
+                warnings, o.resume ? json_object_get(resume_hdr, "invocation") : invocation,
+                n_local ? &launch : NULL);
     int rc = sweep_run(&sc, arms, n_arms, &depths_done, err, sizeof err);
     if (rc == SWEEP_OK) { ret = EXIT_OK; status = "complete"; }
     else if (rc == SWEEP_INTERRUPTED) {
