@@ -426,7 +426,10 @@ static void readme_samples(FILE *o, const report_results *R, const report_analys
             "as every other arm: the same uniform at every step, drawn through the inverse CDF over token ids, "
             "so two arms differ only where their distributions do. T = 0 is the greedy probe. Fork rate: the "
             "share of depths where the arm's stream differs from the reference's within %d tokens (Wilson 95%% "
-            "interval); median fork: Kaplan–Meier, identical streams right-censored.\n\n",
+            "interval); median fork: Kaplan–Meier, identical streams right-censored. This coupling is not the "
+            "tightest possible (docs/DESIGN.md §3.7): at high T nearly equal distributions can still draw "
+            "different tokens, so read each arm against the fp32 arm's rate (what rounding alone does), not "
+            "against zero.\n\n",
             R->fork_n, tp, R->fork_n);
     fprintf(o, "| Arm | T | Depths | Forked | Fork rate | Median fork |\n|---|---:|---:|---:|---:|---:|\n");
     for (int a = 0; a < R->n_arms; a++) {
