@@ -8,6 +8,9 @@
  *                  only when per-position streaming was on
  *   forks.tsv      one row per depth per non-reference arm       (REPORT_FORKS_HEADER),
  *                  token ids comma-separated
+ *   cross.tsv      one row per depth per non-reference arm (REPORT_CROSS_HEADER), --cross-score only
+ *   samples.tsv    one row per depth, temperature and non-reference arm (REPORT_SAMPLES_HEADER),
+ *                  --sample-temps only
  *   meta.json      setup and provenance (see report_render)
  * Arm names and KV format names: 1..63 printable ASCII characters without spaces, quotes,
  * backslash, '|', '`', ',' ; a repeated arm is NAME#k (e.g. "f16#2").

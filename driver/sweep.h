@@ -8,7 +8,12 @@
  *   teacher-forced row = the row at position d_k - 1 (next token = token d_k) -> depths.tsv;
  *   fork probe: every arm generates fork_n tokens greedily; fork index = first i where an arm's
  *   tokens differ from the reference's, else fork_n (censored) -> depths.tsv, forks.tsv;
- *   truncate every arm back to d_k.
+ *   truncate every arm back to d_k;
+ *   optionally (cfg.n_sample_temps): sampled fork probes at each temperature, the same seed on
+ *   every arm (common random numbers, kernels/sample.h) -> samples.tsv; (cfg.cross_score) every
+ *   arm's greedy continuation scored teacher-forced by the reference and the f32 arm (truncate
+ *   them to d_k - 1, prefill [token d_k - 1, continuation] with every row) -> cross.tsv; then
+ *   truncate back to d_k again.
  * Journal (journal.h, records in sweep.c): every per-position chunk and every completed depth is
  * appended to DIR/journal as a checksummed record holding exactly the TSV lines it adds; a depth's
  * record is fsync'd before the TSVs get its lines, before meta.json counts it and before the
