@@ -30,7 +30,9 @@ DEB_PKGS := libnng-dev libmsgpack-dev libgsl-dev libpcre2-dev libutf8proc-dev li
 MODEL_SMOL  := $(STRATA_CACHE)/smollm2-135m-instruct-q4_1.gguf
 MODEL_GEMMA := $(STRATA_CACHE)/gemma-3-270m-q4_k_m.gguf
 # the main job: SmolLM2, 16 depths to 8K, f32 noise floor / f16 reference / int8 / f16 again (the
-# repeat control: must come out bit-identical), per position, fork 32
+# repeat control: must come out bit-identical), per position, fork 32, the greedy continuations
+# cross-scored by f16 and f32 (cross.tsv: ~5 % more worker time; sampled forks, --sample-temps, are
+# left out: each temperature costs another fork probe on every arm)
 RUN_ARGS ?=
 
 # libengine: protocol, engine and kernels (what a worker is); libanalysis: the driver's modules
@@ -106,7 +108,7 @@ $(MODEL_GEMMA): | $(BUILD)/.deps
 
 run: all $(MODEL_SMOL)
 	./strata-driver sweep --model $(MODEL_SMOL) --arms f32,f16,int8,f16 --ref f16 --depths 16 \
-	    --max-depth 8160 --fork 32 --per-position $(RUN_ARGS)
+	    --max-depth 8160 --fork 32 --per-position --cross-score $(RUN_ARGS)
 
 BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/*.c))
 $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(BUILD)/libanalysis.a $(BUILD)/libengine.a

@@ -34,6 +34,8 @@
 #include "driver/needle.h"
 #include "driver/report.h"
 #include "driver/sweep.h"
+#include "driver/workers.h"
+#include "proto/errmsg.h"
 #include "proto/proto.h"
 
 #ifndef STRATA_GIT
@@ -94,6 +96,12 @@ static void usage_sweep(FILE *f) {
         "  --max-depth N       deepest prefix (default: min(tokens - 1, n_ctx - fork))\n"
         "  --fork N            greedy tokens per fork probe (default 32)\n"
         "  --per-position      stream every position's rows and write positions.tsv\n"
+        "  --cross-score       score every arm's greedy continuation teacher-forced under the reference\n"
+        "                      arm and the f32 arm (NLL per token, repetition rate) -> cross.tsv\n"
+        "  --sample-temps LIST sampled fork probes at these temperatures (e.g. 0,0.3,0.7,1; 0 is the\n"
+        "                      greedy probe), the same random stream on every arm -> samples.tsv\n"
+        "  --top-p P           nucleus cut of the sampled probes (default 1: none)\n"
+        "  --seed S            base seed of the sampled probes (default 20250101)\n"
         "  --chunk N           tokens per prefill request (default 512; capped so one arm's rows\n"
         "                      stay under 256 MiB in per-position mode)\n"
         "output:\n"
@@ -294,11 +302,43 @@ typedef struct {
     int n_remote;
     int depths, max_depth, fork_n, per_position, chunk, threads, prefill, max_context;
     int force, quiet, json;
+    int cross_score;
+    double sample_temps[SWEEP_MAX_TEMPS];   /* [n_sample_temps] the positive ones of --sample-temps */
+    int n_sample_temps;
+    double top_p;
+    uint64_t seed;
     const char *resume;      /* --resume DIR */
     int request_timeout_s, max_restarts;   /* 0 = scaled; -1 = default (2) */
     int compare_threads;     /* 0 = the machine's cores */
     int n_run_opts;          /* options that define the run (not allowed beside --resume) */
 } sweep_opts;
+
+/* --sample-temps: comma-separated temperatures in [0, 100]; the zeros (the greedy probe, always
+ * run) are dropped, the others kept in order; a repeated value is an error. */
+static int parse_temps(const char *list, sweep_opts *o) {
+    const char *p = list;
+    o->n_sample_temps = 0;
+    while (*p) {
+        char *end;
+        errno = 0;
+        double t = strtod(p, &end);
+        if (errno || end == p || (*end && *end != ',') || !(t >= 0 && t <= 100)) {
+            errorf("--sample-temps '%s': give comma-separated temperatures in [0, 100]", list);
+            return -1;
+        }
+        for (int j = 0; j < o->n_sample_temps; j++)
+            if (o->sample_temps[j] == t) { errorf("--sample-temps '%s': %g appears twice", list, t); return -1; }
+        if (t > 0) {
+            if (o->n_sample_temps == SWEEP_MAX_TEMPS) {
+                errorf("--sample-temps '%s': at most %d temperatures", list, SWEEP_MAX_TEMPS);
+                return -1;
+            }
+            o->sample_temps[o->n_sample_temps++] = t;
+        }
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
 
 static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
     static const struct option opts[] = {
@@ -308,14 +348,17 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         {"prefill", 1, 0, 'p'}, {"max-context", 1, 0, 'X'}, {"out", 1, 0, 'o'}, {"tag", 1, 0, 'g'},
         {"arm", 1, 0, 'A'}, {"worker", 1, 0, 'w'}, {"force", 0, 0, 'F'}, {"quiet", 0, 0, 'q'},
         {"json", 0, 0, 'j'}, {"dump-rows", 1, 0, 'R'}, {"help", 0, 0, 'h'}, {"resume", 1, 0, 'Z'},
-        {"request-timeout", 1, 0, 'Y'}, {"max-restarts", 1, 0, 'M'},
-        {"compare-threads", 1, 0, 'W'}, {0, 0, 0, 0}};
+        {"request-timeout", 1, 0, 'Y'}, {"max-restarts", 1, 0, 'M'}, {"cross-score", 0, 0, 'S'},
+        {"sample-temps", 1, 0, 'e'}, {"top-p", 1, 0, 'u'}, {"seed", 1, 0, 'd'}, {"compare-threads", 1, 0, 'W'},
+        {0, 0, 0, 0}};
     int c;
     o->depths = 16;
     o->fork_n = 32;
     o->chunk = 512;
     o->ref = "f16";
     o->max_restarts = -1;
+    o->top_p = 1.0;
+    o->seed = 20250101u;
     optind = 0;   /* 0: glibc re-initialises (a second argument vector is parsed for --resume) */
     while ((c = getopt_long(argc, argv, "m:o:qh", opts, NULL)) != -1) {
         if (!strchr("qjwhZYMW", c)) o->n_run_opts++;
@@ -352,6 +395,29 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         case 'Y': if (parse_int("--request-timeout", optarg, 1, 7 * 86400, &o->request_timeout_s)) return EXIT_USAGE; break;
         case 'M': if (parse_int("--max-restarts", optarg, 0, 1000, &o->max_restarts)) return EXIT_USAGE; break;
         case 'W': if (parse_int("--compare-threads", optarg, 1, SWEEP_COMPARE_THREADS_MAX, &o->compare_threads)) return EXIT_USAGE; break;
+        case 'S': o->cross_score = 1; break;
+        case 'e': if (parse_temps(optarg, o)) return EXIT_USAGE; break;
+        case 'u': {
+            char *end;
+            errno = 0;
+            o->top_p = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !(o->top_p > 0 && o->top_p <= 1)) {
+                errorf("--top-p '%s': give a number in (0, 1]", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        }
+        case 'd': {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (errno || end == optarg || *end || optarg[0] == '-') {
+                errorf("--seed '%s': give an unsigned integer", optarg);
+                return EXIT_USAGE;
+            }
+            o->seed = (uint64_t)v;
+            break;
+        }
         case 'h': usage_sweep(stdout); return -1;
         default: usage_sweep(stderr); return EXIT_USAGE;
         }
@@ -417,6 +483,7 @@ static void save_worker_logs(const arm *arms, int n, const char *out_dir) {
 /* Removes the files an earlier run left in out_dir (--force). */
 static void clear_results(const char *out_dir) {
     static const char *const files[] = { "meta.json", "depths.tsv", "positions.tsv", "forks.tsv",
+                                         "cross.tsv", "samples.tsv",
                                          "summary.json", "README.md", "workers.log", ".meta.json.tmp",
                                          "meta.json.tmp", JOURNAL_FILE };
     char p[PATH_MAX];
@@ -516,6 +583,141 @@ static int resume_opts(sweep_opts *o, json_t **hdr, char ***rargv, char *out_dir
     return 0;
 }
 
+/* The run's tag (--tag, else the model's name and the arms) into tag [taglen] and its results
+ * folder into out_dir [outlen] (--out, the folder resumed, or a fresh default), checked: not a
+ * file, not in use, empty unless --force or --resume. Returns 0 or an exit code (message printed). */
+static int choose_out_dir(const sweep_opts *o, const arm *arms, int n_arms, char *tag, size_t taglen, char *out_dir,
+                          size_t outlen) {
+    if (o->tag) snprintf(tag, taglen, "%s", o->tag);
+    else {
+        const char *base = o->model ? strrchr(o->model, '/') : NULL;
+        base = base ? base + 1 : o->model ? o->model : "remote";
+        snprintf(tag, taglen, "%s", base);
+        size_t l = strlen(tag);
+        if (l > 5 && !strcmp(tag + l - 5, ".gguf")) tag[l - 5] = 0;
+        for (int i = 0; i < n_arms; i++) {
+            l = strlen(tag);
+            snprintf(tag + l, taglen - l, "-%s", arms[i].name);
+        }
+        sanitize(tag);
+    }
+    if (o->resume) { /* out_dir is the folder resumed */ }
+    else if (o->out) snprintf(out_dir, outlen, "%s", o->out);
+    else if (default_out_dir(tag, out_dir, outlen)) {
+        errorf("cannot find a free results folder name for results/*-%s", tag);
+        return EXIT_RUNTIME;
+    }
+    int ne = dir_nonempty(out_dir);
+    if (ne < 0) { errorf("--out %s exists and is not a directory", out_dir); return EXIT_USAGE; }
+    if (ne > 0 && !o->resume && journal_in_use(out_dir)) {
+        errorf("the results folder %s is in use: another strata-driver is writing it", out_dir);
+        return EXIT_USAGE;
+    }
+    if (ne > 0 && !o->force && !o->resume) {
+        errorf("the results folder %s is not empty: choose another --out or --tag, or pass --force", out_dir);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* The document's text tokenised by the reference arm (BOS added) into *tokens [*n] (malloc'd, the
+ * caller frees). Returns 0 or -1 with a message in err. */
+static int tokenize_doc(arm *ref, const doc_t *doc, int32_t **tokens, size_t *n, char *err, size_t errlen) {
+    proto_msg req, rep;
+    size_t cap = (doc->n_text + 2) * 4 + PROTO_SLACK;
+    if (arm_set_recv_max(ref, cap, err, errlen)) return -1;
+    proto_init(&req, PROTO_TOKENIZE, 0, 0);
+    req.tokenize_req.text = doc->text;
+    req.tokenize_req.n_text = doc->n_text;
+    req.tokenize_req.add_bos = 1;
+    char e[1024];
+    int rc = arm_call(ref, &req, &rep, cap, e, sizeof e);
+    if (rc) {
+        proto_msg_free(&rep);
+        return errmsg_set(err, errlen, -1, "tokenize: %s", e);
+    }
+    *tokens = rep.tokenize_rep.tokens;     /* taken over from the reply */
+    *n = rep.tokenize_rep.n_tokens;
+    rep.tokenize_rep.tokens = NULL;
+    proto_msg_free(&rep);
+    return 0;
+}
+
+/* The plan (docs/DESIGN.md §2.1): the depths (malloc'd into *depths [o->depths], the caller
+ * frees), the deepest D, the chunk (lowered in per-position mode so that one arm's rows stay
+ * under PP_ROWS_BYTES_MAX) and the reply cap, which every arm's socket gets. Returns 0 or -1 with
+ * a message in err. */
+static int plan_sweep(const sweep_opts *o, arm *arms, int n_arms, int ref, size_t n_tokens, int **depths, int *D,
+                      int *chunk, size_t *recv_max, char *err, size_t errlen) {
+    const proto_hello_rep *h = &arms[ref].hello;
+    uint64_t n_ctx = h->n_ctx;
+    for (int i = 0; i < n_arms; i++)
+        if (arms[i].hello.n_ctx < n_ctx) n_ctx = arms[i].hello.n_ctx;
+    if ((*D = sweep_max_depth(n_tokens, o->max_depth, n_ctx, o->fork_n, o->depths, err, errlen)) < 0) return -1;
+    if (!(*depths = malloc(sizeof(int) * (size_t)o->depths)) || sweep_depths(*D, o->depths, *depths))
+        return errmsg_set(err, errlen, -1, "cannot plan %d depths over %d tokens", o->depths, *D);
+    *chunk = o->chunk;
+    if (o->per_position && (size_t)*chunk * h->n_vocab * 4 > PP_ROWS_BYTES_MAX) {
+        *chunk = (int)(PP_ROWS_BYTES_MAX / ((size_t)h->n_vocab * 4));
+        if (*chunk < 1) *chunk = 1;
+        if (!o->quiet)
+            fprintf(stderr, "strata-driver: note: --chunk lowered to %d so one arm's rows (vocab %u) stay "
+                    "under 256 MiB\n", *chunk, h->n_vocab);
+    }
+    /* the largest prefill reply: a per-position chunk's rows, or a cross-scored continuation's */
+    size_t max_rows = (size_t)(o->per_position ? *chunk : 1);
+    if (o->cross_score && (size_t)o->fork_n > max_rows) max_rows = (size_t)o->fork_n;
+    *recv_max = (size_t)h->n_vocab * 4 * max_rows + (size_t)o->fork_n * 8 + PROTO_SLACK;
+    for (int i = 0; i < n_arms; i++)
+        if (arm_set_recv_max(&arms[i], *recv_max, err, errlen)) return -1;
+    return 0;
+}
+
+/* The sweep's configuration from the options and what cmd_sweep prepared (all borrowed). */
+static void fill_config(sweep_config *c, const sweep_opts *o, const char *tag, const char *command_line,
+                        const doc_t *doc, const char *full_desc, const int32_t *tokens, size_t n_tokens,
+                        const int *depths, int chunk, int ref, const char *out_dir, size_t recv_max,
+                        json_t *warnings, json_t *invocation, const arm_launch *launch) {
+    memset(c, 0, sizeof *c);
+    c->tag = tag;
+    c->command = command_line;
+    c->git = STRATA_GIT;
+    c->model_path = o->model;
+    c->doc_path = doc->path;
+    c->doc_description = full_desc;
+    c->tokens = tokens;
+    c->n_tokens = n_tokens;
+    c->depths = depths;
+    c->n_depths = o->depths;
+    c->fork_n = o->fork_n;
+    c->per_position = o->per_position;
+    c->chunk = chunk;
+    c->ref = ref;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);   /* comparing rows is the driver's one heavy job */
+    c->compare_threads = o->compare_threads ? o->compare_threads
+                         : ncpu < 1 ? 1 : ncpu > SWEEP_COMPARE_THREADS_MAX ? SWEEP_COMPARE_THREADS_MAX : (int)ncpu;
+    c->cross_score = o->cross_score;
+    c->sample_temps = o->sample_temps;
+    c->n_sample_temps = o->n_sample_temps;
+    c->top_p = o->top_p;
+    c->sample_seed = o->seed;
+    c->out_dir = out_dir;
+    c->dump_rows_dir = o->dump_rows;
+    c->quiet = o->quiet;
+    c->recv_max = recv_max;
+    c->stop = &g_stop;
+    c->warnings = warnings;
+    c->resume = o->resume != NULL;
+    c->invocation = invocation;
+    c->launch = launch;
+    c->max_restarts = o->max_restarts >= 0 ? o->max_restarts : 2;
+    c->dial_ms = DIAL_TIMEOUT_MS;
+    c->request_timeout_ms = o->request_timeout_s * 1000;
+    c->test_fault = getenv("STRATA_TEST_FAULT");
+    const char *sde = getenv("SOURCE_DATE_EPOCH");   /* reproducible dates (tests) */
+    c->date = sde && sde[0] ? (time_t)strtoll(sde, NULL, 10) : 0;
+}
+
 static int cmd_sweep(int argc, char **argv, const char *command_line) {
     sweep_opts o;
     arm *arms = NULL;
@@ -573,37 +775,8 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     }
 
     /* ---- the results folder (checked now, created after the handshake) ---- */
-    if (o.tag) snprintf(tag, sizeof tag, "%s", o.tag);
-    else {
-        const char *base = o.model ? strrchr(o.model, '/') : NULL;
-        base = base ? base + 1 : o.model ? o.model : "remote";
-        snprintf(tag, sizeof tag, "%s", base);
-        size_t l = strlen(tag);
-        if (l > 5 && !strcmp(tag + l - 5, ".gguf")) tag[l - 5] = 0;
-        for (int i = 0; i < n_arms; i++) {
-            l = strlen(tag);
-            snprintf(tag + l, sizeof tag - l, "-%s", arms[i].name);
-        }
-        sanitize(tag);
-    }
-    if (o.resume) { /* out_dir is the folder resumed */ }
-    else if (o.out) snprintf(out_dir, sizeof out_dir, "%s", o.out);
-    else if (default_out_dir(tag, out_dir, sizeof out_dir)) {
-        errorf("cannot find a free results folder name for results/*-%s", tag);
-        goto done;
-    }
-    int ne = dir_nonempty(out_dir);
-    if (ne < 0) { errorf("--out %s exists and is not a directory", out_dir); ret = EXIT_USAGE; goto done; }
-    if (ne > 0 && !o.resume && journal_in_use(out_dir)) {
-        errorf("the results folder %s is in use: another strata-driver is writing it", out_dir);
-        ret = EXIT_USAGE;
-        goto done;
-    }
-    if (ne > 0 && !o.force && !o.resume) {
-        errorf("the results folder %s is not empty: choose another --out or --tag, or pass --force", out_dir);
-        ret = EXIT_USAGE;
-        goto done;
-    }
+    if ((ret = choose_out_dir(&o, arms, n_arms, tag, sizeof tag, out_dir, sizeof out_dir))) goto done;
+    ret = EXIT_RUNTIME;
 
     /* ---- the document (text now, tokenised after the handshake) ---- */
     char root[PATH_MAX], repo[PATH_MAX];
@@ -620,59 +793,16 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     doc.tokens = NULL;
 
     /* ---- start and dial the workers ---- */
-    if (n_local) {
-        if (arm_tmpdir_create(tmpdir, sizeof tmpdir, &tmp_lock, err, sizeof err)) { errorf("%s", err); goto done; }
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        launch = (arm_launch){ worker, o.model, o.threads, o.prefill, o.max_context, tmpdir, n_local };
-        arm_launch l = launch;
-        if (!l.threads) l.threads = launch.threads = cores / n_local > 1 ? (int)(cores / n_local) : 1;
-        for (int i = 0; i < n_arms; i++) {
-            if (arms[i].remote) continue;
-            if (arm_spawn(&arms[i], i, &l, err, sizeof err)) { errorf("%s", err); goto done; }
-        }
-        if (!o.quiet)
-            fprintf(stderr, "strata-driver: started %d worker%s (%d thread%s each), loading %s\n", n_local,
-                    n_local > 1 ? "s" : "", l.threads, l.threads > 1 ? "s" : "", o.model);
-    }
-    for (int i = 0; i < n_arms; i++) {
-        int rc = arm_connect(&arms[i], DIAL_TIMEOUT_MS, REQUEST_TIMEOUT_MS, (size_t)1 << 20, &g_stop, err, sizeof err);
-        if (rc == ARM_E_INTERRUPTED) { ret = EXIT_INTERRUPTED; status = "interrupted"; goto done; }
-        if (rc) { errorf("%s", err); goto done; }
-    }
-    char notes[4096] = "";
-    if (arm_check_handshake(arms, n_arms, o.quiet ? NULL : stderr, notes, sizeof notes, err, sizeof err)) {
-        errorf("%s", err);
-        ret = EXIT_MISMATCH;
-        goto done;
-    }
-    for (char *line = notes, *nl; *line; line = nl + 1) {
-        if (!(nl = strchr(line, '\n'))) break;
-        *nl = 0;
-        fprintf(stderr, "strata-driver: note: %s\n", line);
-        json_array_append_new(warnings, json_string(line));
-    }
+    workers_opts wo = { worker, o.model, o.threads, o.prefill, o.max_context, o.quiet };
+    int wrc = workers_start(arms, n_arms, &wo, &g_stop, tmpdir, sizeof tmpdir, &tmp_lock, &launch, warnings, err,
+                            sizeof err);
+    if (wrc == WORKERS_INTERRUPTED) { ret = EXIT_INTERRUPTED; status = "interrupted"; goto done; }
+    if (wrc) { errorf("%s", err); ret = wrc == WORKERS_MISMATCH ? EXIT_MISMATCH : EXIT_RUNTIME; goto done; }
     const proto_hello_rep *h = &arms[ref].hello;
-    uint64_t n_ctx = h->n_ctx;
-    for (int i = 0; i < n_arms; i++)
-        if (arms[i].hello.n_ctx < n_ctx) n_ctx = arms[i].hello.n_ctx;
 
     /* ---- tokenise the text on the reference ---- */
-    if (!tokens) {
-        proto_msg req, rep;
-        size_t cap = (doc.n_text + 2) * 4 + PROTO_SLACK;
-        if (arm_set_recv_max(&arms[ref], cap, err, sizeof err)) { errorf("%s", err); goto done; }
-        proto_init(&req, PROTO_TOKENIZE, 0, 0);
-        req.tokenize_req.text = doc.text;
-        req.tokenize_req.n_text = doc.n_text;
-        req.tokenize_req.add_bos = 1;
-        int rc = arm_call(&arms[ref], &req, &rep, cap, err, sizeof err);
-        if (rc) { errorf("tokenize: %s", err); proto_msg_free(&rep); goto done; }
-        tokens = rep.tokenize_rep.tokens;     /* taken over from the reply */
-        n_tokens = rep.tokenize_rep.n_tokens;
-        rep.tokenize_rep.tokens = NULL;
-        proto_msg_free(&rep);
-        if (g_stop) { ret = EXIT_INTERRUPTED; status = "interrupted"; goto done; }
-    }
+    if (!tokens && tokenize_doc(&arms[ref], &doc, &tokens, &n_tokens, err, sizeof err)) { errorf("%s", err); goto done; }
+    if (g_stop) { ret = EXIT_INTERRUPTED; status = "interrupted"; goto done; }
     for (size_t i = 0; i < n_tokens; i++) {
         if (tokens[i] < 0 || (uint32_t)tokens[i] >= h->n_vocab) {
             errorf("token id %d at index %zu is outside the vocabulary (n_vocab %u)", tokens[i], i, h->n_vocab);
@@ -681,24 +811,12 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     }
 
     /* ---- the plan ---- */
-    int D = sweep_max_depth(n_tokens, o.max_depth, n_ctx, o.fork_n, o.depths, err, sizeof err);
-    if (D < 0) { errorf("%s", err); goto done; }
-    if (!(depths = malloc(sizeof(int) * (size_t)o.depths)) || sweep_depths(D, o.depths, depths)) {
-        errorf("cannot plan %d depths over %d tokens", o.depths, D);
+    int D = 0, chunk = 0;
+    size_t recv_max = 0;
+    if (plan_sweep(&o, arms, n_arms, ref, n_tokens, &depths, &D, &chunk, &recv_max, err, sizeof err)) {
+        errorf("%s", err);
         goto done;
     }
-    int chunk = o.chunk;
-    if (o.per_position && (size_t)chunk * h->n_vocab * 4 > PP_ROWS_BYTES_MAX) {
-        chunk = (int)(PP_ROWS_BYTES_MAX / ((size_t)h->n_vocab * 4));
-        if (chunk < 1) chunk = 1;
-        if (!o.quiet)
-            fprintf(stderr, "strata-driver: note: --chunk lowered to %d so one arm's rows (vocab %u) stay "
-                    "under 256 MiB\n", chunk, h->n_vocab);
-    }
-    size_t recv_max = (size_t)h->n_vocab * 4 * (size_t)(o.per_position ? chunk : 1) +
-                      (size_t)o.fork_n * 8 + PROTO_SLACK;
-    for (int i = 0; i < n_arms; i++)
-        if (arm_set_recv_max(&arms[i], recv_max, err, sizeof err)) { errorf("%s", err); goto done; }
 
     /* ---- the results folder ---- */
     if (mkdir_p(out_dir, err, sizeof err)) { errorf("%s", err); goto done; }
@@ -712,39 +830,9 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
                 n_tokens, o.depths, D, o.fork_n, out_dir);
 
     sweep_config sc;
-    memset(&sc, 0, sizeof sc);
-    sc.tag = tag;
-    sc.command = command_line;
-    sc.git = STRATA_GIT;
-    sc.model_path = o.model;
-    sc.doc_path = doc.path;
-    sc.doc_description = full_desc;
-    sc.tokens = tokens;
-    sc.n_tokens = n_tokens;
-    sc.depths = depths;
-    sc.n_depths = o.depths;
-    sc.fork_n = o.fork_n;
-    sc.per_position = o.per_position;
-    sc.chunk = chunk;
-    sc.ref = ref;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);   /* comparing rows is the driver's one heavy job */
-    sc.compare_threads = o.compare_threads ? o.compare_threads
-                         : ncpu < 1 ? 1 : ncpu > SWEEP_COMPARE_THREADS_MAX ? SWEEP_COMPARE_THREADS_MAX : (int)ncpu;
-    sc.out_dir = out_dir;
-    sc.dump_rows_dir = o.dump_rows;
-    sc.quiet = o.quiet;
-    sc.recv_max = recv_max;
-    sc.stop = &g_stop;
-    sc.warnings = warnings;
-    sc.resume = o.resume != NULL;
-    sc.invocation = o.resume ? json_object_get(resume_hdr, "invocation") : invocation;
-    sc.launch = n_local ? &launch : NULL;
-    sc.max_restarts = o.max_restarts >= 0 ? o.max_restarts : 2;
-    sc.dial_ms = DIAL_TIMEOUT_MS;
-    sc.request_timeout_ms = o.request_timeout_s * 1000;
-    sc.test_fault = getenv("STRATA_TEST_FAULT");
-    const char *sde = getenv("SOURCE_DATE_EPOCH");   /* reproducible dates (tests) */
-    sc.date = sde && sde[0] ? (time_t)strtoll(sde, NULL, 10) : 0;
+    fill_config(&sc, &o, tag, command_line, &doc, full_desc, tokens, n_tokens, depths, chunk, ref, out_dir, recv_max,
+                warnings, o.resume ? json_object_get(resume_hdr, "invocation") : invocation,
+                n_local ? &launch : NULL);
     int rc = sweep_run(&sc, arms, n_arms, &depths_done, err, sizeof err);
     if (rc == SWEEP_OK) { ret = EXIT_OK; status = "complete"; }
     else if (rc == SWEEP_INTERRUPTED) {

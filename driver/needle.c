@@ -7,6 +7,7 @@
  * the plan (haystacks, cells, order, cost); meta.json; one cell; the run; needle_main. */
 #include "driver/needle.h"
 #include "driver/sweep.h"
+#include "driver/workers.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -28,8 +29,6 @@
 #include "driver/stats.h"
 #include "proto/errmsg.h"
 #include "proto/proto.h"
-#include "worker/gguf.h"
-#include "worker/tok.h"
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_MISMATCH = 3, EXIT_INTERRUPTED = 130 };
 
@@ -87,12 +86,6 @@ static void errorf(const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n");
     va_end(ap);
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static int parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
@@ -387,30 +380,52 @@ static json_t *opts_to_json(const needle_opts *o) {
 }
 
 /* ============================================================================================
- * The tokenizer (the model's, read from the GGUF on the driver)
+ * The tokenizer: the reference arm's worker tokenises (tokenize requests) and tells the driver
+ * every token's decoded piece, the control tokens and the chat template (a vocab request); the
+ * driver runs no engine code
  * ========================================================================================== */
 
+#define NTOK_RECV_MAX ((size_t)PROTO_MAX_TEXT * 2 + PROTO_SLACK)   /* vocab and tokenize replies */
+
 typedef struct {
-    tok_vocab *v;
-    int n_vocab;
-    char hash[65];
+    arm *a;               /* the reference arm (borrowed) */
+    int n_vocab;          /* the tokenizer's tokens (<= the model's n_vocab) */
     needle_chat chat;
     char system[NEEDLE_TEXT_MAX];
+    proto_msg vocab;      /* the vocab reply: pieces [offsets], control flags, chat template */
     int32_t *nl;          /* [n_nl] the tokens of "\n" alone: the sentinel of encode_piece */
     size_t n_nl;
     uint8_t *ends;        /* [n_vocab] the token ends a sentence */
     uint8_t *ends_nl;     /* [n_vocab] it ends with a newline */
-    char *piece;          /* [max_piece + 1] scratch */
-    size_t max_piece;
 } ntok;
 
 static void ntok_free(ntok *t) {
-    tok_free(t->v);
+    proto_msg_free(&t->vocab);
     free(t->nl);
     free(t->ends);
     free(t->ends_nl);
-    free(t->piece);
     memset(t, 0, sizeof *t);
+}
+
+/* text [len] tokenised by the reference worker, no BOS; special: parse special-token texts.
+ * *ids is malloc'd (NULL for n = 0). */
+static int ntok_encode(const ntok *t, const char *text, size_t len, int special, int32_t **ids, size_t *n,
+                       char *err, size_t errlen) {
+    proto_msg req, rep;
+    proto_init(&req, PROTO_TOKENIZE, 0, 0);
+    req.tokenize_req.text = (char *)text;
+    req.tokenize_req.n_text = len;
+    req.tokenize_req.special = special ? 1 : 0;
+    int rc = arm_call(t->a, &req, &rep, NTOK_RECV_MAX, err, errlen);
+    if (rc) {
+        proto_msg_free(&rep);
+        return -1;
+    }
+    *ids = rep.tokenize_rep.tokens;     /* taken over from the reply */
+    *n = rep.tokenize_rep.n_tokens;
+    rep.tokenize_rep.tokens = NULL;
+    proto_msg_free(&rep);
+    return 0;
 }
 
 /* Tokens of text as they read after a newline: "\n" + text tokenised, the tokens of "\n" cut off
@@ -424,7 +439,7 @@ static int encode_piece(const ntok *t, const char *text, int special, int32_t **
     memcpy(s + 1, text, len + 1);
     int32_t *a = NULL;
     size_t na = 0;
-    int rc = tok_encode(t->v, s, len + 1, 0, special, &a, &na, err, errlen);
+    int rc = ntok_encode(t, s, len + 1, special, &a, &na, err, errlen);
     free(s);
     if (rc) return -1;
     if (na >= t->n_nl && !memcmp(a, t->nl, t->n_nl * sizeof *a)) {
@@ -434,48 +449,50 @@ static int encode_piece(const ntok *t, const char *text, int special, int32_t **
         return 0;
     }
     free(a);
-    return tok_encode(t->v, text, len, 0, special, ids, n, err, errlen);
+    return ntok_encode(t, text, len, special, ids, n, err, errlen);
 }
 
-static int ntok_load(const char *model, ntok *t, char *err, size_t errlen) {
-    gguf_file *g = NULL;
+/* Asks the reference arm for its tokenizer's pieces and chat template. */
+static int ntok_fetch(arm *a, ntok *t, char *err, size_t errlen) {
     memset(t, 0, sizeof *t);
-    if (gguf_open(model, &g, err, errlen)) return -1;
-    int rc = tok_load(g, &t->v, err, errlen);
-    const char *tpl = NULL;
-    uint64_t tlen = 0;
-    if (!rc && !gguf_get_str(g, "tokenizer.chat_template", &tpl, &tlen))
-        t->chat = needle_chat_detect(tpl, (size_t)tlen, t->system, sizeof t->system);
-    gguf_close(g);
-    if (rc) return -1;
-    t->n_vocab = tok_n_vocab(t->v);
-    tok_hash(t->v, t->hash);
-    t->max_piece = tok_max_piece(t->v);
-    if (!(t->piece = malloc(t->max_piece + 1)) || !(t->ends = calloc((size_t)t->n_vocab, 1)) ||
-        !(t->ends_nl = calloc((size_t)t->n_vocab, 1)))
+    t->a = a;
+    proto_msg req;
+    proto_init(&req, PROTO_VOCAB, 0, 0);
+    if (arm_set_recv_max(a, NTOK_RECV_MAX, err, errlen) ||
+        arm_call(a, &req, &t->vocab, NTOK_RECV_MAX, err, errlen))
+        return -1;
+    const proto_vocab_rep *v = &t->vocab.vocab_rep;
+    t->n_vocab = (int)v->n_vocab;
+    if (v->n_template)
+        t->chat = needle_chat_detect(v->chat_template, v->n_template, t->system, sizeof t->system);
+    if (!(t->ends = calloc((size_t)t->n_vocab + 1, 1)) || !(t->ends_nl = calloc((size_t)t->n_vocab + 1, 1)))
         return errmsg_set(err, errlen, -1, "out of memory");
     for (int id = 0; id < t->n_vocab; id++) {
-        size_t n = 0;
-        if (tok_decode(t->v, id, t->piece, t->max_piece + 1, &n)) continue;
-        while (n > 0 && t->piece[n - 1] == ' ') n--;
+        const char *p = v->pieces + v->offsets[id];
+        size_t n = (size_t)(v->offsets[id + 1] - v->offsets[id]);
+        while (n > 0 && p[n - 1] == ' ') n--;
         if (!n) continue;
-        char c = t->piece[n - 1];
+        char c = p[n - 1];
         t->ends[id] = c == '.' || c == '!' || c == '?' || c == '\n';
         t->ends_nl[id] = c == '\n';
     }
-    if (tok_encode(t->v, "\n", 1, 0, 0, &t->nl, &t->n_nl, err, errlen)) return -1;
-    return 0;
+    return ntok_encode(t, "\n", 1, 0, &t->nl, &t->n_nl, err, errlen);
 }
 
 /* The decoded text of ids [n] up to the first control token, into a malloc'd NUL-terminated
  * *text [*len]. */
 static int decode_answer(const ntok *t, const int32_t *ids, size_t n, char **text, size_t *len) {
-    size_t cap = n * (t->max_piece + 1) + 1, w = 0;
-    char *s = malloc(cap);
+    const proto_vocab_rep *v = &t->vocab.vocab_rep;
+    size_t cap = 1, w = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] >= 0 && ids[i] < t->n_vocab) cap += (size_t)(v->offsets[ids[i] + 1] - v->offsets[ids[i]]);
+    char *s = malloc(cap);   /* [cap] */
     if (!s) return -1;
     for (size_t i = 0; i < n; i++) {
-        if (tok_type(t->v, ids[i]) == TOK_TYPE_CONTROL) break;
-        if (tok_decode(t->v, ids[i], s, cap - 1, &w)) break;
+        if (ids[i] < 0 || ids[i] >= t->n_vocab || v->control[ids[i]]) break;
+        size_t k = (size_t)(v->offsets[ids[i] + 1] - v->offsets[ids[i]]);
+        memcpy(s + w, v->pieces + v->offsets[ids[i]], k);
+        w += k;
     }
     s[w] = 0;
     *text = s;
@@ -801,7 +818,7 @@ static int write_meta(const nmeta *M, const arm *arms, int n, int ref, int cells
     json_object_set_new(root, "arms", jarms);
     json_object_set_new(root, "cells_done", json_integer(cells_done));
     json_object_set_new(root, "sessions", json_integer(M->resumed + 1));
-    json_object_set_new(root, "wall_seconds", json_real(M->wall_before + now_s() - M->t0));
+    json_object_set_new(root, "wall_seconds", json_real(M->wall_before + workers_now_s() - M->t0));
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0)
         json_object_set_new(root, "driver_peak_rss", json_integer((json_int_t)ru.ru_maxrss * 1024));
@@ -1029,12 +1046,12 @@ static int calibrate(nrun *R, const nplan *P, ncost_model *m, json_t **cal, char
         if (!P->c[i].done) c = &P->c[i];
     if (!c || c->n < 2 * CAL_TOKENS + 1 + (size_t)CAL_GEN) return 0;   /* tiny prompts: no estimate */
     int rc;
-    double t0 = now_s();
+    double t0 = workers_now_s();
     if ((rc = prefill_all(R, c->prompt, CAL_TOKENS, PROTO_ROWS_NONE, err, errlen))) return rc;
-    double t1 = now_s();
+    double t1 = workers_now_s();
     if ((rc = prefill_all(R, c->prompt + CAL_TOKENS, CAL_TOKENS, PROTO_ROWS_LAST, err, errlen))) return rc;
     free_reps(R);
-    double t2 = now_s();
+    double t2 = workers_now_s();
     for (int a = 0; a < R->n; a++) {
         proto_init(&R->req[a], PROTO_GENERATE, 0, 0);
         R->req[a].generate_req.n = CAL_GEN;
@@ -1042,7 +1059,7 @@ static int calibrate(nrun *R, const nplan *P, ncost_model *m, json_t **cal, char
     rc = call_all(R, err, errlen);
     free_reps(R);
     if (rc) return rc;
-    double t3 = now_s();
+    double t3 = workers_now_s();
     if ((rc = truncate_all(R, 2 * CAL_TOKENS, err, errlen))) return rc;
     double n = CAL_TOKENS, x1 = t1 - t0, x2 = t2 - t1, x3 = t3 - t2;
     /* x1 = a n + b n²/2, x2 = a n + b (4n² − n²)/2 -> b = (x2 − x1)/n², a = (x1 − b n²/2)/n */
@@ -1072,7 +1089,7 @@ typedef struct {
 
 static void progress_show(nprogress *p, const ncell *c, int force) {
     if (p->quiet) return;
-    double t = now_s();
+    double t = workers_now_s();
     if (!force && t - p->last < (p->tty ? 0.2 : 10.0)) return;
     p->last = t;
     double el = t - p->t0, eta = p->done > 0 ? el * (p->total - p->done) / p->done : NAN;
@@ -1173,6 +1190,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     arm *arms = NULL;
     int n_arms = 0, ref = -1, ret = EXIT_RUNTIME, cells_done = 0, explicit_opts = 0;
     char err[2048] = "", tmpdir[PATH_MAX] = "", out_dir[PATH_MAX] = "", tag[256] = "";
+    int tmp_lock = -1;
     char self_dir[PATH_MAX], worker[PATH_MAX], repo[PATH_MAX], root[PATH_MAX + 8], status_buf[2200];
     json_t *warnings = json_array(), *resume_meta = NULL;
     doc_t doc;
@@ -1236,21 +1254,6 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     if ((ref = arm_resolve_formats(arms, n_arms, o.ref, err, sizeof err)) < 0) { errorf("%s", err); ret = EXIT_USAGE; goto done; }
     int n_local = 0;
     for (int i = 0; i < n_arms; i++) n_local += !arms[i].remote;
-
-    /* ---- the tokenizer and the template ---- */
-    if (ntok_load(o.model, &T, err, sizeof err)) { errorf("%s", err); goto done; }
-    if (!o.tpl) o.tpl = T.chat != NEEDLE_CHAT_NONE ? TPL_BOTH : TPL_RAW;
-    if (o.tpl != TPL_RAW && T.chat == NEEDLE_CHAT_NONE) {
-        if (o.tpl == TPL_CHAT) {
-            errorf("--template chat: %s has no chat template (tokenizer.chat_template) that strata knows "
-                   "(ChatML or Gemma); use --template raw", o.model);
-            ret = EXIT_USAGE;
-            goto done;
-        }
-        fprintf(stderr, "strata-driver: note: %s has no known chat template: raw prompts only\n", o.model);
-        json_array_append_new(warnings, json_string("--template both: the model has no known chat template, raw prompts only"));
-        o.tpl = TPL_RAW;
-    }
 
     /* ---- paths ---- */
     if (exe_dir(self_dir)) { errorf("cannot find this program's directory (/proc/self/exe)"); goto done; }
@@ -1319,44 +1322,27 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     }
 
     /* ---- workers ---- */
-    if (n_local) {
-        const char *td = getenv("TMPDIR");
-        snprintf(tmpdir, sizeof tmpdir, "%s/strata-XXXXXX", td && td[0] ? td : "/tmp");
-        if (!mkdtemp(tmpdir)) { errorf("cannot create a temp dir %s: %s", tmpdir, strerror(errno)); tmpdir[0] = 0; goto done; }
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        arm_launch l = {worker, o.model, o.threads, o.prefill, o.max_context, tmpdir, n_local};
-        if (!l.threads) l.threads = cores / n_local > 1 ? (int)(cores / n_local) : 1;
-        for (int i = 0; i < n_arms; i++)
-            if (!arms[i].remote && arm_spawn(&arms[i], i, &l, err, sizeof err)) { errorf("%s", err); goto done; }
-        if (!o.quiet)
-            fprintf(stderr, "strata-driver: started %d worker%s (%d thread%s each), loading %s\n", n_local,
-                    n_local > 1 ? "s" : "", l.threads, l.threads > 1 ? "s" : "", o.model);
-    }
-    for (int i = 0; i < n_arms; i++) {
-        int rc = arm_connect(&arms[i], DIAL_TIMEOUT_MS, REQUEST_TIMEOUT_MS, (size_t)1 << 20, stop, err, sizeof err);
-        if (rc == ARM_E_INTERRUPTED) { ret = EXIT_INTERRUPTED; status = "interrupted"; goto done; }
-        if (rc) { errorf("%s", err); goto done; }
-    }
-    char notes[4096] = "";
-    if (arm_check_handshake(arms, n_arms, o.quiet ? NULL : stderr, notes, sizeof notes, err, sizeof err)) {
-        errorf("%s", err);
-        ret = EXIT_MISMATCH;
-        goto done;
-    }
-    for (char *line = notes, *nl; *line; line = nl + 1) {
-        if (!(nl = strchr(line, '\n'))) break;
-        *nl = 0;
-        fprintf(stderr, "strata-driver: note: %s\n", line);
-        json_array_append_new(warnings, json_string(line));
-    }
+    workers_opts wo = { worker, o.model, o.threads, o.prefill, o.max_context, o.quiet };
+    int wrc = workers_start(arms, n_arms, &wo, stop, tmpdir, sizeof tmpdir, &tmp_lock, NULL, warnings, err,
+                            sizeof err);
+    if (wrc == WORKERS_INTERRUPTED) { ret = EXIT_INTERRUPTED; status = "interrupted"; goto done; }
+    if (wrc) { errorf("%s", err); ret = wrc == WORKERS_MISMATCH ? EXIT_MISMATCH : EXIT_RUNTIME; goto done; }
     const proto_hello_rep *h = &arms[ref].hello;
-    if (strcmp(h->tokenizer_hash, T.hash) || (uint32_t)T.n_vocab > h->n_vocab) {
-        errorf("the workers' tokenizer (hash %s, vocabulary %u) is not the one in %s (hash %s, %d tokens): "
-               "the prompts would not be what the workers read", h->tokenizer_hash, h->n_vocab, o.model,
-               T.hash, T.n_vocab);
-        ret = EXIT_MISMATCH;
-        goto done;
+    /* ---- the tokenizer and the template (the reference worker's) ---- */
+    if (ntok_fetch(&arms[ref], &T, err, sizeof err)) { errorf("%s", err); goto done; }
+    if (!o.tpl) o.tpl = T.chat != NEEDLE_CHAT_NONE ? TPL_BOTH : TPL_RAW;
+    if (o.tpl != TPL_RAW && T.chat == NEEDLE_CHAT_NONE) {
+        if (o.tpl == TPL_CHAT) {
+            errorf("--template chat: %s has no chat template (tokenizer.chat_template) that strata knows "
+                   "(ChatML or Gemma); use --template raw", o.model);
+            ret = EXIT_USAGE;
+            goto done;
+        }
+        fprintf(stderr, "strata-driver: note: %s has no known chat template: raw prompts only\n", o.model);
+        json_array_append_new(warnings, json_string("--template both: the model has no known chat template, raw prompts only"));
+        o.tpl = TPL_RAW;
     }
+
     if (o.resume) {
         const char *was = json_string_value(json_object_get(json_object_get(resume_meta, "model"), "sha256"));
         if (!was || strcmp(was, h->model_sha256)) {
@@ -1371,7 +1357,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
         if (arms[i].hello.n_ctx < n_ctx) n_ctx = arms[i].hello.n_ctx;
 
     /* ---- the plan ---- */
-    if (plan_build(&o, &T, &doc, n_ctx, tok_add_bos(T.v), tok_bos(T.v), &P, err, sizeof err)) { errorf("%s", err); goto done; }
+    if (plan_build(&o, &T, &doc, n_ctx, h->bos >= 0, h->bos, &P, err, sizeof err)) { errorf("%s", err); goto done; }
     if (o.dump_prompts) {
         if (mkdir_p(o.dump_prompts)) { errorf("cannot create %s", o.dump_prompts); goto done; }
         for (int i = 0; i < P.n; i++) {
@@ -1428,7 +1414,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     M.doc = &doc;
     M.P = &P;
     M.warnings = warnings;
-    M.t0 = now_s();
+    M.t0 = workers_now_s();
     {
         const char *d0 = o.resume ? json_string_value(json_object_get(resume_meta, "date")) : NULL;
         if (d0) snprintf(M.date, sizeof M.date, "%s", d0);
@@ -1518,7 +1504,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     memset(&pg, 0, sizeof pg);
     pg.quiet = o.quiet;
     pg.tty = isatty(2);
-    pg.t0 = pg.last = now_s();
+    pg.t0 = pg.last = workers_now_s();
     pg.cells_total = P.n;
     pg.cells_done = cells_done;
     for (int i = 0; i < P.n; i++) pg.total += cm.have ? cell_cost[i] : (double)(P.c[i].done ? 0 : P.c[i].n);
@@ -1605,14 +1591,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
 done:
     if (cells) fclose(cells);
     if (arms) arm_stop_all(arms, n_arms, 1, STOP_GRACE_MS);
-    if (tmpdir[0]) {
-        char p[PATH_MAX + 32];
-        for (int i = 0; i < n_arms; i++) {
-            snprintf(p, sizeof p, "%s/%d.log", tmpdir, i); unlink(p);
-            snprintf(p, sizeof p, "%s/%d.ipc", tmpdir, i); unlink(p);
-        }
-        rmdir(tmpdir);
-    }
+    arm_tmpdir_remove(tmpdir, tmp_lock);
     free(arms);
     free(R.req);
     free(R.rep);

@@ -221,7 +221,7 @@ static void readme_stats(FILE *o, const report_results *R, const report_analysis
  * ========================================================================================== */
 
 static void readme_write(FILE *o, const report_results *R, const report_analysis *A,
-                         const int *drawn) {
+                         const report_extra *X, const int *drawn) {
     const char *ref = A->ref_label;
     fprintf(o, "# strata results: %s\n\n", R->tag);
 
@@ -303,6 +303,7 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
     for (int i = 0; i < R->n_arms; i++)
         if (report_is_test_arm(R, i)) readme_stats(o, R, A, i);
     if (R->floor >= 0) readme_stats(o, R, A, R->floor);
+    report_extra_readme(o, R, A, X);
 
     fprintf(o, "## What the numbers support\n\nDefinitions (k = %.0f, ε = %.2g):\n\n"
             "- *Indistinguishable over depths / positions*: supported when the upper end of the "
@@ -441,16 +442,20 @@ static int tmp_commit(tmp_file *out, int failed, char *err, size_t errlen) {
 }
 
 static int write_readme(const char *dir, const report_results *R, const report_analysis *A,
-                        const int *drawn, char *err, size_t errlen) {
+                        const report_extra *X, const int *drawn, char *err, size_t errlen) {
     tmp_file out;
     if (tmp_open(&out, dir, "README.md", err, errlen)) return -1;
-    readme_write(out.f, R, A, drawn);
+    readme_write(out.f, R, A, X, drawn);
     return tmp_commit(&out, 0, err, errlen);
 }
 
 static int write_summary(const char *dir, const report_results *R, const report_analysis *A,
-                         char *err, size_t errlen) {
+                         const report_extra *X, char *err, size_t errlen) {
     json_t *root = report_summary_build(R, A);
+    if (root && report_extra_summary(root, R, X)) {
+        json_decref(root);
+        root = NULL;
+    }
     if (!root) {
         report_set_err(err, errlen, "out of memory building summary.json");
         return -1;
@@ -473,16 +478,19 @@ static int write_summary(const char *dir, const report_results *R, const report_
 int report_render(const char *dir, char *err, size_t errlen) {
     report_results R;
     report_analysis A = {0};
+    report_extra X = {0};
     int drawn[REPORT_N_PLOTS] = {0};
     int rc = -1;
     if (!dir) { report_set_err(err, errlen, "no results directory"); return -1; }
     if (report_results_load(dir, &R, err, errlen)) goto done;
+    if (report_extra_load(dir, &R, &X, err, errlen)) goto done;
     if (report_analysis_run(&R, &A, err, errlen)) goto done;
     if (report_plots_render(dir, &R, &A, drawn, err, errlen)) goto done;
-    if (write_summary(dir, &R, &A, err, errlen)) goto done;
-    if (write_readme(dir, &R, &A, drawn, err, errlen)) goto done;
+    if (write_summary(dir, &R, &A, &X, err, errlen)) goto done;
+    if (write_readme(dir, &R, &A, &X, drawn, err, errlen)) goto done;
     rc = 0;
 done:
+    report_extra_free(&X);
     report_analysis_free(&A, R.n_arms);
     report_results_free(&R);
     return rc;

@@ -8,6 +8,9 @@
  *                  only when per-position streaming was on
  *   forks.tsv      one row per depth per non-reference arm       (REPORT_FORKS_HEADER),
  *                  token ids comma-separated
+ *   cross.tsv      one row per depth per non-reference arm (REPORT_CROSS_HEADER), --cross-score only
+ *   samples.tsv    one row per depth, temperature and non-reference arm (REPORT_SAMPLES_HEADER),
+ *                  --sample-temps only
  *   meta.json      setup and provenance (see report_render)
  * Arm names and KV format names: 1..63 printable ASCII characters without spaces, quotes,
  * backslash, '|', '`', ',' ; a repeated arm is NAME#k (e.g. "f16#2").
@@ -27,6 +30,13 @@
 #define REPORT_POSITIONS_HEADER                                                                 \
     "pos\tarm\tkl_arm_ref\tkl_ref_arm\tjs\tsame_top1\tnll_arm\tnll_ref\tentropy_ref\tgap_ref"
 #define REPORT_FORKS_HEADER "depth\tarm\tfork\tcensored\ttokens_arm\ttokens_ref"
+#define REPORT_CROSS_HEADER                                                                     \
+    "depth\tarm\tfork\tcensored\tn\tref_nll_arm_text\tref_nll_ref_text\tf32_nll_arm_text\t"     \
+    "f32_nll_ref_text\trep_arm\trep_ref"
+#define REPORT_SAMPLES_HEADER                                                                   \
+    "depth\tarm\ttemperature\ttop_p\tseed\tfork\tcensored\ttokens_arm\ttokens_ref"
+/* n-gram order of the repetition rate (stats_repeat_rate) in cross.tsv */
+#define REPORT_REPEAT_ORDER 4
 
 /* Settings the report uses (also written to summary.json). */
 #define REPORT_FLOOR_FACTOR 10.0  /* "within the noise floor" = KL <= 10 x KL(ref‖f32) */
@@ -40,6 +50,8 @@
 FILE *report_tsv_open_depths(const char *dir, char *err, size_t errlen);
 FILE *report_tsv_open_positions(const char *dir, char *err, size_t errlen);
 FILE *report_tsv_open_forks(const char *dir, char *err, size_t errlen);
+FILE *report_tsv_open_cross(const char *dir, char *err, size_t errlen);
+FILE *report_tsv_open_samples(const char *dir, char *err, size_t errlen);
 
 /* One depths.tsv row: depth = tokens in the prefix, r = the metrics of the teacher-forced row
  * (position depth−1, next = token `depth` or -1), fork in [0, fork_n] with censored = 1 when the
@@ -53,6 +65,20 @@ int report_tsv_position_row(FILE *f, int pos, const char *arm, const stats_row *
 /* One forks.tsv row: the two greedy streams tok_arm [n_arm] and tok_ref [n_ref]. */
 int report_tsv_fork_row(FILE *f, int depth, const char *arm, int fork, int censored,
                         const int32_t *tok_arm, int n_arm, const int32_t *tok_ref, int n_ref);
+
+/* One cross.tsv row (docs/DESIGN.md §4.12): the arm's greedy continuation of n tokens and the
+ * reference's, each scored teacher-forced (mean NLL per token, nats) under the reference arm and
+ * under the f32 arm (NAN when there is none), and their repetition rates. */
+typedef struct {
+    int fork, censored, n;
+    double ref_nll_arm_text, ref_nll_ref_text, f32_nll_arm_text, f32_nll_ref_text;
+    double rep_arm, rep_ref;
+} report_cross_vals;
+int report_tsv_cross_row(FILE *f, int depth, const char *arm, const report_cross_vals *v);
+/* One samples.tsv row: the sampled probe at temperature T, top_p, seed; both streams [n]. */
+int report_tsv_sample_row(FILE *f, int depth, const char *arm, double temperature, double top_p,
+                          uint64_t seed, int fork, int censored, const int32_t *tok_arm,
+                          const int32_t *tok_ref, int n);
 
 /* ---- rendering ------------------------------------------------------------------------------ */
 

@@ -244,6 +244,48 @@ void report_fmt_slope(const stats_fit *f, char *buf, size_t len);
 void report_fmt_fork(int fork, int censored, char *buf, size_t len);
 
 /* ============================================================================================
+ * Cross-scoring and sampled forks (report_cross.c): cross.tsv and samples.tsv when present
+ * ========================================================================================== */
+
+#define REPORT_CROSS_EQ_NATS 0.1   /* "equivalent": the CI of mean Δ NLL/token within ±0.1 nats */
+
+/* One cross.tsv row (arm = index into report_results.arms). */
+typedef struct {
+    int depth, arm, fork, censored, n;
+    double ref_nll_arm, ref_nll_ref, f32_nll_arm, f32_nll_ref;   /* mean NLL per token; f32: NAN = none */
+    double rep_arm, rep_ref;
+} report_cross_row;
+
+/* One samples.tsv row (the token streams are checked on loading, not kept). */
+typedef struct {
+    int depth, arm, fork, censored;
+    double temperature, top_p;
+} report_sample_row;
+
+typedef struct {
+    int have_cross, have_samples;   /* the files exist */
+    report_cross_row *x;            /* [nx] sorted by (arm, depth) */
+    size_t nx;
+    report_sample_row *s;           /* [ns] in file order */
+    size_t ns;
+    double *temps;                  /* [n_temps] the temperatures of samples.tsv, first appearance order */
+    int n_temps;
+} report_extra;
+
+/* Reads DIR/cross.tsv and DIR/samples.tsv when they exist (rows of depths R did not load are
+ * skipped; a torn last line is dropped), checking every field, the fork columns against
+ * depths.tsv and the sampled streams against their fork index. Allocates X's arrays (free with
+ * report_extra_free, also after a failure). Returns 0, or -1 with a message naming file and line. */
+int report_extra_load(const char *dir, const report_results *R, report_extra *X, char *err, size_t errlen);
+void report_extra_free(report_extra *X);
+/* The README sections "Cross-scored continuations" and "Sampled forks" (nothing when the files
+ * are absent). */
+void report_extra_readme(FILE *o, const report_results *R, const report_analysis *A, const report_extra *X);
+/* Adds "cross_scoring" and "sampled_forks" to the summary root when the files exist. Returns 0 or -1
+ * (out of memory). */
+int report_extra_summary(json_t *root, const report_results *R, const report_extra *X);
+
+/* ============================================================================================
  * Shared with other results folders (the needle bench, driver/report_needle.c)
  * ========================================================================================== */
 

@@ -69,6 +69,12 @@ FILE *report_tsv_open_positions(const char *dir, char *err, size_t errlen) {
 FILE *report_tsv_open_forks(const char *dir, char *err, size_t errlen) {
     return tsv_open(dir, "forks.tsv", REPORT_FORKS_HEADER, err, errlen);
 }
+FILE *report_tsv_open_cross(const char *dir, char *err, size_t errlen) {
+    return tsv_open(dir, "cross.tsv", REPORT_CROSS_HEADER, err, errlen);
+}
+FILE *report_tsv_open_samples(const char *dir, char *err, size_t errlen) {
+    return tsv_open(dir, "samples.tsv", REPORT_SAMPLES_HEADER, err, errlen);
+}
 
 int report_tsv_depth_row(FILE *f, int depth, const char *arm, const stats_row *r, int fork,
                          int censored, double fork_gap_arm, double fork_gap_ref) {
@@ -108,6 +114,28 @@ int report_tsv_fork_row(FILE *f, int depth, const char *arm, int fork, int censo
         return -1;
     int rc = fprintf(f, "%d\t%s\t%d\t%d", depth, arm, fork, censored ? 1 : 0) < 0;
     rc |= put_tokens(f, tok_arm, n_arm) | put_tokens(f, tok_ref, n_ref);
+    rc |= fputc('\n', f) == EOF;
+    return rc ? -1 : 0;
+}
+
+int report_tsv_cross_row(FILE *f, int depth, const char *arm, const report_cross_vals *v) {
+    if (!f || !v || !name_ok(arm)) return -1;
+    int rc = fprintf(f, "%d\t%s\t%d\t%d\t%d", depth, arm, v->fork, v->censored ? 1 : 0, v->n) < 0;
+    rc |= put_num(f, v->ref_nll_arm_text) | put_num(f, v->ref_nll_ref_text);
+    rc |= put_num(f, v->f32_nll_arm_text) | put_num(f, v->f32_nll_ref_text);
+    rc |= put_num(f, v->rep_arm) | put_num(f, v->rep_ref);
+    rc |= fputc('\n', f) == EOF;
+    return rc ? -1 : 0;
+}
+
+int report_tsv_sample_row(FILE *f, int depth, const char *arm, double temperature, double top_p,
+                          uint64_t seed, int fork, int censored, const int32_t *tok_arm,
+                          const int32_t *tok_ref, int n) {
+    if (!f || !name_ok(arm) || n < 0 || (n && (!tok_arm || !tok_ref))) return -1;
+    int rc = fprintf(f, "%d\t%s", depth, arm) < 0;
+    rc |= put_num(f, temperature) | put_num(f, top_p);
+    rc |= fprintf(f, "\t%llu\t%d\t%d", (unsigned long long)seed, fork, censored ? 1 : 0) < 0;
+    rc |= put_tokens(f, tok_arm, n) | put_tokens(f, tok_ref, n);
     rc |= fputc('\n', f) == EOF;
     return rc ? -1 : 0;
 }

@@ -91,6 +91,29 @@ static double kl_term(double p_b, double p_o, double x) {
     return p_b * h;
 }
 
+int stats_token_logprob(const float *row, int n_vocab, int tok, double *out) {
+    if (!out) return -1;
+    *out = NAN;
+    if (!row || n_vocab < 1 || tok < 0 || tok >= n_vocab) return -1;
+    float mx = row[0];
+    for (int i = 0; i < n_vocab; i++) {
+        if (!isfinite(row[i])) return -1;
+        if (row[i] > mx) mx = row[i];
+    }
+    float z = row[tok] - mx;
+    *out = (double)z - row_lse(row, n_vocab, mx);
+    return 0;
+}
+
+double stats_repeat_rate(const int32_t *tok, int n, int order) {
+    if (!tok || order < 1 || n < order) return NAN;
+    int windows = n - order + 1, repeated = 0;
+    for (int i = 1; i < windows; i++)
+        for (int j = 0; j < i; j++)
+            if (!memcmp(tok + i, tok + j, sizeof *tok * (size_t)order)) { repeated++; break; }
+    return (double)repeated / windows;
+}
+
 int stats_ref_prepare(const float *ref, int n_vocab, double *lp, double *p, stats_ref *out) {
     if (!out) return -1;
     memset(out, 0, sizeof *out);

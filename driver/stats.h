@@ -66,6 +66,16 @@ int stats_ref_prepare(const float *ref, int n_vocab, double *lp, double *p, stat
  * nothing. Returns 0, or -1 (*out zeroed) on NULL, next >= n_vocab or a non-finite arm logit. */
 int stats_compare_prepared(const float *arm, const stats_ref *r, int next, stats_row *out);
 
+/* ln p(tok) under one logit row [n_vocab], as stats_compare_rows computes NLL: z = x_tok − max
+ * in f32, minus lse = ln Σ exp(z_i) in double (ascending ids). Returns 0, or -1 (*out = NAN)
+ * on NULL, tok outside [0, n_vocab) or a non-finite logit. Allocates nothing. */
+int stats_token_logprob(const float *row, int n_vocab, int tok, double *out);
+
+/* Repetition rate of a token stream tok [n] (docs/DESIGN.md §3.4): the share of its n − order + 1
+ * windows of `order` consecutive tokens that equal an earlier window of the stream (the first
+ * occurrence does not count). NAN when n < order. O(n² · order); allocates nothing. */
+double stats_repeat_rate(const int32_t *tok, int n, int order);
+
 /* ---------------------------------------------------------------------------------------------
  * B. Summary statistics.
  * ------------------------------------------------------------------------------------------- */

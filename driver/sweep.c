@@ -22,14 +22,9 @@
 #include <openssl/evp.h>
 
 #include "driver/journal.h"
+#include "driver/workers.h"
 #include "driver/report.h"
 #include "driver/stats.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* ============================================================================================
  * Planning
@@ -67,6 +62,30 @@ int sweep_max_depth(size_t n_tokens, int max_depth, uint64_t n_ctx, int fork_n, 
     return (int)D;
 }
 
+/* splitmix64's output for state x */
+static uint64_t mix64(uint64_t x) {
+    uint64_t z = x + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+uint64_t sweep_sample_seed(uint64_t base, int depth, int j) {
+    return mix64(base ^ mix64((uint64_t)depth * 256u + (uint64_t)j));
+}
+
+int sweep_f32_arm(const arm *arms, int n, int ref) {
+    for (int i = 0; i < n; i++) {
+        const proto_hello_rep *h = &arms[i].hello;
+        if (i == ref || strcmp(h->kv_k, "f32") || strcmp(h->kv_v, "f32")) continue;
+        int repeat = 0;
+        for (int j = 0; j < i && !repeat; j++)
+            repeat = !strcmp(arms[j].hello.kv_k, h->kv_k) && !strcmp(arms[j].hello.kv_v, h->kv_v);
+        if (!repeat) return i;
+    }
+    return -1;
+}
+
 int sweep_fork_index(const int32_t *a, const int32_t *b, int n, int *censored) {
     for (int i = 0; i < n; i++) {
         if (a[i] != b[i]) {
@@ -101,11 +120,11 @@ static void fmt_eta(double s, char *buf, size_t len) {
 /* 1 when a line is due (force, or 0.1 s on a terminal / 5 s otherwise since the last one). */
 static int progress_due(const progress *p, int force) {
     if (p->quiet) return 0;
-    return force || now_s() - p->last >= (p->tty ? 0.1 : 5.0);
+    return force || workers_now_s() - p->last >= (p->tty ? 0.1 : 5.0);
 }
 
 static void progress_print(progress *p, int depth_k, long done) {
-    double t = now_s();
+    double t = workers_now_s();
     p->last = t;
     double el = t - p->t0, rate = el > 0 ? (done - p->base) / el : 0;
     char eta[32];
@@ -177,6 +196,10 @@ typedef struct {
     arm *arms;
     int n, V;
     FILE *depths, *positions, *forks;
+    FILE *cross, *samples;    /* cross.tsv (cfg.cross_score), samples.tsv (cfg.n_sample_temps) */
+    int extra;                /* either of them: DEPTH records carry their lines */
+    int F;                    /* the f32 scorer (sweep_f32_arm), -1: none */
+    int32_t *greedy;          /* [n][fork_n] each arm's greedy fork tokens of the current depth */
     journal jn;
     int jn_open;
     int k_done;               /* depths journalled */
@@ -280,7 +303,18 @@ static int write_meta(sweep_state *st, const char *status, int complete, char *e
     json_object_set_new(root, "fork_n", json_integer(c->fork_n));
     json_object_set_new(root, "per_position", json_boolean(c->per_position));
     json_object_set_new(root, "chunk", json_integer(c->chunk));
-    json_object_set_new(root, "wall_seconds", json_real(st->wall_prev + now_s() - st->t0));
+    if (c->cross_score) {
+        json_object_set_new(root, "cross_score", json_true());
+        json_object_set_new(root, "cross_f32_arm", st->F >= 0 ? json_string(arms[st->F].name) : json_null());
+    }
+    if (c->n_sample_temps) {
+        json_t *t = json_array();
+        for (int j = 0; j < c->n_sample_temps; j++) json_array_append_new(t, json_real(c->sample_temps[j]));
+        json_object_set_new(root, "sample_temps", t);
+        json_object_set_new(root, "top_p", json_real(c->top_p));
+        json_object_set_new(root, "sample_seed", json_integer((json_int_t)c->sample_seed));
+    }
+    json_object_set_new(root, "wall_seconds", json_real(st->wall_prev + workers_now_s() - st->t0));
     struct rusage ru;   /* the driver's own memory: O(chunk x vocab x arms) in per-position mode */
     if (getrusage(RUSAGE_SELF, &ru) == 0)
         json_object_set_new(root, "driver_peak_rss", json_integer((json_int_t)ru.ru_maxrss * 1024));
@@ -394,6 +428,14 @@ static json_t *plan_json(const sweep_config *c, const arm *arms, int n) {
     json_object_set_new(p, "per_position", json_boolean(c->per_position));
     json_object_set_new(p, "chunk", json_integer(c->chunk));
     json_object_set_new(p, "ref", json_string(arms[c->ref].name));
+    if (c->cross_score) json_object_set_new(p, "cross_score", json_true());
+    if (c->n_sample_temps) {
+        json_t *t = json_array();
+        for (int j = 0; j < c->n_sample_temps; j++) json_array_append_new(t, json_real(c->sample_temps[j]));
+        json_object_set_new(p, "sample_temps", t);
+        json_object_set_new(p, "top_p", json_real(c->top_p));
+        json_object_set_new(p, "sample_seed", json_integer((json_int_t)c->sample_seed));
+    }
     for (int i = 0; i < n; i++) {
         const proto_hello_rep *h = &arms[i].hello;
         json_array_append_new(ja, json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "name", arms[i].name,
@@ -415,9 +457,9 @@ static int tsv_put(FILE *f, const char *name, const sweep_config *c, const void 
 
 /* fflush + fsync of the TSV files: a completed depth is on disk before meta.json counts it. */
 static int tsv_sync(sweep_state *st, char *err, size_t errlen) {
-    FILE *f[3] = { st->depths, st->forks, st->positions };
-    static const char *const names[3] = { "depths.tsv", "forks.tsv", "positions.tsv" };
-    for (int i = 0; i < 3; i++)
+    FILE *f[5] = { st->depths, st->forks, st->positions, st->cross, st->samples };
+    static const char *const names[5] = { "depths.tsv", "forks.tsv", "positions.tsv", "cross.tsv", "samples.tsv" };
+    for (int i = 0; i < 5; i++)
         if (f[i] && journal_fsync_stream(f[i]))
             return errmsg_set(err, errlen, SWEEP_ERROR, "cannot write %s/%s: %s", st->c->out_dir, names[i],
                               strerror(errno));
@@ -429,7 +471,9 @@ static int open_tsvs(sweep_state *st, char *err, size_t errlen) {
     const sweep_config *c = st->c;
     if (!(st->depths = report_tsv_open_depths(c->out_dir, err, errlen)) ||
         !(st->forks = report_tsv_open_forks(c->out_dir, err, errlen)) ||
-        (c->per_position && !(st->positions = report_tsv_open_positions(c->out_dir, err, errlen))))
+        (c->per_position && !(st->positions = report_tsv_open_positions(c->out_dir, err, errlen))) ||
+        (c->cross_score && !(st->cross = report_tsv_open_cross(c->out_dir, err, errlen))) ||
+        (c->n_sample_temps && !(st->samples = report_tsv_open_samples(c->out_dir, err, errlen))))
         return SWEEP_ERROR;
     return 0;
 }
@@ -503,6 +547,12 @@ static int replay_records(sweep_state *st, const journal_rec *recs, size_t n_rec
             tp = jrd_str(&rd, &lp);
             td = jrd_str(&rd, &ld);
             tf = jrd_str(&rd, &lf);
+            uint32_t lx = 0, ls = 0;
+            const unsigned char *tx = NULL, *ts = NULL;
+            if (st->extra) {
+                tx = jrd_str(&rd, &lx);
+                ts = jrd_str(&rd, &ls);
+            }
             if (rd.bad || (int)k != st->k_done || k >= (uint32_t)c->n_depths || (int)depth != c->depths[k] ||
                 (int)from != st->pos_done || (lp && !c->per_position)) {
                 ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu (depth %u) does not "
@@ -512,6 +562,8 @@ static int replay_records(sweep_state *st, const journal_rec *recs, size_t n_rec
             if (apply && !(ret = tsv_put(st->positions, "positions.tsv", c, tp, lp, err, errlen)) &&
                 !(ret = tsv_put(st->depths, "depths.tsv", c, td, ld, err, errlen)))
                 ret = tsv_put(st->forks, "forks.tsv", c, tf, lf, err, errlen);
+            if (apply && !ret && st->extra && !(ret = tsv_put(st->cross, "cross.tsv", c, tx, lx, err, errlen)))
+                ret = tsv_put(st->samples, "samples.tsv", c, ts, ls, err, errlen);
             st->k_done++;
             st->pos_done = (int)depth;
             st->wall_prev = wall;
@@ -681,10 +733,10 @@ static int call(sweep_state *st, int kind, double tokens, const char *what, char
     double spt = kind == KIND_PREFILL ? st->spt_prefill : kind == KIND_DECODE ? st->spt_decode
                : st->spt_prefill > 0 ? st->spt_prefill : st->spt_decode;
     int timeout = sweep_request_timeout_ms(spt, kind == KIND_OTHER ? 1 : tokens, c->request_timeout_ms);
-    double t = now_s();
+    double t = workers_now_s();
     int rc = arm_call_all(st->arms, st->n, st->req, st->rep, c->recv_max, timeout, c->stop, st->codes, e, sizeof e);
     if (!rc) {
-        double per = (now_s() - t) / (tokens > 1 ? tokens : 1);
+        double per = (workers_now_s() - t) / (tokens > 1 ? tokens : 1);
         if (kind == KIND_PREFILL && per > st->spt_prefill) st->spt_prefill = per;
         if (kind == KIND_DECODE && per > st->spt_decode) st->spt_decode = per;
         return 0;
@@ -976,12 +1028,167 @@ static int show_progress(sweep_state *st, int depth_k, long done, int force, cha
     return rc;
 }
 
+/* Truncates the arms with which[a] (NULL: every arm) to depth and checks the replies. why says
+ * what for ("back to the depth after the fork probe"). Returns 0 or call()'s codes. */
+static int truncate_arms(sweep_state *st, int depth, const int *which, const char *why, char *err, size_t errlen) {
+    char what[200];
+    for (int a = 0; a < st->n; a++) {
+        proto_init(&st->req[a], which && !which[a] ? PROTO_NONE : PROTO_TRUNCATE, 0, 0);
+        st->req[a].truncate_req.depth = (uint64_t)depth;
+    }
+    snprintf(what, sizeof what, "a truncate request (to %d: %s)", depth, why);
+    int rc = call(st, KIND_OTHER, 1, what, err, errlen);
+    if (rc) return rc;
+    for (int a = 0; a < st->n && !rc; a++)
+        if ((!which || which[a]) && st->rep[a].truncate_rep.n_past != (uint64_t)depth)
+            rc = errmsg_set(err, errlen, SWEEP_ERROR, "arm %s: truncate to %d left %llu tokens", st->arms[a].name,
+                            depth, (unsigned long long)st->rep[a].truncate_rep.n_past);
+    free_reps(st->rep, st->n);
+    return rc;
+}
+
+/* Sends every arm `generate n = fork_n` at temperature T (0: greedy) with top_p and seed, and
+ * checks the replies (kept in st->rep: the caller frees them). Every arm is at depth d. */
+static int generate_all(sweep_state *st, int d, double T, double top_p, uint64_t seed, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    char what[200];
+    for (int a = 0; a < st->n; a++) {
+        proto_init(&st->req[a], PROTO_GENERATE, 0, 0);
+        st->req[a].generate_req.n = (uint32_t)c->fork_n;
+        st->req[a].generate_req.temperature = T;
+        st->req[a].generate_req.seed = seed;
+        st->req[a].generate_req.top_p = top_p;
+    }
+    snprintf(what, sizeof what, "a generate request (the %d-token fork probe at depth %d, temperature %g)",
+             c->fork_n, d, T);
+    int rc = call(st, KIND_DECODE, c->fork_n, what, err, errlen);
+    if (rc) return rc;
+    for (int a = 0; !rc && a < st->n; a++) {
+        const proto_generate_rep *g = &st->rep[a].generate_rep;
+        if (g->n != (size_t)c->fork_n || !g->tokens || !g->gaps || g->n_past != (uint64_t)d + (uint64_t)c->fork_n - 1)
+            rc = errmsg_set(err, errlen, SWEEP_ERROR, "arm %s: generate reply has %zu tokens and n_past %llu, "
+                            "expected %d and %d", st->arms[a].name, g->n, (unsigned long long)g->n_past,
+                            c->fork_n, d + c->fork_n - 1);
+    }
+    if (rc) free_reps(st->rep, st->n);
+    return rc;
+}
+
+/* The sampled fork probes of depth d (every arm at d): for each temperature T_j, every arm
+ * samples fork_n tokens with the same seed (sweep_sample_seed), then is truncated back to d.
+ * One samples.tsv line per non-reference arm and temperature into out. */
+static int sampled_probes(sweep_state *st, int d, FILE *out, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    const int R = c->ref;
+    int rc = 0;
+    for (int j = 0; j < c->n_sample_temps && !rc; j++) {
+        double T = c->sample_temps[j];
+        uint64_t seed = sweep_sample_seed(c->sample_seed, d, j);
+        if ((rc = generate_all(st, d, T, c->top_p, seed, err, errlen))) break;
+        const proto_generate_rep *gr = &st->rep[R].generate_rep;
+        for (int a = 0; a < st->n && !rc; a++) {
+            const proto_generate_rep *g = &st->rep[a].generate_rep;
+            int t = st->twin[a];
+            if (t >= 0 && !st->twin_warned[a] &&
+                memcmp(g->tokens, st->rep[t].generate_rep.tokens, sizeof(int32_t) * (size_t)c->fork_n)) {
+                st->twin_warned[a] = 1;
+                rc = warn_loud(st, a, err, errlen, "arm %s is NOT bit-identical to arm %s (same K/V formats, device "
+                               "and engine) in the sampled fork probe at depth %d, temperature %g: the engine is not "
+                               "deterministic and every number of this run is suspect", st->arms[a].name,
+                               st->arms[t].name, d, T);
+            }
+            if (rc || a == R) continue;
+            int censored, fork = sweep_fork_index(g->tokens, gr->tokens, c->fork_n, &censored);
+            if (report_tsv_sample_row(out, d, st->arms[a].name, T, c->top_p, seed, fork, censored, g->tokens,
+                                      gr->tokens, c->fork_n))
+                rc = errmsg_set(err, errlen, SWEEP_ERROR, "cannot format a samples.tsv row");
+        }
+        free_reps(st->rep, st->n);
+        if (!rc) rc = truncate_arms(st, d, NULL, "back to the depth after a sampled fork probe", err, errlen);
+    }
+    return rc;
+}
+
+/* Cross-scoring at depth d (every arm at d, greedy continuations in st->greedy): each distinct
+ * continuation x[fork_n] is scored teacher-forced by the reference and the f32 arm at once:
+ * truncate both to d - 1, prefill [token d-1, x_0 .. x_{n-2}] with every row; row i gives
+ * ln p(x_i). Arms with the same continuation share its scores (the rows are bit-identical).
+ * The scorers end at d - 1 + fork_n. One cross.tsv line per non-reference arm into out. */
+static int cross_score(sweep_state *st, int d, FILE *out, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    const int n = st->n, R = c->ref, F = st->F, N = c->fork_n, V = st->V;
+    int *scorer = calloc((size_t)n, sizeof *scorer);             /* [n] 1: R and F */
+    int *uniq = calloc((size_t)n, sizeof *uniq);                 /* [n] first arm with the same text */
+    double *nll = malloc(sizeof *nll * 2 * (size_t)n);           /* [2][n] by R, by F (NAN: no F) */
+    int32_t *buf = malloc(sizeof *buf * (size_t)N);              /* [N] the prefill */
+    char what[200];
+    int rc = 0;
+    if (!scorer || !uniq || !nll || !buf) { rc = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory"); goto done; }
+    scorer[R] = 1;
+    if (F >= 0) scorer[F] = 1;
+    for (int a = 0; a < n; a++) {
+        const int32_t *x = st->greedy + (size_t)a * N;
+        uniq[a] = a;
+        for (int b = 0; b < a && uniq[a] == a; b++)
+            if (!memcmp(x, st->greedy + (size_t)b * N, sizeof *x * (size_t)N)) uniq[a] = b;
+    }
+    for (int a = 0; a < n && !rc; a++) {
+        const int32_t *x = st->greedy + (size_t)a * N;
+        if (uniq[a] != a) {
+            nll[a] = nll[uniq[a]];
+            nll[n + a] = nll[n + uniq[a]];
+            continue;
+        }
+        if ((rc = truncate_arms(st, d - 1, scorer, "before cross-scoring", err, errlen))) break;
+        buf[0] = c->tokens[d - 1];
+        memcpy(buf + 1, x, sizeof *buf * (size_t)(N - 1));
+        for (int s = 0; s < n; s++) {
+            proto_init(&st->req[s], scorer[s] ? PROTO_PREFILL : PROTO_NONE, 0, 0);
+            st->req[s].prefill_req.tokens = buf;
+            st->req[s].prefill_req.n_tokens = (size_t)N;
+            st->req[s].prefill_req.rows = PROTO_ROWS_ALL;
+        }
+        snprintf(what, sizeof what, "a prefill request (cross-scoring arm %s's continuation at depth %d)",
+                 st->arms[a].name, d);
+        if ((rc = call(st, KIND_PREFILL, N, what, err, errlen))) break;
+        for (int s = 0; s < n && !rc; s++)
+            if (scorer[s]) rc = check_prefill(&st->arms[s], &st->rep[s], (uint64_t)(d - 1 + N), (uint32_t)V,
+                                              (uint32_t)N, err, errlen);
+        for (int k = 0; k < 2 && !rc; k++) {
+            int s = k ? F : R;
+            double sum = 0, lp;
+            for (int i = 0; s >= 0 && i < N && !rc; i++) {
+                if (stats_token_logprob(st->rep[s].prefill_rep.logits + (size_t)i * V, V, x[i], &lp))
+                    rc = errmsg_set(err, errlen, SWEEP_ERROR, "arm %s returned a non-finite logit while "
+                                    "cross-scoring at depth %d", st->arms[s].name, d);
+                sum -= lp;
+            }
+            nll[k * n + a] = s >= 0 ? sum / N : NAN;
+        }
+        free_reps(st->rep, n);
+    }
+    for (int a = 0; a < n && !rc; a++) {
+        if (a == R) continue;
+        report_cross_vals v = { st->fork[a], st->censored[a], N, nll[a], nll[R], nll[n + a], nll[n + R],
+                                stats_repeat_rate(st->greedy + (size_t)a * N, N, REPORT_REPEAT_ORDER),
+                                stats_repeat_rate(st->greedy + (size_t)R * N, N, REPORT_REPEAT_ORDER) };
+        if (report_tsv_cross_row(out, d, st->arms[a].name, &v))
+            rc = errmsg_set(err, errlen, SWEEP_ERROR, "cannot format a cross.tsv row");
+    }
+done:
+    free(scorer);
+    free(uniq);
+    free(nll);
+    free(buf);
+    return rc;
+}
+
 /* Measures depths k_done.. from position pos_done on, journalling as it goes. */
 static int run_depths(sweep_state *st, char *err, size_t errlen) {
     const sweep_config *c = st->c;
     const int n = st->n, V = st->V, R = c->ref;
     char what[160];
-    textbuf tp = { 0 }, td = { 0 }, tf = { 0 };
+    textbuf tp = { 0 }, td = { 0 }, tf = { 0 }, tx = { 0 }, ts = { 0 };
     int ret = 0;
     for (int k = st->k_done; k < c->n_depths && !ret; k++) {
         const int d = c->depths[k], from = st->pos_done;
@@ -1037,7 +1244,7 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
                 journal_buf b = { 0 };
                 jbuf_u32(&b, (uint32_t)pos);
                 jbuf_u32(&b, (uint32_t)(pos + m));
-                jbuf_f64(&b, st->wall_prev + now_s() - st->t0);
+                jbuf_f64(&b, st->wall_prev + workers_now_s() - st->t0);
                 jbuf_str(&b, tp.p, tp.n);
                 ret = jn_append(st, JOURNAL_CHUNK, &b, err, errlen);
                 free(b.p);
@@ -1051,22 +1258,7 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
         if (c->stop && *c->stop) { ret = SWEEP_INTERRUPTED; break; }
 
         /* ---- fork probe: fork_n greedy tokens on every arm ---- */
-        for (int a = 0; a < n; a++) {
-            proto_init(&st->req[a], PROTO_GENERATE, 0, 0);
-            st->req[a].generate_req.n = (uint32_t)c->fork_n;
-            st->req[a].generate_req.temperature = 0.0;
-            st->req[a].generate_req.seed = 0;
-        }
-        snprintf(what, sizeof what, "a generate request (the %d-token fork probe at depth %d)", c->fork_n, d);
-        if ((ret = call(st, KIND_DECODE, c->fork_n, what, err, errlen))) break;
-        for (int a = 0; !ret && a < n; a++) {
-            const proto_generate_rep *g = &st->rep[a].generate_rep;
-            if (g->n != (size_t)c->fork_n || !g->tokens || !g->gaps ||
-                g->n_past != (uint64_t)d + (uint64_t)c->fork_n - 1)
-                ret = errmsg_set(err, errlen, SWEEP_ERROR, "arm %s: generate reply has %zu tokens and n_past "
-                             "%llu, expected %d and %d", st->arms[a].name, g->n, (unsigned long long)g->n_past,
-                             c->fork_n, d + c->fork_n - 1);
-        }
+        if ((ret = generate_all(st, d, 0.0, 0.0, 0, err, errlen))) break;
         if (!ret && (tb_open(&td) || tb_open(&tf))) ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory");
         const proto_generate_rep *gr = &st->rep[R].generate_rep;
         for (int a = 0; a < n && !ret; a++) {
@@ -1082,6 +1274,7 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
                                 "and every number of this run is suspect", st->arms[a].name, st->arms[t].name, d);
                 if (ret) break;
             }
+            if (st->extra) memcpy(st->greedy + (size_t)a * c->fork_n, g->tokens, sizeof(int32_t) * (size_t)c->fork_n);
             if (a == R) continue;
             double ga = st->censored[a] ? NAN : g->gaps[st->fork[a]];
             double gref = st->censored[a] ? NAN : gr->gaps[st->fork[a]];
@@ -1095,25 +1288,44 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
             ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory formatting depths.tsv / forks.tsv rows");
         if (ret) break;
 
+        /* ---- optional: sampled fork probes and cross-scoring (cross.tsv, samples.tsv) ---- */
+        if (st->extra) {
+            if (tb_open(&tx) || tb_open(&ts)) ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory");
+            if (!ret) ret = truncate_arms(st, d, NULL, "back to the depth after the fork probe", err, errlen);
+            if (!ret) ret = sampled_probes(st, d, ts.f, err, errlen);
+            if (!ret && c->cross_score) ret = cross_score(st, d, tx.f, err, errlen);
+            if (!ret && (tb_close(&tx) || tb_close(&ts)))
+                ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory formatting cross.tsv / samples.tsv rows");
+            if (ret) break;
+        }
+
         /* ---- depth k complete: journal (synced), then the TSVs, then meta.json counts it ---- */
         journal_buf b = { 0 };
         jbuf_u32(&b, (uint32_t)k);
         jbuf_u32(&b, (uint32_t)d);
         jbuf_u32(&b, (uint32_t)st->pos_done);
-        jbuf_f64(&b, st->wall_prev + now_s() - st->t0);
+        jbuf_f64(&b, st->wall_prev + workers_now_s() - st->t0);
         jbuf_str(&b, c->per_position ? tp.p : "", c->per_position ? tp.n : 0);
         jbuf_str(&b, td.p, td.n);
         jbuf_str(&b, tf.p, tf.n);
+        if (st->extra) {
+            jbuf_str(&b, tx.p ? tx.p : "", tx.n);
+            jbuf_str(&b, ts.p ? ts.p : "", ts.n);
+        }
         ret = jn_append(st, JOURNAL_DEPTH, &b, err, errlen);
         free(b.p);
         if (!ret) ret = jn_sync(st, err, errlen);
         if (!ret && c->per_position) ret = tsv_put(st->positions, "positions.tsv", c, tp.p, tp.n, err, errlen);
         if (!ret) ret = tsv_put(st->depths, "depths.tsv", c, td.p, td.n, err, errlen);
         if (!ret) ret = tsv_put(st->forks, "forks.tsv", c, tf.p, tf.n, err, errlen);
+        if (!ret && st->extra) ret = tsv_put(st->cross, "cross.tsv", c, tx.p, tx.n, err, errlen);
+        if (!ret && st->extra) ret = tsv_put(st->samples, "samples.tsv", c, ts.p, ts.n, err, errlen);
         if (!ret) ret = tsv_sync(st, err, errlen);
         tb_free(&tp);
         tb_free(&td);
         tb_free(&tf);
+        tb_free(&tx);
+        tb_free(&ts);
         if (ret) break;
         st->k_done = k + 1;
         st->pos_done = d;
@@ -1121,21 +1333,13 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
         if ((ret = show_progress(st, k + 1, d, k + 1 == c->n_depths, err, errlen))) break;
 
         /* ---- back to depth d ---- */
-        for (int a = 0; a < n; a++) {
-            proto_init(&st->req[a], PROTO_TRUNCATE, 0, 0);
-            st->req[a].truncate_req.depth = (uint64_t)d;
-        }
-        snprintf(what, sizeof what, "a truncate request (back to depth %d after the fork probe)", d);
-        if ((ret = call(st, KIND_OTHER, 1, what, err, errlen))) break;
-        for (int a = 0; !ret && a < n; a++)
-            if (st->rep[a].truncate_rep.n_past != (uint64_t)d)
-                ret = errmsg_set(err, errlen, SWEEP_ERROR, "arm %s: truncate to %d left %llu tokens", st->arms[a].name,
-                             d, (unsigned long long)st->rep[a].truncate_rep.n_past);
-        free_reps(st->rep, n);
+        if ((ret = truncate_arms(st, d, NULL, "back to the depth after the fork probe", err, errlen))) break;
     }
     tb_free(&tp);
     tb_free(&td);
     tb_free(&tf);
+    tb_free(&tx);
+    tb_free(&ts);
     return ret;
 }
 
@@ -1153,9 +1357,11 @@ int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *e
     st.arms = arms;
     st.n = n;
     st.V = (int)arms[c->ref].hello.n_vocab;
+    st.extra = c->cross_score || c->n_sample_temps > 0;
+    st.F = c->cross_score ? sweep_f32_arm(arms, n, c->ref) : -1;
     if (depths_done) *depths_done = 0;
 
-    st.t0 = now_s();
+    st.t0 = workers_now_s();
     time_t wall = c->date ? c->date : time(NULL);
     struct tm tmv;
     if (c->date) gmtime_r(&wall, &tmv);
@@ -1180,10 +1386,11 @@ int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *e
     st.pr = calloc(nr * (size_t)n, sizeof *st.pr);
     st.bad = calloc(nr * (size_t)n, sizeof *st.bad);
     st.next = calloc(nr, sizeof *st.next);
+    st.greedy = calloc((size_t)n * (size_t)c->fork_n, sizeof *st.greedy);
     st.resumes = json_array();
     if (!st.req || !st.rep || !st.codes || !st.failed || !st.need_full || !st.twin || !st.twin_warned ||
         !st.tf || !st.fork || !st.censored || !st.stats || !st.have_stats || !st.rows || !st.pr || !st.bad || !st.next ||
-        !st.resumes) {
+        !st.greedy || !st.resumes) {
         ret = errmsg_set(e, sizeof e, SWEEP_ERROR, "out of memory");
         goto done;
     }
@@ -1200,7 +1407,7 @@ int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *e
     memset(&st.pg, 0, sizeof st.pg);
     st.pg.quiet = c->quiet;
     st.pg.tty = isatty(2);
-    st.pg.t0 = st.pg.last = now_s();
+    st.pg.t0 = st.pg.last = workers_now_s();
     st.pg.total = c->depths[c->n_depths - 1];
     st.pg.base = st.pos_done;
     st.pg.n_depths = c->n_depths;
@@ -1227,8 +1434,8 @@ done:
             snprintf(e, sizeof e, "%s", e2);
         }
         journal_close(&st.jn);
-        FILE *f[3] = { st.depths, st.forks, st.positions };
-        for (int i = 0; i < 3; i++)
+        FILE *f[5] = { st.depths, st.forks, st.positions, st.cross, st.samples };
+        for (int i = 0; i < 5; i++)
             if (f[i] && (journal_fsync_stream(f[i]) | fclose(f[i])) && ret == SWEEP_OK)
                 ret = errmsg_set(e, sizeof e, SWEEP_ERROR, "cannot write the TSV files in %s: %s", c->out_dir,
                                  strerror(errno));
@@ -1279,6 +1486,7 @@ done:
     free(st.pr);
     free(st.bad);
     free(st.next);
+    free(st.greedy);
     json_decref(st.resumes);
     return ret;
 }

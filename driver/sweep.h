@@ -8,7 +8,12 @@
  *   teacher-forced row = the row at position d_k - 1 (next token = token d_k) -> depths.tsv;
  *   fork probe: every arm generates fork_n tokens greedily; fork index = first i where an arm's
  *   tokens differ from the reference's, else fork_n (censored) -> depths.tsv, forks.tsv;
- *   truncate every arm back to d_k.
+ *   truncate every arm back to d_k;
+ *   optionally (cfg.n_sample_temps): sampled fork probes at each temperature, the same seed on
+ *   every arm (common random numbers, kernels/sample.h) -> samples.tsv; (cfg.cross_score) every
+ *   arm's greedy continuation scored teacher-forced by the reference and the f32 arm (truncate
+ *   them to d_k - 1, prefill [token d_k - 1, continuation] with every row) -> cross.tsv; then
+ *   truncate back to d_k again.
  * Journal (journal.h, records in sweep.c): every per-position chunk and every completed depth is
  * appended to DIR/journal as a checksummed record holding exactly the TSV lines it adds; a depth's
  * record is fsync'd before the TSVs get its lines, before meta.json counts it and before the
@@ -56,11 +61,22 @@ int sweep_max_depth(size_t n_tokens, int max_depth, uint64_t n_ctx, int fork_n, 
  * n when they are identical (*censored = 1). */
 int sweep_fork_index(const int32_t *a, const int32_t *b, int n, int *censored);
 
+/* The seed of the sampled fork probe at temperature index j of depth `depth`:
+ * mix(base ^ mix(depth * 256 + j)), mix(x) = splitmix64's output for state x (add
+ * 0x9e3779b97f4a7c15, then its finaliser). Pure. */
+uint64_t sweep_sample_seed(uint64_t base, int depth, int j);
+
+/* The f32 scorer of cross-scoring: the first arm other than the reference whose K and V are both
+ * "f32" and that is not configured like an earlier arm (a repeat), or -1. */
+int sweep_f32_arm(const arm *arms, int n, int ref);
+
 /* "Linux 6.1.0 x86_64; <CPU model>; N cores" into buf[len]: the machine line of meta.json (sweep
  * and needle folders alike). Allocates nothing. */
 void sweep_machine_string(char *buf, size_t len);
 
 /* ---- the run -------------------------------------------------------------------------------- */
+
+#define SWEEP_MAX_TEMPS 16   /* temperatures of the sampled fork probes */
 
 typedef struct {
     /* provenance, copied into meta.json (NULL -> "unknown") */
@@ -78,6 +94,15 @@ typedef struct {
     int ref;                    /* index of the reference arm */
     int compare_threads;        /* threads comparing a reply's rows (1..SWEEP_COMPARE_THREADS_MAX;
                                    the numbers do not depend on it) */
+    /* optional measurements after each depth's greedy fork probe (docs/DESIGN.md §2.2); all off:
+     * the sweep and its files are exactly those of a run without these fields */
+    int cross_score;            /* score every arm's greedy continuation teacher-forced under the
+                                   reference arm and the f32 arm (sweep_f32_arm) -> cross.tsv */
+    const double *sample_temps; /* [n_sample_temps] temperatures > 0 of the sampled fork probes
+                                   (common random numbers: the same seed on every arm) -> samples.tsv */
+    int n_sample_temps;
+    double top_p;               /* nucleus cut of the sampled probes, in (0, 1] (1: none) */
+    uint64_t sample_seed;       /* base seed of the sampled probes (sweep_sample_seed) */
     /* output */
     const char *out_dir;        /* exists; the files are created (truncated) here */
     const char *dump_rows_dir;  /* NULL, or a directory for raw teacher-forced rows (tests):

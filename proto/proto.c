@@ -23,7 +23,7 @@
 #endif
 
 static const char *const type_names[] = {
-    "none", "hello", "tokenize", "prefill", "generate", "truncate", "stats", "shutdown", "error",
+    "none", "hello", "tokenize", "prefill", "generate", "truncate", "stats", "shutdown", "error", "vocab",
 };
 #define N_TYPES ((int)(sizeof type_names / sizeof type_names[0]))
 
@@ -70,6 +70,12 @@ void proto_msg_free(proto_msg *m) {
         case PROTO_TOKENIZE: free(m->tokenize_rep.tokens); break;
         case PROTO_PREFILL:  free(m->prefill_rep.logits); break;
         case PROTO_GENERATE: free(m->generate_rep.tokens); free(m->generate_rep.gaps); break;
+        case PROTO_VOCAB:
+            free(m->vocab_rep.pieces);
+            free(m->vocab_rep.offsets);
+            free(m->vocab_rep.control);
+            free(m->vocab_rep.chat_template);
+            break;
         default: break;
         }
     } else {
@@ -446,6 +452,34 @@ static int decode_stats_rep(const msgpack_object_map *m, const char *c, proto_st
     return 0;
 }
 
+static int decode_vocab_rep(const msgpack_object_map *m, const char *c, proto_vocab_rep *v, char *err,
+                            size_t errlen) {
+    uint64_t u;
+    void *p = NULL;
+    size_t n_off = 0, n_ctl = 0;
+    int rc;
+    if ((rc = get_uint(m, c, "n_vocab", PROTO_MAX_VOCAB, &u, err, errlen))) return rc;
+    v->n_vocab = (uint32_t)u;
+    if ((rc = get_text(m, c, "pieces", PROTO_MAX_TEXT, &v->pieces, &v->n_pieces, err, errlen))) return rc;
+    rc = get_bin32(m, c, "offsets", (uint64_t)PROTO_MAX_VOCAB + 1, &p, &n_off, err, errlen);
+    v->offsets = p;
+    if (rc) return rc;
+    rc = get_bin32(m, c, "control", PROTO_MAX_VOCAB, &p, &n_ctl, err, errlen);
+    v->control = p;
+    if (rc) return rc;
+    if ((rc = get_text(m, c, "chat_template", PROTO_MAX_TEMPLATE, &v->chat_template, &v->n_template, err, errlen)))
+        return rc;
+    if (n_off != (size_t)v->n_vocab + 1 || n_ctl != v->n_vocab || v->offsets[0] != 0 ||
+        (uint64_t)v->offsets[v->n_vocab] != v->n_pieces)
+        return errmsg_set(err, errlen, PROTO_E_BADMSG, "%s: %zu offsets and %zu control flags for n_vocab %u, or "
+                          "offsets not spanning the %zu piece bytes", c, n_off, n_ctl, v->n_vocab, v->n_pieces);
+    for (uint32_t t = 0; t < v->n_vocab; t++)
+        if (v->offsets[t + 1] < v->offsets[t] || (v->control[t] != 0 && v->control[t] != 1))
+            return errmsg_set(err, errlen, PROTO_E_BADMSG, "%s: token %u has a decreasing offset or a control flag "
+                              "other than 0 or 1", c, t);
+    return 0;
+}
+
 /* The fields of one message type; out->type and out->is_reply are set. */
 static int decode_body(const msgpack_object_map *m, proto_msg *out, char *err, size_t errlen) {
     char c[48];   /* "prefill request" */
@@ -460,7 +494,9 @@ static int decode_body(const msgpack_object_map *m, proto_msg *out, char *err, s
             proto_tokenize_req *t = &out->tokenize_req;
             if ((rc = get_text(m, c, "text", PROTO_MAX_TEXT, &t->text, &t->n_text, err, errlen)))
                 return rc;
-            return get_bool(m, c, "add_bos", &t->add_bos, err, errlen);
+            if ((rc = get_bool(m, c, "add_bos", &t->add_bos, err, errlen))) return rc;
+            t->special = 0;
+            return find(m, "special") ? get_bool(m, c, "special", &t->special, err, errlen) : 0;
         }
         case PROTO_PREFILL: {
             proto_prefill_req *r = &out->prefill_req;
@@ -482,7 +518,14 @@ static int decode_body(const msgpack_object_map *m, proto_msg *out, char *err, s
             if (!isfinite(g->temperature) || g->temperature < 0)
                 return errmsg_set(err, errlen, PROTO_E_BADARG,
                             "%s: temperature %g is not a finite number >= 0", c, g->temperature);
-            return get_uint(m, c, "seed", UINT64_MAX, &g->seed, err, errlen);
+            if ((rc = get_uint(m, c, "seed", UINT64_MAX, &g->seed, err, errlen))) return rc;
+            g->top_p = 0;   /* optional: absent = no cut */
+            if (find(m, "top_p")) {
+                if ((rc = get_f64(m, c, "top_p", &g->top_p, err, errlen))) return rc;
+                if (!(g->top_p > 0 && g->top_p <= 1))
+                    return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: top_p %g is not in (0, 1]", c, g->top_p);
+            }
+            return 0;
         }
         case PROTO_TRUNCATE:
             return get_uint(m, c, "depth", UINT64_MAX, &out->truncate_req.depth, err, errlen);
@@ -505,6 +548,8 @@ static int decode_body(const msgpack_object_map *m, proto_msg *out, char *err, s
         return get_uint(m, c, "n_past", UINT64_MAX, &out->truncate_rep.n_past, err, errlen);
     case PROTO_STATS:
         return decode_stats_rep(m, c, &out->stats_rep, err, errlen);
+    case PROTO_VOCAB:
+        return decode_vocab_rep(m, c, &out->vocab_rep, err, errlen);
     case PROTO_ERROR:
         if ((rc = get_int(m, c, "code", INT32_MIN, INT32_MAX, &s, err, errlen))) return rc;
         out->error.code = (int32_t)s;
@@ -642,10 +687,11 @@ static int pack(msgpack_packer *pk, const proto_msg *m) {
         switch (m->type) {
         case PROTO_TOKENIZE: {
             const proto_tokenize_req *t = &m->tokenize_req;
-            return pk_head(pk, m, 2) || pk_key(pk, "text") || msgpack_pack_str(pk, t->n_text) ||
+            return pk_head(pk, m, t->special ? 3 : 2) || pk_key(pk, "text") || msgpack_pack_str(pk, t->n_text) ||
                    (t->n_text && msgpack_pack_str_body(pk, t->text, t->n_text)) ||
                    pk_key(pk, "add_bos") ||
-                   (t->add_bos ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
+                   (t->add_bos ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) ||
+                   (t->special && (pk_key(pk, "special") || msgpack_pack_true(pk)));
         }
         case PROTO_PREFILL: {
             const proto_prefill_req *p = &m->prefill_req;
@@ -654,8 +700,10 @@ static int pack(msgpack_packer *pk, const proto_msg *m) {
         }
         case PROTO_GENERATE: {
             const proto_generate_req *g = &m->generate_req;
-            return pk_head(pk, m, 3) || pk_uint(pk, "n", g->n) ||
-                   pk_f64(pk, "temperature", g->temperature) || pk_uint(pk, "seed", g->seed);
+            int cut = g->top_p > 0 && g->top_p < 1;   /* top_p is sent only when it cuts */
+            return pk_head(pk, m, cut ? 4 : 3) || pk_uint(pk, "n", g->n) ||
+                   pk_f64(pk, "temperature", g->temperature) || pk_uint(pk, "seed", g->seed) ||
+                   (cut && pk_f64(pk, "top_p", g->top_p));
         }
         case PROTO_TRUNCATE:
             return pk_head(pk, m, 1) || pk_uint(pk, "depth", m->truncate_req.depth);
@@ -701,6 +749,14 @@ static int pack(msgpack_packer *pk, const proto_msg *m) {
     case PROTO_ERROR:
         return pk_head(pk, m, 2) || pk_int(pk, "code", m->error.code) ||
                pk_str(pk, "message", m->error.message);
+    case PROTO_VOCAB: {
+        const proto_vocab_rep *v = &m->vocab_rep;
+        return pk_head(pk, m, 5) || pk_uint(pk, "n_vocab", v->n_vocab) ||
+               pk_bin(pk, "pieces", v->pieces, v->n_pieces) ||
+               pk_bin(pk, "offsets", v->offsets, ((size_t)v->n_vocab + 1) * 4) ||
+               pk_bin(pk, "control", v->control, (size_t)v->n_vocab * 4) ||
+               pk_bin(pk, "chat_template", v->chat_template, v->n_template);
+    }
     default:
         return pk_head(pk, m, 0);
     }
@@ -751,6 +807,9 @@ static int check_encodable(const proto_msg *m, char *err, size_t errlen) {
             if (!isfinite(m->generate_req.temperature) || m->generate_req.temperature < 0)
                 return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: temperature %g is not finite and >= 0",
                             c, m->generate_req.temperature);
+            if (!(m->generate_req.top_p >= 0 && m->generate_req.top_p <= 1))
+                return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: top_p %g is not in [0, 1]", c,
+                                  m->generate_req.top_p);
             return 0;
         default:
             return 0;
@@ -799,6 +858,20 @@ static int check_encodable(const proto_msg *m, char *err, size_t errlen) {
                              err, errlen);
     case PROTO_ERROR:
         return check_string(c, "message", m->error.message, PROTO_ERRMSG_MAX, err, errlen);
+    case PROTO_VOCAB: {
+        const proto_vocab_rep *v = &m->vocab_rep;
+        if (v->n_vocab > PROTO_MAX_VOCAB || v->n_template > PROTO_MAX_TEMPLATE)
+            return errmsg_set(err, errlen, PROTO_E_TOOBIG, "%s: n_vocab %u or a %zu-byte chat template over its cap",
+                              c, v->n_vocab, v->n_template);
+        if ((rc = check_payload(c, "pieces", v->pieces, v->n_pieces, PROTO_MAX_TEXT, err, errlen)) ||
+            (rc = check_payload(c, "offsets", v->offsets, (uint64_t)v->n_vocab + 1, (uint64_t)PROTO_MAX_VOCAB + 1,
+                                err, errlen)) ||
+            (rc = check_payload(c, "control", v->control, v->n_vocab, PROTO_MAX_VOCAB, err, errlen)) ||
+            (rc = check_payload(c, "chat_template", v->chat_template, v->n_template, PROTO_MAX_TEMPLATE, err,
+                                errlen)))
+            return rc;
+        return 0;
+    }
     default:
         return 0;
     }

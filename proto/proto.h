@@ -11,11 +11,17 @@
  *   hello     {}                                        engine git model_sha256 arch tokenizer_hash
  *                                                       kv_k kv_v device (str); n_vocab n_ctx n_layer
  *                                                       threads kv_bytes_per_token (uint); bos (int)
- *   tokenize  text (str or bin), add_bos (bool)         tokens (bin int32)
+ *   tokenize  text (str or bin), add_bos (bool),        tokens (bin int32)
+ *             special (bool, optional: parse special-token texts such as "<|im_start|>")
+ *   vocab     {}                                        n_vocab (uint); pieces (bin: every token's
+ *                                                       decoded bytes, concatenated); offsets (bin
+ *                                                       int32 [n_vocab + 1]); control (bin int32
+ *                                                       [n_vocab], 1 = a control token); chat_template
+ *                                                       (str or bin, "" when the model has none)
  *   prefill   tokens (bin int32), rows (uint 0/1/2)     n_past n_vocab n_rows (uint),
  *                                                       logits (bin float32 [n_rows][n_vocab])
- *   generate  n (uint), temperature (f64), seed (uint)  tokens (bin int32 [n]), gaps (bin float32 [n]),
- *                                                       n_past (uint)
+ *   generate  n (uint), temperature (f64), seed (uint), tokens (bin int32 [n]), gaps (bin float32 [n]),
+ *             top_p (f64, optional, in (0, 1])          n_past (uint)
  *   truncate  depth (uint)                              n_past (uint)
  *   stats     {}                                        n_past kv_bytes prefill_tokens decode_tokens
  *                                                       peak_rss (uint); prefill_seconds
@@ -52,6 +58,7 @@
 #define PROTO_MAX_TEXT     (1u << 26)
 #define PROTO_MAX_GENERATE (1u << 20)
 #define PROTO_MAX_VOCAB    (1u << 22)
+#define PROTO_MAX_TEMPLATE (1u << 20)  /* chat_template bytes in a vocab reply */
 #define PROTO_MAX_DEPTH    8            /* msgpack nesting levels below the top-level object */
 #define PROTO_MAX_OBJECTS  256          /* msgpack objects (keys and values) per message */
 #define PROTO_STR_MAX      128          /* hello reply strings, NUL included */
@@ -80,6 +87,8 @@ typedef enum {
     PROTO_HELLO, PROTO_TOKENIZE, PROTO_PREFILL, PROTO_GENERATE, PROTO_TRUNCATE, PROTO_STATS,
     PROTO_SHUTDOWN,
     PROTO_ERROR,             /* always a reply */
+    PROTO_VOCAB,             /* the tokenizer's pieces and the chat template (the driver tokenises
+                                and decodes nothing itself) */
 } proto_type;
 
 /* prefill "rows": which logit rows the reply carries */
@@ -106,12 +115,26 @@ typedef struct {
     char *text;                        /* [n_text] bytes (any bytes; decode adds a NUL after them) */
     size_t n_text;
     int add_bos;                       /* 0 or 1 */
+    int special;                       /* 0 or 1: special tokens' texts become those tokens (the key
+                                          is sent only when 1; absent = 0) */
 } proto_tokenize_req;
 
 typedef struct {
     int32_t *tokens;                   /* [n_tokens] */
     size_t n_tokens;
 } proto_tokenize_rep;
+
+/* The tokenizer as data: token t decodes to pieces[offsets[t] .. offsets[t+1]) (the worker's
+ * tok_decode of t alone; pieces are position-independent, so a stream decodes to the concatenation). */
+typedef struct {
+    uint32_t n_vocab;
+    char *pieces;                      /* [n_pieces] (+ a NUL on decode) */
+    size_t n_pieces;
+    int32_t *offsets;                  /* [n_vocab + 1], 0 = offsets[0] <= ... <= offsets[n_vocab] = n_pieces */
+    int32_t *control;                  /* [n_vocab] 1: a control token (EOS, end of turn), else 0 */
+    char *chat_template;               /* [n_template] (+ a NUL on decode); n_template 0: none */
+    size_t n_template;
+} proto_vocab_rep;
 
 typedef struct {
     int32_t *tokens;                   /* [n_tokens] */
@@ -130,6 +153,9 @@ typedef struct {
     uint32_t n;                        /* tokens to generate, <= PROTO_MAX_GENERATE */
     double temperature;                /* finite, >= 0 */
     uint64_t seed;
+    double top_p;                      /* the nucleus cut (kernels/sample.h): 0 (a zeroed request)
+                                          or 1 = none; sent only when 0 < top_p < 1; a decoded
+                                          request without the key has 0 */
 } proto_generate_req;
 
 typedef struct {
@@ -181,6 +207,7 @@ typedef struct {
         proto_truncate_rep truncate_rep;
         proto_stats_rep stats_rep;
         proto_error_rep error;
+        proto_vocab_rep vocab_rep;
     };
 } proto_msg;
 

@@ -51,6 +51,7 @@ static int msg_equal(const proto_msg *a, const proto_msg *b) {
         case PROTO_TOKENIZE:
             return a->tokenize_req.n_text == b->tokenize_req.n_text &&
                    a->tokenize_req.add_bos == b->tokenize_req.add_bos &&
+                   a->tokenize_req.special == b->tokenize_req.special &&
                    bytes_eq(a->tokenize_req.text, b->tokenize_req.text, a->tokenize_req.n_text);
         case PROTO_PREFILL:
             return a->prefill_req.n_tokens == b->prefill_req.n_tokens &&
@@ -59,6 +60,7 @@ static int msg_equal(const proto_msg *a, const proto_msg *b) {
         case PROTO_GENERATE:
             return a->generate_req.n == b->generate_req.n &&
                    a->generate_req.seed == b->generate_req.seed &&
+                   memcmp(&a->generate_req.top_p, &b->generate_req.top_p, 8) == 0 &&
                    memcmp(&a->generate_req.temperature, &b->generate_req.temperature, 8) == 0;
         case PROTO_TRUNCATE:
             return a->truncate_req.depth == b->truncate_req.depth;
@@ -102,6 +104,14 @@ static int msg_equal(const proto_msg *a, const proto_msg *b) {
     }
     case PROTO_ERROR:
         return a->error.code == b->error.code && !strcmp(a->error.message, b->error.message);
+    case PROTO_VOCAB: {
+        const proto_vocab_rep *x = &a->vocab_rep, *y = &b->vocab_rep;
+        return x->n_vocab == y->n_vocab && x->n_pieces == y->n_pieces && x->n_template == y->n_template &&
+               bytes_eq(x->pieces, y->pieces, x->n_pieces) &&
+               bytes_eq(x->offsets, y->offsets, ((size_t)x->n_vocab + 1) * 4) &&
+               bytes_eq(x->control, y->control, (size_t)x->n_vocab * 4) &&
+               bytes_eq(x->chat_template, y->chat_template, x->n_template);
+    }
     default:
         return 1;
     }
@@ -204,6 +214,61 @@ static void test_roundtrip(void) {
     m.generate_req.temperature = 0.7;
     m.generate_req.seed = UINT64_MAX - 5;
     roundtrip(&m, "generate request");
+    m.generate_req.top_p = 0.9;
+    roundtrip(&m, "generate request with top_p");
+    {
+        /* top_p 1 is not sent (decoded as 0 = no cut); top_p > 1 is refused */
+        void *b = NULL;
+        size_t bl = 0;
+        char e[256];
+        proto_msg d;
+        m.generate_req.top_p = 1.0;
+        int rc = proto_encode(&m, &b, &bl, e, sizeof e);
+        rc = rc ? rc : proto_decode(b, bl, bl, 0, &d, e, sizeof e);
+        CHECK(rc == 0 && d.generate_req.top_p == 0, "generate request with top_p 1: the key is not sent");
+        free(b);
+        proto_msg_free(&d);
+        m.generate_req.top_p = 1.5;
+        CHECK(proto_encode(&m, &b, &bl, e, sizeof e) == PROTO_E_BADARG, "top_p 1.5 is refused (%s)", e);
+        m.generate_req.top_p = 0;
+    }
+    {
+        char txt[] = "<|im_start|>user";
+        proto_init(&m, PROTO_TOKENIZE, 0, 11);
+        m.tokenize_req.text = txt;
+        m.tokenize_req.n_text = strlen(txt);
+        m.tokenize_req.special = 1;
+        roundtrip(&m, "tokenize request with special");
+        proto_init(&m, PROTO_VOCAB, 0, 12);
+        roundtrip(&m, "vocab request");
+        char pieces[] = "ab c<eos>";
+        int32_t offs[5] = { 0, 1, 2, 4, 9 }, ctl[4] = { 0, 0, 0, 1 };
+        char tpl[] = "{% for m in messages %}<|im_start|>";
+        proto_init(&m, PROTO_VOCAB, 1, 12);
+        m.vocab_rep.n_vocab = 4;
+        m.vocab_rep.pieces = pieces;
+        m.vocab_rep.n_pieces = 9;
+        m.vocab_rep.offsets = offs;
+        m.vocab_rep.control = ctl;
+        m.vocab_rep.chat_template = tpl;
+        m.vocab_rep.n_template = strlen(tpl);
+        roundtrip(&m, "vocab reply");
+        void *b = NULL;
+        size_t bl = 0;
+        char e[256] = "";
+        proto_msg d;
+        offs[2] = 5;   /* decreasing */
+        int rc = proto_encode(&m, &b, &bl, e, sizeof e);
+        CHECK(rc == 0 && proto_decode(b, bl, bl, 1, &d, e, sizeof e) == PROTO_E_BADMSG,
+              "a vocab reply with a decreasing offset is refused (%s)", e);
+        free(b);
+        offs[2] = 2;
+        offs[4] = 8;   /* not spanning the pieces */
+        rc = proto_encode(&m, &b, &bl, e, sizeof e);
+        CHECK(rc == 0 && proto_decode(b, bl, bl, 1, &d, e, sizeof e) == PROTO_E_BADMSG,
+              "a vocab reply whose offsets do not span the pieces is refused (%s)", e);
+        free(b);
+    }
     float gaps[32];
     for (int i = 0; i < 32; i++) gaps[i] = (float)i / 3.0f;
     proto_init(&m, PROTO_GENERATE, 1, 10);

@@ -414,7 +414,39 @@ static void test_km(void) {
     stats_km_free(&km);
 }
 
+/* stats_token_logprob against a closed form and against stats_compare_rows's NLL; the
+ * repetition rate of hand-made streams. */
+static void test_logprob_repeat(void) {
+    float row[4] = { 0.0f, (float)log(3.0), -INFINITY, 1.0f };
+    double lp;
+    CHECK(stats_token_logprob(row, 4, 1, &lp) == -1 && isnan(lp), "a non-finite logit is refused");
+    row[2] = -50.0f;
+    float two[2] = { 0.0f, (float)log(3.0) };
+    CHECK(stats_token_logprob(two, 2, 1, &lp) == 0 && fabs(lp - log(0.75)) < 1e-7,
+          "ln p of [0, ln 3] at id 1 is ln 0.75 (%.9f)", lp);
+    CHECK(stats_token_logprob(two, 2, 2, &lp) == -1 && stats_token_logprob(NULL, 2, 0, &lp) == -1,
+          "an id outside the row and a NULL row are refused");
+    float r[300];
+    uint64_t s = 3;
+    for (int i = 0; i < 300; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        r[i] = (float)((double)(s >> 11) * 0x1.0p-53 * 20 - 10);
+    }
+    stats_row out;
+    int same = 1;
+    for (int t = 0; t < 300; t += 37) {
+        stats_compare_rows(r, r, 300, t, &out);
+        same &= stats_token_logprob(r, 300, t, &lp) == 0 && -lp == out.nll_arm;
+    }
+    CHECK(same, "stats_token_logprob is exactly minus stats_compare_rows's NLL");
+    int32_t a[9] = { 1, 2, 3, 4, 1, 2, 3, 4, 1 }, b[6] = { 5, 5, 5, 5, 5, 5 }, c[5] = { 1, 2, 3, 4, 5 };
+    CHECK(stats_repeat_rate(a, 9, 4) == 2.0 / 6, "1234 1234 1: 2 of 6 windows repeat (%g)", stats_repeat_rate(a, 9, 4));
+    CHECK(stats_repeat_rate(b, 6, 4) == 2.0 / 3, "a constant stream: all windows but the first repeat");
+    CHECK(stats_repeat_rate(c, 5, 4) == 0 && isnan(stats_repeat_rate(c, 3, 4)), "no repeat: 0; too short: NaN");
+}
+
 int main(void) {
+    test_logprob_repeat();
     test_rows_closed_forms();
     test_rows_random();
     test_percentiles();

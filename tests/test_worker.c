@@ -446,6 +446,37 @@ static void test_flood(void) {
     proto_msg_free(&rep);
     CHECK(rc == 0 && nt > 0, "a 1 MiB text is tokenised (%zu tokens)", nt);
     free(text);
+
+    /* vocab: the pieces decode a tokenised text back to the text (the SPM space prefix aside) */
+    {
+        const char *s = "One day, a little cat sat on the mat.";
+        proto_msg tq, tr, vq, vr;
+        proto_init(&tq, PROTO_TOKENIZE, 0, 78);
+        tq.tokenize_req.text = (char *)s;
+        tq.tokenize_req.n_text = strlen(s);
+        proto_init(&vq, PROTO_VOCAB, 0, 79);
+        int rc1 = proto_call(a, &tq, &tr, 1 << 26, err, sizeof err);
+        int rc2 = rc1 ? rc1 : proto_call(a, &vq, &vr, 1 << 26, err, sizeof err);
+        char back[256] = "";
+        size_t w = 0;
+        int ok = rc2 == 0 && vr.vocab_rep.n_vocab > 0 && tr.tokenize_rep.n_tokens > 0;
+        for (size_t i = 0; ok && i < tr.tokenize_rep.n_tokens; i++) {
+            int32_t t = tr.tokenize_rep.tokens[i];
+            size_t k = (size_t)(vr.vocab_rep.offsets[t + 1] - vr.vocab_rep.offsets[t]);
+            if (t < 0 || (uint32_t)t >= vr.vocab_rep.n_vocab || w + k >= sizeof back) { ok = 0; break; }
+            memcpy(back + w, vr.vocab_rep.pieces + vr.vocab_rep.offsets[t], k);
+            w += k;
+        }
+        back[w] = 0;
+        CHECK(ok && !strcmp(back + (back[0] == ' '), s), "vocab: %u pieces decode the tokens of a text back to it "
+              "(\"%s\"; %s)", rc2 == 0 ? vr.vocab_rep.n_vocab : 0, back, rc2 ? err : "ok");
+        int ctl = 0;
+        for (uint32_t t = 0; rc2 == 0 && t < vr.vocab_rep.n_vocab; t++) ctl += vr.vocab_rep.control[t];
+        CHECK(rc2 == 0 && ctl >= 1 && vr.vocab_rep.n_template == 0,
+              "vocab: %d control tokens, no chat template in stories260K", ctl);
+        if (!rc1) proto_msg_free(&tr);
+        if (!rc2) proto_msg_free(&vr);
+    }
     rc = call_simple(a, PROTO_SHUTDOWN, 0, NULL, err, sizeof err);
     nng_close(a);
     int st = wait_for(pid, 5000);

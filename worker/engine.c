@@ -1,6 +1,7 @@
 /* engine.c — see engine.h. */
 #include "worker/engine.h"
 #include "proto/errmsg.h"
+#include "kernels/sample.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -304,33 +305,19 @@ oom:
     return -1;
 }
 
-/* splitmix64: the sampler's generator, seeded per request. */
-static uint64_t splitmix(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static int sample(const float *row, int n, double temperature, uint64_t *rng) {
-    float mx = -INFINITY;
-    for (int i = 0; i < n; i++) if (row[i] > mx) mx = row[i];
-    double sum = 0;
-    for (int i = 0; i < n; i++) sum += exp((row[i] - mx) / temperature);
-    double r = (double)(splitmix(rng) >> 11) * 0x1.0p-53 * sum, acc = 0;
-    for (int i = 0; i < n; i++) {
-        acc += exp((row[i] - mx) / temperature);
-        if (acc > r) return i;
-    }
-    return n - 1;
-}
-
 int engine_generate(engine *e, int n, double temperature, uint64_t seed, int32_t *tokens, float *gaps,
                     char *err, size_t errlen) {
+    return engine_generate_p(e, n, temperature, 1.0, seed, tokens, gaps, err, errlen);
+}
+
+int engine_generate_p(engine *e, int n, double temperature, double top_p, uint64_t seed, int32_t *tokens,
+                      float *gaps, char *err, size_t errlen) {
     int V = e->m->n_vocab;
-    uint64_t rng = seed;
     if (!e->last_valid) { snprintf(err, errlen, "generate needs a prefilled state (prefill at least one token first)"); return -1; }
-    if (n < 0 || !(temperature >= 0) || !isfinite(temperature)) { snprintf(err, errlen, "bad generate arguments"); return -1; }
+    if (n < 0 || !(temperature >= 0) || !isfinite(temperature) || !(top_p > 0 && top_p <= 1)) {
+        snprintf(err, errlen, "bad generate arguments");
+        return -1;
+    }
     if (n > 1 && n - 1 > e->n_ctx - e->n_past) {
         snprintf(err, errlen, "generating %d tokens at depth %d exceeds the context of %d tokens", n, e->n_past, e->n_ctx);
         return -1;
@@ -349,7 +336,12 @@ int engine_generate(engine *e, int n, double temperature, uint64_t seed, int32_t
             return -1;
         }
         int tok = engine_argmax(e->last, V, &gap);
-        if (temperature > 0) tok = sample(e->last, V, temperature, &rng);
+        if (temperature > 0 && (tok = sample_token(e->last, V, temperature, top_p, sample_uniform(seed, (uint64_t)i))) < 0) {
+            e->last_valid = 0;
+            e->base_depth = start;
+            snprintf(err, errlen, "out of memory sampling step %d", i + 1);
+            return -1;
+        }
         tokens[i] = tok;
         gaps[i] = gap;
         if (i == n - 1) break;

@@ -84,13 +84,17 @@ int engine_prefill(engine *e, const int32_t *tokens, size_t n, int rows, float *
                    char *err, size_t errlen);
 
 /* Generates n tokens from the current state: greedy (argmax, ties to the lowest id) when
- * temperature == 0, else sampled from softmax(logits / temperature) with a generator seeded by
- * seed. tokens[n] and gaps[n] (top-1 minus top-2 logit at each step) are written by the caller's
+ * temperature == 0, else sampled by kernels/sample.h (docs/DESIGN.md §3.7): step i draws
+ * sample_token(row, T, top_p, sample_uniform(seed, i)), so two arms given the same seed use the
+ * same uniforms (engine_generate: top_p = 1, no cut). tokens[n] and gaps[n] (top-1 minus top-2 logit at each step) are written by the caller's
  * buffers. The stream grows by n - 1 tokens (the last one is not fed). Returns 0 or -1; a step
  * whose logits hold NaN or inf is an error (never a token chosen from them); truncate() back to
  * the starting depth then restores the state of before the call. */
 int engine_generate(engine *e, int n, double temperature, uint64_t seed, int32_t *tokens, float *gaps,
                     char *err, size_t errlen);
+/* The same with a nucleus cut top_p in (0, 1] (1: none). */
+int engine_generate_p(engine *e, int n, double temperature, double top_p, uint64_t seed, int32_t *tokens,
+                      float *gaps, char *err, size_t errlen);
 
 /* Drops positions >= depth. depth <= n_past. Returns 0 or -1. */
 int engine_truncate(engine *e, int depth, char *err, size_t errlen);

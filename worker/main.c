@@ -105,6 +105,37 @@ static void fill_hello(const engine *e, proto_hello_rep *h) {
     h->bos = tok_add_bos(e->tok) ? tok_bos(e->tok) : -1;
 }
 
+/* The vocab reply: every token's decoded piece, the control flags and the GGUF's chat template
+ * (pointing into the model mapping). *pieces and *ints ([2 n_vocab + 1]: offsets, then control)
+ * are malloc'd for the caller to free after the reply is sent. Returns 0 or a PROTO_E_* code. */
+static int fill_vocab(engine *e, proto_vocab_rep *v, void **pieces, void **ints, char *err, size_t errlen) {
+    int V = tok_n_vocab(e->tok);
+    size_t maxp = tok_max_piece(e->tok), cap = (size_t)V * maxp + 1, n = 0;
+    char *p = malloc(cap);                                          /* [cap] the pieces */
+    int32_t *o = malloc(sizeof *o * (2 * (size_t)V + 1));          /* [V + 1] offsets, [V] control */
+    *pieces = p;
+    *ints = o;
+    if (!p || !o) return errmsg_set(err, errlen, PROTO_E_INTERNAL, "out of memory");
+    for (int t = 0; t < V; t++) {
+        o[t] = (int32_t)n;
+        if (n > INT32_MAX - maxp || tok_decode(e->tok, t, p, cap, &n))
+            return errmsg_set(err, errlen, PROTO_E_INTERNAL, "cannot decode token %d", t);
+        o[V + 1 + t] = tok_type(e->tok, t) == TOK_TYPE_CONTROL;
+    }
+    o[V] = (int32_t)n;
+    const char *tpl = NULL;
+    uint64_t tlen = 0;
+    if (gguf_get_str(e->m->g, "tokenizer.chat_template", &tpl, &tlen) || tlen > PROTO_MAX_TEMPLATE) tlen = 0;
+    v->n_vocab = (uint32_t)V;
+    v->pieces = p;
+    v->n_pieces = n;
+    v->offsets = o;
+    v->control = o + V + 1;
+    v->chat_template = tlen ? (char *)tpl : NULL;
+    v->n_template = (size_t)tlen;
+    return 0;
+}
+
 /* Answers one request into *rep. Payload buffers it allocates are returned in *owned (freed by
  * the caller after the reply is sent). Returns 1 when the request was shutdown. */
 static int handle(engine *e, const proto_msg *req, proto_msg *rep, void **owned1, void **owned2) {
@@ -130,8 +161,8 @@ static int handle(engine *e, const proto_msg *req, proto_msg *rep, void **owned1
                      PROTO_MAX_TOKENS, lo);
             break;
         }
-        if (tok_encode(e->tok, req->tokenize_req.text, req->tokenize_req.n_text, req->tokenize_req.add_bos, 0,
-                       &ids, &n, err, sizeof err)) { rc = PROTO_E_BADARG; break; }
+        if (tok_encode(e->tok, req->tokenize_req.text, req->tokenize_req.n_text, req->tokenize_req.add_bos,
+                       req->tokenize_req.special, &ids, &n, err, sizeof err)) { rc = PROTO_E_BADARG; break; }
         rep->tokenize_rep.tokens = ids;
         rep->tokenize_rep.n_tokens = n;
         *owned1 = ids;
@@ -157,7 +188,9 @@ static int handle(engine *e, const proto_msg *req, proto_msg *rep, void **owned1
         *owned1 = toks;
         *owned2 = gaps;
         if (!toks || !gaps) { rc = PROTO_E_INTERNAL; snprintf(err, sizeof err, "out of memory"); break; }
-        if (engine_generate(e, n, req->generate_req.temperature, req->generate_req.seed, toks, gaps, err, sizeof err)) {
+        double top_p = req->generate_req.top_p > 0 ? req->generate_req.top_p : 1.0;   /* 0: not sent */
+        if (engine_generate_p(e, n, req->generate_req.temperature, top_p, req->generate_req.seed, toks, gaps, err,
+                              sizeof err)) {
             rc = PROTO_E_RANGE;
             break;
         }
@@ -185,6 +218,9 @@ static int handle(engine *e, const proto_msg *req, proto_msg *rep, void **owned1
         rep->stats_rep.decode_tokens = e->decode_tokens;
         rep->stats_rep.decode_seconds = e->decode_seconds;
         rep->stats_rep.peak_rss = engine_peak_rss();
+        break;
+    case PROTO_VOCAB:
+        rc = fill_vocab(e, &rep->vocab_rep, owned1, owned2, err, sizeof err);
         break;
     case PROTO_SHUTDOWN:
         return 1;

@@ -1,0 +1,48 @@
+/* workers.c — see workers.h. */
+#include "driver/workers.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proto/errmsg.h"
+
+double workers_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int workers_start(arm *arms, int n, const workers_opts *o, const volatile sig_atomic_t *stop, char *tmpdir,
+                  size_t tmplen, int *tmp_lock, arm_launch *launch, json_t *warnings, char *err, size_t errlen) {
+    int n_local = 0;
+    for (int i = 0; i < n; i++) n_local += !arms[i].remote;
+    if (n_local) {
+        if (arm_tmpdir_create(tmpdir, tmplen, tmp_lock, err, errlen)) return WORKERS_ERROR;
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        arm_launch l = { o->worker, o->model, o->threads, o->prefill, o->max_context, tmpdir, n_local };
+        if (!l.threads) l.threads = cores / n_local > 1 ? (int)(cores / n_local) : 1;
+        if (launch) *launch = l;
+        for (int i = 0; i < n; i++)
+            if (!arms[i].remote && arm_spawn(&arms[i], i, &l, err, errlen)) return WORKERS_ERROR;
+        if (!o->quiet)
+            fprintf(stderr, "strata-driver: started %d worker%s (%d thread%s each), loading %s\n", n_local,
+                    n_local > 1 ? "s" : "", l.threads, l.threads > 1 ? "s" : "", o->model);
+    }
+    for (int i = 0; i < n; i++) {
+        int rc = arm_connect(&arms[i], WORKERS_DIAL_MS, WORKERS_REQ_MS, (size_t)1 << 20, stop, err, errlen);
+        if (rc == ARM_E_INTERRUPTED) return errmsg_set(err, errlen, WORKERS_INTERRUPTED, "interrupted");
+        if (rc) return WORKERS_ERROR;
+    }
+    char notes[4096] = "";
+    if (arm_check_handshake(arms, n, o->quiet ? NULL : stderr, notes, sizeof notes, err, errlen))
+        return WORKERS_MISMATCH;
+    for (char *line = notes, *nl; *line; line = nl + 1) {
+        if (!(nl = strchr(line, '\n'))) break;
+        *nl = 0;
+        fprintf(stderr, "strata-driver: note: %s\n", line);
+        if (warnings) json_array_append_new(warnings, json_string(line));
+    }
+    return WORKERS_OK;
+}

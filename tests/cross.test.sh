@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# cross.test.sh — cross-scoring (--cross-score, cross.tsv) and sampled fork probes (--sample-temps,
+# samples.tsv) end to end on stories260K (run by tests/run.sh from the repository root with $BUILD
+# set; prints "N passed, N failed"):
+#   - the files have one row per depth and non-reference arm (per temperature for samples.tsv);
+#   - a repeated arm (f16#2) samples exactly the reference's tokens at every temperature, and its
+#     cross-scores equal the reference's own; an arm whose greedy text equals the reference's has Δ = 0;
+#   - the reference's score of its own text equals, to rounding, the mean NLL that a per-position
+#     sweep over the document "prefix + that text" measures for the same tokens (an independent path);
+#   - killed mid-run and resumed: cross.tsv and samples.tsv byte-identical; `report` regenerates
+#     README.md and summary.json byte for byte; without the options neither file is written;
+#   - bad --sample-temps / --top-p are usage errors.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+MODEL=$(realpath tests/fixtures/models/stories260K.gguf)
+DRV=$PWD/$BUILD/strata-driver
+WRK=$PWD/$BUILD/strata-worker
+pass=0; fail=0
+ok()  { pass=$((pass + 1)); echo "ok - $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
+check() { local d=$1; shift; if "$@"; then ok "$d"; else bad "$d"; fi; }
+if [ ! -x "$DRV" ] || [ ! -x "$WRK" ]; then echo "skip: needs $DRV and $WRK"; echo "0 passed, 0 failed, 1 skipped"; exit 0; fi
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+mkdir -p "$T/tmp"
+export TMPDIR=$T/tmp
+export SOURCE_DATE_EPOCH=1700000000
+
+cat tests/fixtures/texts/*.txt > "$T/doc.txt"
+"$WRK" --model "$MODEL" --tokenize < "$T/doc.txt" > "$T/doc.tok"
+ARGS=(--model "$MODEL" --tokens-file "$T/doc.tok" --arms f32,f16,int8,f16 --depths 5 --fork 12 --max-depth 300
+      --cross-score --sample-temps 0,0.5,1 --quiet)
+
+"$DRV" sweep "${ARGS[@]}" --out "$T/a" 2> "$T/a.err"
+rc=$?
+check "sweep with --cross-score --sample-temps exits 0 (rc $rc)" test $rc -eq 0
+[ $rc -ne 0 ] && cat "$T/a.err"
+check "cross.tsv: 5 depths x 3 arms" test "$(tail -n +2 "$T/a/cross.tsv" | wc -l)" -eq 15
+check "samples.tsv: 5 depths x 3 arms x 2 temperatures" test "$(tail -n +2 "$T/a/samples.tsv" | wc -l)" -eq 30
+check "the repeated arm samples the reference's tokens at every depth and temperature" \
+    test "$(awk -F'\t' '$2 == "f16#2" && ($7 != 1 || $8 != $9)' "$T/a/samples.tsv" | wc -l)" -eq 0
+check "the repeated arm's cross-scores equal the reference's own (under f16 and f32)" \
+    test "$(awk -F'\t' '$2 == "f16#2" && ($6 != $7 || $8 != $9)' "$T/a/cross.tsv" | wc -l)" -eq 0
+check "an identical greedy text (censored) has Δ = 0 exactly, and f32 scores are present" \
+    test "$(awk -F'\t' 'NR > 1 && (($4 == 1 && $6 != $7) || $8 == "nan")' "$T/a/cross.tsv" | wc -l)" -eq 0
+check "repetition rates lie in [0, 1]" \
+    test "$(awk -F'\t' 'NR > 1 && ($10 < 0 || $10 > 1 || $11 < 0 || $11 > 1)' "$T/a/cross.tsv" | wc -l)" -eq 0
+check "the sampled streams differ somewhere between temperatures (the seed is per depth and temperature)" \
+    test "$(awk -F'\t' 'NR > 1 {print $1, $9}' "$T/a/samples.tsv" | sort -u | wc -l)" -gt 5
+
+# the reference's own text at the first depth, rescored on an independent path: a per-position sweep
+# over prefix + text, whose nll_ref at positions d-1 .. d+n-2 are the same tokens' NLLs
+d=$(awk -F'\t' 'NR == 2 {print $1}' "$T/a/forks.tsv")
+text=$(awk -F'\t' 'NR == 2 {print $6}' "$T/a/forks.tsv")
+own=$(awk -F'\t' -v d="$d" '$1 == d && $2 == "int8" {print $7}' "$T/a/cross.tsv")
+{ tr -s ', \n' '\n\n\n' < "$T/doc.tok" | grep -v '^$' | head -n "$d"; echo "$text" | tr ',' '\n'; } > "$T/doc2.tok"
+n2=$(wc -l < "$T/doc2.tok")
+"$DRV" sweep --model "$MODEL" --tokens-file "$T/doc2.tok" --arms f16,f32 --depths 1 --fork 1 --per-position \
+    --max-depth $((n2 - 1)) --out "$T/pp" --quiet 2> "$T/pp.err"
+pp=$(awk -F'\t' -v lo=$((d - 1)) -v hi=$((d + 10)) 'NR > 1 && $1 >= lo && $1 <= hi {s += $8; k++} END {printf "%.17g", s / k}' \
+     "$T/pp/positions.tsv")
+check "the reference's score of its own text ($own) equals the per-position sweep's mean NLL ($pp)" \
+    awk -v a="$own" -v b="$pp" 'BEGIN {exit !(a - b < 1e-12 && b - a < 1e-12 && a > 0)}'
+
+# report regenerates README.md and summary.json byte for byte; the README has both tables
+cp "$T/a/README.md" "$T/README.1"; cp "$T/a/summary.json" "$T/summary.1"
+"$DRV" report "$T/a" 2> /dev/null
+check "report regenerates README.md and summary.json byte for byte" \
+    cmp -s "$T/README.1" "$T/a/README.md" && cmp -s "$T/summary.1" "$T/a/summary.json"
+check "the README has the cross-scoring and sampled-fork tables" \
+    test "$(grep -c '^## Cross-scored continuations\|^## Sampled forks\|^| int8 | 0.5 | 5 |' "$T/a/README.md")" -eq 3
+check "summary.json has cross_scoring and sampled_forks" \
+    test "$(grep -c '"cross_scoring"\|"sampled_forks"' "$T/a/summary.json")" -eq 2
+
+# killed mid-run (request batch 20 is in the second depth's extra probes: a depth takes a prefill,
+# the greedy probe, a truncate, 2 sampled probes with their truncates, up to 4 cross-scoring pairs
+# of truncate + prefill, and the final truncate) and resumed: identical files
+STRATA_TEST_FAULT=die@20 "$DRV" sweep "${ARGS[@]}" --out "$T/k" 2> /dev/null
+rc=$?
+"$DRV" sweep --resume "$T/k" --quiet 2> "$T/k.err"
+rc2=$?
+same=1
+for f in depths.tsv forks.tsv cross.tsv samples.tsv summary.json; do cmp -s "$T/a/$f" "$T/k/$f" || { echo "# $f differs"; same=0; }; done
+check "killed (rc $rc) and resumed (rc $rc2): cross.tsv, samples.tsv, depths.tsv, forks.tsv, summary.json identical" \
+    test $rc -eq 137 -a $rc2 -eq 0 -a $same -eq 1
+
+# without the options: neither file
+"$DRV" sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms f16,int8 --depths 2 --fork 4 --max-depth 100 \
+    --out "$T/plain" --quiet 2> /dev/null
+check "without the options no cross.tsv or samples.tsv, and the README has no such section" \
+    test ! -e "$T/plain/cross.tsv" -a ! -e "$T/plain/samples.tsv" -a "$(grep -c 'Cross-scored\|Sampled forks' "$T/plain/README.md")" -eq 0
+
+for bad_opt in "--sample-temps 0.5,x" "--sample-temps 0.5,0.5" "--top-p 0" "--top-p 1.5" "--seed -1"; do
+    # shellcheck disable=SC2086
+    "$DRV" sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms f16,int8 $bad_opt --out "$T/bad" --quiet 2> "$T/bad.err"
+    rc=$?
+    check "$bad_opt is a usage error (rc $rc): $(head -c 80 "$T/bad.err")" test $rc -eq 2
+done
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
