@@ -2,7 +2,7 @@
  * Each kernel has a plain C form; where an AVX2 form exists it performs the same operations. */
 #include "kernels/ops.h"
 #include "kernels/vec16.h"
-#include "worker/quant.h"
+#include "kernels/quant.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -18,15 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/ops_types.h"
 #include "kernels/pool.h"
-
-/* A weight matrix W [rows][cols] stored row-major in a GGUF tensor type; y = W x. */
-typedef struct {
-    uint32_t type;        /* GGUF_T_* */
-    int rows, cols;
-    size_t row_bytes;     /* bytes per row in type */
-    const uint8_t *data;  /* [rows][row_bytes], into the model file mapping */
-} ops_weight;
 
 float ops_dot_ref(const float *a, const float *b, int n);
 float ops_dot(const float *a, const float *b, int n);
@@ -63,15 +56,7 @@ void ops_rope(float *x, const float *cs, int n_rot, int neox);
 
 /* Fills cs[n_rot/2][2] for position pos: theta_i = p * base^(-2i/n_rot) with p = pos * freq_scale
  * (linear scaling); with YaRN (ext_factor > 0) the theta blend and the magnitude scale mscale of
- * the YaRN paper. */
-typedef struct {
-    float base;           /* rope.freq_base */
-    float freq_scale;     /* 1 / linear factor (1 = none) */
-    float ext_factor;     /* YaRN: > 0 enables the ramp; 0 = off */
-    float attn_factor;    /* YaRN magnitude multiplier (1 = none) */
-    float beta_fast, beta_slow;
-    int n_ctx_orig;       /* YaRN: original training context */
-} ops_rope_cfg;
+ * the YaRN paper (ops_rope_cfg: kernels/ops_types.h). */
 void ops_rope_table(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg);
 
 /* Activations, elementwise in place on x[n] (gate) times up[n]:

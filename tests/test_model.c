@@ -3,7 +3,7 @@
  * attention vs the tiled one, and the dot-product kernels vs their plain C twins. */
 #include "tests/check.h"
 #include "kernels/ops.h"
-#include "worker/cache.h"
+#include "kernels/cache.h"
 #include "worker/engine.h"
 #include "worker/model.h"
 
@@ -15,28 +15,28 @@
 /* the committed fixtures (tests/fixtures/README.md); tests run from the repository root */
 static const char *fixtures(void) { return "tests/fixtures"; }
 
-/* Runs tokens[n] through a fresh cache (layer l's formats fk[l], fv[l]) in chunks of `chunk`, all
- * rows into out [n][V]. */
+/* Runs tokens[n] through a fresh cpu backend (layer l's formats fk[l], fv[l]; as many threads as
+ * p has) in chunks of `chunk`, all rows into out [n][V]. */
 static int run_chunks_layers(const model *m, pool *p, const kv_fmt *fk, const kv_fmt *fv, const int32_t *tok, int n,
                              int chunk, float *out) {
-    cache c;
-    model_scratch s;
+    backend *b = NULL;
+    backend_model net;
     char err[256];
-    int *rows = malloc(sizeof(int) * (size_t)chunk), rc = -1;
-    if (cache_create_layers(&c, fk, fv, m->n_layer, m->n_kv, m->hd, n + 8, err, sizeof err)) { printf("# %s\n", err); free(rows); return -1; }
-    if (model_scratch_alloc(m, chunk, &s)) goto done;
+    int *rows = malloc(sizeof(int) * (size_t)chunk), rc = -1;   /* [chunk] */
+    model_net(m, &net);
+    backend_config bc = { "cpu", fk, fv, n + 8, chunk, pool_threads(p), NULL, NULL };
+    if (!rows || backend_create(&net, &bc, &b, err, sizeof err)) { printf("# %s\n", rows ? err : "out of memory"); goto done; }
     for (int i = 0; i < chunk; i++) rows[i] = i;
     for (int off = 0; off < n; off += chunk) {
         int T = n - off < chunk ? n - off : chunk;
-        if (model_forward(m, &s, p, &c, tok + off, T, off, rows, T, out + (size_t)off * m->n_vocab, err, sizeof err)) {
+        if (backend_forward(b, tok + off, T, off, rows, T, out + (size_t)off * m->n_vocab, err, sizeof err)) {
             printf("# forward: %s\n", err);
             goto done;
         }
     }
     rc = 0;
 done:
-    model_scratch_free(&s);
-    cache_free(&c);
+    backend_free(b);
     free(rows);
     return rc;
 }

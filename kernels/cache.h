@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #include "kernels/pool.h"
-#include "worker/kv.h"
+#include "kernels/kv.h"
 
 typedef struct {
     kv_fmt fk, fv;          /* the K and V formats of one layer */

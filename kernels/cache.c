@@ -1,5 +1,5 @@
 /* cache.c — KV cache storage and attention. See cache.h for the canonical order. */
-#include "worker/cache.h"
+#include "kernels/cache.h"
 #include "kernels/ops.h"
 
 #include <math.h>
