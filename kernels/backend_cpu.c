@@ -28,6 +28,9 @@ typedef struct {
     float *k, *v;       /* [max_T][n_kv*hd] */
     float *h1, *h2;     /* [max_T][ffn] */
     float *cs_g, *cs_l; /* [max_T][n_rot/2][2] RoPE tables, global and local */
+    float *mm_ws;       /* [ops_matmul_scratch_floats(threads, widest input)] the matmuls' */
+    float *attn_ws;     /* [attn_ws_floats] the attention's (cache_attend_scratch_floats) */
+    size_t attn_ws_floats;
 } backend_cpu;
 
 /* Bytes of the scratch above for max_T tokens. */
@@ -45,7 +48,7 @@ static float *alloc64(size_t n) {
 static void cpu_free(backend *base) {
     backend_cpu *b = (backend_cpu *)base;
     free(b->x); free(b->xb); free(b->q); free(b->att); free(b->k); free(b->v);
-    free(b->h1); free(b->h2); free(b->cs_g); free(b->cs_l);
+    free(b->h1); free(b->h2); free(b->cs_g); free(b->cs_l); free(b->mm_ws); free(b->attn_ws);
     if (b->p) pool_free(b->p);
     cache_free(&b->c);
     free(b);
@@ -78,7 +81,18 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
     b->h2 = alloc64(T * m->ffn);
     b->cs_g = alloc64(T * m->n_rot);
     b->cs_l = alloc64(T * m->n_rot);
-    if (!b->x || !b->xb || !b->q || !b->att || !b->k || !b->v || !b->h1 || !b->h2 || !b->cs_g || !b->cs_l) {
+    /* the kernels' own scratch, sized for the widest matmul input (dim, n_head*hd or ffn) and for
+     * attention over the whole context with the widest window */
+    int cols = m->dim, window = 0;
+    if (m->n_head * m->hd > cols) cols = m->n_head * m->hd;
+    if (m->ffn > cols) cols = m->ffn;
+    for (int l = 0; l < nl; l++)
+        if (m->layers[l].window > window) window = m->layers[l].window;
+    b->mm_ws = alloc64(ops_matmul_scratch_floats(cfg->threads, cols));
+    b->attn_ws_floats = cache_attend_scratch_floats(&b->c, m->n_head, cfg->max_tokens, window, cfg->threads);
+    b->attn_ws = alloc64(b->attn_ws_floats);
+    if (!b->x || !b->xb || !b->q || !b->att || !b->k || !b->v || !b->h1 || !b->h2 || !b->cs_g || !b->cs_l ||
+        !b->mm_ws || !b->attn_ws) {
         snprintf(err, errlen, "out of memory (prefill chunk %d)", cfg->max_tokens);
         goto fail;
     }
@@ -140,7 +154,7 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
         const float *cs = ly->rope_local ? b->cs_l : b->cs_g;
         for (int t = 0; t < T; t++) ops_rmsnorm(b->xb + (size_t)t * dim, b->x + (size_t)t * dim, ly->attn_norm, dim, m->eps);
         ops_mm qkv[3] = { { &ly->wq, b->q, qd }, { &ly->wk, b->k, kd }, { &ly->wv, b->v, kd } };
-        if (ops_matmul_many(p, qkv, 3, b->xb, T)) goto oom;
+        if (ops_matmul_many(p, qkv, 3, b->xb, T, b->mm_ws)) goto kfail;
         add_bias(b->q, ly->bq, T, qd);
         add_bias(b->k, ly->bk, T, kd);
         add_bias(b->v, ly->bv, T, kd);
@@ -148,8 +162,8 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
         qk_prepare(m, b->k, T, m->n_kv, ly->k_norm, cs);
         for (int t = 0; t < T; t++) cache_store(c, l, pos0 + t, b->k + (size_t)t * kd, b->v + (size_t)t * kd);
         cache_attn at = { l, T, pos0, m->n_head, ly->window, m->attn_scale, b->q, b->att };
-        if (cache_attend(p, c, &at)) goto oom;
-        if (ops_matmul(p, &ly->wo, b->att, b->xb, T, dim)) goto oom;
+        if (cache_attend_ws(p, c, &at, b->attn_ws, b->attn_ws_floats)) goto kfail;
+        if (ops_matmul(p, &ly->wo, b->att, b->xb, T, dim, b->mm_ws)) goto kfail;
         for (int t = 0; t < T; t++) {
             float *o = b->xb + (size_t)t * dim, *x = b->x + (size_t)t * dim;
             if (ly->post_attn_norm) ops_rmsnorm(o, o, ly->post_attn_norm, dim, m->eps);
@@ -157,13 +171,13 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
             ops_rmsnorm(o, x, ly->ffn_norm, dim, m->eps);
         }
         ops_mm gate_up[2] = { { &ly->w_gate, b->h1, m->ffn }, { &ly->w_up, b->h2, m->ffn } };
-        if (ops_matmul_many(p, gate_up, 2, b->xb, T)) goto oom;
+        if (ops_matmul_many(p, gate_up, 2, b->xb, T, b->mm_ws)) goto kfail;
         for (int t = 0; t < T; t++) {
             float *g = b->h1 + (size_t)t * m->ffn, *u = b->h2 + (size_t)t * m->ffn;
             if (m->act == BACKEND_ACT_GEGLU) ops_geglu(g, u, m->ffn);
             else ops_swiglu(g, u, m->ffn);
         }
-        if (ops_matmul(p, &ly->w_down, b->h1, b->xb, T, dim)) goto oom;
+        if (ops_matmul(p, &ly->w_down, b->h1, b->xb, T, dim, b->mm_ws)) goto kfail;
         for (int t = 0; t < T; t++) {
             float *o = b->xb + (size_t)t * dim, *x = b->x + (size_t)t * dim;
             if (ly->post_ffn_norm) ops_rmsnorm(o, o, ly->post_ffn_norm, dim, m->eps);
@@ -174,10 +188,10 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
     /* logits for the requested rows only: gather their normed states, one matmul */
     for (int i = 0; i < n_rows; i++)
         ops_rmsnorm(b->xb + (size_t)i * dim, b->x + (size_t)rows[i] * dim, m->out_norm, dim, m->eps);
-    if (n_rows > 0 && ops_matmul(p, &m->output, b->xb, logits, n_rows, m->n_vocab)) goto oom;
+    if (n_rows > 0 && ops_matmul(p, &m->output, b->xb, logits, n_rows, m->n_vocab, b->mm_ws)) goto kfail;
     return 0;
-oom:
-    snprintf(err, errlen, "out of memory in the forward pass");
+kfail:
+    snprintf(err, errlen, "a kernel of the forward pass refused its arguments or its scratch (a bug: create sizes the scratch)");
     return -1;
 }
 

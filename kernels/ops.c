@@ -195,7 +195,11 @@ static void mm_item(void *vctx, int item, int thread) {
     }
 }
 
-int ops_matmul_many(pool *p, const ops_mm *jobs, int n, const float *x, int T) {
+size_t ops_matmul_scratch_floats(int threads, int cols) {
+    return (size_t)threads * MM_ITEM * (size_t)cols;
+}
+
+int ops_matmul_many(pool *p, const ops_mm *jobs, int n, const float *x, int T, float *scratch) {
     if (n < 1 || n > OPS_MM_MAX) return -1;
     if (T <= 0) return 0;
     mm_ctx c = { .x = x, .T = T };
@@ -212,17 +216,20 @@ int ops_matmul_many(pool *p, const ops_mm *jobs, int n, const float *x, int T) {
         c.first_item[j + 1] = c.first_item[j] + (rows + ir - 1) / ir;
     }
     /* 64-byte aligned: a row of K floats starts on a cache line whenever K % 16 == 0 */
-    size_t bytes = sizeof(float) * (size_t)threads * MM_ITEM * (size_t)cols;
-    c.scratch = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!c.scratch) return -1;
+    float *own = NULL;
+    if (!scratch) {
+        size_t bytes = sizeof(float) * ops_matmul_scratch_floats(threads, cols);
+        if (!(own = aligned_alloc(64, (bytes + 63) / 64 * 64))) return -1;
+    }
+    c.scratch = scratch ? scratch : own;
     pool_run(p, mm_item, &c, c.first_item[n]);
-    free(c.scratch);
+    free(own);
     return 0;
 }
 
-int ops_matmul(pool *p, const ops_weight *w, const float *x, float *y, int T, int ldy) {
+int ops_matmul(pool *p, const ops_weight *w, const float *x, float *y, int T, int ldy, float *scratch) {
     ops_mm job = { w, y, ldy };
-    return ops_matmul_many(p, &job, 1, x, T);
+    return ops_matmul_many(p, &job, 1, x, T, scratch);
 }
 
 /* ---- norms, rope, activations ----------------------------------------------------------------- */

@@ -10,7 +10,7 @@
  * ops_dot_ref is that loop in plain C; the vector paths (ops_dot, the matmul micro-kernels: one
  * 512-bit register with AVX-512, two 256-bit halves with AVX2) do the same operations in registers
  * and are bit-identical to it (tests/test_model.c checks).
- * Nothing here allocates except ops_matmul's per-call scratch (freed before it returns).
+ * Nothing here allocates, except ops_matmul when its caller passes no scratch.
  */
 #ifndef STRATA_OPS_H
 #define STRATA_OPS_H
@@ -27,8 +27,11 @@ float ops_dot(const float *a, const float *b, int n);
 /* y[t][r] = dot(W[r], x[t]) for t < T, r < W->rows. x [T][cols], y [T][rows] (row stride ldy).
  * Weight rows are dequantised to f32 once per call and reused for all T tokens; for T = 1 each
  * row goes straight into the dot product (quant_dot_rows) where the type has a fused kernel.
- * Returns 0, or -1 when scratch cannot be allocated. */
-int ops_matmul(pool *p, const ops_weight *w, const float *x, float *y, int T, int ldy);
+ * scratch: ops_matmul_scratch_floats(pool_threads(p), W->cols) floats on a 64-byte boundary,
+ * allocated once by the caller (the backend, at create); NULL: allocated for this call and freed
+ * before it returns (tests). Returns 0, or -1 when NULL scratch cannot be allocated. */
+int ops_matmul(pool *p, const ops_weight *w, const float *x, float *y, int T, int ldy, float *scratch);
+size_t ops_matmul_scratch_floats(int threads, int cols);
 
 /* Several matmuls of the same x in one pool run (Q, K and V; gate and up): the same results as
  * one ops_matmul each, with one thread hand-off instead of n (a decode step makes hundreds).
@@ -40,7 +43,7 @@ typedef struct {
     float *y;             /* [T][ldy] */
     int ldy;
 } ops_mm;
-int ops_matmul_many(pool *p, const ops_mm *jobs, int n, const float *x, int T);
+int ops_matmul_many(pool *p, const ops_mm *jobs, int n, const float *x, int T, float *scratch);
 
 /* Dequantises row r of W into out[cols]. */
 void ops_weight_row(const ops_weight *w, int r, float *out);

@@ -381,7 +381,7 @@ static void test_matmul(void) {
         int64_t bad = 0, fail = 0;
         for (int nt = 1; nt <= T; nt += T - 1) {
             for (int j = 0; j < T * ROWS; j++) y[j] = NAN;
-            fail |= ops_matmul(p, &W, x, y, nt, ROWS) != 0;
+            fail |= ops_matmul(p, &W, x, y, nt, ROWS, NULL) != 0;
             for (int r = 0; r < ROWS; r++) {
                 quant_dequant_row_ref(t, data + 1 + (size_t)r * rb, w, COLS);
                 for (int k = 0; k < nt; k++)
