@@ -7,13 +7,17 @@
 #   make fuzz       libFuzzer on the GGUF reader, the protocol decoder and the tokenizers (clang;
 #                   FUZZ_SECONDS per target, default 60); make test replays their seed corpora
 #   make SAN=1 ...  the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-san/)
+#   make ROPE=f64 ... RoPE angles in double instead of f32 (build-rope64/; docs/DESIGN.md §3.2)
 
 CC      ?= gcc
 SAN     ?=
-BUILD   := $(if $(SAN),build-san,build)
+# ROPE=f64: RoPE angles in double (kernels/ops.h ops_rope_table_f64; docs/DESIGN.md §3.2) instead of
+# the canonical f32 ones; its own build folder, and the handshake's device says "+rope64"
+ROPE    ?=
+BUILD   := $(if $(SAN),build-san,build)$(if $(filter f64,$(ROPE)),-rope64)
 OPT     ?= -O2 -march=native
 CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(OPT) -g -pthread -I. \
-           -ffp-contract=off -fno-fast-math
+           -ffp-contract=off -fno-fast-math $(if $(filter f64,$(ROPE)),-DOPS_ROPE_F64=1)
 ifneq ($(SAN),)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDSAN   := -fsanitize=address,undefined
@@ -166,6 +170,6 @@ fuzz-seeds: $(BUILD)/libengine.a
 	python3 tests/fuzz/make_gguf_seeds.py
 
 clean:
-	rm -rf build build-san build-fuzz strata-worker strata-driver
+	rm -rf build build-san build-rope64 build-san-rope64 build-fuzz strata-worker strata-driver
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -211,7 +211,8 @@ static uint64_t cpu_kv_bytes_per_token(const backend *base) {
 
 static const char *cpu_name(const backend *base) {
     (void)base;
-    return "cpu-" VEC16_ISA;   /* the kernels' instruction set: avx512, avx2, or c */
+    /* the kernels' instruction set: avx512, avx2, or c; "+rope64" in a make ROPE=f64 build */
+    return "cpu-" VEC16_ISA OPS_ROPE_TAG;
 }
 
 static int cpu_threads(const backend *base) { return pool_threads(((const backend_cpu *)base)->p); }

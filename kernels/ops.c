@@ -250,18 +250,25 @@ static float yarn_corr_dim(int n_rot, int n_ctx_orig, float n_rotations, float b
     return (float)n_rot * logf((float)n_ctx_orig / (n_rotations * 2.0f * (float)M_PI)) / (2.0f * logf(base));
 }
 
-void ops_rope_table(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg) {
-    float theta_scale = powf(cfg->base, -2.0f / (float)n_rot);
-    float theta_extrap = (float)pos;
-    float low = 0, high = 0, mscale = cfg->attn_factor > 0 ? cfg->attn_factor : 1.0f;
+/* YaRN's ramp bounds and the magnitude scale of cfg (low = high = 0 without YaRN). */
+static float rope_yarn(const ops_rope_cfg *cfg, int n_rot, float *low, float *high) {
+    float mscale = cfg->attn_factor > 0 ? cfg->attn_factor : 1.0f;
+    *low = *high = 0;
     if (cfg->ext_factor > 0) {
-        low = floorf(yarn_corr_dim(n_rot, cfg->n_ctx_orig, cfg->beta_fast, cfg->base));
-        high = ceilf(yarn_corr_dim(n_rot, cfg->n_ctx_orig, cfg->beta_slow, cfg->base));
-        if (low < 0) low = 0;
-        if (high > n_rot - 1) high = (float)(n_rot - 1);
+        *low = floorf(yarn_corr_dim(n_rot, cfg->n_ctx_orig, cfg->beta_fast, cfg->base));
+        *high = ceilf(yarn_corr_dim(n_rot, cfg->n_ctx_orig, cfg->beta_slow, cfg->base));
+        if (*low < 0) *low = 0;
+        if (*high > n_rot - 1) *high = (float)(n_rot - 1);
         /* magnitude scale 1 + 0.1 ln(factor), for a stretch (factor > 1) only, as llama.cpp */
         if (cfg->freq_scale < 1.0f) mscale *= 1.0f + 0.1f * logf(1.0f / cfg->freq_scale);
     }
+    return mscale;
+}
+
+void ops_rope_table_f32(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg) {
+    float low, high, mscale = rope_yarn(cfg, n_rot, &low, &high);
+    float theta_scale = powf(cfg->base, -2.0f / (float)n_rot);
+    float theta_extrap = (float)pos;
     for (int i = 0; i < n_rot / 2; i++) {
         float theta_interp = cfg->freq_scale * theta_extrap;
         float theta = theta_interp;
@@ -273,6 +280,29 @@ void ops_rope_table(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg) {
         cs[2 * i + 1] = sinf(theta) * mscale;
         theta_extrap *= theta_scale;
     }
+}
+
+void ops_rope_table_f64(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg) {
+    float low, high, mscale = rope_yarn(cfg, n_rot, &low, &high);
+    for (int i = 0; i < n_rot / 2; i++) {
+        double freq = pow((double)cfg->base, -2.0 * i / n_rot);
+        double theta_extrap = (double)pos * freq;
+        double theta = (double)cfg->freq_scale * theta_extrap;
+        if (cfg->ext_factor > 0) {
+            double mix = (double)(yarn_ramp(low, high, 2 * i) * cfg->ext_factor);
+            theta = theta * (1 - mix) + theta_extrap * mix;
+        }
+        cs[2 * i] = (float)(cos(theta) * mscale);
+        cs[2 * i + 1] = (float)(sin(theta) * mscale);
+    }
+}
+
+void ops_rope_table(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg) {
+#if OPS_ROPE_F64
+    ops_rope_table_f64(cs, pos, n_rot, cfg);
+#else
+    ops_rope_table_f32(cs, pos, n_rot, cfg);
+#endif
 }
 
 void ops_rope(float *x, const float *cs, int n_rot, int neox) {
