@@ -7,13 +7,17 @@
 #   make fuzz       libFuzzer on the GGUF reader, the protocol decoder and the tokenizers (clang;
 #                   FUZZ_SECONDS per target, default 60); make test replays their seed corpora
 #   make SAN=1 ...  the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-san/)
+#   make ROPE=f64 ... RoPE angles in double instead of f32 (build-rope64/; docs/DESIGN.md §3.2)
 
 CC      ?= gcc
 SAN     ?=
-BUILD   := $(if $(SAN),build-san,build)
+# ROPE=f64: RoPE angles in double (kernels/ops.h ops_rope_table_f64; docs/DESIGN.md §3.2) instead of
+# the canonical f32 ones; its own build folder, and the handshake's device says "+rope64"
+ROPE    ?=
+BUILD   := $(if $(SAN),build-san,build)$(if $(filter f64,$(ROPE)),-rope64)
 OPT     ?= -O2 -march=native
 CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(OPT) -g -pthread -I. \
-           -ffp-contract=off -fno-fast-math
+           -ffp-contract=off -fno-fast-math $(if $(filter f64,$(ROPE)),-DOPS_ROPE_F64=1)
 ifneq ($(SAN),)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDSAN   := -fsanitize=address,undefined
@@ -35,11 +39,19 @@ MODEL_GEMMA := $(STRATA_CACHE)/gemma-3-270m-q4_k_m.gguf
 # left out: each temperature costs another fork probe on every arm)
 RUN_ARGS ?=
 
-# libengine: protocol, engine and kernels (what a worker is); libanalysis: the driver's modules
-ENGINE_SRC := $(wildcard proto/*.c kernels/*.c) $(filter-out worker/main.c,$(wildcard worker/*.c))
+# The layers (docs/DESIGN.md §1.1): driver -> proto <- worker -> kernels; kernels/ (all compute,
+# behind the backend seam kernels/backend.h) includes nothing outside kernels/.
+# libengine: protocol, worker and kernels (what a worker is); libanalysis: the driver's modules.
+KERNEL_SRC := $(wildcard kernels/*.c)
+PROTO_SRC  := $(wildcard proto/*.c)
+WORKER_SRC := $(filter-out worker/main.c,$(wildcard worker/*.c))
+ENGINE_SRC := $(PROTO_SRC) $(KERNEL_SRC) $(WORKER_SRC)
 DRIVER_SRC := $(filter-out driver/main.c,$(wildcard driver/*.c))
 ENGINE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(ENGINE_SRC))
 DRIVER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(DRIVER_SRC))
+# What the driver links besides its own modules: the protocol and the KV format names and mix
+# syntax (kernels/kvfmt.c: no compute, no dependencies), never the engine.
+DRIVER_SHARED_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(PROTO_SRC) kernels/kvfmt.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 FUZZ_TARGETS := gguf proto tok
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC)) \
@@ -84,7 +96,7 @@ $(BUILD)/libanalysis.a: $(DRIVER_OBJ)
 
 $(BUILD)/strata-worker: $(BUILD)/obj/worker/main.o $(BUILD)/libengine.a
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $^ $(LDLIBS)
-$(BUILD)/strata-driver: $(BUILD)/obj/driver/main.o $(BUILD)/libanalysis.a $(BUILD)/libengine.a
+$(BUILD)/strata-driver: $(BUILD)/obj/driver/main.o $(BUILD)/libanalysis.a $(DRIVER_SHARED_OBJ)
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $^ $(LDLIBS)
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/libanalysis.a $(BUILD)/libengine.a
 	@mkdir -p $(dir $@)
@@ -157,6 +169,6 @@ fuzz-seeds: $(BUILD)/libengine.a
 	python3 tests/fuzz/make_gguf_seeds.py
 
 clean:
-	rm -rf build build-san build-fuzz strata-worker strata-driver
+	rm -rf build build-san build-rope64 build-san-rope64 build-fuzz strata-worker strata-driver
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

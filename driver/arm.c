@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "worker/kv.h"
+#include "kernels/kvfmt.h"
 
 #define KV_NAMES KV_FMT_NAMES
 

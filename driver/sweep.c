@@ -279,6 +279,11 @@ static int write_meta(sweep_state *st, const char *status, int complete, char *e
         json_object_set_new(ja, "url", json_string(a->url));
         json_object_set_new(ja, "remote", json_boolean(a->remote));
         json_object_set_new(ja, "device", json_string(a->hello.device));
+        /* device is BACKEND-ISA (docs/DESIGN.md §1.4): both parts on their own for readers */
+        const char *isa = strchr(a->hello.device, '-');
+        size_t blen = isa ? (size_t)(isa - a->hello.device) : strlen(a->hello.device);
+        json_object_set_new(ja, "backend", json_stringn(a->hello.device, blen));
+        json_object_set_new(ja, "isa", isa ? json_string(isa + 1) : json_null());
         json_object_set_new(ja, "threads", json_integer(a->hello.threads));
         if (st->have_stats[i]) {
             const proto_stats_rep *s = &st->stats[i];

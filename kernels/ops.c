@@ -2,7 +2,7 @@
  * Each kernel has a plain C form; where an AVX2 form exists it performs the same operations. */
 #include "kernels/ops.h"
 #include "kernels/vec16.h"
-#include "worker/quant.h"
+#include "kernels/quant.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -195,7 +195,11 @@ static void mm_item(void *vctx, int item, int thread) {
     }
 }
 
-int ops_matmul_many(pool *p, const ops_mm *jobs, int n, const float *x, int T) {
+size_t ops_matmul_scratch_floats(int threads, int cols) {
+    return (size_t)threads * MM_ITEM * (size_t)cols;
+}
+
+int ops_matmul_many(pool *p, const ops_mm *jobs, int n, const float *x, int T, float *scratch) {
     if (n < 1 || n > OPS_MM_MAX) return -1;
     if (T <= 0) return 0;
     mm_ctx c = { .x = x, .T = T };
@@ -212,17 +216,20 @@ int ops_matmul_many(pool *p, const ops_mm *jobs, int n, const float *x, int T) {
         c.first_item[j + 1] = c.first_item[j] + (rows + ir - 1) / ir;
     }
     /* 64-byte aligned: a row of K floats starts on a cache line whenever K % 16 == 0 */
-    size_t bytes = sizeof(float) * (size_t)threads * MM_ITEM * (size_t)cols;
-    c.scratch = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!c.scratch) return -1;
+    float *own = NULL;
+    if (!scratch) {
+        size_t bytes = sizeof(float) * ops_matmul_scratch_floats(threads, cols);
+        if (!(own = aligned_alloc(64, (bytes + 63) / 64 * 64))) return -1;
+    }
+    c.scratch = scratch ? scratch : own;
     pool_run(p, mm_item, &c, c.first_item[n]);
-    free(c.scratch);
+    free(own);
     return 0;
 }
 
-int ops_matmul(pool *p, const ops_weight *w, const float *x, float *y, int T, int ldy) {
+int ops_matmul(pool *p, const ops_weight *w, const float *x, float *y, int T, int ldy, float *scratch) {
     ops_mm job = { w, y, ldy };
-    return ops_matmul_many(p, &job, 1, x, T);
+    return ops_matmul_many(p, &job, 1, x, T, scratch);
 }
 
 /* ---- norms, rope, activations ----------------------------------------------------------------- */
@@ -243,18 +250,25 @@ static float yarn_corr_dim(int n_rot, int n_ctx_orig, float n_rotations, float b
     return (float)n_rot * logf((float)n_ctx_orig / (n_rotations * 2.0f * (float)M_PI)) / (2.0f * logf(base));
 }
 
-void ops_rope_table(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg) {
-    float theta_scale = powf(cfg->base, -2.0f / (float)n_rot);
-    float theta_extrap = (float)pos;
-    float low = 0, high = 0, mscale = cfg->attn_factor > 0 ? cfg->attn_factor : 1.0f;
+/* YaRN's ramp bounds and the magnitude scale of cfg (low = high = 0 without YaRN). */
+static float rope_yarn(const ops_rope_cfg *cfg, int n_rot, float *low, float *high) {
+    float mscale = cfg->attn_factor > 0 ? cfg->attn_factor : 1.0f;
+    *low = *high = 0;
     if (cfg->ext_factor > 0) {
-        low = floorf(yarn_corr_dim(n_rot, cfg->n_ctx_orig, cfg->beta_fast, cfg->base));
-        high = ceilf(yarn_corr_dim(n_rot, cfg->n_ctx_orig, cfg->beta_slow, cfg->base));
-        if (low < 0) low = 0;
-        if (high > n_rot - 1) high = (float)(n_rot - 1);
+        *low = floorf(yarn_corr_dim(n_rot, cfg->n_ctx_orig, cfg->beta_fast, cfg->base));
+        *high = ceilf(yarn_corr_dim(n_rot, cfg->n_ctx_orig, cfg->beta_slow, cfg->base));
+        if (*low < 0) *low = 0;
+        if (*high > n_rot - 1) *high = (float)(n_rot - 1);
         /* magnitude scale 1 + 0.1 ln(factor), for a stretch (factor > 1) only, as llama.cpp */
         if (cfg->freq_scale < 1.0f) mscale *= 1.0f + 0.1f * logf(1.0f / cfg->freq_scale);
     }
+    return mscale;
+}
+
+void ops_rope_table_f32(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg) {
+    float low, high, mscale = rope_yarn(cfg, n_rot, &low, &high);
+    float theta_scale = powf(cfg->base, -2.0f / (float)n_rot);
+    float theta_extrap = (float)pos;
     for (int i = 0; i < n_rot / 2; i++) {
         float theta_interp = cfg->freq_scale * theta_extrap;
         float theta = theta_interp;
@@ -266,6 +280,29 @@ void ops_rope_table(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg) {
         cs[2 * i + 1] = sinf(theta) * mscale;
         theta_extrap *= theta_scale;
     }
+}
+
+void ops_rope_table_f64(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg) {
+    float low, high, mscale = rope_yarn(cfg, n_rot, &low, &high);
+    for (int i = 0; i < n_rot / 2; i++) {
+        double freq = pow((double)cfg->base, -2.0 * i / n_rot);
+        double theta_extrap = (double)pos * freq;
+        double theta = (double)cfg->freq_scale * theta_extrap;
+        if (cfg->ext_factor > 0) {
+            double mix = (double)(yarn_ramp(low, high, 2 * i) * cfg->ext_factor);
+            theta = theta * (1 - mix) + theta_extrap * mix;
+        }
+        cs[2 * i] = (float)(cos(theta) * mscale);
+        cs[2 * i + 1] = (float)(sin(theta) * mscale);
+    }
+}
+
+void ops_rope_table(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg) {
+#if OPS_ROPE_F64
+    ops_rope_table_f64(cs, pos, n_rot, cfg);
+#else
+    ops_rope_table_f32(cs, pos, n_rot, cfg);
+#endif
 }
 
 void ops_rope(float *x, const float *cs, int n_rot, int neox) {

@@ -10,7 +10,7 @@
  * ops_dot_ref is that loop in plain C; the vector paths (ops_dot, the matmul micro-kernels: one
  * 512-bit register with AVX-512, two 256-bit halves with AVX2) do the same operations in registers
  * and are bit-identical to it (tests/test_model.c checks).
- * Nothing here allocates except ops_matmul's per-call scratch (freed before it returns).
+ * Nothing here allocates, except ops_matmul when its caller passes no scratch.
  */
 #ifndef STRATA_OPS_H
 #define STRATA_OPS_H
@@ -18,15 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/ops_types.h"
 #include "kernels/pool.h"
-
-/* A weight matrix W [rows][cols] stored row-major in a GGUF tensor type; y = W x. */
-typedef struct {
-    uint32_t type;        /* GGUF_T_* */
-    int rows, cols;
-    size_t row_bytes;     /* bytes per row in type */
-    const uint8_t *data;  /* [rows][row_bytes], into the model file mapping */
-} ops_weight;
 
 float ops_dot_ref(const float *a, const float *b, int n);
 float ops_dot(const float *a, const float *b, int n);
@@ -34,8 +27,11 @@ float ops_dot(const float *a, const float *b, int n);
 /* y[t][r] = dot(W[r], x[t]) for t < T, r < W->rows. x [T][cols], y [T][rows] (row stride ldy).
  * Weight rows are dequantised to f32 once per call and reused for all T tokens; for T = 1 each
  * row goes straight into the dot product (quant_dot_rows) where the type has a fused kernel.
- * Returns 0, or -1 when scratch cannot be allocated. */
-int ops_matmul(pool *p, const ops_weight *w, const float *x, float *y, int T, int ldy);
+ * scratch: ops_matmul_scratch_floats(pool_threads(p), W->cols) floats on a 64-byte boundary,
+ * allocated once by the caller (the backend, at create); NULL: allocated for this call and freed
+ * before it returns (tests). Returns 0, or -1 when NULL scratch cannot be allocated. */
+int ops_matmul(pool *p, const ops_weight *w, const float *x, float *y, int T, int ldy, float *scratch);
+size_t ops_matmul_scratch_floats(int threads, int cols);
 
 /* Several matmuls of the same x in one pool run (Q, K and V; gate and up): the same results as
  * one ops_matmul each, with one thread hand-off instead of n (a decode step makes hundreds).
@@ -47,7 +43,7 @@ typedef struct {
     float *y;             /* [T][ldy] */
     int ldy;
 } ops_mm;
-int ops_matmul_many(pool *p, const ops_mm *jobs, int n, const float *x, int T);
+int ops_matmul_many(pool *p, const ops_mm *jobs, int n, const float *x, int T, float *scratch);
 
 /* Dequantises row r of W into out[cols]. */
 void ops_weight_row(const ops_weight *w, int r, float *out);
@@ -63,16 +59,29 @@ void ops_rope(float *x, const float *cs, int n_rot, int neox);
 
 /* Fills cs[n_rot/2][2] for position pos: theta_i = p * base^(-2i/n_rot) with p = pos * freq_scale
  * (linear scaling); with YaRN (ext_factor > 0) the theta blend and the magnitude scale mscale of
- * the YaRN paper. */
-typedef struct {
-    float base;           /* rope.freq_base */
-    float freq_scale;     /* 1 / linear factor (1 = none) */
-    float ext_factor;     /* YaRN: > 0 enables the ramp; 0 = off */
-    float attn_factor;    /* YaRN magnitude multiplier (1 = none) */
-    float beta_fast, beta_slow;
-    int n_ctx_orig;       /* YaRN: original training context */
-} ops_rope_cfg;
+ * the YaRN paper (ops_rope_cfg: kernels/ops_types.h). Two evaluations (docs/DESIGN.md §3.2):
+ *   ops_rope_table_f32  the canonical one: angles in f32 as llama.cpp computes them (theta *=
+ *                       powf(base, -2/n_rot) per pair, cosf / sinf), so f32 parity with llama.cpp
+ *                       holds at depth; its angle error grows with the position (half an ulp of
+ *                       pos: 0.008 rad at 240,000), and so does the logits' drift from float64
+ *   ops_rope_table_f64  angles exact to ~1e-16 relative (each frequency from pow, times pos, in
+ *                       double; cos and sin in double, rounded once to f32): no drift with depth
+ * ops_rope_table is the f32 one, or the f64 one in a build with OPS_ROPE_F64=1 (make ROPE=f64).
+ * Both are plain C: every ISA build gives the same table. */
 void ops_rope_table(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg);
+void ops_rope_table_f32(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg);
+void ops_rope_table_f64(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg);
+
+/* What ops_rope_table is in this build (OPS_ROPE_F64 0 or 1), for the backend's name ("" or
+ * "+rope64"). */
+#ifndef OPS_ROPE_F64
+#define OPS_ROPE_F64 0
+#endif
+#if OPS_ROPE_F64
+#define OPS_ROPE_TAG "+rope64"
+#else
+#define OPS_ROPE_TAG ""
+#endif
 
 /* Activations, elementwise in place on x[n] (gate) times up[n]:
  * swiglu: x = silu(x) * up;  geglu: x = gelu_tanh(x) * up. */

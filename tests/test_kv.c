@@ -1,10 +1,10 @@
-/* test_kv.c — the KV formats of worker/kv.h against hand-computed bytes (docs/DESIGN.md §3).
+/* test_kv.c — the KV formats of kernels/kv.h against hand-computed bytes (docs/DESIGN.md §3).
  *
  * Every expected byte below was worked out by hand from the format definitions (scales chosen so
  * that the arithmetic is exact, or checked with an independent f32 emulation); none comes from
  * running kv.c. Random-data checks assert the error bounds each format promises, and that the
  * fused kv_dot / kv_axpy are bit-identical to dequantising first. */
-#include "worker/kv.h"
+#include "kernels/kv.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -3,7 +3,7 @@
  * attention vs the tiled one, and the dot-product kernels vs their plain C twins. */
 #include "tests/check.h"
 #include "kernels/ops.h"
-#include "worker/cache.h"
+#include "kernels/cache.h"
 #include "worker/engine.h"
 #include "worker/model.h"
 
@@ -15,28 +15,28 @@
 /* the committed fixtures (tests/fixtures/README.md); tests run from the repository root */
 static const char *fixtures(void) { return "tests/fixtures"; }
 
-/* Runs tokens[n] through a fresh cache (layer l's formats fk[l], fv[l]) in chunks of `chunk`, all
- * rows into out [n][V]. */
+/* Runs tokens[n] through a fresh cpu backend (layer l's formats fk[l], fv[l]; as many threads as
+ * p has) in chunks of `chunk`, all rows into out [n][V]. */
 static int run_chunks_layers(const model *m, pool *p, const kv_fmt *fk, const kv_fmt *fv, const int32_t *tok, int n,
                              int chunk, float *out) {
-    cache c;
-    model_scratch s;
+    backend *b = NULL;
+    backend_model net;
     char err[256];
-    int *rows = malloc(sizeof(int) * (size_t)chunk), rc = -1;
-    if (cache_create_layers(&c, fk, fv, m->n_layer, m->n_kv, m->hd, n + 8, err, sizeof err)) { printf("# %s\n", err); free(rows); return -1; }
-    if (model_scratch_alloc(m, chunk, &s)) goto done;
+    int *rows = malloc(sizeof(int) * (size_t)chunk), rc = -1;   /* [chunk] */
+    model_net(m, &net);
+    backend_config bc = { "cpu", fk, fv, n + 8, chunk, pool_threads(p), NULL, NULL };
+    if (!rows || backend_create(&net, &bc, &b, err, sizeof err)) { printf("# %s\n", rows ? err : "out of memory"); goto done; }
     for (int i = 0; i < chunk; i++) rows[i] = i;
     for (int off = 0; off < n; off += chunk) {
         int T = n - off < chunk ? n - off : chunk;
-        if (model_forward(m, &s, p, &c, tok + off, T, off, rows, T, out + (size_t)off * m->n_vocab, err, sizeof err)) {
+        if (backend_forward(b, tok + off, T, off, rows, T, out + (size_t)off * m->n_vocab, err, sizeof err)) {
             printf("# forward: %s\n", err);
             goto done;
         }
     }
     rc = 0;
 done:
-    model_scratch_free(&s);
-    cache_free(&c);
+    backend_free(b);
     free(rows);
     return rc;
 }
@@ -443,11 +443,42 @@ static void test_kernels(void) {
           "canonical order, == ops_sum8", zeros);
 }
 
+/* The two RoPE tables (ops.h) against angles and cos / sin in long double, SmolLM2's RoPE (base
+ * 100000, 64 rotated dims) at positions to 240,000: the f64 table is within one rounding of the
+ * exact values at every position; the f32 one is canonical (ops_rope_table) unless OPS_ROPE_F64. */
+static void test_rope_tables(void) {
+    static const int pos[] = { 64, 1024, 1664, 8192, 32768, 240000 };
+    ops_rope_cfg cfg = { 100000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 8192 };
+    enum { N_ROT = 64 };
+    float c32[N_ROT], c64[N_ROT], cs[N_ROT];   /* [N_ROT/2][2] */
+    double worst64 = 0;
+    int same = 1;
+    for (size_t k = 0; k < sizeof pos / sizeof pos[0]; k++) {
+        ops_rope_table_f32(c32, pos[k], N_ROT, &cfg);
+        ops_rope_table_f64(c64, pos[k], N_ROT, &cfg);
+        ops_rope_table(cs, pos[k], N_ROT, &cfg);
+        same &= memcmp(cs, OPS_ROPE_F64 ? c64 : c32, sizeof cs) == 0;
+        double e32 = 0, e64 = 0;
+        for (int i = 0; i < N_ROT / 2; i++) {
+            long double th = (long double)pos[k] * powl(100000.0L, -2.0L * i / N_ROT);
+            long double c = cosl(th), sn = sinl(th);
+            e32 = fmax(e32, (double)fmaxl(fabsl(c32[2 * i] - c), fabsl(c32[2 * i + 1] - sn)));
+            e64 = fmax(e64, (double)fmaxl(fabsl(c64[2 * i] - c), fabsl(c64[2 * i + 1] - sn)));
+        }
+        printf("# RoPE table at position %6d: max |cos, sin - exact| f32 angles %.3g, f64 angles %.3g\n", pos[k], e32, e64);
+        worst64 = fmax(worst64, e64);
+    }
+    /* half an f32 ulp of a value in [0.5, 1) is 2.98e-8; the double angle adds ~1e-10 */
+    CHECK(worst64 <= 3.1e-8, "RoPE f64 table within half an f32 ulp of exact cos / sin to position 240,000 (%.3g)", worst64);
+    CHECK(same, "ops_rope_table is the %s table in this build", OPS_ROPE_F64 ? "f64" : "f32");
+}
+
 int main(void) {
     char path[512], err[512], warn[256];
     model *m;
     pool *p;
     test_kernels();
+    test_rope_tables();
     if (pool_create(2, &p)) return 1;
     test_attention(p);
     test_attention_split(p);

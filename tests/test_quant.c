@@ -1,4 +1,4 @@
-/* test_quant.c — GGUF weight types (worker/quant.c).
+/* test_quant.c — GGUF weight types (kernels/quant.c).
  *
  * 1. Block sizes against the GGUF spec; quant_row_bytes edge cases (n not a multiple of the
  *    block, n = 0, overflow, unknown types); type names.
@@ -28,7 +28,7 @@
 #include "kernels/ops.h"
 #include "tests/check.h"
 #include "worker/gguf.h"
-#include "worker/quant.h"
+#include "kernels/quant.h"
 
 static const uint32_t supported[] = {
     GGUF_T_F32, GGUF_T_F16, GGUF_T_BF16, GGUF_T_Q4_0, GGUF_T_Q4_1, GGUF_T_Q5_0, GGUF_T_Q5_1,
@@ -381,7 +381,7 @@ static void test_matmul(void) {
         int64_t bad = 0, fail = 0;
         for (int nt = 1; nt <= T; nt += T - 1) {
             for (int j = 0; j < T * ROWS; j++) y[j] = NAN;
-            fail |= ops_matmul(p, &W, x, y, nt, ROWS) != 0;
+            fail |= ops_matmul(p, &W, x, y, nt, ROWS, NULL) != 0;
             for (int r = 0; r < ROWS; r++) {
                 quant_dequant_row_ref(t, data + 1 + (size_t)r * rb, w, COLS);
                 for (int k = 0; k < nt; k++)

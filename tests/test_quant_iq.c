@@ -19,7 +19,7 @@
 #include "tests/check.h"
 #include "worker/engine.h"
 #include "worker/gguf.h"
-#include "worker/quant.h"
+#include "kernels/quant.h"
 
 #include <math.h>
 #include <stdio.h>

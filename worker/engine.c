@@ -89,17 +89,27 @@ int engine_mem_check(const engine_mem_need *need, const engine_mem_env *env, int
         gib(env->mem_available), fit);
 }
 
-/* Bytes of the forward-pass scratch (model_scratch_alloc) and the engine's logit rows. */
-static uint64_t scratch_bytes(const model *m, int chunk) {
-    uint64_t per_tok = 2ull * m->dim + 2ull * m->n_head * m->hd + 2ull * m->n_kv * m->hd + 2ull * m->ffn +
-                       2ull * m->n_rot;
-    return 4 * ((uint64_t)chunk * per_tok + 3ull * (uint64_t)m->n_vocab);
+/* The memory check as the backend asks for it (backend_config.mem_check): the backend's KV bytes
+ * per token and scratch, plus the engine's own logit rows (last, base_row, one returned row). */
+typedef struct {
+    const engine *e;
+    const engine_mem_opts *mem;
+} mem_ctx;
+
+static int mem_check(void *vctx, const backend_need *bn, char *err, size_t errlen) {
+    const mem_ctx *x = vctx;
+    const model *m = x->e->m;
+    engine_mem_need need = { bn->kv_bytes_per_token, x->e->n_ctx, m->g->size,
+                             bn->scratch_bytes + 4 * 3ull * (uint64_t)m->n_vocab, x->mem->arms };
+    engine_mem_env env;
+    engine_mem_env_read(&env);
+    return engine_mem_check(&need, &env, x->mem->allow_overcommit, err, errlen);
 }
 
-/* The cache in cfg's formats: every layer kv_k / kv_v, or per layer from the mixes; what it will
- * need when full is checked against the memory first (engine_mem_check). */
-static int engine_cache(engine *e, const char *kv_k_mix, const char *kv_v_mix, const engine_mem_opts *mem,
-                        char *err, size_t errlen) {
+/* The backend with cfg's formats: every layer kv_k / kv_v, or per layer from the mixes; what its
+ * cache will need when full is checked against the memory first (engine_mem_check). */
+static int engine_backend(engine *e, const char *kv_k_mix, const char *kv_v_mix, const engine_mem_opts *mem,
+                          char *err, size_t errlen) {
     const engine_config *cfg = &e->cfg;
     int nl = e->m->n_layer, rc = -1;
     const char *spec[2] = { kv_k_mix, kv_v_mix };
@@ -117,16 +127,11 @@ static int engine_cache(engine *e, const char *kv_k_mix, const char *kv_v_mix, c
             snprintf(e->kv_name[v], sizeof e->kv_name[v], "%s", kv_fmt_name(plain[v]));
         }
     }
-    uint64_t per_token = 0;   /* KV bytes per token, all layers, K and V */
-    for (int l = 0; l < nl; l++) {
-        if (kv_fmt_check(f[l], e->m->hd, err, errlen) || kv_fmt_check(f[nl + l], e->m->hd, err, errlen)) goto done;
-        per_token += (uint64_t)e->m->n_kv * (kv_row_bytes(f[l], e->m->hd) + kv_row_bytes(f[nl + l], e->m->hd));
-    }
-    engine_mem_need need = { per_token, e->n_ctx, e->m->g->size, scratch_bytes(e->m, cfg->chunk), mem->arms };
-    engine_mem_env env;
-    engine_mem_env_read(&env);
-    if (engine_mem_check(&need, &env, mem->allow_overcommit, err, errlen)) goto done;
-    rc = cache_create_layers(&e->c, f, f + nl, nl, e->m->n_kv, e->m->hd, e->n_ctx, err, errlen);
+    backend_model net;
+    model_net(e->m, &net);
+    mem_ctx mc = { e, mem };
+    backend_config bc = { NULL, f, f + nl, e->n_ctx, cfg->chunk, cfg->threads, mem_check, &mc };
+    rc = backend_create(&net, &bc, &e->b, err, errlen);
 done:
     free(f);
     return rc;
@@ -166,9 +171,7 @@ int engine_create_mix(const engine_config *cfg, const char *kv_k_mix, const char
     if (cfg->n_ctx > e->m->n_ctx_train && warn && !warn[0])
         snprintf(warn, warnlen, "context %d is past the model's native %d tokens: results there measure an "
                  "extrapolating model", cfg->n_ctx, e->m->n_ctx_train);
-    if (engine_cache(e, kv_k_mix, kv_v_mix, mem, err, errlen)) goto fail;
-    if (pool_create(cfg->threads, &e->p)) { snprintf(err, errlen, "cannot start %d threads", cfg->threads); goto fail; }
-    if (model_scratch_alloc(e->m, cfg->chunk, &e->s)) { snprintf(err, errlen, "out of memory (prefill chunk %d)", cfg->chunk); goto fail; }
+    if (engine_backend(e, kv_k_mix, kv_v_mix, mem, err, errlen)) goto fail;
     e->last = malloc(sizeof(float) * (size_t)e->m->n_vocab);
     e->base_row = malloc(sizeof(float) * (size_t)e->m->n_vocab);
     if (!e->last || !e->base_row) { snprintf(err, errlen, "out of memory"); goto fail; }
@@ -181,9 +184,7 @@ fail:
 
 void engine_free(engine *e) {
     if (!e) return;
-    model_scratch_free(&e->s);
-    if (e->p) pool_free(e->p);
-    cache_free(&e->c);
+    backend_free(e->b);
     tok_free(e->tok);
     model_free(e->m);
     free(e->last);
@@ -265,7 +266,7 @@ int engine_prefill(engine *e, const int32_t *tokens, size_t n, int rows, float *
         } else {
             dst = NULL;
         }
-        if (model_forward(e->m, &e->s, e->p, &e->c, tokens + off, T, e->n_past, row_idx, nr, dst, err, errlen)) {
+        if (backend_forward(e->b, tokens + off, T, e->n_past, row_idx, nr, dst, err, errlen)) {
             free(row_idx);
             free(outb);
             e->n_past = start;   /* the cache past n_past may hold part of this request: harmless */
@@ -345,7 +346,7 @@ int engine_generate_p(engine *e, int n, double temperature, double top_p, uint64
         tokens[i] = tok;
         gaps[i] = gap;
         if (i == n - 1) break;
-        if (model_forward(e->m, &e->s, e->p, &e->c, &tokens[i], 1, e->n_past, &row0, 1, e->last, err, errlen)) {
+        if (backend_forward(e->b, &tokens[i], 1, e->n_past, &row0, 1, e->last, err, errlen)) {
             e->last_valid = 0;
             e->base_depth = start;
             return -1;
@@ -363,6 +364,7 @@ int engine_truncate(engine *e, int depth, char *err, size_t errlen) {
         snprintf(err, errlen, "cannot truncate to depth %d: the stream holds %d tokens", depth, e->n_past);
         return -1;
     }
+    if (backend_truncate(e->b, depth, err, errlen)) return -1;
     if (depth == e->base_depth) {
         memcpy(e->last, e->base_row, sizeof(float) * (size_t)e->m->n_vocab);
         e->last_valid = 1;

@@ -12,9 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/pool.h"
-#include "worker/cache.h"
-#include "worker/kv.h"
+#include "kernels/backend.h"
+#include "kernels/kvfmt.h"
 #include "worker/model.h"
 #include "worker/tok.h"
 
@@ -39,9 +38,7 @@ typedef struct {
     engine_config cfg;
     model *m;
     tok_vocab *tok;
-    cache c;
-    pool *p;
-    model_scratch s;
+    backend *b;           /* runs the forward passes and holds the KV cache (kernels/backend.h) */
     int n_ctx;
     int n_past;
     float *last;          /* [n_vocab] logits at n_past - 1 */

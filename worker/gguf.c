@@ -7,7 +7,7 @@
  *   padding to general.alignment (default 32), then the data section.
  * Every read goes through a cursor that knows how many bytes are left. */
 #include "worker/gguf.h"
-#include "worker/quant.h"
+#include "kernels/quant.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/quant.h"
+
 /* Metadata value types, as numbered by the GGUF spec. */
 enum {
     GGUF_VT_UINT8 = 0, GGUF_VT_INT8 = 1, GGUF_VT_UINT16 = 2, GGUF_VT_INT16 = 3,
@@ -24,14 +26,8 @@ enum {
     GGUF_VT_FLOAT64 = 12,
 };
 
-/* Tensor types (ggml_type numbering). quant.h knows their block layouts. */
-enum {
-    GGUF_T_F32 = 0, GGUF_T_F16 = 1, GGUF_T_Q4_0 = 2, GGUF_T_Q4_1 = 3, GGUF_T_Q5_0 = 6,
-    GGUF_T_Q5_1 = 7, GGUF_T_Q8_0 = 8, GGUF_T_Q8_1 = 9, GGUF_T_Q2_K = 10, GGUF_T_Q3_K = 11,
-    GGUF_T_Q4_K = 12, GGUF_T_Q5_K = 13, GGUF_T_Q6_K = 14, GGUF_T_Q8_K = 15, GGUF_T_I8 = 24,
-    GGUF_T_I16 = 25, GGUF_T_I32 = 26, GGUF_T_I64 = 27, GGUF_T_F64 = 28, GGUF_T_BF16 = 30,
-    GGUF_T_COUNT = 40,
-};
+/* Tensor types: the GGUF_T_* enum of kernels/quant.h (ggml_type numbering), which also knows
+ * their block layouts. */
 
 /* One metadata entry. For arrays, type = GGUF_VT_ARRAY, arr_type is the element type and n the
  * element count; for scalars n = 1. data points at the value bytes in the mapping (for a string

@@ -14,7 +14,6 @@
 #include "proto/proto.h"
 #include "proto/errmsg.h"
 #include "proto/tokfile.h"
-#include "kernels/vec16.h"
 #include "worker/engine.h"
 
 #include <errno.h>
@@ -96,12 +95,12 @@ static void fill_hello(const engine *e, proto_hello_rep *h) {
     snprintf(h->tokenizer_hash, sizeof h->tokenizer_hash, "%s", th);
     snprintf(h->kv_k, sizeof h->kv_k, "%s", engine_kv_name(e, 0));
     snprintf(h->kv_v, sizeof h->kv_v, "%s", engine_kv_name(e, 1));
-    snprintf(h->device, sizeof h->device, "cpu-%s", VEC16_ISA);   /* backend and kernel ISA */
+    snprintf(h->device, sizeof h->device, "%s", backend_name(e->b));   /* backend and kernel ISA */
     h->n_vocab = (uint32_t)e->m->n_vocab;
     h->n_ctx = (uint64_t)e->n_ctx;
     h->n_layer = (uint32_t)e->m->n_layer;
     h->threads = (uint32_t)e->cfg.threads;
-    h->kv_bytes_per_token = cache_bytes_per_token(&e->c);
+    h->kv_bytes_per_token = backend_kv_bytes_per_token(e->b);
     h->bos = tok_add_bos(e->tok) ? tok_bos(e->tok) : -1;
 }
 
@@ -212,7 +211,7 @@ static int handle(engine *e, const proto_msg *req, proto_msg *rep, void **owned1
         break;
     case PROTO_STATS:
         rep->stats_rep.n_past = (uint64_t)e->n_past;
-        rep->stats_rep.kv_bytes = (uint64_t)e->n_past * cache_bytes_per_token(&e->c);
+        rep->stats_rep.kv_bytes = (uint64_t)e->n_past * backend_kv_bytes_per_token(e->b);
         rep->stats_rep.prefill_tokens = e->prefill_tokens;
         rep->stats_rep.prefill_seconds = e->prefill_seconds;
         rep->stats_rep.decode_tokens = e->decode_tokens;

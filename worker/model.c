@@ -1,7 +1,6 @@
-/* model.c — GGUF model loading and the forward pass. See model.h. */
+/* model.c — GGUF model loading, and the description a backend runs. See model.h. */
 #include "worker/model.h"
-#include "worker/quant.h"
-#include "kernels/fp16.h"
+#include "kernels/quant.h"
 
 #include <math.h>
 #include <openssl/evp.h>
@@ -102,7 +101,7 @@ static int file_sha256(const gguf_file *g, char hex[65]) {
 static int load_layers(loader *L, model *m) {
     char nm[96];
     for (int l = 0; l < m->n_layer; l++) {
-        model_layer *ly = &m->layers[l];
+        backend_layer *ly = &m->layers[l];
         int qd = m->n_head * m->hd, kd = m->n_kv * m->hd;
 #define W(field, suffix, r, c) snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, suffix); \
         if (get_weight(L, nm, r, c, &ly->field)) return -1;
@@ -128,7 +127,7 @@ static int load_layers(loader *L, model *m) {
         V(post_ffn_norm, "post_ffw_norm.weight", m->dim, gemma);
 #undef W
 #undef V
-        ly->rope = &m->rope_global;
+        ly->rope_local = 0;
         ly->window = 0;
     }
     return 0;
@@ -253,7 +252,7 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
         for (int l = 0; l < m->n_layer; l++)
             if (l % 6 < 5) {   /* 5 local layers, then 1 global */
                 m->layers[l].window = window;
-                m->layers[l].rope = &m->rope_local;
+                m->layers[l].rope_local = 1;
             }
     }
     if (file_sha256(m->g, m->sha256)) { fail(&L, "sha256 failed"); goto fail; }
@@ -267,7 +266,7 @@ fail:
 void model_free(model *m) {
     if (!m) return;
     for (int l = 0; m->layers && l < m->n_layer; l++) {
-        model_layer *ly = &m->layers[l];
+        backend_layer *ly = &m->layers[l];
         free(ly->attn_norm); free(ly->ffn_norm); free(ly->bq); free(ly->bk); free(ly->bv);
         free(ly->q_norm); free(ly->k_norm); free(ly->post_attn_norm); free(ly->post_ffn_norm);
     }
@@ -277,119 +276,27 @@ void model_free(model *m) {
     free(m);
 }
 
-/* ---- forward --------------------------------------------------------------------------------- */
+/* ---- the backend's view ------------------------------------------------------------------------ */
 
-/* n floats on a 64-byte boundary (rows of 16k floats then start on cache lines); free() frees. */
-static float *alloc64(size_t n) {
-    return aligned_alloc(64, (sizeof(float) * n + 63) / 64 * 64);
-}
-
-int model_scratch_alloc(const model *m, int max_T, model_scratch *s) {
-    memset(s, 0, sizeof *s);
-    size_t T = (size_t)max_T;
-    s->max_T = max_T;
-    s->x = alloc64(T * m->dim);
-    s->xb = alloc64(T * m->dim);
-    s->q = alloc64(T * m->n_head * m->hd);
-    s->att = alloc64(T * m->n_head * m->hd);
-    s->k = alloc64(T * m->n_kv * m->hd);
-    s->v = alloc64(T * m->n_kv * m->hd);
-    s->h1 = alloc64(T * m->ffn);
-    s->h2 = alloc64(T * m->ffn);
-    s->cs_g = alloc64(T * m->n_rot);
-    s->cs_l = alloc64(T * m->n_rot);
-    if (!s->x || !s->xb || !s->q || !s->att || !s->k || !s->v || !s->h1 || !s->h2 || !s->cs_g || !s->cs_l) {
-        model_scratch_free(s);
-        return -1;
-    }
-    return 0;
-}
-
-void model_scratch_free(model_scratch *s) {
-    free(s->x); free(s->xb); free(s->q); free(s->att); free(s->k); free(s->v);
-    free(s->h1); free(s->h2); free(s->cs_g); free(s->cs_l);
-    memset(s, 0, sizeof *s);
-}
-
-static void add_bias(float *y, const float *b, int T, int n) {
-    if (!b) return;
-    for (int t = 0; t < T; t++)
-        for (int i = 0; i < n; i++) y[(size_t)t * n + i] += b[i];
-}
-
-/* Per-head RMSNorm (qk-norm) then RoPE, for x [T][nh][hd]. */
-static void qk_prepare(const model *m, float *x, int T, int nh, const float *norm, const float *cs) {
-    for (int t = 0; t < T; t++)
-        for (int h = 0; h < nh; h++) {
-            float *v = x + ((size_t)t * nh + h) * m->hd;
-            if (norm) ops_rmsnorm(v, v, norm, m->hd, m->eps);
-            ops_rope(v, cs + (size_t)t * m->n_rot, m->n_rot, m->neox);
-        }
-}
-
-int model_forward(const model *m, model_scratch *s, pool *p, cache *c, const int32_t *tokens,
-                  int T, int pos0, const int *rows, int n_rows, float *logits, char *err, size_t errlen) {
-    int dim = m->dim, qd = m->n_head * m->hd, kd = m->n_kv * m->hd;
-    if (T < 1 || T > s->max_T) { snprintf(err, errlen, "chunk of %d tokens (max %d)", T, s->max_T); return -1; }
-    if (pos0 < 0 || pos0 + T > c->n_ctx) {
-        snprintf(err, errlen, "positions %d..%d exceed the context of %d tokens", pos0, pos0 + T - 1, c->n_ctx);
-        return -1;
-    }
-    for (int t = 0; t < T; t++) {
-        if (tokens[t] < 0 || tokens[t] >= m->n_vocab) {
-            snprintf(err, errlen, "token id %d at position %d is outside the vocabulary [0, %d)", tokens[t], pos0 + t, m->n_vocab);
-            return -1;
-        }
-        float *x = s->x + (size_t)t * dim;
-        ops_weight_row(&m->tok_emb, tokens[t], x);
-        if (m->emb_scale != 1.0f)
-            for (int i = 0; i < dim; i++) x[i] *= m->emb_scale;
-        ops_rope_table(s->cs_g + (size_t)t * m->n_rot, pos0 + t, m->n_rot, &m->rope_global);
-        ops_rope_table(s->cs_l + (size_t)t * m->n_rot, pos0 + t, m->n_rot, &m->rope_local);
-    }
-    for (int l = 0; l < m->n_layer; l++) {
-        const model_layer *ly = &m->layers[l];
-        const float *cs = ly->rope == &m->rope_local ? s->cs_l : s->cs_g;
-        for (int t = 0; t < T; t++) ops_rmsnorm(s->xb + (size_t)t * dim, s->x + (size_t)t * dim, ly->attn_norm, dim, m->eps);
-        ops_mm qkv[3] = { { &ly->wq, s->q, qd }, { &ly->wk, s->k, kd }, { &ly->wv, s->v, kd } };
-        if (ops_matmul_many(p, qkv, 3, s->xb, T)) goto oom;
-        add_bias(s->q, ly->bq, T, qd);
-        add_bias(s->k, ly->bk, T, kd);
-        add_bias(s->v, ly->bv, T, kd);
-        qk_prepare(m, s->q, T, m->n_head, ly->q_norm, cs);
-        qk_prepare(m, s->k, T, m->n_kv, ly->k_norm, cs);
-        for (int t = 0; t < T; t++) cache_store(c, l, pos0 + t, s->k + (size_t)t * kd, s->v + (size_t)t * kd);
-        cache_attn at = { l, T, pos0, m->n_head, ly->window, m->attn_scale, s->q, s->att };
-        if (cache_attend(p, c, &at)) goto oom;
-        if (ops_matmul(p, &ly->wo, s->att, s->xb, T, dim)) goto oom;
-        for (int t = 0; t < T; t++) {
-            float *o = s->xb + (size_t)t * dim, *x = s->x + (size_t)t * dim;
-            if (ly->post_attn_norm) ops_rmsnorm(o, o, ly->post_attn_norm, dim, m->eps);
-            for (int i = 0; i < dim; i++) x[i] += o[i];
-            ops_rmsnorm(o, x, ly->ffn_norm, dim, m->eps);
-        }
-        ops_mm gate_up[2] = { { &ly->w_gate, s->h1, m->ffn }, { &ly->w_up, s->h2, m->ffn } };
-        if (ops_matmul_many(p, gate_up, 2, s->xb, T)) goto oom;
-        for (int t = 0; t < T; t++) {
-            float *g = s->h1 + (size_t)t * m->ffn, *u = s->h2 + (size_t)t * m->ffn;
-            if (m->arch == ARCH_GEMMA3) ops_geglu(g, u, m->ffn);
-            else ops_swiglu(g, u, m->ffn);
-        }
-        if (ops_matmul(p, &ly->w_down, s->h1, s->xb, T, dim)) goto oom;
-        for (int t = 0; t < T; t++) {
-            float *o = s->xb + (size_t)t * dim, *x = s->x + (size_t)t * dim;
-            if (ly->post_ffn_norm) ops_rmsnorm(o, o, ly->post_ffn_norm, dim, m->eps);
-            for (int i = 0; i < dim; i++) x[i] += o[i];
-        }
-    }
-    /* logits for the requested rows only: gather their normed states, one matmul */
-    for (int i = 0; i < n_rows; i++) {
-        if (rows[i] < 0 || rows[i] >= T) { snprintf(err, errlen, "row index %d outside the chunk", rows[i]); return -1; }
-        ops_rmsnorm(s->xb + (size_t)i * dim, s->x + (size_t)rows[i] * dim, m->out_norm, dim, m->eps);
-    }
-    if (n_rows > 0 && ops_matmul(p, &m->output, s->xb, logits, n_rows, m->n_vocab)) goto oom;
-    return 0;
-oom:
-    snprintf(err, errlen, "out of memory in the forward pass");
-    return -1;
+void model_net(const model *m, backend_model *net) {
+    memset(net, 0, sizeof *net);
+    net->n_layer = m->n_layer;
+    net->dim = m->dim;
+    net->n_head = m->n_head;
+    net->n_kv = m->n_kv;
+    net->hd = m->hd;
+    net->ffn = m->ffn;
+    net->n_vocab = m->n_vocab;
+    net->n_rot = m->n_rot;
+    net->neox = m->neox;
+    net->act = m->arch == ARCH_GEMMA3 ? BACKEND_ACT_GEGLU : BACKEND_ACT_SWIGLU;
+    net->eps = m->eps;
+    net->emb_scale = m->emb_scale;
+    net->attn_scale = m->attn_scale;
+    net->rope_global = m->rope_global;
+    net->rope_local = m->rope_local;
+    net->tok_emb = m->tok_emb;
+    net->output = m->output;
+    net->out_norm = m->out_norm;
+    net->layers = m->layers;
 }

@@ -1,13 +1,12 @@
-/* model.h — a transformer from a GGUF file and its forward pass on the CPU.
+/* model.h — a transformer from a GGUF file: its hyperparameters and weights, for a backend
+ * (kernels/backend.h) to run.
  *
  * Architectures: llama (stories260K, SmolLM2), qwen2 (QKV bias), qwen3 (QK-norm), gemma3
  * (sliding-window local layers with their own RoPE base, QK-norm, sandwich norms, GeGLU,
  * embedding scale sqrt(dim)); tied embeddings; RoPE linear and YaRN scaling from metadata.
  * Weights stay in the file mapping in their GGUF types (quant.h); norms and biases are copied to
- * f32. One layer of the forward pass, for T tokens at positions pos0..pos0+T-1:
- *     xb = rmsnorm(x) ; q,k,v = W xb (+ bias) ; [qk-norm per head] ; rope(q,k)
- *     cache_store(k, v) ; a = attention over the cache ; o = Wo a ; [post-norm] ; x += o
- *     xb = rmsnorm(x) ; h = act(Wg xb) * (Wu xb) ; d = Wd h ; [post-norm] ; x += d
+ * f32. The forward pass (one layer is written out in kernels/backend.h) is a backend's: model_net
+ * gives it the description.
  */
 #ifndef STRATA_MODEL_H
 #define STRATA_MODEL_H
@@ -15,9 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/ops.h"
-#include "kernels/pool.h"
-#include "worker/cache.h"
+#include "kernels/backend.h"
 #include "worker/gguf.h"
 
 /* Hyperparameter limits, far above any model this harness runs and low enough that every product
@@ -35,16 +32,6 @@
 typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_GEMMA3 } model_arch;
 
 typedef struct {
-    ops_weight wq, wk, wv, wo, w_gate, w_up, w_down;
-    float *attn_norm, *ffn_norm;          /* [dim] */
-    float *bq, *bk, *bv;                  /* [n_head*hd], [n_kv*hd] (qwen2) or NULL */
-    float *q_norm, *k_norm;               /* [hd] (qwen3, gemma3) or NULL */
-    float *post_attn_norm, *post_ffn_norm;/* [dim] (gemma3) or NULL */
-    int window;                           /* sliding window (gemma3 local layers), 0 = global */
-    const ops_rope_cfg *rope;             /* the model's global or local RoPE configuration */
-} model_layer;
-
-typedef struct {
     model_arch arch;
     char arch_name[32];
     int n_layer, dim, n_head, n_kv, hd, ffn, n_vocab, n_ctx_train, n_rot;
@@ -55,7 +42,7 @@ typedef struct {
     ops_weight tok_emb;                   /* [n_vocab][dim] */
     ops_weight output;                    /* [n_vocab][dim] (the embedding when tied) */
     float *out_norm;                      /* [dim] */
-    model_layer *layers;                  /* [n_layer] */
+    backend_layer *layers;                /* [n_layer] (kernels/backend.h) */
     char sha256[65];                      /* of the whole file, hex */
     gguf_file *g;                         /* owns the mapping the weights point into */
 } model;
@@ -67,22 +54,8 @@ typedef struct {
 int model_load(const char *path, model **out, char *err, size_t errlen, char *warn, size_t warnlen);
 void model_free(model *m);
 
-/* Scratch for forward passes of up to max_T tokens. Allocates; free with model_scratch_free. */
-typedef struct {
-    int max_T;
-    float *x, *xb;      /* [max_T][dim] residual stream, normed input */
-    float *q, *att;     /* [max_T][n_head*hd] */
-    float *k, *v;       /* [max_T][n_kv*hd] */
-    float *h1, *h2;     /* [max_T][ffn] */
-    float *cs_g, *cs_l; /* [max_T][n_rot/2][2] RoPE tables, global and local */
-} model_scratch;
-int model_scratch_alloc(const model *m, int max_T, model_scratch *s);
-void model_scratch_free(model_scratch *s);
-
-/* Runs T (<= s->max_T) tokens at positions pos0.. through the model, storing their K/V in c.
- * Logit rows: for each of the n_rows indices rows[i] (in [0, T), ascending) writes
- * logits[i][n_vocab]. Returns 0, or -1 with a message (token id out of range, allocation). */
-int model_forward(const model *m, model_scratch *s, pool *p, cache *c, const int32_t *tokens,
-                  int T, int pos0, const int *rows, int n_rows, float *logits, char *err, size_t errlen);
+/* The description a backend runs (kernels/backend.h): hyperparameters, RoPE, the weights and
+ * the layers, all pointing into m (which must outlive every backend made from it). Pure. */
+void model_net(const model *m, backend_model *net);
 
 #endif

@@ -3,7 +3,7 @@
  * the context and 32 single-token decode steps. Prints one line per format and the ratio to f16.
  * usage: bench_attn [context] [threads] */
 #include "kernels/pool.h"
-#include "worker/cache.h"
+#include "kernels/cache.h"
 
 #include <stdio.h>
 #include <stdlib.h>

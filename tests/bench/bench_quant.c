@@ -14,7 +14,7 @@
 #include "kernels/fp16.h"
 #include "kernels/ops.h"
 #include "worker/gguf.h"
-#include "worker/quant.h"
+#include "kernels/quant.h"
 
 enum { ROWS = 512, COLS = 2048 };
 

@@ -17,7 +17,7 @@ h = 64, rows = 160 (320 blocks of 32, 640 of 16). The rows (fixed seed; see make
            two (0x1.fffffep+k: mxfp4's floor(log2) must not round up); values in [6, 8) x 2^E
            (mxfp4 saturation).
 
-Where each expected byte comes from (the implementations are independent of worker/kv.c):
+Where each expected byte comes from (the implementations are independent of kernels/kv.c):
   q8_0 q4_0        (the two older llama.cpp types, checked on the same rows) and
   q4_1 q5_0 q5_1   llama.cpp itself: ggml_quantize_chunk() of the libggml-base.so that
                    llama-cpp-python builds (imatrix NULL = quantize_row_*_ref), called through

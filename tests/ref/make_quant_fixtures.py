@@ -51,7 +51,7 @@ from gguf.constants import GGML_QUANT_SIZES
 ROWS, COLS = 4, 256
 OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "quant")
 
-# Byte offsets of the fp16 fields inside one block, per type (see the layouts in worker/quant.c).
+# Byte offsets of the fp16 fields inside one block, per type (see the layouts in kernels/quant.c).
 FP16_FIELDS = {
     T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q8_0: [0],
     T.Q2_K: [80, 82], T.Q3_K: [108], T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208],

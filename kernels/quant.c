@@ -28,15 +28,14 @@
  * half. The one place the paths may differ is a signalling-NaN half: F16C quiets it (sets the top
  * mantissa bit), fp16_to_f32() keeps it as it is; a NaN either way.
  */
-#include "worker/quant.h"
+#include "kernels/quant.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "kernels/fp16.h"
-#include "worker/gguf.h"
-#include "worker/quant_tables.h"
+#include "kernels/quant_tables.h"
 
 /* ---------------------------------------------------------------------------------------------
  * 1. Type table

@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #include "kernels/pool.h"
-#include "worker/kv.h"
+#include "kernels/kv.h"
 
 typedef struct {
     kv_fmt fk, fv;          /* the K and V formats of one layer */
@@ -77,9 +77,16 @@ typedef struct {
 #define CACHE_SPLIT_MIN_KEYS 1024
 
 /* Attention of T queries over the cached keys (see the top of this file). Positions up to
- * pos0 + T - 1 must be stored. Allocates per-call scratch, frees it before returning.
- * Returns 0, or -1 when scratch cannot be allocated. */
+ * pos0 + T - 1 must be stored. cache_attend_ws works in scratch[n_scratch] (floats, allocated
+ * once by the caller: the backend, at create); cache_attend allocates per-call scratch and frees
+ * it before returning (tests, benchmarks). Returns 0, or -1 when scratch cannot be allocated or
+ * n_scratch is less than this call needs. */
 int cache_attend(pool *p, const cache *c, const cache_attn *a);
+int cache_attend_ws(pool *p, const cache *c, const cache_attn *a, float *scratch, size_t n_scratch);
+
+/* Floats of scratch that covers every cache_attend call on c with n_head query heads, T <=
+ * max_T, window <= max_window (0: none) and `threads` pool threads. */
+size_t cache_attend_scratch_floats(const cache *c, int n_head, int max_T, int max_window, int threads);
 
 /* The plain reference of the same computation, one query at a time, no tiling, no intrinsics:
  * bit-identical to cache_attend (tests check). */

@@ -1,7 +1,7 @@
 /* quant.h — GGUF weight types: block sizes and dequantisation of one row to f32.
  *
  * Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (type
- * numbers are the GGUF_T_* enum of worker/gguf.h), and IQ4_NL, IQ4_XS, IQ3_S, IQ3_XXS, IQ2_XXS,
+ * numbers are the GGUF_T_* enum below), and IQ4_NL, IQ4_XS, IQ3_S, IQ3_XXS, IQ2_XXS,
  * IQ2_XS, IQ2_S, IQ1_S, IQ1_M, MXFP4, TQ1_0, TQ2_0 (QUANT_T_* below). The block layouts are written
  * out beside each dequantiser in quant.c; the IQ codebooks are in quant_tables.h (generated).
  *
@@ -22,8 +22,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* GGML type numbers of the supported types worker/gguf.h does not name (ggml's enum ggml_type, the
- * same numbers as the gguf package's GGMLQuantizationType). */
+/* Tensor types as GGUF files number them (ggml's enum ggml_type, the same numbers as the gguf
+ * package's GGMLQuantizationType): the weight types this file knows, plus the few a reader must
+ * name to refuse. The weight-type enum of the kernels; worker/gguf.h reads these numbers. */
+enum {
+    GGUF_T_F32 = 0, GGUF_T_F16 = 1, GGUF_T_Q4_0 = 2, GGUF_T_Q4_1 = 3, GGUF_T_Q5_0 = 6,
+    GGUF_T_Q5_1 = 7, GGUF_T_Q8_0 = 8, GGUF_T_Q8_1 = 9, GGUF_T_Q2_K = 10, GGUF_T_Q3_K = 11,
+    GGUF_T_Q4_K = 12, GGUF_T_Q5_K = 13, GGUF_T_Q6_K = 14, GGUF_T_Q8_K = 15, GGUF_T_I8 = 24,
+    GGUF_T_I16 = 25, GGUF_T_I32 = 26, GGUF_T_I64 = 27, GGUF_T_F64 = 28, GGUF_T_BF16 = 30,
+    GGUF_T_COUNT = 40,
+};
+
+/* The numbers of the other supported types (ggml's names, QUANT_T_ here). */
 enum {
     QUANT_T_IQ2_XXS = 16, QUANT_T_IQ2_XS = 17, QUANT_T_IQ3_XXS = 18, QUANT_T_IQ1_S = 19,
     QUANT_T_IQ4_NL = 20, QUANT_T_IQ3_S = 21, QUANT_T_IQ2_S = 22, QUANT_T_IQ4_XS = 23,

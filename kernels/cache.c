@@ -1,5 +1,5 @@
 /* cache.c — KV cache storage and attention. See cache.h for the canonical order. */
-#include "worker/cache.h"
+#include "kernels/cache.h"
 #include "kernels/ops.h"
 
 #include <math.h>
@@ -112,6 +112,9 @@ static void layer_view(const cache *c, const cache_attn *a, cache *view, cache_l
     *av = *a;
     av->layer = 0;
 }
+
+/* n rounded up to 16 floats: sub-buffers carved from one scratch start on 64-byte boundaries */
+static size_t up16(size_t n) { return (n + 15) / 16 * 16; }
 
 /* ---- reference: one query at a time ---------------------------------------------------------- */
 
@@ -520,7 +523,7 @@ static void split_values(void *vctx, int item, int thread) {
     }
 }
 
-static int attend_split(pool *p, const cache *c, const cache_attn *a) {
+static int attend_split(pool *p, const cache *c, const cache_attn *a, float *scratch, size_t n_scratch) {
     int hd = c->hd, pos = a->pos0, threads = pool_threads(p);
     split_ctx x = { .c = c, .a = a, .group = a->n_head / c->n_kv };
     x.lo = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
@@ -533,12 +536,16 @@ static int attend_split(pool *p, const cache *c, const cache_attn *a) {
     x.cols = kv_fmt_rotated(c->fv) ? hd : KV_CHUNK;
     x.n_colsets = (hd + x.cols - 1) / x.cols;
     x.per_thread = (size_t)hd * KB_DEC * 2 + (size_t)x.group * hd;
-    x.q = malloc(sizeof(float) * (size_t)a->n_head * hd);
-    x.s = malloc(sizeof(float) * (size_t)a->n_head * x.ld);
-    x.pmax = malloc(sizeof(float) * (size_t)a->n_head * x.n_ranges);
-    x.scratch = malloc(sizeof(float) * x.per_thread * (size_t)threads);
+    size_t n_q = up16((size_t)a->n_head * hd), n_s = up16((size_t)a->n_head * x.ld);
+    size_t n_pmax = up16((size_t)a->n_head * x.n_ranges), need = n_q + n_s + n_pmax + x.per_thread * (size_t)threads;
+    float *own = NULL, *buf = scratch;
     int ret = -1;
-    if (!x.q || !x.s || !x.pmax || !x.scratch) goto done;
+    if (scratch && need > n_scratch) return -1;
+    if (!buf && !(buf = own = malloc(sizeof(float) * need))) return -1;
+    x.q = buf;                     /* [n_head][hd] */
+    x.s = x.q + n_q;               /* [n_head][ld] */
+    x.pmax = x.s + n_s;            /* [n_head][n_ranges] */
+    x.scratch = x.pmax + n_pmax;   /* [threads][per_thread] */
     memcpy(x.q, a->q, sizeof(float) * (size_t)a->n_head * hd);
     if (kv_fmt_rotated(c->fk))
         for (int h = 0; h < a->n_head; h++) kv_hadamard(x.q + (size_t)h * hd, hd);
@@ -546,16 +553,15 @@ static int attend_split(pool *p, const cache *c, const cache_attn *a) {
     pool_run(p, split_weights, &x, a->n_head * x.n_ranges);
     pool_run(p, split_values, &x, c->n_kv * x.n_colsets);
     ret = 0;
-done:
-    free(x.q); free(x.s); free(x.pmax); free(x.scratch);
+    free(own);
     return ret;
 }
 
-static int attend(pool *p, const cache *c, const cache_attn *a) {
+static int attend(pool *p, const cache *c, const cache_attn *a, float *scratch, size_t n_scratch) {
     int group = a->n_head / c->n_kv;
     if (a->T == 1 && group <= MAX_HPI && pool_threads(p) > 1 && a->pos0 + 1 >= CACHE_SPLIT_MIN_KEYS &&
         (a->window <= 0 || a->window >= CACHE_SPLIT_MIN_KEYS))
-        return attend_split(p, c, a);
+        return attend_split(p, c, a, scratch, n_scratch);
     attn_ctx x = { c, a, (a->T + QT - 1) / QT, 1, 0, 0, NULL, 0 };
     /* all heads of a KV group in one item (they share the K/V dequantisation) unless that leaves
      * threads idle; either way each (query, head) is computed the same way */
@@ -572,19 +578,39 @@ static int attend(pool *p, const cache *c, const cache_attn *a) {
     size_t rows = (size_t)(a->T < QT ? a->T : QT) * MAX_HPI;   /* query rows an item can hold */
     x.per_thread = rows * c->hd * 2 + (size_t)c->hd * KB * 2 + rows * span;
     x.rows = rows;
-    x.scratch = malloc(sizeof(float) * x.per_thread * (size_t)pool_threads(p));
-    if (!x.scratch) return -1;
+    size_t need = x.per_thread * (size_t)pool_threads(p);
+    float *own = NULL;
+    if (scratch && need > n_scratch) return -1;
+    if (!scratch && !(own = malloc(sizeof(float) * need))) return -1;
+    x.scratch = scratch ? scratch : own;
     pool_run(p, attn_item, &x, (a->n_head / hpi) * x.n_tiles);
-    free(x.scratch);
+    free(own);
     return 0;
 }
 
-int cache_attend(pool *p, const cache *c, const cache_attn *a) {
+size_t cache_attend_scratch_floats(const cache *c, int n_head, int max_T, int max_window, int threads) {
+    size_t hd = (size_t)c->hd, nh = (size_t)n_head, th = (size_t)threads;
+    size_t keys = (size_t)c->n_ctx > (size_t)max_window ? (size_t)c->n_ctx : (size_t)max_window;
+    /* tiled (attend): the largest span and rows any call can have */
+    size_t rows = (size_t)(max_T < QT ? max_T : QT) * MAX_HPI, span = keys + QT + KB;
+    size_t tiled = (rows * hd * 2 + hd * KB * 2 + rows * span) * th;
+    /* split decode (attend_split): scores of up to keys positions, at most want ranges per head */
+    size_t group = nh / (size_t)c->n_kv, want = (8 * th + (size_t)c->n_kv - 1) / (size_t)c->n_kv;
+    size_t ld = (keys + KB_DEC - 1) / KB_DEC * KB_DEC;
+    size_t split = up16(nh * hd) + up16(nh * ld) + up16(nh * want) + (hd * KB_DEC * 2 + group * hd) * th;
+    return tiled > split ? tiled : split;
+}
+
+int cache_attend_ws(pool *p, const cache *c, const cache_attn *a, float *scratch, size_t n_scratch) {
     cache view;
     cache_layer L0;
     cache_attn av;
     layer_view(c, a, &view, &L0, &av);
-    return attend(p, &view, &av);
+    return attend(p, &view, &av, scratch, n_scratch);
+}
+
+int cache_attend(pool *p, const cache *c, const cache_attn *a) {
+    return cache_attend_ws(p, c, a, NULL, 0);
 }
 
 int cache_attend_ref(const cache *c, const cache_attn *a) {

@@ -1,0 +1,37 @@
+/* backend.c — picks the implementation a config names and forwards each call to it (see
+ * backend.h, backend_impl.h). */
+#include "kernels/backend_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Every implementation this build has; the first is the default. */
+static const backend_impl *const impls[] = { &backend_cpu_impl };
+
+int backend_create(const backend_model *m, const backend_config *cfg, backend **out, char *err, size_t errlen) {
+    *out = NULL;
+    const char *kind = cfg->kind ? cfg->kind : impls[0]->kind;
+    for (size_t i = 0; i < sizeof impls / sizeof impls[0]; i++)
+        if (!strcmp(kind, impls[i]->kind)) return impls[i]->create(m, cfg, out, err, errlen);
+    snprintf(err, errlen, "backend '%s' is not in this build (cpu is)", kind);
+    return -1;
+}
+
+int backend_forward(backend *b, const int32_t *tokens, int T, int pos0, const int *rows, int n_rows,
+                    float *logits, char *err, size_t errlen) {
+    return b->impl->forward(b, tokens, T, pos0, rows, n_rows, logits, err, errlen);
+}
+
+int backend_truncate(backend *b, int depth, char *err, size_t errlen) {
+    return b->impl->truncate(b, depth, err, errlen);
+}
+
+uint64_t backend_kv_bytes_per_token(const backend *b) { return b->impl->kv_bytes_per_token(b); }
+
+const char *backend_name(const backend *b) { return b->impl->name(b); }
+
+int backend_threads(const backend *b) { return b->impl->threads(b); }
+
+void backend_free(backend *b) {
+    if (b) b->impl->free(b);
+}

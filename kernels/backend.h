@@ -1,0 +1,126 @@
+/* backend.h — the seam between the engine and the hardware that runs the model: one whole forward
+ * pass per call (embeddings, every layer, KV store and attention, the requested logit rows), in
+ * the style of calm, not a graph of per-operation calls.
+ *
+ * A backend owns, for one arm: the KV cache in the arm's formats (per layer), the scratch of a
+ * forward pass of up to max_tokens tokens, and its threads or device context. It reads the
+ * model's weights where the loader left them (host memory, usually the file mapping) and writes
+ * logits to host memory. Everything it needs is allocated once by backend_create; forward,
+ * truncate and the queries allocate nothing of their own.
+ *
+ * The engine (worker/engine.c) is the only caller; it keeps the token stream's state (n_past,
+ * the last row, generation) and calls:
+ *     backend_create(model, config)                     once per arm
+ *     backend_forward(tokens, T, pos0, rows, logits)    prefill chunks and decode steps
+ *     backend_truncate(depth)                           the stream drops positions >= depth
+ *     backend_kv_bytes_per_token / backend_name / backend_threads   for the handshake
+ *     backend_free
+ *
+ * Implementations: kernels/backend_cpu.c ("cpu", kernels/ops.c + kernels/cache.c on a thread
+ * pool). Adding one: docs/DESIGN.md §1.1. Results must not depend on the backend's batching or
+ * threading: the same (model, KV formats, tokens, positions) give the same bits whatever the
+ * chunk (docs/DESIGN.md §2.5). Different backends may differ from each other; the handshake's
+ * `device` field (backend_name) tells arms apart.
+ */
+#ifndef STRATA_BACKEND_H
+#define STRATA_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kvfmt.h"
+#include "kernels/ops_types.h"
+
+/* ---- the model a backend runs (filled by the loader, worker/model.c's model_net) ------------- */
+
+typedef enum { BACKEND_ACT_SWIGLU, BACKEND_ACT_GEGLU } backend_act;
+
+typedef struct {
+    ops_weight wq, wk, wv, wo, w_gate, w_up, w_down;
+    float *attn_norm, *ffn_norm;          /* [dim] */
+    float *bq, *bk, *bv;                  /* [n_head*hd], [n_kv*hd] (qwen2) or NULL */
+    float *q_norm, *k_norm;               /* [hd] (qwen3, gemma3) or NULL */
+    float *post_attn_norm, *post_ffn_norm;/* [dim] (gemma3) or NULL */
+    int window;                           /* sliding window (gemma3 local layers), 0 = global */
+    int rope_local;                       /* 1: this layer uses rope_local, 0: rope_global */
+} backend_layer;
+
+/* One layer for T tokens at positions pos0..pos0+T-1 (docs/DESIGN.md §3.1):
+ *     xb = rmsnorm(x) ; q,k,v = W xb (+ bias) ; [qk-norm per head] ; rope(q,k)
+ *     store k, v in the cache ; a = attention over the cache ; o = Wo a ; [post-norm] ; x += o
+ *     xb = rmsnorm(x) ; h = act(Wg xb) * (Wu xb) ; d = Wd h ; [post-norm] ; x += d
+ * then out = output . rmsnorm(x) for the requested rows. x starts as the token's embedding row
+ * times emb_scale. Everything the model points to (weights, norms, layers) is borrowed: the
+ * loader owns it and keeps it alive longer than any backend made from it. */
+typedef struct {
+    int n_layer, dim, n_head, n_kv, hd, ffn, n_vocab, n_rot;
+    int neox;                             /* RoPE pairs (i, i + n_rot/2) instead of (2i, 2i+1) */
+    backend_act act;                      /* the FFN's gate activation */
+    float eps, emb_scale, attn_scale;
+    ops_rope_cfg rope_global, rope_local;
+    ops_weight tok_emb;                   /* [n_vocab][dim] */
+    ops_weight output;                    /* [n_vocab][dim] (the embedding when tied) */
+    const float *out_norm;                /* [dim] */
+    const backend_layer *layers;          /* [n_layer] */
+} backend_model;
+
+/* ---- configuration ---------------------------------------------------------------------------- */
+
+/* What an arm will hold at its full context, given to the memory check before anything large is
+ * reserved. */
+typedef struct {
+    uint64_t kv_bytes_per_token;          /* all layers, K and V */
+    uint64_t scratch_bytes;               /* the backend's forward-pass scratch */
+} backend_need;
+
+/* The caller's memory check: 0 to go on, or -1 with one line in err (backend_create then fails
+ * with that message and nothing reserved). */
+typedef int (*backend_mem_check_fn)(void *ctx, const backend_need *need, char *err, size_t errlen);
+
+typedef struct {
+    const char *kind;                     /* "cpu", or NULL for the default (cpu) */
+    const kv_fmt *kv_k, *kv_v;            /* [n_layer] each layer's K and V format (copied) */
+    int n_ctx;                            /* positions the KV cache holds */
+    int max_tokens;                       /* most tokens one forward takes (the prefill chunk) */
+    int threads;                          /* >= 1 (the cpu backend's pool) */
+    backend_mem_check_fn mem_check;       /* NULL: no check */
+    void *mem_ctx;                        /* passed to mem_check */
+} backend_config;
+
+/* ---- the interface ----------------------------------------------------------------------------- */
+
+typedef struct backend backend;           /* opaque */
+
+/* Checks that every layer's formats fit the head dim, asks cfg->mem_check, then reserves the KV
+ * cache for cfg->n_ctx positions, the scratch for cfg->max_tokens tokens and the threads.
+ * Allocates *out (free with backend_free; *out is NULL on failure). Returns 0, or -1 with one
+ * line in err: an unknown kind, a format that does not fit the head dim, the memory check's
+ * message, "cannot start N threads", "out of memory (prefill chunk N)". */
+int backend_create(const backend_model *m, const backend_config *cfg, backend **out, char *err, size_t errlen);
+
+/* Runs tokens[T] (T in 1..max_tokens) at positions pos0..pos0+T-1 through the model, storing
+ * their K and V. Positions below pos0 must hold this stream's earlier tokens (pos0 <= the depth
+ * reached so far). For each of the n_rows indices rows[i] (in [0, T), ascending) writes
+ * logits[i][n_vocab] (host memory, the caller's). Returns 0, or -1 with a message (token id out
+ * of range, positions past n_ctx or past the depth reached, a row index outside the chunk). */
+int backend_forward(backend *b, const int32_t *tokens, int T, int pos0, const int *rows, int n_rows,
+                    float *logits, char *err, size_t errlen);
+
+/* The stream keeps positions < depth (depth <= the depth reached); later forwards start at or
+ * below it. Frees nothing. Returns 0, or -1 with a message. */
+int backend_truncate(backend *b, int depth, char *err, size_t errlen);
+
+/* KV bytes one token takes over all layers (K + V) in the stored formats (docs/DESIGN.md §3.3.1). */
+uint64_t backend_kv_bytes_per_token(const backend *b);
+
+/* What runs the model, for the handshake's `device` field: kind and instruction set, e.g.
+ * "cpu-avx512", "cpu-avx2", "cpu-c". A static string. */
+const char *backend_name(const backend *b);
+
+/* Threads the backend computes with (the cpu backend's pool size). */
+int backend_threads(const backend *b);
+
+/* Frees everything create allocated; NULL is a no-op. */
+void backend_free(backend *b);
+
+#endif

@@ -1,0 +1,33 @@
+/* backend_impl.h — what one implementation of kernels/backend.h provides. Private to
+ * kernels/backend*.c: the engine sees only the opaque handle.
+ *
+ * An implementation defines its own handle struct whose first member is a `backend` (so a
+ * pointer to it is a pointer to that member), fills `impl` at create, and exports one
+ * backend_impl table that kernels/backend.c lists. */
+#ifndef STRATA_BACKEND_IMPL_H
+#define STRATA_BACKEND_IMPL_H
+
+#include "kernels/backend.h"
+
+typedef struct backend_impl backend_impl;
+
+struct backend {
+    const backend_impl *impl;   /* the implementation's functions */
+};
+
+struct backend_impl {
+    const char *kind;           /* backend_config.kind that selects it, e.g. "cpu" */
+    int (*create)(const backend_model *m, const backend_config *cfg, backend **out, char *err, size_t errlen);
+    int (*forward)(backend *b, const int32_t *tokens, int T, int pos0, const int *rows, int n_rows,
+                   float *logits, char *err, size_t errlen);
+    int (*truncate)(backend *b, int depth, char *err, size_t errlen);
+    uint64_t (*kv_bytes_per_token)(const backend *b);
+    const char *(*name)(const backend *b);
+    int (*threads)(const backend *b);
+    void (*free)(backend *b);
+};
+
+/* kernels/backend_cpu.c */
+extern const backend_impl backend_cpu_impl;
+
+#endif
