@@ -239,6 +239,17 @@ static void free_reps(proto_msg *rep, int n) {
  * meta.json
  * ========================================================================================== */
 
+
+/* The sampled fork probes' options (when there are any) into o: meta.json and the journal header. */
+static void put_sample_opts(json_t *o, const sweep_config *c) {
+    if (!c->n_sample_temps) return;
+    json_t *t = json_array();
+    for (int j = 0; j < c->n_sample_temps; j++) json_array_append_new(t, json_real(c->sample_temps[j]));
+    json_object_set_new(o, "sample_temps", t);
+    json_object_set_new(o, "top_p", json_real(c->top_p));
+    json_object_set_new(o, "sample_seed", json_integer((json_int_t)c->sample_seed));
+}
+
 /* Writes out_dir/meta.json durably (temp file, fsync, rename). Returns 0 or SWEEP_ERROR. */
 static int write_meta(sweep_state *st, const char *status, int complete, char *err, size_t errlen) {
     const sweep_config *c = st->c;
@@ -312,13 +323,7 @@ static int write_meta(sweep_state *st, const char *status, int complete, char *e
         json_object_set_new(root, "cross_score", json_true());
         json_object_set_new(root, "cross_f32_arm", st->F >= 0 ? json_string(arms[st->F].name) : json_null());
     }
-    if (c->n_sample_temps) {
-        json_t *t = json_array();
-        for (int j = 0; j < c->n_sample_temps; j++) json_array_append_new(t, json_real(c->sample_temps[j]));
-        json_object_set_new(root, "sample_temps", t);
-        json_object_set_new(root, "top_p", json_real(c->top_p));
-        json_object_set_new(root, "sample_seed", json_integer((json_int_t)c->sample_seed));
-    }
+    put_sample_opts(root, c);
     json_object_set_new(root, "wall_seconds", json_real(st->wall_prev + workers_now_s() - st->t0));
     struct rusage ru;   /* the driver's own memory: O(chunk x vocab x arms) in per-position mode */
     if (getrusage(RUSAGE_SELF, &ru) == 0)
@@ -434,13 +439,7 @@ static json_t *plan_json(const sweep_config *c, const arm *arms, int n) {
     json_object_set_new(p, "chunk", json_integer(c->chunk));
     json_object_set_new(p, "ref", json_string(arms[c->ref].name));
     if (c->cross_score) json_object_set_new(p, "cross_score", json_true());
-    if (c->n_sample_temps) {
-        json_t *t = json_array();
-        for (int j = 0; j < c->n_sample_temps; j++) json_array_append_new(t, json_real(c->sample_temps[j]));
-        json_object_set_new(p, "sample_temps", t);
-        json_object_set_new(p, "top_p", json_real(c->top_p));
-        json_object_set_new(p, "sample_seed", json_integer((json_int_t)c->sample_seed));
-    }
+    put_sample_opts(p, c);
     for (int i = 0; i < n; i++) {
         const proto_hello_rep *h = &arms[i].hello;
         json_array_append_new(ja, json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "name", arms[i].name,
