@@ -595,7 +595,7 @@ int arm_connect(arm *a, int timeout_ms, int request_ms, size_t recv_max,
         for (;;) {
             if (stop && *stop) return errmsg_set(err, errlen, ARM_E_INTERRUPTED, "interrupted");
             if (arm_poll_exit(a)) return died_error(a, "before answering", err, errlen);
-            int rc = proto_dial_tls(a->url, local_ipc ? 2000 : tls ? 1000 : 200, recv_max, tls, &a->sock, e, sizeof e);
+            int rc = proto_dial_tls(a->url, local_ipc ? 2000 : tls ? 5000 : 200, recv_max, tls, &a->sock, e, sizeof e);
             if (rc == 0) break;
             if (rc != PROTO_E_TIMEOUT) return errmsg_set(err, errlen, rc, "arm %s: %s", a->name, e);
             if (now_ms() - t0 > timeout_ms)

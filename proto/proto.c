@@ -22,6 +22,10 @@
 
 #include <msgpack.h>
 #include <nng/supplemental/tls/tls.h>
+#include <openssl/bio.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
 
@@ -988,6 +992,20 @@ static int read_pem(const char *path, char **text) {
     return 0;
 }
 
+/* 1 when the PEM private key belongs to the PEM certificate (checked with libcrypto: mbedTLS 2.28
+ * takes a key that does not match, and every handshake then fails without saying why). */
+static int key_matches_cert(const char *cert_pem, const char *key_pem) {
+    BIO *bc = BIO_new_mem_buf(cert_pem, -1), *bk = BIO_new_mem_buf(key_pem, -1);
+    X509 *x = bc ? PEM_read_bio_X509(bc, NULL, NULL, NULL) : NULL;
+    EVP_PKEY *k = bk ? PEM_read_bio_PrivateKey(bk, NULL, NULL, NULL) : NULL;
+    int ok = x && k && X509_check_private_key(x, k) == 1;
+    EVP_PKEY_free(k);
+    X509_free(x);
+    BIO_free(bk);
+    BIO_free(bc);
+    return ok;
+}
+
 /* A TLS configuration for one end (server: a listening worker; client: a dialling driver, which
  * checks the worker's certificate against server_name). The caller frees *cfg with
  * nng_tls_config_free (an endpoint it was set on keeps its own reference). */
@@ -1007,8 +1025,9 @@ static int tls_config(const proto_tls *t, int server, const char *server_name, n
     what = "the CA file (--tls-ca: PEM certificates)";
     if ((rv = nng_tls_config_ca_file(*cfg, t->ca))) goto fail;
     what = "the certificate and key (--tls-cert, --tls-key: PEM; do they match?)";
-    if ((rv = read_pem(t->cert, &cert_pem)) || (rv = read_pem(t->key, &key_pem)) ||
-        (rv = nng_tls_config_own_cert(*cfg, cert_pem, key_pem, NULL))) goto fail;
+    if ((rv = read_pem(t->cert, &cert_pem)) || (rv = read_pem(t->key, &key_pem))) goto fail;
+    if (!key_matches_cert(cert_pem, key_pem)) { rv = NNG_EINVAL; goto fail; }
+    if ((rv = nng_tls_config_own_cert(*cfg, cert_pem, key_pem, NULL))) goto fail;
     what = "nng_tls_config_auth_mode";
     if ((rv = nng_tls_config_auth_mode(*cfg, NNG_TLS_AUTH_MODE_REQUIRED))) goto fail;
     what = "nng_tls_config_version";
@@ -1107,16 +1126,22 @@ int proto_listener_port(nng_listener l) {
     return port;
 }
 
-/* The sum of the named counters among the statistics of one endpoint (a dialer or a listener:
- * exactly one of d, l is used). */
-static uint64_t endpoint_stats(const nng_dialer *d, const nng_listener *l, const char *const *names, int n) {
+/* The sum of the named counters among the statistics of one endpoint (scope "dialer" or
+ * "listener" with that id). The tree is walked here: nng 1.5.2's nng_stat_find_dialer stops after
+ * the first top-level scope, so it misses the endpoints of every socket but the first. */
+static uint64_t endpoint_stats(const char *scope, int id, const char *const *names, int n) {
     nng_stat *all = NULL;
     uint64_t sum = 0;
-    if (nng_stats_get(&all)) return 0;
-    nng_stat *ep = d ? nng_stat_find_dialer(all, *d) : nng_stat_find_listener(all, *l);
-    for (int i = 0; ep && i < n; i++) {
-        nng_stat *c = nng_stat_find(ep, names[i]);
-        if (c) sum += nng_stat_value(c);
+    if (id <= 0 || nng_stats_get(&all)) return 0;
+    for (nng_stat *ep = nng_stat_child(all); ep; ep = nng_stat_next(ep)) {
+        if (strcmp(nng_stat_name(ep), scope)) continue;
+        nng_stat *idc = nng_stat_child(ep);
+        while (idc && strcmp(nng_stat_name(idc), "id")) idc = nng_stat_next(idc);
+        if (!idc || nng_stat_value(idc) != (uint64_t)id) continue;
+        for (nng_stat *c = nng_stat_child(ep); c; c = nng_stat_next(c))
+            for (int i = 0; i < n; i++)
+                if (!strcmp(nng_stat_name(c), names[i])) sum += nng_stat_value(c);
+        break;
     }
     nng_stats_free(all);
     return sum;
@@ -1124,7 +1149,7 @@ static uint64_t endpoint_stats(const nng_dialer *d, const nng_listener *l, const
 
 uint64_t proto_listener_refused(nng_listener l) {
     static const char *const names[] = { "auth", "proto", "other", "reject" };
-    return endpoint_stats(NULL, &l, names, 4);
+    return endpoint_stats("listener", nng_listener_id(l), names, 4);
 }
 
 int proto_dial(const char *url, int timeout_ms, size_t recv_max, nng_socket *s,
@@ -1183,17 +1208,19 @@ int proto_dial_tls(const char *url, int timeout_ms, size_t recv_max, const proto
         int n = poll(&pfd, 1, wait);
         if (n > 0) return 0;
         if (n == 0 && tls) {
-            /* a handshake that failed verification will fail again: say so now, not at the timeout.
-             * "auth": the worker's certificate did not verify; "other": the worker hung up during
-             * the handshake (it refused ours). A few in a row: not a worker still starting. */
+            /* a handshake that failed authentication fails again: say so now, not at the timeout.
+             * "auth": a certificate did not verify (the worker's here, or ours there: the worker's
+             * alert says so); "other": the worker hung up during the handshake (e.g. we sent no
+             * certificate). Twice "other": not a worker that is still starting. */
             static const char *const auth[] = { "auth" }, *const other[] = { "other" };
-            uint64_t na = endpoint_stats(&d, NULL, auth, 1), no = endpoint_stats(&d, NULL, other, 1);
-            if (na >= 2 || no >= 3) {
+            uint64_t na = endpoint_stats("dialer", nng_dialer_id(d), auth, 1);
+            uint64_t no = endpoint_stats("dialer", nng_dialer_id(d), other, 1);
+            if (na >= 1 || no >= 2) {
                 nng_close(*s);
-                return errmsg_set(err, errlen, PROTO_E_TRANSPORT, "dial %s: TLS handshake failed (%s): %s", url,
-                                  na ? "the worker's certificate did not verify" : "the worker closed the connection",
-                                  na ? "check that --tls-ca signed it and that it names this host" :
-                                       "it refuses our certificate (was ours signed by the CA the worker trusts?)");
+                return errmsg_set(err, errlen, PROTO_E_TRANSPORT, "dial %s: TLS handshake failed (%s): check that "
+                                  "our --tls-ca signed the worker's certificate and that it names this host, and that "
+                                  "the CA the worker trusts signed our --tls-cert", url,
+                                  na ? "a certificate was refused" : "the worker closed the connection");
             }
             if (timeout_ms >= 0 && now_ms() < deadline) continue;
         }
