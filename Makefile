@@ -1,6 +1,7 @@
 # strata — build, test, run.
 #   make            build strata-worker and strata-driver (installs missing Debian packages first)
 #   make test       build and run every test; closing line "N passed, N failed"
+#   make check-long longer checks (fault injection at 100 random points of a sweep)
 #   make run        the main job: default sweep on the default model and document
 #   make bench      speed figures and ratios
 #   make models     download the real models into $(STRATA_CACHE) (sha256 checked)
@@ -45,7 +46,7 @@ TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC)) \
             $(patsubst %,$(BUILD)/tests/test_fuzz_%,$(FUZZ_TARGETS))
 BINS    := $(BUILD)/strata-worker $(BUILD)/strata-driver
 
-.PHONY: all deps test run bench models clean fuzz fuzz-seeds
+.PHONY: all deps test check-long run bench models clean fuzz fuzz-seeds
 # keep the test and bench objects (make would delete them as intermediates of a chain)
 .SECONDARY:
 all: $(BINS)
@@ -97,6 +98,11 @@ $(BUILD)/tests/test_fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(BUILD)/lib
 
 test: all $(TEST_BIN) models
 	@BUILD=$(BUILD) bash tests/run.sh
+
+# longer checks, not in `make test`: faults at FAULT_POINTS (default 100) random points of a sweep,
+# each resumed or recovered to byte-identical results (tests/long/faults.sh; a few minutes)
+check-long: all
+	@BUILD=$(BUILD) bash tests/long/faults.sh
 
 models: $(BUILD)/.deps
 	@bash tests/ref/fetch_models.sh "$(STRATA_CACHE)"
