@@ -264,7 +264,7 @@ check "a launcher that fails: exit 1 naming the arm (rc $rc: $(head -c 200 "$T/d
 # a SIGKILLed driver leaves no launched worker behind (they see their stdin close)
 cp "$MODEL" "$T/orphan-model.gguf"
 # processes whose command line has "$1" (from /proc: procps may be missing)
-nprocs() { local n=0 f; for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' < "$f" 2> /dev/null | grep -qF -- "$1" && n=$((n + 1)); done; echo $n; }
+nprocs() { local n=0 f; for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' 2> /dev/null < "$f" | grep -qF -- "$1" && n=$((n + 1)); done; echo $n; }
 PATH="$T/bin:$PATH" "$DRV" sweep --model "$T/orphan-model.gguf" --tokens-file "$T/doc.tok" --threads 1 --depths 3 \
     --fork 6 --quiet --per-position --arms f16,int8 --launch 'srun -N1 {worker}' --out "$T/orphan" 2> /dev/null & D=$!
 for _ in $(seq 100); do [ "$(nprocs "$T/orphan-model.gguf --kv")" -ge 2 ] && break; sleep 0.05; done

@@ -11,8 +11,8 @@
 #   stop    STRATA_TEST_FAULT=stop@N:A  — a worker SIGSTOPped (hung) before request N: detected by
 #           the request timeout (--request-timeout 2), restarted;
 #   driver  STRATA_TEST_FAULT=die@N     — the driver SIGKILLed before request N, then --resume DIR;
-#   timed   a random worker SIGKILLed from outside after a random delay in [0, 0.8 x the wall time
-#           of a clean run): mid-request as often as not (a run that ended first counts, unharmed).
+#   timed   a random worker SIGKILLed from outside after a random delay in [0.1, 0.9] x the wall
+#           time of a clean run: mid-request as often as not (a run that ended first counts, unharmed).
 # Every run must exit 0 (after its resume, for driver kills) with depths.tsv, forks.tsv,
 # positions.tsv and summary.json byte-identical to the uninterrupted run's.
 set -u
@@ -48,9 +48,11 @@ same() {
     local f
     for f in depths.tsv forks.tsv positions.tsv summary.json; do cmp -s "$T/ref/$f" "$1/$f" || { echo "# $f differs"; return 1; }; done
 }
-# pids of the workers of one run (their ipc sockets are in a strata-* dir under $T/tmp)
-worker_pids() { local f p; for f in /proc/[0-9]*/cmdline; do
-    tr '\0' ' ' < "$f" 2> /dev/null | grep -qF -- "--listen ipc://$T/tmp/" && { p=${f#/proc/}; echo "${p%/cmdline}"; }; done; }
+# pids of the children of process $1 (its workers), from /proc/*/stat without forking per process
+children_of() { local f line rest; for f in /proc/[0-9]*/stat; do
+    { read -r line < "$f"; } 2> /dev/null || continue
+    rest=${line##*) }; set -- "$1" $rest
+    [ "$3" = "$1" ] && { f=${f#/proc/}; echo "${f%/stat}"; }; done; }
 
 declare -A kinds_ok kinds_all
 restarts=0; mid=0
@@ -72,14 +74,14 @@ for i in $(seq 1 "$POINTS"); do
         ;;
     driver)
         what="die@$N"
-        (STRATA_TEST_FAULT=$what exec "$DRV" sweep "${ARGS[@]}" --out "$d" 2> "$d.err") 2> /dev/null; rc=$?
+        { STRATA_TEST_FAULT=$what "$DRV" sweep "${ARGS[@]}" --out "$d" 2> "$d.err"; rc=$?; } 2> /dev/null
         if [ $rc -eq 137 ]; then "$DRV" sweep --resume "$d" --quiet 2>> "$d.err"; rc=$?; what="$what + resume"; fi
         ;;
     timed)
-        delay=$(awk -v w="$WALL" -v r=$RANDOM 'BEGIN { printf "%.3f", 0.8 * w * r / 32768 }')
+        delay=$(awk -v w="$WALL" -v r=$RANDOM 'BEGIN { printf "%.3f", w * (0.1 + 0.8 * r / 32768) }')
         "$DRV" sweep "${ARGS[@]}" --out "$d" 2> "$d.err" & dp=$!
         sleep "$delay"
-        mapfile -t pids < <(worker_pids)
+        mapfile -t pids < <(children_of $dp)
         if [ ${#pids[@]} -gt 0 ] && kill -0 $dp 2> /dev/null; then
             victim=${pids[$(( RANDOM % ${#pids[@]} ))]}
             kill -9 "$victim" 2> /dev/null && mid=$((mid + 1))
@@ -87,7 +89,7 @@ for i in $(seq 1 "$POINTS"); do
         else
             what="after ${delay}s: the run had ended (no fault)"
         fi
-        wait $dp; rc=$?
+        { wait $dp; rc=$?; } 2> /dev/null
         ;;
     esac
     kinds_all[$kind]=$(( ${kinds_all[$kind]:-0} + 1 ))
