@@ -44,7 +44,9 @@ mapfile -t DEPTHS < <(awk -F'\t' 'NR > 1 { print $1 }' "$T/ref/depths.tsv")
 check "it measured 3 depths (${DEPTHS[*]})" test "${#DEPTHS[@]}" -eq 3
 
 # the drivers' temp dirs (sockets, logs) are under TMPDIR=$T: workers whose socket lies in this test's temp dirs (command lines from /proc)
-workers() { local n=0 f; for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' 2> /dev/null < "$f" | grep -qF -- "--listen ipc://$T/" && n=$((n + 1)); done; echo $n; }
+workers() { local n=0 f a; for f in /proc/[0-9]*/cmdline; do
+    { mapfile -d '' a < "$f"; } 2> /dev/null || continue
+    [[ " ${a[*]} " == *"--listen ipc://$T/"* ]] && n=$((n + 1)); done; echo $n; }
 
 for k in 1 2; do
     N=$((3 * k + 1))

@@ -263,15 +263,20 @@ check "a launcher that fails: exit 1 naming the arm (rc $rc: $(head -c 200 "$T/d
     bash -c "[ $rc -eq 1 ] && grep -q 'arm f16' '$T/diel.err'"
 # a SIGKILLed driver leaves no launched worker behind (they see their stdin close)
 cp "$MODEL" "$T/orphan-model.gguf"
-# processes whose command line has "$1" (from /proc: procps may be missing)
-nprocs() { local n=0 f; for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' 2> /dev/null < "$f" | grep -qF -- "$1" && n=$((n + 1)); done; echo $n; }
-PATH="$T/bin:$PATH" "$DRV" sweep --model "$T/orphan-model.gguf" --tokens-file "$T/doc.tok" --threads 1 --depths 3 \
-    --fork 6 --quiet --per-position --arms f16,int8 --launch 'srun -N1 {worker}' --out "$T/orphan" 2> /dev/null & D=$!
-for _ in $(seq 100); do [ "$(nprocs "$T/orphan-model.gguf --kv")" -ge 2 ] && break; sleep 0.05; done
-n_before=$(nprocs "$T/orphan-model.gguf --kv")
+# processes whose command line has "$1" (from /proc, without a fork per process: fast enough to
+# see a short run's workers; procps may be missing)
+nprocs() { local n=0 f a; for f in /proc/[0-9]*/cmdline; do
+    { mapfile -d '' a < "$f"; } 2> /dev/null || continue
+    [[ " ${a[*]} " == *"$1"* ]] && n=$((n + 1)); done; echo $n; }
+cat tests/fixtures/texts/*.txt > "$T/long.txt"
+"$WRK" --model "$MODEL" --tokenize < "$T/long.txt" > "$T/long.tok"
+PATH="$T/bin:$PATH" "$DRV" sweep --model "$T/orphan-model.gguf" --tokens-file "$T/long.tok" --threads 1 --depths 3 \
+    --fork 6 --chunk 4 --quiet --per-position --arms f16,int8 --launch 'srun -N1 {worker}' --out "$T/orphan" 2> /dev/null & D=$!
+for _ in $(seq 100); do [ "$(nprocs "$T/orphan-model.gguf --kv-k")" -ge 2 ] && break; sleep 0.05; done
+n_before=$(nprocs "$T/orphan-model.gguf --kv-k")
 kill -9 $D; wait $D 2> /dev/null
-for _ in $(seq 50); do [ "$(nprocs "$T/orphan-model.gguf --kv")" = 0 ] && break; sleep 0.1; done
-n_after=$(nprocs "$T/orphan-model.gguf --kv")
+for _ in $(seq 50); do [ "$(nprocs "$T/orphan-model.gguf --kv-k")" = 0 ] && break; sleep 0.1; done
+n_after=$(nprocs "$T/orphan-model.gguf --kv-k")
 check "driver SIGKILLed with 2 launched workers running ($n_before): none left within 5 s ($n_after)" \
     bash -c "[ $n_before -ge 2 ] && [ $n_after = 0 ]"
 
