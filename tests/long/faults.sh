@@ -48,11 +48,14 @@ same() {
     local f
     for f in depths.tsv forks.tsv positions.tsv summary.json; do cmp -s "$T/ref/$f" "$1/$f" || { echo "# $f differs"; return 1; }; done
 }
-# pids of the children of process $1 (its workers), from /proc/*/stat without forking per process
-children_of() { local f line rest; for f in /proc/[0-9]*/stat; do
+# pids of the workers of driver $1: its children whose command line has "--listen ipc://" (not
+# gnuplot, which it runs at the end), from /proc without forking per process
+workers_of() { local f line rest a; for f in /proc/[0-9]*/stat; do
     { read -r line < "$f"; } 2> /dev/null || continue
     rest=${line##*) }; set -- "$1" $rest
-    [ "$3" = "$1" ] && { f=${f#/proc/}; echo "${f%/stat}"; }; done; }
+    [ "$3" = "$1" ] || continue
+    { mapfile -d '' a < "${f%/stat}/cmdline"; } 2> /dev/null || continue
+    [[ " ${a[*]} " == *" --listen ipc://"* ]] && { f=${f#/proc/}; echo "${f%/stat}"; }; done; }
 
 declare -A kinds_ok kinds_all
 restarts=0; mid=0
@@ -81,7 +84,7 @@ for i in $(seq 1 "$POINTS"); do
         delay=$(awk -v w="$WALL" -v r=$RANDOM 'BEGIN { printf "%.3f", w * (0.1 + 0.8 * r / 32768) }')
         "$DRV" sweep "${ARGS[@]}" --out "$d" 2> "$d.err" & dp=$!
         sleep "$delay"
-        mapfile -t pids < <(children_of $dp)
+        mapfile -t pids < <(workers_of $dp)
         if [ ${#pids[@]} -gt 0 ] && kill -0 $dp 2> /dev/null; then
             victim=${pids[$(( RANDOM % ${#pids[@]} ))]}
             kill -9 "$victim" 2> /dev/null && mid=$((mid + 1))
