@@ -356,7 +356,7 @@ int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
     /* appended to: a restarted worker continues its predecessor's log (the temp dir is new) */
     int logfd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (logfd < 0) return errmsg_set(err, errlen, ARM_E_SYSTEM, "cannot create %s: %s", logp, strerror(errno));
-    int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (nullfd < 0) {
         close(logfd);
         return errmsg_set(err, errlen, ARM_E_SYSTEM, "cannot open /dev/null: %s", strerror(errno));
@@ -379,7 +379,7 @@ int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);           /* the driver died: go too */
         if (getppid() != parent) _exit(126);
         dup2(launch ? in_pipe[0] : nullfd, 0);
-        dup2(launch ? out_pipe[1] : logfd, 1);
+        dup2(launch ? out_pipe[1] : nullfd, 1);   /* a local worker's stdout says only where it listens */
         dup2(logfd, 2);
         if (launch) execv(sh_argv[0], (char *const *)sh_argv);
         else execv(l->worker, (char *const *)argv);

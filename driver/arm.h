@@ -16,7 +16,8 @@
  *
  * Process handling: a local worker runs in its own process group (a Ctrl-C at the terminal reaches
  * only the driver, which then stops the workers itself) and gets SIGKILL if the driver dies
- * (PR_SET_PDEATHSIG). Its stdout and stderr go to a log file in the temp dir.
+ * (PR_SET_PDEATHSIG). Its stderr goes to a log file in the temp dir (its stdout, which in listen
+ * mode only says where it listens, to /dev/null).
  *
  * Launched arms (arm_options.launch, the driver's --launch TEMPLATE): the local arm's worker is
  * started through a cluster's own tool, `/bin/sh -c TEMPLATE` with {worker} replaced by the worker's
@@ -65,7 +66,7 @@ typedef struct {
     pid_t pid;                 /* local worker while it runs; 0 before spawn / after reaping */
     int exited;                /* 1 once reaped; status = waitpid's status */
     int status;
-    char log_path[ARM_URL_MAX];/* local worker's stdout+stderr ("" for remote arms) */
+    char log_path[ARM_URL_MAX];/* local worker's stderr ("" for remote arms) */
     nng_socket sock;
     int connected;             /* sock is open */
     proto_hello_rep hello;     /* valid when have_hello */
