@@ -11,8 +11,9 @@
 #   stop    STRATA_TEST_FAULT=stop@N:A  — a worker SIGSTOPped (hung) before request N: detected by
 #           the request timeout (--request-timeout 2), restarted;
 #   driver  STRATA_TEST_FAULT=die@N     — the driver SIGKILLed before request N, then --resume DIR;
-#   timed   a random worker SIGKILLed from outside after a random delay in [0.1, 0.9] x the wall
-#           time of a clean run: mid-request as often as not (a run that ended first counts, unharmed).
+#   timed   a random worker SIGKILLed from outside at a random point of the run: once the run's
+#           journal has reached a random size below the clean run's, plus 0-50 ms (so during a
+#           request as often as between two; a run that ended first counts, unharmed).
 # Every run must exit 0 (after its resume, for driver kills) with depths.tsv, forks.tsv,
 # positions.tsv and summary.json byte-identical to the uninterrupted run's.
 set -u
@@ -42,7 +43,8 @@ N_REQ=25
 t0=$(date +%s.%N)
 "$DRV" sweep "${ARGS[@]}" --out "$T/ref" 2> "$T/ref.err" || { echo "FAIL - the reference run"; echo "0 passed, 1 failed"; exit 1; }
 WALL=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
-echo "# reference run: ${WALL}s; $POINTS points, seed ${FAULT_SEED:-15}"
+JSIZE=$(stat -c %s "$T/ref/journal")
+echo "# reference run: ${WALL}s, journal $JSIZE bytes; $POINTS points, seed ${FAULT_SEED:-15}"
 
 same() {
     local f
@@ -73,7 +75,6 @@ for i in $(seq 1 "$POINTS"); do
         what="$act@$N:$A"
         STRATA_TEST_FAULT=$what "$DRV" sweep "${ARGS[@]}" --out "$d" --request-timeout 2 2> "$d.err"; rc=$?
         grep -q "test hook" "$d.err" || what="$what (hook not reached)"
-        restarts=$((restarts + $(grep -c 'restart' "$d.err")))
         ;;
     driver)
         what="die@$N"
@@ -81,20 +82,25 @@ for i in $(seq 1 "$POINTS"); do
         if [ $rc -eq 137 ]; then "$DRV" sweep --resume "$d" --quiet 2>> "$d.err"; rc=$?; what="$what + resume"; fi
         ;;
     timed)
-        delay=$(awk -v w="$WALL" -v r=$RANDOM 'BEGIN { printf "%.3f", w * (0.1 + 0.8 * r / 32768) }')
+        target=$(( (RANDOM * 32768 + RANDOM) % JSIZE ))
+        delay=$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", 0.05 * r / 32768 }')
         "$DRV" sweep "${ARGS[@]}" --out "$d" 2> "$d.err" & dp=$!
+        while kill -0 $dp 2> /dev/null && [ "$(stat -c %s "$d/journal" 2> /dev/null || echo 0)" -lt $target ]; do
+            sleep 0.01
+        done
         sleep "$delay"
         mapfile -t pids < <(workers_of $dp)
         if [ ${#pids[@]} -gt 0 ] && kill -0 $dp 2> /dev/null; then
             victim=${pids[$(( RANDOM % ${#pids[@]} ))]}
             kill -9 "$victim" 2> /dev/null && mid=$((mid + 1))
-            what="SIGKILL worker pid $victim after ${delay}s"
+            what="SIGKILL worker pid $victim at journal byte $target + ${delay}s"
         else
-            what="after ${delay}s: the run had ended (no fault)"
+            what="at journal byte $target: the run had ended (no fault)"
         fi
         { wait $dp; rc=$?; } 2> /dev/null
         ;;
     esac
+    restarts=$((restarts + $(grep -c 'WARNING: worker restarted' "$d.err")))
     kinds_all[$kind]=$(( ${kinds_all[$kind]:-0} + 1 ))
     if [ $rc -eq 0 ] && same "$d"; then
         kinds_ok[$kind]=$(( ${kinds_ok[$kind]:-0} + 1 ))
@@ -107,6 +113,6 @@ done
 for k in worker stop driver timed; do
     echo "# $k: ${kinds_ok[$k]:-0} of ${kinds_all[$k]:-0} identical"
 done
-echo "# timed kills that hit a running worker: $mid; restart lines reported: $restarts"
+echo "# timed kills that hit a running worker: $mid; worker restarts reported: $restarts"
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
