@@ -34,17 +34,23 @@ if [ "${1:-}" = "--netns-inner" ]; then
     unshare -n sleep 600 & HOSTB=$!
     sleep 0.3
     nsb() { nsenter -t "$HOSTB" -n "$@"; }
-    inner_bad=0
     say() { echo "$1" >> "$OUT"; }
     if ! ip link add va type veth peer name vb netns "$HOSTB" 2> "$T/veth.err"; then
         say "SKIP cannot create a veth pair here: $(head -n 1 "$T/veth.err")"; kill $HOSTB; exit 0
     fi
     ip addr add 10.77.0.1/24 dev va && ip link set va up
     nsb ip link set lo up; nsb ip addr add 10.77.0.2/24 dev vb; nsb ip link set vb up
-    # host B: a TLS worker on its veth address, and a plain one on the default (loopback) address
-    nsb "$WRK" --model "$MODEL" --kv int8 --threads 1 --listen tls+tcp://10.77.0.2:5555 --tls-cert "$T/hostb.pem" \
-        --tls-key "$T/hostb.key" --tls-ca "$T/ca.pem" > "$T/nb.out" 2> "$T/nb.err" & WB=$!
-    nsb "$WRK" --model "$MODEL" --kv int8 --threads 1 --listen tcp://:5556 > "$T/nl.out" 2> "$T/nl.err" & WL=$!
+    # host B: a TLS worker on its veth address, and a plain one on the default (loopback) address.
+    # nsenter itself, not a shell function, so that $! is the worker (nsenter -n execs it); and
+    # each reads a FIFO this script holds open: when the script ends, however, they end too
+    mkfifo "$T/lifeline"
+    nsenter -t "$HOSTB" -n "$WRK" --model "$MODEL" --kv int8 --threads 1 --listen tls+tcp://10.77.0.2:5555 \
+        --tls-cert "$T/hostb.pem" --tls-key "$T/hostb.key" --tls-ca "$T/ca.pem" --exit-on-stdin-eof \
+        < "$T/lifeline" > "$T/nb.out" 2> "$T/nb.err" & WB=$!
+    nsenter -t "$HOSTB" -n "$WRK" --model "$MODEL" --kv int8 --threads 1 --listen tcp://:5556 --exit-on-stdin-eof \
+        < "$T/lifeline" > "$T/nl.out" 2> "$T/nl.err" & WL=$!
+    exec 7> "$T/lifeline"
+    trap 'kill $WB $WL $HOSTB 2> /dev/null' EXIT
     nsb "$WRK" --model "$MODEL" --kv int8 --listen tcp://0.0.0.0:5557 > /dev/null 2> "$T/nplain.err"
     say "$([ $? -eq 2 ] && grep -q allow-plain-tcp "$T/nplain.err" && echo ok || echo FAIL) - host B: plain tcp://0.0.0.0 refused without --allow-plain-tcp"
     for _ in $(seq 50); do grep -q listening "$T/nb.out" && grep -q listening "$T/nl.out" && break; sleep 0.1; done
@@ -215,6 +221,13 @@ else
         done < "$T/netns.out"
         check "netns: all 8 checks ran ($n)" test "$n" -eq 8
     fi
+    sleep 1.5   # (a worker notices the end of its stdin within a second)
+    left=0
+    for f in /proc/[0-9]*/cmdline; do
+        { mapfile -d '' a < "$f"; } 2> /dev/null || continue
+        [[ "${a[0]:-}" == "$WRK" && ( " ${a[*]} " == *10.77.0.2:5555* || " ${a[*]} " == *tcp://:5556* ) ]] && left=$((left + 1))
+    done
+    check "netns: host B's workers are gone ($left left)" test $left -eq 0
 fi
 
 # ---- 5. --launch through a fake srun and a fake ssh -----------------------------------------------
