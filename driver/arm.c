@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -233,16 +234,94 @@ static char *itoa_safe(int v, char *buf) {
     return buf;
 }
 
+void arm_set_options(arm *arms, int n, const arm_options *o) {
+    for (int i = 0; i < n; i++) arms[i].opt = o;
+}
+
+int arm_launch_check(const char *tpl, char *err, size_t errlen) {
+    if (!tpl || !strstr(tpl, "{worker}"))
+        return errmsg_set(err, errlen, ARM_E_SPEC, "--launch '%s': the template must contain {worker} (the "
+                          "worker's command line), e.g. 'srun -N1 -n1 --gpus=1 {worker}' or 'ssh gpu1 {worker}'",
+                          tpl ? tpl : "");
+    return 0;
+}
+
+/* Appends c to out [outlen] at *off (NUL kept after it). Returns 0 or -1 (no room). */
+static int put_char(char *out, size_t outlen, size_t *off, char c) {
+    if (*off + 1 >= outlen) return -1;
+    out[(*off)++] = c;
+    out[*off] = 0;
+    return 0;
+}
+
+/* Appends s, single-quoted for sh when quote (a ' inside becomes '\''). Returns 0 or -1. */
+static int put_word(char *out, size_t outlen, size_t *off, const char *s, int quote) {
+    if (quote && put_char(out, outlen, off, '\'')) return -1;
+    for (; *s; s++) {
+        if (quote && *s == '\'') {
+            for (const char *q = "'\\''"; *q; q++)
+                if (put_char(out, outlen, off, *q)) return -1;
+        } else if (put_char(out, outlen, off, *s)) {
+            return -1;
+        }
+    }
+    return quote ? put_char(out, outlen, off, '\'') : 0;
+}
+
+int arm_launch_command(const char *tpl, const char *const *argv, const char *name, int i, char *out,
+                       size_t outlen, char *err, size_t errlen) {
+    size_t off = 0;
+    char num[16];
+    snprintf(num, sizeof num, "%d", i);
+    out[0] = 0;
+    for (const char *p = tpl; *p;) {
+        int bad = 0;
+        if (!strncmp(p, "{worker}", 8)) {
+            for (int k = 0; argv[k] && !bad; k++)
+                bad = (k && put_word(out, outlen, &off, " ", 0)) || put_word(out, outlen, &off, argv[k], 1);
+            p += 8;
+        } else if (!strncmp(p, "{arm}", 5)) {
+            bad = put_word(out, outlen, &off, name, 1);
+            p += 5;
+        } else if (!strncmp(p, "{i}", 3)) {
+            bad = put_word(out, outlen, &off, num, 0);
+            p += 3;
+        } else {
+            char one[2] = { *p++, 0 };
+            bad = put_word(out, outlen, &off, one, 0);
+        }
+        if (bad) return errmsg_set(err, errlen, ARM_E_SPEC, "--launch: the command for arm %s is too long", name);
+    }
+    return 0;
+}
+
+/* Signals a local worker's process group (the worker, or a launcher and what it started). */
+static void arm_kill(const arm *a, int sig) {
+    if (kill(-a->pid, sig)) kill(a->pid, sig);
+}
+
+/* Closes a launched arm's pipes (the launcher's stdin closing tells a worker started through ssh or
+ * srun to exit). */
+static void launch_close(arm *a) {
+    if (!a->launched) return;
+    if (a->out_fd >= 0) close(a->out_fd);
+    if (a->in_fd >= 0) close(a->in_fd);
+    a->out_fd = a->in_fd = -1;
+}
+
 int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
     char threads[16], prefill[16], ctx[16], arms[16], url[ARM_URL_MAX], logp[ARM_URL_MAX];
     if (snprintf(url, sizeof url, "ipc://%s/%d.ipc", l->tmpdir, i) >= (int)sizeof url ||
         snprintf(logp, sizeof logp, "%s/%d.log", l->tmpdir, i) >= (int)sizeof logp)
         return errmsg_set(err, errlen, ARM_E_SYSTEM, "temp dir path too long: %s", l->tmpdir);
+    const arm_options *o = a->opt;
+    const char *launch = o ? o->launch : NULL;
+    if (launch) snprintf(url, sizeof url, "%s", o->launch_listen ? o->launch_listen : "tcp://127.0.0.1:0");
     snprintf(threads, sizeof threads, "%d", l->threads);
     snprintf(prefill, sizeof prefill, "%d", l->prefill);
     snprintf(ctx, sizeof ctx, "%d", l->max_context);
     snprintf(arms, sizeof arms, "%d", l->mem_arms);
-    const char *argv[22];
+    const char *argv[28];
     int k = 0;
     argv[k++] = l->worker;
     argv[k++] = "--model"; argv[k++] = l->model;
@@ -252,13 +331,32 @@ int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
     if (l->prefill > 0) { argv[k++] = "--prefill"; argv[k++] = prefill; }
     if (l->max_context > 0) { argv[k++] = "--max-context"; argv[k++] = ctx; }
     if (l->mem_arms > 1) { argv[k++] = "--mem-arms"; argv[k++] = arms; }
+    if (o && o->allow_overcommit) argv[k++] = "--allow-overcommit";
     argv[k++] = "--listen"; argv[k++] = url;
+    if (launch) argv[k++] = "--exit-on-stdin-eof";
     argv[k] = NULL;
+    /* launched: sh -c COMMAND, with pipes for the launcher's stdin and stdout */
+    char cmd[16384];          /* the launcher's command line (launched arms) */
+    int in_pipe[2] = { -1, -1 }, out_pipe[2] = { -1, -1 };
+    const char *sh_argv[4] = { "/bin/sh", "-c", cmd, NULL };
+    if (launch) {
+        int rc = arm_launch_command(launch, argv, a->name, i, cmd, sizeof cmd, err, errlen);
+        if (rc) return rc;
+        launch_close(a);   /* a restart: the previous launcher's pipes */
+        if (pipe2(in_pipe, O_CLOEXEC) || pipe2(out_pipe, O_CLOEXEC)) {
+            int e = errno;
+            for (int q = 0; q < 2; q++) {
+                if (in_pipe[q] >= 0) close(in_pipe[q]);
+                if (out_pipe[q] >= 0) close(out_pipe[q]);
+            }
+            return errmsg_set(err, errlen, ARM_E_SYSTEM, "arm %s: pipe: %s", a->name, strerror(e));
+        }
+    }
 
     /* appended to: a restarted worker continues its predecessor's log (the temp dir is new) */
     int logfd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (logfd < 0) return errmsg_set(err, errlen, ARM_E_SYSTEM, "cannot create %s: %s", logp, strerror(errno));
-    int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (nullfd < 0) {
         close(logfd);
         return errmsg_set(err, errlen, ARM_E_SYSTEM, "cannot open /dev/null: %s", strerror(errno));
@@ -269,6 +367,10 @@ int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
         int e = errno;
         close(logfd);
         close(nullfd);
+        for (int q = 0; q < 2; q++) {
+            if (in_pipe[q] >= 0) close(in_pipe[q]);
+            if (out_pipe[q] >= 0) close(out_pipe[q]);
+        }
         return errmsg_set(err, errlen, ARM_E_SYSTEM, "arm %s: fork: %s", a->name, strerror(e));
     }
     if (pid == 0) {
@@ -276,10 +378,11 @@ int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
         setpgid(0, 0);                              /* terminal Ctrl-C reaches the driver only */
         prctl(PR_SET_PDEATHSIG, SIGKILL);           /* the driver died: go too */
         if (getppid() != parent) _exit(126);
-        dup2(nullfd, 0);
-        dup2(logfd, 1);
+        dup2(launch ? in_pipe[0] : nullfd, 0);
+        dup2(launch ? out_pipe[1] : nullfd, 1);   /* a local worker's stdout says only where it listens */
         dup2(logfd, 2);
-        execv(l->worker, (char *const *)argv);
+        if (launch) execv(sh_argv[0], (char *const *)sh_argv);
+        else execv(l->worker, (char *const *)argv);
         char num[12];
         const char *msg = "strata-driver: cannot execute the worker: errno ";
         (void)!write(2, msg, strlen(msg));
@@ -288,12 +391,22 @@ int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
         (void)!write(2, "\n", 1);
         _exit(127);
     }
+    setpgid(pid, pid);   /* also here: a signal to the group cannot miss a child not yet running */
     close(logfd);
     close(nullfd);
-    snprintf(a->url, sizeof a->url, "%s", url);
+    snprintf(a->url, sizeof a->url, "%s", launch ? "" : url);
     snprintf(a->log_path, sizeof a->log_path, "%s", logp);
     a->pid = pid;
     a->exited = 0;
+    if (launch) {
+        close(in_pipe[0]);
+        close(out_pipe[1]);
+        a->launched = 1;
+        a->in_fd = in_pipe[1];
+        a->out_fd = out_pipe[0];
+        FILE *f = fopen(logp, "a");
+        if (f) { fprintf(f, "strata-driver: launched: %s\n", cmd); fclose(f); }
+    }
     return 0;
 }
 
@@ -402,6 +515,54 @@ int arm_call(arm *a, proto_msg *req, proto_msg *rep, size_t max_len, char *err, 
     return rc;
 }
 
+#define ANNOUNCE "strata-worker: listening "
+
+/* A launched arm: reads the launcher's stdout until the worker's "listening URL" line, into
+ * a->url. Other lines are copied to the arm's log. Returns 0, ARM_E_DIED, PROTO_E_TIMEOUT,
+ * ARM_E_SPEC (a URL that does not fit) or ARM_E_INTERRUPTED with a message. */
+static int read_announce(arm *a, int64_t t0, int timeout_ms, const volatile sig_atomic_t *stop,
+                         char *err, size_t errlen) {
+    char line[ARM_URL_MAX + 64];   /* the line read so far: [n] bytes */
+    size_t n = 0;
+    for (;;) {
+        if (stop && *stop) return errmsg_set(err, errlen, ARM_E_INTERRUPTED, "interrupted");
+        if (now_ms() - t0 > timeout_ms)
+            return errmsg_set(err, errlen, PROTO_E_TIMEOUT, "arm %s: the launched worker did not say where it "
+                              "listens within %d s (its log: %s)", a->name, timeout_ms / 1000, a->log_path);
+        struct pollfd pfd = { .fd = a->out_fd, .events = POLLIN };
+        int pr = poll(&pfd, 1, 100);
+        if (pr < 0 && errno != EINTR)
+            return errmsg_set(err, errlen, ARM_E_SYSTEM, "arm %s: poll: %s", a->name, strerror(errno));
+        if (pr <= 0) continue;
+        char c;
+        ssize_t got = read(a->out_fd, &c, 1);   /* a line or two, once: byte by byte is fine */
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {   /* the launcher ended without the line: wait for it to be reaped */
+            for (int t = 0; t < 100 && !arm_poll_exit(a); t++) sleep_ms(20);
+            if (arm_poll_exit(a)) return died_error(a, "before saying where it listens", err, errlen);
+            return errmsg_set(err, errlen, ARM_E_DIED, "arm %s: the launcher closed its output before the worker "
+                              "said where it listens (its log: %s)", a->name, a->log_path);
+        }
+        if (c != '\n') {
+            if (n + 1 < sizeof line) line[n++] = c;
+            continue;
+        }
+        line[n] = 0;
+        n = 0;
+        if (strncmp(line, ANNOUNCE, strlen(ANNOUNCE))) {
+            FILE *f = fopen(a->log_path, "a");
+            if (f) { fprintf(f, "%s\n", line); fclose(f); }
+            continue;
+        }
+        const char *url = line + strlen(ANNOUNCE);
+        if (strlen(url) >= sizeof a->url || (strncmp(url, "tcp://", 6) && strncmp(url, "tls+tcp://", 10) &&
+                                             strncmp(url, "ipc://", 6)))
+            return errmsg_set(err, errlen, ARM_E_SPEC, "arm %s: the launched worker announced '%s'", a->name, url);
+        snprintf(a->url, sizeof a->url, "%s", url);
+        return 0;
+    }
+}
+
 #define HELLO_MS 10000   /* a listening worker answers hello at once */
 #define HELLO_TRIES 3
 
@@ -413,6 +574,14 @@ int arm_connect(arm *a, int timeout_ms, int request_ms, size_t recv_max,
      * attempts closed after 200 ms, sometimes left the worker's end of a half-made connection
      * stuck, and the worker then answered nothing (seen under load). So wait for the file, then
      * dial once with time to spare. */
+    if (a->launched && !a->url[0]) {
+        int rc = read_announce(a, t0, timeout_ms, stop, err, errlen);
+        if (rc) return rc;
+    }
+    const proto_tls *tls = !strncmp(a->url, "tls+", 4) && a->opt ? a->opt->tls : NULL;
+    if (!strncmp(a->url, "tls+", 4) && !tls)
+        return errmsg_set(err, errlen, ARM_E_SPEC, "arm %s: %s is a TLS URL: give --tls-cert, --tls-key and "
+                          "--tls-ca", a->name, a->url);
     int local_ipc = !a->remote && !strncmp(a->url, "ipc://", 6);
     for (struct stat sb; local_ipc && (stat(a->url + 6, &sb) || !S_ISSOCK(sb.st_mode));) {
         if (stop && *stop) return errmsg_set(err, errlen, ARM_E_INTERRUPTED, "interrupted");
@@ -426,12 +595,14 @@ int arm_connect(arm *a, int timeout_ms, int request_ms, size_t recv_max,
         for (;;) {
             if (stop && *stop) return errmsg_set(err, errlen, ARM_E_INTERRUPTED, "interrupted");
             if (arm_poll_exit(a)) return died_error(a, "before answering", err, errlen);
-            int rc = proto_dial(a->url, local_ipc ? 2000 : 200, recv_max, &a->sock, e, sizeof e);
+            int rc = proto_dial_tls(a->url, local_ipc ? 2000 : tls ? 5000 : 200, recv_max, tls, &a->sock, e, sizeof e);
             if (rc == 0) break;
             if (rc != PROTO_E_TIMEOUT) return errmsg_set(err, errlen, rc, "arm %s: %s", a->name, e);
             if (now_ms() - t0 > timeout_ms)
-                return errmsg_set(err, errlen, PROTO_E_TIMEOUT, "arm %s: no worker answered on %s within %d s",
-                               a->name, a->url, timeout_ms / 1000);
+                return errmsg_set(err, errlen, PROTO_E_TIMEOUT, "arm %s: no worker answered on %s within %d s%s",
+                               a->name, a->url, timeout_ms / 1000, tls ? " (over TLS: does the worker's "
+                               "certificate name that host, and does each side's --tls-ca sign the other's "
+                               "certificate?)" : "");
         }
         a->connected = 1;
         int rv, hello_ms = request_ms < HELLO_MS ? request_ms : HELLO_MS;
@@ -565,7 +736,7 @@ int arm_call_all(arm *arms, int n, const proto_msg *reqs, proto_msg *reps, size_
              * arm, which we must not kill, is closed that way. */
             for (int i = 0; i < n; i++) {
                 if (!started[i]) continue;
-                if (!arms[i].remote && arms[i].pid > 0) kill(arms[i].pid, SIGKILL);
+                if (!arms[i].remote && arms[i].pid > 0) arm_kill(&arms[i], SIGKILL);
                 else nng_close(arms[i].sock);
             }
             closed = 1;
@@ -746,7 +917,7 @@ static int wait_all(arm *arms, int n, int ms) {
 
 static void signal_all(arm *arms, int n, int sig) {
     for (int i = 0; i < n; i++)
-        if (!arms[i].remote && arms[i].pid > 0 && !arm_poll_exit(&arms[i])) kill(arms[i].pid, sig);
+        if (!arms[i].remote && arms[i].pid > 0 && !arm_poll_exit(&arms[i])) arm_kill(&arms[i], sig);
 }
 
 void arm_stop_all(arm *arms, int n, int polite, int grace_ms) {
@@ -766,9 +937,9 @@ void arm_stop_all(arm *arms, int n, int polite, int grace_ms) {
         nng_close(a->sock);
         a->connected = 0;
     }
-    if (wait_all(arms, n, asked ? grace_ms : 0)) return;
+    if (wait_all(arms, n, asked ? grace_ms : 0)) goto pipes;
     signal_all(arms, n, SIGTERM);
-    if (wait_all(arms, n, grace_ms)) return;
+    if (wait_all(arms, n, grace_ms)) goto pipes;
     signal_all(arms, n, SIGKILL);
     for (int i = 0; i < n; i++) {
         arm *a = &arms[i];
@@ -776,6 +947,8 @@ void arm_stop_all(arm *arms, int n, int polite, int grace_ms) {
         int st;
         if (waitpid(a->pid, &st, 0) == a->pid) { a->exited = 1; a->status = st; }
     }
+pipes:
+    for (int i = 0; i < n; i++) launch_close(&arms[i]);
 }
 
 void arm_stop(arm *a, int polite, int grace_ms) {
@@ -816,7 +989,7 @@ int arm_restart(arm *a, int i, const arm_launch *l, int dial_ms, int request_ms,
         a->connected = 0;
     }
     if (a->pid > 0 && !a->exited) {
-        kill(a->pid, SIGKILL);          /* also ends a stopped (SIGSTOP) process */
+        arm_kill(a, SIGKILL);           /* also ends a stopped (SIGSTOP) process */
         int st;
         while (waitpid(a->pid, &st, 0) < 0 && errno == EINTR) {}
         a->exited = 1;

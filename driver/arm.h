@@ -16,7 +16,18 @@
  *
  * Process handling: a local worker runs in its own process group (a Ctrl-C at the terminal reaches
  * only the driver, which then stops the workers itself) and gets SIGKILL if the driver dies
- * (PR_SET_PDEATHSIG). Its stdout and stderr go to a log file in the temp dir.
+ * (PR_SET_PDEATHSIG). Its stderr goes to a log file in the temp dir (its stdout, which in listen
+ * mode only says where it listens, to /dev/null).
+ *
+ * Launched arms (arm_options.launch, the driver's --launch TEMPLATE): the local arm's worker is
+ * started through a cluster's own tool, `/bin/sh -c TEMPLATE` with {worker} replaced by the worker's
+ * command line (each word single-quoted), {arm} by the arm's name and {i} by its index, e.g.
+ * `srun -N1 -n1 --gpus=1 {worker}` or `ssh gpu{i} {worker}`. The worker listens on launch_listen
+ * (default tcp://127.0.0.1:0: a free port) with --exit-on-stdin-eof, and prints the URL it listens
+ * on ("strata-worker: listening URL") on stdout, which reaches the driver through the launcher
+ * (a pipe); the driver dials that URL. The launcher's stdin is a pipe the driver holds: when the
+ * driver dies, ssh/srun pass the end of file on and the worker exits. Signals go to the
+ * launcher's process group (the shell, srun/ssh and, when it runs here, the worker).
  */
 #ifndef STRATA_ARM_H
 #define STRATA_ARM_H
@@ -44,6 +55,8 @@ enum {
     ARM_E_SYSTEM      = 104,   /* fork/exec/file failure */
 };
 
+typedef struct arm_options arm_options;
+
 typedef struct {
     char name[ARM_NAME_MAX];   /* unique display name: "int8", "f16#2", "k:int8" */
     char kv_k[ARM_FMT_MAX];    /* local: the formats the worker is started with; remote: from */
@@ -53,12 +66,15 @@ typedef struct {
     pid_t pid;                 /* local worker while it runs; 0 before spawn / after reaping */
     int exited;                /* 1 once reaped; status = waitpid's status */
     int status;
-    char log_path[ARM_URL_MAX];/* local worker's stdout+stderr ("" for remote arms) */
+    char log_path[ARM_URL_MAX];/* local worker's stderr ("" for remote arms) */
     nng_socket sock;
     int connected;             /* sock is open */
     proto_hello_rep hello;     /* valid when have_hello */
     int have_hello;
     uint64_t next_id;          /* request ids, from 1 */
+    const arm_options *opt;    /* NULL, or how to start and connect (arm_set_options) */
+    int launched;              /* 1: started through arm_launch.launch (url "" until announced) */
+    int out_fd, in_fd;         /* launched: the launcher's stdout (read) and stdin (write) pipes */
 } arm;
 
 /* ---- specs and names (pure) ---------------------------------------------------------------- */
@@ -101,11 +117,36 @@ typedef struct {
                                 * counts that many caches), <= 1 = none passed */
 } arm_launch;
 
-/* Starts the local worker of arms[i] (index i names its socket and log: TMPDIR/i.ipc, i.log).
- * Sets a->url, a->log_path, a->pid. Returns 0, or ARM_E_SYSTEM with a message. */
+/* Options of how arms start and connect, shared by the arms given them with arm_set_options
+ * (the caller's; it outlives the arms). An arm without options (NULL) is started plainly. */
+struct arm_options {
+    const proto_tls *tls;      /* certificates for tls+tcp:// URLs (NULL: none) */
+    const char *launch;        /* NULL, or a --launch template (see "Launched arms" above) */
+    const char *launch_listen; /* the URL launched workers listen on (NULL: tcp://127.0.0.1:0) */
+    int allow_overcommit;      /* local workers get --allow-overcommit */
+};
+
+/* Sets arms[0..n).opt = o. */
+void arm_set_options(arm *arms, int n, const arm_options *o);
+
+/* Checks a --launch template: it must contain {worker}; only {worker}, {arm} and {i} are
+ * replaced. Returns 0 or ARM_E_SPEC with a message. */
+int arm_launch_check(const char *tpl, char *err, size_t errlen);
+
+/* Writes the shell command a launched arm runs into out [outlen]: tpl with {worker} replaced by
+ * argv[0..] (NULL-terminated) single-quoted and joined by spaces, {arm} by name (quoted), {i} by i.
+ * Returns 0, or ARM_E_SPEC when it does not fit. */
+int arm_launch_command(const char *tpl, const char *const *argv, const char *name, int i, char *out,
+                       size_t outlen, char *err, size_t errlen);
+
+/* Starts the local worker of arms[i] (index i names its socket and log: TMPDIR/i.ipc, i.log), or
+ * its launcher when a->opt->launch is set (then a->url is "" until arm_connect reads the worker's
+ * announcement). Sets a->url, a->log_path, a->pid. Returns 0, or ARM_E_SYSTEM with a message. */
 int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen);
 
-/* Dials a->url (retrying while the worker loads, up to timeout_ms), sets the receive cap to
+/* For a launched arm, first waits (within timeout_ms) for the worker's "listening URL" line.
+ * Dials a->url (over TLS with a->opt->tls for tls+tcp://; retrying while the worker loads, up to
+ * timeout_ms), sets the receive cap to
  * recv_max, and sends hello (a->hello, have_hello) with a 10 s timeout, dialling again (3 tries in
  * all) when a live worker does not answer it; then sets the socket's send/receive timeouts to
  * request_ms.

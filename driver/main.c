@@ -83,7 +83,8 @@ static void usage_sweep(FILE *f) {
         "                      the end) joined by '+' with one plain FMT for the rest, e.g.\n"
         "                      int8+f16@0+f16@-1 (K and V; also in K/V, k:, v:)\n"
         "  --ref NAME          the reference arm (default f16)\n"
-        "  --arm NAME=URL      also use an already running worker (tcp://HOST:PORT); repeatable.\n"
+        "  --arm NAME=URL      also use an already running worker (tls+tcp://HOST:PORT with --tls-*, or\n"
+        "                      tcp://HOST:PORT); repeatable.\n"
         "                      With --arm and no --arms, only the --arm workers are used. Such a\n"
         "                      worker is only disconnected at the end: it keeps serving.\n"
         "  --threads N         threads per local worker (default: cores / local arms, at least 1;\n"
@@ -91,6 +92,18 @@ static void usage_sweep(FILE *f) {
         "  --prefill N         worker prefill chunk (default: the worker's, 512)\n"
         "  --max-context N     context reserved by local workers (default: the model's)\n"
         "  --worker PATH       the strata-worker binary (default: next to this program)\n"
+        "  --allow-overcommit  pass --allow-overcommit to the local workers (start although the KV cache\n"
+        "                      at full context for all arms exceeds MemAvailable)\n"
+        "  --launch TEMPLATE   start each local arm's worker through a cluster's tool: /bin/sh -c TEMPLATE\n"
+        "                      with {worker} the worker's command line (quoted), {arm} the arm's name, {i}\n"
+        "                      its index, e.g. 'srun -N1 -n1 --gpus=1 {worker}' or 'ssh gpu{i} {worker}';\n"
+        "                      the worker says on stdout where it listens, and exits when the launcher's\n"
+        "                      stdin closes (the driver ending). See README, \"Clusters\"\n"
+        "  --launch-listen URL where launched workers listen (default tcp://127.0.0.1:0: this host, a free\n"
+        "                      port); another host needs tls+tcp://0.0.0.0:0 and the worker's --tls-*\n"
+        "                      options after {worker} in the template\n"
+        "  --tls-cert F, --tls-key F, --tls-ca F   PEM files for tls+tcp:// arms: the driver's certificate\n"
+        "                      and key, and the CA that signed the workers' certificates (mutual TLS)\n"
         "sweep:\n"
         "  --depths K          number of depths (default 16): d_k = round(k*D/K)\n"
         "  --max-depth N       deepest prefix (default: min(tokens - 1, n_ctx - fork))\n"
@@ -128,8 +141,11 @@ static void usage_sweep(FILE *f) {
         "examples:\n"
         "  strata-driver sweep --model stories260K.gguf --arms f16,int8,f32 --doc story.txt\n"
         "  strata-driver sweep --model smollm2.gguf --arms f16,int8,k:int8,v:int8,f16 --per-position\n"
-        "  strata-worker --model m.gguf --kv int8 --listen tcp://0.0.0.0:5555 &   # on another host\n"
-        "  strata-driver sweep --model m.gguf --arms f16 --arm int8=tcp://gpu1:5555\n"
+        "  strata-worker --model m.gguf --kv int8 --listen tls+tcp://gpu1:5555 --tls-cert gpu1.pem \\\n"
+        "      --tls-key gpu1.key --tls-ca ca.pem &                  # on gpu1\n"
+        "  strata-driver sweep --model m.gguf --arms f16 --arm int8=tls+tcp://gpu1:5555 \\\n"
+        "      --tls-cert me.pem --tls-key me.key --tls-ca ca.pem\n"
+        "  strata-driver sweep --model m.gguf --arms f16,int8 --launch 'srun -N1 -n1 --gpus=1 {worker}'\n"
         "  strata-driver sweep --resume results/2025-01-01-smollm2-f16-int8\n");
 }
 
@@ -308,6 +324,8 @@ typedef struct {
     double top_p;
     uint64_t seed;
     const char *resume;      /* --resume DIR */
+    const char *tls_cert, *tls_key, *tls_ca, *launch, *launch_listen;
+    int allow_overcommit;
     int request_timeout_s, max_restarts;   /* 0 = scaled; -1 = default (2) */
     int compare_threads;     /* 0 = the machine's cores */
     int n_run_opts;          /* options that define the run (not allowed beside --resume) */
@@ -350,7 +368,8 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         {"json", 0, 0, 'j'}, {"dump-rows", 1, 0, 'R'}, {"help", 0, 0, 'h'}, {"resume", 1, 0, 'Z'},
         {"request-timeout", 1, 0, 'Y'}, {"max-restarts", 1, 0, 'M'}, {"cross-score", 0, 0, 'S'},
         {"sample-temps", 1, 0, 'e'}, {"top-p", 1, 0, 'u'}, {"seed", 1, 0, 'd'}, {"compare-threads", 1, 0, 'W'},
-        {0, 0, 0, 0}};
+        {"tls-cert", 1, 0, 1001}, {"tls-key", 1, 0, 1002}, {"tls-ca", 1, 0, 1003}, {"launch", 1, 0, 1004},
+        {"launch-listen", 1, 0, 1005}, {"allow-overcommit", 0, 0, 1006}, {0, 0, 0, 0}};
     int c;
     o->depths = 16;
     o->fork_n = 32;
@@ -361,7 +380,7 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
     o->seed = 20250101u;
     optind = 0;   /* 0: glibc re-initialises (a second argument vector is parsed for --resume) */
     while ((c = getopt_long(argc, argv, "m:o:qh", opts, NULL)) != -1) {
-        if (!strchr("qjwhZYMW", c)) o->n_run_opts++;
+        if (c > 255 || !strchr("qjwhZYMW", c)) o->n_run_opts++;
         switch (c) {
         case 'm': o->model = optarg; break;
         case 'D': o->doc = optarg; break;
@@ -418,6 +437,12 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
             o->seed = (uint64_t)v;
             break;
         }
+        case 1001: o->tls_cert = optarg; break;
+        case 1002: o->tls_key = optarg; break;
+        case 1003: o->tls_ca = optarg; break;
+        case 1004: o->launch = optarg; break;
+        case 1005: o->launch_listen = optarg; break;
+        case 1006: o->allow_overcommit = 1; break;
         case 'h': usage_sweep(stdout); return -1;
         default: usage_sweep(stderr); return EXIT_USAGE;
         }
@@ -428,6 +453,11 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         return EXIT_USAGE;
     }
     if (o->corpus && !o->corpus[0]) { errorf("--corpus is empty: kjv, self or a folder"); return EXIT_USAGE; }
+    int n_tls = !!o->tls_cert + !!o->tls_key + !!o->tls_ca;
+    if (n_tls && n_tls != 3) { errorf("TLS needs all three of --tls-cert, --tls-key and --tls-ca"); return EXIT_USAGE; }
+    char e2[512];
+    if (o->launch && arm_launch_check(o->launch, e2, sizeof e2)) { errorf("%s", e2); return EXIT_USAGE; }
+    if (o->launch_listen && !o->launch) { errorf("--launch-listen goes with --launch"); return EXIT_USAGE; }
     if (o->tag) {
         for (const char *q = o->tag; *q; q++)
             if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-", *q)) {
@@ -624,7 +654,7 @@ static int choose_out_dir(const sweep_opts *o, const arm *arms, int n_arms, char
  * caller frees). Returns 0 or -1 with a message in err. */
 static int tokenize_doc(arm *ref, const doc_t *doc, int32_t **tokens, size_t *n, char *err, size_t errlen) {
     proto_msg req, rep;
-    size_t cap = (doc->n_text + 2) * 4 + PROTO_SLACK;
+    size_t cap = proto_tokenize_reply_max(doc->n_text);
     if (arm_set_recv_max(ref, cap, err, errlen)) return -1;
     proto_init(&req, PROTO_TOKENIZE, 0, 0);
     req.tokenize_req.text = doc->text;
@@ -731,6 +761,8 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     doc_t doc;
     const char *status = "error";
     arm_launch launch;
+    proto_tls tls;
+    arm_options aopt;
     memset(&o, 0, sizeof o);
     memset(&doc, 0, sizeof doc);
     memset(&launch, 0, sizeof launch);
@@ -754,6 +786,9 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     for (int i = 0; i < o.n_remote; i++)
         if (arm_add_remote(o.remote[i], &arms, &n_arms, err, sizeof err)) { errorf("%s", err); ret = EXIT_USAGE; goto done; }
     if ((ref = arm_resolve_formats(arms, n_arms, o.ref, err, sizeof err)) < 0) { errorf("%s", err); ret = EXIT_USAGE; goto done; }
+    tls = (proto_tls){ o.tls_cert, o.tls_key, o.tls_ca };
+    aopt = (arm_options){ o.tls_cert ? &tls : NULL, o.launch, o.launch_listen, o.allow_overcommit };
+    arm_set_options(arms, n_arms, &aopt);
     int n_local = 0;
     for (int i = 0; i < n_arms; i++) n_local += !arms[i].remote;
     if (n_arms < 2) { errorf("a sweep needs at least two arms (the reference and one to compare)"); ret = EXIT_USAGE; goto done; }

@@ -14,7 +14,18 @@
 #include <string.h>
 #include <time.h>
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <msgpack.h>
+#include <nng/supplemental/tls/tls.h>
+#include <openssl/bio.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
 
@@ -929,15 +940,225 @@ static nng_duration to_duration(int timeout_ms) {
     return timeout_ms < 0 ? NNG_DURATION_INFINITE : (nng_duration)timeout_ms;
 }
 
+/* ---- listen URLs and TLS --------------------------------------------------------------------- */
+
+/* The URL's scheme: 1 tcp (tcp4, tcp6), 2 tls+tcp (tls+tcp4, tls+tcp6), 3 ipc or inproc, 0 other.
+ * *rest points after "://"; *v6 is 1 for the tcp6 forms. */
+static int url_scheme(const char *url, const char **rest, int *v6) {
+    static const struct { const char *p; int kind, v6; } k[] = {
+        {"tcp://", 1, 0}, {"tcp4://", 1, 0}, {"tcp6://", 1, 1}, {"tls+tcp://", 2, 0}, {"tls+tcp4://", 2, 0},
+        {"tls+tcp6://", 2, 1}, {"ipc://", 3, 0}, {"inproc://", 3, 0}};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        size_t n = strlen(k[i].p);
+        if (!strncmp(url, k[i].p, n)) { *rest = url + n; *v6 = k[i].v6; return k[i].kind; }
+    }
+    *rest = url;
+    *v6 = 0;
+    return 0;
+}
+
+/* Splits "HOST:PORT" or "[V6]:PORT" into host [hostlen] (no brackets) and *port_at (the port's
+ * text). Returns 0, or -1 when there is no ":PORT" with a decimal port. */
+static int split_host_port(const char *hp, char *host, size_t hostlen, const char **port_at) {
+    const char *colon;
+    size_t hl;
+    if (hp[0] == '[') {
+        const char *close = strchr(hp, ']');
+        if (!close || close[1] != ':') return -1;
+        hl = (size_t)(close - hp - 1);
+        hp++;
+        colon = close + 1;
+    } else {
+        if (!(colon = strrchr(hp, ':'))) return -1;
+        hl = (size_t)(colon - hp);
+    }
+    if (hl >= hostlen) return -1;
+    memcpy(host, hp, hl);
+    host[hl] = 0;
+    const char *p = colon + 1;
+    if (!*p || strlen(p) > 5) return -1;
+    for (const char *q = p; *q; q++)
+        if (*q < '0' || *q > '9') return -1;
+    if (atoi(p) > 65535) return -1;
+    *port_at = p;
+    return 0;
+}
+
+static int addr_is_loopback(const struct sockaddr *sa) {
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6)
+        return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr);
+    return 0;
+}
+
+/* 1 when every address host stands for is a loopback address (a name is resolved). */
+static int host_is_loopback(const char *host) {
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) == 1) return IN6_IS_ADDR_LOOPBACK(&a6);
+    if (!host[0] || !strcmp(host, "*")) return 0;
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host, NULL, &hints, &res) || !res) return 0;
+    int all = 1;
+    for (struct addrinfo *r = res; r; r = r->ai_next) all &= addr_is_loopback(r->ai_addr);
+    freeaddrinfo(res);
+    return all;
+}
+
+int proto_listen_url(const char *url, int have_tls, int allow_plain, char *out, size_t outlen,
+                     char *err, size_t errlen) {
+    const char *rest, *port;
+    char host[256];
+    int v6, kind = url_scheme(url, &rest, &v6);
+    if (!kind)
+        return errmsg_set(err, errlen, PROTO_E_BADARG, "listen URL '%s': use ipc://PATH, tcp://HOST:PORT or "
+                          "tls+tcp://HOST:PORT", url);
+    if (have_tls && kind != 2)
+        return errmsg_set(err, errlen, PROTO_E_BADARG, "listen URL '%s': --tls-cert/--tls-key/--tls-ca are for "
+                          "tls+tcp://HOST:PORT (a plain URL would ignore them)", url);
+    if (kind == 3) {
+        if (snprintf(out, outlen, "%s", url) >= (int)outlen)
+            return errmsg_set(err, errlen, PROTO_E_BADARG, "listen URL '%s' is too long", url);
+        return 0;
+    }
+    if (kind == 2 && !have_tls)
+        return errmsg_set(err, errlen, PROTO_E_BADARG, "listen URL '%s': tls+tcp:// needs --tls-cert, --tls-key "
+                          "and --tls-ca", url);
+    if (split_host_port(rest, host, sizeof host, &port))
+        return errmsg_set(err, errlen, PROTO_E_BADARG, "listen URL '%s': expected HOST:PORT after the scheme "
+                          "(PORT 0 to 65535)", url);
+    size_t scheme_len = (size_t)(rest - url);
+    if (!host[0]) {   /* no host: loopback, never every interface */
+        if (snprintf(out, outlen, "%.*s%s:%s", (int)scheme_len, url, v6 ? "[::1]" : "127.0.0.1", port) >= (int)outlen)
+            return errmsg_set(err, errlen, PROTO_E_BADARG, "listen URL '%s' is too long", url);
+        return 0;
+    }
+    if (kind == 1 && !allow_plain && !host_is_loopback(host))
+        return errmsg_set(err, errlen, PROTO_E_BADARG, "listen URL '%s': plain tcp:// on a non-loopback address "
+                          "serves anyone who can reach the port: use tls+tcp:// with --tls-cert, --tls-key and "
+                          "--tls-ca, or say --allow-plain-tcp (a trusted network only)", url);
+    if (snprintf(out, outlen, "%s", url) >= (int)outlen)
+        return errmsg_set(err, errlen, PROTO_E_BADARG, "listen URL '%s' is too long", url);
+    return 0;
+}
+
+/* Reads a PEM file (at most 1 MiB) into *text (malloc'd, NUL-terminated; the caller frees it).
+ * Returns 0 or an NNG_E* code. */
+static int read_pem(const char *path, char **text) {
+    FILE *f = fopen(path, "rb");
+    size_t cap = (size_t)1 << 20, n;
+    char *t = f ? malloc(cap + 1) : NULL;   /* [cap + 1] */
+    int rv = !f ? NNG_ENOENT : !t ? NNG_ENOMEM : 0;
+    if (!rv) {
+        n = fread(t, 1, cap, f);
+        if (ferror(f) || n == cap) rv = NNG_EINVAL;   /* unreadable, or over 1 MiB: not a PEM file */
+        else t[n] = 0;
+    }
+    if (f) fclose(f);
+    if (rv) { free(t); return rv; }
+    *text = t;
+    return 0;
+}
+
+/* 1 when the PEM private key belongs to the PEM certificate (checked with libcrypto: mbedTLS 2.28
+ * takes a key that does not match, and every handshake then fails without saying why). */
+static int key_matches_cert(const char *cert_pem, const char *key_pem) {
+    BIO *bc = BIO_new_mem_buf(cert_pem, -1), *bk = BIO_new_mem_buf(key_pem, -1);
+    X509 *x = bc ? PEM_read_bio_X509(bc, NULL, NULL, NULL) : NULL;
+    EVP_PKEY *k = bk ? PEM_read_bio_PrivateKey(bk, NULL, NULL, NULL) : NULL;
+    int ok = x && k && X509_check_private_key(x, k) == 1;
+    EVP_PKEY_free(k);
+    X509_free(x);
+    BIO_free(bk);
+    BIO_free(bc);
+    return ok;
+}
+
+/* A TLS configuration for one end (server: a listening worker; client: a dialling driver, which
+ * checks the worker's certificate against server_name). The caller frees *cfg with
+ * nng_tls_config_free (an endpoint it was set on keeps its own reference). */
+static int tls_config(const proto_tls *t, int server, const char *server_name, nng_tls_config **cfg,
+                      char *err, size_t errlen) {
+    const char *what = "nng_tls_config_alloc";
+    char *cert_pem = NULL, *key_pem = NULL;   /* the files' text, NUL-terminated (read_pem) */
+    int rv;
+    *cfg = NULL;
+    if (!t || !t->cert || !t->key || !t->ca || !t->cert[0] || !t->key[0] || !t->ca[0])
+        return errmsg_set(err, errlen, PROTO_E_BADARG, "TLS needs all three of --tls-cert, --tls-key and --tls-ca");
+    const char *files[3] = { t->cert, t->key, t->ca };
+    for (int i = 0; i < 3; i++)
+        if (access(files[i], R_OK))
+            return errmsg_set(err, errlen, PROTO_E_BADARG, "TLS: cannot read %s: %s", files[i], strerror(errno));
+    if ((rv = nng_tls_config_alloc(cfg, server ? NNG_TLS_MODE_SERVER : NNG_TLS_MODE_CLIENT))) goto fail;
+    what = "the CA file (--tls-ca: PEM certificates)";
+    if ((rv = nng_tls_config_ca_file(*cfg, t->ca))) goto fail;
+    what = "the certificate and key (--tls-cert, --tls-key: PEM; do they match?)";
+    if ((rv = read_pem(t->cert, &cert_pem)) || (rv = read_pem(t->key, &key_pem))) goto fail;
+    if (!key_matches_cert(cert_pem, key_pem)) { rv = NNG_EINVAL; goto fail; }
+    if ((rv = nng_tls_config_own_cert(*cfg, cert_pem, key_pem, NULL))) goto fail;
+    what = "nng_tls_config_auth_mode";
+    if ((rv = nng_tls_config_auth_mode(*cfg, NNG_TLS_AUTH_MODE_REQUIRED))) goto fail;
+    what = "nng_tls_config_version";
+    if ((rv = nng_tls_config_version(*cfg, NNG_TLS_1_2, NNG_TLS_1_3))) goto fail;
+    what = "nng_tls_config_server_name";
+    if (!server && server_name && (rv = nng_tls_config_server_name(*cfg, server_name))) goto fail;
+    free(cert_pem);
+    free(key_pem);
+    return 0;
+fail:
+    if (*cfg) nng_tls_config_free(*cfg);
+    *cfg = NULL;
+    free(cert_pem);
+    free(key_pem);
+    return errmsg_set(err, errlen, PROTO_E_BADARG, "TLS: %s: %s", what, nng_strerror(rv));
+}
+
+/* Checks that tls is given exactly for a tls+tcp URL; for one, also its host (the server name). */
+static int tls_for_url(const char *url, const proto_tls *tls, char *host, size_t hostlen, char *err,
+                       size_t errlen) {
+    const char *rest, *port;
+    int v6, kind = url_scheme(url, &rest, &v6);
+    host[0] = 0;
+    if (kind == 2 && !tls)
+        return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: tls+tcp:// needs --tls-cert, --tls-key and --tls-ca", url);
+    if (kind != 2 && tls)
+        return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: TLS certificates are only for tls+tcp:// URLs", url);
+    if (kind == 2 && split_host_port(rest, host, hostlen, &port))
+        return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: expected tls+tcp://HOST:PORT", url);
+    return 0;
+}
+
 int proto_listen(const char *url, size_t recv_max, int timeout_ms, nng_socket *s,
                  char *err, size_t errlen) {
-    return proto_listen_notify(url, recv_max, timeout_ms, NULL, NULL, s, err, errlen);
+    return proto_listen_tls(url, recv_max, timeout_ms, NULL, NULL, NULL, s, NULL, err, errlen);
 }
 
 int proto_listen_notify(const char *url, size_t recv_max, int timeout_ms, nng_pipe_cb cb, void *arg,
                         nng_socket *s, char *err, size_t errlen) {
+    return proto_listen_tls(url, recv_max, timeout_ms, cb, arg, NULL, s, NULL, err, errlen);
+}
+
+int proto_listen_tls(const char *url, size_t recv_max, int timeout_ms, nng_pipe_cb cb, void *arg,
+                     const proto_tls *tls, nng_socket *s, nng_listener *lst, char *err, size_t errlen) {
     int rv;
+    char host[256];
+    nng_listener l;
+    nng_tls_config *cfg = NULL;
+    char why[600];
+    int rc = tls_for_url(url, tls, host, sizeof host, why, sizeof why);
+    if (!rc && tls) rc = tls_config(tls, 1, NULL, &cfg, why, sizeof why);
+    if (rc) return errmsg_set(err, errlen, PROTO_E_TRANSPORT, "listen on %s: %s", url, why);
     const char *what = "nng_rep0_open";
+    if ((rv = nng_rep0_open(s)) != 0) {
+        if (cfg) nng_tls_config_free(cfg);
+        return errmsg_set(err, errlen, PROTO_E_TRANSPORT, "listen on %s: nng_rep0_open: %s", url,
+                    nng_strerror(rv));
+    }
     if ((rv = nng_rep0_open(s)) != 0)
         return errmsg_set(err, errlen, PROTO_E_TRANSPORT, "listen on %s: nng_rep0_open: %s", url,
                     nng_strerror(rv));
@@ -954,10 +1175,15 @@ int proto_listen_notify(const char *url, size_t recv_max, int timeout_ms, nng_pi
                (rv = nng_pipe_notify(*s, NNG_PIPE_EV_REM_POST, cb, arg)))) {
         what = "nng_pipe_notify"; goto fail;
     }
-    if ((rv = nng_listen(*s, url, NULL, 0))) { what = "nng_listen"; goto fail; }
+    if ((rv = nng_listener_create(&l, *s, url))) { what = "nng_listener_create"; goto fail; }
+    if (cfg && (rv = nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, cfg))) { what = "set NNG_OPT_TLS_CONFIG"; goto fail; }
+    if ((rv = nng_listener_start(l, 0))) { what = "nng_listen"; goto fail; }
+    if (lst) *lst = l;
+    if (cfg) nng_tls_config_free(cfg);   /* the listener holds its own reference */
     return 0;
 fail:
     nng_close(*s);
+    if (cfg) nng_tls_config_free(cfg);
     return errmsg_set(err, errlen, PROTO_E_TRANSPORT, "listen on %s: %s: %s", url, what, nng_strerror(rv));
 }
 
@@ -967,13 +1193,59 @@ static int64_t now_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int proto_listener_port(nng_listener l) {
+    int port = 0;
+    if (nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port)) return 0;
+    return port;
+}
+
+/* The sum of the named counters among the statistics of one endpoint (scope "dialer" or
+ * "listener" with that id). The tree is walked here: nng 1.5.2's nng_stat_find_dialer stops after
+ * the first top-level scope, so it misses the endpoints of every socket but the first. */
+static uint64_t endpoint_stats(const char *scope, int id, const char *const *names, int n) {
+    nng_stat *all = NULL;
+    uint64_t sum = 0;
+    if (id <= 0 || nng_stats_get(&all)) return 0;
+    for (nng_stat *ep = nng_stat_child(all); ep; ep = nng_stat_next(ep)) {
+        if (strcmp(nng_stat_name(ep), scope)) continue;
+        nng_stat *idc = nng_stat_child(ep);
+        while (idc && strcmp(nng_stat_name(idc), "id")) idc = nng_stat_next(idc);
+        if (!idc || nng_stat_value(idc) != (uint64_t)id) continue;
+        for (nng_stat *c = nng_stat_child(ep); c; c = nng_stat_next(c))
+            for (int i = 0; i < n; i++)
+                if (!strcmp(nng_stat_name(c), names[i])) sum += nng_stat_value(c);
+        break;
+    }
+    nng_stats_free(all);
+    return sum;
+}
+
+uint64_t proto_listener_refused(nng_listener l) {
+    static const char *const names[] = { "auth", "proto", "other", "reject" };
+    return endpoint_stats("listener", nng_listener_id(l), names, 4);
+}
+
 int proto_dial(const char *url, int timeout_ms, size_t recv_max, nng_socket *s,
                char *err, size_t errlen) {
+    return proto_dial_tls(url, timeout_ms, recv_max, NULL, s, err, errlen);
+}
+
+int proto_dial_tls(const char *url, int timeout_ms, size_t recv_max, const proto_tls *tls, nng_socket *s,
+                   char *err, size_t errlen) {
     int rv, fd;
+    char host[256];
+    nng_dialer d;
+    nng_tls_config *cfg = NULL;
+    char why[600];
+    int rc = tls_for_url(url, tls, host, sizeof host, why, sizeof why);
+    if (!rc && tls) rc = tls_config(tls, 0, host, &cfg, why, sizeof why);
+    if (rc) return errmsg_set(err, errlen, PROTO_E_TRANSPORT, "dial %s: %s", url, why);
     const char *what = "nng_req0_open";
-    if ((rv = nng_req0_open(s)) != 0)
+    if ((rv = nng_req0_open(s)) != 0) {
+        if (cfg) nng_tls_config_free(cfg);
         return errmsg_set(err, errlen, PROTO_E_TRANSPORT, "dial %s: nng_req0_open: %s", url,
                     nng_strerror(rv));
+    }
     if ((rv = nng_socket_set_ms(*s, NNG_OPT_RECVTIMEO, to_duration(timeout_ms)))) {
         what = "set NNG_OPT_RECVTIMEO"; goto fail;
     }
@@ -990,7 +1262,11 @@ int proto_dial(const char *url, int timeout_ms, size_t recv_max, nng_socket *s,
     if ((rv = nng_socket_set_ms(*s, NNG_OPT_RECONNMINT, 10))) { what = "set NNG_OPT_RECONNMINT"; goto fail; }
     if ((rv = nng_socket_set_ms(*s, NNG_OPT_RECONNMAXT, 200))) { what = "set NNG_OPT_RECONNMAXT"; goto fail; }
     /* Non-blocking: the dialer keeps retrying in the background until a listener appears. */
-    if ((rv = nng_dial(*s, url, NULL, NNG_FLAG_NONBLOCK))) { what = "nng_dial"; goto fail; }
+    if ((rv = nng_dialer_create(&d, *s, url))) { what = "nng_dialer_create"; goto fail; }
+    if (cfg && (rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, cfg))) { what = "set NNG_OPT_TLS_CONFIG"; goto fail; }
+    if ((rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK))) { what = "nng_dial"; goto fail; }
+    if (cfg) nng_tls_config_free(cfg);   /* the dialer holds its own reference */
+    cfg = NULL;
     /* The req socket's send descriptor becomes readable once a connection to a rep peer is up. */
     if ((rv = nng_socket_get_int(*s, NNG_OPT_SENDFD, &fd))) { what = "get NNG_OPT_SENDFD"; goto fail; }
     int64_t deadline = now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
@@ -1001,12 +1277,31 @@ int proto_dial(const char *url, int timeout_ms, size_t recv_max, nng_socket *s,
             wait = left > 0 ? (int)left : 0;
         }
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (tls && (wait < 0 || wait > 100)) wait = 100;   /* TLS: look at the handshakes in between */
         int n = poll(&pfd, 1, wait);
         if (n > 0) return 0;
+        if (n == 0 && tls) {
+            /* a handshake that failed authentication fails again: say so now, not at the timeout.
+             * "auth": a certificate did not verify (the worker's here, or ours there: the worker's
+             * alert says so); "other": the worker hung up during the handshake (e.g. we sent no
+             * certificate). Twice "other": not a worker that is still starting. */
+            static const char *const auth[] = { "auth" }, *const other[] = { "other" };
+            uint64_t na = endpoint_stats("dialer", nng_dialer_id(d), auth, 1);
+            uint64_t no = endpoint_stats("dialer", nng_dialer_id(d), other, 1);
+            if (na >= 1 || no >= 2) {
+                nng_close(*s);
+                return errmsg_set(err, errlen, PROTO_E_TRANSPORT, "dial %s: TLS handshake failed (%s): check that "
+                                  "our --tls-ca signed the worker's certificate and that it names this host, and that "
+                                  "the CA the worker trusts signed our --tls-cert", url,
+                                  na ? "a certificate was refused" : "the worker closed the connection");
+            }
+            if (timeout_ms >= 0 && now_ms() < deadline) continue;
+        }
         if (n == 0) {
             nng_close(*s);
-            return errmsg_set(err, errlen, PROTO_E_TIMEOUT, "dial %s: no worker answered within %d ms",
-                        url, timeout_ms);
+            return errmsg_set(err, errlen, PROTO_E_TIMEOUT, "dial %s: no worker answered within %d ms%s",
+                        url, timeout_ms, tls ? " (over TLS: also check that the worker's certificate names "
+                        "this host and that each side's --tls-ca signed the other's --tls-cert)" : "");
         }
         if (errno != EINTR) {
             int e = errno;
@@ -1016,7 +1311,13 @@ int proto_dial(const char *url, int timeout_ms, size_t recv_max, nng_socket *s,
     }
 fail:
     nng_close(*s);
+    if (cfg) nng_tls_config_free(cfg);
     return errmsg_set(err, errlen, nng_code(rv), "dial %s: %s: %s", url, what, nng_strerror(rv));
+}
+
+size_t proto_tokenize_reply_max(size_t n_text) {
+    size_t tokens = n_text > (PROTO_MAX_TOKENS - 5) / 4 ? PROTO_MAX_TOKENS : 4 * n_text + 5;
+    return tokens * 4 + PROTO_SLACK;
 }
 
 /* Encode straight into an nng message body (no extra copy of a large payload) and send it. */

@@ -260,6 +260,47 @@ int proto_listen(const char *url, size_t recv_max, int timeout_ms, nng_socket *s
 int proto_listen_notify(const char *url, size_t recv_max, int timeout_ms, nng_pipe_cb cb, void *arg,
                         nng_socket *s, char *err, size_t errlen);
 
+/* ---- remote workers: where a worker listens, and TLS ---------------------------------------- */
+
+/* TLS for tls+tcp:// URLs (nng's TLS transport, mbedTLS): paths of PEM files. Both ends present a
+ * certificate and verify the peer's against ca (mutual authentication); a dialling client also
+ * checks that the worker's certificate names the URL's host (CN or a DNS subjectAltName; the
+ * mbedTLS 2.28 of Debian 12 does not match IP subjectAltNames, so a numeric host must appear as a
+ * DNS name or the CN). The strings are the caller's; nothing here keeps them. */
+typedef struct {
+    const char *cert;                  /* our certificate (chain), PEM */
+    const char *key;                   /* its private key, PEM, not encrypted */
+    const char *ca;                    /* CA certificate(s) the peer's certificate must chain to */
+} proto_tls;
+
+/* Checks a worker's listen URL and writes the one to listen on into out [outlen]:
+ *   ipc://, inproc://          unchanged;
+ *   tcp://:PORT (no host)      the loopback interface: tcp://127.0.0.1:PORT (tcp6: [::1]);
+ *   tcp:// on a host that is not loopback (127.0.0.0/8, ::1, "localhost", a name resolving only
+ *                              to those), "*" and 0.0.0.0 included: refused unless allow_plain
+ *                              (anyone who can reach the port could use the worker);
+ *   tls+tcp://                 needs tls (have_tls != 0); any host; no host = loopback as above.
+ * have_tls with a plain tcp:// or ipc:// URL is refused too (certificates that would be ignored).
+ * Returns 0, or PROTO_E_BADARG with one message in err. Allocates nothing. */
+int proto_listen_url(const char *url, int have_tls, int allow_plain, char *out, size_t outlen,
+                     char *err, size_t errlen);
+
+/* proto_listen_notify with TLS (tls: required for a tls+tcp:// URL, must be NULL otherwise); *lst
+ * (may be NULL) receives the listener (closed with the socket). A tcp URL with port 0 binds a free
+ * port (proto_listener_port). A refused TLS handshake (no certificate, or one the CA did not sign,
+ * or bytes that are not TLS) never becomes a connection: cb is not called, the client gets
+ * nothing, and proto_listener_refused counts it. */
+int proto_listen_tls(const char *url, size_t recv_max, int timeout_ms, nng_pipe_cb cb, void *arg,
+                     const proto_tls *tls, nng_socket *s, nng_listener *lst, char *err, size_t errlen);
+
+/* The TCP port a listener is bound to; 0 for ipc:// or when unknown. */
+int proto_listener_port(nng_listener l);
+
+/* Connections the listener dropped before they became pipes (nng's statistics: failed TLS
+ * authentication, protocol errors such as a peer that does not speak TLS or SP, other errors);
+ * 0 when nng keeps no statistics. */
+uint64_t proto_listener_refused(nng_listener l);
+
 /* Client side: open a req0 socket with NNG_OPT_RECVTIMEO = NNG_OPT_SENDTIMEO = timeout_ms (< 0: no
  * timeout), NNG_OPT_REQ_RESENDTIME = infinite (a request is never resent, so one that crashed a
  * worker is not sent to its successor; a lost connection fails the call with PROTO_E_TRANSPORT),
@@ -269,6 +310,18 @@ int proto_listen_notify(const char *url, size_t recv_max, int timeout_ms, nng_pi
  * closed), or PROTO_E_TRANSPORT. Change timeouts later with nng_socket_set_ms(). */
 int proto_dial(const char *url, int timeout_ms, size_t recv_max, nng_socket *s,
                char *err, size_t errlen);
+
+/* proto_dial over TLS: tls is required for a tls+tcp:// URL (and must be NULL for other URLs).
+ * A worker whose certificate does not verify is never connected: the call times out like a
+ * silent peer (nng retries in the background and does not report why), with a message that
+ * names the certificates to check. */
+int proto_dial_tls(const char *url, int timeout_ms, size_t recv_max, const proto_tls *tls, nng_socket *s,
+                   char *err, size_t errlen);
+
+/* The largest tokenize reply a worker can send for a text of n_text bytes: its tokenizers give at
+ * most 4 tokens per byte and 5 more (worker/tok.c tok_max_tokens), never more than
+ * PROTO_MAX_TOKENS; 4 bytes a token plus PROTO_SLACK. A client's receive cap for that reply. */
+size_t proto_tokenize_reply_max(size_t n_text);
 
 /* Client side: encode *req, send it, receive the reply and decode it (at most max_len bytes) into
  * *rep, which the caller frees with proto_msg_free. Returns:

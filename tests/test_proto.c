@@ -1144,7 +1144,66 @@ static void test_live(void) {
     CHECK(rc == PROTO_E_TRANSPORT && strstr(err, "bogus"), "listen on a bad url: \"%s\"", err);
 }
 
+/* Where a worker may listen (proto_listen_url), the tokenize reply cap, and TLS options that are
+ * wrong before any network traffic. */
+static void test_listen_rules(void) {
+    char out[256], err[512];
+    struct { const char *url; int tls, plain, rc; const char *want; } c[] = {
+        {"ipc:///tmp/x.ipc", 0, 0, 0, "ipc:///tmp/x.ipc"},
+        {"inproc://a", 0, 0, 0, "inproc://a"},
+        {"tcp://:5555", 0, 0, 0, "tcp://127.0.0.1:5555"},
+        {"tcp6://:5555", 0, 0, 0, "tcp6://[::1]:5555"},
+        {"tcp://127.0.0.1:0", 0, 0, 0, "tcp://127.0.0.1:0"},
+        {"tcp://127.9.8.7:1", 0, 0, 0, "tcp://127.9.8.7:1"},
+        {"tcp://[::1]:5555", 0, 0, 0, "tcp://[::1]:5555"},
+        {"tcp://localhost:5555", 0, 0, 0, "tcp://localhost:5555"},
+        {"tcp://0.0.0.0:5555", 0, 0, PROTO_E_BADARG, NULL},
+        {"tcp://*:5555", 0, 0, PROTO_E_BADARG, NULL},
+        {"tcp://[::]:5555", 0, 0, PROTO_E_BADARG, NULL},
+        {"tcp://10.1.2.3:5555", 0, 0, PROTO_E_BADARG, NULL},
+        {"tcp://0.0.0.0:5555", 0, 1, 0, "tcp://0.0.0.0:5555"},
+        {"tls+tcp://0.0.0.0:5555", 1, 0, 0, "tls+tcp://0.0.0.0:5555"},
+        {"tls+tcp://:5555", 1, 0, 0, "tls+tcp://127.0.0.1:5555"},
+        {"tls+tcp://0.0.0.0:5555", 0, 0, PROTO_E_BADARG, NULL},   /* TLS URL, no certificates */
+        {"tcp://127.0.0.1:5555", 1, 0, PROTO_E_BADARG, NULL},     /* certificates, plain URL */
+        {"ipc:///tmp/x.ipc", 1, 0, PROTO_E_BADARG, NULL},
+        {"ws://127.0.0.1:5555", 0, 0, PROTO_E_BADARG, NULL},
+        {"tcp://127.0.0.1", 0, 0, PROTO_E_BADARG, NULL},
+        {"tcp://127.0.0.1:99999", 0, 0, PROTO_E_BADARG, NULL},
+        {"tcp://127.0.0.1:12a", 0, 0, PROTO_E_BADARG, NULL},
+        {"tcp://[::1:5555", 0, 0, PROTO_E_BADARG, NULL},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        out[0] = err[0] = 0;
+        int rc = proto_listen_url(c[i].url, c[i].tls, c[i].plain, out, sizeof out, err, sizeof err);
+        CHECK(rc == c[i].rc && (!c[i].want || !strcmp(out, c[i].want)) && (rc == 0) == (err[0] == 0),
+              "listen URL %s (tls %d, plain %d): rc %d, '%s' %s", c[i].url, c[i].tls, c[i].plain, rc, out, err);
+    }
+    proto_listen_url("tcp://0.0.0.0:5555", 0, 0, out, sizeof out, err, sizeof err);
+    CHECK(strstr(err, "--allow-plain-tcp") && strstr(err, "tls+tcp://"), "the refusal names both ways out: %s", err);
+    CHECK(proto_listen_url("tcp://:1", 0, 0, out, 8, err, sizeof err) == PROTO_E_BADARG, "an output buffer too short is an error");
+
+    CHECK(proto_tokenize_reply_max(0) == 5 * 4 + PROTO_SLACK, "tokenize reply cap for 0 bytes: 5 tokens");
+    CHECK(proto_tokenize_reply_max(1000) == 4005 * 4 + PROTO_SLACK, "tokenize reply cap: 4 tokens a byte + 5");
+    CHECK(proto_tokenize_reply_max(PROTO_MAX_TEXT) == (size_t)PROTO_MAX_TOKENS * 4 + PROTO_SLACK,
+          "tokenize reply cap never above PROTO_MAX_TOKENS");
+    CHECK(proto_tokenize_reply_max(SIZE_MAX / 2) == (size_t)PROTO_MAX_TOKENS * 4 + PROTO_SLACK, "no overflow");
+
+    nng_socket s;
+    proto_tls none = { "/nonexistent/cert.pem", "/nonexistent/key.pem", "/nonexistent/ca.pem" };
+    int rc = proto_listen_tls("tls+tcp://127.0.0.1:0", 0, 100, NULL, NULL, &none, &s, NULL, err, sizeof err);
+    CHECK(rc == PROTO_E_TRANSPORT && strstr(err, "/nonexistent/cert.pem"), "unreadable certificate named: %s", err);
+    rc = proto_listen_tls("tls+tcp://127.0.0.1:0", 0, 100, NULL, NULL, NULL, &s, NULL, err, sizeof err);
+    CHECK(rc == PROTO_E_TRANSPORT && strstr(err, "--tls-cert"), "TLS URL without certificates: %s", err);
+    rc = proto_dial_tls("tcp://127.0.0.1:1", 100, 1 << 20, &none, &s, err, sizeof err);
+    CHECK(rc == PROTO_E_TRANSPORT && strstr(err, "only for tls+tcp"), "certificates with a plain URL: %s", err);
+    proto_tls half = { "/etc/hostname", NULL, NULL };
+    rc = proto_dial_tls("tls+tcp://127.0.0.1:1", 100, 1 << 20, &half, &s, err, sizeof err);
+    CHECK(rc == PROTO_E_TRANSPORT && strstr(err, "all three"), "one certificate option alone: %s", err);
+}
+
 int main(void) {
+    test_listen_rules();
     test_roundtrip();
     test_wire_bytes();
     test_malformed();

@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -58,12 +59,23 @@ static void usage(FILE *f) {
         "  --detokenize        read token ids on stdin, print their text\n"
         "                      (both load only the tokenizer: a vocabulary-only GGUF will do)\n"
         "  --timing            print prefill/decode timing on stderr\n"
-        "  --listen URL        serve the driver protocol (ipc://PATH or tcp://HOST:PORT; loopback by default);\n"
-        "                      the first client to say hello owns the worker until it disconnects\n"
+        "  --listen URL        serve the driver protocol on ipc://PATH, tcp://HOST:PORT or tls+tcp://HOST:PORT;\n"
+        "                      the first client to say hello owns the worker until it disconnects. No HOST\n"
+        "                      (tcp://:5555) is loopback; PORT 0 picks a free port. The URL listened on is\n"
+        "                      printed on stdout: \"strata-worker: listening URL\"\n"
+        "  --tls-cert F, --tls-key F, --tls-ca F   PEM files for tls+tcp://: this worker's certificate and\n"
+        "                      key, and the CA that must have signed the driver's certificate (mutual TLS:\n"
+        "                      a client without such a certificate is never connected)\n"
+        "  --allow-plain-tcp   allow plain tcp:// on a non-loopback address (anyone who reaches the port\n"
+        "                      can use the worker: a trusted network only)\n"
+        "  --exit-on-stdin-eof exit when stdin closes (a worker started through ssh or srun ends with its\n"
+        "                      driver; the driver's --launch passes it)\n"
         "examples:\n"
         "  strata-worker --model m.gguf --kv int8 --prompt 'Once upon a time' --max-new 32\n"
         "  strata-worker --model m.gguf --kv f32 --tokens-file t.txt --dump-logits rows.bin\n"
-        "  strata-worker --model m.gguf --kv int8 --listen tcp://127.0.0.1:5555\n");
+        "  strata-worker --model m.gguf --kv int8 --listen tcp://127.0.0.1:5555\n"
+        "  strata-worker --model m.gguf --kv int8 --listen tls+tcp://gpu1:5555 --tls-cert gpu1.pem \\\n"
+        "      --tls-key gpu1.key --tls-ca ca.pem\n");
 }
 
 static volatile sig_atomic_t g_stop;   /* set by the signal handler only */
@@ -245,6 +257,46 @@ typedef struct {
     int owner_left;                   /* the owner's connection closed: reset before the next request */
 } serve_state;
 
+/* --exit-on-stdin-eof: 1 when stdin has reached its end (input that arrives is read and dropped).
+ * Does not block. */
+static int stdin_ended(void) {
+    for (;;) {
+        struct pollfd p = { .fd = 0, .events = POLLIN };
+        if (poll(&p, 1, 0) <= 0) return 0;
+        if (p.revents & (POLLERR | POLLNVAL)) return 1;
+        char buf[256];
+        ssize_t got = read(0, buf, sizeof buf);
+        if (got == 0) return 1;
+        if (got < 0) return errno != EINTR && errno != EAGAIN;
+    }
+}
+
+/* How the worker listens (--listen and its companions). */
+typedef struct {
+    const char *url;
+    proto_tls tls;                    /* all NULL: no TLS */
+    int allow_plain;                  /* --allow-plain-tcp */
+    int exit_on_eof;                  /* --exit-on-stdin-eof */
+} serve_opts;
+
+/* The URL a client dials, for the "listening" line: the bound port in place of port 0, and this
+ * machine's name in place of a wildcard host (0.0.0.0, ::, *). Writes into out [outlen]. */
+static void announce_url(const char *url, int port, char *out, size_t outlen) {
+    const char *sep = strstr(url, "://");
+    snprintf(out, outlen, "%s", url);
+    if (!sep || port <= 0 || !strncmp(url, "ipc", 3) || !strncmp(url, "inproc", 6)) return;
+    const char *hp = sep + 3, *colon = strrchr(hp, ':');
+    if (!colon) return;
+    char host[256], name[256];
+    snprintf(host, sizeof host, "%.*s", (int)(colon - hp), hp);
+    if (!strcmp(host, "0.0.0.0") || !strcmp(host, "*") || !strcmp(host, "[::]") || !host[0]) {
+        if (gethostname(name, sizeof name)) snprintf(name, sizeof name, "localhost");
+        name[sizeof name - 1] = 0;
+        snprintf(host, sizeof host, "%s", name);
+    }
+    snprintf(out, outlen, "%.*s%s:%d", (int)(hp - url), url, host, port);
+}
+
 static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
     serve_state *st = arg;
     uint32_t id = (uint32_t)nng_pipe_id(p);
@@ -298,30 +350,49 @@ static int admit(serve_state *st, engine *e, const proto_msg *req, nng_pipe pipe
     return 0;
 }
 
-static int serve(engine *e, const char *url) {
+/* Serves until shutdown, a signal or (--exit-on-stdin-eof) the end of stdin. Returns 0, or 1 with
+ * a message in err when it could not listen. */
+static int serve(engine *e, const serve_opts *so, char *err, size_t errlen) {
     nng_socket s;
-    char err[512];
+    char url[1024], shown[1400];
     serve_state st;
+    nng_listener lst;
+    uint64_t refused = 0;   /* connections refused before they became pipes, as last logged */
     memset(&st, 0, sizeof st);
     pthread_mutex_init(&st.mu, NULL);
     size_t recv_max = serve_recv_max(e);
-    if (proto_listen_notify(url, recv_max, 1000, on_pipe, &st, &s, err, sizeof err)) {
-        fprintf(stderr, "strata-worker: %s\n", err);
+    const proto_tls *tls = so->tls.cert ? &so->tls : NULL;
+    if (proto_listen_url(so->url, tls != NULL, so->allow_plain, url, sizeof url, err, errlen) ||
+        proto_listen_tls(url, recv_max, 1000, on_pipe, &st, tls, &s, &lst, err, errlen)) {
         pthread_mutex_destroy(&st.mu);
         return 1;
     }
+    announce_url(url, proto_listener_port(lst), shown, sizeof shown);
+    printf("strata-worker: listening %s\n", shown);   /* for a launcher (ssh, srun) to read */
+    fflush(stdout);
     /* A reply waits while the connection still sends the previous one (nng's rep0 queues it with the
      * send timeout): 1 s, the receive poll, was short enough for a starved nng thread to make a reply
      * vanish and its driver wait for it until its 30 min request timeout; 60 s, and a reply that still
      * cannot go closes the connection (below) so that its client fails at once. */
     nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 60000);
-    fprintf(stderr, "strata-worker: serving %s (kv %s/%s)\n", url, engine_kv_name(e, 0), engine_kv_name(e, 1));
+    fprintf(stderr, "strata-worker: serving %s (kv %s/%s%s)\n", shown, engine_kv_name(e, 0), engine_kv_name(e, 1),
+            tls ? "; TLS, client certificates required" : "");
     int done = 0;
     while (!done && !g_stop) {
+        uint64_t r = tls ? proto_listener_refused(lst) : 0;
+        if (r > refused) {   /* the refused clients got nothing; the owner, if any, is unaffected */
+            fprintf(stderr, "strata-worker: refused %llu connection%s (TLS handshake failed: no certificate, one "
+                    "the CA did not sign, or not TLS)\n", (unsigned long long)(r - refused), r - refused > 1 ? "s" : "");
+            refused = r;
+        }
+        if (so->exit_on_eof && stdin_ended()) {   /* checked at least once a second (receive timeout) */
+            fprintf(stderr, "strata-worker: stdin closed (--exit-on-stdin-eof): stopping\n");
+            break;
+        }
         proto_msg req, rep;
         void *o1 = NULL, *o2 = NULL;
         nng_pipe pipe;
-        int rc = proto_recv_pipe(s, recv_max, &req, &pipe, err, sizeof err);
+        int rc = proto_recv_pipe(s, recv_max, &req, &pipe, err, errlen);
         if (rc == PROTO_E_TIMEOUT) continue;
         if (rc == PROTO_E_TRANSPORT) { fprintf(stderr, "strata-worker: %s\n", err); break; }
         if (rc) {
@@ -330,7 +401,7 @@ static int serve(engine *e, const char *url) {
             done = handle(e, &req, &rep, &o1, &o2);
             if (done) proto_init(&rep, PROTO_SHUTDOWN, 1, req.id);
         }
-        int sent = proto_reply(s, &rep, err, sizeof err);
+        int sent = proto_reply(s, &rep, err, errlen);
         if (sent == PROTO_E_TIMEOUT || sent == PROTO_E_TRANSPORT) {
             fprintf(stderr, "strata-worker: reply failed: %s: closing that connection\n", err);
             if (nng_pipe_id(pipe) > 0) nng_pipe_close(pipe);
@@ -441,6 +512,8 @@ int main(int argc, char **argv) {
     const char *kv_k_mix = NULL, *kv_v_mix = NULL;   /* per-layer formats, when given */
     engine_mem_opts mem = { 1, 0 };
     const char *tokens_file = NULL, *prompt = NULL, *dump = NULL, *listen = NULL;
+    serve_opts so;
+    memset(&so, 0, sizeof so);
     int max_new = 0, tok_mode = 0, timing = 0;
     double temperature = 0;
     unsigned long long seed = 0;
@@ -451,7 +524,9 @@ int main(int argc, char **argv) {
         {"tokens-file", 1, 0, 'f'}, {"prompt", 1, 0, 'P'}, {"dump-logits", 1, 0, 'd'},
         {"max-new", 1, 0, 'n'}, {"temperature", 1, 0, 'T'}, {"seed", 1, 0, 's'},
         {"tokenize", 0, 0, 'z'}, {"detokenize", 0, 0, 'Z'}, {"timing", 0, 0, 'i'}, {"listen", 1, 0, 'l'}, {"help", 0, 0, 'h'},
-        {"mem-arms", 1, 0, 'A'}, {"allow-overcommit", 0, 0, 'O'},
+        {"mem-arms", 1, 0, 'A'}, {"allow-overcommit", 0, 0, 'O'}, {"tls-cert", 1, 0, 'C'},
+        {"tls-key", 1, 0, 'Y'}, {"tls-ca", 1, 0, 'R'}, {"allow-plain-tcp", 0, 0, 'L'},
+        {"exit-on-stdin-eof", 0, 0, 'E'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
@@ -487,12 +562,40 @@ int main(int argc, char **argv) {
         case 'l': listen = optarg; break;
         case 'A': if (parse_int("--mem-arms", optarg, 1, 1024, &mem.arms)) return 2; break;
         case 'O': mem.allow_overcommit = 1; break;
+        case 'C': so.tls.cert = optarg; break;
+        case 'Y': so.tls.key = optarg; break;
+        case 'R': so.tls.ca = optarg; break;
+        case 'L': so.allow_plain = 1; break;
+        case 'E': so.exit_on_eof = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
     if (!cfg.model_path) { fprintf(stderr, "strata-worker: --model FILE is required\n"); usage(stderr); return 2; }
     if (optind < argc) { fprintf(stderr, "strata-worker: unexpected argument '%s'\n", argv[optind]); return 2; }
+    int n_tls = !!so.tls.cert + !!so.tls.key + !!so.tls.ca;
+    if (n_tls != 0 && n_tls != 3) {
+        fprintf(stderr, "strata-worker: TLS needs all three of --tls-cert, --tls-key and --tls-ca\n");
+        return 2;
+    }
+    const char *tls_files[3] = { so.tls.cert, so.tls.key, so.tls.ca };
+    for (int i = 0; n_tls && i < 3; i++)
+        if (access(tls_files[i], R_OK)) {
+            fprintf(stderr, "strata-worker: cannot read %s: %s\n", tls_files[i], strerror(errno));
+            return 2;
+        }
+    if ((so.tls.cert || so.allow_plain || so.exit_on_eof) && !listen) {
+        fprintf(stderr, "strata-worker: --tls-*, --allow-plain-tcp and --exit-on-stdin-eof go with --listen URL\n");
+        return 2;
+    }
+    if (listen) {   /* a bad URL or missing certificates: say so before loading the model */
+        char checked[1024];
+        so.url = listen;
+        if (proto_listen_url(listen, so.tls.cert != NULL, so.allow_plain, checked, sizeof checked, err, sizeof err)) {
+            fprintf(stderr, "strata-worker: %s\n", err);
+            return 2;
+        }
+    }
 
     engine *e = NULL;
     int32_t *toks = NULL;
@@ -517,7 +620,7 @@ int main(int argc, char **argv) {
         sa.sa_handler = on_signal;
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
-        ret = serve(e, listen);
+        ret = serve(e, &so, err, sizeof err);
         goto done;
     }
     if (tokens_file) {
