@@ -1456,7 +1456,8 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
         for (int j = 0; j < i && R.twin[i] < 0; j++) {
             const proto_hello_rep *b = &arms[j].hello;
             if (!strcmp(a->kv_k, b->kv_k) && !strcmp(a->kv_v, b->kv_v) && !strcmp(a->device, b->device) &&
-                !strcmp(a->engine, b->engine) && !strcmp(a->git, b->git))
+                !strcmp(a->engine, b->engine) && !strcmp(a->git, b->git) &&
+                !strcmp(a->model_sha256, b->model_sha256))
                 R.twin[i] = j;
         }
     }

@@ -24,6 +24,8 @@ int workers_start(arm *arms, int n, const workers_opts *o, const volatile sig_at
         arm_launch l = { o->worker, o->model, o->threads, o->prefill, o->max_context, tmpdir, n_local };
         if (!l.threads) l.threads = cores / n_local > 1 ? (int)(cores / n_local) : 1;
         if (launch) *launch = l;
+        for (int i = 0; i < n; i++)   /* every local arm knows its file: the run's, or its own (--arm-model) */
+            if (!arms[i].remote && !arms[i].model[0]) snprintf(arms[i].model, sizeof arms[i].model, "%s", o->model);
         for (int i = 0; i < n; i++)
             if (!arms[i].remote && arm_spawn(&arms[i], i, &l, err, errlen)) return WORKERS_ERROR;
         if (!o->quiet)
