@@ -281,7 +281,7 @@ static char *itoa_safe(int v, char *buf) {
 }
 
 int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
-    char threads[16], prefill[16], ctx[16], arms[16], url[ARM_URL_MAX], logp[ARM_URL_MAX];
+    char threads[16], prefill[16], ctx[16], arms[16], other[24], url[ARM_URL_MAX], logp[ARM_URL_MAX];
     if (snprintf(url, sizeof url, "ipc://%s/%d.ipc", l->tmpdir, i) >= (int)sizeof url ||
         snprintf(logp, sizeof logp, "%s/%d.log", l->tmpdir, i) >= (int)sizeof logp)
         return errmsg_set(err, errlen, ARM_E_SYSTEM, "temp dir path too long: %s", l->tmpdir);
@@ -289,7 +289,8 @@ int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
     snprintf(prefill, sizeof prefill, "%d", l->prefill);
     snprintf(ctx, sizeof ctx, "%d", l->max_context);
     snprintf(arms, sizeof arms, "%d", l->mem_arms);
-    const char *argv[22];
+    snprintf(other, sizeof other, "%llu", (unsigned long long)a->mem_other);
+    const char *argv[24];
     int k = 0;
     argv[k++] = l->worker;
     argv[k++] = "--model"; argv[k++] = a->model[0] ? a->model : l->model;
@@ -299,6 +300,7 @@ int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
     if (l->prefill > 0) { argv[k++] = "--prefill"; argv[k++] = prefill; }
     if (l->max_context > 0) { argv[k++] = "--max-context"; argv[k++] = ctx; }
     if (l->mem_arms > 1) { argv[k++] = "--mem-arms"; argv[k++] = arms; }
+    if (a->mem_other) { argv[k++] = "--mem-other-weights"; argv[k++] = other; }
     argv[k++] = "--listen"; argv[k++] = url;
     argv[k] = NULL;
 

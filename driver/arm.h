@@ -59,6 +59,8 @@ typedef struct {
                                 * --model where arm_add_model did not); remote: "" */
     int own_model;             /* 1: a weight arm (--arm-model): model is its own file, and the
                                 * handshake requires the same tokenizer only, not the same weights */
+    uint64_t mem_other;        /* local: bytes of the other arms' model files (weight arms), which its
+                                * worker's memory check counts too (--mem-other-weights); 0 = none */
     char spec[ARM_NAME_MAX];   /* a weight arm's KV spec ("" = the reference arm's formats); other
                                 * arms' spec is their name without the "#k" suffix */
     pid_t pid;                 /* local worker while it runs; 0 before spawn / after reaping */

@@ -2,6 +2,7 @@
 #include "driver/workers.h"
 
 #include <stdio.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -12,6 +13,28 @@ double workers_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Sets each local arm's mem_other: the sizes of the distinct model files (by device and inode) the
+ * other local arms run, which its worker's memory check adds to its own weights (their page cache
+ * is not shared with its file). 0 for all when every local arm runs the same file. */
+static void other_weights(arm *arms, int n) {
+    for (int i = 0; i < n; i++) {
+        struct stat si;
+        arms[i].mem_other = 0;
+        if (arms[i].remote || stat(arms[i].model, &si)) continue;
+        for (int j = 0; j < n; j++) {
+            struct stat sj;
+            if (arms[j].remote || stat(arms[j].model, &sj) || (sj.st_dev == si.st_dev && sj.st_ino == si.st_ino))
+                continue;
+            int seen = 0;   /* a file already counted for an earlier arm j' */
+            for (int k = 0; k < j && !seen; k++) {
+                struct stat sk;
+                seen = !arms[k].remote && !stat(arms[k].model, &sk) && sk.st_dev == sj.st_dev && sk.st_ino == sj.st_ino;
+            }
+            if (!seen) arms[i].mem_other += (uint64_t)sj.st_size;
+        }
+    }
 }
 
 int workers_start(arm *arms, int n, const workers_opts *o, const volatile sig_atomic_t *stop, char *tmpdir,
@@ -26,6 +49,7 @@ int workers_start(arm *arms, int n, const workers_opts *o, const volatile sig_at
         if (launch) *launch = l;
         for (int i = 0; i < n; i++)   /* every local arm knows its file: the run's, or its own (--arm-model) */
             if (!arms[i].remote && !arms[i].model[0]) snprintf(arms[i].model, sizeof arms[i].model, "%s", o->model);
+        other_weights(arms, n);
         for (int i = 0; i < n; i++)
             if (!arms[i].remote && arm_spawn(&arms[i], i, &l, err, errlen)) return WORKERS_ERROR;
         if (!o->quiet)

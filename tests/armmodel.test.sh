@@ -6,7 +6,8 @@
 #     every depth; the handshake table marks it (weights --arm-model, model_file) with a note that
 #     the arms differ in weights; meta.json's arm entry has weight_arm and its model's path and
 #     sha256; the README says so; no twin warning (a different model file is another configuration);
-#   - NAME:SPEC=FILE gives the weight arm SPEC's KV formats;
+#   - NAME:SPEC=FILE gives the weight arm SPEC's KV formats; each worker's memory check counts the
+#     other arms' model files (--mem-other-weights), and nothing more without weight arms;
 #   - a file with another tokenizer (same n_vocab, one score changed) is refused (exit 3) with one
 #     error line naming tokenizer_hash; a missing file and bad syntax with one error line each;
 #   - a run with a weight arm killed mid-sweep resumes (from another working directory, relative
@@ -74,6 +75,28 @@ check "no twin warning (f16 and q8 share the KV formats, not the model)" test "$
 rc=$?
 check "--arm-model q8i:int8/f16=FILE: exit 0 (rc $rc), the arm stores K int8, V f16" \
     test $rc -eq 0 -a "$(grep -c '^| q8i | int8 | f16 | ' "$T/r2/README.md" 2> /dev/null)" = 1
+
+# the memory check: each worker also counts the other arms' model files (their page cache is not
+# shared); the worker's arguments recorded by a wrapper (--worker)
+printf '#!/bin/sh\necho "$*" >> "%s"\nexec "%s" "$@"\n' "$T/argv.log" "$WRK" > "$T/wrap.sh"
+chmod +x "$T/wrap.sh"
+"$DRV" sweep --model "$MODEL" --arms f16,int8 --arm-model "q8=$Q8" --doc "$T/doc.txt" --depths 1 --fork 2 \
+    --max-depth 50 --out "$T/r3" --worker "$T/wrap.sh" --quiet 2> "$T/r3.err"
+rc=$?
+sm=$(stat -c %s "$MODEL"); sq=$(stat -c %s "$Q8")
+check "memory check: f16 and int8 count q8's file ($sq bytes), q8 counts the model's ($sm) (rc $rc)" \
+    test $rc -eq 0 -a "$(grep -c -- "--model $MODEL .*--mem-other-weights $sq " "$T/argv.log")" = 2 \
+    -a "$(grep -c -- "--model $Q8 .*--mem-other-weights $sm " "$T/argv.log")" = 1
+: > "$T/argv.log"
+"$DRV" sweep --model "$MODEL" --arms f16,int8 --doc "$T/doc.txt" --depths 1 --fork 2 --max-depth 50 \
+    --out "$T/r4" --worker "$T/wrap.sh" --quiet 2> "$T/r4.err"
+check "... and without weight arms nothing more is counted" \
+    test "$(grep -c -- "--mem-arms 2" "$T/argv.log")" = 2 -a "$(grep -c -- "--mem-other-weights" "$T/argv.log")" = 0
+
+"$WRK" --model "$MODEL" --mem-other-weights 1000000000000000000 --prompt "Once" > /dev/null 2> "$T/w.err"
+rc=$?
+check "the worker's memory check counts --mem-other-weights (an exabyte does not fit; rc $rc)" \
+    test $rc -ne 0 -a "$(grep -c "GiB of weights and scratch" "$T/w.err")" = 1
 
 # ---- 2. refusals --------------------------------------------------------------------------------
 bad_input() {  # desc, expected rc ("nz" = any non-zero), regex, args...
