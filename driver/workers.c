@@ -68,7 +68,10 @@ int workers_start(arm *arms, int n, const workers_opts *o, const volatile sig_at
         if (!(nl = strchr(line, '\n'))) break;
         *nl = 0;
         fprintf(stderr, "strata-driver: note: %s\n", line);
-        if (warnings) json_array_append_new(warnings, json_string(line));
+        int seen = 0;   /* a resumed run restored its warnings already */
+        for (size_t k = 0; warnings && k < json_array_size(warnings) && !seen; k++)
+            seen = json_is_string(json_array_get(warnings, k)) && !strcmp(json_string_value(json_array_get(warnings, k)), line);
+        if (warnings && !seen) json_array_append_new(warnings, json_string(line));
     }
     return WORKERS_OK;
 }

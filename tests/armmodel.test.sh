@@ -11,7 +11,8 @@
 #   - a file with another tokenizer (same n_vocab, one score changed) is refused (exit 3) with one
 #     error line naming tokenizer_hash; a missing file and bad syntax with one error line each;
 #   - a run with a weight arm killed mid-sweep resumes (from another working directory, relative
-#     paths) to results byte-identical to the uninterrupted run.
+#     paths) to results byte-identical to the uninterrupted run;
+#   - needle takes --arm-model too, records it for --resume, and resumes to the same cells.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -139,6 +140,24 @@ for f in depths.tsv forks.tsv summary.json; do
     check "resumed $f is byte-identical to the uninterrupted run's" cmp -s "$R/$f" "$d/$f"
 done
 check "resumed meta.json still marks q8 as a weight arm" grep -q '"weight_arm": true' "$d/meta.json"
+
+# ---- 4. needle ----------------------------------------------------------------------------------
+N1=$T/n1
+"$DRV" needle --model "$MODEL" --arms f16 --arm-model "q8=$Q8" --doc "$T/doc.txt" --lengths 256,512 \
+    --positions 0,50 --trials 1 --quiet --out "$N1" 2> "$T/n1.err"
+rc=$?
+check "needle --arms f16 --arm-model q8=FILE: exit 0 (rc $rc), 4 cells per arm" \
+    test $rc -eq 0 -a "$(awk -F'\t' 'NR > 1 && $6 == "q8"' "$N1/cells.tsv" 2> /dev/null | wc -l)" -eq 4
+check "needle meta.json: q8 is a weight arm, its file recorded for --resume" \
+    test "$(grep -c '"weight_arm": true' "$N1/meta.json")" = 1 -a "$(grep -c "\"q8=$Q8\"" "$N1/meta.json")" = 1
+cp -r "$N1" "$T/n2"
+head -n 5 "$N1/cells.tsv" > "$T/n2/cells.tsv"
+sed -i 's/"complete": true/"complete": false/' "$T/n2/meta.json"
+"$DRV" needle --resume "$T/n2" --quiet 2> "$T/n2.err"
+rc=$?
+check "needle --resume with a weight arm: exit 0 (rc $rc), the same cells, the note recorded once" \
+    test $rc -eq 0 -a "$(cmp -s "$N1/cells.tsv" "$T/n2/cells.tsv" && echo same)" = same \
+    -a "$(grep -o 'runs its own model' "$T/n2/meta.json" | wc -l)" -eq 1
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
