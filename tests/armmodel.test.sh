@@ -99,6 +99,9 @@ rc=$?
 check "the worker's memory check counts --mem-other-weights (an exabyte does not fit; rc $rc)" \
     test $rc -ne 0 -a "$(grep -c "GiB of weights and scratch" "$T/w.err")" = 1
 
+check "the depth table of a weight arm names it beside its formats (K:int8,V:f16 (q8i))" \
+    grep -q '^### K:int8,V:f16 (q8i) (arm q8i)$' "$T/r2/README.md"
+
 # ---- 2. refusals --------------------------------------------------------------------------------
 bad_input() {  # desc, expected rc ("nz" = any non-zero), regex, args...
     local desc=$1 want=$2 re=$3; shift 3
