@@ -132,6 +132,7 @@ static void usage_sweep(FILE *f) {
         "examples:\n"
         "  strata-driver sweep --model stories260K.gguf --arms f16,int8,f32 --doc story.txt\n"
         "  strata-driver sweep --model smollm2.gguf --arms f16,int8,k:int8,v:int8,f16 --per-position\n"
+        "  strata-driver sweep --model m-f16.gguf --arms f16 --arm-model q8=m-q8_0.gguf   # weights\n"
         "  strata-worker --model m.gguf --kv int8 --listen tcp://0.0.0.0:5555 &   # on another host\n"
         "  strata-driver sweep --model m.gguf --arms f16 --arm int8=tcp://gpu1:5555\n"
         "  strata-driver sweep --resume results/2025-01-01-smollm2-f16-int8\n");
