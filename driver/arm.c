@@ -177,6 +177,40 @@ int arm_add_remote(const char *name_eq_url, arm **arms, int *n, char *err, size_
     return 0;
 }
 
+int arm_add_model(const char *arg, arm **arms, int *n, char *err, size_t errlen) {
+    const char *eq = strchr(arg, '=');
+    char head[ARM_NAME_MAX], base[ARM_NAME_MAX], spec[ARM_NAME_MAX] = "", name[ARM_NAME_MAX];
+    if (!eq || eq == arg || !eq[1] || (size_t)(eq - arg) >= sizeof head)
+        return errmsg_set(err, errlen, ARM_E_SPEC, "--arm-model needs NAME=FILE or NAME:SPEC=FILE (e.g. "
+                          "q8=model-q8_0.gguf, q8:int8=model-q8_0.gguf), got '%s'", arg);
+    memcpy(head, arg, (size_t)(eq - arg));
+    head[eq - arg] = 0;
+    const char *file = eq + 1;
+    char *colon = strchr(head, ':');
+    if (colon) {
+        snprintf(spec, sizeof spec, "%s", colon + 1);
+        *colon = 0;
+    }
+    snprintf(base, sizeof base, "%s", head);
+    if (!name_ok(base) || strchr(base, '#'))
+        return errmsg_set(err, errlen, ARM_E_SPEC, "bad arm name '%s' in --arm-model %s (printable, no spaces, "
+                          "quotes, commas, ':' or '#')", base, arg);
+    char k[ARM_FMT_MAX], v[ARM_FMT_MAX], e2[256];
+    if (colon && arm_spec_parse(spec, "f16", "f16", k, v, e2, sizeof e2))   /* syntax only: k:/v: resolve later */
+        return errmsg_set(err, errlen, ARM_E_SPEC, "--arm-model %s: %s", arg, e2);
+    if (strlen(file) >= ARM_PATH_MAX)
+        return errmsg_set(err, errlen, ARM_E_SPEC, "--arm-model %s: the file's path is too long", base);
+    int rc = arm_unique_name(base, *arms, *n, name, err, errlen);
+    if (rc) return rc;
+    arm *a = arm_append(arms, n);
+    if (!a) return errmsg_set(err, errlen, ARM_E_SYSTEM, "out of memory");
+    snprintf(a->name, sizeof a->name, "%s", name);
+    snprintf(a->model, sizeof a->model, "%s", file);
+    snprintf(a->spec, sizeof a->spec, "%s", spec);
+    a->own_model = 1;
+    return 0;
+}
+
 /* The spec part of a name: the name without a "#k" suffix. */
 static void name_base(const char *name, char *out) {
     snprintf(out, ARM_NAME_MAX, "%s", name);
@@ -202,8 +236,12 @@ int arm_resolve_formats(arm *arms, int n, const char *ref_name, char *err, size_
                         ref_name, names);
     }
     char base[ARM_NAME_MAX], rk[ARM_FMT_MAX] = "", rv[ARM_FMT_MAX] = "";
-    name_base(arms[ref].name, base);
+    if (arms[ref].own_model) snprintf(base, sizeof base, "%s", arms[ref].spec);
+    else name_base(arms[ref].name, base);
     char e2[256];
+    if (arms[ref].own_model && !base[0])
+        return -errmsg_set(err, errlen, ARM_E_SPEC, "the reference arm '%s' runs its own model: give its KV "
+                           "formats (--arm-model %s:f16=FILE)", arms[ref].name, arms[ref].name);
     if (arm_spec_parse(base, NULL, NULL, rk, rv, e2, sizeof e2)) {
         if (!arms[ref].remote)
             return -errmsg_set(err, errlen, ARM_E_SPEC, "reference arm '%s': %s", arms[ref].name, e2);
@@ -211,7 +249,16 @@ int arm_resolve_formats(arm *arms, int n, const char *ref_name, char *err, size_
     }
     for (int i = 0; i < n; i++) {
         arm *a = &arms[i];
-        name_base(a->name, base);
+        if (a->own_model && !a->spec[0]) {   /* a weight arm: the reference's formats */
+            if (!rk[0])
+                return -errmsg_set(err, errlen, ARM_E_SPEC, "arm '%s' takes the reference arm's KV formats, which "
+                                   "are not known: give them (--arm-model %s:f16=FILE)", a->name, a->name);
+            snprintf(a->kv_k, sizeof a->kv_k, "%s", rk);
+            snprintf(a->kv_v, sizeof a->kv_v, "%s", rv);
+            continue;
+        }
+        if (a->own_model) snprintf(base, sizeof base, "%s", a->spec);
+        else name_base(a->name, base);
         int rc = arm_spec_parse(base, rk[0] ? rk : NULL, rv[0] ? rv : NULL, a->kv_k, a->kv_v, e2, sizeof e2);
         if (rc && !a->remote) return -errmsg_set(err, errlen, ARM_E_SPEC, "arm '%s': %s", a->name, e2);
         if (rc) a->kv_k[0] = a->kv_v[0] = 0;
@@ -310,7 +357,7 @@ static void launch_close(arm *a) {
 }
 
 int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
-    char threads[16], prefill[16], ctx[16], arms[16], url[ARM_URL_MAX], logp[ARM_URL_MAX];
+    char threads[16], prefill[16], ctx[16], arms[16], other[24], url[ARM_URL_MAX], logp[ARM_URL_MAX];
     if (snprintf(url, sizeof url, "ipc://%s/%d.ipc", l->tmpdir, i) >= (int)sizeof url ||
         snprintf(logp, sizeof logp, "%s/%d.log", l->tmpdir, i) >= (int)sizeof logp)
         return errmsg_set(err, errlen, ARM_E_SYSTEM, "temp dir path too long: %s", l->tmpdir);
@@ -321,10 +368,11 @@ int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
     snprintf(prefill, sizeof prefill, "%d", l->prefill);
     snprintf(ctx, sizeof ctx, "%d", l->max_context);
     snprintf(arms, sizeof arms, "%d", l->mem_arms);
-    const char *argv[28];
+    snprintf(other, sizeof other, "%llu", (unsigned long long)a->mem_other);
+    const char *argv[30];
     int k = 0;
     argv[k++] = l->worker;
-    argv[k++] = "--model"; argv[k++] = l->model;
+    argv[k++] = "--model"; argv[k++] = a->model[0] ? a->model : l->model;
     argv[k++] = "--kv-k"; argv[k++] = a->kv_k;
     argv[k++] = "--kv-v"; argv[k++] = a->kv_v;
     argv[k++] = "--threads"; argv[k++] = threads;
@@ -332,6 +380,7 @@ int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
     if (l->max_context > 0) { argv[k++] = "--max-context"; argv[k++] = ctx; }
     if (l->mem_arms > 1) { argv[k++] = "--mem-arms"; argv[k++] = arms; }
     if (o && o->allow_overcommit) argv[k++] = "--allow-overcommit";
+    if (a->mem_other) { argv[k++] = "--mem-other-weights"; argv[k++] = other; }
     argv[k++] = "--listen"; argv[k++] = url;
     if (launch) argv[k++] = "--exit-on-stdin-eof";
     argv[k] = NULL;
@@ -781,16 +830,28 @@ int arm_call_all(arm *arms, int n, const proto_msg *reqs, proto_msg *reps, size_
  * ========================================================================================== */
 
 enum { F_ENGINE, F_GIT, F_DEVICE, F_SHA, F_ARCH, F_TOK, F_VOCAB, F_BOS, F_LAYER, F_CTX, F_THREADS,
-       F_KVK, F_KVV, F_KVB, F_N };
+       F_KVK, F_KVV, F_KVB, F_WEIGHTS, F_FILE, F_N };
 static const char *const field_names[F_N] = {
     "engine", "git", "device", "model_sha256", "arch", "tokenizer_hash", "n_vocab", "bos", "n_layer",
-    "n_ctx", "threads", "kv_k", "kv_v", "kv_bytes_per_token" };
-/* must be equal for a valid comparison */
-static const int field_must[F_N] = { 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0 };
+    "n_ctx", "threads", "kv_k", "kv_v", "kv_bytes_per_token", "weights", "model_file" };
+/* must be equal for a valid comparison: 1 among all arms, 2 among the arms that are not weight arms */
+static const int field_must[F_N] = { 0, 0, 0, 2, 2, 1, 1, 1, 2, 0, 0, 0, 0, 0, 0, 0 };
 /* worth a note when different */
-static const int field_note[F_N] = { 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0 };
+static const int field_note[F_N] = { 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0 };
 
-static void field_value(const proto_hello_rep *h, int f, char *buf, size_t len) {
+/* A path's last component without ".gguf" into buf [len]. */
+static void file_base(const char *path, char *buf, size_t len) {
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    size_t l = strlen(b);
+    if (l >= len) l = len - 1;   /* cut short (a table cell) */
+    memcpy(buf, b, l);
+    buf[l] = 0;
+    if (l > 5 && !strcmp(buf + l - 5, ".gguf")) buf[l - 5] = 0;
+}
+
+static void field_value(const arm *a, int f, char *buf, size_t len) {
+    const proto_hello_rep *h = &a->hello;
     switch (f) {
     case F_ENGINE: snprintf(buf, len, "%s", h->engine); break;
     case F_GIT: snprintf(buf, len, "%s", h->git); break;
@@ -805,6 +866,8 @@ static void field_value(const proto_hello_rep *h, int f, char *buf, size_t len) 
     case F_THREADS: snprintf(buf, len, "%u", h->threads); break;
     case F_KVK: snprintf(buf, len, "%s", h->kv_k); break;
     case F_KVV: snprintf(buf, len, "%s", h->kv_v); break;
+    case F_WEIGHTS: snprintf(buf, len, "%s", a->remote ? "remote" : a->own_model ? "--arm-model" : "--model"); break;
+    case F_FILE: if (a->model[0]) file_base(a->model, buf, len); else snprintf(buf, len, "-"); break;
     default: snprintf(buf, len, "%llu", (unsigned long long)h->kv_bytes_per_token); break;
     }
 }
@@ -823,12 +886,25 @@ static void append(char *buf, size_t len, const char *fmt, ...) {
 int arm_check_handshake(const arm *arms, int n, FILE *out, char *notes, size_t noteslen,
                         char *err, size_t errlen) {
     char v[PROTO_STR_MAX], v0[PROTO_STR_MAX];
-    int differs[F_N] = { 0 };
+    int differs[F_N] = { 0 }, fatal[F_N] = { 0 }, n_own = 0, first_plain = -1;
+    for (int i = 0; i < n; i++) {
+        n_own += arms[i].own_model;
+        if (!arms[i].own_model && first_plain < 0) first_plain = i;
+    }
     for (int f = 0; f < F_N; f++) {
-        field_value(&arms[0].hello, f, v0, sizeof v0);
+        field_value(&arms[0], f, v0, sizeof v0);
         for (int i = 1; i < n; i++) {
-            field_value(&arms[i].hello, f, v, sizeof v);
+            field_value(&arms[i], f, v, sizeof v);
             if (strcmp(v, v0)) differs[f] = 1;
+        }
+        fatal[f] = field_must[f] == 1 && differs[f];
+        if (field_must[f] == 2 && first_plain >= 0) {   /* the same model among the --model / remote arms */
+            field_value(&arms[first_plain], f, v0, sizeof v0);
+            for (int i = 0; i < n; i++) {
+                if (arms[i].own_model) continue;
+                field_value(&arms[i], f, v, sizeof v);
+                if (strcmp(v, v0)) fatal[f] = 1;
+            }
         }
     }
     if (out) {
@@ -839,7 +915,7 @@ int arm_check_handshake(const arm *arms, int n, FILE *out, char *notes, size_t n
         for (int i = 0; i < nc; i++) {
             w[i] = (int)strlen(arms[i].name);
             for (int f = 0; f < F_N; f++) {
-                field_value(&arms[i].hello, f, v, sizeof v);
+                field_value(&arms[i], f, v, sizeof v);
                 int l = (int)strlen(v);
                 if (l > 19) l = 19;
                 if (l > w[i]) w[i] = l;
@@ -849,9 +925,10 @@ int arm_check_handshake(const arm *arms, int n, FILE *out, char *notes, size_t n
         for (int i = 0; i < nc; i++) fprintf(out, "  %-*s", w[i], arms[i].name);
         fprintf(out, "\n");
         for (int f = 0; f < F_N; f++) {
+            if ((f == F_WEIGHTS || f == F_FILE) && !n_own) continue;   /* shown for runs with weight arms */
             fprintf(out, "%c %-*s", differs[f] ? '*' : ' ', w0, field_names[f]);
             for (int i = 0; i < nc; i++) {
-                field_value(&arms[i].hello, f, v, sizeof v);
+                field_value(&arms[i], f, v, sizeof v);
                 if (strlen(v) > 19) { v[16] = '.'; v[17] = '.'; v[18] = '.'; v[19] = 0; }
                 fprintf(out, "  %-*s", w[i], v);
             }
@@ -863,11 +940,15 @@ int arm_check_handshake(const arm *arms, int n, FILE *out, char *notes, size_t n
     if (err && errlen) err[0] = 0;
     int bad = 0;
     for (int f = 0; f < F_N; f++) {
-        if (!field_must[f] || !differs[f]) continue;
-        append(err, errlen, "%s%s differs:", bad ? "; " : "the arms differ in more than the KV format: ",
-               field_names[f]);
+        if (!fatal[f]) continue;
+        int tok = field_must[f] == 1;
+        const char *lead = n_own && tok ? "a weight arm (--arm-model) must have the same tokenizer and vocabulary as "
+                                          "the other arms: "
+                                        : "the arms differ in more than the KV format: ";
+        append(err, errlen, "%s%s differs:", bad ? "; " : lead, field_names[f]);
         for (int i = 0; i < n; i++) {
-            field_value(&arms[i].hello, f, v, sizeof v);
+            if (!tok && arms[i].own_model) continue;
+            field_value(&arms[i], f, v, sizeof v);
             append(err, errlen, " %s=%s", arms[i].name, v);
         }
         bad = 1;
@@ -886,11 +967,17 @@ int arm_check_handshake(const arm *arms, int n, FILE *out, char *notes, size_t n
         }
     }
     if (bad) return ARM_E_MISMATCH;
+    for (int i = 0; i < n; i++) {
+        if (!arms[i].own_model) continue;
+        append(notes, noteslen, "arm %s runs its own model %s (sha256 %.16s..., %s, %u layers): the arms differ in "
+               "weights, not only in KV; the handshake required the same tokenizer_hash, n_vocab and bos only\n",
+               arms[i].name, arms[i].model, arms[i].hello.model_sha256, arms[i].hello.arch, arms[i].hello.n_layer);
+    }
     for (int f = 0; f < F_N; f++) {
         if (!field_note[f] || !differs[f]) continue;
         append(notes, noteslen, "the arms differ in %s:", field_names[f]);
         for (int i = 0; i < n; i++) {
-            field_value(&arms[i].hello, f, v, sizeof v);
+            field_value(&arms[i], f, v, sizeof v);
             append(notes, noteslen, " %s=%s", arms[i].name, v);
         }
         append(notes, noteslen, "\n");

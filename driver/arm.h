@@ -10,6 +10,10 @@
  *   v:int8       V int8, K in the reference arm's K format
  *   int8+f16@0+f16@-1   a per-layer mix (kv.h): here K and V int8 except the first and last layers
  *                (f16); it may stand for F in all the forms above (mix/f16, k:mix)
+ * Weight arms (--arm-model, arm_add_model): "NAME=FILE" runs FILE instead of the run's --model, with
+ * the reference arm's K and V formats; "NAME:SPEC=FILE" with SPEC's (any form above). NAME is free
+ * (printable, no spaces, quotes, commas, ':', '#', '='); FILE is everything after the first '='.
+ * Such an arm must share the tokenizer (tokenizer_hash, n_vocab, bos), not the weights.
  * Format names are kv.h's KV_FMT_NAMES (f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8 q4_1 q5_0 q5_1
  * iq4_nl e5m2 e4m3s e5m2s nvfp4 mxfp4). An arm's name is its spec; a
  * repeated name gets "#2", "#3", ... (arms "f16,int8,f16" are named f16, int8, f16#2).
@@ -45,6 +49,7 @@
 #define ARM_NAME_MAX 64    /* names, NUL included (report.h's REPORT_NAME_MAX) */
 #define ARM_FMT_MAX  64    /* a KV format name or per-layer mix (kv.h), NUL included */
 #define ARM_URL_MAX  512
+#define ARM_PATH_MAX 4096  /* a model file's path, NUL included */
 
 /* Status codes beyond proto.h's PROTO_E_* (which arm_* functions also return). */
 enum {
@@ -63,6 +68,14 @@ typedef struct {
     char kv_v[ARM_FMT_MAX];    /*   the name when it is a plain spec, else "" (hello says)     */
     char url[ARM_URL_MAX];     /* ipc://DIR/i.ipc (local) or the --arm URL (remote) */
     int remote;                /* 1: dialled only, never spawned or signalled */
+    char model[ARM_PATH_MAX];  /* local: the GGUF its worker runs (workers_start fills in the run's
+                                * --model where arm_add_model did not); remote: "" */
+    int own_model;             /* 1: a weight arm (--arm-model): model is its own file, and the
+                                * handshake requires the same tokenizer only, not the same weights */
+    uint64_t mem_other;        /* local: bytes of the other arms' model files (weight arms), which its
+                                * worker's memory check counts too (--mem-other-weights); 0 = none */
+    char spec[ARM_NAME_MAX];   /* a weight arm's KV spec ("" = the reference arm's formats); other
+                                * arms' spec is their name without the "#k" suffix */
     pid_t pid;                 /* local worker while it runs; 0 before spawn / after reaping */
     int exited;                /* 1 once reaped; status = waitpid's status */
     int status;
@@ -98,9 +111,15 @@ int arm_add_local(const char *list, arm **arms, int *n, char *err, size_t errlen
 /* Appends a remote arm from "NAME=URL" (url tcp://, ipc:// or tls+tcp://). Returns 0 or ARM_E_SPEC. */
 int arm_add_remote(const char *name_eq_url, arm **arms, int *n, char *err, size_t errlen);
 
+/* Appends a local weight arm from "NAME=FILE" or "NAME:SPEC=FILE" (--arm-model; see the top):
+ * sets name (unique-suffixed), model (FILE as given), spec and own_model. Checks the syntax and
+ * SPEC's formats, not the file. Returns 0 or ARM_E_SPEC. */
+int arm_add_model(const char *arg, arm **arms, int *n, char *err, size_t errlen);
+
 /* Finds the reference arm: the first arm whose name equals ref_name. Then sets kv_k/kv_v of every
- * local arm from its spec (its name without a "#k" suffix), "k:"/"v:" against the reference's
- * formats (the reference's spec, or a remote reference's name, must then be a plain spec).
+ * local arm from its spec (its name without a "#k" suffix, or a weight arm's spec), "k:"/"v:"
+ * against the reference's formats (the reference's spec, or a remote reference's name, must then
+ * be a plain spec); a weight arm without a spec gets the reference's formats.
  * Returns the reference's index, or -ARM_E_SPEC with a message. */
 int arm_resolve_formats(arm *arms, int n, const char *ref_name, char *err, size_t errlen);
 
@@ -108,7 +127,7 @@ int arm_resolve_formats(arm *arms, int n, const char *ref_name, char *err, size_
 
 typedef struct {
     const char *worker;        /* path of the strata-worker executable */
-    const char *model;
+    const char *model;         /* the run's --model (an arm's own a->model, when set, wins) */
     int threads;               /* > 0 */
     int prefill;               /* worker --prefill, 0 = its default */
     int max_context;           /* worker --max-context, 0 = its default (the model's) */
@@ -181,7 +200,9 @@ int arm_call_all(arm *arms, int n, const proto_msg *reqs, proto_msg *reps, size_
 /* Compares the hello replies of arms[0..n) (all must have one). Writes a table of the fields per
  * arm to out (NULL: none), marking with '*' the fields that differ. The model sha256, architecture,
  * tokenizer hash, vocabulary size, BOS id and layer count must be equal: else returns ARM_E_MISMATCH
- * with the differences in err. Differences that do not invalidate the comparison but deserve a
+ * with the differences in err. Weight arms (own_model) need only the same tokenizer hash,
+ * vocabulary size and BOS id (the other arms still the same model among themselves); each one is
+ * noted in notes ("arm q8 runs its own model ...: the arms differ in weights, not only KV"). Differences that do not invalidate the comparison but deserve a
  * note (engine or git version, device, max context, a remote arm whose name disagrees with its
  * formats) are appended to notes as lines "...\n" (cut short at noteslen). Also checks that each
  * local arm reports the formats it was started with. Returns 0 or ARM_E_MISMATCH. */

@@ -83,6 +83,11 @@ static void usage_sweep(FILE *f) {
         "                      the end) joined by '+' with one plain FMT for the rest, e.g.\n"
         "                      int8+f16@0+f16@-1 (K and V; also in K/V, k:, v:)\n"
         "  --ref NAME          the reference arm (default f16)\n"
+        "  --arm-model NAME=FILE\n"
+        "                      also run an arm on another GGUF (a weight quantisation of --model) with\n"
+        "                      the reference arm's KV formats; NAME:SPEC=FILE with SPEC's (q8:int8=F).\n"
+        "                      It must have the same tokenizer (hash, vocabulary, BOS), not the same\n"
+        "                      weights. Repeatable; without --arms the --model arms are just f16.\n"
         "  --arm NAME=URL      also use an already running worker (tls+tcp://HOST:PORT with --tls-*, or\n"
         "                      tcp://HOST:PORT); repeatable.\n"
         "                      With --arm and no --arms, only the --arm workers are used. Such a\n"
@@ -141,6 +146,7 @@ static void usage_sweep(FILE *f) {
         "examples:\n"
         "  strata-driver sweep --model stories260K.gguf --arms f16,int8,f32 --doc story.txt\n"
         "  strata-driver sweep --model smollm2.gguf --arms f16,int8,k:int8,v:int8,f16 --per-position\n"
+        "  strata-driver sweep --model m-f16.gguf --arms f16 --arm-model q8=m-q8_0.gguf   # weights\n"
         "  strata-worker --model m.gguf --kv int8 --listen tls+tcp://gpu1:5555 --tls-cert gpu1.pem \\\n"
         "      --tls-key gpu1.key --tls-ca ca.pem &                  # on gpu1\n"
         "  strata-driver sweep --model m.gguf --arms f16 --arm int8=tls+tcp://gpu1:5555 \\\n"
@@ -316,6 +322,8 @@ typedef struct {
     const char *model, *doc, *corpus, *tokens_file, *arms_list, *ref, *out, *tag, *worker, *dump_rows;
     const char **remote;     /* [n_remote] "NAME=URL" */
     int n_remote;
+    const char **arm_models; /* [n_arm_models] "NAME=FILE" / "NAME:SPEC=FILE" (--arm-model) */
+    int n_arm_models;
     int depths, max_depth, fork_n, per_position, chunk, threads, prefill, max_context;
     int force, quiet, json;
     int cross_score;
@@ -369,7 +377,7 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         {"request-timeout", 1, 0, 'Y'}, {"max-restarts", 1, 0, 'M'}, {"cross-score", 0, 0, 'S'},
         {"sample-temps", 1, 0, 'e'}, {"top-p", 1, 0, 'u'}, {"seed", 1, 0, 'd'}, {"compare-threads", 1, 0, 'W'},
         {"tls-cert", 1, 0, 1001}, {"tls-key", 1, 0, 1002}, {"tls-ca", 1, 0, 1003}, {"launch", 1, 0, 1004},
-        {"launch-listen", 1, 0, 1005}, {"allow-overcommit", 0, 0, 1006}, {0, 0, 0, 0}};
+        {"launch-listen", 1, 0, 1005}, {"allow-overcommit", 0, 0, 1006}, {"arm-model", 1, 0, 'B'}, {0, 0, 0, 0}};
     int c;
     o->depths = 16;
     o->fork_n = 32;
@@ -403,6 +411,13 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
             if (!nr) { errorf("out of memory"); return EXIT_RUNTIME; }
             o->remote = nr;
             o->remote[o->n_remote++] = optarg;
+            break;
+        }
+        case 'B': {
+            const char **nm = realloc(o->arm_models, (size_t)(o->n_arm_models + 1) * sizeof *nm);
+            if (!nm) { errorf("out of memory"); return EXIT_RUNTIME; }
+            o->arm_models = nm;
+            o->arm_models[o->n_arm_models++] = optarg;
             break;
         }
         case 'w': o->worker = optarg; break;
@@ -593,6 +608,7 @@ static int resume_opts(sweep_opts *o, json_t **hdr, char ***rargv, char *out_dir
         return EXIT_RUNTIME;
     }
     free(o->remote);
+    free(o->arm_models);
     memset(o, 0, sizeof *o);
     int rc = parse_sweep_opts((int)n, *rargv, o);
     if (rc) {
@@ -781,8 +797,12 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     install_signals();
 
     /* ---- arms ---- */
-    const char *list = o.arms_list ? o.arms_list : o.n_remote ? NULL : "f16,int8";
+    /* the --model arms (default f16,int8; only f16 beside --arm-model; none beside --arm), the weight
+     * arms, the remote arms */
+    const char *list = o.arms_list ? o.arms_list : o.n_remote ? NULL : o.n_arm_models ? "f16" : "f16,int8";
     if (list && arm_add_local(list, &arms, &n_arms, err, sizeof err)) { errorf("%s", err); ret = EXIT_USAGE; goto done; }
+    for (int i = 0; i < o.n_arm_models; i++)
+        if (arm_add_model(o.arm_models[i], &arms, &n_arms, err, sizeof err)) { errorf("%s", err); ret = EXIT_USAGE; goto done; }
     for (int i = 0; i < o.n_remote; i++)
         if (arm_add_remote(o.remote[i], &arms, &n_arms, err, sizeof err)) { errorf("%s", err); ret = EXIT_USAGE; goto done; }
     if ((ref = arm_resolve_formats(arms, n_arms, o.ref, err, sizeof err)) < 0) { errorf("%s", err); ret = EXIT_USAGE; goto done; }
@@ -798,6 +818,11 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     if (n_local) {
         if (!o.model) { errorf("--model FILE is required (see strata-driver sweep --help)"); ret = EXIT_USAGE; goto done; }
         if (check_model(o.model, err, sizeof err)) { errorf("%s", err); goto done; }
+        for (int i = 0; i < n_arms; i++)
+            if (arms[i].own_model && check_model(arms[i].model, err, sizeof err)) {
+                errorf("--arm-model %s: %s", arms[i].name, err);
+                goto done;
+            }
         if (snprintf(worker, sizeof worker, "%s%s", o.worker ? o.worker : self_dir,
                      o.worker ? "" : "/strata-worker") >= (int)sizeof worker) {
             errorf("the worker's path is too long");
@@ -906,6 +931,7 @@ done:
     free(tokens);
     free(depths);
     free(o.remote);
+    free(o.arm_models);
     json_decref(warnings);
     if (g_stop && ret != EXIT_OK) ret = EXIT_INTERRUPTED;
     return ret;

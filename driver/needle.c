@@ -59,7 +59,8 @@ void needle_usage(FILE *f) {
         "  --gen N             greedy tokens per answer (default 12)\n"
         "haystack (one of; default --corpus kjv): --corpus kjv|self|DIR, --doc FILE (as for sweep)\n"
         "arms (as for sweep): --arms LIST (default f16,int8), --ref NAME (default f16), --arm NAME=URL,\n"
-        "  --threads N, --prefill N, --max-context N, --worker PATH\n"
+        "  --arm-model NAME[:SPEC]=FILE (an arm on its own GGUF with the same tokenizer; without --arms\n"
+        "  the --model arms are just f16), --threads N, --prefill N, --max-context N, --worker PATH\n"
         "output:\n"
         "  --out DIR           results folder (default results/<YYYY-MM-DD-HHMM>-<model>-needle)\n"
         "  --tag T, --force, --quiet, --chunk N (tokens per prefill request, default 1024)\n"
@@ -204,6 +205,8 @@ typedef struct {
     const char *dump_prompts;     /* tests: DIR for every prompt's token ids */
     const char **remote;          /* [n_remote] "NAME=URL" (malloc'd array, borrowed strings) */
     int n_remote;
+    const char **arm_models;      /* [n_arm_models] "NAME[:SPEC]=FILE" (--arm-model; as remote) */
+    int n_arm_models;
     int lengths[MAX_LIST], n_lengths;
     int positions[MAX_LIST], n_positions;
     int keys, trials, gen, chunk, threads, prefill, max_context;
@@ -244,7 +247,7 @@ static int parse_opts(int argc, char **argv, needle_opts *o, int *explicit_run_o
         {"gen", 1, 0, 'G'}, {"chunk", 1, 0, 'c'}, {"threads", 1, 0, 't'}, {"prefill", 1, 0, 'p'},
         {"max-context", 1, 0, 'X'}, {"worker", 1, 0, 'w'}, {"out", 1, 0, 'o'}, {"tag", 1, 0, 'g'},
         {"force", 0, 0, 'F'}, {"quiet", 0, 0, 'q'}, {"resume", 1, 0, 'R'}, {"dump-prompts", 1, 0, 'U'}, {"help", 0, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"arm-model", 1, 0, 'B'}, {0, 0, 0, 0}};
     int c;
     long v;
     *explicit_run_opts = 0;
@@ -262,6 +265,13 @@ static int parse_opts(int argc, char **argv, needle_opts *o, int *explicit_run_o
             if (!nr) { errorf("out of memory"); return EXIT_RUNTIME; }
             o->remote = nr;
             o->remote[o->n_remote++] = optarg;
+            break;
+        }
+        case 'B': {
+            const char **nm = realloc(o->arm_models, (size_t)(o->n_arm_models + 1) * sizeof *nm);
+            if (!nm) { errorf("out of memory"); return EXIT_RUNTIME; }
+            o->arm_models = nm;
+            o->arm_models[o->n_arm_models++] = optarg;
             break;
         }
         case 'L': if (parse_list("--lengths", optarg, 16, 1 << 22, o->lengths, &o->n_lengths)) return EXIT_USAGE; break;
@@ -350,6 +360,14 @@ static int opts_from_meta(json_t *meta, needle_opts *o, char *err, size_t errlen
             if (json_is_string(json_array_get(rem, i)))
                 o->remote[o->n_remote++] = json_string_value(json_array_get(rem, i));
     }
+    json_t *am = json_object_get(op, "arm_models");
+    if (json_is_array(am) && json_array_size(am)) {
+        if (!(o->arm_models = calloc(json_array_size(am), sizeof *o->arm_models)))
+            return errmsg_set(err, errlen, -1, "out of memory");
+        for (size_t i = 0; i < json_array_size(am); i++)
+            if (json_is_string(json_array_get(am, i)))
+                o->arm_models[o->n_arm_models++] = json_string_value(json_array_get(am, i));
+    }
 #undef OSTR
 #undef OINT
     return 0;
@@ -363,6 +381,11 @@ static json_t *opts_to_json(const needle_opts *o) {
     json_object_set_new(j, "model", json_string(o->model));
     json_object_set_new(j, "arms", o->arms_list ? json_string(o->arms_list) : json_null());
     json_object_set_new(j, "remote", rem);
+    if (o->n_arm_models) {
+        json_t *am = json_array();
+        for (int i = 0; i < o->n_arm_models; i++) json_array_append_new(am, json_string(o->arm_models[i]));
+        json_object_set_new(j, "arm_models", am);
+    }
     json_object_set_new(j, "ref", json_string(o->ref));
     json_object_set_new(j, "lengths", L);
     json_object_set_new(j, "positions", P);
@@ -803,6 +826,11 @@ static int write_meta(const nmeta *M, const arm *arms, int n, int ref, int cells
         json_object_set_new(ja, "kv_bytes_per_token", json_integer((json_int_t)a->hello.kv_bytes_per_token));
         json_object_set_new(ja, "url", json_string(a->url));
         json_object_set_new(ja, "remote", json_boolean(a->remote));
+        json_object_set_new(ja, "weight_arm", json_boolean(a->own_model));
+        json_object_set_new(ja, "model", json_pack("{s:o,s:s,s:s,s:i}", "path",
+                                                   a->model[0] ? json_string(a->model) : json_null(),
+                                                   "sha256", a->hello.model_sha256, "arch", a->hello.arch,
+                                                   "n_layer", (json_int_t)a->hello.n_layer));
         json_object_set_new(ja, "device", json_string(a->hello.device));
         json_object_set_new(ja, "threads", json_integer(a->hello.threads));
         if (M->have_stats && M->have_stats[i]) {
@@ -1209,7 +1237,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     opts_defaults(&cli);
 
     int prc = parse_opts(argc, argv, &cli, &explicit_opts);
-    if (prc) { ret = prc < 0 ? EXIT_OK : prc; free(cli.remote); json_decref(warnings); return ret; }
+    if (prc) { ret = prc < 0 ? EXIT_OK : prc; free(cli.remote); free(cli.arm_models); json_decref(warnings); return ret; }
     o = cli;
     if (cli.resume) {
         char mp[PATH_MAX + 16];
@@ -1231,6 +1259,8 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
         o.resume = cli.resume;
         free(cli.remote);
         cli.remote = NULL;
+        free(cli.arm_models);
+        cli.arm_models = NULL;
         if (opts_from_meta(resume_meta, &o, err, sizeof err)) { errorf("--resume: %s", err); goto done; }
         snprintf(out_dir, sizeof out_dir, "%s", cli.resume);
         const char *tg = json_string_value(json_object_get(resume_meta, "tag"));
@@ -1246,9 +1276,17 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     if (!o.model) { errorf("--model FILE is required (the prompts are built with its tokenizer)"); ret = EXIT_USAGE; goto done; }
 
     /* ---- arms ---- */
-    const char *list = o.arms_list ? o.arms_list : o.n_remote ? NULL : "f16,int8";
+    const char *list = o.arms_list ? o.arms_list : o.n_remote ? NULL : o.n_arm_models ? "f16" : "f16,int8";
     if (!o.arms_list && list) o.arms_list = list;
     if (list && arm_add_local(list, &arms, &n_arms, err, sizeof err)) { errorf("%s", err); ret = EXIT_USAGE; goto done; }
+    for (int i = 0; i < o.n_arm_models; i++) {
+        if (arm_add_model(o.arm_models[i], &arms, &n_arms, err, sizeof err)) { errorf("%s", err); ret = EXIT_USAGE; goto done; }
+        const arm *am = &arms[n_arms - 1];
+        if (access(am->model, R_OK)) {
+            errorf("--arm-model %s: cannot read %s: %s", am->name, am->model, strerror(errno));
+            goto done;
+        }
+    }
     for (int i = 0; i < o.n_remote; i++)
         if (arm_add_remote(o.remote[i], &arms, &n_arms, err, sizeof err)) { errorf("%s", err); ret = EXIT_USAGE; goto done; }
     if ((ref = arm_resolve_formats(arms, n_arms, o.ref, err, sizeof err)) < 0) { errorf("%s", err); ret = EXIT_USAGE; goto done; }
@@ -1456,7 +1494,8 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
         for (int j = 0; j < i && R.twin[i] < 0; j++) {
             const proto_hello_rep *b = &arms[j].hello;
             if (!strcmp(a->kv_k, b->kv_k) && !strcmp(a->kv_v, b->kv_v) && !strcmp(a->device, b->device) &&
-                !strcmp(a->engine, b->engine) && !strcmp(a->git, b->git))
+                !strcmp(a->engine, b->engine) && !strcmp(a->git, b->git) &&
+                !strcmp(a->model_sha256, b->model_sha256))
                 R.twin[i] = j;
         }
     }
@@ -1608,6 +1647,8 @@ done:
     doc_free(&doc);
     if (o.remote != cli.remote) free(o.remote);
     free(cli.remote);
+    if (o.arm_models != cli.arm_models) free(o.arm_models);
+    free(cli.arm_models);
     json_decref(resume_meta);
     json_decref(warnings);
     if (*stop && ret != EXIT_OK) ret = EXIT_INTERRUPTED;

@@ -63,9 +63,18 @@ static void readme_setup(FILE *o, const report_results *R, const report_analysis
         const report_arm *a = &R->arms[i];
         fprintf(o, "| %s | %s | %s | ", a->name, a->kv_k, a->kv_v);
         md_num_or_unknown(o, a->kv_bytes, "");
-        fprintf(o, " | %s%s%s |\n", report_arm_role(R, i), a->base >= 0 ? " of " : "",
+        fprintf(o, " | %s%s%s", report_arm_role(R, i), a->base >= 0 ? " of " : "",
                 a->base >= 0 ? R->arms[a->base].name : "");
+        if (a->weight_arm) fprintf(o, "; own weights `%s`", a->model_file[0] ? a->model_file : "?");
+        fprintf(o, " |\n");
     }
+    int n_weight = 0;
+    for (int i = 0; i < R->n_arms; i++) n_weight += R->arms[i].weight_arm;
+    if (n_weight)
+        fprintf(o, "\nThe arm%s marked \"own weights\" ran %s own model file (`--arm-model`, same tokenizer and "
+                "vocabulary): %s from the reference in weights, not only in KV, so %s divergences measure the "
+                "weights' quantisation as well as the cache's.\n", n_weight > 1 ? "s" : "", n_weight > 1 ? "their" : "its",
+                n_weight > 1 ? "they differ" : "it differs", n_weight > 1 ? "their" : "its");
     fprintf(o, "\n");
 }
 

@@ -28,7 +28,8 @@ static void formats_label(const report_arm *a, char *buf, size_t len) {
 }
 
 /* The label of arm i: its formats; a repeat adds its "#k" suffix ("fp16#2"); otherwise the
- * arm's name is added when another arm shares the formats ("int8 (int8_gpu)"). */
+ * arm's name is added when another arm shares the formats ("int8 (int8_gpu)") or the arm runs its
+ * own model file ("K:int8,V:f16 (q8)"). */
 static void arm_label(const report_results *R, int i, char *buf, size_t len) {
     char mine[2 * REPORT_NAME_MAX + 16], other[2 * REPORT_NAME_MAX + 16];
     formats_label(&R->arms[i], mine, sizeof mine);
@@ -42,7 +43,7 @@ static void arm_label(const report_results *R, int i, char *buf, size_t len) {
         formats_label(&R->arms[j], other, sizeof other);
         if (!strcmp(mine, other)) shared = 1;
     }
-    if (shared && !R->arms[i].is_ref) snprintf(buf, len, "%s (%s)", mine, R->arms[i].name);
+    if ((shared || R->arms[i].weight_arm) && !R->arms[i].is_ref) snprintf(buf, len, "%s (%s)", mine, R->arms[i].name);
     else snprintf(buf, len, "%s", mine);
 }
 

@@ -38,6 +38,8 @@ typedef struct {
     double kv_bytes;   /* kv_bytes_per_token, NAN when absent */
     int is_ref, is_floor;
     int base;          /* the arm this one repeats ("f16#2" -> index of "f16"), or -1 */
+    int weight_arm;    /* 1: it ran its own model file (--arm-model; meta.json "weight_arm") */
+    char model_file[256];  /* then that file's last path component (meta.json arms[i].model.path) */
 } report_arm;
 
 #define REPORT_MAX_REASONS 8

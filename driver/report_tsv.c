@@ -258,6 +258,12 @@ static int load_meta(const char *dir, report_results *R, char *err, size_t errle
         snprintf(A->kv_v, sizeof A->kv_v, "%s", v);
         A->kv_bytes = jnum(a, "kv_bytes_per_token");
         A->base = -1;
+        A->weight_arm = json_is_true(json_object_get(a, "weight_arm"));
+        const char *mp = json_string_value(json_object_get(json_object_get(a, "model"), "path"));
+        if (A->weight_arm && mp) {
+            const char *sl = strrchr(mp, '/');
+            snprintf(A->model_file, sizeof A->model_file, "%s", sl ? sl + 1 : mp);
+        }
     }
     const char *ref = jstr(m, "ref");
     R->ref = report_find_arm(R, ref);

@@ -289,6 +289,12 @@ static int write_meta(sweep_state *st, const char *status, int complete, char *e
         json_object_set_new(ja, "kv_bytes_per_token", json_integer((json_int_t)a->hello.kv_bytes_per_token));
         json_object_set_new(ja, "url", json_string(a->url));
         json_object_set_new(ja, "remote", json_boolean(a->remote));
+        /* the arm's own model: a weight arm (--arm-model) runs another file than "model" above */
+        json_object_set_new(ja, "weight_arm", json_boolean(a->own_model));
+        json_object_set_new(ja, "model", json_pack("{s:o,s:s,s:s,s:i}", "path",
+                                                   a->model[0] ? json_string(a->model) : json_null(),
+                                                   "sha256", a->hello.model_sha256, "arch", a->hello.arch,
+                                                   "n_layer", (json_int_t)a->hello.n_layer));
         json_object_set_new(ja, "device", json_string(a->hello.device));
         /* device is BACKEND-ISA (docs/DESIGN.md §1.4): both parts on their own for readers */
         const char *isa = strchr(a->hello.device, '-');
@@ -873,7 +879,8 @@ static int sync_arms(sweep_state *st, char *err, size_t errlen) {
  * Per-position and per-depth measurements
  * ========================================================================================== */
 
-/* twin[i] = the first arm j < i with the same configuration, or -1 */
+/* twin[i] = the first arm j < i with the same configuration (formats, device, engine, model file's
+ * sha256), or -1 */
 static void find_twins(const arm *arms, int n, int *twin) {
     for (int i = 0; i < n; i++) {
         twin[i] = -1;
@@ -881,7 +888,8 @@ static void find_twins(const arm *arms, int n, int *twin) {
         for (int j = 0; j < i && twin[i] < 0; j++) {
             const proto_hello_rep *b = &arms[j].hello;
             if (!strcmp(a->kv_k, b->kv_k) && !strcmp(a->kv_v, b->kv_v) && !strcmp(a->device, b->device) &&
-                !strcmp(a->engine, b->engine) && !strcmp(a->git, b->git))
+                !strcmp(a->engine, b->engine) && !strcmp(a->git, b->git) &&
+                !strcmp(a->model_sha256, b->model_sha256))   /* a weight arm is another configuration */
                 twin[i] = j;
         }
     }

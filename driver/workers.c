@@ -2,6 +2,7 @@
 #include "driver/workers.h"
 
 #include <stdio.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,6 +15,28 @@ double workers_now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Sets each local arm's mem_other: the sizes of the distinct model files (by device and inode) the
+ * other local arms run, which its worker's memory check adds to its own weights (their page cache
+ * is not shared with its file). 0 for all when every local arm runs the same file. */
+static void other_weights(arm *arms, int n) {
+    for (int i = 0; i < n; i++) {
+        struct stat si;
+        arms[i].mem_other = 0;
+        if (arms[i].remote || stat(arms[i].model, &si)) continue;
+        for (int j = 0; j < n; j++) {
+            struct stat sj;
+            if (arms[j].remote || stat(arms[j].model, &sj) || (sj.st_dev == si.st_dev && sj.st_ino == si.st_ino))
+                continue;
+            int seen = 0;   /* a file already counted for an earlier arm j' */
+            for (int k = 0; k < j && !seen; k++) {
+                struct stat sk;
+                seen = !arms[k].remote && !stat(arms[k].model, &sk) && sk.st_dev == sj.st_dev && sk.st_ino == sj.st_ino;
+            }
+            if (!seen) arms[i].mem_other += (uint64_t)sj.st_size;
+        }
+    }
+}
+
 int workers_start(arm *arms, int n, const workers_opts *o, const volatile sig_atomic_t *stop, char *tmpdir,
                   size_t tmplen, int *tmp_lock, arm_launch *launch, json_t *warnings, char *err, size_t errlen) {
     int n_local = 0;
@@ -24,6 +47,9 @@ int workers_start(arm *arms, int n, const workers_opts *o, const volatile sig_at
         arm_launch l = { o->worker, o->model, o->threads, o->prefill, o->max_context, tmpdir, n_local };
         if (!l.threads) l.threads = cores / n_local > 1 ? (int)(cores / n_local) : 1;
         if (launch) *launch = l;
+        for (int i = 0; i < n; i++)   /* every local arm knows its file: the run's, or its own (--arm-model) */
+            if (!arms[i].remote && !arms[i].model[0]) snprintf(arms[i].model, sizeof arms[i].model, "%s", o->model);
+        other_weights(arms, n);
         for (int i = 0; i < n; i++)
             if (!arms[i].remote && arm_spawn(&arms[i], i, &l, err, errlen)) return WORKERS_ERROR;
         if (!o->quiet)
@@ -42,7 +68,10 @@ int workers_start(arm *arms, int n, const workers_opts *o, const volatile sig_at
         if (!(nl = strchr(line, '\n'))) break;
         *nl = 0;
         fprintf(stderr, "strata-driver: note: %s\n", line);
-        if (warnings) json_array_append_new(warnings, json_string(line));
+        int seen = 0;   /* a resumed run restored its warnings already */
+        for (size_t k = 0; warnings && k < json_array_size(warnings) && !seen; k++)
+            seen = json_is_string(json_array_get(warnings, k)) && !strcmp(json_string_value(json_array_get(warnings, k)), line);
+        if (warnings && !seen) json_array_append_new(warnings, json_string(line));
     }
     return WORKERS_OK;
 }

@@ -1,7 +1,8 @@
 /* workers.h — bringing up the arms of a run, the same way for `sweep` and `needle`
  * (docs/DESIGN.md §1.3–§1.4): a private temp dir (arm_tmpdir_create) when any arm is local, every
  * local worker spawned (arm_spawn), every arm dialled (arm_connect) and the handshake checked
- * (arm_check_handshake), its notes printed and added to the run's warnings.
+ * (arm_check_handshake), its notes printed and added to the run's warnings (once: not again when
+ * a resumed run restored them).
  * Also the one monotonic clock the driver's progress and timing lines use.
  */
 #ifndef STRATA_WORKERS_H

@@ -425,7 +425,7 @@ static void test_memcheck(void) {
     e = NULL;
     CHECK(rc != 0 && strstr(err, "640.0 GiB"), "engine_create at 2^30 tokens: refused (%s)", err);
     cfg.n_ctx = 1 << 16;
-    engine_mem_opts opts = { 1000000, 0 };   /* a million arms of 40 MiB each */
+    engine_mem_opts opts = { 1000000, 0, 0 };   /* a million arms of 40 MiB each */
     err[0] = 0;
     rc = engine_create_mem(&cfg, &opts, &e, err, sizeof err, warn, sizeof warn);
     engine_free(e);

@@ -134,6 +134,33 @@ static void test_specs(void) {
     CHECK(arm_add_remote("=tcp://h:1", &arms, &n, err, sizeof err) == ARM_E_SPEC, "--arm without a name is refused");
     CHECK(arm_add_remote("x=http://h:1", &arms, &n, err, sizeof err) == ARM_E_SPEC, "--arm with an http URL is refused");
     free(arms);
+    arms = NULL;
+    n = 0;
+    /* weight arms (--arm-model) */
+    CHECK(arm_add_local("f16,int8", &arms, &n, err, sizeof err) == 0 &&
+          arm_add_model("q8=m/q8=x:y.gguf", &arms, &n, err, sizeof err) == 0 &&
+          arm_add_model("q4:k:int8=q4.gguf", &arms, &n, err, sizeof err) == 0 &&
+          arm_add_model("f16=f.gguf", &arms, &n, err, sizeof err) == 0 && n == 5 &&
+          !strcmp(arms[2].name, "q8") && !strcmp(arms[2].model, "m/q8=x:y.gguf") && arms[2].own_model &&
+          !arms[2].spec[0] && !strcmp(arms[3].spec, "k:int8") && !strcmp(arms[4].name, "f16#2"),
+          "--arm-model NAME=FILE (FILE after the first '='), NAME:SPEC=FILE, a repeated name -> #2");
+    CHECK(arm_resolve_formats(arms, n, "f16", err, sizeof err) == 0 && !strcmp(arms[2].kv_k, "f16") &&
+          !strcmp(arms[2].kv_v, "f16") && !strcmp(arms[3].kv_k, "int8") && !strcmp(arms[3].kv_v, "f16") &&
+          !strcmp(arms[4].kv_k, "f16"), "weight arms: the reference's formats, or SPEC's against the reference (%s)", err);
+    CHECK(arm_resolve_formats(arms, n, "int8", err, sizeof err) == 1 && !strcmp(arms[2].kv_k, "int8"),
+          "a weight arm without SPEC follows the reference (int8)");
+    CHECK(arm_resolve_formats(arms, n, "q8", err, sizeof err) < 0 && strstr(err, "runs its own model"),
+          "a weight arm without SPEC cannot be the reference (%s)", err);
+    CHECK(arm_resolve_formats(arms, n, "q4", err, sizeof err) < 0, "nor can one with a k: SPEC");
+    CHECK(arm_add_model("q8", &arms, &n, err, sizeof err) == ARM_E_SPEC && strstr(err, "NAME=FILE"),
+          "--arm-model without '=' is refused");
+    CHECK(arm_add_model("q8=", &arms, &n, err, sizeof err) == ARM_E_SPEC, "--arm-model without a file is refused");
+    CHECK(arm_add_model("=f.gguf", &arms, &n, err, sizeof err) == ARM_E_SPEC, "--arm-model without a name is refused");
+    CHECK(arm_add_model("q 8=f.gguf", &arms, &n, err, sizeof err) == ARM_E_SPEC, "a space in the name is refused");
+    CHECK(arm_add_model("q8:int9=f.gguf", &arms, &n, err, sizeof err) == ARM_E_SPEC && strstr(err, "int9"),
+          "an unknown format in SPEC is refused (%s)", err);
+    CHECK(n == 5, "refused --arm-model arguments add no arm");
+    free(arms);
 }
 
 /* ---- the handshake check ------------------------------------------------------------------- */
@@ -194,6 +221,38 @@ static void test_handshake(void) {
     notes[0] = 0;
     CHECK(arm_check_handshake(a, 3, NULL, notes, sizeof notes, err, sizeof err) == 0 && strstr(notes, "remote arm int8"),
           "a remote worker whose name disagrees with its formats gets a note");
+
+    /* a weight arm: the same tokenizer, vocabulary and BOS; the model may differ */
+    make_arm(&a[0], "f16", "f16", "f16");
+    make_arm(&a[1], "int8", "int8", "int8");
+    make_arm(&a[2], "q8", "f16", "f16");
+    a[2].own_model = 1;
+    snprintf(a[2].model, sizeof a[2].model, "m/q8.gguf");
+    a[2].hello.model_sha256[0] = 'e';
+    snprintf(a[2].hello.arch, sizeof a[2].hello.arch, "qwen2");
+    a[2].hello.n_layer = 7;
+    notes[0] = 0;
+    CHECK(arm_check_handshake(a, 3, NULL, notes, sizeof notes, err, sizeof err) == 0 &&
+          strstr(notes, "arm q8 runs its own model m/q8.gguf") && strstr(notes, "differ in weights"),
+          "a weight arm with another sha256, arch and n_layer passes, with a note (%s)", notes);
+    static const char *const tok_fields[3] = { "tokenizer_hash", "n_vocab", "bos" };
+    for (int f = 0; f < 3; f++) {
+        if (f == 0) snprintf(a[2].hello.tokenizer_hash, sizeof a[2].hello.tokenizer_hash, "x");
+        if (f == 1) a[2].hello.n_vocab = 513;
+        if (f == 2) a[2].hello.bos = 2;
+        err[0] = 0;
+        CHECK(arm_check_handshake(a, 3, NULL, notes, sizeof notes, err, sizeof err) == ARM_E_MISMATCH &&
+              strstr(err, "same tokenizer") && strstr(err, tok_fields[f]) && strstr(err, " q8="),
+              "a weight arm with another %s is refused, naming it (%s)", tok_fields[f], err);
+        snprintf(a[2].hello.tokenizer_hash, sizeof a[2].hello.tokenizer_hash, "%064d", 9);
+        a[2].hello.n_vocab = 512;
+        a[2].hello.bos = 1;
+    }
+    a[1].hello.model_sha256[0] = 'f';
+    err[0] = 0;
+    CHECK(arm_check_handshake(a, 3, NULL, notes, sizeof notes, err, sizeof err) == ARM_E_MISMATCH &&
+          strstr(err, "model_sha256") && !strstr(err, "q8="),
+          "beside a weight arm, the other arms must still share one model (%s)", err);
 }
 
 /* ---- --garbage URL: a worker answers malformed messages with errors and keeps serving ---------- */

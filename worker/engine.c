@@ -99,7 +99,7 @@ typedef struct {
 static int mem_check(void *vctx, const backend_need *bn, char *err, size_t errlen) {
     const mem_ctx *x = vctx;
     const model *m = x->e->m;
-    engine_mem_need need = { bn->kv_bytes_per_token, x->e->n_ctx, m->g->size,
+    engine_mem_need need = { bn->kv_bytes_per_token, x->e->n_ctx, m->g->size + x->mem->other_weights,
                              bn->scratch_bytes + 4 * 3ull * (uint64_t)m->n_vocab, x->mem->arms };
     engine_mem_env env;
     engine_mem_env_read(&env);
@@ -140,7 +140,7 @@ done:
 const char *engine_kv_name(const engine *e, int v) { return e->kv_name[v ? 1 : 0]; }
 
 int engine_create(const engine_config *cfg, engine **out, char *err, size_t errlen, char *warn, size_t warnlen) {
-    engine_mem_opts mem = { 1, 0 };
+    engine_mem_opts mem = { 1, 0, 0 };
     return engine_create_mix(cfg, NULL, NULL, &mem, out, err, errlen, warn, warnlen);
 }
 

@@ -32,6 +32,8 @@ typedef struct {
     int arms;             /* workers of this size that will run at once (the check counts their
                            * caches; the weights' page cache is shared); <= 1: this one alone */
     int allow_overcommit; /* 1: skip the MemAvailable check (not RLIMIT_AS: a reservation past it fails) */
+    uint64_t other_weights; /* bytes of other model files the other workers map (weight arms, the
+                             * driver's --arm-model): counted with this worker's own weights */
 } engine_mem_opts;
 
 typedef struct {

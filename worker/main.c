@@ -47,6 +47,8 @@ static void usage(FILE *f) {
         "  --threads N         threads (default 2)\n"
         "  --mem-arms N        the memory check counts N workers like this one (default 1; the driver\n"
         "                      passes its number of local arms)\n"
+        "  --mem-other-weights B  the memory check also counts B bytes of other models' weights (the\n"
+        "                      driver passes the other files' sizes when arms run different models)\n"
         "  --allow-overcommit  start even when the KV cache at full context (x arms) plus the weights\n"
         "                      exceeds MemAvailable (the cache is committed as it fills; the check is\n"
         "                      about what it will need). RLIMIT_AS is still enforced\n"
@@ -510,7 +512,7 @@ done:
 int main(int argc, char **argv) {
     engine_config cfg = { NULL, KV_F16, KV_F16, 2, 512, 0 };
     const char *kv_k_mix = NULL, *kv_v_mix = NULL;   /* per-layer formats, when given */
-    engine_mem_opts mem = { 1, 0 };
+    engine_mem_opts mem = { 1, 0, 0 };
     const char *tokens_file = NULL, *prompt = NULL, *dump = NULL, *listen = NULL;
     serve_opts so;
     memset(&so, 0, sizeof so);
@@ -527,6 +529,7 @@ int main(int argc, char **argv) {
         {"mem-arms", 1, 0, 'A'}, {"allow-overcommit", 0, 0, 'O'}, {"tls-cert", 1, 0, 'C'},
         {"tls-key", 1, 0, 'Y'}, {"tls-ca", 1, 0, 'R'}, {"allow-plain-tcp", 0, 0, 'L'},
         {"exit-on-stdin-eof", 0, 0, 'E'},
+        {"mem-other-weights", 1, 0, 'W'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
@@ -567,6 +570,17 @@ int main(int argc, char **argv) {
         case 'R': so.tls.ca = optarg; break;
         case 'L': so.allow_plain = 1; break;
         case 'E': so.exit_on_eof = 1; break;
+        case 'W': {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (errno || end == optarg || *end || optarg[0] == '-') {
+                fprintf(stderr, "strata-worker: --mem-other-weights '%s': give a number of bytes\n", optarg);
+                return 2;
+            }
+            mem.other_weights = (uint64_t)v;
+            break;
+        }
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
