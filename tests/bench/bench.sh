@@ -7,7 +7,8 @@
 #      f16 and q8_0, its closest 8-bit format), 2 threads, as ratios strata / llama.cpp.
 #   2. attention alone at 8K: every KV format against f16 (tests/bench/bench_attn.c).
 #   3. the sweep's overhead: wall time of a one-pass sweep / (one max-depth prefill + 16 fork probes).
-#   4. per-position streaming: rows/s and GB/s through the driver.
+#   4. per-position streaming: rows/s and GB/s through the driver; the comparison alone per position,
+#      SmolLM2's and Gemma 3's vocabulary (tests/bench/bench_compare.c).
 #   5. weight types: dequantisation and decode dot values/s per type, 1 thread (tests/bench/bench_quant.c).
 # BENCH_QUICK=1 skips llama.cpp and the 8K lengths.
 set -euo pipefail
@@ -98,6 +99,7 @@ t0=$(date +%s.%N)
 t1=$(date +%s.%N)
 awk -v w="$(awk -v a=$t1 -v b=$t0 'BEGIN{print a-b}')" -v n=$DEPTH 'BEGIN{rows=2*n; gb=rows*49152*4/1e9; printf "  %d rows of 49152 logits from 2 arms in %.1f s: %.0f rows/s, %.2f GB/s (engine time included)\n", rows, w, rows/w, gb/w}'
 echo "  driver peak RSS: $(grep -o "\"driver_peak_rss\": *[0-9]*" "$TMP/pp/meta.json" || echo unknown)"
+"$BUILD/bench/bench_compare"
 
 # 5. weight types
 echo
