@@ -29,6 +29,7 @@
 #include <openssl/evp.h>
 
 #include "driver/arm.h"
+#include "driver/cli.h"
 #include "driver/document.h"
 #include "driver/journal.h"
 #include "driver/needle.h"
@@ -176,28 +177,6 @@ static void usage_compare(FILE *f) {
 /* ============================================================================================
  * Small helpers
  * ========================================================================================== */
-
-static void errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void errorf(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "strata-driver: error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-}
-
-static int parse_int(const char *opt, const char *s, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi) {
-        errorf("%s needs an integer in [%ld, %ld], got '%s'", opt, lo, hi, s);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
 
 /* argv as one shell-quoted line (malloc'd, caller frees; NULL when out of memory). */
 static char *shell_join(int argc, char **argv) {
@@ -349,14 +328,14 @@ static int parse_temps(const char *list, sweep_opts *o) {
         errno = 0;
         double t = strtod(p, &end);
         if (errno || end == p || (*end && *end != ',') || !(t >= 0 && t <= 100)) {
-            errorf("--sample-temps '%s': give comma-separated temperatures in [0, 100]", list);
+            cli_errorf("--sample-temps '%s': give comma-separated temperatures in [0, 100]", list);
             return -1;
         }
         for (int j = 0; j < o->n_sample_temps; j++)
-            if (o->sample_temps[j] == t) { errorf("--sample-temps '%s': %g appears twice", list, t); return -1; }
+            if (o->sample_temps[j] == t) { cli_errorf("--sample-temps '%s': %g appears twice", list, t); return -1; }
         if (t > 0) {
             if (o->n_sample_temps == SWEEP_MAX_TEMPS) {
-                errorf("--sample-temps '%s': at most %d temperatures", list, SWEEP_MAX_TEMPS);
+                cli_errorf("--sample-temps '%s': at most %d temperatures", list, SWEEP_MAX_TEMPS);
                 return -1;
             }
             o->sample_temps[o->n_sample_temps++] = t;
@@ -396,26 +375,26 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         case 'T': o->tokens_file = optarg; break;
         case 'a': o->arms_list = optarg; break;
         case 'r': o->ref = optarg; break;
-        case 'k': if (parse_int("--depths", optarg, 1, 100000, &o->depths)) return EXIT_USAGE; break;
-        case 'x': if (parse_int("--max-depth", optarg, 1, INT32_MAX / 2, &o->max_depth)) return EXIT_USAGE; break;
-        case 'f': if (parse_int("--fork", optarg, 1, 1 << 16, &o->fork_n)) return EXIT_USAGE; break;
+        case 'k': if (cli_parse_int("--depths", optarg, 1, 100000, &o->depths)) return EXIT_USAGE; break;
+        case 'x': if (cli_parse_int("--max-depth", optarg, 1, INT32_MAX / 2, &o->max_depth)) return EXIT_USAGE; break;
+        case 'f': if (cli_parse_int("--fork", optarg, 1, 1 << 16, &o->fork_n)) return EXIT_USAGE; break;
         case 'P': o->per_position = 1; break;
-        case 'c': if (parse_int("--chunk", optarg, 1, 1 << 20, &o->chunk)) return EXIT_USAGE; break;
-        case 't': if (parse_int("--threads", optarg, 1, 1024, &o->threads)) return EXIT_USAGE; break;
-        case 'p': if (parse_int("--prefill", optarg, 1, 1 << 16, &o->prefill)) return EXIT_USAGE; break;
-        case 'X': if (parse_int("--max-context", optarg, 1, 1 << 22, &o->max_context)) return EXIT_USAGE; break;
+        case 'c': if (cli_parse_int("--chunk", optarg, 1, 1 << 20, &o->chunk)) return EXIT_USAGE; break;
+        case 't': if (cli_parse_int("--threads", optarg, 1, 1024, &o->threads)) return EXIT_USAGE; break;
+        case 'p': if (cli_parse_int("--prefill", optarg, 1, 1 << 16, &o->prefill)) return EXIT_USAGE; break;
+        case 'X': if (cli_parse_int("--max-context", optarg, 1, 1 << 22, &o->max_context)) return EXIT_USAGE; break;
         case 'o': o->out = optarg; break;
         case 'g': o->tag = optarg; break;
         case 'A': {
             const char **nr = realloc(o->remote, (size_t)(o->n_remote + 1) * sizeof *nr);
-            if (!nr) { errorf("out of memory"); return EXIT_RUNTIME; }
+            if (!nr) { cli_errorf("out of memory"); return EXIT_RUNTIME; }
             o->remote = nr;
             o->remote[o->n_remote++] = optarg;
             break;
         }
         case 'B': {
             const char **nm = realloc(o->arm_models, (size_t)(o->n_arm_models + 1) * sizeof *nm);
-            if (!nm) { errorf("out of memory"); return EXIT_RUNTIME; }
+            if (!nm) { cli_errorf("out of memory"); return EXIT_RUNTIME; }
             o->arm_models = nm;
             o->arm_models[o->n_arm_models++] = optarg;
             break;
@@ -426,9 +405,9 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         case 'j': o->json = 1; break;
         case 'R': o->dump_rows = optarg; break;
         case 'Z': o->resume = optarg; break;
-        case 'Y': if (parse_int("--request-timeout", optarg, 1, 7 * 86400, &o->request_timeout_s)) return EXIT_USAGE; break;
-        case 'M': if (parse_int("--max-restarts", optarg, 0, 1000, &o->max_restarts)) return EXIT_USAGE; break;
-        case 'W': if (parse_int("--compare-threads", optarg, 1, SWEEP_COMPARE_THREADS_MAX, &o->compare_threads)) return EXIT_USAGE; break;
+        case 'Y': if (cli_parse_int("--request-timeout", optarg, 1, 7 * 86400, &o->request_timeout_s)) return EXIT_USAGE; break;
+        case 'M': if (cli_parse_int("--max-restarts", optarg, 0, 1000, &o->max_restarts)) return EXIT_USAGE; break;
+        case 'W': if (cli_parse_int("--compare-threads", optarg, 1, SWEEP_COMPARE_THREADS_MAX, &o->compare_threads)) return EXIT_USAGE; break;
         case 'S': o->cross_score = 1; break;
         case 'e': if (parse_temps(optarg, o)) return EXIT_USAGE; break;
         case 'u': {
@@ -436,7 +415,7 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
             errno = 0;
             o->top_p = strtod(optarg, &end);
             if (errno || end == optarg || *end || !(o->top_p > 0 && o->top_p <= 1)) {
-                errorf("--top-p '%s': give a number in (0, 1]", optarg);
+                cli_errorf("--top-p '%s': give a number in (0, 1]", optarg);
                 return EXIT_USAGE;
             }
             break;
@@ -446,7 +425,7 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
             errno = 0;
             unsigned long long v = strtoull(optarg, &end, 10);
             if (errno || end == optarg || *end || optarg[0] == '-') {
-                errorf("--seed '%s': give an unsigned integer", optarg);
+                cli_errorf("--seed '%s': give an unsigned integer", optarg);
                 return EXIT_USAGE;
             }
             o->seed = (uint64_t)v;
@@ -462,24 +441,24 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         default: usage_sweep(stderr); return EXIT_USAGE;
         }
     }
-    if (optind < argc) { errorf("unexpected argument '%s' (see strata-driver sweep --help)", argv[optind]); return EXIT_USAGE; }
+    if (optind < argc) { cli_errorf("unexpected argument '%s' (see strata-driver sweep --help)", argv[optind]); return EXIT_USAGE; }
     if (!!o->doc + !!o->corpus + !!o->tokens_file > 1) {
-        errorf("give at most one of --doc, --corpus, --tokens-file");
+        cli_errorf("give at most one of --doc, --corpus, --tokens-file");
         return EXIT_USAGE;
     }
-    if (o->corpus && !o->corpus[0]) { errorf("--corpus is empty: kjv, self or a folder"); return EXIT_USAGE; }
+    if (o->corpus && !o->corpus[0]) { cli_errorf("--corpus is empty: kjv, self or a folder"); return EXIT_USAGE; }
     int n_tls = !!o->tls_cert + !!o->tls_key + !!o->tls_ca;
-    if (n_tls && n_tls != 3) { errorf("TLS needs all three of --tls-cert, --tls-key and --tls-ca"); return EXIT_USAGE; }
+    if (n_tls && n_tls != 3) { cli_errorf("TLS needs all three of --tls-cert, --tls-key and --tls-ca"); return EXIT_USAGE; }
     char e2[512];
-    if (o->launch && arm_launch_check(o->launch, e2, sizeof e2)) { errorf("%s", e2); return EXIT_USAGE; }
-    if (o->launch_listen && !o->launch) { errorf("--launch-listen goes with --launch"); return EXIT_USAGE; }
+    if (o->launch && arm_launch_check(o->launch, e2, sizeof e2)) { cli_errorf("%s", e2); return EXIT_USAGE; }
+    if (o->launch_listen && !o->launch) { cli_errorf("--launch-listen goes with --launch"); return EXIT_USAGE; }
     if (o->tag) {
         for (const char *q = o->tag; *q; q++)
             if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-", *q)) {
-                errorf("--tag '%s': use letters, digits and . _ + - only", o->tag);
+                cli_errorf("--tag '%s': use letters, digits and . _ + - only", o->tag);
                 return EXIT_USAGE;
             }
-        if (!o->tag[0]) { errorf("--tag is empty"); return EXIT_USAGE; }
+        if (!o->tag[0]) { cli_errorf("--tag is empty"); return EXIT_USAGE; }
     }
     return 0;
 }
@@ -574,17 +553,17 @@ static int resume_opts(sweep_opts *o, json_t **hdr, char ***rargv, char *out_dir
     size_t len = 0;
     sweep_opts given = *o;
     if (o->n_run_opts) {
-        errorf("--resume DIR continues a run with the options recorded in DIR; beside it only --quiet, --json, "
+        cli_errorf("--resume DIR continues a run with the options recorded in DIR; beside it only --quiet, --json, "
                "--request-timeout, --max-restarts, --compare-threads and --worker may be given");
         return EXIT_USAGE;
     }
-    if (!realpath(o->resume, out_dir)) { errorf("cannot resume %s: %s", o->resume, strerror(errno)); return EXIT_USAGE; }
+    if (!realpath(o->resume, out_dir)) { cli_errorf("cannot resume %s: %s", o->resume, strerror(errno)); return EXIT_USAGE; }
     if (journal_in_use(out_dir)) {
-        errorf("cannot resume %s: it is in use (another strata-driver is writing it)", out_dir);
+        cli_errorf("cannot resume %s: it is in use (another strata-driver is writing it)", out_dir);
         return EXIT_RUNTIME;
     }
     if (journal_read_header(out_dir, &text, &len, err, sizeof err)) {
-        errorf("cannot resume %s: %s", out_dir, err);
+        cli_errorf("cannot resume %s: %s", out_dir, err);
         return EXIT_RUNTIME;
     }
     *hdr = json_loadb(text, len, 0, NULL);
@@ -594,17 +573,17 @@ static int resume_opts(sweep_opts *o, json_t **hdr, char ***rargv, char *out_dir
     const char *cwd = json_string_value(json_object_get(inv, "cwd"));
     size_t n = json_array_size(av);
     if (!json_is_array(av) || n < 1 || !cwd) {
-        errorf("cannot resume %s: its journal does not record the command's arguments", out_dir);
+        cli_errorf("cannot resume %s: its journal does not record the command's arguments", out_dir);
         return EXIT_RUNTIME;
     }
-    if (!(*rargv = calloc(n + 1, sizeof **rargv))) { errorf("out of memory"); return EXIT_RUNTIME; }
+    if (!(*rargv = calloc(n + 1, sizeof **rargv))) { cli_errorf("out of memory"); return EXIT_RUNTIME; }
     for (size_t i = 0; i < n; i++) {
         const char *a = json_string_value(json_array_get(av, i));
-        if (!a) { errorf("cannot resume %s: a recorded argument is not a string", out_dir); return EXIT_RUNTIME; }
+        if (!a) { cli_errorf("cannot resume %s: a recorded argument is not a string", out_dir); return EXIT_RUNTIME; }
         (*rargv)[i] = (char *)a;
     }
     if (chdir(cwd)) {
-        errorf("cannot resume %s: the run's working directory %s: %s", out_dir, cwd, strerror(errno));
+        cli_errorf("cannot resume %s: the run's working directory %s: %s", out_dir, cwd, strerror(errno));
         return EXIT_RUNTIME;
     }
     free(o->remote);
@@ -612,7 +591,7 @@ static int resume_opts(sweep_opts *o, json_t **hdr, char ***rargv, char *out_dir
     memset(o, 0, sizeof *o);
     int rc = parse_sweep_opts((int)n, *rargv, o);
     if (rc) {
-        errorf("cannot resume %s: its recorded options do not parse", out_dir);
+        cli_errorf("cannot resume %s: its recorded options do not parse", out_dir);
         return rc < 0 ? EXIT_RUNTIME : rc;
     }
     o->out = out_dir;
@@ -650,17 +629,17 @@ static int choose_out_dir(const sweep_opts *o, const arm *arms, int n_arms, char
     if (o->resume) { /* out_dir is the folder resumed */ }
     else if (o->out) snprintf(out_dir, outlen, "%s", o->out);
     else if (default_out_dir(tag, out_dir, outlen)) {
-        errorf("cannot find a free results folder name for results/*-%s", tag);
+        cli_errorf("cannot find a free results folder name for results/*-%s", tag);
         return EXIT_RUNTIME;
     }
     int ne = dir_nonempty(out_dir);
-    if (ne < 0) { errorf("--out %s exists and is not a directory", out_dir); return EXIT_USAGE; }
+    if (ne < 0) { cli_errorf("--out %s exists and is not a directory", out_dir); return EXIT_USAGE; }
     if (ne > 0 && !o->resume && journal_in_use(out_dir)) {
-        errorf("the results folder %s is in use: another strata-driver is writing it", out_dir);
+        cli_errorf("the results folder %s is in use: another strata-driver is writing it", out_dir);
         return EXIT_USAGE;
     }
     if (ne > 0 && !o->force && !o->resume) {
-        errorf("the results folder %s is not empty: choose another --out or --tag, or pass --force", out_dir);
+        cli_errorf("the results folder %s is not empty: choose another --out or --tag, or pass --force", out_dir);
         return EXIT_USAGE;
     }
     return 0;
@@ -800,36 +779,36 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     /* the --model arms (default f16,int8; only f16 beside --arm-model; none beside --arm), the weight
      * arms, the remote arms */
     const char *list = o.arms_list ? o.arms_list : o.n_remote ? NULL : o.n_arm_models ? "f16" : "f16,int8";
-    if (list && arm_add_local(list, &arms, &n_arms, err, sizeof err)) { errorf("%s", err); ret = EXIT_USAGE; goto done; }
+    if (list && arm_add_local(list, &arms, &n_arms, err, sizeof err)) { cli_errorf("%s", err); ret = EXIT_USAGE; goto done; }
     for (int i = 0; i < o.n_arm_models; i++)
-        if (arm_add_model(o.arm_models[i], &arms, &n_arms, err, sizeof err)) { errorf("%s", err); ret = EXIT_USAGE; goto done; }
+        if (arm_add_model(o.arm_models[i], &arms, &n_arms, err, sizeof err)) { cli_errorf("%s", err); ret = EXIT_USAGE; goto done; }
     for (int i = 0; i < o.n_remote; i++)
-        if (arm_add_remote(o.remote[i], &arms, &n_arms, err, sizeof err)) { errorf("%s", err); ret = EXIT_USAGE; goto done; }
-    if ((ref = arm_resolve_formats(arms, n_arms, o.ref, err, sizeof err)) < 0) { errorf("%s", err); ret = EXIT_USAGE; goto done; }
+        if (arm_add_remote(o.remote[i], &arms, &n_arms, err, sizeof err)) { cli_errorf("%s", err); ret = EXIT_USAGE; goto done; }
+    if ((ref = arm_resolve_formats(arms, n_arms, o.ref, err, sizeof err)) < 0) { cli_errorf("%s", err); ret = EXIT_USAGE; goto done; }
     tls = (proto_tls){ o.tls_cert, o.tls_key, o.tls_ca };
     aopt = (arm_options){ o.tls_cert ? &tls : NULL, o.launch, o.launch_listen, o.allow_overcommit };
     arm_set_options(arms, n_arms, &aopt);
     int n_local = 0;
     for (int i = 0; i < n_arms; i++) n_local += !arms[i].remote;
-    if (n_arms < 2) { errorf("a sweep needs at least two arms (the reference and one to compare)"); ret = EXIT_USAGE; goto done; }
+    if (n_arms < 2) { cli_errorf("a sweep needs at least two arms (the reference and one to compare)"); ret = EXIT_USAGE; goto done; }
 
     /* ---- the worker binary and the model ---- */
-    if (exe_dir(self_dir)) { errorf("cannot find this program's directory (/proc/self/exe)"); goto done; }
+    if (exe_dir(self_dir)) { cli_errorf("cannot find this program's directory (/proc/self/exe)"); goto done; }
     if (n_local) {
-        if (!o.model) { errorf("--model FILE is required (see strata-driver sweep --help)"); ret = EXIT_USAGE; goto done; }
-        if (check_model(o.model, err, sizeof err)) { errorf("%s", err); goto done; }
+        if (!o.model) { cli_errorf("--model FILE is required (see strata-driver sweep --help)"); ret = EXIT_USAGE; goto done; }
+        if (check_model(o.model, err, sizeof err)) { cli_errorf("%s", err); goto done; }
         for (int i = 0; i < n_arms; i++)
             if (arms[i].own_model && check_model(arms[i].model, err, sizeof err)) {
-                errorf("--arm-model %s: %s", arms[i].name, err);
+                cli_errorf("--arm-model %s: %s", arms[i].name, err);
                 goto done;
             }
         if (snprintf(worker, sizeof worker, "%s%s", o.worker ? o.worker : self_dir,
                      o.worker ? "" : "/strata-worker") >= (int)sizeof worker) {
-            errorf("the worker's path is too long");
+            cli_errorf("the worker's path is too long");
             goto done;
         }
         if (access(worker, X_OK)) {
-            errorf("cannot run the worker %s: %s (build it with make, or pass --worker PATH)", worker, strerror(errno));
+            cli_errorf("cannot run the worker %s: %s (build it with make, or pass --worker PATH)", worker, strerror(errno));
             goto done;
         }
     }
@@ -842,7 +821,7 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     char root[PATH_MAX], repo[PATH_MAX];
     if (snprintf(root, sizeof root, "%s/..", self_dir) >= (int)sizeof root || !realpath(root, repo))
         snprintf(repo, sizeof repo, "%s", self_dir);
-    if (doc_load(o.doc, o.corpus, o.tokens_file, repo, &doc, err, sizeof err)) { errorf("%s", err); goto done; }
+    if (doc_load(o.doc, o.corpus, o.tokens_file, repo, &doc, err, sizeof err)) { cli_errorf("%s", err); goto done; }
     if (doc.kjv_mismatch) {
         fprintf(stderr, "strata-driver: warning: '%s' gave a text whose sha256 is not %s: results are not "
                 "comparable with runs on the standard text\n", DOC_KJV_COMMAND, DOC_KJV_SHA256);
@@ -857,15 +836,15 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     int wrc = workers_start(arms, n_arms, &wo, &g_stop, tmpdir, sizeof tmpdir, &tmp_lock, &launch, warnings, err,
                             sizeof err);
     if (wrc == WORKERS_INTERRUPTED) { ret = EXIT_INTERRUPTED; status = "interrupted"; goto done; }
-    if (wrc) { errorf("%s", err); ret = wrc == WORKERS_MISMATCH ? EXIT_MISMATCH : EXIT_RUNTIME; goto done; }
+    if (wrc) { cli_errorf("%s", err); ret = wrc == WORKERS_MISMATCH ? EXIT_MISMATCH : EXIT_RUNTIME; goto done; }
     const proto_hello_rep *h = &arms[ref].hello;
 
     /* ---- tokenise the text on the reference ---- */
-    if (!tokens && tokenize_doc(&arms[ref], &doc, &tokens, &n_tokens, err, sizeof err)) { errorf("%s", err); goto done; }
+    if (!tokens && tokenize_doc(&arms[ref], &doc, &tokens, &n_tokens, err, sizeof err)) { cli_errorf("%s", err); goto done; }
     if (g_stop) { ret = EXIT_INTERRUPTED; status = "interrupted"; goto done; }
     for (size_t i = 0; i < n_tokens; i++) {
         if (tokens[i] < 0 || (uint32_t)tokens[i] >= h->n_vocab) {
-            errorf("token id %d at index %zu is outside the vocabulary (n_vocab %u)", tokens[i], i, h->n_vocab);
+            cli_errorf("token id %d at index %zu is outside the vocabulary (n_vocab %u)", tokens[i], i, h->n_vocab);
             goto done;
         }
     }
@@ -874,14 +853,14 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     int D = 0, chunk = 0;
     size_t recv_max = 0;
     if (plan_sweep(&o, arms, n_arms, ref, n_tokens, &depths, &D, &chunk, &recv_max, err, sizeof err)) {
-        errorf("%s", err);
+        cli_errorf("%s", err);
         goto done;
     }
 
     /* ---- the results folder ---- */
-    if (mkdir_p(out_dir, err, sizeof err)) { errorf("%s", err); goto done; }
+    if (mkdir_p(out_dir, err, sizeof err)) { cli_errorf("%s", err); goto done; }
     if (o.force && !o.resume) clear_results(out_dir);
-    if (o.dump_rows && mkdir_p(o.dump_rows, err, sizeof err)) { errorf("%s", err); goto done; }
+    if (o.dump_rows && mkdir_p(o.dump_rows, err, sizeof err)) { cli_errorf("%s", err); goto done; }
     char tok_sha[65], full_desc[1400];
     doc_sha256_hex(tokens, n_tokens * sizeof *tokens, tok_sha);
     snprintf(full_desc, sizeof full_desc, "%s; %zu tokens, sha256 of the int32 ids %s", doc.desc, n_tokens, tok_sha);
@@ -901,7 +880,7 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
         fprintf(stderr, "strata-driver: interrupted: kept %d of %d depths in %s (continue with: strata-driver "
                 "sweep --resume %s)\n", depths_done, o.depths, out_dir, out_dir);
     } else {
-        errorf("%s", err);
+        cli_errorf("%s", err);
         fprintf(stderr, "strata-driver: kept %d of %d depths in %s (continue with: strata-driver sweep --resume "
                 "%s)\n", depths_done, o.depths, out_dir, out_dir);
     }
@@ -911,7 +890,7 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     save_worker_logs(arms, n_arms, out_dir);
     if (depths_done > 0) {
         if (report_render(out_dir, err, sizeof err)) {
-            errorf("rendering the report failed: %s (the raw results are in %s; rerun: strata-driver report %s)",
+            cli_errorf("rendering the report failed: %s (the raw results are in %s; rerun: strata-driver report %s)",
                    err, out_dir, out_dir);
             if (ret == EXIT_OK) ret = EXIT_RUNTIME;
         } else if (!o.quiet) {
@@ -947,7 +926,7 @@ static int cmd_report(int argc, char **argv) {
     char err[2048];
     if (needle_is_results(argv[1]) ? needle_report_render(argv[1], err, sizeof err)
                                    : report_render(argv[1], err, sizeof err)) {
-        errorf("%s", err);
+        cli_errorf("%s", err);
         return EXIT_RUNTIME;
     }
     fprintf(stderr, "strata-driver: wrote %s/README.md, summary.json and plots/\n", argv[1]);
@@ -961,7 +940,7 @@ static int cmd_compare(int argc, char **argv) {
     if (needle_is_results(argv[1]) || needle_is_results(argv[2])
             ? needle_report_compare(argv[1], argv[2], stdout, err, sizeof err)
             : report_compare(argv[1], argv[2], stdout, err, sizeof err)) {
-        errorf("%s", err);
+        cli_errorf("%s", err);
         return EXIT_RUNTIME;
     }
     return EXIT_OK;
@@ -986,7 +965,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "report")) return cmd_report(argc - 1, argv + 1);
     if (!strcmp(cmd, "compare")) return cmd_compare(argc - 1, argv + 1);
-    errorf("unknown command '%s'", cmd);
+    cli_errorf("unknown command '%s'", cmd);
     usage_main(stderr);
     return EXIT_USAGE;
 }

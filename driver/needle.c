@@ -25,6 +25,7 @@
 #include <jansson.h>
 
 #include "driver/arm.h"
+#include "driver/cli.h"
 #include "driver/document.h"
 #include "driver/stats.h"
 #include "proto/errmsg.h"
@@ -79,48 +80,19 @@ void needle_usage(FILE *f) {
  * Small helpers
  * ========================================================================================== */
 
-static void errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void errorf(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "strata-driver: error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-}
-
-static int parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi) {
-        errorf("%s needs an integer in [%ld, %ld], got '%s'", opt, lo, hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static int parse_int(const char *opt, const char *s, long lo, long hi, int *out) {
-    long v;
-    if (parse_long(opt, s, lo, hi, &v)) return -1;
-    *out = (int)v;
-    return 0;
-}
-
 /* "1024,2048" -> out [*n] (at most MAX_LIST, each in [lo, hi], no repeats). */
 static int parse_list(const char *opt, const char *s, long lo, long hi, int *out, int *n) {
     char buf[1024], *save = NULL;
-    if (snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf) { errorf("%s: list too long", opt); return -1; }
+    if (snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf) { cli_errorf("%s: list too long", opt); return -1; }
     *n = 0;
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (*n == MAX_LIST) { errorf("%s: at most %d values", opt, MAX_LIST); return -1; }
-        if (parse_int(opt, t, lo, hi, &out[*n])) return -1;
+        if (*n == MAX_LIST) { cli_errorf("%s: at most %d values", opt, MAX_LIST); return -1; }
+        if (cli_parse_int(opt, t, lo, hi, &out[*n])) return -1;
         for (int i = 0; i < *n; i++)
-            if (out[i] == out[*n]) { errorf("%s: %d given twice", opt, out[i]); return -1; }
+            if (out[i] == out[*n]) { cli_errorf("%s: %d given twice", opt, out[i]); return -1; }
         (*n)++;
     }
-    if (!*n) { errorf("%s: empty list", opt); return -1; }
+    if (!*n) { cli_errorf("%s: empty list", opt); return -1; }
     return 0;
 }
 
@@ -219,7 +191,7 @@ static int parse_template(const char *s, int *tpl) {
     if (!strcmp(s, "raw")) *tpl = TPL_RAW;
     else if (!strcmp(s, "chat")) *tpl = TPL_CHAT;
     else if (!strcmp(s, "both")) *tpl = TPL_BOTH;
-    else { errorf("--template: raw, chat or both, got '%s'", s); return -1; }
+    else { cli_errorf("--template: raw, chat or both, got '%s'", s); return -1; }
     return 0;
 }
 
@@ -262,29 +234,29 @@ static int parse_opts(int argc, char **argv, needle_opts *o, int *explicit_run_o
         case 'r': o->ref = optarg; break;
         case 'A': {
             const char **nr = realloc(o->remote, (size_t)(o->n_remote + 1) * sizeof *nr);
-            if (!nr) { errorf("out of memory"); return EXIT_RUNTIME; }
+            if (!nr) { cli_errorf("out of memory"); return EXIT_RUNTIME; }
             o->remote = nr;
             o->remote[o->n_remote++] = optarg;
             break;
         }
         case 'B': {
             const char **nm = realloc(o->arm_models, (size_t)(o->n_arm_models + 1) * sizeof *nm);
-            if (!nm) { errorf("out of memory"); return EXIT_RUNTIME; }
+            if (!nm) { cli_errorf("out of memory"); return EXIT_RUNTIME; }
             o->arm_models = nm;
             o->arm_models[o->n_arm_models++] = optarg;
             break;
         }
         case 'L': if (parse_list("--lengths", optarg, 16, 1 << 22, o->lengths, &o->n_lengths)) return EXIT_USAGE; break;
         case 'P': if (parse_list("--positions", optarg, 0, 100, o->positions, &o->n_positions)) return EXIT_USAGE; break;
-        case 'K': if (parse_int("--keys", optarg, 1, NEEDLE_MAX_KEYS, &o->keys)) return EXIT_USAGE; break;
-        case 'N': if (parse_int("--trials", optarg, 1, 10000, &o->trials)) return EXIT_USAGE; break;
-        case 'S': if (parse_long("--seed", optarg, 0, LONG_MAX, &v)) return EXIT_USAGE; o->seed = (uint64_t)v; break;
+        case 'K': if (cli_parse_int("--keys", optarg, 1, NEEDLE_MAX_KEYS, &o->keys)) return EXIT_USAGE; break;
+        case 'N': if (cli_parse_int("--trials", optarg, 1, 10000, &o->trials)) return EXIT_USAGE; break;
+        case 'S': if (cli_parse_long("--seed", optarg, 0, LONG_MAX, &v)) return EXIT_USAGE; o->seed = (uint64_t)v; break;
         case 'T': if (parse_template(optarg, &o->tpl)) return EXIT_USAGE; break;
-        case 'G': if (parse_int("--gen", optarg, 1, 1024, &o->gen)) return EXIT_USAGE; break;
-        case 'c': if (parse_int("--chunk", optarg, 1, 1 << 20, &o->chunk)) return EXIT_USAGE; break;
-        case 't': if (parse_int("--threads", optarg, 1, 1024, &o->threads)) return EXIT_USAGE; break;
-        case 'p': if (parse_int("--prefill", optarg, 1, 1 << 16, &o->prefill)) return EXIT_USAGE; break;
-        case 'X': if (parse_int("--max-context", optarg, 1, 1 << 22, &o->max_context)) return EXIT_USAGE; break;
+        case 'G': if (cli_parse_int("--gen", optarg, 1, 1024, &o->gen)) return EXIT_USAGE; break;
+        case 'c': if (cli_parse_int("--chunk", optarg, 1, 1 << 20, &o->chunk)) return EXIT_USAGE; break;
+        case 't': if (cli_parse_int("--threads", optarg, 1, 1024, &o->threads)) return EXIT_USAGE; break;
+        case 'p': if (cli_parse_int("--prefill", optarg, 1, 1 << 16, &o->prefill)) return EXIT_USAGE; break;
+        case 'X': if (cli_parse_int("--max-context", optarg, 1, 1 << 22, &o->max_context)) return EXIT_USAGE; break;
         case 'w': o->worker = optarg; break;
         case 'o': o->out = optarg; break;
         case 'g': o->tag = optarg; break;
@@ -296,13 +268,13 @@ static int parse_opts(int argc, char **argv, needle_opts *o, int *explicit_run_o
         default: needle_usage(stderr); return EXIT_USAGE;
         }
     }
-    if (optind < argc) { errorf("unexpected argument '%s' (see strata-driver needle --help)", argv[optind]); return EXIT_USAGE; }
-    if (o->doc && o->corpus) { errorf("give at most one of --doc, --corpus"); return EXIT_USAGE; }
-    if (o->corpus && !o->corpus[0]) { errorf("--corpus is empty: kjv, self or a folder"); return EXIT_USAGE; }
+    if (optind < argc) { cli_errorf("unexpected argument '%s' (see strata-driver needle --help)", argv[optind]); return EXIT_USAGE; }
+    if (o->doc && o->corpus) { cli_errorf("give at most one of --doc, --corpus"); return EXIT_USAGE; }
+    if (o->corpus && !o->corpus[0]) { cli_errorf("--corpus is empty: kjv, self or a folder"); return EXIT_USAGE; }
     if (o->tag) {
         for (const char *q = o->tag; *q; q++)
             if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-", *q)) {
-                errorf("--tag '%s': use letters, digits and . _ + - only", o->tag);
+                cli_errorf("--tag '%s': use letters, digits and . _ + - only", o->tag);
                 return EXIT_USAGE;
             }
     }
@@ -1243,15 +1215,15 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
         char mp[PATH_MAX + 16];
         json_error_t je;
         if (explicit_opts) {
-            errorf("--resume takes the run's options from its meta.json: only --quiet, --threads and "
+            cli_errorf("--resume takes the run's options from its meta.json: only --quiet, --threads and "
                    "--worker may be given with it");
             ret = EXIT_USAGE;
             goto done;
         }
         snprintf(mp, sizeof mp, "%s/meta.json", cli.resume);
-        if (!(resume_meta = json_load_file(mp, 0, &je))) { errorf("--resume: cannot read %s: %s", mp, je.text); ret = EXIT_USAGE; goto done; }
+        if (!(resume_meta = json_load_file(mp, 0, &je))) { cli_errorf("--resume: cannot read %s: %s", mp, je.text); ret = EXIT_USAGE; goto done; }
         const char *kind = json_string_value(json_object_get(resume_meta, "kind"));
-        if (!kind || strcmp(kind, "needle")) { errorf("--resume: %s is not a needle run", mp); ret = EXIT_USAGE; goto done; }
+        if (!kind || strcmp(kind, "needle")) { cli_errorf("--resume: %s is not a needle run", mp); ret = EXIT_USAGE; goto done; }
         opts_defaults(&o);
         o.quiet = cli.quiet;
         o.threads = cli.threads;
@@ -1261,7 +1233,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
         cli.remote = NULL;
         free(cli.arm_models);
         cli.arm_models = NULL;
-        if (opts_from_meta(resume_meta, &o, err, sizeof err)) { errorf("--resume: %s", err); goto done; }
+        if (opts_from_meta(resume_meta, &o, err, sizeof err)) { cli_errorf("--resume: %s", err); goto done; }
         snprintf(out_dir, sizeof out_dir, "%s", cli.resume);
         const char *tg = json_string_value(json_object_get(resume_meta, "tag"));
         snprintf(tag, sizeof tag, "%s", tg ? tg : "needle");
@@ -1273,35 +1245,35 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
         json_t *ss = json_object_get(resume_meta, "sessions");
         M.resumed = json_is_integer(ss) ? (int)json_integer_value(ss) : 1;
     }
-    if (!o.model) { errorf("--model FILE is required (the prompts are built with its tokenizer)"); ret = EXIT_USAGE; goto done; }
+    if (!o.model) { cli_errorf("--model FILE is required (the prompts are built with its tokenizer)"); ret = EXIT_USAGE; goto done; }
 
     /* ---- arms ---- */
     const char *list = o.arms_list ? o.arms_list : o.n_remote ? NULL : o.n_arm_models ? "f16" : "f16,int8";
     if (!o.arms_list && list) o.arms_list = list;
-    if (list && arm_add_local(list, &arms, &n_arms, err, sizeof err)) { errorf("%s", err); ret = EXIT_USAGE; goto done; }
+    if (list && arm_add_local(list, &arms, &n_arms, err, sizeof err)) { cli_errorf("%s", err); ret = EXIT_USAGE; goto done; }
     for (int i = 0; i < o.n_arm_models; i++) {
-        if (arm_add_model(o.arm_models[i], &arms, &n_arms, err, sizeof err)) { errorf("%s", err); ret = EXIT_USAGE; goto done; }
+        if (arm_add_model(o.arm_models[i], &arms, &n_arms, err, sizeof err)) { cli_errorf("%s", err); ret = EXIT_USAGE; goto done; }
         const arm *am = &arms[n_arms - 1];
         if (access(am->model, R_OK)) {
-            errorf("--arm-model %s: cannot read %s: %s", am->name, am->model, strerror(errno));
+            cli_errorf("--arm-model %s: cannot read %s: %s", am->name, am->model, strerror(errno));
             goto done;
         }
     }
     for (int i = 0; i < o.n_remote; i++)
-        if (arm_add_remote(o.remote[i], &arms, &n_arms, err, sizeof err)) { errorf("%s", err); ret = EXIT_USAGE; goto done; }
-    if ((ref = arm_resolve_formats(arms, n_arms, o.ref, err, sizeof err)) < 0) { errorf("%s", err); ret = EXIT_USAGE; goto done; }
+        if (arm_add_remote(o.remote[i], &arms, &n_arms, err, sizeof err)) { cli_errorf("%s", err); ret = EXIT_USAGE; goto done; }
+    if ((ref = arm_resolve_formats(arms, n_arms, o.ref, err, sizeof err)) < 0) { cli_errorf("%s", err); ret = EXIT_USAGE; goto done; }
     int n_local = 0;
     for (int i = 0; i < n_arms; i++) n_local += !arms[i].remote;
 
     /* ---- paths ---- */
-    if (exe_dir(self_dir)) { errorf("cannot find this program's directory (/proc/self/exe)"); goto done; }
+    if (exe_dir(self_dir)) { cli_errorf("cannot find this program's directory (/proc/self/exe)"); goto done; }
     if (snprintf(worker, sizeof worker, "%s%s", o.worker ? o.worker : self_dir,
                  o.worker ? "" : "/strata-worker") >= (int)sizeof worker) {
-        errorf("the worker's path is too long");
+        cli_errorf("the worker's path is too long");
         goto done;
     }
     if (n_local && access(worker, X_OK)) {
-        errorf("cannot run the worker %s: %s (build it with make, or pass --worker PATH)", worker, strerror(errno));
+        cli_errorf("cannot run the worker %s: %s (build it with make, or pass --worker PATH)", worker, strerror(errno));
         goto done;
     }
     if (!o.resume) {
@@ -1327,16 +1299,16 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
                 char sfx[16] = "";
                 if (k > 1) snprintf(sfx, sizeof sfx, "-%d", k);
                 if (snprintf(out_dir, sizeof out_dir, "results/%s-%s%s", stamp, tag, sfx) >= (int)sizeof out_dir) {
-                    errorf("the results folder's name is too long");
+                    cli_errorf("the results folder's name is too long");
                     goto done;
                 }
                 if (lstat(out_dir, &st) && errno == ENOENT) break;
             }
         }
         int ne = dir_nonempty(out_dir);
-        if (ne < 0) { errorf("--out %s exists and is not a directory", out_dir); ret = EXIT_USAGE; goto done; }
+        if (ne < 0) { cli_errorf("--out %s exists and is not a directory", out_dir); ret = EXIT_USAGE; goto done; }
         if (ne > 0 && !o.force) {
-            errorf("the results folder %s already holds a run: choose another --out, pass --force, or "
+            cli_errorf("the results folder %s already holds a run: choose another --out, pass --force, or "
                    "--resume %s", out_dir, out_dir);
             ret = EXIT_USAGE;
             goto done;
@@ -1346,14 +1318,14 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     /* ---- the corpus ---- */
     if (snprintf(root, sizeof root, "%s/..", self_dir) >= (int)sizeof root || !realpath(root, repo))
         snprintf(repo, sizeof repo, "%s", self_dir);
-    if (doc_load(o.doc, o.corpus, NULL, repo, &doc, err, sizeof err)) { errorf("%s", err); goto done; }
+    if (doc_load(o.doc, o.corpus, NULL, repo, &doc, err, sizeof err)) { cli_errorf("%s", err); goto done; }
     doc_sha256_hex(doc.text, doc.n_text, M.doc_sha);
     if (doc.kjv_mismatch)
         json_array_append_new(warnings, json_string("the KJV corpus differs from the standard text (sha256)"));
     if (o.resume) {
         const char *was = json_string_value(json_object_get(json_object_get(resume_meta, "corpus"), "sha256"));
         if (!was || strcmp(was, M.doc_sha)) {
-            errorf("--resume: the corpus is not the text the run started with (sha256 %s, now %s)",
+            cli_errorf("--resume: the corpus is not the text the run started with (sha256 %s, now %s)",
                    was ? was : "unknown", M.doc_sha);
             goto done;
         }
@@ -1364,14 +1336,14 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     int wrc = workers_start(arms, n_arms, &wo, stop, tmpdir, sizeof tmpdir, &tmp_lock, NULL, warnings, err,
                             sizeof err);
     if (wrc == WORKERS_INTERRUPTED) { ret = EXIT_INTERRUPTED; status = "interrupted"; goto done; }
-    if (wrc) { errorf("%s", err); ret = wrc == WORKERS_MISMATCH ? EXIT_MISMATCH : EXIT_RUNTIME; goto done; }
+    if (wrc) { cli_errorf("%s", err); ret = wrc == WORKERS_MISMATCH ? EXIT_MISMATCH : EXIT_RUNTIME; goto done; }
     const proto_hello_rep *h = &arms[ref].hello;
     /* ---- the tokenizer and the template (the reference worker's) ---- */
-    if (ntok_fetch(&arms[ref], &T, err, sizeof err)) { errorf("%s", err); goto done; }
+    if (ntok_fetch(&arms[ref], &T, err, sizeof err)) { cli_errorf("%s", err); goto done; }
     if (!o.tpl) o.tpl = T.chat != NEEDLE_CHAT_NONE ? TPL_BOTH : TPL_RAW;
     if (o.tpl != TPL_RAW && T.chat == NEEDLE_CHAT_NONE) {
         if (o.tpl == TPL_CHAT) {
-            errorf("--template chat: %s has no chat template (tokenizer.chat_template) that strata knows "
+            cli_errorf("--template chat: %s has no chat template (tokenizer.chat_template) that strata knows "
                    "(ChatML or Gemma); use --template raw", o.model);
             ret = EXIT_USAGE;
             goto done;
@@ -1384,7 +1356,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     if (o.resume) {
         const char *was = json_string_value(json_object_get(json_object_get(resume_meta, "model"), "sha256"));
         if (!was || strcmp(was, h->model_sha256)) {
-            errorf("--resume: the model is not the one the run started with (sha256 %s, now %s)",
+            cli_errorf("--resume: the model is not the one the run started with (sha256 %s, now %s)",
                    was ? was : "unknown", h->model_sha256);
             ret = EXIT_MISMATCH;
             goto done;
@@ -1395,16 +1367,16 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
         if (arms[i].hello.n_ctx < n_ctx) n_ctx = arms[i].hello.n_ctx;
 
     /* ---- the plan ---- */
-    if (plan_build(&o, &T, &doc, n_ctx, h->bos >= 0, h->bos, &P, err, sizeof err)) { errorf("%s", err); goto done; }
+    if (plan_build(&o, &T, &doc, n_ctx, h->bos >= 0, h->bos, &P, err, sizeof err)) { cli_errorf("%s", err); goto done; }
     if (o.dump_prompts) {
-        if (mkdir_p(o.dump_prompts)) { errorf("cannot create %s", o.dump_prompts); goto done; }
+        if (mkdir_p(o.dump_prompts)) { cli_errorf("cannot create %s", o.dump_prompts); goto done; }
         for (int i = 0; i < P.n; i++) {
             const ncell *c = &P.c[i];
             char p[PATH_MAX + 64];
             snprintf(p, sizeof p, "%s/%s-L%d-p%d-t%d.tok", o.dump_prompts, c->chat ? "chat" : "raw", c->length,
                      c->position, c->trial);
             FILE *f = fopen(p, "w");
-            if (!f) { errorf("cannot create %s", p); goto done; }
+            if (!f) { cli_errorf("cannot create %s", p); goto done; }
             for (size_t k = 0; k < c->n; k++) fprintf(f, "%d%c", c->prompt[k], k + 1 < c->n ? ' ' : '\n');
             fprintf(f, "# key %s needle_pos %zu first_cut %zu order %d gold", c->key_text, c->needle_pos, c->first_cut, i);
             for (size_t k = 0; k < c->n_gold; k++) fprintf(f, " %d", c->gold[k]);
@@ -1421,9 +1393,9 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     }
 
     /* ---- the results folder ---- */
-    if (mkdir_p(out_dir)) { errorf("cannot create %s: %s", out_dir, strerror(errno)); goto done; }
+    if (mkdir_p(out_dir)) { cli_errorf("cannot create %s: %s", out_dir, strerror(errno)); goto done; }
     if (o.resume) {
-        if (resume_cells(out_dir, &P, arms, n_arms, &cells_done, warnings, err, sizeof err)) { errorf("--resume: %s", err); goto done; }
+        if (resume_cells(out_dir, &P, arms, n_arms, &cells_done, warnings, err, sizeof err)) { cli_errorf("--resume: %s", err); goto done; }
         if (!o.quiet) fprintf(stderr, "strata-driver: resuming %s: %d of %d cells done\n", out_dir, cells_done, P.n);
     } else {
         static const char *const old[] = {"meta.json", "cells.tsv", "summary.json", "README.md", "workers.log"};
@@ -1438,7 +1410,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
         snprintf(p, sizeof p, "%s/cells.tsv", out_dir);
         struct stat st;
         int fresh = stat(p, &st) != 0;
-        if (!(cells = fopen(p, "a"))) { errorf("cannot open %s: %s", p, strerror(errno)); goto done; }
+        if (!(cells = fopen(p, "a"))) { cli_errorf("cannot open %s: %s", p, strerror(errno)); goto done; }
         if (fresh) fprintf(cells, "%s\n", NEEDLE_CELLS_HEADER);
         fflush(cells);
     }
@@ -1465,10 +1437,10 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     }
     sweep_machine_string(M.machine, sizeof M.machine);
     if (!(M.stats = calloc((size_t)n_arms, sizeof *M.stats)) || !(M.have_stats = calloc((size_t)n_arms, sizeof *M.have_stats))) {
-        errorf("out of memory");
+        cli_errorf("out of memory");
         goto done;
     }
-    if (write_meta(&M, arms, n_arms, ref, cells_done, "running", 0, err, sizeof err)) { errorf("%s", err); goto done; }
+    if (write_meta(&M, arms, n_arms, ref, cells_done, "running", 0, err, sizeof err)) { cli_errorf("%s", err); goto done; }
 
     /* ---- the run's state ---- */
     size_t max_gold = 1;
@@ -1487,7 +1459,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     R.twin = calloc((size_t)n_arms, sizeof *R.twin);
     R.twin_warned = calloc((size_t)n_arms, sizeof *R.twin_warned);
     cell_cost = calloc((size_t)P.n, sizeof *cell_cost);
-    if (!R.req || !R.rep || !R.twin || !R.twin_warned || !cell_cost) { errorf("out of memory"); goto done; }
+    if (!R.req || !R.rep || !R.twin || !R.twin_warned || !cell_cost) { cli_errorf("out of memory"); goto done; }
     for (int i = 0; i < n_arms; i++) {
         R.twin[i] = -1;
         const proto_hello_rep *a = &arms[i].hello;
@@ -1500,7 +1472,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
         }
     }
     for (int i = 0; i < n_arms; i++)
-        if (arm_set_recv_max(&arms[i], R.recv_max, err, sizeof err)) { errorf("%s", err); goto done; }
+        if (arm_set_recv_max(&arms[i], R.recv_max, err, sizeof err)) { cli_errorf("%s", err); goto done; }
 
     /* ---- the cost, calibrated ---- */
     int rc = truncate_all(&R, 0, err, sizeof err);
@@ -1509,7 +1481,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     if (!rc) rc = calibrate(&R, &P, &cm, &cal, err, sizeof err);
     if (rc) {
         if (rc == ARM_E_INTERRUPTED) { ret = EXIT_INTERRUPTED; status = "interrupted"; }
-        else errorf("%s", err);
+        else cli_errorf("%s", err);
         goto done;
     }
     M.calibration = cal;
@@ -1548,7 +1520,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     pg.cells_done = cells_done;
     for (int i = 0; i < P.n; i++) pg.total += cm.have ? cell_cost[i] : (double)(P.c[i].done ? 0 : P.c[i].n);
     needle_row *rows = calloc((size_t)n_arms, sizeof *rows);
-    if (!rows) { errorf("out of memory"); goto done; }
+    if (!rows) { cli_errorf("out of memory"); goto done; }
     ret = EXIT_OK;
     status = "complete";
     for (int i = 0; i < P.n; i++) {
@@ -1565,7 +1537,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
         }
         if (rc) {
             if (rc == ARM_E_INTERRUPTED) ret = EXIT_INTERRUPTED;
-            else { errorf("%s", err); ret = EXIT_RUNTIME; }
+            else { cli_errorf("%s", err); ret = EXIT_RUNTIME; }
             break;
         }
         cells_done++;
@@ -1573,7 +1545,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
         pg.done += cm.have ? cell_cost[i] : (double)c->n;
         progress_show(&pg, c, 0);
         if (write_meta(&M, arms, n_arms, ref, cells_done, "running", 0, err, sizeof err)) {
-            errorf("%s", err);
+            cli_errorf("%s", err);
             ret = EXIT_RUNTIME;
             break;
         }
@@ -1610,7 +1582,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
         proto_msg_free(&rep);
     }
     if (write_meta(&M, arms, n_arms, ref, cells_done, status, ret == EXIT_OK, err, sizeof err)) {
-        errorf("%s", err);
+        cli_errorf("%s", err);
         if (ret == EXIT_OK) ret = EXIT_RUNTIME;
     }
     fclose(cells);
@@ -1619,7 +1591,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     save_worker_logs(arms, n_arms, out_dir);
     if (cells_done > 0) {
         if (needle_report_render(out_dir, err, sizeof err)) {
-            errorf("rendering the report failed: %s (the raw results are in %s; rerun: strata-driver report %s)",
+            cli_errorf("rendering the report failed: %s (the raw results are in %s; rerun: strata-driver report %s)",
                    err, out_dir, out_dir);
             if (ret == EXIT_OK) ret = EXIT_RUNTIME;
         } else if (!o.quiet) {
