@@ -791,19 +791,7 @@ static int write_meta(const nmeta *M, const arm *arms, int n, int ref, int cells
     json_object_set_new(root, "ref", json_string(arms[ref].name));
     for (int i = 0; i < n; i++) {
         const arm *a = &arms[i];
-        json_t *ja = json_object();
-        json_object_set_new(ja, "name", json_string(a->name));
-        json_object_set_new(ja, "kv_k", json_string(a->hello.kv_k));
-        json_object_set_new(ja, "kv_v", json_string(a->hello.kv_v));
-        json_object_set_new(ja, "kv_bytes_per_token", json_integer((json_int_t)a->hello.kv_bytes_per_token));
-        json_object_set_new(ja, "url", json_string(a->url));
-        json_object_set_new(ja, "remote", json_boolean(a->remote));
-        json_object_set_new(ja, "weight_arm", json_boolean(a->own_model));
-        json_object_set_new(ja, "model", json_pack("{s:o,s:s,s:s,s:i}", "path",
-                                                   a->model[0] ? json_string(a->model) : json_null(),
-                                                   "sha256", a->hello.model_sha256, "arch", a->hello.arch,
-                                                   "n_layer", (json_int_t)a->hello.n_layer));
-        json_object_set_new(ja, "device", json_string(a->hello.device));
+        json_t *ja = workers_arm_json(a);
         json_object_set_new(ja, "threads", json_integer(a->hello.threads));
         if (M->have_stats && M->have_stats[i]) {
             const proto_stats_rep *s = &M->stats[i];

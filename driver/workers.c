@@ -75,3 +75,21 @@ int workers_start(arm *arms, int n, const workers_opts *o, const volatile sig_at
     }
     return WORKERS_OK;
 }
+
+json_t *workers_arm_json(const arm *a) {
+    json_t *ja = json_object();
+    json_object_set_new(ja, "name", json_string(a->name));
+    json_object_set_new(ja, "kv_k", json_string(a->hello.kv_k));
+    json_object_set_new(ja, "kv_v", json_string(a->hello.kv_v));
+    json_object_set_new(ja, "kv_bytes_per_token", json_integer((json_int_t)a->hello.kv_bytes_per_token));
+    json_object_set_new(ja, "url", json_string(a->url));
+    json_object_set_new(ja, "remote", json_boolean(a->remote));
+    /* the arm's own model: a weight arm (--arm-model) runs another file than the run's "model" */
+    json_object_set_new(ja, "weight_arm", json_boolean(a->own_model));
+    json_object_set_new(ja, "model", json_pack("{s:o,s:s,s:s,s:i}", "path",
+                                               a->model[0] ? json_string(a->model) : json_null(),
+                                               "sha256", a->hello.model_sha256, "arch", a->hello.arch,
+                                               "n_layer", (json_int_t)a->hello.n_layer));
+    json_object_set_new(ja, "device", json_string(a->hello.device));
+    return ja;
+}
