@@ -204,6 +204,7 @@ typedef struct {
     int jn_open;
     int k_done;               /* depths journalled */
     int pos_done;             /* every journalled measurement ends here: where work continues */
+    int meta_k;               /* depths the meta.json on disk counts (-1: none written yet) */
     proto_msg *req, *rep;     /* [n] */
     int *codes;               /* [n] each arm's code from the last call */
     int *failed;              /* [n] arms whose worker died or hung in the last call */
@@ -336,6 +337,7 @@ static int write_meta(sweep_state *st, const char *status, int complete, char *e
     if (!text) ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory writing %s", path);
     else if (journal_write_file(path, text, strlen(text), e, sizeof e))
         ret = errmsg_set(err, errlen, SWEEP_ERROR, "%s", e);
+    else st->meta_k = st->k_done;
     free(text);
     return ret;
 }
@@ -1352,6 +1354,7 @@ int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *e
     char e[2048] = "";
     memset(&st, 0, sizeof st);
     st.jn.fd = -1;
+    st.meta_k = -1;
     st.c = c;
     st.arms = arms;
     st.n = n;
@@ -1466,6 +1469,12 @@ done:
         char e3[700];
         int wr = write_meta(&st, status, ret == SWEEP_OK, e3, sizeof e3);
         if (wr && ret == SWEEP_OK) { ret = SWEEP_ERROR; snprintf(e, sizeof e, "%s", e3); }
+        else if (wr && st.meta_k != st.k_done) {
+            /* e.g. a full disk: the journal counts what was kept; say that meta.json lags behind it */
+            size_t l = strlen(e);
+            snprintf(e + l, sizeof e - l, "; meta.json could not be updated and still counts %d depths: the journal "
+                     "holds %d, which --resume restores", st.meta_k < 0 ? 0 : st.meta_k, st.k_done);
+        }
     }
     if (ret != SWEEP_OK) errmsg_set(err, errlen, ret, "%s", e);
     if (depths_done) *depths_done = started ? st.k_done : 0;   /* a refused resume measured nothing */
