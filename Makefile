@@ -9,14 +9,27 @@
 #                   FUZZ_SECONDS per target, default 60); make test replays their seed corpora
 #   make SAN=1 ...  the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-san/)
 #   make ROPE=f64 ... RoPE angles in double instead of f32 (build-rope64/; docs/DESIGN.md §3.2)
+#   make ISA=avx2 ... the same built for AVX2 only (-march=haswell, build-avx2/) or ISA=c for plain C
+#                   (-march=x86-64, build-c/); `make bench ISA=avx2` also builds llama.cpp for AVX2
+#                   and prints the native table beside the AVX2 one
 
 CC      ?= gcc
 SAN     ?=
 # ROPE=f64: RoPE angles in double (kernels/ops.h ops_rope_table_f64; docs/DESIGN.md §3.2) instead of
 # the canonical f32 ones; its own build folder, and the handshake's device says "+rope64"
 ROPE    ?=
-BUILD   := $(if $(SAN),build-san,build)$(if $(filter f64,$(ROPE)),-rope64)
-OPT     ?= -O2 -march=native
+# ISA: an instruction set other than the machine's own (its own build folder; every ISA gives the
+# same bits: docs/DESIGN.md §2.5)
+ISA     ?=
+ISA_OPT_avx2 := -O2 -march=haswell
+ISA_OPT_c    := -O2 -march=x86-64
+ifneq ($(ISA),)
+ifeq ($(ISA_OPT_$(ISA)),)
+$(error ISA=$(ISA): unknown instruction set (avx2 or c; leave it empty for the machine's own))
+endif
+endif
+BUILD   := $(if $(SAN),build-san,build)$(if $(filter f64,$(ROPE)),-rope64)$(if $(ISA),-$(ISA))
+OPT     ?= $(if $(ISA),$(ISA_OPT_$(ISA)),-O2 -march=native)
 CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(OPT) -g -pthread -I. \
            -ffp-contract=off -fno-fast-math $(if $(filter f64,$(ROPE)),-DOPS_ROPE_F64=1)
 ifneq ($(SAN),)
@@ -134,8 +147,10 @@ $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(BUILD)/libanalysis.a $(BUILD)/l
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $^ $(LDLIBS)
 
+# ISA=avx2: the native build's section 1 (strata vs llama.cpp) too, so both tables print in one run
 bench: all $(BENCH_BIN) $(MODEL_SMOL)
-	@BUILD=$(BUILD) bash tests/bench/bench.sh
+	@$(if $(ISA),$(MAKE) --no-print-directory ISA= OPT="-O2 -march=native" all)
+	@BUILD=$(BUILD) ISA=$(ISA) bash tests/bench/bench.sh
 
 # libFuzzer: clang with the fuzzer, ASan and UBSan; each target runs FUZZ_SECONDS from its corpus
 # (new inputs it finds go to build-fuzz/corpus/<target>, not into the committed seeds)

@@ -3,6 +3,8 @@
 # a benchmark, not by timed tests). Run it on an otherwise idle machine: with 2 cores, any other busy
 # process halves what is measured (the 1-minute load average is printed beside the figures).
 #   1. strata-worker vs llama.cpp (llama-cpp-python, built into tests/.venv on first use) on SmolLM2:
+#      (ISA=avx2, from `make bench ISA=avx2`: this table for the native build, then again for strata
+#      built with -march=haswell against llama.cpp built for AVX2/FMA/F16C into tests/.venv-avx2)
 #      prefill tokens/s at 512 / 2K / 8K, decode tokens/s at depth 512 / 8K, KV f16 and int8 (llama.cpp:
 #      f16 and q8_0, its closest 8-bit format), 2 threads, as ratios strata / llama.cpp.
 #   2. attention alone at 8K: every KV format against f16 (tests/bench/bench_attn.c).
@@ -22,6 +24,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 load() { cut -d' ' -f1 /proc/loadavg; }
 echo "strata bench  $(date -u +%FT%TZ)  git $(git rev-parse --short HEAD)  $(nproc) cores  load $(load)"
+echo "CPU: $(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed "s/^ *//"); flags: $(grep -m1 -o -w -E "avx512f|avx2|fma|f16c" /proc/cpuinfo | sort -u | tr "\n" " ")"
 
 # a long token stream: the repository's sources tokenised by the model
 cat worker/*.c driver/*.c proto/*.c kernels/*.c tests/*.c README.md | "$W" --model "$MODEL" --tokenize >"$TMP/all.ids"
@@ -31,38 +34,47 @@ ids() { head -n "$1" "$TMP/all.col" | tr '\n' ' ' >"$TMP/ids.$1"; echo "$TMP/ids
 LENS="512 2048 8192"; DEPTHS="512 8192"
 [ "${BENCH_QUICK:-0}" = 1 ] && { LENS="512 2048"; DEPTHS="512"; }
 
-# 1a. ours: one run per (length, kv): the prefill of L tokens, then 32 decode steps at depth L
-declare -A OURS
-echo
-echo "== strata-worker, SmolLM2-135M Q4_1, 2 threads, prefill chunk 512"
-for kv in f16 int8; do
-  for L in $LENS; do
-    t=$("$W" --model "$MODEL" --kv $kv --threads 2 --prefill 512 --max-context $((L + 64)) --tokens-file "$(ids $L)" --max-new 33 --timing 2>&1 >/dev/null | grep "^timing:")
-    pt=$(sed -E 's/.*prefill_s=([0-9.]+).*/\1/' <<<"$t"); dt=$(sed -E 's/.*decode_s=([0-9.]+).*/\1/' <<<"$t")
-    OURS[prefill,$kv,$L]=$(awk -v n=$L -v s=$pt 'BEGIN{printf "%.1f", n/s}')
-    OURS[decode,$kv,$L]=$(awk -v s=$dt 'BEGIN{printf "%.1f", 32/s}')
-    printf '  kv %-5s L %5d  prefill %8s tok/s  decode@%d %6s tok/s  (load %s)\n' $kv $L "${OURS[prefill,$kv,$L]}" $L "${OURS[decode,$kv,$L]}" "$(load)"
+# 1. strata vs llama.cpp for one instruction set: section1 LABEL BUILD VENV CMAKE_ISA
+#    LABEL   "native" or "avx2"; BUILD the strata build folder; VENV the llama-cpp-python venv;
+#    CMAKE_ISA llama.cpp's instruction-set options (its native detection, or AVX2/FMA/F16C only)
+section1() {
+  local label=$1 build=$2 venv=$3 cmake_isa=$4 kv L t pt dt
+  local w=$build/strata-worker
+  declare -A OURS
+  echo
+  echo "== [$label] strata-worker ($build), SmolLM2-135M Q4_1, 2 threads, prefill chunk 512"
+  for kv in f16 int8; do
+    for L in $LENS; do
+      t=$("$w" --model "$MODEL" --kv $kv --threads 2 --prefill 512 --max-context $((L + 64)) --tokens-file "$(ids $L)" --max-new 33 --timing 2>&1 >/dev/null | grep "^timing:")
+      pt=$(sed -E 's/.*prefill_s=([0-9.]+).*/\1/' <<<"$t"); dt=$(sed -E 's/.*decode_s=([0-9.]+).*/\1/' <<<"$t")
+      OURS[prefill,$kv,$L]=$(awk -v n=$L -v s=$pt 'BEGIN{printf "%.1f", n/s}')
+      OURS[decode,$kv,$L]=$(awk -v s=$dt 'BEGIN{printf "%.1f", 32/s}')
+      printf '  kv %-5s L %5d  prefill %8s tok/s  decode@%d %6s tok/s  (load %s)\n' $kv $L "${OURS[prefill,$kv,$L]}" $L "${OURS[decode,$kv,$L]}" "$(load)"
+    done
   done
-done
+  [ "${BENCH_QUICK:-0}" = 1 ] && return 0
 
-# 1b. llama.cpp on the same model, threads and lengths
-if [ "${BENCH_QUICK:-0}" != 1 ]; then
-  PY=tests/.venv/bin/python
-  if ! "$PY" -c 'import llama_cpp' 2>/dev/null; then
-    echo "(building llama-cpp-python into tests/.venv: takes several minutes)"
-    [ -x "$PY" ] || python3 -m venv tests/.venv
-    CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAVA_BUILD=OFF" \
-        "$PY" -m pip install -q numpy gguf llama-cpp-python==0.3.36
+  # llama.cpp on the same model, threads and lengths, built into its venv on first use
+  local py=$venv/bin/python
+  if ! "$py" -c 'import llama_cpp' 2>/dev/null; then
+    echo "(building llama-cpp-python into $venv with $cmake_isa: takes 10-15 minutes)"
+    [ -x "$py" ] || python3 -m venv "$venv"
+    # --no-cache-dir: pip's wheel cache does not key on CMAKE_ARGS, so a wheel built for one ISA
+    # would be reused for the other
+    CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="$cmake_isa -DLLAVA_BUILD=OFF" \
+        "$py" -m pip install -q --no-cache-dir numpy gguf llama-cpp-python==0.3.36
   fi
   echo
-  echo "== llama.cpp (llama-cpp-python), same model, 2 threads, n_batch 512, flash attention as it defaults"
-  "$PY" tests/bench/llamacpp_bench.py --model "$MODEL" --threads 2 --prefill "${LENS// /,}" --depths "${DEPTHS// /,}" \
-      --kv f16,q8_0 --fa auto --repeat 1 >"$TMP/lcpp.jsonl" || true
+  echo "== [$label] llama.cpp (llama-cpp-python in $venv), same model, 2 threads, n_batch 512, flash attention as it defaults"
+  "$py" tests/bench/llamacpp_bench.py --model "$MODEL" --threads 2 --prefill "${LENS// /,}" --depths "${DEPTHS// /,}" \
+      --kv f16,q8_0 --fa auto --repeat 1 >"$TMP/lcpp.$label.jsonl" || true
   echo
-  echo "== ratios strata / llama.cpp (> 1: strata is faster)"
-  "$PY" - "$TMP/lcpp.jsonl" <<PYEOF
+  echo "== [$label] ratios strata / llama.cpp (> 1: strata is faster)"
+  "$py" - "$TMP/lcpp.$label.jsonl" <<PYEOF
 import json, sys
 ours = {$(for k in "${!OURS[@]}"; do printf '"%s": %s, ' "$k" "${OURS[$k]}"; done)}
+print("  | phase | L | strata kv | tok/s | llama.cpp kv | tok/s | ratio |")
+print("  |---|---:|---|---:|---|---:|---:|")
 for line in open(sys.argv[1]):
     r = json.loads(line)
     if "error" in r: print("  llama.cpp refused", r.get("kv"), r.get("flash_attn"), r["error"]); continue
@@ -70,9 +82,21 @@ for line in open(sys.argv[1]):
     L = r["tokens"] if r["phase"] == "prefill" else r["depth"]
     key = f'{r["phase"]},{kv},{L}'
     if key in ours:
-        print(f'  {r["phase"]:7s} {"at depth" if r["phase"]=="decode" else "of"} {L:5d}  strata kv {kv:4s} {ours[key]:8.1f} tok/s'
-              f'  llama.cpp kv {r["kv"]:4s} {r["tokens_per_s"]:8.1f} tok/s  ratio {ours[key]/r["tokens_per_s"]:.2f}')
+        print(f'  | {r["phase"]} {"at" if r["phase"]=="decode" else "of"} | {L} | {kv} | {ours[key]:.1f} | {r["kv"]} | '
+              f'{r["tokens_per_s"]:.1f} | {ours[key]/r["tokens_per_s"]:.2f} |')
 PYEOF
+}
+
+# ISA=avx2: the native table first, then the AVX2 one (strata -march=haswell, llama.cpp with its
+# native detection off and AVX2/FMA/F16C on), so any x86 machine measures the AVX2 ratio
+if [ "${ISA:-}" = avx2 ]; then
+  section1 native build tests/.venv "-DGGML_NATIVE=ON"
+  section1 avx2 "$BUILD" tests/.venv-avx2 "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF"
+elif [ -n "${ISA:-}" ]; then
+  echo "(ISA=$ISA: no llama.cpp build for it; strata's figures only)"
+  BENCH_QUICK=1 section1 "$ISA" "$BUILD" "" ""
+else
+  section1 native "$BUILD" tests/.venv "-DGGML_NATIVE=ON"
 fi
 
 # 2. attention alone
