@@ -12,6 +12,7 @@
 #   4. per-position streaming: rows/s and GB/s through the driver; the comparison alone per position,
 #      SmolLM2's and Gemma 3's vocabulary (tests/bench/bench_compare.c).
 #   5. weight types: dequantisation and decode dot values/s per type, 1 thread (tests/bench/bench_quant.c).
+#   6. endurance: two listening workers serve 20 sequential sweeps; their RSS after each (endurance.sh).
 # BENCH_QUICK=1 skips llama.cpp and the 8K lengths.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -129,3 +130,9 @@ echo "  driver peak RSS: $(grep -o "\"driver_peak_rss\": *[0-9]*" "$TMP/pp/meta.
 echo
 echo "== weight types: dequantise and fused decode dot, values/s (tests/bench/bench_quant.c)"
 "$BUILD/bench/bench_quant"
+
+# 6. endurance: one listening worker per arm serves sweep after sweep; its RSS after each
+echo
+echo "== endurance: two listening workers (f16, int8) serve sequential sweeps (tests/bench/endurance.sh)"
+if [ "${BENCH_QUICK:-0}" = 1 ]; then SWEEPS=5 DEPTH=512 BUILD=$BUILD MODEL=$MODEL bash tests/bench/endurance.sh
+else SWEEPS=20 DEPTH=1024 BUILD=$BUILD MODEL=$MODEL bash tests/bench/endurance.sh; fi
