@@ -299,10 +299,7 @@ static void install_signals(void) {
 
 typedef struct {
     const char *model, *doc, *corpus, *tokens_file, *arms_list, *ref, *out, *tag, *worker, *dump_rows;
-    const char **remote;     /* [n_remote] "NAME=URL" */
-    int n_remote;
-    const char **arm_models; /* [n_arm_models] "NAME=FILE" / "NAME:SPEC=FILE" (--arm-model) */
-    int n_arm_models;
+    workers_arm_opts ao;     /* --arm, --arm-model, --tls-*, --launch, --launch-listen, --allow-overcommit */
     int depths, max_depth, fork_n, per_position, chunk, threads, prefill, max_context;
     int force, quiet, json;
     int cross_score;
@@ -311,8 +308,6 @@ typedef struct {
     double top_p;
     uint64_t seed;
     const char *resume;      /* --resume DIR */
-    const char *tls_cert, *tls_key, *tls_ca, *launch, *launch_listen;
-    int allow_overcommit;
     int request_timeout_s, max_restarts;   /* 0 = scaled; -1 = default (2) */
     int compare_threads;     /* 0 = the machine's cores */
     int n_run_opts;          /* options that define the run (not allowed beside --resume) */
@@ -351,12 +346,11 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         {"arms", 1, 0, 'a'}, {"ref", 1, 0, 'r'}, {"depths", 1, 0, 'k'}, {"max-depth", 1, 0, 'x'},
         {"fork", 1, 0, 'f'}, {"per-position", 0, 0, 'P'}, {"chunk", 1, 0, 'c'}, {"threads", 1, 0, 't'},
         {"prefill", 1, 0, 'p'}, {"max-context", 1, 0, 'X'}, {"out", 1, 0, 'o'}, {"tag", 1, 0, 'g'},
-        {"arm", 1, 0, 'A'}, {"worker", 1, 0, 'w'}, {"force", 0, 0, 'F'}, {"quiet", 0, 0, 'q'},
+        {"worker", 1, 0, 'w'}, {"force", 0, 0, 'F'}, {"quiet", 0, 0, 'q'},
         {"json", 0, 0, 'j'}, {"dump-rows", 1, 0, 'R'}, {"help", 0, 0, 'h'}, {"resume", 1, 0, 'Z'},
         {"request-timeout", 1, 0, 'Y'}, {"max-restarts", 1, 0, 'M'}, {"cross-score", 0, 0, 'S'},
         {"sample-temps", 1, 0, 'e'}, {"top-p", 1, 0, 'u'}, {"seed", 1, 0, 'd'}, {"compare-threads", 1, 0, 'W'},
-        {"tls-cert", 1, 0, 1001}, {"tls-key", 1, 0, 1002}, {"tls-ca", 1, 0, 1003}, {"launch", 1, 0, 1004},
-        {"launch-listen", 1, 0, 1005}, {"allow-overcommit", 0, 0, 1006}, {"arm-model", 1, 0, 'B'}, {0, 0, 0, 0}};
+        WORKERS_ARM_LONGOPTS, {0, 0, 0, 0}};
     int c;
     o->depths = 16;
     o->fork_n = 32;
@@ -368,6 +362,9 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
     optind = 0;   /* 0: glibc re-initialises (a second argument vector is parsed for --resume) */
     while ((c = getopt_long(argc, argv, "m:o:qh", opts, NULL)) != -1) {
         if (c > 255 || !strchr("qjwhZYMW", c)) o->n_run_opts++;
+        int taken = workers_arm_opt(&o->ao, c, optarg);
+        if (taken < 0) { cli_errorf("out of memory"); return EXIT_RUNTIME; }
+        if (taken) continue;
         switch (c) {
         case 'm': o->model = optarg; break;
         case 'D': o->doc = optarg; break;
@@ -385,20 +382,6 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         case 'X': if (cli_parse_int("--max-context", optarg, 1, 1 << 22, &o->max_context)) return EXIT_USAGE; break;
         case 'o': o->out = optarg; break;
         case 'g': o->tag = optarg; break;
-        case 'A': {
-            const char **nr = realloc(o->remote, (size_t)(o->n_remote + 1) * sizeof *nr);
-            if (!nr) { cli_errorf("out of memory"); return EXIT_RUNTIME; }
-            o->remote = nr;
-            o->remote[o->n_remote++] = optarg;
-            break;
-        }
-        case 'B': {
-            const char **nm = realloc(o->arm_models, (size_t)(o->n_arm_models + 1) * sizeof *nm);
-            if (!nm) { cli_errorf("out of memory"); return EXIT_RUNTIME; }
-            o->arm_models = nm;
-            o->arm_models[o->n_arm_models++] = optarg;
-            break;
-        }
         case 'w': o->worker = optarg; break;
         case 'F': o->force = 1; break;
         case 'q': o->quiet = 1; break;
@@ -431,12 +414,6 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
             o->seed = (uint64_t)v;
             break;
         }
-        case 1001: o->tls_cert = optarg; break;
-        case 1002: o->tls_key = optarg; break;
-        case 1003: o->tls_ca = optarg; break;
-        case 1004: o->launch = optarg; break;
-        case 1005: o->launch_listen = optarg; break;
-        case 1006: o->allow_overcommit = 1; break;
         case 'h': usage_sweep(stdout); return -1;
         default: usage_sweep(stderr); return EXIT_USAGE;
         }
@@ -447,11 +424,8 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         return EXIT_USAGE;
     }
     if (o->corpus && !o->corpus[0]) { cli_errorf("--corpus is empty: kjv, self or a folder"); return EXIT_USAGE; }
-    int n_tls = !!o->tls_cert + !!o->tls_key + !!o->tls_ca;
-    if (n_tls && n_tls != 3) { cli_errorf("TLS needs all three of --tls-cert, --tls-key and --tls-ca"); return EXIT_USAGE; }
     char e2[512];
-    if (o->launch && arm_launch_check(o->launch, e2, sizeof e2)) { cli_errorf("%s", e2); return EXIT_USAGE; }
-    if (o->launch_listen && !o->launch) { cli_errorf("--launch-listen goes with --launch"); return EXIT_USAGE; }
+    if (workers_arm_opts_check(&o->ao, e2, sizeof e2)) { cli_errorf("%s", e2); return EXIT_USAGE; }
     if (o->tag) {
         for (const char *q = o->tag; *q; q++)
             if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-", *q)) {
@@ -586,8 +560,7 @@ static int resume_opts(sweep_opts *o, json_t **hdr, char ***rargv, char *out_dir
         cli_errorf("cannot resume %s: the run's working directory %s: %s", out_dir, cwd, strerror(errno));
         return EXIT_RUNTIME;
     }
-    free(o->remote);
-    free(o->arm_models);
+    workers_arm_opts_free(&o->ao);
     memset(o, 0, sizeof *o);
     int rc = parse_sweep_opts((int)n, *rargv, o);
     if (rc) {
@@ -778,16 +751,12 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     /* ---- arms ---- */
     /* the --model arms (default f16,int8; only f16 beside --arm-model; none beside --arm), the weight
      * arms, the remote arms */
-    const char *list = o.arms_list ? o.arms_list : o.n_remote ? NULL : o.n_arm_models ? "f16" : "f16,int8";
-    if (list && arm_add_local(list, &arms, &n_arms, err, sizeof err)) { cli_errorf("%s", err); ret = EXIT_USAGE; goto done; }
-    for (int i = 0; i < o.n_arm_models; i++)
-        if (arm_add_model(o.arm_models[i], &arms, &n_arms, err, sizeof err)) { cli_errorf("%s", err); ret = EXIT_USAGE; goto done; }
-    for (int i = 0; i < o.n_remote; i++)
-        if (arm_add_remote(o.remote[i], &arms, &n_arms, err, sizeof err)) { cli_errorf("%s", err); ret = EXIT_USAGE; goto done; }
-    if ((ref = arm_resolve_formats(arms, n_arms, o.ref, err, sizeof err)) < 0) { cli_errorf("%s", err); ret = EXIT_USAGE; goto done; }
-    tls = (proto_tls){ o.tls_cert, o.tls_key, o.tls_ca };
-    aopt = (arm_options){ o.tls_cert ? &tls : NULL, o.launch, o.launch_listen, o.allow_overcommit };
-    arm_set_options(arms, n_arms, &aopt);
+    const char *list = o.arms_list ? o.arms_list : o.ao.n_remote ? NULL : o.ao.n_arm_models ? "f16" : "f16,int8";
+    if ((ref = workers_arms_build(list, o.ref, &o.ao, &tls, &aopt, &arms, &n_arms, err, sizeof err)) < 0) {
+        cli_errorf("%s", err);
+        ret = EXIT_USAGE;
+        goto done;
+    }
     int n_local = 0;
     for (int i = 0; i < n_arms; i++) n_local += !arms[i].remote;
     if (n_arms < 2) { cli_errorf("a sweep needs at least two arms (the reference and one to compare)"); ret = EXIT_USAGE; goto done; }
@@ -909,8 +878,7 @@ done:
     doc_free(&doc);
     free(tokens);
     free(depths);
-    free(o.remote);
-    free(o.arm_models);
+    workers_arm_opts_free(&o.ao);
     json_decref(warnings);
     if (g_stop && ret != EXIT_OK) ret = EXIT_INTERRUPTED;
     return ret;

@@ -61,7 +61,9 @@ void needle_usage(FILE *f) {
         "haystack (one of; default --corpus kjv): --corpus kjv|self|DIR, --doc FILE (as for sweep)\n"
         "arms (as for sweep): --arms LIST (default f16,int8), --ref NAME (default f16), --arm NAME=URL,\n"
         "  --arm-model NAME[:SPEC]=FILE (an arm on its own GGUF with the same tokenizer; without --arms\n"
-        "  the --model arms are just f16), --threads N, --prefill N, --max-context N, --worker PATH\n"
+        "  the --model arms are just f16), --threads N, --prefill N, --max-context N, --worker PATH,\n"
+        "  --tls-cert F --tls-key F --tls-ca F (mutual TLS for tls+tcp:// arms), --launch TEMPLATE and\n"
+        "  --launch-listen URL (start the local workers through srun/ssh), --allow-overcommit\n"
         "output:\n"
         "  --out DIR           results folder (default results/<YYYY-MM-DD-HHMM>-<model>-needle)\n"
         "  --tag T, --force, --quiet, --chunk N (tokens per prefill request, default 1024)\n"
@@ -175,10 +177,8 @@ enum { TPL_RAW = 1, TPL_CHAT = 2, TPL_BOTH = 3 };
 typedef struct {
     const char *model, *doc, *corpus, *arms_list, *ref, *out, *tag, *worker, *resume;
     const char *dump_prompts;     /* tests: DIR for every prompt's token ids */
-    const char **remote;          /* [n_remote] "NAME=URL" (malloc'd array, borrowed strings) */
-    int n_remote;
-    const char **arm_models;      /* [n_arm_models] "NAME[:SPEC]=FILE" (--arm-model; as remote) */
-    int n_arm_models;
+    workers_arm_opts ao;          /* --arm, --arm-model, --tls-*, --launch, --launch-listen,
+                                   * --allow-overcommit */
     int lengths[MAX_LIST], n_lengths;
     int positions[MAX_LIST], n_positions;
     int keys, trials, gen, chunk, threads, prefill, max_context;
@@ -214,38 +214,27 @@ static void opts_defaults(needle_opts *o) {
 static int parse_opts(int argc, char **argv, needle_opts *o, int *explicit_run_opts) {
     static const struct option opts[] = {
         {"model", 1, 0, 'm'}, {"doc", 1, 0, 'D'}, {"corpus", 1, 0, 'C'}, {"arms", 1, 0, 'a'},
-        {"ref", 1, 0, 'r'}, {"arm", 1, 0, 'A'}, {"lengths", 1, 0, 'L'}, {"positions", 1, 0, 'P'},
+        {"ref", 1, 0, 'r'}, {"lengths", 1, 0, 'L'}, {"positions", 1, 0, 'P'},
         {"keys", 1, 0, 'K'}, {"trials", 1, 0, 'N'}, {"seed", 1, 0, 'S'}, {"template", 1, 0, 'T'},
         {"gen", 1, 0, 'G'}, {"chunk", 1, 0, 'c'}, {"threads", 1, 0, 't'}, {"prefill", 1, 0, 'p'},
         {"max-context", 1, 0, 'X'}, {"worker", 1, 0, 'w'}, {"out", 1, 0, 'o'}, {"tag", 1, 0, 'g'},
         {"force", 0, 0, 'F'}, {"quiet", 0, 0, 'q'}, {"resume", 1, 0, 'R'}, {"dump-prompts", 1, 0, 'U'}, {"help", 0, 0, 'h'},
-        {"arm-model", 1, 0, 'B'}, {0, 0, 0, 0}};
+        WORKERS_ARM_LONGOPTS, {0, 0, 0, 0}};
     int c;
     long v;
     *explicit_run_opts = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:o:qh", opts, NULL)) != -1) {
-        if (!strchr("tqwRUh", c)) (*explicit_run_opts)++;
+        if (c > 255 || !strchr("tqwRUh", c)) (*explicit_run_opts)++;
+        int taken = workers_arm_opt(&o->ao, c, optarg);
+        if (taken < 0) { cli_errorf("out of memory"); return EXIT_RUNTIME; }
+        if (taken) continue;
         switch (c) {
         case 'm': o->model = optarg; break;
         case 'D': o->doc = optarg; break;
         case 'C': o->corpus = optarg; break;
         case 'a': o->arms_list = optarg; break;
         case 'r': o->ref = optarg; break;
-        case 'A': {
-            const char **nr = realloc(o->remote, (size_t)(o->n_remote + 1) * sizeof *nr);
-            if (!nr) { cli_errorf("out of memory"); return EXIT_RUNTIME; }
-            o->remote = nr;
-            o->remote[o->n_remote++] = optarg;
-            break;
-        }
-        case 'B': {
-            const char **nm = realloc(o->arm_models, (size_t)(o->n_arm_models + 1) * sizeof *nm);
-            if (!nm) { cli_errorf("out of memory"); return EXIT_RUNTIME; }
-            o->arm_models = nm;
-            o->arm_models[o->n_arm_models++] = optarg;
-            break;
-        }
         case 'L': if (parse_list("--lengths", optarg, 16, 1 << 22, o->lengths, &o->n_lengths)) return EXIT_USAGE; break;
         case 'P': if (parse_list("--positions", optarg, 0, 100, o->positions, &o->n_positions)) return EXIT_USAGE; break;
         case 'K': if (cli_parse_int("--keys", optarg, 1, NEEDLE_MAX_KEYS, &o->keys)) return EXIT_USAGE; break;
@@ -270,6 +259,8 @@ static int parse_opts(int argc, char **argv, needle_opts *o, int *explicit_run_o
     }
     if (optind < argc) { cli_errorf("unexpected argument '%s' (see strata-driver needle --help)", argv[optind]); return EXIT_USAGE; }
     if (o->doc && o->corpus) { cli_errorf("give at most one of --doc, --corpus"); return EXIT_USAGE; }
+    char e2[512];
+    if (workers_arm_opts_check(&o->ao, e2, sizeof e2)) { cli_errorf("%s", e2); return EXIT_USAGE; }
     if (o->corpus && !o->corpus[0]) { cli_errorf("--corpus is empty: kjv, self or a folder"); return EXIT_USAGE; }
     if (o->tag) {
         for (const char *q = o->tag; *q; q++)
@@ -324,22 +315,20 @@ static int opts_from_meta(json_t *meta, needle_opts *o, char *err, size_t errlen
             dst[w][i] = (int)json_integer_value(x);
         }
     }
-    json_t *rem = json_object_get(op, "remote");
-    if (json_is_array(rem) && json_array_size(rem)) {
-        if (!(o->remote = calloc(json_array_size(rem), sizeof *o->remote)))
-            return errmsg_set(err, errlen, -1, "out of memory");
-        for (size_t i = 0; i < json_array_size(rem); i++)
-            if (json_is_string(json_array_get(rem, i)))
-                o->remote[o->n_remote++] = json_string_value(json_array_get(rem, i));
+    /* the arm options, through the same parser as the command line's (codes of WORKERS_ARM_LONGOPTS) */
+    static const struct { const char *key; int code; } arm_keys[] = {
+        {"tls_cert", 1001}, {"tls_key", 1002}, {"tls_ca", 1003}, {"launch", 1004}, {"launch_listen", 1005}};
+    const char *lists[2] = {"remote", "arm_models"};
+    for (int w = 0; w < 2; w++) {
+        json_t *a = json_object_get(op, lists[w]);
+        for (size_t i = 0; json_is_array(a) && i < json_array_size(a); i++)
+            if (json_is_string(json_array_get(a, i)) &&
+                workers_arm_opt(&o->ao, w ? 'B' : 'A', json_string_value(json_array_get(a, i))) < 0)
+                return errmsg_set(err, errlen, -1, "out of memory");
     }
-    json_t *am = json_object_get(op, "arm_models");
-    if (json_is_array(am) && json_array_size(am)) {
-        if (!(o->arm_models = calloc(json_array_size(am), sizeof *o->arm_models)))
-            return errmsg_set(err, errlen, -1, "out of memory");
-        for (size_t i = 0; i < json_array_size(am); i++)
-            if (json_is_string(json_array_get(am, i)))
-                o->arm_models[o->n_arm_models++] = json_string_value(json_array_get(am, i));
-    }
+    for (size_t i = 0; i < sizeof arm_keys / sizeof arm_keys[0]; i++)
+        if (OSTR(arm_keys[i].key)) workers_arm_opt(&o->ao, arm_keys[i].code, OSTR(arm_keys[i].key));
+    if (json_is_true(json_object_get(op, "allow_overcommit"))) workers_arm_opt(&o->ao, 1006, NULL);
 #undef OSTR
 #undef OINT
     return 0;
@@ -349,15 +338,21 @@ static json_t *opts_to_json(const needle_opts *o) {
     json_t *j = json_object(), *L = json_array(), *P = json_array(), *rem = json_array();
     for (int i = 0; i < o->n_lengths; i++) json_array_append_new(L, json_integer(o->lengths[i]));
     for (int i = 0; i < o->n_positions; i++) json_array_append_new(P, json_integer(o->positions[i]));
-    for (int i = 0; i < o->n_remote; i++) json_array_append_new(rem, json_string(o->remote[i]));
+    for (int i = 0; i < o->ao.n_remote; i++) json_array_append_new(rem, json_string(o->ao.remote[i]));
     json_object_set_new(j, "model", json_string(o->model));
     json_object_set_new(j, "arms", o->arms_list ? json_string(o->arms_list) : json_null());
     json_object_set_new(j, "remote", rem);
-    if (o->n_arm_models) {
+    if (o->ao.n_arm_models) {
         json_t *am = json_array();
-        for (int i = 0; i < o->n_arm_models; i++) json_array_append_new(am, json_string(o->arm_models[i]));
+        for (int i = 0; i < o->ao.n_arm_models; i++) json_array_append_new(am, json_string(o->ao.arm_models[i]));
         json_object_set_new(j, "arm_models", am);
     }
+    /* how the workers start and connect (paths, not secrets: a resume reads the same files) */
+    const char *arm_strs[][2] = {{"tls_cert", o->ao.tls_cert}, {"tls_key", o->ao.tls_key}, {"tls_ca", o->ao.tls_ca},
+                                 {"launch", o->ao.launch}, {"launch_listen", o->ao.launch_listen}};
+    for (size_t i = 0; i < sizeof arm_strs / sizeof arm_strs[0]; i++)
+        if (arm_strs[i][1]) json_object_set_new(j, arm_strs[i][0], json_string(arm_strs[i][1]));
+    if (o->ao.allow_overcommit) json_object_set_new(j, "allow_overcommit", json_true());
     json_object_set_new(j, "ref", json_string(o->ref));
     json_object_set_new(j, "lengths", L);
     json_object_set_new(j, "positions", P);
@@ -1181,6 +1176,8 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     int tmp_lock = -1;
     char self_dir[PATH_MAX], worker[PATH_MAX], repo[PATH_MAX], root[PATH_MAX + 8], status_buf[2200];
     json_t *warnings = json_array(), *resume_meta = NULL;
+    proto_tls tls;                /* the arms' start/connect options (workers_arms_build): outlive the arms */
+    arm_options aopt;
     doc_t doc;
     ntok T;
     nplan P;
@@ -1197,7 +1194,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     opts_defaults(&cli);
 
     int prc = parse_opts(argc, argv, &cli, &explicit_opts);
-    if (prc) { ret = prc < 0 ? EXIT_OK : prc; free(cli.remote); free(cli.arm_models); json_decref(warnings); return ret; }
+    if (prc) { ret = prc < 0 ? EXIT_OK : prc; workers_arm_opts_free(&cli.ao); json_decref(warnings); return ret; }
     o = cli;
     if (cli.resume) {
         char mp[PATH_MAX + 16];
@@ -1217,10 +1214,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
         o.threads = cli.threads;
         o.worker = cli.worker;
         o.resume = cli.resume;
-        free(cli.remote);
-        cli.remote = NULL;
-        free(cli.arm_models);
-        cli.arm_models = NULL;
+        workers_arm_opts_free(&cli.ao);
         if (opts_from_meta(resume_meta, &o, err, sizeof err)) { cli_errorf("--resume: %s", err); goto done; }
         snprintf(out_dir, sizeof out_dir, "%s", cli.resume);
         const char *tg = json_string_value(json_object_get(resume_meta, "tag"));
@@ -1236,20 +1230,18 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     if (!o.model) { cli_errorf("--model FILE is required (the prompts are built with its tokenizer)"); ret = EXIT_USAGE; goto done; }
 
     /* ---- arms ---- */
-    const char *list = o.arms_list ? o.arms_list : o.n_remote ? NULL : o.n_arm_models ? "f16" : "f16,int8";
+    const char *list = o.arms_list ? o.arms_list : o.ao.n_remote ? NULL : o.ao.n_arm_models ? "f16" : "f16,int8";
     if (!o.arms_list && list) o.arms_list = list;
-    if (list && arm_add_local(list, &arms, &n_arms, err, sizeof err)) { cli_errorf("%s", err); ret = EXIT_USAGE; goto done; }
-    for (int i = 0; i < o.n_arm_models; i++) {
-        if (arm_add_model(o.arm_models[i], &arms, &n_arms, err, sizeof err)) { cli_errorf("%s", err); ret = EXIT_USAGE; goto done; }
-        const arm *am = &arms[n_arms - 1];
-        if (access(am->model, R_OK)) {
-            cli_errorf("--arm-model %s: cannot read %s: %s", am->name, am->model, strerror(errno));
+    if ((ref = workers_arms_build(list, o.ref, &o.ao, &tls, &aopt, &arms, &n_arms, err, sizeof err)) < 0) {
+        cli_errorf("%s", err);
+        ret = EXIT_USAGE;
+        goto done;
+    }
+    for (int i = 0; i < n_arms; i++)
+        if (arms[i].own_model && access(arms[i].model, R_OK)) {
+            cli_errorf("--arm-model %s: cannot read %s: %s", arms[i].name, arms[i].model, strerror(errno));
             goto done;
         }
-    }
-    for (int i = 0; i < o.n_remote; i++)
-        if (arm_add_remote(o.remote[i], &arms, &n_arms, err, sizeof err)) { cli_errorf("%s", err); ret = EXIT_USAGE; goto done; }
-    if ((ref = arm_resolve_formats(arms, n_arms, o.ref, err, sizeof err)) < 0) { cli_errorf("%s", err); ret = EXIT_USAGE; goto done; }
     int n_local = 0;
     for (int i = 0; i < n_arms; i++) n_local += !arms[i].remote;
 
@@ -1605,10 +1597,8 @@ done:
     plan_free(&P);
     ntok_free(&T);
     doc_free(&doc);
-    if (o.remote != cli.remote) free(o.remote);
-    free(cli.remote);
-    if (o.arm_models != cli.arm_models) free(o.arm_models);
-    free(cli.arm_models);
+    if (cli.resume) workers_arm_opts_free(&o.ao);   /* else o.ao is cli.ao's copy */
+    workers_arm_opts_free(&cli.ao);
     json_decref(resume_meta);
     json_decref(warnings);
     if (*stop && ret != EXIT_OK) ret = EXIT_INTERRUPTED;

@@ -2,6 +2,7 @@
 #include "driver/workers.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <string.h>
 #include <time.h>
@@ -13,6 +14,59 @@ double workers_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- the arm options (sweep and needle) ---- */
+
+static int push_str(const char ***arr, int *n, const char *s) {
+    const char **na = realloc(*arr, (size_t)(*n + 1) * sizeof *na);
+    if (!na) return -1;
+    *arr = na;
+    na[(*n)++] = s;
+    return 0;
+}
+
+int workers_arm_opt(workers_arm_opts *a, int c, const char *arg) {
+    switch (c) {
+    case 'A': return push_str(&a->remote, &a->n_remote, arg) ? -1 : 1;
+    case 'B': return push_str(&a->arm_models, &a->n_arm_models, arg) ? -1 : 1;
+    case 1001: a->tls_cert = arg; return 1;
+    case 1002: a->tls_key = arg; return 1;
+    case 1003: a->tls_ca = arg; return 1;
+    case 1004: a->launch = arg; return 1;
+    case 1005: a->launch_listen = arg; return 1;
+    case 1006: a->allow_overcommit = 1; return 1;
+    default: return 0;
+    }
+}
+
+int workers_arm_opts_check(const workers_arm_opts *a, char *err, size_t errlen) {
+    int n_tls = !!a->tls_cert + !!a->tls_key + !!a->tls_ca;
+    if (n_tls && n_tls != 3) return errmsg_set(err, errlen, -1, "TLS needs all three of --tls-cert, --tls-key and --tls-ca");
+    if (a->launch && arm_launch_check(a->launch, err, errlen)) return -1;
+    if (a->launch_listen && !a->launch) return errmsg_set(err, errlen, -1, "--launch-listen goes with --launch");
+    return 0;
+}
+
+void workers_arm_opts_free(workers_arm_opts *a) {
+    free(a->remote);
+    free(a->arm_models);
+    memset(a, 0, sizeof *a);
+}
+
+int workers_arms_build(const char *list, const char *ref, const workers_arm_opts *a, proto_tls *tls,
+                       arm_options *opt, arm **arms, int *n, char *err, size_t errlen) {
+    if (list && arm_add_local(list, arms, n, err, errlen)) return -1;
+    for (int i = 0; i < a->n_arm_models; i++)
+        if (arm_add_model(a->arm_models[i], arms, n, err, errlen)) return -1;
+    for (int i = 0; i < a->n_remote; i++)
+        if (arm_add_remote(a->remote[i], arms, n, err, errlen)) return -1;
+    int r = arm_resolve_formats(*arms, *n, ref, err, errlen);
+    if (r < 0) return -1;
+    *tls = (proto_tls){ a->tls_cert, a->tls_key, a->tls_ca };
+    *opt = (arm_options){ a->tls_cert ? tls : NULL, a->launch, a->launch_listen, a->allow_overcommit };
+    arm_set_options(*arms, *n, opt);
+    return r;
 }
 
 /* Sets each local arm's mem_other: the sizes of the distinct model files (by device and inode) the

@@ -27,6 +27,46 @@ typedef struct {
     int quiet;               /* no "started" line, no handshake table */
 } workers_opts;
 
+/* The command-line options that name a run's arms besides --arms and say how their workers start
+ * and connect, the same for `sweep` and `needle`: --arm NAME=URL, --arm-model NAME[:SPEC]=FILE,
+ * --tls-cert/--tls-key/--tls-ca, --launch, --launch-listen, --allow-overcommit. Strings are
+ * borrowed (argv, or a resumed run's meta.json); the two arrays are malloc'd by workers_arm_opt and
+ * freed by workers_arm_opts_free. */
+typedef struct {
+    const char **remote;      /* [n_remote] "NAME=URL" (--arm) */
+    int n_remote;
+    const char **arm_models;  /* [n_arm_models] "NAME=FILE" / "NAME:SPEC=FILE" (--arm-model) */
+    int n_arm_models;
+    const char *tls_cert, *tls_key, *tls_ca;   /* all three or none */
+    const char *launch, *launch_listen;
+    int allow_overcommit;
+} workers_arm_opts;
+
+/* Their getopt_long entries (the codes workers_arm_opt takes), for a command's option table. */
+#define WORKERS_ARM_LONGOPTS                                                                         \
+    {"arm", 1, 0, 'A'}, {"arm-model", 1, 0, 'B'}, {"tls-cert", 1, 0, 1001}, {"tls-key", 1, 0, 1002}, \
+    {"tls-ca", 1, 0, 1003}, {"launch", 1, 0, 1004}, {"launch-listen", 1, 0, 1005},                    \
+    {"allow-overcommit", 0, 0, 1006}
+
+/* Takes getopt's code c and its argument: 1 when c is one of the options above (stored in *a), 0 when
+ * it is not, -1 out of memory. */
+int workers_arm_opt(workers_arm_opts *a, int c, const char *arg);
+
+/* The checks once every option is read: TLS needs all three files, a --launch template must hold
+ * {worker}, --launch-listen needs --launch. 0, or -1 with one line in err (a usage error). */
+int workers_arm_opts_check(const workers_arm_opts *a, char *err, size_t errlen);
+
+/* Frees the arrays (not the strings) and clears *a. */
+void workers_arm_opts_free(workers_arm_opts *a);
+
+/* The arms of a run into *arms [*n] (appended; the caller frees *arms): the local arms of list
+ * (comma-separated specs; NULL: none), the weight arms of --arm-model, the remote arms of --arm,
+ * then the reference resolved and every arm given the start/connect options. *tls and *opt are the
+ * caller's storage for those options and must outlive the arms. Returns the reference arm's index,
+ * or -1 with one line in err (a usage error: a bad spec, an unknown reference). */
+int workers_arms_build(const char *list, const char *ref, const workers_arm_opts *a, proto_tls *tls,
+                       arm_options *opt, arm **arms, int *n, char *err, size_t errlen);
+
 /* Outcomes (the driver's exit codes, §1.5). */
 enum { WORKERS_OK = 0, WORKERS_ERROR = 1, WORKERS_MISMATCH = 3, WORKERS_INTERRUPTED = 130 };
 

@@ -11,6 +11,7 @@
 #   - two "hosts" made of network namespaces joined by a veth pair: the same over a real
 #     interface, and a worker on the default (loopback) address cannot be reached from the other
 #     host; skipped with the reason when namespaces are not permitted;
+#   - needle: through a TLS arm, through --launch, and resumed through --launch (same cells.tsv);
 #   - --launch through a fake srun and a fake ssh on PATH: the sweep equals the local one, the
 #     launcher saw the worker's command line (with --allow-overcommit passed through), and a
 #     SIGKILLed driver leaves no worker behind.
@@ -292,6 +293,39 @@ for _ in $(seq 50); do [ "$(nprocs "$T/orphan-model.gguf --kv-k")" = 0 ] && brea
 n_after=$(nprocs "$T/orphan-model.gguf --kv-k")
 check "driver SIGKILLed with 2 launched workers running ($n_before): none left within 5 s ($n_after)" \
     bash -c "[ $n_before -ge 2 ] && [ $n_after = 0 ]"
+
+# ---- 6. needle brings its arms up the same way: TLS arms, --launch, and a resume that relaunches --
+NA=(needle --model "$MODEL" --lengths 256 --positions 0,100 --trials 2 --threads 1 --quiet)
+"$DRV" "${NA[@]}" --arms f16,int8 --out "$T/nref" 2> "$T/nref.err"; rc=$?
+check "needle with local arms exits 0 (rc $rc)" test $rc -eq 0
+"$WRK" --model "$MODEL" --kv int8 --threads 1 --listen tls+tcp://127.0.0.1:0 "${TLSW[@]}" > "$T/nw.out" 2> /dev/null &
+W=$!; BGPIDS="$BGPIDS $W"
+U=$(url_of "$T/nw.out")
+"$DRV" "${NA[@]}" --arms f16 --arm int8="$U" "${TLSD[@]}" --out "$T/ntls" 2> "$T/ntls.err"; rc=$?
+check "needle through a mutual-TLS arm: exit 0, cells.tsv byte-identical to local arms' (rc $rc)" \
+    bash -c "[ $rc -eq 0 ] && cmp -s '$T/ntls/cells.tsv' '$T/nref/cells.tsv'"
+[ $rc -ne 0 ] && head -n 5 "$T/ntls.err"
+"$DRV" "${NA[@]}" --arms f16 --arm int8="$U" --tls-cert "$T/intruder.pem" --tls-key "$T/intruder.key" \
+    --tls-ca "$T/ca.pem" --out "$T/nintr" 2> "$T/nintr.err"; rc=$?
+check "needle with a certificate the worker's CA did not sign: refused, exit 1 (rc $rc)" test $rc -eq 1
+kill $W 2> /dev/null; wait $W 2> /dev/null
+"$DRV" "${NA[@]}" --arms f16 --tls-cert "$T/driver.pem" --out "$T/nhalf" 2> "$T/nhalf.err"; rc=$?
+check "needle: --tls-cert alone is a usage error (rc $rc)" test $rc -eq 2
+: > "$T/srun.log"
+PATH="$T/bin:$PATH" "$DRV" "${NA[@]}" --arms f16,int8 --launch 'srun -N1 -n1 {worker}' --allow-overcommit \
+    --out "$T/nsrun" 2> "$T/nsrun.err"; rc=$?
+check "needle with --launch 'srun -N1 -n1 {worker}': exit 0, srun started 2 workers with --allow-overcommit, cells.tsv identical (rc $rc)" \
+    bash -c "[ $rc -eq 0 ] && [ \$(grep -c -- '--allow-overcommit' '$T/srun.log') = 2 ] && cmp -s '$T/nsrun/cells.tsv' '$T/nref/cells.tsv'"
+check "... meta.json records how the workers were started" \
+    test "$(grep -c -e '"launch": "srun -N1 -n1 {worker}"' -e '"allow_overcommit": true' "$T/nsrun/meta.json")" = 2
+# the run cut to its first 2 cells, resumed: the workers are launched again through srun
+head -n 5 "$T/nsrun/cells.tsv" > "$T/nsrun/cells.cut" && mv "$T/nsrun/cells.cut" "$T/nsrun/cells.tsv"
+sed -i 's/"complete": true/"complete": false/' "$T/nsrun/meta.json"
+: > "$T/srun.log"
+PATH="$T/bin:$PATH" "$DRV" needle --resume "$T/nsrun" --quiet 2> "$T/nres.err"; rc=$?
+check "needle --resume of a launched run relaunches through srun (2 workers) and completes identically (rc $rc)" \
+    bash -c "[ $rc -eq 0 ] && [ \$(wc -l < '$T/srun.log') = 2 ] && cmp -s '$T/nsrun/cells.tsv' '$T/nref/cells.tsv'"
+[ $rc -ne 0 ] && head -n 5 "$T/nres.err"
 
 if [ "$skip" != 0 ]; then echo "$pass passed, $fail failed, $skip skipped"; else echo "$pass passed, $fail failed"; fi
 [ "$fail" = 0 ]
