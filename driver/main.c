@@ -133,8 +133,9 @@ static void usage_sweep(FILE *f) {
         "faults and resuming:\n"
         "  --resume DIR        continue the sweep of results folder DIR after a crash, an interrupt or a\n"
         "                      failure, with the options recorded there (only --quiet, --json,\n"
-        "                      --compare-threads, --request-timeout, --max-restarts and --worker may\n"
-        "                      be given beside it);\n"
+        "                      --compare-threads, --request-timeout, --max-restarts, --worker and\n"
+        "                      --tls-cert/--tls-key/--tls-ca, e.g. renewed certificates, may be\n"
+        "                      given beside it);\n"
         "                      the results equal an uninterrupted run's\n"
         "  --request-timeout S a worker that does not answer one request within S seconds is restarted\n"
         "                      (default: 10x the time the measured rate predicts, 60 s to 6 h; 30 min\n"
@@ -300,6 +301,7 @@ static void install_signals(void) {
 typedef struct {
     const char *model, *doc, *corpus, *tokens_file, *arms_list, *ref, *out, *tag, *worker, *dump_rows;
     workers_arm_opts ao;     /* --arm, --arm-model, --tls-*, --launch, --launch-listen, --allow-overcommit */
+    char tls_abs[3][PATH_MAX];   /* --resume: the --tls-* files given beside it, made absolute */
     int depths, max_depth, fork_n, per_position, chunk, threads, prefill, max_context;
     int force, quiet, json;
     int cross_score;
@@ -361,7 +363,9 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
     o->seed = 20250101u;
     optind = 0;   /* 0: glibc re-initialises (a second argument vector is parsed for --resume) */
     while ((c = getopt_long(argc, argv, "m:o:qh", opts, NULL)) != -1) {
-        if (c > 255 || !strchr("qjwhZYMW", c)) o->n_run_opts++;
+        /* not a run option: may be given beside --resume (certificates renewed since the run began) */
+        int beside_resume = c > 255 ? c >= 1001 && c <= 1003 : strchr("qjwhZYMW", c) != NULL;
+        if (!beside_resume) o->n_run_opts++;
         int taken = workers_arm_opt(&o->ao, c, optarg);
         if (taken < 0) { cli_errorf("out of memory"); return EXIT_RUNTIME; }
         if (taken) continue;
@@ -528,10 +532,17 @@ static int resume_opts(sweep_opts *o, json_t **hdr, char ***rargv, char *out_dir
     sweep_opts given = *o;
     if (o->n_run_opts) {
         cli_errorf("--resume DIR continues a run with the options recorded in DIR; beside it only --quiet, --json, "
-               "--request-timeout, --max-restarts, --compare-threads and --worker may be given");
+               "--request-timeout, --max-restarts, --compare-threads, --worker and --tls-* may be given");
         return EXIT_USAGE;
     }
     if (!realpath(o->resume, out_dir)) { cli_errorf("cannot resume %s: %s", o->resume, strerror(errno)); return EXIT_USAGE; }
+    /* certificates given now replace the recorded ones; absolute, as the run's directory becomes current */
+    const char *tls_given[3] = { o->ao.tls_cert, o->ao.tls_key, o->ao.tls_ca };
+    for (int i = 0; i < 3 && tls_given[0]; i++)
+        if (!realpath(tls_given[i], given.tls_abs[i])) {
+            cli_errorf("cannot resume with %s: %s", tls_given[i], strerror(errno));
+            return EXIT_USAGE;
+        }
     if (journal_in_use(out_dir)) {
         cli_errorf("cannot resume %s: it is in use (another strata-driver is writing it)", out_dir);
         return EXIT_RUNTIME;
@@ -576,6 +587,12 @@ static int resume_opts(sweep_opts *o, json_t **hdr, char ***rargv, char *out_dir
     if (given.max_restarts >= 0) o->max_restarts = given.max_restarts;
     if (given.worker) o->worker = given.worker;
     if (given.compare_threads) o->compare_threads = given.compare_threads;
+    if (tls_given[0]) {
+        memcpy(o->tls_abs, given.tls_abs, sizeof o->tls_abs);
+        o->ao.tls_cert = o->tls_abs[0];
+        o->ao.tls_key = o->tls_abs[1];
+        o->ao.tls_ca = o->tls_abs[2];
+    }
     const char *cmd = json_string_value(json_object_get(*hdr, "command"));
     if (cmd) *command = cmd;
     return 0;

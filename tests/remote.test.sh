@@ -11,6 +11,7 @@
 #   - two "hosts" made of network namespaces joined by a veth pair: the same over a real
 #     interface, and a worker on the default (loopback) address cannot be reached from the other
 #     host; skipped with the reason when namespaces are not permitted;
+#   - a sweep through a TLS arm killed and resumed with its certificates given anew beside --resume;
 #   - needle: through a TLS arm, through --launch, and resumed through --launch (same cells.tsv);
 #   - --launch through a fake srun and a fake ssh on PATH: the sweep equals the local one, the
 #     launcher saw the worker's command line (with --allow-overcommit passed through), and a
@@ -308,6 +309,20 @@ check "needle through a mutual-TLS arm: exit 0, cells.tsv byte-identical to loca
 "$DRV" "${NA[@]}" --arms f16 --arm int8="$U" --tls-cert "$T/intruder.pem" --tls-key "$T/intruder.key" \
     --tls-ca "$T/ca.pem" --out "$T/nintr" 2> "$T/nintr.err"; rc=$?
 check "needle with a certificate the worker's CA did not sign: refused, exit 1 (rc $rc)" test $rc -eq 1
+# a sweep through the TLS arm whose driver dies mid-run, resumed after its certificates moved (renewed)
+mkdir -p "$T/certs-old" "$T/certs-new"
+cp "$T/driver.pem" "$T/driver.key" "$T/ca.pem" "$T/certs-old/"
+STRATA_TEST_FAULT=die@6 "$DRV" "${SW[@]}" --arms f16 --arm int8="$U" --tls-cert "$T/certs-old/driver.pem" \
+    --tls-key "$T/certs-old/driver.key" --tls-ca "$T/certs-old/ca.pem" --out "$T/tlsres" 2> /dev/null; rc0=$?
+mv "$T/certs-old/"* "$T/certs-new/"
+"$DRV" sweep --resume "$T/tlsres" --quiet 2> "$T/tlsres1.err"; rc1=$?
+(cd "$T/certs-new" && "$DRV" sweep --resume "$T/tlsres" --quiet --tls-cert driver.pem --tls-key driver.key \
+    --tls-ca ca.pem 2> "$T/tlsres2.err"); rc2=$?
+check "sweep through TLS killed (rc $rc0), resumed with the recorded certificates gone: fails (rc $rc1); with them given beside --resume (relative paths): exit 0 (rc $rc2), results identical" \
+    bash -c "[ $rc0 -ne 0 ] && [ $rc1 -ne 0 ] && [ $rc2 -eq 0 ] && cmp -s '$T/tlsres/depths.tsv' '$T/ref/depths.tsv' && cmp -s '$T/tlsres/forks.tsv' '$T/ref/forks.tsv'"
+[ $rc2 -ne 0 ] && head -n 3 "$T/tlsres2.err"
+"$DRV" sweep --resume "$T/tlsres" --tls-cert "$T/certs-new/driver.pem" 2> "$T/tlsres3.err"; rc=$?
+check "--tls-cert alone beside --resume: usage error (rc $rc)" test $rc -eq 2
 kill $W 2> /dev/null; wait $W 2> /dev/null
 "$DRV" "${NA[@]}" --arms f16 --tls-cert "$T/driver.pem" --out "$T/nhalf" 2> "$T/nhalf.err"; rc=$?
 check "needle: --tls-cert alone is a usage error (rc $rc)" test $rc -eq 2
