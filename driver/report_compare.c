@@ -1,5 +1,6 @@
 /* report_compare.c — two results folders side by side as Markdown: the setup differences,
- * and for every arm name present in both, the summary statistics (report_analysis.c) and the
+ * and for every arm name present in both, the summary statistics (report_analysis.c; with the
+ * cross-scored and sampled forks of report_cross.c when either folder has them) and the
  * depth-by-depth KL and fork. Reads both folders; writes nothing into them. */
 #include "driver/report_internal.h"
 
@@ -30,9 +31,11 @@ static const char *repeat_text(int repeat) {
 int report_compare(const char *dir1, const char *dir2, FILE *out, char *err, size_t errlen) {
     report_results R[2];
     report_analysis A[2] = {{0}, {0}};
+    report_extra E[2];   /* cross.tsv and samples.tsv of each folder (empty when absent) */
     const char *dirs[2] = {dir1, dir2};
     int rc = -1;
     memset(R, 0, sizeof R);
+    memset(E, 0, sizeof E);
     if (!dir1 || !dir2 || !out) {
         report_set_err(err, errlen, "compare needs two dirs and an output");
         return -1;
@@ -40,6 +43,7 @@ int report_compare(const char *dir1, const char *dir2, FILE *out, char *err, siz
     for (int k = 0; k < 2; k++) {
         if (report_results_load(dirs[k], &R[k], err, errlen)) goto done;
         if (report_analysis_run(&R[k], &A[k], err, errlen)) goto done;
+        if (report_extra_load(dirs[k], &R[k], &E[k], err, errlen)) goto done;
     }
     char a[160], b[160];
     fprintf(out, "# strata comparison: %s vs %s\n\n", R[0].tag, R[1].tag);
@@ -101,6 +105,7 @@ int report_compare(const char *dir1, const char *dir2, FILE *out, char *err, siz
         cmp_row(out, "Median fork token", a, b);
         if (X->repeat >= 0 || Y->repeat >= 0)
             cmp_row(out, "Repeat check", repeat_text(X->repeat), repeat_text(Y->repeat));
+        report_extra_compare(out, &R[0], &E[0], i, &R[1], &E[1], j);
         fprintf(out, "\n| Depth | KL (1) | KL (2) | (2) / (1) | Fork (1) | Fork (2) |\n"
                 "|---:|---:|---:|---:|---:|---:|\n");
         int shown = 0;
@@ -136,6 +141,7 @@ int report_compare(const char *dir1, const char *dir2, FILE *out, char *err, siz
     if (rc) report_set_err(err, errlen, "write error on the comparison output");
 done:
     for (int k = 0; k < 2; k++) {
+        report_extra_free(&E[k]);
         report_analysis_free(&A[k], R[k].n_arms);
         report_results_free(&R[k]);
     }

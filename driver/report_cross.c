@@ -455,6 +455,62 @@ void report_extra_readme(FILE *o, const report_results *R, const report_analysis
 }
 
 /* ============================================================================================
+ * compare
+ * ========================================================================================== */
+
+/* One folder's cell of a cross-scoring row: "Δ [lo, hi] (verdict)", or REPORT_NA. */
+static void cross_cell(const report_extra *X, int a, int f32, char *buf, size_t len) {
+    cross_sum s;
+    if (!X->have_cross || cross_summary(X, a, &s) || !s.n) { snprintf(buf, len, REPORT_NA); return; }
+    const stats_ci *c = f32 ? &s.d_f32 : &s.d_ref;
+    char ci[96];
+    fmt_ci3(c, ci, sizeof ci);
+    if (isnan(c->est)) snprintf(buf, len, "%s", ci);
+    else snprintf(buf, len, "%s (%s)", ci, cross_verdict(c));
+}
+
+/* One folder's cell of a sampled-fork row at temperature T: "rate [lo, hi], median m", or REPORT_NA. */
+static void sample_cell(const report_results *R, const report_extra *X, int a, double T, char *buf, size_t len) {
+    int have = 0;
+    for (int j = 0; j < X->n_temps; j++) have |= X->temps[j] == T;
+    sample_sum s;
+    if (!X->have_samples || !have || sample_summary(R, X, a, T, &s) || !s.n) {
+        snprintf(buf, len, REPORT_NA);
+        return;
+    }
+    char rate[96];
+    report_fmt_pct_ci(&s.rate, rate, sizeof rate);
+    if (s.km.n_obs && !isnan(s.km.median)) snprintf(buf, len, "%s, median fork %.0f", rate, s.km.median);
+    else snprintf(buf, len, "%s, median fork not reached", rate);
+    stats_km_free(&s.km);
+}
+
+void report_extra_compare(FILE *o, const report_results *R0, const report_extra *X0, int a,
+                          const report_results *R1, const report_extra *X1, int b) {
+    char c0[160], c1[160], name[96];
+    if (X0->have_cross || X1->have_cross) {
+        for (int f32 = 0; f32 < 2; f32++) {
+            cross_cell(X0, a, f32, c0, sizeof c0);
+            cross_cell(X1, b, f32, c1, sizeof c1);
+            fprintf(o, "| Cross-scored Δ NLL/token under %s | %s | %s |\n", f32 ? "fp32" : "the reference", c0, c1);
+        }
+    }
+    /* every temperature either folder sampled, (1)'s first */
+    const report_extra *Xs[2] = { X0, X1 };
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; Xs[k]->have_samples && j < Xs[k]->n_temps; j++) {
+            double T = Xs[k]->temps[j];
+            int seen = 0;
+            for (int i = 0; k == 1 && i < X0->n_temps; i++) seen |= X0->temps[i] == T;
+            if (seen) continue;
+            sample_cell(R0, X0, a, T, c0, sizeof c0);
+            sample_cell(R1, X1, b, T, c1, sizeof c1);
+            snprintf(name, sizeof name, "Sampled fork rate at T = %g", T);
+            fprintf(o, "| %s | %s | %s |\n", name, c0, c1);
+        }
+}
+
+/* ============================================================================================
  * summary.json
  * ========================================================================================== */
 

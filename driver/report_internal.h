@@ -283,6 +283,12 @@ void report_extra_free(report_extra *X);
 /* The README sections "Cross-scored continuations" and "Sampled forks" (nothing when the files
  * are absent). */
 void report_extra_readme(FILE *o, const report_results *R, const report_analysis *A, const report_extra *X);
+/* `compare`'s rows for one arm, a in folder (1) and b in (2), appended to its statistics table
+ * ("| Statistic | (1) | (2) |"): the cross-scored Δ NLL per token under the reference and fp32 with
+ * their verdicts, and the fork rate at every temperature either folder sampled (REPORT_NA where a
+ * folder did not measure it). Nothing when neither folder has cross.tsv or samples.tsv. */
+void report_extra_compare(FILE *o, const report_results *R0, const report_extra *X0, int a,
+                          const report_results *R1, const report_extra *X1, int b);
 /* Adds "cross_scoring" and "sampled_forks" to the summary root when the files exist. Returns 0 or -1
  * (out of memory). */
 int report_extra_summary(json_t *root, const report_results *R, const report_extra *X);

@@ -91,6 +91,19 @@ check "killed (rc $rc) and resumed (rc $rc2): cross.tsv, samples.tsv, depths.tsv
 check "without the options no cross.tsv or samples.tsv, and the README has no such section" \
     test ! -e "$T/plain/cross.tsv" -a ! -e "$T/plain/samples.tsv" -a "$(grep -c 'Cross-scored\|Sampled forks' "$T/plain/README.md")" -eq 0
 
+# compare shows both folders' cross-scores and sampled forks, with a dash where a folder has none
+"$DRV" compare "$T/a" "$T/plain" > "$T/cmp.md" 2> "$T/cmp.err"; rc=$?
+check "compare with cross.tsv and samples.tsv in (1) only: exit 0 (rc $rc); the int8 arm's table has both cross-score rows and a fork-rate row per temperature, (2) shown as not measured" \
+    test $rc -eq 0 -a "$(grep -c '^| Cross-scored Δ NLL/token under the reference | [-+0-9.]* \[.*\] (.*) | — |$' "$T/cmp.md")" -eq 1 \
+         -a "$(grep -c '^| Cross-scored Δ NLL/token under fp32 | ' "$T/cmp.md")" -eq 1 \
+         -a "$(grep -c '^| Sampled fork rate at T = 0.5 | .*median fork.* | — |$' "$T/cmp.md")" -eq 1 \
+         -a "$(grep -c '^| Sampled fork rate at T = 1 | ' "$T/cmp.md")" -eq 1
+"$DRV" compare "$T/a" "$T/k" > "$T/cmp2.md" 2> /dev/null
+check "compare of a run with its resumed twin: the same cross-score and fork-rate cells on both sides" \
+    test "$(grep -c '^| \(Cross-scored\|Sampled fork rate\)' "$T/cmp2.md")" -ge 4 -a \
+         "$(awk '/^[|] (Cross-scored|Sampled fork rate)/ { sub(/ [|]$/, ""); split($0, f, / [|] /); bad += f[2] != f[3] }
+               END { print bad + 0 }' "$T/cmp2.md")" -eq 0
+
 for bad_opt in "--sample-temps 0.5,x" "--sample-temps 0.5,0.5" "--top-p 0" "--top-p 1.5" "--seed -1"; do
     # shellcheck disable=SC2086
     "$DRV" sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms f16,int8 $bad_opt --out "$T/bad" --quiet 2> "$T/bad.err"
