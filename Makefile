@@ -8,16 +8,12 @@
 #   make fuzz       libFuzzer on the GGUF reader, the protocol decoder and the tokenizers (clang;
 #                   FUZZ_SECONDS per target, default 60); make test replays their seed corpora
 #   make SAN=1 ...  the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-san/)
-#   make ROPE=f64 ... RoPE angles in double instead of f32 (build-rope64/; docs/DESIGN.md §3.2)
 #   make ISA=avx2 ... the same built for AVX2 only (-march=haswell, build-avx2/) or ISA=c for plain C
 #                   (-march=x86-64, build-c/); `make bench ISA=avx2` also builds llama.cpp for AVX2
 #                   and prints the native table beside the AVX2 one
 
 CC      ?= gcc
 SAN     ?=
-# ROPE=f64: RoPE angles in double (kernels/ops.h ops_rope_table_f64; docs/DESIGN.md §3.2) instead of
-# the canonical f32 ones; its own build folder, and the handshake's device says "+rope64"
-ROPE    ?=
 # ISA: an instruction set other than the machine's own (its own build folder; every ISA gives the
 # same bits: docs/DESIGN.md §2.5)
 ISA     ?=
@@ -28,10 +24,10 @@ ifeq ($(ISA_OPT_$(ISA)),)
 $(error ISA=$(ISA): unknown instruction set (avx2 or c; leave it empty for the machine's own))
 endif
 endif
-BUILD   := $(if $(SAN),build-san,build)$(if $(filter f64,$(ROPE)),-rope64)$(if $(ISA),-$(ISA))
+BUILD   := $(if $(SAN),build-san,build)$(if $(ISA),-$(ISA))
 OPT     ?= $(if $(ISA),$(ISA_OPT_$(ISA)),-O2 -march=native)
 CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(OPT) -g -pthread -I. \
-           -ffp-contract=off -fno-fast-math $(if $(filter f64,$(ROPE)),-DOPS_ROPE_F64=1)
+           -ffp-contract=off -fno-fast-math
 ifneq ($(SAN),)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDSAN   := -fsanitize=address,undefined
@@ -191,6 +187,6 @@ fuzz-seeds: $(BUILD)/libengine.a
 	python3 tests/fuzz/make_gguf_seeds.py
 
 clean:
-	rm -rf build build-san build-rope64 build-san-rope64 build-fuzz strata-worker strata-driver
+	rm -rf build build-* strata-worker strata-driver
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

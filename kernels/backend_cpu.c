@@ -210,9 +210,10 @@ static uint64_t cpu_kv_bytes_per_token(const backend *base) {
 }
 
 static const char *cpu_name(const backend *base) {
-    (void)base;
-    /* the kernels' instruction set: avx512, avx2, or c; "+rope64" in a make ROPE=f64 build */
-    return "cpu-" VEC16_ISA OPS_ROPE_TAG;
+    /* the kernels' instruction set: avx512, avx2, or c; "+rope-f32" with llama.cpp's f32 RoPE angles
+     * (not comparable with the default, exact ones: the handshake tells them apart) */
+    const backend_cpu *b = (const backend_cpu *)base;
+    return b->m.rope_global.f32_angles ? "cpu-" VEC16_ISA "+rope-f32" : "cpu-" VEC16_ISA;
 }
 
 static int cpu_threads(const backend *base) { return pool_threads(((const backend_cpu *)base)->p); }

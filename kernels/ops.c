@@ -298,11 +298,8 @@ void ops_rope_table_f64(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg) 
 }
 
 void ops_rope_table(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg) {
-#if OPS_ROPE_F64
-    ops_rope_table_f64(cs, pos, n_rot, cfg);
-#else
-    ops_rope_table_f32(cs, pos, n_rot, cfg);
-#endif
+    if (cfg->f32_angles) ops_rope_table_f32(cs, pos, n_rot, cfg);
+    else ops_rope_table_f64(cs, pos, n_rot, cfg);
 }
 
 void ops_rope(float *x, const float *cs, int n_rot, int neox) {

@@ -60,28 +60,18 @@ void ops_rope(float *x, const float *cs, int n_rot, int neox);
 /* Fills cs[n_rot/2][2] for position pos: theta_i = p * base^(-2i/n_rot) with p = pos * freq_scale
  * (linear scaling); with YaRN (ext_factor > 0) the theta blend and the magnitude scale mscale of
  * the YaRN paper (ops_rope_cfg: kernels/ops_types.h). Two evaluations (docs/DESIGN.md §3.2):
- *   ops_rope_table_f32  the canonical one: angles in f32 as llama.cpp computes them (theta *=
- *                       powf(base, -2/n_rot) per pair, cosf / sinf), so f32 parity with llama.cpp
- *                       holds at depth; its angle error grows with the position (half an ulp of
- *                       pos: 0.008 rad at 240,000), and so does the logits' drift from float64
- *   ops_rope_table_f64  angles exact to ~1e-16 relative (each frequency from pow, times pos, in
- *                       double; cos and sin in double, rounded once to f32): no drift with depth
- * ops_rope_table is the f32 one, or the f64 one in a build with OPS_ROPE_F64=1 (make ROPE=f64).
- * Both are plain C: every ISA build gives the same table. */
+ *   ops_rope_table_f64  the default: angles exact to ~1e-16 relative (each frequency from pow,
+ *                       times pos, in double; cos and sin in double, rounded once to f32): no
+ *                       drift with depth
+ *   ops_rope_table_f32  angles in f32 as llama.cpp computes them (theta *= powf(base, -2/n_rot)
+ *                       per pair, cosf / sinf): f32 parity with llama.cpp at depth; its angle
+ *                       error grows with the position (half an ulp of pos: 0.008 rad at 240,000),
+ *                       and so does the logits' drift from float64
+ * ops_rope_table picks one by cfg->f32_angles (the worker's --rope-angles). Both are plain C:
+ * every ISA build gives the same table. */
 void ops_rope_table(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg);
 void ops_rope_table_f32(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg);
 void ops_rope_table_f64(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg);
-
-/* What ops_rope_table is in this build (OPS_ROPE_F64 0 or 1), for the backend's name ("" or
- * "+rope64"). */
-#ifndef OPS_ROPE_F64
-#define OPS_ROPE_F64 0
-#endif
-#if OPS_ROPE_F64
-#define OPS_ROPE_TAG "+rope64"
-#else
-#define OPS_ROPE_TAG ""
-#endif
 
 /* Activations, elementwise in place on x[n] (gate) times up[n]:
  * swiglu: x = silu(x) * up;  geglu: x = gelu_tanh(x) * up. */

@@ -24,6 +24,8 @@ typedef struct {
     float attn_factor;    /* YaRN magnitude multiplier (1 = none) */
     float beta_fast, beta_slow;
     int n_ctx_orig;       /* YaRN: original training context */
+    int f32_angles;       /* 1: the angles in f32 as llama.cpp computes them (ops_rope_table_f32);
+                           * 0 (the default): exact angles (ops_rope_table_f64) */
 } ops_rope_cfg;
 
 #endif

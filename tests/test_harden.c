@@ -300,7 +300,7 @@ static void test_vocab_size(void) {
     ge_copy_tensors(&o, &src);
     ge_finish(&o, &src, 32);
     const char *p = put_file(&o, "bigvocab.gguf");
-    engine_config cfg = { p, KV_F16, KV_F16, 1, 64, 256 };
+    engine_config cfg = { p, KV_F16, KV_F16, 1, 64, 256, 0 };
     engine *e = NULL;
     char err[512] = "", warn[256];
     int rc = engine_create(&cfg, &e, err, sizeof err, warn, sizeof warn);
@@ -330,7 +330,7 @@ static void test_nonfinite(void) {
     size_t nr = 0;
     /* output_norm all NaN: every logit is NaN; before, argmax gave token 0 */
     const char *p = with_nan("output_norm.weight", -1, 64, "nan_norm.gguf");
-    engine_config cfg = { p, KV_F16, KV_F16, 1, 64, 256 };
+    engine_config cfg = { p, KV_F16, KV_F16, 1, 64, 256, 0 };
     int rc = engine_create(&cfg, &e, err, sizeof err, warn, sizeof warn);
     CHECK(rc == 0, "the NaN model loads (%s)", rc ? err : "ok");
     if (rc) return;
@@ -417,7 +417,7 @@ static void test_memcheck(void) {
      * reserving it (before the check, the 640 GiB reservation succeeded and the engine started) */
     char path[512], warn[256];
     snprintf(path, sizeof path, "%s/models/stories260K.gguf", fixtures());
-    engine_config cfg = { path, KV_F16, KV_F16, 1, 64, 1 << 30 };
+    engine_config cfg = { path, KV_F16, KV_F16, 1, 64, 1 << 30, 0 };
     engine *e = NULL;
     err[0] = 0;
     rc = engine_create(&cfg, &e, err, sizeof err, warn, sizeof warn);

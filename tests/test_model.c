@@ -350,7 +350,7 @@ static void test_greedy_chain(const char *name) {
     snprintf(mpath, sizeof mpath, "%s/models/stories260K.gguf", fixtures());
     if (gguf_open(path, &g, err, sizeof err)) { CHECK(0, "open %s", path); return; }
     const gguf_tensor *tt = gguf_tensor_find(g, "tokens"), *tl = gguf_tensor_find(g, "logits");
-    engine_config cfg = { mpath, KV_F32, KV_F32, 2, 64, 0 };
+    engine_config cfg = { mpath, KV_F32, KV_F32, 2, 64, 0, 0 };
     if (!tt || !tl || engine_create(&cfg, &e, err, sizeof err, warn, sizeof warn)) { CHECK(0, "%s: engine", name); gguf_close(g); return; }
     int n = (int)tt->ne[0], V = e->m->n_vocab;
     const int32_t *tok = tt->data;
@@ -445,19 +445,23 @@ static void test_kernels(void) {
 
 /* The two RoPE tables (ops.h) against angles and cos / sin in long double, SmolLM2's RoPE (base
  * 100000, 64 rotated dims) at positions to 240,000: the f64 table is within one rounding of the
- * exact values at every position; the f32 one is canonical (ops_rope_table) unless OPS_ROPE_F64. */
+ * exact values at every position; ops_rope_table is the f64 one by default, the f32 one with
+ * cfg.f32_angles. */
 static void test_rope_tables(void) {
     static const int pos[] = { 64, 1024, 1664, 8192, 32768, 240000 };
-    ops_rope_cfg cfg = { 100000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 8192 };
+    ops_rope_cfg cfg = { 100000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 8192, 0 };
     enum { N_ROT = 64 };
-    float c32[N_ROT], c64[N_ROT], cs[N_ROT];   /* [N_ROT/2][2] */
+    float c32[N_ROT], c64[N_ROT], cs[N_ROT], cs32[N_ROT];   /* [N_ROT/2][2] */
+    ops_rope_cfg cfg32 = cfg;
+    cfg32.f32_angles = 1;
     double worst64 = 0;
     int same = 1;
     for (size_t k = 0; k < sizeof pos / sizeof pos[0]; k++) {
         ops_rope_table_f32(c32, pos[k], N_ROT, &cfg);
         ops_rope_table_f64(c64, pos[k], N_ROT, &cfg);
         ops_rope_table(cs, pos[k], N_ROT, &cfg);
-        same &= memcmp(cs, OPS_ROPE_F64 ? c64 : c32, sizeof cs) == 0;
+        ops_rope_table(cs32, pos[k], N_ROT, &cfg32);
+        same &= memcmp(cs, c64, sizeof cs) == 0 && memcmp(cs32, c32, sizeof cs32) == 0;
         double e32 = 0, e64 = 0;
         for (int i = 0; i < N_ROT / 2; i++) {
             long double th = (long double)pos[k] * powl(100000.0L, -2.0L * i / N_ROT);
@@ -470,7 +474,7 @@ static void test_rope_tables(void) {
     }
     /* half an f32 ulp of a value in [0.5, 1) is 2.98e-8; the double angle adds ~1e-10 */
     CHECK(worst64 <= 3.1e-8, "RoPE f64 table within half an f32 ulp of exact cos / sin to position 240,000 (%.3g)", worst64);
-    CHECK(same, "ops_rope_table is the %s table in this build", OPS_ROPE_F64 ? "f64" : "f32");
+    CHECK(same, "ops_rope_table is the f64 table by default and the f32 one with f32_angles");
 }
 
 int main(void) {

@@ -120,7 +120,7 @@ static int run_engine(run_t *r, const char *mpath, const int32_t *tok, int n, in
     engine *e = NULL;
     size_t nr;
     int rc = -1;
-    engine_config cfg = { mpath, KV_F32, KV_F32, 2, 512, 0 };
+    engine_config cfg = { mpath, KV_F32, KV_F32, 2, 512, 0, 1 };   /* f32 RoPE angles, as llama.cpp */
     if (engine_create(&cfg, &e, err, errlen, warn, sizeof warn)) goto done;
     r->tokens = malloc(sizeof(int32_t) * (size_t)n);
     r->gen = malloc(sizeof(int32_t) * (size_t)ng);

@@ -112,9 +112,10 @@ static void run_clear(engine_run *r) {
 }
 
 /* Fills r with the engine's rows for tok[n] and its ng-token greedy continuation on mpath (f32 KV,
- * 2 threads), unless r holds them already (*reused = 1). Returns 0, or -1 with err (r is empty). */
-static int run_engine(engine_run *r, const char *mpath, const int32_t *tok, int n, int ng, int *reused, char *err,
-                      size_t errlen) {
+ * 2 threads; RoPE angles in f32 as llama.cpp computes them when rope_f32, else exact), unless r
+ * holds them already (*reused = 1). Returns 0, or -1 with err (r is empty). */
+static int run_engine(engine_run *r, const char *mpath, const int32_t *tok, int n, int ng, int rope_f32, int *reused,
+                      char *err, size_t errlen) {
     char warn[256];
     engine *e = NULL;
     size_t nr;
@@ -123,7 +124,7 @@ static int run_engine(engine_run *r, const char *mpath, const int32_t *tok, int 
               !memcmp(r->tokens, tok, sizeof(int32_t) * (size_t)n);
     if (*reused) return 0;
     run_clear(r);
-    engine_config cfg = { mpath, KV_F32, KV_F32, 2, 512, 0 };
+    engine_config cfg = { mpath, KV_F32, KV_F32, 2, 512, 0, rope_f32 };
     if (engine_create(&cfg, &e, err, errlen, warn, sizeof warn)) goto done;
     r->tokens = malloc(sizeof(int32_t) * (size_t)n);
     r->gen = malloc(sizeof(int32_t) * (size_t)ng);
@@ -166,7 +167,8 @@ static void run_fixture(const char *path, const char *base, engine_run *run) {
                       *gr = fixture_tensor(g, base, "greedy", GGUF_T_I32, 0);
     if (!tt || !gr) goto done;
     int n = (int)tt->ne[0], ng = (int)gr->ne[0], reused;
-    if (run_engine(run, mpath, tt->data, n, ng, &reused, err, sizeof err)) {
+    /* llama.cpp computes the RoPE angles in f32: so does our engine for these comparisons */
+    if (run_engine(run, mpath, tt->data, n, ng, 1, &reused, err, sizeof err)) {
         CHECK(0, "%s: our engine on %s: %s", base, mpath, err);
         goto done;
     }
@@ -253,6 +255,32 @@ static void run_fixture(const char *path, const char *base, engine_run *run) {
     else
         CHECK(first_diff < 0, "%s: %d-token greedy continuation identical to llama.cpp (first difference at %d)",
               base, ng, first_diff);
+
+    /* The default, exact RoPE angles (docs/DESIGN.md §3.2) on SmolLM2's 1024-token text: the same
+     * as llama.cpp (within the f32 parity bound) where f32 angles are still nearly exact, and what
+     * llama.cpp's f32 angles move the logits by as the position grows (printed). */
+    if (!strcmp(model_key, "smollm2-f32") && strstr(base, ".long.")) {
+        engine_run ex = { 0 };
+        if (run_engine(&ex, mpath, tt->data, n, ng, 0, &reused, err, sizeof err)) {
+            CHECK(0, "%s: our engine with exact RoPE angles: %s", base, err);
+            goto done;
+        }
+        enum { EARLY = 128 };
+        double early = 0, drift[4] = { 0 };   /* [position / 256] max |exact - f32 angles| */
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < K; k++) {
+                size_t at = (size_t)i * V + tid[(size_t)i * K + k];
+                if (i < EARLY) early = fmax(early, fabs((double)ex.rows[at] - tlog[(size_t)i * K + k]));
+                if (i / 256 < 4) drift[i / 256] = fmax(drift[i / 256], fabs((double)ex.rows[at] - rows[at]));
+            }
+        printf("# %s: exact angles vs f32 angles, max |dlogit| at positions 0-255 %.3g, 256-511 %.3g, 512-767 %.3g, "
+               "768-1023 %.3g\n", base, drift[0], drift[1], drift[2], drift[3]);
+        CHECK(early <= b->max_dlogit, "%s: exact RoPE angles within %.3g of llama.cpp at positions < %d (%.3g)", base,
+              b->max_dlogit, EARLY, early);
+        CHECK(drift[3] > drift[0] && drift[3] > 0, "%s: f32 angles drift from the exact ones as the position grows "
+              "(%.3g at 0-255, %.3g at 768-1023)", base, drift[0], drift[3]);
+        run_clear(&ex);
+    }
 done:
     gguf_close(g);
 }

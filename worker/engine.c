@@ -160,6 +160,7 @@ int engine_create_mix(const engine_config *cfg, const char *kv_k_mix, const char
     e->base_depth = -1;
     if (cfg->threads < 1 || cfg->chunk < 1) { snprintf(err, errlen, "threads and prefill chunk must be >= 1"); goto fail; }
     if (model_load(cfg->model_path, &e->m, err, errlen, warn, warnlen)) goto fail;
+    e->m->rope_global.f32_angles = e->m->rope_local.f32_angles = cfg->rope_f32_angles ? 1 : 0;
     if (tok_load(e->m->g, &e->tok, err, errlen)) goto fail;
     if (tok_n_vocab(e->tok) > e->m->n_vocab) {
         snprintf(err, errlen, "%s: the tokenizer has %d tokens but the model has %d embedding rows "

@@ -23,6 +23,8 @@ typedef struct {
     int threads;          /* >= 1 */
     int chunk;            /* prefill chunk size (tokens per forward pass), >= 1 */
     int n_ctx;            /* max context; 0 = the model's training context */
+    int rope_f32_angles;  /* 1: RoPE angles in f32 as llama.cpp computes them; 0: exact (default;
+                           * docs/DESIGN.md §3.2) */
 } engine_config;
 
 #define ENGINE_KV_NAME_MAX 128   /* a K or V format as given (a name or a mix), NUL included */

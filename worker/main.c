@@ -43,6 +43,9 @@ static void usage(FILE *f) {
         "                      --kv int8+f16@0+f16@-1 keeps the first and last layers in f16\n"
         "  --kv-k FMT, --kv-v FMT   set K and V separately\n"
         "  --prefill N         prefill chunk size in tokens (default 512)\n"
+        "  --rope-angles A     exact (default: each angle in double, no drift with depth) or f32 (in f32\n"
+        "                      as llama.cpp computes them, for parity with it; drifts with depth); the\n"
+        "                      handshake's device then ends in +rope-f32 (docs/DESIGN.md §3.2)\n"
         "  --max-context N     context to reserve (default: the model's)\n"
         "  --threads N         threads (default 2)\n"
         "  --mem-arms N        the memory check counts N workers like this one (default 1; the driver\n"
@@ -510,7 +513,7 @@ done:
 }
 
 int main(int argc, char **argv) {
-    engine_config cfg = { NULL, KV_F16, KV_F16, 2, 512, 0 };
+    engine_config cfg = { NULL, KV_F16, KV_F16, 2, 512, 0, 0 };
     const char *kv_k_mix = NULL, *kv_v_mix = NULL;   /* per-layer formats, when given */
     engine_mem_opts mem = { 1, 0, 0 };
     const char *tokens_file = NULL, *prompt = NULL, *dump = NULL, *listen = NULL;
@@ -529,7 +532,7 @@ int main(int argc, char **argv) {
         {"mem-arms", 1, 0, 'A'}, {"allow-overcommit", 0, 0, 'O'}, {"tls-cert", 1, 0, 'C'},
         {"tls-key", 1, 0, 'Y'}, {"tls-ca", 1, 0, 'R'}, {"allow-plain-tcp", 0, 0, 'L'},
         {"exit-on-stdin-eof", 0, 0, 'E'},
-        {"mem-other-weights", 1, 0, 'W'},
+        {"mem-other-weights", 1, 0, 'W'}, {"rope-angles", 1, 0, 'r'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
@@ -551,6 +554,11 @@ int main(int argc, char **argv) {
             break;
         }
         case 'p': if (parse_int("--prefill", optarg, 1, 1 << 16, &cfg.chunk)) return 2; break;
+        case 'r':
+            if (!strcmp(optarg, "exact")) cfg.rope_f32_angles = 0;
+            else if (!strcmp(optarg, "f32")) cfg.rope_f32_angles = 1;
+            else { fprintf(stderr, "strata-worker: --rope-angles: exact or f32, got '%s'\n", optarg); return 2; }
+            break;
         case 'c': if (parse_int("--max-context", optarg, 1, 1 << 22, &cfg.n_ctx)) return 2; break;
         case 't': if (parse_int("--threads", optarg, 1, 1024, &cfg.threads)) return 2; break;
         case 'f': tokens_file = optarg; break;
