@@ -143,6 +143,7 @@ struct arm_options {
     const char *launch;        /* NULL, or a --launch template (see "Launched arms" above) */
     const char *launch_listen; /* the URL launched workers listen on (NULL: tcp://127.0.0.1:0) */
     int allow_overcommit;      /* local workers get --allow-overcommit */
+    int rope_f32;              /* local workers get --rope-angles f32 (llama.cpp's f32 RoPE angles) */
 };
 
 /* Sets arms[0..n).opt = o. */

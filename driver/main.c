@@ -98,6 +98,8 @@ static void usage_sweep(FILE *f) {
         "  --prefill N         worker prefill chunk (default: the worker's, 512)\n"
         "  --max-context N     context reserved by local workers (default: the model's)\n"
         "  --worker PATH       the strata-worker binary (default: next to this program)\n"
+        "  --rope-angles A     exact (default) or f32: the local workers' RoPE angles (f32 = llama.cpp's\n"
+        "                      evaluation, whose error grows with the position; docs/DESIGN.md §3.2)\n"
         "  --allow-overcommit  pass --allow-overcommit to the local workers (start although the KV cache\n"
         "                      at full context for all arms exceeds MemAvailable)\n"
         "  --launch TEMPLATE   start each local arm's worker through a cluster's tool: /bin/sh -c TEMPLATE\n"

@@ -63,7 +63,8 @@ void needle_usage(FILE *f) {
         "  --arm-model NAME[:SPEC]=FILE (an arm on its own GGUF with the same tokenizer; without --arms\n"
         "  the --model arms are just f16), --threads N, --prefill N, --max-context N, --worker PATH,\n"
         "  --tls-cert F --tls-key F --tls-ca F (mutual TLS for tls+tcp:// arms), --launch TEMPLATE and\n"
-        "  --launch-listen URL (start the local workers through srun/ssh), --allow-overcommit\n"
+        "  --launch-listen URL (start the local workers through srun/ssh), --allow-overcommit,\n"
+        "  --rope-angles exact|f32\n"
         "output:\n"
         "  --out DIR           results folder (default results/<YYYY-MM-DD-HHMM>-<model>-needle)\n"
         "  --tag T, --force, --quiet, --chunk N (tokens per prefill request, default 1024)\n"
@@ -317,7 +318,8 @@ static int opts_from_meta(json_t *meta, needle_opts *o, char *err, size_t errlen
     }
     /* the arm options, through the same parser as the command line's (codes of WORKERS_ARM_LONGOPTS) */
     static const struct { const char *key; int code; } arm_keys[] = {
-        {"tls_cert", 1001}, {"tls_key", 1002}, {"tls_ca", 1003}, {"launch", 1004}, {"launch_listen", 1005}};
+        {"tls_cert", 1001}, {"tls_key", 1002}, {"tls_ca", 1003}, {"launch", 1004}, {"launch_listen", 1005},
+        {"rope_angles", 1007}};
     const char *lists[2] = {"remote", "arm_models"};
     for (int w = 0; w < 2; w++) {
         json_t *a = json_object_get(op, lists[w]);
@@ -349,7 +351,8 @@ static json_t *opts_to_json(const needle_opts *o) {
     }
     /* how the workers start and connect (paths, not secrets: a resume reads the same files) */
     const char *arm_strs[][2] = {{"tls_cert", o->ao.tls_cert}, {"tls_key", o->ao.tls_key}, {"tls_ca", o->ao.tls_ca},
-                                 {"launch", o->ao.launch}, {"launch_listen", o->ao.launch_listen}};
+                                 {"launch", o->ao.launch}, {"launch_listen", o->ao.launch_listen},
+                                 {"rope_angles", o->ao.rope_angles}};
     for (size_t i = 0; i < sizeof arm_strs / sizeof arm_strs[0]; i++)
         if (arm_strs[i][1]) json_object_set_new(j, arm_strs[i][0], json_string(arm_strs[i][1]));
     if (o->ao.allow_overcommit) json_object_set_new(j, "allow_overcommit", json_true());

@@ -36,6 +36,7 @@ int workers_arm_opt(workers_arm_opts *a, int c, const char *arg) {
     case 1004: a->launch = arg; return 1;
     case 1005: a->launch_listen = arg; return 1;
     case 1006: a->allow_overcommit = 1; return 1;
+    case 1007: a->rope_angles = arg; return 1;
     default: return 0;
     }
 }
@@ -45,6 +46,8 @@ int workers_arm_opts_check(const workers_arm_opts *a, char *err, size_t errlen) 
     if (n_tls && n_tls != 3) return errmsg_set(err, errlen, -1, "TLS needs all three of --tls-cert, --tls-key and --tls-ca");
     if (a->launch && arm_launch_check(a->launch, err, errlen)) return -1;
     if (a->launch_listen && !a->launch) return errmsg_set(err, errlen, -1, "--launch-listen goes with --launch");
+    if (a->rope_angles && strcmp(a->rope_angles, "exact") && strcmp(a->rope_angles, "f32"))
+        return errmsg_set(err, errlen, -1, "--rope-angles: exact or f32, got '%s'", a->rope_angles);
     return 0;
 }
 
@@ -64,7 +67,8 @@ int workers_arms_build(const char *list, const char *ref, const workers_arm_opts
     int r = arm_resolve_formats(*arms, *n, ref, err, errlen);
     if (r < 0) return -1;
     *tls = (proto_tls){ a->tls_cert, a->tls_key, a->tls_ca };
-    *opt = (arm_options){ a->tls_cert ? tls : NULL, a->launch, a->launch_listen, a->allow_overcommit };
+    *opt = (arm_options){ a->tls_cert ? tls : NULL, a->launch, a->launch_listen, a->allow_overcommit,
+                          a->rope_angles && !strcmp(a->rope_angles, "f32") };
     arm_set_options(*arms, *n, opt);
     return r;
 }

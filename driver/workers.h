@@ -29,7 +29,7 @@ typedef struct {
 
 /* The command-line options that name a run's arms besides --arms and say how their workers start
  * and connect, the same for `sweep` and `needle`: --arm NAME=URL, --arm-model NAME[:SPEC]=FILE,
- * --tls-cert/--tls-key/--tls-ca, --launch, --launch-listen, --allow-overcommit. Strings are
+ * --tls-cert/--tls-key/--tls-ca, --launch, --launch-listen, --allow-overcommit, --rope-angles. Strings are
  * borrowed (argv, or a resumed run's meta.json); the two arrays are malloc'd by workers_arm_opt and
  * freed by workers_arm_opts_free. */
 typedef struct {
@@ -40,20 +40,21 @@ typedef struct {
     const char *tls_cert, *tls_key, *tls_ca;   /* all three or none */
     const char *launch, *launch_listen;
     int allow_overcommit;
+    const char *rope_angles;  /* NULL, "exact" or "f32" (checked by workers_arm_opts_check) */
 } workers_arm_opts;
 
 /* Their getopt_long entries (the codes workers_arm_opt takes), for a command's option table. */
 #define WORKERS_ARM_LONGOPTS                                                                         \
     {"arm", 1, 0, 'A'}, {"arm-model", 1, 0, 'B'}, {"tls-cert", 1, 0, 1001}, {"tls-key", 1, 0, 1002}, \
     {"tls-ca", 1, 0, 1003}, {"launch", 1, 0, 1004}, {"launch-listen", 1, 0, 1005},                    \
-    {"allow-overcommit", 0, 0, 1006}
+    {"allow-overcommit", 0, 0, 1006}, {"rope-angles", 1, 0, 1007}
 
 /* Takes getopt's code c and its argument: 1 when c is one of the options above (stored in *a), 0 when
  * it is not, -1 out of memory. */
 int workers_arm_opt(workers_arm_opts *a, int c, const char *arg);
 
 /* The checks once every option is read: TLS needs all three files, a --launch template must hold
- * {worker}, --launch-listen needs --launch. 0, or -1 with one line in err (a usage error). */
+ * {worker}, --launch-listen needs --launch, --rope-angles is exact or f32. 0, or -1 with one line in err (a usage error). */
 int workers_arm_opts_check(const workers_arm_opts *a, char *err, size_t errlen);
 
 /* Frees the arrays (not the strings) and clears *a. */

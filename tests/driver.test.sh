@@ -237,5 +237,19 @@ check "strata-driver compare exits 0 and prints Markdown" test $rc -eq 0 -a -s "
 "$DRV" report > /dev/null 2>&1
 check "report without DIR is a usage error (2)" test $? -eq 2
 
+# ---- 6. RoPE angles: exact by default, llama.cpp's f32 ones on request --------------------------
+RA=(sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms f32,f16 --ref f16 --depths 2 --fork 4 --max-depth 400
+    --threads 1 --quiet)
+"$DRV" "${RA[@]}" --out "$T/rx" 2> /dev/null; rc1=$?
+"$DRV" "${RA[@]}" --rope-angles f32 --out "$T/rf" 2> /dev/null; rc2=$?
+check "--rope-angles f32: exit 0 (rc $rc1, $rc2); its workers say cpu-*+rope-f32 in meta.json, the default ones do not" \
+    test $rc1 -eq 0 -a $rc2 -eq 0 -a "$(grep -c '"device": "cpu-[a-z0-9]*+rope-f32"' "$T/rf/meta.json")" -eq 2 \
+         -a "$(grep -c 'rope-f32' "$T/rx/meta.json")" -eq 0
+check "... and the two modes measure different rows (the f32 noise floor's KL differs at depth 400)" \
+    test "$(awk -F'\t' 'NR > 1 { print $0 }' "$T/rx/depths.tsv" | md5sum)" != "$(awk -F'\t' 'NR > 1 { print $0 }' "$T/rf/depths.tsv" | md5sum)"
+"$DRV" "${RA[@]}" --rope-angles f64 --out "$T/rbad" 2> "$T/rbad.err"; rc=$?
+check "--rope-angles f64: usage error (rc $rc) naming the choices" \
+    test $rc -eq 2 -a "$(grep -c "exact or f32" "$T/rbad.err")" -eq 1
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

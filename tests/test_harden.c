@@ -353,7 +353,7 @@ static void test_nonfinite(void) {
 
     /* the first greedy token's embedding NaN: the prompt is fine, the second step is not */
     snprintf(warn, sizeof warn, "%s/models/stories260K.gguf", fixtures());
-    engine_config c0 = { warn, KV_F16, KV_F16, 1, 64, 256 };
+    engine_config c0 = { warn, KV_F16, KV_F16, 1, 64, 256, 0 };
     char w2[256];
     if (engine_create(&c0, &e, err, sizeof err, w2, sizeof w2) ||
         engine_prefill(e, prompt, 3, ENGINE_ROWS_NONE, &rows, &nr, err, sizeof err) ||
@@ -366,7 +366,7 @@ static void test_nonfinite(void) {
     e = NULL;
     int t0 = gen[0];
     p = with_nan("token_embd.weight", t0, 64, "nan_emb.gguf");
-    engine_config c1 = { p, KV_F16, KV_F16, 1, 64, 256 };
+    engine_config c1 = { p, KV_F16, KV_F16, 1, 64, 256, 0 };
     rc = engine_create(&c1, &e, err, sizeof err, w2, sizeof w2);
     if (!rc) rc = engine_prefill(e, prompt, 3, ENGINE_ROWS_NONE, &rows, &nr, err, sizeof err);
     CHECK(rc == 0, "with token %d's embedding NaN the prompt still prefills (%s)", t0, rc ? err : "ok");
