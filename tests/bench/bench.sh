@@ -13,7 +13,7 @@
 #      SmolLM2's and Gemma 3's vocabulary (tests/bench/bench_compare.c).
 #   5. weight types: dequantisation and decode dot values/s per type, 1 thread (tests/bench/bench_quant.c).
 #   6. endurance: two listening workers serve 20 sequential sweeps; their RSS after each (endurance.sh).
-# BENCH_QUICK=1 skips llama.cpp and the 8K lengths.
+# BENCH_QUICK=1 skips llama.cpp and the 8K lengths; BENCH_RATIOS_ONLY=1 stops after section 1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -99,6 +99,9 @@ elif [ -n "${ISA:-}" ]; then
 else
   section1 native "$BUILD" tests/.venv "-DGGML_NATIVE=ON"
 fi
+
+# BENCH_RATIOS_ONLY=1: section 1 only (the strata / llama.cpp tables)
+[ "${BENCH_RATIOS_ONLY:-0}" = 1 ] && exit 0
 
 # 2. attention alone
 echo
