@@ -126,6 +126,60 @@ static void readme_depth_table(FILE *o, const report_results *R, const report_an
 }
 
 /* One statistics row with a depths column and a positions column. */
+int report_size_order(const report_results *R, int *idx) {
+    int n = 0;
+    for (int i = 0; i < R->n_arms; i++) {
+        if ((!report_is_test_arm(R, i) && i != R->floor) || isnan(R->arms[i].kv_bytes)) continue;
+        int j = n++;
+        while (j > 0 && R->arms[idx[j - 1]].kv_bytes > R->arms[i].kv_bytes) { idx[j] = idx[j - 1]; j--; }
+        idx[j] = i;
+    }
+    return n;
+}
+
+const stats_ci *report_arm_mean_kl(const report_analysis *A, int i, const char **over) {
+    const report_arm_an *X = &A->a[i];
+    *over = X->np ? "positions" : "depths";
+    return X->np ? &X->pos.kl : &X->dep.kl;
+}
+
+/* "Formats by size": the arms in increasing KV bytes per token, with bits per stored value (from
+ * an fp16 or fp32 arm's size, when the run has one) beside their divergence. Only with 2 or more. */
+static void readme_sizes(FILE *o, const report_results *R, const report_analysis *A) {
+    int *idx = malloc(sizeof *idx * (size_t)(R->n_arms ? R->n_arms : 1));   /* [n_arms] */
+    int n = idx ? report_size_order(R, idx) : 0;
+    if (n < 2) { free(idx); return; }
+    double per_value = NAN;   /* bytes per stored value at 16 bits, from an fp16 or fp32 arm */
+    for (int i = 0; i < R->n_arms && isnan(per_value); i++)
+        if (!strcmp(R->arms[i].kv_k, R->arms[i].kv_v) && !isnan(R->arms[i].kv_bytes) && !R->arms[i].weight_arm) {
+            if (!strcmp(R->arms[i].kv_k, "f16")) per_value = R->arms[i].kv_bytes / 2;
+            else if (!strcmp(R->arms[i].kv_k, "f32")) per_value = R->arms[i].kv_bytes / 4;
+        }
+    fprintf(o, "## Formats by size\n\nEvery arm with a KV size, smallest first: bits per stored value (KV bytes "
+            "per token × 8 / the values per token, from the fp16 or fp32 arm's size) against the mean divergence "
+            "from the reference (over positions when measured, else over depths; 95%% CI), same top-1 and the "
+            "median fork. The plot kl_bytes below draws the same.\n\n"
+            "| Arm | K / V | KV bytes per token | Bits per value | Mean KL(arm‖%s) | Same top-1 | Median fork |\n"
+            "|---|---|---:|---:|---:|---:|---:|\n", A->ref_label);
+    for (int k = 0; k < n; k++) {
+        int i = idx[k];
+        const report_arm_an *X = &A->a[i];
+        const char *over;
+        char kl[96], t1[96], bits[32], fk[64];
+        report_fmt_ci(report_arm_mean_kl(A, i, &over), kl, sizeof kl);
+        report_fmt_pct_ci(X->np ? &X->pos.top1 : &X->dep.top1, t1, sizeof t1);
+        if (isnan(per_value)) snprintf(bits, sizeof bits, REPORT_NA);
+        else snprintf(bits, sizeof bits, "%.2f", R->arms[i].kv_bytes * 8 / per_value);
+        if (!X->dep.km.n_obs) snprintf(fk, sizeof fk, REPORT_NA);
+        else if (isnan(X->dep.km.median)) snprintf(fk, sizeof fk, "not reached");
+        else snprintf(fk, sizeof fk, "%.0f", X->dep.km.median);
+        fprintf(o, "| %s%s | %s / %s | %.0f | %s | %s | %s | %s |\n", X->label, i == R->floor ? " (floor)" : "",
+                R->arms[i].kv_k, R->arms[i].kv_v, R->arms[i].kv_bytes, bits, kl, t1, fk);
+    }
+    fprintf(o, "\n");
+    free(idx);
+}
+
 static void stat_row(FILE *o, const char *name, const char *dep, const char *pos) {
     fprintf(o, "| %s | %s | %s |\n", name, dep, pos);
 }
@@ -349,6 +403,7 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
     if (!n_claims) fprintf(o, "| (no test arm) | **not measured** | |\n");
     fprintf(o, "\n");
 
+    readme_sizes(o, R, A);
     fprintf(o, "## Plots\n\n");
     static const char *const captions[REPORT_N_PLOTS] = {
         "KL and JS vs depth (log scale); grey: the noise floor KL(ref‖fp32) and the band up to "
@@ -356,7 +411,9 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
         "Per-position KL with a rolling median",
         "KL vs the reference distribution's entropy",
         "Fork survival: share of depths whose greedy streams have not yet forked (Kaplan–Meier, "
-        "95% Greenwood band)"};
+        "95% Greenwood band)",
+        "KV size against divergence: each arm's mean KL(arm‖ref) with its 95% CI against its KV bytes "
+        "per token"};
     for (int p = 0; p < REPORT_N_PLOTS; p++) {
         if (drawn[p])
             fprintf(o, "%s ([SVG](plots/%s.svg), [script](plots/%s.gp)):\n\n![%s](plots/%s.png)\n\n",

@@ -208,7 +208,15 @@ json_t *report_summary_build(const report_results *R, const report_analysis *A);
  * ========================================================================================== */
 
 enum { REPORT_PLOT_KL_DEPTH, REPORT_PLOT_POSITIONS, REPORT_PLOT_KL_ENTROPY, REPORT_PLOT_FORKS,
-       REPORT_N_PLOTS };
+       REPORT_PLOT_PARETO, REPORT_N_PLOTS };
+
+/* The arms of the "size against divergence" view (README "Formats by size", plot kl_bytes): the
+ * test arms and the noise-floor arm with a known KV size, into idx [R->n_arms] in increasing KV bytes
+ * per token (ties: arm order). Returns their number. */
+int report_size_order(const report_results *R, int *idx);
+/* The arm's mean KL(arm‖ref) with its CI over positions when they were measured, else over depths
+ * (*over: "positions" or "depths"). */
+const stats_ci *report_arm_mean_kl(const report_analysis *A, int i, const char **over);
 
 /* The file stem of plot p ("kl_depth", ...; a static string). */
 const char *report_plot_name(int p);

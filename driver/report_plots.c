@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 static const char *const plot_name[REPORT_N_PLOTS] = {"kl_depth", "positions_kl", "kl_entropy",
-                                                      "fork_survival"};
+                                                      "fork_survival", "kl_bytes"};
 static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
                                       "#8c564b", "#e377c2", "#17becf"};
 #define N_PALETTE 8
@@ -203,6 +203,20 @@ static int plot_write(const char *pdir, int which, const report_results *R,
             fprintf(pl, "%s\"%s\" using 1:2 with points pt 7 ps %s lc rgb \"#80%s\" title "
                     "\"KL(%s‖%s) at %s\"", n_series ? ", " : "", fname, pos ? "0.6" : "1.2",
                     col + 1, X->label, ref, pos ? "positions" : "depths");
+        } else if (which == REPORT_PLOT_PARETO) {
+            /* one point per arm: KV bytes per token, mean KL with its CI, the arm's name */
+            const char *over;
+            const stats_ci *c = report_arm_mean_kl(A, i, &over);
+            if (isnan(R->arms[i].kv_bytes) || !(c->est > 0)) continue;
+            if (!(d = plot_file(pdir, fname, err, errlen))) goto done;
+            fprintf(d, "# kv_bytes_per_token  mean_kl  lo  hi  (over %s)  label\n%.9g", over, R->arms[i].kv_bytes);
+            dat_num(d, c->est, 1);
+            dat_num(d, c->lo > 0 ? c->lo : c->est, 1);
+            dat_num(d, c->hi, 1);
+            fprintf(d, " \"%s\"\n", floor ? "fp32 (floor)" : X->label);
+            fprintf(pl, "%s\"%s\" using 1:2:3:4 with yerrorbars pt 7 ps 1.3 lc rgb \"%s\" title \"%s\", "
+                    "\"%s\" using 1:2:5 with labels offset 0.8,0.8 left tc rgb \"%s\" notitle", n_series ? ", " : "",
+                    fname, col, floor ? "fp32 (noise floor)" : X->label, fname, col);
         } else { /* REPORT_PLOT_FORKS */
             const stats_km *k = &X->dep.km;
             if (!k->n_obs) continue;
@@ -243,6 +257,11 @@ static int plot_write(const char *pdir, int which, const report_results *R,
         snprintf(title, sizeof title, "KL vs reference entropy (%s)", R->tag);
         gp_head(g, name, title, "Entropy of the reference distribution (nats)",
                 "KL(arm‖ref) (nats, log scale)", 1);
+    } else if (which == REPORT_PLOT_PARETO) {
+        snprintf(title, sizeof title, "KV size against divergence, mean and 95%% CI (%s)", R->tag);
+        gp_head(g, name, title, "KV cache bytes per token (all layers, K and V)",
+                "Mean KL(arm‖ref) (nats, log scale)", 1);
+        fprintf(g, "set logscale x 2\nset offsets graph 0.05, graph 0.15, graph 0.05, graph 0.05\n");
     } else {
         snprintf(title, sizeof title, "Fork survival, Kaplan-Meier with 95%% Greenwood band (%s)",
                  R->tag);

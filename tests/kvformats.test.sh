@@ -59,6 +59,14 @@ done
 got=$(awk -v n="$LAYERS" '$1 == n { print $2 }' "$T/bytes.txt")
 check "arm $LAYERS: handshake kv_bytes_per_token = $LAYERS_BYTES (got ${got:-none})" test "${got:-0}" = "$LAYERS_BYTES"
 
+# the README's "Formats by size" table: every test arm, in increasing KV bytes, bits per value from f16's size
+sizes=$(sed -n '/^## Formats by size/,/^## Plots/p' "$T/r/README.md" | awk -F' [|] ' '/^[|] / && !/^[|] Arm / { print $3 }')
+n_rows=$(echo "$sizes" | grep -c .)
+check "README 'Formats by size': one row per test arm ($n_rows of $(( $(wc -l < "$T/bytes.txt") - 1 ))), smallest KV first" \
+    test "$n_rows" -eq "$(( $(wc -l < "$T/bytes.txt") - 1 ))" -a "$sizes" = "$(echo "$sizes" | sort -n)"
+check "... nvfp4's bits per value: 16 x 18 / 64 = 4.50; and the size plot is drawn" \
+    test "$(grep -c '^| nvfp4 | nvfp4 / nvfp4 | 432 | 4.50 | ' "$T/r/README.md")" -eq 1 -a -s "$T/r/plots/kl_bytes.png"
+
 # one pass == separate from-scratch runs
 for a in $FMTS $MIXED $LAYERS; do
     k=${a%/*}; v=${a#*/}
