@@ -4,11 +4,12 @@
 Usage: tests/.venv/bin/python tests/ref/make_gguf.py [OUT_DIR]
        (OUT_DIR defaults to tests/fixtures/models)
 
-Writes rand-llama.gguf, rand-qwen2.gguf, rand-qwen3.gguf, rand-gemma3.gguf and two
-RoPE-scaling variants, rand-llama-linear.gguf and rand-qwen2-yarn.gguf (end of this header).
+Writes rand-llama.gguf, rand-qwen2.gguf, rand-qwen3.gguf, rand-gemma3.gguf, two
+RoPE-scaling variants, rand-llama-linear.gguf and rand-qwen2-yarn.gguf, and the mixture of
+experts rand-qwen3moe.gguf and rand-qwen3moe-q8_0.gguf (both at the end of this header).
 Every file is a pure function of this script (fixed seeds, fixed metadata,
 GGUF v3, 32-byte alignment): running it twice gives byte-identical files.
-All weights are F32. Matrices have std 1/sqrt(fan_in) (attn_output and
+All weights are F32 (except rand-qwen3moe-q8_0's experts). Matrices have std 1/sqrt(fan_in) (attn_output and
 ffn_down of llama/qwen2/qwen3: 2/sqrt(fan_in), so that the blocks, not the
 tied input embedding, decide the logits); norm weights are 1 + 0.1*N(0,1)
 (rand-gemma3's output_norm: 4 times that); the output matrix (or the tied
@@ -164,6 +165,30 @@ rand-qwen2-yarn  (arch "qwen2", base rand-qwen2, but rope base 10000 instead of 
     ramp_j = 1 - clamp((j - low) / max(0.001, high - low), 0, 1)   (mix = ramp * ext_factor)
     theta_j = theta_e * freq_scale * (1 - mix) + theta_e * mix
     (cos, sin) of theta_j, both multiplied by mscale (= 1.1386 here), applied to q and k.
+
+--------------------------------------------------------------------------
+Mixture of experts:
+
+rand-qwen3moe (arch "qwen3moe") attention as rand-qwen3 (dim 64, 4 heads / 2 KV heads,
+  head_dim 32, QK-norm, neox rope base 1e6, eps 1e-6, tied embeddings, the BPE tokenizer) but
+  2 layers; every layer's FFN is a mixture of 8 experts of width 32, top 2.
+  Extra metadata: qwen3moe.attention.key_length / value_length uint32 32,
+                  qwen3moe.expert_count uint32 8, qwen3moe.expert_used_count uint32 2,
+                  qwen3moe.expert_feed_forward_length uint32 32
+                  (qwen3moe.feed_forward_length is written as 96 and is NOT the expert width:
+                  a reader must take expert_feed_forward_length).
+  Per layer, instead of ffn_gate / ffn_up / ffn_down:
+    blk.{i}.ffn_gate_inp.weight  [dim, 8]        the router, std 2/sqrt(dim)
+    blk.{i}.ffn_gate_exps.weight [dim, 32, 8]    expert e's gate matrix is slice e
+    blk.{i}.ffn_up_exps.weight   [dim, 32, 8]
+    blk.{i}.ffn_down_exps.weight [32, dim, 8]    (std 2/sqrt(32), as the dense ffn_down)
+  FFN per token (llama.cpp's qwen3moe): g = rmsnorm(x) * ffn_norm; p = softmax(W_inp g);
+    e0, e1 = the two largest p (e0 first); w_j = p[e_j] / (p[e0] + p[e1]);
+    x = x + w0 * Down_e0(silu(Gate_e0 g) * (Up_e0 g)) + w1 * Down_e1(...).
+
+rand-qwen3moe-q8_0  the same model (same seed, same values drawn) with the three expert
+  tensors of every layer quantised to Q8_0 by gguf.quants.quantize (the router and everything
+  else F32, as llama.cpp's quantizer keeps ffn_gate_inp); general.file_type 7.
 """
 import math
 import os
