@@ -26,7 +26,7 @@ int backend_truncate(backend *b, int depth, char *err, size_t errlen) {
     return b->impl->truncate(b, depth, err, errlen);
 }
 
-void backend_route(backend *b, const uint16_t *pin, uint16_t *used) { b->impl->route(b, pin, used); }
+void backend_route(backend *b, const int32_t *pin, int32_t *used) { b->impl->route(b, pin, used); }
 
 uint64_t backend_kv_bytes_per_token(const backend *b) { return b->impl->kv_bytes_per_token(b); }
 

@@ -128,7 +128,7 @@ int backend_forward(backend *b, const int32_t *tokens, int T, int pos0, const in
  *   used  [T][n_layer][n_expert_used] receives the ids each token used, slot order. NULL: none.
  * Both are the caller's, sized for the T of that forward. A dense model ignores both. A pinned id
  * >= n_expert makes that forward fail with a message (before anything is stored). */
-void backend_route(backend *b, const uint16_t *pin, uint16_t *used);
+void backend_route(backend *b, const int32_t *pin, int32_t *used);
 
 /* The stream keeps positions < depth (depth <= the depth reached); later forwards start at or
  * below it. Frees nothing. Returns 0, or -1 with a message. */

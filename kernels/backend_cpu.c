@@ -35,8 +35,8 @@ typedef struct {
     float *xe, *de;     /* [max_T][dim] one expert's gathered inputs, its outputs */
     float *ye;          /* [max_T][k][dim] each token's expert outputs, slot order */
     int *gtok, *gslot;  /* [max_T] the tokens routed to one expert, and the slot it has for them */
-    const uint16_t *pin;/* [T][n_layer][k] the next forward's pinned experts, or NULL (backend_route) */
-    uint16_t *used;     /* [T][n_layer][k] where the next forward records its experts, or NULL */
+    const int32_t *pin; /* [T][n_layer][k] the next forward's pinned experts, or NULL (backend_route) */
+    int32_t *used;      /* [T][n_layer][k] where the next forward records its experts, or NULL */
     float *cs_g, *cs_l; /* [max_T][n_rot/2][2] RoPE tables, global and local */
     float *mm_ws;       /* [ops_matmul_scratch_floats(threads, widest input)] the matmuls' */
     float *attn_ws;     /* [attn_ws_floats] the attention's (cache_attend_scratch_floats) */
@@ -151,7 +151,7 @@ static void qk_prepare(const backend_model *m, float *x, int T, int nh, const fl
  * experts — the k largest probabilities, largest first, ties to the lower id, or the pinned ids
  * pin [T][n_layer][k] of layer l — and their weights p / max(sum of the k p in slot order, 2^-14)
  * into sel / wsel [T][k]; used [T][n_layer][k] (may be NULL) receives the ids. */
-static void moe_route(const backend_model *m, float *probs, int T, int l, const uint16_t *pin, uint16_t *used,
+static void moe_route(const backend_model *m, float *probs, int T, int l, const int32_t *pin, int32_t *used,
                       int *sel, float *wsel) {
     int ne = m->n_expert, k = m->n_expert_used;
     for (int t = 0; t < T; t++) {
@@ -164,7 +164,7 @@ static void moe_route(const backend_model *m, float *probs, int T, int l, const 
         for (int e = 0; e < ne; e++) { p[e] = expf(p[e] - mx); sum += p[e]; }
         float inv = (float)(1.0 / sum);
         for (int e = 0; e < ne; e++) p[e] *= inv;
-        const uint16_t *pt = pin ? pin + ((size_t)t * m->n_layer + l) * k : NULL;
+        const int32_t *pt = pin ? pin + ((size_t)t * m->n_layer + l) * k : NULL;
         for (int j = 0; j < k; j++) {
             if (pt) { s[j] = pt[j]; continue; }
             int best = -1;
@@ -180,7 +180,7 @@ static void moe_route(const backend_model *m, float *probs, int T, int l, const 
         if (wsum < 6.103515625e-5f) wsum = 6.103515625e-5f;   /* 2^-14, as llama.cpp clamps it */
         for (int j = 0; j < k; j++) w[j] = p[s[j]] / wsum;
         if (used)
-            for (int j = 0; j < k; j++) used[((size_t)t * m->n_layer + l) * k + j] = (uint16_t)s[j];
+            for (int j = 0; j < k; j++) used[((size_t)t * m->n_layer + l) * k + j] = s[j];
     }
 }
 
@@ -258,13 +258,13 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
     }
     for (int i = 0; i < n_rows; i++)
         if (rows[i] < 0 || rows[i] >= T) { snprintf(err, errlen, "row index %d outside the chunk", rows[i]); return -1; }
-    const uint16_t *pin = b->pin;
+    const int32_t *pin = b->pin;
     b->pin = NULL;   /* backend_route applies to this forward only */
-    uint16_t *used = b->used;
+    int32_t *used = b->used;
     b->used = NULL;
     if (m->n_expert > 0 && pin)
         for (size_t i = 0; i < (size_t)T * m->n_layer * m->n_expert_used; i++)
-            if (pin[i] >= m->n_expert) {
+            if (pin[i] < 0 || pin[i] >= m->n_expert) {
                 snprintf(err, errlen, "pinned expert id %d at position %d is outside [0, %d)", pin[i],
                          pos0 + (int)(i / ((size_t)m->n_layer * m->n_expert_used)), m->n_expert);
                 return -1;
@@ -324,7 +324,7 @@ kfail:
     return -1;
 }
 
-static void cpu_route(backend *base, const uint16_t *pin, uint16_t *used) {
+static void cpu_route(backend *base, const int32_t *pin, int32_t *used) {
     backend_cpu *b = (backend_cpu *)base;
     b->pin = pin;
     b->used = used;

@@ -476,8 +476,8 @@ static void test_rope_tables(void) {
 /* Runs tok[n] through a fresh cpu backend (f32 KV) in chunks of `chunk`: rows into out [n][V], the
  * experts each token used into used [n][n_layer][k], pinned to pin [n][n_layer][k] when not NULL.
  * Returns 0, or -1 with the message in err. */
-static int run_routed(const model *m, pool *p, const int32_t *tok, int n, int chunk, const uint16_t *pin,
-                      uint16_t *used, float *out, char *err, size_t errlen) {
+static int run_routed(const model *m, pool *p, const int32_t *tok, int n, int chunk, const int32_t *pin,
+                      int32_t *used, float *out, char *err, size_t errlen) {
     kv_fmt k[256], v[256];
     backend *b = NULL;
     backend_model net;
@@ -511,7 +511,7 @@ static void test_qwen3moe(pool *p) {
     model *m = NULL;
     gguf_file *g = NULL;
     float *a = NULL, *b = NULL;
-    uint16_t *ua = NULL, *ub = NULL, *pin = NULL;
+    int32_t *ua = NULL, *ub = NULL, *pin = NULL;
     snprintf(path, sizeof path, "%s/models/rand-qwen3moe.gguf", fixtures());
     if (model_load(path, &m, err, sizeof err, warn, sizeof warn)) { CHECK(0, "load %s: %s", path, err); return; }
     CHECK(m->arch == ARCH_QWEN3MOE && m->n_expert == 8 && m->n_expert_used == 2 && m->ffn == 32 && m->n_layer == 2 &&
@@ -528,16 +528,16 @@ static void test_qwen3moe(pool *p) {
     size_t nr = (size_t)n * nl * k;   /* routing entries */
     a = malloc(sizeof(float) * (size_t)n * V);
     b = malloc(sizeof(float) * (size_t)n * V);
-    ua = malloc(sizeof(uint16_t) * nr);
-    ub = malloc(sizeof(uint16_t) * nr);
-    pin = malloc(sizeof(uint16_t) * nr);
+    ua = malloc(sizeof(int32_t) * nr);
+    ub = malloc(sizeof(int32_t) * nr);
+    pin = malloc(sizeof(int32_t) * nr);
     if (!a || !b || !ua || !ub || !pin) { CHECK(0, "out of memory"); goto done; }
     int ok = run_routed(m, p, tok, n, 1, NULL, ua, a, err, sizeof err) == 0;
     CHECK(ok, "rand-qwen3moe: decode token by token with the routing recorded (%s)", ok ? "" : err);
     static const int chunks[] = { 7, 64, 512 };
     for (int c = 0; ok && c < 3; c++) {
         int same = run_routed(m, p, tok, n, chunks[c], NULL, ub, b, err, sizeof err) == 0 &&
-                   memcmp(a, b, sizeof(float) * (size_t)n * V) == 0 && memcmp(ua, ub, sizeof(uint16_t) * nr) == 0;
+                   memcmp(a, b, sizeof(float) * (size_t)n * V) == 0 && memcmp(ua, ub, sizeof(int32_t) * nr) == 0;
         CHECK(same, "rand-qwen3moe: chunk %d gives the rows and the experts of chunk 1, bit for bit", chunks[c]);
     }
     int distinct = 1, counts[8] = { 0 };
@@ -552,11 +552,11 @@ static void test_qwen3moe(pool *p) {
           "every expert chosen somewhere", n, nl);
     /* pinned to what the router chose: the same bits; pinned to other experts: other logits */
     ok = ok && run_routed(m, p, tok, n, 64, ua, ub, b, err, sizeof err) == 0;
-    CHECK(ok && memcmp(a, b, sizeof(float) * (size_t)n * V) == 0 && memcmp(ua, ub, sizeof(uint16_t) * nr) == 0,
+    CHECK(ok && memcmp(a, b, sizeof(float) * (size_t)n * V) == 0 && memcmp(ua, ub, sizeof(int32_t) * nr) == 0,
           "rand-qwen3moe: the recorded experts pinned give the same rows bit for bit, and are recorded as used");
-    for (size_t i = 0; i < nr; i++) pin[i] = (uint16_t)((ua[i] + 1) % 8);   /* other experts, still distinct */
+    for (size_t i = 0; i < nr; i++) pin[i] = (ua[i] + 1) % 8;   /* other experts, still distinct */
     ok = ok && run_routed(m, p, tok, n, 64, pin, ub, b, err, sizeof err) == 0;
-    CHECK(ok && memcmp(a, b, sizeof(float) * (size_t)n * V) != 0 && memcmp(pin, ub, sizeof(uint16_t) * nr) == 0,
+    CHECK(ok && memcmp(a, b, sizeof(float) * (size_t)n * V) != 0 && memcmp(pin, ub, sizeof(int32_t) * nr) == 0,
           "rand-qwen3moe: other experts pinned are used and give other logits");
     pin[(size_t)5 * nl * k + 1] = 8;
     int bad = run_routed(m, p, tok, n, 64, pin, ub, b, err, sizeof err);

@@ -30,7 +30,7 @@
 #define MODEL_MAX_FFN      (1 << 20)   /* feed_forward_length */
 #define MODEL_MAX_CTX      (1 << 30)   /* context_length, sliding_window */
 #define MODEL_MAX_VOCAB    (1 << 22)   /* token_embd rows (proto.h's PROTO_MAX_VOCAB) */
-#define MODEL_MAX_EXPERT   4096        /* expert_count (expert ids fit a uint16_t) */
+#define MODEL_MAX_EXPERT   4096        /* expert_count */
 #define MODEL_MAX_EXPERT_ROWS (1 << 26) /* expert_count * expert_feed_forward_length */
 
 typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_GEMMA3, ARCH_QWEN3MOE } model_arch;
