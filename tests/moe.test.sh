@@ -99,6 +99,11 @@ check "pinned mode: its per-position KL to the reference is exactly 0 everywhere
     awk -F'\t' 'NR > 1 && $2 == "f32#2" && $3 != 0 { bad = 1 } END { exit bad }' "$T/pin/positions.tsv"
 check "pinned mode changes the q4_0 arm's rows (its experts are the reference's now)" \
     bash -c "! cmp -s '$T/free-rows/q4_0-100.f32' '$T/pin-rows/q4_0-100.f32'"
+read -r n d <<< "$(routing q4_0 "$T/free")"
+check "the results README reports the free routing counts (q4_0 $d of $n)" \
+    bash -c "grep -q 'Mixture of experts, free routing' '$T/free/README.md' && grep -q 'q4_0 $d of $n' '$T/free/README.md'"
+check "the results README of the pinned run says the experts were pinned" \
+    grep -q 'Mixture of experts, experts pinned' "$T/pin/README.md"
 check "meta.json says pin_experts true / false" \
     bash -c "grep -q '\"pin_experts\": true' '$T/pin/meta.json' && grep -q '\"pin_experts\": false' '$T/free/meta.json'"
 

@@ -561,6 +561,16 @@ static void test_qwen3moe(pool *p) {
     pin[(size_t)5 * nl * k + 1] = 8;
     int bad = run_routed(m, p, tok, n, 64, pin, ub, b, err, sizeof err);
     CHECK(bad && strstr(err, "pinned expert id 8 at position 5"), "a pinned id past the experts is refused (%s)", err);
+    pin[(size_t)5 * nl * k + 1] = -1;
+    bad = run_routed(m, p, tok, n, 64, pin, ub, b, err, sizeof err);
+    CHECK(bad && strstr(err, "pinned expert id -1 at position 5"), "a negative pinned id is refused (%s)", err);
+    /* the Q8_0 experts (the fused decode kernel at T = 1, dequantised rows otherwise) */
+    model_free(m);
+    m = NULL;
+    snprintf(path, sizeof path, "%s/models/rand-qwen3moe-q8_0.gguf", fixtures());
+    if (model_load(path, &m, err, sizeof err, warn, sizeof warn)) { CHECK(0, "load %s: %s", path, err); goto done; }
+    invariance_mix(m, p, "rand-qwen3moe-q8_0", "f32", "f32", tok, n);
+    invariance_mix(m, p, "rand-qwen3moe-q8_0", "q4_0", "int8", tok, n);
 done:
     free(a); free(b); free(ua); free(ub); free(pin);
     gguf_close(g);
