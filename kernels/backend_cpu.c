@@ -2,7 +2,9 @@
  * kernels/ops.c (matmul, norms, RoPE, activations) and the KV cache and attention of
  * kernels/cache.c, on a thread pool (kernels/pool.c). The layer is written out in backend.h;
  * the canonical operation orders that make every result independent of the chunk and the
- * thread count are in ops.h and cache.h (docs/DESIGN.md §2.5, §3).
+ * thread count are in ops.h and cache.h (docs/DESIGN.md §2.5, §3). A mixture-of-experts layer
+ * (moe_route, moe_ffn) runs each expert over the tokens routed to it, one matmul chain per token
+ * and output as everywhere else, and sums a token's experts in its slot order (§2.5.9).
  */
 #include "kernels/backend_impl.h"
 #include "kernels/cache.h"
