@@ -522,7 +522,8 @@ static void test_qwen3moe(pool *p) {
     if (gguf_open(path, &g, err, sizeof err)) { CHECK(0, "open %s: %s", path, err); goto done; }
     const gguf_tensor *tt = gguf_tensor_find(g, "tokens");
     if (!tt) { CHECK(0, "%s has tokens", path); goto done; }
-    int n = (int)tt->ne[0], V = m->n_vocab, nl = m->n_layer, k = m->n_expert_used;
+    /* the first 160 tokens: chunks 7 and 64 still split them, every expert is still chosen */
+    int n = tt->ne[0] < 160 ? (int)tt->ne[0] : 160, V = m->n_vocab, nl = m->n_layer, k = m->n_expert_used;
     const int32_t *tok = tt->data;
     test_invariance(m, p, tok, n);
     size_t nr = (size_t)n * nl * k;   /* routing entries */
