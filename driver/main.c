@@ -123,6 +123,10 @@ static void usage_sweep(FILE *f) {
         "                      greedy probe), the same random stream on every arm -> samples.tsv\n"
         "  --top-p P           nucleus cut of the sampled probes (default 1: none)\n"
         "  --seed S            base seed of the sampled probes (default 20250101)\n"
+        "  --pin-experts       mixture-of-experts models: the other arms replay the reference arm's\n"
+        "                      experts at every teacher-forced position, so the arms differ only in\n"
+        "                      their KV cache (free mode, the default, counts how often they differ:\n"
+        "                      meta.json \"routing\"); the fork probes route freely in both modes\n"
         "  --chunk N           tokens per prefill request (default 512; capped so one arm's rows\n"
         "                      stay under 256 MiB in per-position mode)\n"
         "output:\n"
@@ -307,6 +311,7 @@ typedef struct {
     int depths, max_depth, fork_n, per_position, chunk, threads, prefill, max_context;
     int force, quiet, json;
     int cross_score;
+    int pin_experts;         /* --pin-experts */
     double sample_temps[SWEEP_MAX_TEMPS];   /* [n_sample_temps] the positive ones of --sample-temps */
     int n_sample_temps;
     double top_p;
@@ -354,7 +359,7 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         {"json", 0, 0, 'j'}, {"dump-rows", 1, 0, 'R'}, {"help", 0, 0, 'h'}, {"resume", 1, 0, 'Z'},
         {"request-timeout", 1, 0, 'Y'}, {"max-restarts", 1, 0, 'M'}, {"cross-score", 0, 0, 'S'},
         {"sample-temps", 1, 0, 'e'}, {"top-p", 1, 0, 'u'}, {"seed", 1, 0, 'd'}, {"compare-threads", 1, 0, 'W'},
-        WORKERS_ARM_LONGOPTS, {0, 0, 0, 0}};
+        {"pin-experts", 0, 0, 1100}, WORKERS_ARM_LONGOPTS, {0, 0, 0, 0}};
     int c;
     o->depths = 16;
     o->fork_n = 32;
@@ -398,6 +403,7 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         case 'M': if (cli_parse_int("--max-restarts", optarg, 0, 1000, &o->max_restarts)) return EXIT_USAGE; break;
         case 'W': if (cli_parse_int("--compare-threads", optarg, 1, SWEEP_COMPARE_THREADS_MAX, &o->compare_threads)) return EXIT_USAGE; break;
         case 'S': o->cross_score = 1; break;
+        case 1100: o->pin_experts = 1; break;
         case 'e': if (parse_temps(optarg, o)) return EXIT_USAGE; break;
         case 'u': {
             char *end;
@@ -681,10 +687,21 @@ static int plan_sweep(const sweep_opts *o, arm *arms, int n_arms, int ref, size_
             fprintf(stderr, "strata-driver: note: --chunk lowered to %d so one arm's rows (vocab %u) stay "
                     "under 256 MiB\n", *chunk, h->n_vocab);
     }
-    /* the largest prefill reply: a per-position chunk's rows, or a cross-scored continuation's */
+    /* MoE: a request's routing (tokens x layers x experts per token ids) must fit PROTO_MAX_ROUTES */
+    size_t per_tok = (size_t)h->n_layer * h->n_expert_used;
+    if (per_tok && (size_t)*chunk * per_tok > PROTO_MAX_ROUTES) {
+        *chunk = (int)(PROTO_MAX_ROUTES / per_tok);
+        if (*chunk < 1) return errmsg_set(err, errlen, -1, "one token's routing (%zu expert ids) exceeds %u", per_tok,
+                                          PROTO_MAX_ROUTES);
+        if (!o->quiet)
+            fprintf(stderr, "strata-driver: note: --chunk lowered to %d so one request's routing stays under %u "
+                    "expert ids\n", *chunk, PROTO_MAX_ROUTES);
+    }
+    /* the largest prefill reply: a per-position chunk's rows, or a cross-scored continuation's, and
+     * (MoE) the routing of a chunk */
     size_t max_rows = (size_t)(o->per_position ? *chunk : 1);
     if (o->cross_score && (size_t)o->fork_n > max_rows) max_rows = (size_t)o->fork_n;
-    *recv_max = (size_t)h->n_vocab * 4 * max_rows + (size_t)o->fork_n * 8 + PROTO_SLACK;
+    *recv_max = (size_t)h->n_vocab * 4 * max_rows + (size_t)o->fork_n * 8 + (size_t)*chunk * per_tok * 4 + PROTO_SLACK;
     for (int i = 0; i < n_arms; i++)
         if (arm_set_recv_max(&arms[i], *recv_max, err, errlen)) return -1;
     return 0;
@@ -714,6 +731,7 @@ static void fill_config(sweep_config *c, const sweep_opts *o, const char *tag, c
     c->compare_threads = o->compare_threads ? o->compare_threads
                          : ncpu < 1 ? 1 : ncpu > SWEEP_COMPARE_THREADS_MAX ? SWEEP_COMPARE_THREADS_MAX : (int)ncpu;
     c->cross_score = o->cross_score;
+    c->pin_experts = o->pin_experts;
     c->sample_temps = o->sample_temps;
     c->n_sample_temps = o->n_sample_temps;
     c->top_p = o->top_p;

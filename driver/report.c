@@ -75,6 +75,22 @@ static void readme_setup(FILE *o, const report_results *R, const report_analysis
                 "vocabulary): %s from the reference in weights, not only in KV, so %s divergences measure the "
                 "weights' quantisation as well as the cache's.\n", n_weight > 1 ? "s" : "", n_weight > 1 ? "their" : "its",
                 n_weight > 1 ? "they differ" : "it differs", n_weight > 1 ? "their" : "its");
+    if (R->pin_experts >= 0) {   /* a mixture-of-experts model (docs/DESIGN.md §2.6) */
+        fprintf(o, "\nMixture of experts, %s: at the teacher-forced positions ", R->pin_experts
+                ? "experts pinned (`--pin-experts`: every arm replayed the reference's experts, so the arms "
+                  "differ only in their KV cache; the fork probes routed freely)"
+                : "free routing (each arm's own router chose its experts)");
+        fprintf(o, "the (position, layer) expert sets differed from the reference's in");
+        int first = 1;
+        for (int i = 0; i < R->n_arms; i++) {
+            const report_arm *a = &R->arms[i];
+            if (a->is_ref || isnan(a->route_n)) continue;
+            fprintf(o, "%s %s %.0f of %.0f (%.3g%%)", first ? "" : ";", a->name, a->route_diff, a->route_n,
+                    a->route_n > 0 ? 100.0 * a->route_diff / a->route_n : 0.0);
+            first = 0;
+        }
+        fprintf(o, "%s.\n", first ? " no arm (no counts recorded)" : "");
+    }
     fprintf(o, "\n");
 }
 

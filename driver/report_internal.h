@@ -40,6 +40,8 @@ typedef struct {
     int base;          /* the arm this one repeats ("f16#2" -> index of "f16"), or -1 */
     int weight_arm;    /* 1: it ran its own model file (--arm-model; meta.json "weight_arm") */
     char model_file[256];  /* then that file's last path component (meta.json arms[i].model.path) */
+    double route_n, route_diff;  /* MoE: routing decisions compared with the reference's and those
+                                    that differed (meta.json arms[i].routing), NAN when absent */
 } report_arm;
 
 #define REPORT_MAX_REASONS 8
@@ -103,6 +105,7 @@ typedef struct {
     int have_journal;   /* DIR/journal exists (the run can be continued with --resume) */
     char reasons[REPORT_MAX_REASONS][512];
     int n_reasons;
+    int pin_experts;    /* MoE: meta.json "pin_experts" (1 true, 0 false, -1 absent: a dense model) */
 } report_results;
 
 /* Reads DIR/meta.json, DIR/depths.tsv, DIR/forks.tsv and (if present) DIR/positions.tsv into

@@ -231,6 +231,8 @@ static int load_meta(const char *dir, report_results *R, char *err, size_t errle
         return -1;
     }
     R->fork_n = (int)json_integer_value(fn);
+    json_t *pe = json_object_get(m, "pin_experts");
+    R->pin_experts = json_is_boolean(pe) ? json_is_true(pe) : -1;
 
     json_t *arms = json_object_get(m, "arms");
     if (!json_is_array(arms) || json_array_size(arms) == 0 || json_array_size(arms) > 1000) {
@@ -259,6 +261,9 @@ static int load_meta(const char *dir, report_results *R, char *err, size_t errle
         A->kv_bytes = jnum(a, "kv_bytes_per_token");
         A->base = -1;
         A->weight_arm = json_is_true(json_object_get(a, "weight_arm"));
+        json_t *rt = json_object_get(a, "routing");   /* MoE only */
+        A->route_n = json_is_object(rt) ? jnum(rt, "decisions") : NAN;
+        A->route_diff = json_is_object(rt) ? jnum(rt, "differ") : NAN;
         const char *mp = json_string_value(json_object_get(json_object_get(a, "model"), "path"));
         if (A->weight_arm && mp) {
             const char *sl = strrchr(mp, '/');

@@ -216,6 +216,13 @@ typedef struct {
     stats_row *pr;            /* [chunk][n] per-position metrics of one prefill reply */
     int *bad;                 /* [chunk][n] pairs stats_compare_rows refused */
     int32_t *next;            /* [chunk] the true next token of each row */
+    /* MoE routing (docs/DESIGN.md §2.6): moe = every arm reports experts of the reference's shape */
+    int moe;
+    size_t per_tok;           /* routing entries per token: n_layer * n_expert_used */
+    uint64_t *route_n, *route_diff;   /* [n] (token, layer) decisions compared with the reference's,
+                                         and those whose expert set differed: journalled */
+    uint32_t *pend_n, *pend_diff;     /* [n] the same since the last journal record */
+    int32_t *pin;             /* [chunk][per_tok] the reference's experts of one request (pinned mode) */
     /* meta.json */
     char date[64], machine[512];
     double t0, wall_prev;     /* this session's start; seconds of earlier sessions */
@@ -304,9 +311,21 @@ static int write_meta(sweep_state *st, const char *status, int complete, char *e
             json_object_set_new(ja, "decode_seconds", json_null());
             json_object_set_new(ja, "peak_rss", json_null());
         }
+        if (st->moe) {   /* the routing of the teacher-forced positions against the reference's */
+            if (i == c->ref) json_object_set_new(ja, "routing", json_null());
+            else
+                json_object_set_new(ja, "routing", json_pack("{s:I,s:I,s:f}", "decisions", (json_int_t)st->route_n[i],
+                                                              "differ", (json_int_t)st->route_diff[i], "fraction",
+                                                              st->route_n[i] ? (double)st->route_diff[i] / st->route_n[i] : 0.0));
+        }
         json_array_append_new(jarms, ja);
     }
     json_object_set_new(root, "arms", jarms);
+    if (st->moe) {
+        json_object_set_new(root, "n_expert", json_integer(h->n_expert));
+        json_object_set_new(root, "n_expert_used", json_integer(h->n_expert_used));
+        json_object_set_new(root, "pin_experts", json_boolean(c->pin_experts));
+    }
     for (int k = 0; k < c->n_depths; k++) json_array_append_new(jdep, json_integer(c->depths[k]));
     json_object_set_new(root, "depths", jdep);
     json_object_set_new(root, "depths_done", json_integer(st->k_done));
@@ -434,6 +453,7 @@ static json_t *plan_json(const sweep_config *c, const arm *arms, int n) {
     json_object_set_new(p, "chunk", json_integer(c->chunk));
     json_object_set_new(p, "ref", json_string(arms[c->ref].name));
     if (c->cross_score) json_object_set_new(p, "cross_score", json_true());
+    if (c->pin_experts) json_object_set_new(p, "pin_experts", json_true());
     put_sample_opts(p, c);
     for (int i = 0; i < n; i++) {
         const proto_hello_rep *h = &arms[i].hello;
@@ -510,6 +530,33 @@ static const char *plan_diff(json_t *a, json_t *b) {
     return "?";
 }
 
+/* MoE: a CHUNK or DEPTH record ends with each arm's routing counts of its positions (u32
+ * decisions, u32 differing); the replay adds them up. */
+static void replay_routing(sweep_state *st, journal_rd *rd) {
+    for (int a = 0; st->moe && a < st->n; a++) {
+        uint32_t dn = jrd_u32(rd), dd = jrd_u32(rd);
+        st->route_n[a] += dn;
+        st->route_diff[a] += dd;
+    }
+}
+
+/* The routing counts since the last record, appended to the record b (MoE only); jn_committed
+ * moves them into the totals once the record is written. */
+static void jbuf_routing(const sweep_state *st, journal_buf *b) {
+    for (int a = 0; st->moe && a < st->n; a++) {
+        jbuf_u32(b, st->pend_n[a]);
+        jbuf_u32(b, st->pend_diff[a]);
+    }
+}
+
+static void routing_committed(sweep_state *st) {
+    for (int a = 0; st->moe && a < st->n; a++) {
+        st->route_n[a] += st->pend_n[a];
+        st->route_diff[a] += st->pend_diff[a];
+        st->pend_n[a] = st->pend_diff[a] = 0;
+    }
+}
+
 /* Replays journal records 1.. (recs [n_rec]) from an empty state: checks that each continues the
  * ones before it and sets k_done, pos_done and wall_prev; with apply, also appends their lines to
  * the (rebuilt) TSVs and restores the warnings, twin checks and resumptions. Returns 0 or
@@ -520,6 +567,7 @@ static int replay_records(sweep_state *st, const journal_rec *recs, size_t n_rec
     int ret = 0;
     st->k_done = st->pos_done = 0;
     st->wall_prev = 0;
+    for (int a = 0; st->moe && a < st->n; a++) st->route_n[a] = st->route_diff[a] = 0;
     for (size_t r = 1; r < n_rec && !ret; r++) {
         journal_rd rd = { recs[r].data, recs[r].len, 0, 0 };
         uint32_t lp = 0, ld = 0, lf = 0;
@@ -529,6 +577,7 @@ static int replay_records(sweep_state *st, const journal_rec *recs, size_t n_rec
             uint32_t from = jrd_u32(&rd), to = jrd_u32(&rd);
             double wall = jrd_f64(&rd);
             tp = jrd_str(&rd, &lp);
+            replay_routing(st, &rd);
             if (rd.bad || !c->per_position || st->k_done >= c->n_depths || (int)from != st->pos_done ||
                 to <= from || (int)to >= c->depths[st->k_done]) {
                 ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu (chunk %u..%u) does "
@@ -552,6 +601,7 @@ static int replay_records(sweep_state *st, const journal_rec *recs, size_t n_rec
                 tx = jrd_str(&rd, &lx);
                 ts = jrd_str(&rd, &ls);
             }
+            replay_routing(st, &rd);
             if (rd.bad || (int)k != st->k_done || k >= (uint32_t)c->n_depths || (int)depth != c->depths[k] ||
                 (int)from != st->pos_done || (lp && !c->per_position)) {
                 ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu (depth %u) does not "
@@ -816,6 +866,81 @@ static int handle_fault(sweep_state *st, char *err, size_t errlen) {
 
 #define CATCHUP_CHUNK 2048   /* tokens per re-prefill request (no rows come back) */
 
+/* One prefill of positions pos..pos+m-1 on the arms with who[a] (NULL: every arm), rows as asked.
+ * MoE: count = 1 asks every arm for its routing (the caller counts it, count_routing); in pinned
+ * mode the reference arm runs first, alone, and the other arms then get its experts as their pin
+ * (the reference must be among who). The replies are in st->rep as after one call. */
+static int prefill_step(sweep_state *st, const int *who, int pos, int m, uint32_t rows, int count, const char *what,
+                        char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    const int n = st->n, R = c->ref;
+    int pinned = st->moe && c->pin_experts;
+    for (int a = 0; a < n; a++) {
+        proto_init(&st->req[a], PROTO_NONE, 0, 0);
+        if (who && !who[a]) continue;
+        if (pinned && a != R) continue;   /* second round */
+        proto_init(&st->req[a], PROTO_PREFILL, 0, 0);
+        st->req[a].prefill_req.tokens = (int32_t *)(c->tokens + pos);
+        st->req[a].prefill_req.n_tokens = (size_t)m;
+        st->req[a].prefill_req.rows = rows;
+        st->req[a].prefill_req.experts = st->moe && (count || (pinned && a == R));
+    }
+    int rc = call(st, KIND_PREFILL, m, what, err, errlen);
+    if (rc || !pinned) return rc;
+    /* pinned: the reference's experts become the others' pin */
+    proto_msg ref = st->rep[R];
+    if (ref.prefill_rep.n_experts != (size_t)m * st->per_tok) {
+        rc = errmsg_set(err, errlen, SWEEP_ERROR, "arm %s: the routing of %d tokens has %zu expert ids, not %zu",
+                        st->arms[R].name, m, ref.prefill_rep.n_experts, (size_t)m * st->per_tok);
+        free_reps(st->rep, n);
+        return rc;
+    }
+    memcpy(st->pin, ref.prefill_rep.experts, sizeof(int32_t) * (size_t)m * st->per_tok);
+    memset(&st->rep[R], 0, sizeof st->rep[R]);   /* kept in ref while the others run */
+    int others = 0;
+    for (int a = 0; a < n; a++) {
+        proto_init(&st->req[a], PROTO_NONE, 0, 0);
+        if ((who && !who[a]) || a == R) continue;
+        proto_init(&st->req[a], PROTO_PREFILL, 0, 0);
+        st->req[a].prefill_req.tokens = (int32_t *)(c->tokens + pos);
+        st->req[a].prefill_req.n_tokens = (size_t)m;
+        st->req[a].prefill_req.rows = rows;
+        st->req[a].prefill_req.experts = count;
+        st->req[a].prefill_req.pin = st->pin;
+        st->req[a].prefill_req.n_pin = (size_t)m * st->per_tok;
+        others++;
+    }
+    if (others) rc = call(st, KIND_PREFILL, m, what, err, errlen);
+    st->rep[R] = ref;   /* call() zeroed the reference's slot; its reply comes back */
+    if (rc) free_reps(st->rep, n);
+    return rc;
+}
+
+/* MoE: adds the routing of m tokens in st->rep to the pending counts: for every arm but the
+ * reference, the (token, layer) decisions and those whose set of experts (order aside) differs
+ * from the reference's. */
+static int count_routing(sweep_state *st, int m, char *err, size_t errlen) {
+    const int R = st->c->ref;
+    size_t k = st->arms[R].hello.n_expert_used, want = (size_t)m * st->per_tok;
+    for (int a = 0; a < st->n; a++)
+        if (st->rep[a].prefill_rep.n_experts != want)
+            return errmsg_set(err, errlen, SWEEP_ERROR, "arm %s: the routing of %d tokens has %zu expert ids, not %zu",
+                              st->arms[a].name, m, st->rep[a].prefill_rep.n_experts, want);
+    const int32_t *r = st->rep[R].prefill_rep.experts;   /* [m][n_layer][k] */
+    for (int a = 0; a < st->n; a++) {
+        if (a == R) continue;
+        const int32_t *x = st->rep[a].prefill_rep.experts;
+        for (size_t d = 0; d < want; d += k) {   /* one (token, layer) decision */
+            size_t same = 0;
+            for (size_t i = 0; i < k; i++)
+                for (size_t j = 0; j < k; j++) same += x[d + i] == r[d + j];
+            st->pend_n[a]++;
+            st->pend_diff[a] += same != k;
+        }
+    }
+    return 0;
+}
+
 /* Arms marked need_full are truncated to 0 and prefilled (no rows) to st->pos_done; the others
  * are truncated back to st->pos_done (they may be ahead after a failed request). */
 static int sync_arms(sweep_state *st, char *err, size_t errlen) {
@@ -823,6 +948,11 @@ static int sync_arms(sweep_state *st, char *err, size_t errlen) {
     const int n = st->n, p = st->pos_done;
     char what[160];
     int any = 0;
+    for (int a = 0; st->moe && a < n; a++) st->pend_n[a] = st->pend_diff[a] = 0;   /* not journalled: redone */
+    /* pinned experts: the reference's routing is what the others replay, so a rebuild rebuilds every arm */
+    for (int a = 0; st->moe && c->pin_experts && a < n; a++) any |= st->need_full[a];
+    for (int a = 0; any && a < n; a++) st->need_full[a] = 1;
+    any = 0;
     for (int a = 0; a < n; a++) {
         proto_init(&st->req[a], PROTO_TRUNCATE, 0, 0);
         st->req[a].truncate_req.depth = st->need_full[a] ? 0 : (uint64_t)p;
@@ -841,17 +971,11 @@ static int sync_arms(sweep_state *st, char *err, size_t errlen) {
         fprintf(stderr, "strata-driver: prefilling the new worker%s to position %d\n", n > 1 ? "s" : "", p);
     for (int q = 0; any && q < p;) {
         if (c->stop && *c->stop) return SWEEP_INTERRUPTED;
-        int m = p - q < CATCHUP_CHUNK ? p - q : CATCHUP_CHUNK;
-        for (int a = 0; a < n; a++) {
-            if (!st->need_full[a]) { proto_init(&st->req[a], PROTO_NONE, 0, 0); continue; }
-            proto_init(&st->req[a], PROTO_PREFILL, 0, 0);
-            st->req[a].prefill_req.tokens = (int32_t *)(c->tokens + q);
-            st->req[a].prefill_req.n_tokens = (size_t)m;
-            st->req[a].prefill_req.rows = PROTO_ROWS_NONE;
-        }
+        int cap = st->moe ? c->chunk : CATCHUP_CHUNK;   /* MoE: st->pin holds one chunk's routing */
+        int m = p - q < cap ? p - q : cap;
         snprintf(what, sizeof what, "a prefill request (positions %d..%d, rebuilding the stream to %d)", q,
                  q + m - 1, p);
-        if ((rc = call(st, KIND_PREFILL, m, what, err, errlen))) return rc;
+        if ((rc = prefill_step(st, st->need_full, q, m, PROTO_ROWS_NONE, 0, what, err, errlen))) return rc;
         for (int a = 0; a < n && !rc; a++)
             if (st->need_full[a] && st->rep[a].prefill_rep.n_past != (uint64_t)(q + m))
                 rc = errmsg_set(err, errlen, SWEEP_ERROR, "arm %s: prefill to %d left %llu tokens", st->arms[a].name,
@@ -1200,16 +1324,11 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
             int last = pos + m == d;
             uint32_t want = c->per_position ? PROTO_ROWS_ALL : last ? PROTO_ROWS_LAST : PROTO_ROWS_NONE;
             uint32_t n_rows = want == PROTO_ROWS_ALL ? (uint32_t)m : want == PROTO_ROWS_LAST ? 1 : 0;
-            for (int a = 0; a < n; a++) {
-                proto_init(&st->req[a], PROTO_PREFILL, 0, 0);
-                st->req[a].prefill_req.tokens = (int32_t *)(c->tokens + pos);
-                st->req[a].prefill_req.n_tokens = (size_t)m;
-                st->req[a].prefill_req.rows = want;
-            }
             snprintf(what, sizeof what, "a prefill request (positions %d..%d of depth %d)", pos, pos + m - 1, d);
-            if ((ret = call(st, KIND_PREFILL, m, what, err, errlen))) break;
+            if ((ret = prefill_step(st, NULL, pos, m, want, 1, what, err, errlen))) break;
             for (int a = 0; a < n && !ret; a++)
                 ret = check_prefill(&st->arms[a], &st->rep[a], (uint64_t)(pos + m), (uint32_t)V, n_rows, err, errlen);
+            if (!ret && st->moe) ret = count_routing(st, m, err, errlen);
             /* per-position rows: compare, format, drop */
             if (!ret && c->per_position) {
                 tb_free(&tp);
@@ -1247,8 +1366,10 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
                 jbuf_u32(&b, (uint32_t)(pos + m));
                 jbuf_f64(&b, st->wall_prev + workers_now_s() - st->t0);
                 jbuf_str(&b, tp.p, tp.n);
+                jbuf_routing(st, &b);
                 ret = jn_append(st, JOURNAL_CHUNK, &b, err, errlen);
                 free(b.p);
+                if (!ret) routing_committed(st);
                 if (!ret) ret = tsv_put(st->positions, "positions.tsv", c, tp.p, tp.n, err, errlen);
                 if (!ret) st->pos_done = pos + m;
             }
@@ -1313,8 +1434,10 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
             jbuf_str(&b, tx.p ? tx.p : "", tx.n);
             jbuf_str(&b, ts.p ? ts.p : "", ts.n);
         }
+        jbuf_routing(st, &b);
         ret = jn_append(st, JOURNAL_DEPTH, &b, err, errlen);
         free(b.p);
+        if (!ret) routing_committed(st);
         if (!ret) ret = jn_sync(st, err, errlen);
         if (!ret && c->per_position) ret = tsv_put(st->positions, "positions.tsv", c, tp.p, tp.n, err, errlen);
         if (!ret) ret = tsv_put(st->depths, "depths.tsv", c, td.p, td.n, err, errlen);
@@ -1360,6 +1483,19 @@ int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *e
     st.n = n;
     st.V = (int)arms[c->ref].hello.n_vocab;
     st.extra = c->cross_score || c->n_sample_temps > 0;
+    /* MoE routing is compared (and pinned) when every arm runs experts of the reference's shape */
+    const proto_hello_rep *hr = &arms[c->ref].hello;
+    st.moe = hr->n_expert_used > 0;
+    for (int a = 0; a < n; a++)
+        if (arms[a].hello.n_expert != hr->n_expert || arms[a].hello.n_expert_used != hr->n_expert_used ||
+            arms[a].hello.n_layer != hr->n_layer)
+            st.moe = 0;
+    st.per_tok = st.moe ? (size_t)hr->n_layer * hr->n_expert_used : 0;
+    if (c->pin_experts && !st.moe) {
+        return errmsg_set(err, errlen, SWEEP_ERROR, "--pin-experts needs a mixture-of-experts model with the same "
+                          "expert count, experts per token and layers in every arm (the reference arm %s has %u "
+                          "experts, %u per token)", arms[c->ref].name, hr->n_expert, hr->n_expert_used);
+    }
     st.F = c->cross_score ? sweep_f32_arm(arms, n, c->ref) : -1;
     if (depths_done) *depths_done = 0;
 
@@ -1388,6 +1524,17 @@ int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *e
     st.pr = calloc(nr * (size_t)n, sizeof *st.pr);
     st.bad = calloc(nr * (size_t)n, sizeof *st.bad);
     st.next = calloc(nr, sizeof *st.next);
+    if (st.moe) {
+        st.route_n = calloc((size_t)n, sizeof *st.route_n);
+        st.route_diff = calloc((size_t)n, sizeof *st.route_diff);
+        st.pend_n = calloc((size_t)n, sizeof *st.pend_n);
+        st.pend_diff = calloc((size_t)n, sizeof *st.pend_diff);
+        st.pin = malloc(sizeof(int32_t) * (size_t)c->chunk * st.per_tok);
+        if (!st.route_n || !st.route_diff || !st.pend_n || !st.pend_diff || !st.pin) {
+            ret = errmsg_set(e, sizeof e, SWEEP_ERROR, "out of memory");
+            goto done;
+        }
+    }
     st.greedy = calloc((size_t)n * (size_t)c->fork_n, sizeof *st.greedy);
     st.resumes = json_array();
     if (!st.req || !st.rep || !st.codes || !st.failed || !st.need_full || !st.twin || !st.twin_warned ||
@@ -1494,6 +1641,11 @@ done:
     free(st.pr);
     free(st.bad);
     free(st.next);
+    free(st.route_n);
+    free(st.route_diff);
+    free(st.pend_n);
+    free(st.pend_diff);
+    free(st.pin);
     free(st.greedy);
     json_decref(st.resumes);
     return ret;

@@ -90,6 +90,8 @@ typedef struct {
     int n_depths;
     int fork_n;                 /* >= 1 */
     int per_position;           /* stream and compare every row */
+    int pin_experts;            /* MoE models: every other arm replays the reference arm's experts at
+                                   the teacher-forced positions (docs/DESIGN.md §2.6) */
     int chunk;                  /* tokens per prefill request, >= 1 */
     int ref;                    /* index of the reference arm */
     int compare_threads;        /* threads comparing a reply's rows (1..SWEEP_COMPARE_THREADS_MAX;

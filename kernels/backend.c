@@ -26,6 +26,8 @@ int backend_truncate(backend *b, int depth, char *err, size_t errlen) {
     return b->impl->truncate(b, depth, err, errlen);
 }
 
+void backend_route(backend *b, const int32_t *pin, int32_t *used) { b->impl->route(b, pin, used); }
+
 uint64_t backend_kv_bytes_per_token(const backend *b) { return b->impl->kv_bytes_per_token(b); }
 
 const char *backend_name(const backend *b) { return b->impl->name(b); }

@@ -36,7 +36,11 @@
 typedef enum { BACKEND_ACT_SWIGLU, BACKEND_ACT_GEGLU } backend_act;
 
 typedef struct {
-    ops_weight wq, wk, wv, wo, w_gate, w_up, w_down;
+    ops_weight wq, wk, wv, wo;
+    ops_weight w_gate, w_up, w_down;      /* dense: [ffn][dim], [ffn][dim], [dim][ffn]; MoE: the experts
+                                           * stacked, [n_expert*ffn][dim] twice and [n_expert*dim][ffn]
+                                           * (expert e: rows e*ffn.. resp. e*dim..) */
+    ops_weight w_router;                  /* MoE: [n_expert][dim] (ffn_gate_inp); dense: unused */
     float *attn_norm, *ffn_norm;          /* [dim] */
     float *bq, *bk, *bv;                  /* [n_head*hd], [n_kv*hd] (qwen2) or NULL */
     float *q_norm, *k_norm;               /* [hd] (qwen3, gemma3) or NULL */
@@ -49,11 +53,22 @@ typedef struct {
  *     xb = rmsnorm(x) ; q,k,v = W xb (+ bias) ; [qk-norm per head] ; rope(q,k)
  *     store k, v in the cache ; a = attention over the cache ; o = Wo a ; [post-norm] ; x += o
  *     xb = rmsnorm(x) ; h = act(Wg xb) * (Wu xb) ; d = Wd h ; [post-norm] ; x += d
+ * A MoE model (n_expert > 0) replaces the FFN line, per token:
+ *     p = softmax(Wr xb) over the n_expert router logits
+ *     e[0..k-1] = the k = n_expert_used largest p, largest first (ties: lower expert id first),
+ *                 or the pinned ids (backend_route)
+ *     w[j] = p[e[j]] / max(sum_j p[e[j]], 2^-14)
+ *     d = w[0] D0 ; d += w[j] Dj for j = 1..k-1, Dj = Wd[e_j] (silu(Wg[e_j] xb) * (Wu[e_j] xb))
+ *     x += d
+ * Every expert matmul is the canonical per-row dot product on one token's xb, so the result does
+ * not depend on which other tokens share the chunk or the expert.
  * then out = output . rmsnorm(x) for the requested rows. x starts as the token's embedding row
  * times emb_scale. Everything the model points to (weights, norms, layers) is borrowed: the
  * loader owns it and keeps it alive longer than any backend made from it. */
 typedef struct {
     int n_layer, dim, n_head, n_kv, hd, ffn, n_vocab, n_rot;
+    int n_expert, n_expert_used;          /* MoE: experts per layer, per token (ffn is one expert's
+                                           * width); 0, 0: dense */
     int neox;                             /* RoPE pairs (i, i + n_rot/2) instead of (2i, 2i+1) */
     backend_act act;                      /* the FFN's gate activation */
     float eps, emb_scale, attn_scale;
@@ -105,6 +120,15 @@ int backend_create(const backend_model *m, const backend_config *cfg, backend **
  * of range, positions past n_ctx or past the depth reached, a row index outside the chunk). */
 int backend_forward(backend *b, const int32_t *tokens, int T, int pos0, const int *rows, int n_rows,
                     float *logits, char *err, size_t errlen);
+
+/* Expert routing of a MoE model for the NEXT backend_forward only (then both are forgotten):
+ *   pin   [T][n_layer][n_expert_used] the expert ids each token uses in each layer, in slot order
+ *         (largest weight first), instead of the router's top-k; their weights are still the
+ *         router's probabilities at those ids, renormalised. NULL: the router chooses.
+ *   used  [T][n_layer][n_expert_used] receives the ids each token used, slot order. NULL: none.
+ * Both are the caller's, sized for the T of that forward. A dense model ignores both. A pinned id
+ * >= n_expert makes that forward fail with a message (before anything is stored). */
+void backend_route(backend *b, const int32_t *pin, int32_t *used);
 
 /* The stream keeps positions < depth (depth <= the depth reached); later forwards start at or
  * below it. Frees nothing. Returns 0, or -1 with a message. */

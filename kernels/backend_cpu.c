@@ -2,7 +2,9 @@
  * kernels/ops.c (matmul, norms, RoPE, activations) and the KV cache and attention of
  * kernels/cache.c, on a thread pool (kernels/pool.c). The layer is written out in backend.h;
  * the canonical operation orders that make every result independent of the chunk and the
- * thread count are in ops.h and cache.h (docs/DESIGN.md §2.5, §3).
+ * thread count are in ops.h and cache.h (docs/DESIGN.md §2.5, §3). A mixture-of-experts layer
+ * (moe_route, moe_ffn) runs each expert over the tokens routed to it, one matmul chain per token
+ * and output as everywhere else, and sums a token's experts in its slot order (§2.5.9).
  */
 #include "kernels/backend_impl.h"
 #include "kernels/cache.h"
@@ -11,6 +13,7 @@
 #include "kernels/pool.h"
 #include "kernels/vec16.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +29,16 @@ typedef struct {
     float *x, *xb;      /* [max_T][dim] residual stream, normed input */
     float *q, *att;     /* [max_T][n_head*hd] */
     float *k, *v;       /* [max_T][n_kv*hd] */
-    float *h1, *h2;     /* [max_T][ffn] */
+    float *h1, *h2;     /* [max_T][ffn] (MoE: one expert's ffn, for the tokens routed to it) */
+    /* MoE scratch (n_expert > 0; NULL otherwise), k = n_expert_used */
+    float *probs;       /* [max_T][n_expert] router logits, then probabilities */
+    int *sel;           /* [max_T][k] selected expert ids, slot order */
+    float *wsel;        /* [max_T][k] their weights */
+    float *xe, *de;     /* [max_T][dim] one expert's gathered inputs, its outputs */
+    float *ye;          /* [max_T][k][dim] each token's expert outputs, slot order */
+    int *gtok, *gslot;  /* [max_T] the tokens routed to one expert, and the slot it has for them */
+    const int32_t *pin; /* [T][n_layer][k] the next forward's pinned experts, or NULL (backend_route) */
+    int32_t *used;      /* [T][n_layer][k] where the next forward records its experts, or NULL */
     float *cs_g, *cs_l; /* [max_T][n_rot/2][2] RoPE tables, global and local */
     float *mm_ws;       /* [ops_matmul_scratch_floats(threads, widest input)] the matmuls' */
     float *attn_ws;     /* [attn_ws_floats] the attention's (cache_attend_scratch_floats) */
@@ -37,6 +49,9 @@ typedef struct {
 static uint64_t scratch_bytes(const backend_model *m, int max_T) {
     uint64_t per_tok = 2ull * m->dim + 2ull * m->n_head * m->hd + 2ull * m->n_kv * m->hd + 2ull * m->ffn +
                        2ull * m->n_rot;
+    if (m->n_expert > 0)   /* probs, sel, wsel, xe, de, ye, gtok, gslot */
+        per_tok += (uint64_t)m->n_expert + 2ull * m->n_expert_used + 2ull * m->dim +
+                   (uint64_t)m->n_expert_used * m->dim + 2;
     return 4 * (uint64_t)max_T * per_tok;
 }
 
@@ -49,6 +64,7 @@ static void cpu_free(backend *base) {
     backend_cpu *b = (backend_cpu *)base;
     free(b->x); free(b->xb); free(b->q); free(b->att); free(b->k); free(b->v);
     free(b->h1); free(b->h2); free(b->cs_g); free(b->cs_l); free(b->mm_ws); free(b->attn_ws);
+    free(b->probs); free(b->sel); free(b->wsel); free(b->xe); free(b->de); free(b->ye); free(b->gtok); free(b->gslot);
     if (b->p) pool_free(b->p);
     cache_free(&b->c);
     free(b);
@@ -81,6 +97,19 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
     b->h2 = alloc64(T * m->ffn);
     b->cs_g = alloc64(T * m->n_rot);
     b->cs_l = alloc64(T * m->n_rot);
+    int moe_ok = 1;
+    if (m->n_expert > 0) {
+        size_t k = (size_t)m->n_expert_used;
+        b->probs = alloc64(T * m->n_expert);
+        b->sel = malloc(sizeof(int) * T * k);
+        b->wsel = alloc64(T * k);
+        b->xe = alloc64(T * m->dim);
+        b->de = alloc64(T * m->dim);
+        b->ye = alloc64(T * k * m->dim);
+        b->gtok = malloc(sizeof(int) * T);
+        b->gslot = malloc(sizeof(int) * T);
+        moe_ok = b->probs && b->sel && b->wsel && b->xe && b->de && b->ye && b->gtok && b->gslot;
+    }
     /* the kernels' own scratch, sized for the widest matmul input (dim, n_head*hd or ffn) and for
      * attention over the whole context with the widest window */
     int cols = m->dim, window = 0;
@@ -92,7 +121,7 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
     b->attn_ws_floats = cache_attend_scratch_floats(&b->c, m->n_head, cfg->max_tokens, window, cfg->threads);
     b->attn_ws = alloc64(b->attn_ws_floats);
     if (!b->x || !b->xb || !b->q || !b->att || !b->k || !b->v || !b->h1 || !b->h2 || !b->cs_g || !b->cs_l ||
-        !b->mm_ws || !b->attn_ws) {
+        !b->mm_ws || !b->attn_ws || !moe_ok) {
         snprintf(err, errlen, "out of memory (prefill chunk %d)", cfg->max_tokens);
         goto fail;
     }
@@ -117,6 +146,88 @@ static void qk_prepare(const backend_model *m, float *x, int T, int nh, const fl
             if (norm) ops_rmsnorm(v, v, norm, m->hd, m->eps);
             ops_rope(v, cs + (size_t)t * m->n_rot, m->n_rot, m->neox);
         }
+}
+
+/* The router for T tokens: probs [T][n_expert] holds the router logits on entry. Per token:
+ * softmax (max subtracted, expf, the sum in double in id order, times its f32 inverse), then the
+ * experts — the k largest probabilities, largest first, ties to the lower id, or the pinned ids
+ * pin [T][n_layer][k] of layer l — and their weights p / max(sum of the k p in slot order, 2^-14)
+ * into sel / wsel [T][k]; used [T][n_layer][k] (may be NULL) receives the ids. */
+static void moe_route(const backend_model *m, float *probs, int T, int l, const int32_t *pin, int32_t *used,
+                      int *sel, float *wsel) {
+    int ne = m->n_expert, k = m->n_expert_used;
+    for (int t = 0; t < T; t++) {
+        float *p = probs + (size_t)t * ne;
+        int *s = sel + (size_t)t * k;
+        float *w = wsel + (size_t)t * k;
+        float mx = p[0];
+        for (int e = 1; e < ne; e++) if (p[e] > mx) mx = p[e];
+        double sum = 0;
+        for (int e = 0; e < ne; e++) { p[e] = expf(p[e] - mx); sum += p[e]; }
+        float inv = (float)(1.0 / sum);
+        for (int e = 0; e < ne; e++) p[e] *= inv;
+        const int32_t *pt = pin ? pin + ((size_t)t * m->n_layer + l) * k : NULL;
+        for (int j = 0; j < k; j++) {
+            if (pt) { s[j] = pt[j]; continue; }
+            int best = -1;
+            for (int e = 0; e < ne; e++) {
+                int taken = 0;
+                for (int i = 0; i < j; i++) taken |= s[i] == e;
+                if (!taken && (best < 0 || p[e] > p[best])) best = e;
+            }
+            s[j] = best;
+        }
+        float wsum = 0;
+        for (int j = 0; j < k; j++) wsum += p[s[j]];
+        if (wsum < 6.103515625e-5f) wsum = 6.103515625e-5f;   /* 2^-14, as llama.cpp clamps it */
+        for (int j = 0; j < k; j++) w[j] = p[s[j]] / wsum;
+        if (used)
+            for (int j = 0; j < k; j++) used[((size_t)t * m->n_layer + l) * k + j] = s[j];
+    }
+}
+
+/* The MoE FFN of layer l for T tokens: xb [T][dim] normed input; adds each token's weighted sum of
+ * its experts to x [T][dim]. Experts run in id order, each on the tokens routed to it (gathered in
+ * token order); a token's k outputs are then summed in slot order (backend.h). Returns 0 or -1. */
+static int moe_ffn(backend_cpu *b, const backend_layer *ly, int l, int T) {
+    const backend_model *m = &b->m;
+    int dim = m->dim, ffn = m->ffn, k = m->n_expert_used;
+    if (ops_matmul(b->p, &ly->w_router, b->xb, b->probs, T, m->n_expert, b->mm_ws)) return -1;
+    moe_route(m, b->probs, T, l, b->pin, b->used, b->sel, b->wsel);
+    for (int e = 0; e < m->n_expert; e++) {
+        int n = 0;
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < k; j++)
+                if (b->sel[(size_t)t * k + j] == e) {
+                    b->gtok[n] = t;
+                    b->gslot[n] = j;
+                    memcpy(b->xe + (size_t)n * dim, b->xb + (size_t)t * dim, sizeof(float) * dim);
+                    n++;
+                }
+        if (n == 0) continue;
+        /* expert e's matrices: views into the stacks */
+        ops_weight g = ly->w_gate, u = ly->w_up, d = ly->w_down;
+        g.rows = u.rows = ffn;
+        g.data += (size_t)e * ffn * g.row_bytes;
+        u.data += (size_t)e * ffn * u.row_bytes;
+        d.rows = dim;
+        d.data += (size_t)e * dim * d.row_bytes;
+        ops_mm gate_up[2] = { { &g, b->h1, ffn }, { &u, b->h2, ffn } };
+        if (ops_matmul_many(b->p, gate_up, 2, b->xe, n, b->mm_ws)) return -1;
+        for (int i = 0; i < n; i++) ops_swiglu(b->h1 + (size_t)i * ffn, b->h2 + (size_t)i * ffn, ffn);
+        if (ops_matmul(b->p, &d, b->h1, b->de, n, dim, b->mm_ws)) return -1;
+        for (int i = 0; i < n; i++)
+            memcpy(b->ye + ((size_t)b->gtok[i] * k + b->gslot[i]) * dim, b->de + (size_t)i * dim, sizeof(float) * dim);
+    }
+    for (int t = 0; t < T; t++) {
+        float *x = b->x + (size_t)t * dim, *o = b->xb + (size_t)t * dim;   /* xb is free again: reuse it */
+        const float *w = b->wsel + (size_t)t * k, *y = b->ye + (size_t)t * k * dim;
+        for (int i = 0; i < dim; i++) o[i] = w[0] * y[i];
+        for (int j = 1; j < k; j++)
+            for (int i = 0; i < dim; i++) o[i] = o[i] + w[j] * y[(size_t)j * dim + i];
+        for (int i = 0; i < dim; i++) x[i] += o[i];
+    }
+    return 0;
 }
 
 static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, const int *rows, int n_rows,
@@ -149,6 +260,17 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
     }
     for (int i = 0; i < n_rows; i++)
         if (rows[i] < 0 || rows[i] >= T) { snprintf(err, errlen, "row index %d outside the chunk", rows[i]); return -1; }
+    const int32_t *pin = b->pin;
+    b->pin = NULL;   /* backend_route applies to this forward only */
+    int32_t *used = b->used;
+    b->used = NULL;
+    if (m->n_expert > 0 && pin)
+        for (size_t i = 0; i < (size_t)T * m->n_layer * m->n_expert_used; i++)
+            if (pin[i] < 0 || pin[i] >= m->n_expert) {
+                snprintf(err, errlen, "pinned expert id %d at position %d is outside [0, %d)", pin[i],
+                         pos0 + (int)(i / ((size_t)m->n_layer * m->n_expert_used)), m->n_expert);
+                return -1;
+            }
     for (int l = 0; l < m->n_layer; l++) {
         const backend_layer *ly = &m->layers[l];
         const float *cs = ly->rope_local ? b->cs_l : b->cs_g;
@@ -169,6 +291,15 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
             if (ly->post_attn_norm) ops_rmsnorm(o, o, ly->post_attn_norm, dim, m->eps);
             for (int i = 0; i < dim; i++) x[i] += o[i];
             ops_rmsnorm(o, x, ly->ffn_norm, dim, m->eps);
+        }
+        if (m->n_expert > 0) {
+            b->pin = pin;
+            b->used = used;
+            int rc = moe_ffn(b, ly, l, T);
+            b->pin = NULL;
+            b->used = NULL;
+            if (rc) goto kfail;
+            continue;
         }
         ops_mm gate_up[2] = { { &ly->w_gate, b->h1, m->ffn }, { &ly->w_up, b->h2, m->ffn } };
         if (ops_matmul_many(p, gate_up, 2, b->xb, T, b->mm_ws)) goto kfail;
@@ -195,6 +326,12 @@ kfail:
     return -1;
 }
 
+static void cpu_route(backend *base, const int32_t *pin, int32_t *used) {
+    backend_cpu *b = (backend_cpu *)base;
+    b->pin = pin;
+    b->used = used;
+}
+
 static int cpu_truncate(backend *base, int depth, char *err, size_t errlen) {
     backend_cpu *b = (backend_cpu *)base;
     if (depth < 0 || depth > b->depth) {
@@ -219,5 +356,5 @@ static const char *cpu_name(const backend *base) {
 static int cpu_threads(const backend *base) { return pool_threads(((const backend_cpu *)base)->p); }
 
 const backend_impl backend_cpu_impl = {
-    "cpu", cpu_create, cpu_forward, cpu_truncate, cpu_kv_bytes_per_token, cpu_name, cpu_threads, cpu_free,
+    "cpu", cpu_create, cpu_forward, cpu_truncate, cpu_route, cpu_kv_bytes_per_token, cpu_name, cpu_threads, cpu_free,
 };

@@ -21,6 +21,7 @@ struct backend_impl {
     int (*forward)(backend *b, const int32_t *tokens, int T, int pos0, const int *rows, int n_rows,
                    float *logits, char *err, size_t errlen);
     int (*truncate)(backend *b, int depth, char *err, size_t errlen);
+    void (*route)(backend *b, const int32_t *pin, int32_t *used);
     uint64_t (*kv_bytes_per_token)(const backend *b);
     const char *(*name)(const backend *b);
     int (*threads)(const backend *b);

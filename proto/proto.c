@@ -79,7 +79,7 @@ void proto_msg_free(proto_msg *m) {
     if (m->is_reply) {
         switch (m->type) {
         case PROTO_TOKENIZE: free(m->tokenize_rep.tokens); break;
-        case PROTO_PREFILL:  free(m->prefill_rep.logits); break;
+        case PROTO_PREFILL:  free(m->prefill_rep.logits); free(m->prefill_rep.experts); break;
         case PROTO_GENERATE: free(m->generate_rep.tokens); free(m->generate_rep.gaps); break;
         case PROTO_VOCAB:
             free(m->vocab_rep.pieces);
@@ -92,7 +92,7 @@ void proto_msg_free(proto_msg *m) {
     } else {
         switch (m->type) {
         case PROTO_TOKENIZE: free(m->tokenize_req.text); break;
-        case PROTO_PREFILL:  free(m->prefill_req.tokens); break;
+        case PROTO_PREFILL:  free(m->prefill_req.tokens); free(m->prefill_req.pin); break;
         default: break;
         }
     }
@@ -405,6 +405,13 @@ static int decode_hello_rep(const msgpack_object_map *m, const char *c, proto_he
         return rc;
     if ((rc = get_int(m, c, "bos", -1, INT32_MAX, &s, err, errlen))) return rc;
     h->bos = (int32_t)s;
+    h->n_expert = h->n_expert_used = 0;   /* optional: absent = dense */
+    if (find(m, "n_expert")) {
+        if ((rc = get_uint(m, c, "n_expert", UINT16_MAX, &u, err, errlen))) return rc;
+        h->n_expert = (uint32_t)u;
+        if ((rc = get_uint(m, c, "n_expert_used", h->n_expert, &u, err, errlen))) return rc;
+        h->n_expert_used = (uint32_t)u;
+    }
     return 0;
 }
 
@@ -429,6 +436,12 @@ static int decode_prefill_rep(const msgpack_object_map *m, const char *c, proto_
         return errmsg_set(err, errlen, PROTO_E_BADMSG,
                     "%s: logits has %zu floats, n_rows * n_vocab = %u * %u = %" PRIu64,
                     c, n, p->n_rows, p->n_vocab, want);
+    if (find(m, "experts")) {   /* optional; its shape is the requester's to check */
+        void *ex = NULL;
+        rc = get_bin32(m, c, "experts", PROTO_MAX_ROUTES, &ex, &p->n_experts, err, errlen);
+        p->experts = ex;
+        if (rc) return rc;
+    }
     return 0;
 }
 
@@ -519,6 +532,13 @@ static int decode_body(const msgpack_object_map *m, proto_msg *out, char *err, s
                 return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: rows = %" PRIu64 " is not 0, 1 or 2",
                             c, u);
             r->rows = (uint32_t)u;
+            r->experts = 0;
+            if (find(m, "experts") && (rc = get_bool(m, c, "experts", &r->experts, err, errlen))) return rc;
+            if (find(m, "pin")) {
+                rc = get_bin32(m, c, "pin", PROTO_MAX_ROUTES, &p, &r->n_pin, err, errlen);
+                r->pin = p;
+                if (rc) return rc;
+            }
             return 0;
         }
         case PROTO_GENERATE: {
@@ -706,8 +726,10 @@ static int pack(msgpack_packer *pk, const proto_msg *m) {
         }
         case PROTO_PREFILL: {
             const proto_prefill_req *p = &m->prefill_req;
-            return pk_head(pk, m, 2) || pk_bin(pk, "tokens", p->tokens, p->n_tokens * 4) ||
-                   pk_uint(pk, "rows", p->rows);
+            return pk_head(pk, m, 2 + (p->experts != 0) + (p->pin != NULL)) ||
+                   pk_bin(pk, "tokens", p->tokens, p->n_tokens * 4) || pk_uint(pk, "rows", p->rows) ||
+                   (p->experts && (pk_key(pk, "experts") || msgpack_pack_true(pk))) ||
+                   (p->pin && pk_bin(pk, "pin", p->pin, p->n_pin * 4));
         }
         case PROTO_GENERATE: {
             const proto_generate_req *g = &m->generate_req;
@@ -725,22 +747,24 @@ static int pack(msgpack_packer *pk, const proto_msg *m) {
     switch (m->type) {
     case PROTO_HELLO: {
         const proto_hello_rep *h = &m->hello_rep;
-        return pk_head(pk, m, 14) || pk_str(pk, "engine", h->engine) || pk_str(pk, "git", h->git) ||
+        return pk_head(pk, m, 16) || pk_str(pk, "engine", h->engine) || pk_str(pk, "git", h->git) ||
                pk_str(pk, "model_sha256", h->model_sha256) || pk_str(pk, "arch", h->arch) ||
                pk_str(pk, "tokenizer_hash", h->tokenizer_hash) || pk_str(pk, "kv_k", h->kv_k) ||
                pk_str(pk, "kv_v", h->kv_v) || pk_str(pk, "device", h->device) ||
                pk_uint(pk, "n_vocab", h->n_vocab) || pk_uint(pk, "n_ctx", h->n_ctx) ||
                pk_uint(pk, "n_layer", h->n_layer) || pk_uint(pk, "threads", h->threads) ||
-               pk_uint(pk, "kv_bytes_per_token", h->kv_bytes_per_token) || pk_int(pk, "bos", h->bos);
+               pk_uint(pk, "kv_bytes_per_token", h->kv_bytes_per_token) || pk_int(pk, "bos", h->bos) ||
+               pk_uint(pk, "n_expert", h->n_expert) || pk_uint(pk, "n_expert_used", h->n_expert_used);
     }
     case PROTO_TOKENIZE:
         return pk_head(pk, m, 1) ||
                pk_bin(pk, "tokens", m->tokenize_rep.tokens, m->tokenize_rep.n_tokens * 4);
     case PROTO_PREFILL: {
         const proto_prefill_rep *p = &m->prefill_rep;
-        return pk_head(pk, m, 4) || pk_uint(pk, "n_past", p->n_past) ||
+        return pk_head(pk, m, 4 + (p->experts != NULL)) || pk_uint(pk, "n_past", p->n_past) ||
                pk_uint(pk, "n_vocab", p->n_vocab) || pk_uint(pk, "n_rows", p->n_rows) ||
-               pk_bin(pk, "logits", p->logits, (size_t)p->n_rows * p->n_vocab * 4);
+               pk_bin(pk, "logits", p->logits, (size_t)p->n_rows * p->n_vocab * 4) ||
+               (p->experts && pk_bin(pk, "experts", p->experts, p->n_experts * 4));
     }
     case PROTO_GENERATE: {
         const proto_generate_rep *g = &m->generate_rep;
@@ -809,6 +833,9 @@ static int check_encodable(const proto_msg *m, char *err, size_t errlen) {
             if (m->prefill_req.rows > PROTO_ROWS_ALL)
                 return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: rows = %u is not 0, 1 or 2", c,
                             m->prefill_req.rows);
+            if (m->prefill_req.pin && (rc = check_payload(c, "pin", m->prefill_req.pin, m->prefill_req.n_pin,
+                                                          PROTO_MAX_ROUTES, err, errlen)))
+                return rc;
             return check_payload(c, "tokens", m->prefill_req.tokens, m->prefill_req.n_tokens,
                                  PROTO_MAX_TOKENS, err, errlen);
         case PROTO_GENERATE:
@@ -859,6 +886,8 @@ static int check_encodable(const proto_msg *m, char *err, size_t errlen) {
             return errmsg_set(err, errlen, PROTO_E_TOOBIG,
                         "%s: %" PRIu64 " logits do not fit in one msgpack bin (4 GiB); send fewer rows",
                         c, n);
+        if (p->experts && (rc = check_payload(c, "experts", p->experts, p->n_experts, PROTO_MAX_ROUTES, err, errlen)))
+            return rc;
         return check_payload(c, "logits", p->logits, n, n, err, errlen);
     }
     case PROTO_GENERATE:

@@ -10,7 +10,9 @@
  *   type      request                                   reply
  *   hello     {}                                        engine git model_sha256 arch tokenizer_hash
  *                                                       kv_k kv_v device (str); n_vocab n_ctx n_layer
- *                                                       threads kv_bytes_per_token (uint); bos (int)
+ *                                                       threads kv_bytes_per_token (uint); bos (int);
+ *                                                       n_expert n_expert_used (uint, optional: 0 =
+ *                                                       a dense model or an older worker)
  *   tokenize  text (str or bin), add_bos (bool),        tokens (bin int32)
  *             special (bool, optional: parse special-token texts such as "<|im_start|>")
  *   vocab     {}                                        n_vocab (uint); pieces (bin: every token's
@@ -19,7 +21,10 @@
  *                                                       [n_vocab], 1 = a control token); chat_template
  *                                                       (str or bin, "" when the model has none)
  *   prefill   tokens (bin int32), rows (uint 0/1/2)     n_past n_vocab n_rows (uint),
- *                                                       logits (bin float32 [n_rows][n_vocab])
+ *             experts (bool, optional: reply with the   logits (bin float32 [n_rows][n_vocab]);
+ *             routing), pin (bin int32 [n_tokens]       experts (bin int32 [n_tokens][n_layer][k],
+ *             [n_layer][k], optional: the experts to    only when asked: each token's experts per
+ *             use; MoE models, docs/DESIGN.md §7.2)     layer, slot order)
  *   generate  n (uint), temperature (f64), seed (uint), tokens (bin int32 [n]), gaps (bin float32 [n]),
  *             top_p (f64, optional, in (0, 1])          n_past (uint)
  *   truncate  depth (uint)                              n_past (uint)
@@ -41,6 +46,7 @@
  *   generate n (and generate reply length)        PROTO_MAX_GENERATE = 1<<20
  *   n_vocab in a prefill reply                    PROTO_MAX_VOCAB    = 1<<22
  *   rows in a prefill reply                       PROTO_MAX_TOKENS
+ *   prefill pin / experts entries                 PROTO_MAX_ROUTES   = 1<<24 (64 MiB of int32)
  * Strings of the hello reply are at most PROTO_STR_MAX-1 bytes (longer ones are an error); an error
  * message longer than PROTO_ERRMSG_MAX-1 bytes is cut short on decode.
  *
@@ -59,6 +65,7 @@
 #define PROTO_MAX_GENERATE (1u << 20)
 #define PROTO_MAX_VOCAB    (1u << 22)
 #define PROTO_MAX_TEMPLATE (1u << 20)  /* chat_template bytes in a vocab reply */
+#define PROTO_MAX_ROUTES   (1u << 24)  /* expert ids in a prefill pin / experts (tokens x layers x k) */
 #define PROTO_MAX_DEPTH    8            /* msgpack nesting levels below the top-level object */
 #define PROTO_MAX_OBJECTS  256          /* msgpack objects (keys and values) per message */
 #define PROTO_STR_MAX      128          /* hello reply strings, NUL included */
@@ -109,6 +116,8 @@ typedef struct {
     uint32_t threads;
     uint64_t kv_bytes_per_token;       /* all layers, K and V */
     int32_t bos;                       /* BOS token id or -1 */
+    uint32_t n_expert, n_expert_used;  /* MoE: experts per layer, per token; 0, 0: dense (or a
+                                          worker that does not send them) */
 } proto_hello_rep;
 
 typedef struct {
@@ -140,6 +149,11 @@ typedef struct {
     int32_t *tokens;                   /* [n_tokens] */
     size_t n_tokens;
     uint32_t rows;                     /* PROTO_ROWS_* */
+    int experts;                       /* 1: the reply carries the routing (sent only when 1) */
+    int32_t *pin;                      /* [n_pin] = [n_tokens][n_layer][n_expert_used] the experts each
+                                          token uses, or NULL (sent only when not NULL); the worker
+                                          checks the count and the ids */
+    size_t n_pin;
 } proto_prefill_req;
 
 typedef struct {
@@ -147,6 +161,9 @@ typedef struct {
     uint32_t n_vocab;
     uint32_t n_rows;
     float *logits;                     /* [n_rows][n_vocab] */
+    int32_t *experts;                  /* [n_experts] = [n_tokens][n_layer][n_expert_used], slot order;
+                                          NULL / 0 when not asked for (or a dense model) */
+    size_t n_experts;
 } proto_prefill_rep;
 
 typedef struct {
@@ -185,7 +202,8 @@ typedef struct {
 
 /* One message. Which union member is valid follows from (type, is_reply); hello, stats and
  * shutdown requests and the shutdown reply carry no fields.
- * Ownership: the pointers (tokenize_req.text, *.tokens, prefill_rep.logits, generate_rep.gaps) of a
+ * Ownership: the pointers (tokenize_req.text, *.tokens, prefill_rep.logits, prefill_rep.experts,
+ * prefill_req.pin, generate_rep.gaps) of a
  * message filled by proto_decode/proto_recv/proto_call are malloc'd and owned by it: release them
  * with proto_msg_free(). A message you build only to encode may point at memory you own (e.g. the
  * engine's logits buffer); proto_encode never frees or keeps them, and you need not call

@@ -269,6 +269,51 @@ static void test_model_meta(void) {
     model_free(m);
 }
 
+/* qwen3moe metadata that does not fit its tensors, or no experts at all: one clear error each. */
+static void test_moe_meta(void) {
+    static const struct { const char *key; uint32_t v; const char *want; const char *what; } cases[] = {
+        { "qwen3moe.expert_count", 0, "qwen3moe.expert_count", "expert_count 0" },
+        { "qwen3moe.expert_used_count", 0, "qwen3moe.expert_used_count", "expert_used_count 0" },
+        { "qwen3moe.expert_used_count", 9, "qwen3moe.expert_used_count", "expert_used_count 9 > expert_count 8" },
+        { "qwen3moe.expert_count", 4, "ffn_gate_inp", "expert_count 4 for tensors of 8 experts" },
+        { "qwen3moe.expert_feed_forward_length", 16, "ffn_gate_exps", "expert_feed_forward_length 16 for experts of 32" },
+        { "qwen3moe.expert_count", 1u << 20, "qwen3moe.expert_count", "expert_count 2^20" },
+    };
+    char path[512], err[512], warn[256];
+    ge_src moe;
+    snprintf(path, sizeof path, "%s/models/rand-qwen3moe.gguf", fixtures());
+    if (ge_load(path, &moe)) { CHECK(0, "load %s", path); return; }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ge_out o;
+        const char *skip[] = { cases[i].key, NULL };
+        model *m = NULL;
+        ge_begin(&o, &moe);
+        ge_copy_kvs(&o, &moe, skip);
+        ge_kv_u32(&o, cases[i].key, cases[i].v);
+        ge_copy_tensors(&o, &moe);
+        ge_finish(&o, &moe, 32);
+        const char *p = put_file(&o, "moe.gguf");
+        err[0] = 0;
+        int rc = model_load(p, &m, err, sizeof err, warn, sizeof warn);
+        model_free(m);
+        CHECK(rc != 0 && strstr(err, cases[i].want), "qwen3moe %s: refused naming %s (%s)", cases[i].what,
+              cases[i].want, err);
+    }
+    /* without expert_count at all */
+    ge_out o;
+    const char *skip[] = { "qwen3moe.expert_count", NULL };
+    model *m = NULL;
+    ge_begin(&o, &moe);
+    ge_copy_kvs(&o, &moe, skip);
+    ge_copy_tensors(&o, &moe);
+    ge_finish(&o, &moe, 32);
+    err[0] = 0;
+    int rc = model_load(put_file(&o, "moe-noexp.gguf"), &m, err, sizeof err, warn, sizeof warn);
+    model_free(m);
+    CHECK(rc != 0 && strstr(err, "missing metadata qwen3moe.expert_count"), "qwen3moe without expert_count: refused (%s)", err);
+    ge_free_src(&moe);
+}
+
 /* A tokenizer of 513 pieces for a model of 512 rows. */
 static void test_vocab_size(void) {
     ge_out o;
@@ -545,6 +590,7 @@ int main(void) {
     }
     test_gguf();
     test_model_meta();
+    test_moe_meta();
     test_vocab_size();
     test_nonfinite();
     test_memcheck();

@@ -477,6 +477,111 @@ static void test_rope_tables(void) {
     CHECK(same, "ops_rope_table is the f64 table by default and the f32 one with f32_angles");
 }
 
+/* Runs tok[n] through a fresh cpu backend (f32 KV) in chunks of `chunk`: rows into out [n][V], the
+ * experts each token used into used [n][n_layer][k], pinned to pin [n][n_layer][k] when not NULL.
+ * Returns 0, or -1 with the message in err. */
+static int run_routed(const model *m, pool *p, const int32_t *tok, int n, int chunk, const int32_t *pin,
+                      int32_t *used, float *out, char *err, size_t errlen) {
+    kv_fmt k[256], v[256];
+    backend *b = NULL;
+    backend_model net;
+    int *rows = malloc(sizeof(int) * (size_t)chunk), rc = -1;   /* [chunk] */
+    size_t per_tok = (size_t)m->n_layer * m->n_expert_used;   /* routing entries per token */
+    for (int l = 0; l < m->n_layer && l < 256; l++) { k[l] = KV_F32; v[l] = KV_F32; }
+    model_net(m, &net);
+    backend_config bc = { "cpu", k, v, n + 8, chunk, pool_threads(p), NULL, NULL };
+    if (!rows) { snprintf(err, errlen, "out of memory"); goto done; }
+    if (backend_create(&net, &bc, &b, err, errlen)) goto done;
+    for (int i = 0; i < chunk; i++) rows[i] = i;
+    for (int off = 0; off < n; off += chunk) {
+        int T = n - off < chunk ? n - off : chunk;
+        backend_route(b, pin ? pin + (size_t)off * per_tok : NULL, used + (size_t)off * per_tok);
+        if (backend_forward(b, tok + off, T, off, rows, T, out + (size_t)off * m->n_vocab, err, errlen)) goto done;
+    }
+    rc = 0;
+done:
+    backend_free(b);
+    free(rows);
+    return rc;
+}
+
+/* qwen3moe (rand-qwen3moe, 8 experts, top 2): loading, batch invariance in every KV format, the
+ * routing record (the same experts whatever the chunk, k distinct ids per token and layer, every
+ * expert used somewhere), pinning (the recorded experts pinned give the same bits; other experts
+ * pinned give other logits; an id past the experts is refused), and the bad files the loader
+ * refuses with one clear error. */
+static void test_qwen3moe(pool *p) {
+    char path[512], err[512], warn[256];
+    model *m = NULL;
+    gguf_file *g = NULL;
+    float *a = NULL, *b = NULL;
+    int32_t *ua = NULL, *ub = NULL, *pin = NULL;
+    snprintf(path, sizeof path, "%s/models/rand-qwen3moe.gguf", fixtures());
+    if (model_load(path, &m, err, sizeof err, warn, sizeof warn)) { CHECK(0, "load %s: %s", path, err); return; }
+    CHECK(m->arch == ARCH_QWEN3MOE && m->n_expert == 8 && m->n_expert_used == 2 && m->ffn == 32 && m->n_layer == 2 &&
+          m->hd == 32 && m->layers[0].w_gate.rows == 8 * 32 && m->layers[1].w_down.rows == 8 * 64,
+          "rand-qwen3moe: qwen3moe, 8 experts, 2 used, expert width 32 (expert_feed_forward_length, not "
+          "feed_forward_length 96), stacked experts [8*32][64] and [8*64][32]");
+    snprintf(path, sizeof path, "%s/logits/rand-qwen3moe.prose.gguf", fixtures());
+    if (gguf_open(path, &g, err, sizeof err)) { CHECK(0, "open %s: %s", path, err); goto done; }
+    const gguf_tensor *tt = gguf_tensor_find(g, "tokens");
+    if (!tt) { CHECK(0, "%s has tokens", path); goto done; }
+    /* the first 160 tokens: chunks 7 and 64 still split them, every expert is still chosen */
+    int n = tt->ne[0] < 160 ? (int)tt->ne[0] : 160, V = m->n_vocab, nl = m->n_layer, k = m->n_expert_used;
+    const int32_t *tok = tt->data;
+    test_invariance(m, p, tok, n);
+    size_t nr = (size_t)n * nl * k;   /* routing entries */
+    a = malloc(sizeof(float) * (size_t)n * V);
+    b = malloc(sizeof(float) * (size_t)n * V);
+    ua = malloc(sizeof(int32_t) * nr);
+    ub = malloc(sizeof(int32_t) * nr);
+    pin = malloc(sizeof(int32_t) * nr);
+    if (!a || !b || !ua || !ub || !pin) { CHECK(0, "out of memory"); goto done; }
+    int ok = run_routed(m, p, tok, n, 1, NULL, ua, a, err, sizeof err) == 0;
+    CHECK(ok, "rand-qwen3moe: decode token by token with the routing recorded (%s)", ok ? "" : err);
+    static const int chunks[] = { 7, 64, 512 };
+    for (int c = 0; ok && c < 3; c++) {
+        int same = run_routed(m, p, tok, n, chunks[c], NULL, ub, b, err, sizeof err) == 0 &&
+                   memcmp(a, b, sizeof(float) * (size_t)n * V) == 0 && memcmp(ua, ub, sizeof(int32_t) * nr) == 0;
+        CHECK(same, "rand-qwen3moe: chunk %d gives the rows and the experts of chunk 1, bit for bit", chunks[c]);
+    }
+    int distinct = 1, counts[8] = { 0 };
+    for (size_t i = 0; ok && i < nr; i += (size_t)k) {
+        distinct &= ua[i] < 8 && ua[i + 1] < 8 && ua[i] != ua[i + 1];
+        if (ua[i] < 8) counts[ua[i]]++;
+        if (ua[i + 1] < 8) counts[ua[i + 1]]++;
+    }
+    int all_used = 1;
+    for (int e = 0; e < 8; e++) all_used &= counts[e] > 0;
+    CHECK(ok && distinct && all_used, "rand-qwen3moe: %d tokens x %d layers: 2 distinct expert ids in [0, 8) each, "
+          "every expert chosen somewhere", n, nl);
+    /* pinned to what the router chose: the same bits; pinned to other experts: other logits */
+    ok = ok && run_routed(m, p, tok, n, 64, ua, ub, b, err, sizeof err) == 0;
+    CHECK(ok && memcmp(a, b, sizeof(float) * (size_t)n * V) == 0 && memcmp(ua, ub, sizeof(int32_t) * nr) == 0,
+          "rand-qwen3moe: the recorded experts pinned give the same rows bit for bit, and are recorded as used");
+    for (size_t i = 0; i < nr; i++) pin[i] = (ua[i] + 1) % 8;   /* other experts, still distinct */
+    ok = ok && run_routed(m, p, tok, n, 64, pin, ub, b, err, sizeof err) == 0;
+    CHECK(ok && memcmp(a, b, sizeof(float) * (size_t)n * V) != 0 && memcmp(pin, ub, sizeof(int32_t) * nr) == 0,
+          "rand-qwen3moe: other experts pinned are used and give other logits");
+    pin[(size_t)5 * nl * k + 1] = 8;
+    int bad = run_routed(m, p, tok, n, 64, pin, ub, b, err, sizeof err);
+    CHECK(bad && strstr(err, "pinned expert id 8 at position 5"), "a pinned id past the experts is refused (%s)", err);
+    pin[(size_t)5 * nl * k + 1] = -1;
+    bad = run_routed(m, p, tok, n, 64, pin, ub, b, err, sizeof err);
+    CHECK(bad && strstr(err, "pinned expert id -1 at position 5"), "a negative pinned id is refused (%s)", err);
+    /* the Q8_0 experts (the fused decode kernel at T = 1, dequantised rows otherwise) */
+    model_free(m);
+    m = NULL;
+    snprintf(path, sizeof path, "%s/models/rand-qwen3moe-q8_0.gguf", fixtures());
+    if (model_load(path, &m, err, sizeof err, warn, sizeof warn)) { CHECK(0, "load %s: %s", path, err); goto done; }
+    invariance_mix(m, p, "rand-qwen3moe-q8_0", "f32", "f32", tok, n);
+    invariance_mix(m, p, "rand-qwen3moe-q8_0", "q4_0", "int8", tok, n);
+done:
+    free(a); free(b); free(ua); free(ub); free(pin);
+    gguf_close(g);
+    model_free(m);
+}
+
 int main(void) {
     char path[512], err[512], warn[256];
     model *m;
@@ -515,6 +620,7 @@ int main(void) {
     test_greedy_chain("a");
     test_greedy_chain("d");
     test_invariance_smollm2(p);
+    test_qwen3moe(p);
     pool_free(p);
     return check_done();
 }

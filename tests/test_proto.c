@@ -56,6 +56,9 @@ static int msg_equal(const proto_msg *a, const proto_msg *b) {
         case PROTO_PREFILL:
             return a->prefill_req.n_tokens == b->prefill_req.n_tokens &&
                    a->prefill_req.rows == b->prefill_req.rows &&
+                   a->prefill_req.experts == b->prefill_req.experts &&
+                   a->prefill_req.n_pin == b->prefill_req.n_pin && !a->prefill_req.pin == !b->prefill_req.pin &&
+                   bytes_eq(a->prefill_req.pin, b->prefill_req.pin, a->prefill_req.n_pin * 4) &&
                    bytes_eq(a->prefill_req.tokens, b->prefill_req.tokens, a->prefill_req.n_tokens * 4);
         case PROTO_GENERATE:
             return a->generate_req.n == b->generate_req.n &&
@@ -77,7 +80,7 @@ static int msg_equal(const proto_msg *a, const proto_msg *b) {
                !strcmp(x->kv_v, y->kv_v) && !strcmp(x->device, y->device) &&
                x->n_vocab == y->n_vocab && x->n_ctx == y->n_ctx && x->n_layer == y->n_layer &&
                x->threads == y->threads && x->kv_bytes_per_token == y->kv_bytes_per_token &&
-               x->bos == y->bos;
+               x->bos == y->bos && x->n_expert == y->n_expert && x->n_expert_used == y->n_expert_used;
     }
     case PROTO_TOKENIZE:
         return a->tokenize_rep.n_tokens == b->tokenize_rep.n_tokens &&
@@ -85,7 +88,8 @@ static int msg_equal(const proto_msg *a, const proto_msg *b) {
     case PROTO_PREFILL: {
         const proto_prefill_rep *x = &a->prefill_rep, *y = &b->prefill_rep;
         return x->n_past == y->n_past && x->n_vocab == y->n_vocab && x->n_rows == y->n_rows &&
-               bytes_eq(x->logits, y->logits, (size_t)x->n_rows * x->n_vocab * 4);
+               bytes_eq(x->logits, y->logits, (size_t)x->n_rows * x->n_vocab * 4) &&
+               x->n_experts == y->n_experts && bytes_eq(x->experts, y->experts, x->n_experts * 4);
     }
     case PROTO_GENERATE: {
         const proto_generate_rep *x = &a->generate_rep, *y = &b->generate_rep;
@@ -159,6 +163,10 @@ static void test_roundtrip(void) {
     h->bos = 2;
     h->device[0] = 0;   /* empty string */
     roundtrip(&m, "hello reply (bos 2, empty device)");
+    h->n_expert = 128;
+    h->n_expert_used = 8;
+    roundtrip(&m, "hello reply of a MoE model (128 experts, 8 per token)");
+    h->n_expert = h->n_expert_used = 0;
 
     char text[] = "h\xc3\xa9llo\0world\xff\xfe";   /* any bytes: NUL and invalid UTF-8 inside */
     proto_init(&m, PROTO_TOKENIZE, 0, 2);
@@ -189,6 +197,19 @@ static void test_roundtrip(void) {
     }
     proto_init(&m, PROTO_PREFILL, 0, 7);
     roundtrip(&m, "prefill request with no tokens");
+    /* MoE: the routing asked for, and experts pinned ([3 tokens][2 layers][2 experts]) */
+    int32_t pin[12] = { 0, 1, 7, 3, 2, 5, 4, 6, 1, 0, 3, 2 };
+    proto_init(&m, PROTO_PREFILL, 0, 71);
+    m.prefill_req.tokens = toks;
+    m.prefill_req.n_tokens = 3;
+    m.prefill_req.rows = PROTO_ROWS_ALL;
+    m.prefill_req.experts = 1;
+    roundtrip(&m, "prefill request asking for the routing");
+    m.prefill_req.pin = pin;
+    m.prefill_req.n_pin = 12;
+    roundtrip(&m, "prefill request with pinned experts and the routing asked for");
+    m.prefill_req.experts = 0;
+    roundtrip(&m, "prefill request with pinned experts only");
 
     enum { R = 7, V = 37 };
     float logits[R * V];
@@ -208,6 +229,29 @@ static void test_roundtrip(void) {
     m.prefill_rep.n_rows = 0;
     m.prefill_rep.logits = NULL;
     roundtrip(&m, "prefill reply with no rows");
+    m.prefill_rep.n_rows = R;
+    m.prefill_rep.logits = logits;
+    m.prefill_rep.experts = pin;
+    m.prefill_rep.n_experts = 12;
+    roundtrip(&m, "prefill reply with the routing (experts)");
+    /* an experts / pin count over PROTO_MAX_ROUTES is refused on encode */
+    m.prefill_rep.n_experts = (size_t)PROTO_MAX_ROUTES + 1;
+    {
+        void *buf = NULL;
+        size_t len = 0;
+        char e2[256] = "";
+        int rc = proto_encode(&m, &buf, &len, e2, sizeof e2);
+        CHECK(rc == PROTO_E_TOOBIG && strstr(e2, "experts"), "prefill reply with 2^24 + 1 expert ids: refused (%s)", e2);
+        free(buf);
+        proto_init(&m, PROTO_PREFILL, 0, 72);
+        m.prefill_req.tokens = toks;
+        m.prefill_req.n_tokens = 3;
+        m.prefill_req.pin = pin;
+        m.prefill_req.n_pin = (size_t)PROTO_MAX_ROUTES + 1;
+        rc = proto_encode(&m, &buf, &len, e2, sizeof e2);
+        CHECK(rc == PROTO_E_TOOBIG && strstr(e2, "pin"), "prefill request with 2^24 + 1 pinned ids: refused (%s)", e2);
+        free(buf);
+    }
 
     proto_init(&m, PROTO_GENERATE, 0, 9);
     m.generate_req.n = PROTO_MAX_GENERATE;

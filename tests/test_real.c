@@ -2,7 +2,7 @@
  * continuations from the fixtures in tests/fixtures/logits (made by tests/ref/make_logit_fixtures.py
  * with llama-cpp-python: f32 KV cache, flash attention off, one batch). Real models (SmolLM2 Q4_1,
  * Gemma 3 Q4_K_M) come from $STRATA_CACHE (default ~/.cache/strata, tests/ref/fetch_models.sh);
- * the random-weight llama/qwen2/qwen3/gemma3 GGUFs from tests/fixtures/models. The *-f32 fixtures
+ * the random-weight llama/qwen2/qwen3/gemma3/qwen3moe GGUFs from tests/fixtures/models. The *-f32 fixtures
  * are llama.cpp on an all-F32 dequantised copy of the real model, and our engine runs on the
  * original quantised file: dequantisation is exact, so both use the same weights.
  *
@@ -48,6 +48,20 @@ static const real_bounds BOUNDS[] = {
      * context of 256, so the texts run past it): as rand-llama (observed <= 2e-5). */
     { "rand-llama-linear", 1e-4, 995, 1, 0 },
     { "rand-qwen2-yarn", 1e-4, 995, 1, 0 },
+    /* qwen3moe (8 experts, top 2), F32 weights: the routing (softmax, top-k, renormalised
+     * weights) picks the same experts as llama.cpp at every token and layer, or the logits would
+     * move by whole units; only the summation order differs (observed <= 2.1e-5, argmax 100%,
+     * greedy identical on all four texts). */
+    { "rand-qwen3moe", 1e-4, 995, 1, 0 },
+    /* Its Q8_0-expert twin against llama.cpp on an all-F32 dequantised copy: the stacked Q8_0
+     * expert matrices, exactly (observed <= 1.7e-5, argmax 100%, greedy identical). */
+    { "rand-qwen3moe-q8_0-f32", 1e-4, 995, 1, 0 },
+    /* The same file against llama.cpp running it quantised: llama.cpp rounds every expert's input
+     * to q8_0 blocks, and where that rounding changes a token's top-2 experts in layer 0 or 1
+     * the logits move by whole units. A loose sanity check as for smollm2 (observed: max
+     * |dlogit| 3.7-6.9, argmax 96.4-97.8%, greedy identical except long.txt, which first
+     * differs at step 2, where llama.cpp's own gap is 0.036). */
+    { "rand-qwen3moe-q8_0", 10.0, 950, 0, 1.0 },
     /* llama.cpp on the all-F32 copy of SmolLM2 keeps activations in f32: only summation order
      * differs, as for rand-llama (observed <= 5.7e-5). */
     { "smollm2-f32", 1e-4, 995, 1, 0 },

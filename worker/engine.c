@@ -225,7 +225,13 @@ static int64_t first_nonfinite(const float *x, size_t n) {
 
 int engine_prefill(engine *e, const int32_t *tokens, size_t n, int rows, float **out_rows, size_t *n_out,
                    char *err, size_t errlen) {
+    return engine_prefill_routed(e, tokens, n, rows, NULL, NULL, out_rows, n_out, err, errlen);
+}
+
+int engine_prefill_routed(engine *e, const int32_t *tokens, size_t n, int rows, const int32_t *pin, int32_t *used,
+                          float **out_rows, size_t *n_out, char *err, size_t errlen) {
     int V = e->m->n_vocab, chunk = e->cfg.chunk;
+    size_t per_tok = (size_t)e->m->n_layer * e->m->n_expert_used;   /* routing entries per token (0: dense) */
     int *row_idx = NULL;
     float *outb = NULL;
     *out_rows = NULL;
@@ -267,6 +273,7 @@ int engine_prefill(engine *e, const int32_t *tokens, size_t n, int rows, float *
         } else {
             dst = NULL;
         }
+        if (per_tok) backend_route(e->b, pin ? pin + off * per_tok : NULL, used ? used + off * per_tok : NULL);
         if (backend_forward(e->b, tokens + off, T, e->n_past, row_idx, nr, dst, err, errlen)) {
             free(row_idx);
             free(outb);

@@ -84,6 +84,13 @@ enum { ENGINE_ROWS_NONE = 0, ENGINE_ROWS_LAST = 1, ENGINE_ROWS_ALL = 2 };
 int engine_prefill(engine *e, const int32_t *tokens, size_t n, int rows, float **out_rows, size_t *n_out,
                    char *err, size_t errlen);
 
+/* The same for a MoE model (model.n_expert > 0; a dense model ignores both): pin (may be NULL)
+ * [n][n_layer][n_expert_used] the experts each token uses instead of the router's choice (kernels/
+ * backend.h backend_route; an id outside [0, n_expert) fails the request); used (may be NULL,
+ * the caller's) receives the experts each token used, same shape, slot order. */
+int engine_prefill_routed(engine *e, const int32_t *tokens, size_t n, int rows, const int32_t *pin, int32_t *used,
+                          float **out_rows, size_t *n_out, char *err, size_t errlen);
+
 /* Generates n tokens from the current state: greedy (argmax, ties to the lowest id) when
  * temperature == 0, else sampled by kernels/sample.h (docs/DESIGN.md §3.7): step i draws
  * sample_token(row, T, top_p, sample_uniform(seed, i)), so two arms given the same seed use the

@@ -119,6 +119,8 @@ static void fill_hello(const engine *e, proto_hello_rep *h) {
     h->threads = (uint32_t)e->cfg.threads;
     h->kv_bytes_per_token = backend_kv_bytes_per_token(e->b);
     h->bos = tok_add_bos(e->tok) ? tok_bos(e->tok) : -1;
+    h->n_expert = (uint32_t)e->m->n_expert;
+    h->n_expert_used = (uint32_t)e->m->n_expert_used;
 }
 
 /* The vocab reply: every token's decoded piece, the control flags and the GGUF's chat template
@@ -185,16 +187,44 @@ static int handle(engine *e, const proto_msg *req, proto_msg *rep, void **owned1
         break;
     }
     case PROTO_PREFILL: {
+        const proto_prefill_req *pr = &req->prefill_req;
         float *rows = NULL;
         size_t nr = 0;
-        if (req->prefill_req.rows > PROTO_ROWS_ALL) { rc = PROTO_E_BADARG; snprintf(err, sizeof err, "rows must be 0, 1 or 2"); break; }
-        if (engine_prefill(e, req->prefill_req.tokens, req->prefill_req.n_tokens, (int)req->prefill_req.rows,
-                           &rows, &nr, err, sizeof err)) { rc = PROTO_E_RANGE; break; }
+        /* routing entries of this request: [n_tokens][n_layer][n_expert_used] (0 for a dense model) */
+        size_t n_routes = pr->n_tokens * (size_t)e->m->n_layer * (size_t)e->m->n_expert_used;
+        int32_t *used = NULL;
+        if (pr->rows > PROTO_ROWS_ALL) { rc = PROTO_E_BADARG; snprintf(err, sizeof err, "rows must be 0, 1 or 2"); break; }
+        if (pr->pin && pr->n_pin != n_routes) {
+            rc = PROTO_E_BADARG;
+            snprintf(err, sizeof err, "pin has %zu expert ids; %zu tokens x %d layers x %d experts per token = %zu",
+                     pr->n_pin, pr->n_tokens, e->m->n_layer, e->m->n_expert_used, n_routes);
+            break;
+        }
+        if ((pr->experts || pr->pin) && n_routes > PROTO_MAX_ROUTES) {
+            rc = PROTO_E_TOOBIG;
+            snprintf(err, sizeof err, "the routing of %zu tokens (%zu expert ids) exceeds the cap of %u: send fewer "
+                     "tokens per request", pr->n_tokens, n_routes, PROTO_MAX_ROUTES);
+            break;
+        }
+        if (pr->experts && n_routes && !(used = malloc(sizeof(int32_t) * n_routes))) {
+            rc = PROTO_E_INTERNAL;
+            snprintf(err, sizeof err, "out of memory for the routing of %zu tokens", pr->n_tokens);
+            break;
+        }
+        if (engine_prefill_routed(e, pr->tokens, pr->n_tokens, (int)pr->rows, pr->pin, used, &rows, &nr, err,
+                                  sizeof err)) {
+            free(used);
+            rc = PROTO_E_RANGE;
+            break;
+        }
         rep->prefill_rep.n_past = (uint64_t)e->n_past;
         rep->prefill_rep.n_vocab = (uint32_t)e->m->n_vocab;
         rep->prefill_rep.n_rows = (uint32_t)nr;
         rep->prefill_rep.logits = rows;
+        rep->prefill_rep.experts = used;
+        rep->prefill_rep.n_experts = used ? n_routes : 0;
         *owned1 = rows;
+        *owned2 = used;
         break;
     }
     case PROTO_GENERATE: {

@@ -77,6 +77,27 @@ static int get_weight(loader *L, const char *name, int rows, int cols, ops_weigh
     return 0;
 }
 
+/* The stacked experts of a MoE layer: a 3-D tensor ne = [cols, rows, n_expert] (expert e's matrix
+ * [rows][cols] is rows e*rows .. (e+1)*rows - 1 of the stack), as one weight [n_expert*rows][cols]. */
+static int get_experts(loader *L, const char *name, int n_expert, int rows, int cols, ops_weight *w) {
+    const gguf_tensor *t = gguf_tensor_find(L->g, name);
+    if (!t) return fail(L, "missing tensor %s", name);
+    if (!quant_supported(t->type)) {
+        char buf[32];
+        return fail(L, "tensor %s has type %s, which is not supported", name, quant_type_name_buf(t->type, buf, sizeof buf));
+    }
+    if (t->ne[0] != (uint64_t)cols || t->ne[1] != (uint64_t)rows || t->ne[2] != (uint64_t)n_expert || t->ne[3] != 1)
+        return fail(L, "tensor %s has shape [%llu, %llu, %llu], expected [%d, %d, %d] (expert_count %d)", name,
+                    (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], (unsigned long long)t->ne[2], cols,
+                    rows, n_expert, n_expert);
+    w->type = t->type;
+    w->rows = n_expert * rows;   /* <= MODEL_MAX_EXPERT_ROWS, checked at load */
+    w->cols = cols;
+    w->row_bytes = quant_row_bytes(t->type, (uint64_t)cols);
+    w->data = t->data;
+    return 0;
+}
+
 /* A vector of n values copied to f32 (*out allocated, owned by the model); optional ones give NULL. */
 static int get_vec(loader *L, const char *name, int n, int required, float **out) {
     const gguf_tensor *t = gguf_tensor_find(L->g, name);
@@ -111,12 +132,23 @@ static int load_layers(loader *L, model *m) {
         W(wk, "attn_k", kd, m->dim);
         W(wv, "attn_v", kd, m->dim);
         W(wo, "attn_output", m->dim, qd);
-        W(w_gate, "ffn_gate", m->ffn, m->dim);
-        W(w_up, "ffn_up", m->ffn, m->dim);
-        W(w_down, "ffn_down", m->dim, m->ffn);
+        if (m->n_expert > 0) {   /* qwen3moe: router and stacked experts */
+            W(w_router, "ffn_gate_inp", m->n_expert, m->dim);
+#define E(field, suffix, r, c) snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, suffix); \
+            if (get_experts(L, nm, m->n_expert, r, c, &ly->field)) return -1;
+            E(w_gate, "ffn_gate_exps", m->ffn, m->dim);
+            E(w_up, "ffn_up_exps", m->ffn, m->dim);
+            E(w_down, "ffn_down_exps", m->dim, m->ffn);
+#undef E
+        } else {
+            W(w_gate, "ffn_gate", m->ffn, m->dim);
+            W(w_up, "ffn_up", m->ffn, m->dim);
+            W(w_down, "ffn_down", m->dim, m->ffn);
+        }
         V(attn_norm, "attn_norm.weight", m->dim, 1);
         V(ffn_norm, "ffn_norm.weight", m->dim, 1);
-        int qwen2 = m->arch == ARCH_QWEN2, qkn = m->arch == ARCH_QWEN3 || m->arch == ARCH_GEMMA3;
+        int qwen2 = m->arch == ARCH_QWEN2;
+        int qkn = m->arch == ARCH_QWEN3 || m->arch == ARCH_QWEN3MOE || m->arch == ARCH_GEMMA3;
         int gemma = m->arch == ARCH_GEMMA3;
         V(bq, "attn_q.bias", qd, qwen2);
         V(bk, "attn_k.bias", kd, qwen2);
@@ -150,14 +182,29 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
     else if (!strcmp(a, "qwen2")) m->arch = ARCH_QWEN2;
     else if (!strcmp(a, "qwen3")) m->arch = ARCH_QWEN3;
     else if (!strcmp(a, "gemma3")) m->arch = ARCH_GEMMA3;
-    else { fail(&L, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma3 are)", a); goto fail; }
+    else if (!strcmp(a, "qwen3moe")) m->arch = ARCH_QWEN3MOE;
+    else { fail(&L, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma3, qwen3moe are)", a); goto fail; }
 
+    int moe = m->arch == ARCH_QWEN3MOE;
     if (meta_int(&L, a, "block_count", -1, 1, MODEL_MAX_LAYER, &m->n_layer) ||
         meta_int(&L, a, "embedding_length", -1, 1, MODEL_MAX_DIM, &m->dim) ||
         meta_int(&L, a, "attention.head_count", -1, 1, MODEL_MAX_HEADS, &m->n_head) ||
-        meta_int(&L, a, "feed_forward_length", -1, 1, MODEL_MAX_FFN, &m->ffn) ||
+        meta_int(&L, a, "feed_forward_length", moe ? 0 : -1, moe ? 0 : 1, MODEL_MAX_FFN, &m->ffn) ||
         meta_int(&L, a, "context_length", 2048, 1, MODEL_MAX_CTX, &m->n_ctx_train))
         goto fail;
+    if (moe) {
+        /* as llama.cpp: every layer is a MoE layer; one expert's width is expert_feed_forward_length,
+         * or feed_forward_length / expert_used_count when that key is absent */
+        if (meta_int(&L, a, "expert_count", -1, 1, MODEL_MAX_EXPERT, &m->n_expert) ||
+            meta_int(&L, a, "expert_used_count", -1, 1, m->n_expert, &m->n_expert_used) ||
+            meta_int(&L, a, "expert_feed_forward_length", m->ffn / m->n_expert_used, 1, MODEL_MAX_FFN, &m->ffn))
+            goto fail;
+        if ((int64_t)m->n_expert * m->ffn > MODEL_MAX_EXPERT_ROWS || (int64_t)m->n_expert * m->dim > MODEL_MAX_EXPERT_ROWS) {
+            fail(&L, "metadata %s.expert_count x expert_feed_forward_length (or x embedding_length) = %d x %d exceeds %d",
+                 a, m->n_expert, m->ffn > m->dim ? m->ffn : m->dim, MODEL_MAX_EXPERT_ROWS);
+            goto fail;
+        }
+    }
     /* each block has at least 9 tensors (q k v o gate up down and two norms), plus the embedding and
      * the output norm: a block count the tensor directory cannot hold is refused before allocating */
     if ((uint64_t)m->n_layer * 9 + 2 > m->g->n_tensors) {
@@ -182,7 +229,10 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
         goto fail;
     }
     if (meta_int(&L, a, "rope.dimension_count", m->hd, 0, m->hd, &m->n_rot)) goto fail;
-    if (m->n_rot % 2) { fail(&L, "rope.dimension_count %d does not fit head dim %d", m->n_rot, m->hd); goto fail; }
+    if (m->n_rot % 2 || (moe && m->n_rot != m->hd)) {
+        fail(&L, "rope.dimension_count %d does not fit head dim %d", m->n_rot, m->hd);
+        goto fail;
+    }
     if (meta_float(&L, a, "attention.layer_norm_rms_epsilon", 1e-5, 0, 1, &m->eps)) goto fail;
     m->neox = m->arch != ARCH_LLAMA;
     m->emb_scale = m->arch == ARCH_GEMMA3 ? sqrtf((float)m->dim) : 1.0f;
@@ -286,6 +336,8 @@ void model_net(const model *m, backend_model *net) {
     net->n_kv = m->n_kv;
     net->hd = m->hd;
     net->ffn = m->ffn;
+    net->n_expert = m->n_expert;
+    net->n_expert_used = m->n_expert_used;
     net->n_vocab = m->n_vocab;
     net->n_rot = m->n_rot;
     net->neox = m->neox;

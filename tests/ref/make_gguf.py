@@ -4,11 +4,12 @@
 Usage: tests/.venv/bin/python tests/ref/make_gguf.py [OUT_DIR]
        (OUT_DIR defaults to tests/fixtures/models)
 
-Writes rand-llama.gguf, rand-qwen2.gguf, rand-qwen3.gguf, rand-gemma3.gguf and two
-RoPE-scaling variants, rand-llama-linear.gguf and rand-qwen2-yarn.gguf (end of this header).
+Writes rand-llama.gguf, rand-qwen2.gguf, rand-qwen3.gguf, rand-gemma3.gguf, two
+RoPE-scaling variants, rand-llama-linear.gguf and rand-qwen2-yarn.gguf, and the mixture of
+experts rand-qwen3moe.gguf and rand-qwen3moe-q8_0.gguf (both at the end of this header).
 Every file is a pure function of this script (fixed seeds, fixed metadata,
 GGUF v3, 32-byte alignment): running it twice gives byte-identical files.
-All weights are F32. Matrices have std 1/sqrt(fan_in) (attn_output and
+All weights are F32 (except rand-qwen3moe-q8_0's experts). Matrices have std 1/sqrt(fan_in) (attn_output and
 ffn_down of llama/qwen2/qwen3: 2/sqrt(fan_in), so that the blocks, not the
 tied input embedding, decide the logits); norm weights are 1 + 0.1*N(0,1)
 (rand-gemma3's output_norm: 4 times that); the output matrix (or the tied
@@ -164,6 +165,30 @@ rand-qwen2-yarn  (arch "qwen2", base rand-qwen2, but rope base 10000 instead of 
     ramp_j = 1 - clamp((j - low) / max(0.001, high - low), 0, 1)   (mix = ramp * ext_factor)
     theta_j = theta_e * freq_scale * (1 - mix) + theta_e * mix
     (cos, sin) of theta_j, both multiplied by mscale (= 1.1386 here), applied to q and k.
+
+--------------------------------------------------------------------------
+Mixture of experts:
+
+rand-qwen3moe (arch "qwen3moe") attention as rand-qwen3 (dim 64, 4 heads / 2 KV heads,
+  head_dim 32, QK-norm, neox rope base 1e6, eps 1e-6, tied embeddings, the BPE tokenizer) but
+  2 layers; every layer's FFN is a mixture of 8 experts of width 32, top 2.
+  Extra metadata: qwen3moe.attention.key_length / value_length uint32 32,
+                  qwen3moe.expert_count uint32 8, qwen3moe.expert_used_count uint32 2,
+                  qwen3moe.expert_feed_forward_length uint32 32
+                  (qwen3moe.feed_forward_length is written as 96 and is NOT the expert width:
+                  a reader must take expert_feed_forward_length).
+  Per layer, instead of ffn_gate / ffn_up / ffn_down:
+    blk.{i}.ffn_gate_inp.weight  [dim, 8]        the router, std 2/sqrt(dim)
+    blk.{i}.ffn_gate_exps.weight [dim, 32, 8]    expert e's gate matrix is slice e
+    blk.{i}.ffn_up_exps.weight   [dim, 32, 8]
+    blk.{i}.ffn_down_exps.weight [32, dim, 8]    (std 2/sqrt(32), as the dense ffn_down)
+  FFN per token (llama.cpp's qwen3moe): g = rmsnorm(x) * ffn_norm; p = softmax(W_inp g);
+    e0, e1 = the two largest p (e0 first); w_j = p[e_j] / (p[e0] + p[e1]);
+    x = x + w0 * Down_e0(silu(Gate_e0 g) * (Up_e0 g)) + w1 * Down_e1(...).
+
+rand-qwen3moe-q8_0  the same model (same seed, same values drawn) with the three expert
+  tensors of every layer quantised to Q8_0 by gguf.quants.quantize (the router and everything
+  else F32, as llama.cpp's quantizer keeps ffn_gate_inp); general.file_type 7.
 """
 import math
 import os
@@ -189,6 +214,9 @@ ARCHS = {
     "gemma3": dict(dim=64, n_layer=6, n_head=4, n_head_kv=2, head_dim=32, n_ff=128,
                    eps=1e-6, rope_base=1000000.0, tied=True, tok="spm", seed=1004, res_gain=1.0,
                    sliding_window=32),
+    "qwen3moe": dict(dim=64, n_layer=2, n_head=4, n_head_kv=2, head_dim=32, n_ff=96,
+                     eps=1e-6, rope_base=1000000.0, tied=True, tok="bpe", seed=1005, res_gain=2.0,
+                     n_expert=8, n_expert_used=2, n_ff_exp=32, router_gain=2.0),
 }
 # name -> (architecture, extra metadata); the variants keep their base arch's weights.
 MODELS = {
@@ -199,6 +227,8 @@ MODELS = {
     "rand-llama-linear": ("llama", dict(rope_base=10000.0, scaling="linear", factor=4.0)),
     "rand-qwen2-yarn": ("qwen2", dict(rope_base=10000.0, scaling="yarn", factor=4.0,
                                       orig_ctx=256)),
+    "rand-qwen3moe": ("qwen3moe", {}),
+    "rand-qwen3moe-q8_0": ("qwen3moe", dict(expert_type="q8_0")),
 }
 N_BPE_MERGES = 253
 BPE_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -267,6 +297,23 @@ def norm_w(rng, n):
     return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
 
 
+def add_experts(w, rng, p, c):
+    """qwen3moe's FFN: the router [dim, n_expert] (always F32, as llama.cpp's quantizer keeps
+    it) and the stacked experts [dim, n_ff_exp, n_expert] (gate, up) and [n_ff_exp, dim,
+    n_expert] (down), F32 or Q8_0 (gguf.quants.quantize) per c["expert_type"]."""
+    dim, ne, nfe = c["dim"], c["n_expert"], c["n_ff_exp"]
+    w.add_tensor(p + "ffn_gate_inp.weight", mat(rng, ne, dim, c["router_gain"]))
+    gate = np.stack([mat(rng, nfe, dim) for _ in range(ne)])
+    up = np.stack([mat(rng, nfe, dim) for _ in range(ne)])
+    down = np.stack([mat(rng, dim, nfe, c["res_gain"]) for _ in range(ne)])
+    for suffix, t in (("ffn_gate_exps", gate), ("ffn_up_exps", up), ("ffn_down_exps", down)):
+        if c.get("expert_type") == "q8_0":
+            q = gguf.quants.quantize(t, gguf.GGMLQuantizationType.Q8_0)
+            w.add_tensor(p + suffix + ".weight", q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        else:
+            w.add_tensor(p + suffix + ".weight", t)
+
+
 def build(name, out_path):
     arch, extra = MODELS[name]
     c = dict(ARCHS[arch], **extra)
@@ -278,7 +325,7 @@ def build(name, out_path):
 
     w = gguf.GGUFWriter(out_path, arch)  # writes general.architecture
     w.add_string("general.name", name)
-    w.add_uint32("general.file_type", 0)
+    w.add_uint32("general.file_type", 7 if c.get("expert_type") == "q8_0" else 0)
     w.add_uint32(f"{A}.context_length", 2048)
     w.add_uint32(f"{A}.embedding_length", dim)
     w.add_uint32(f"{A}.block_count", c["n_layer"])
@@ -295,9 +342,13 @@ def build(name, out_path):
             w.add_uint32(f"{A}.rope.scaling.original_context_length", c["orig_ctx"])
     if arch == "llama":
         w.add_uint32(f"{A}.rope.dimension_count", hd)
-    if arch in ("qwen3", "gemma3"):
+    if arch in ("qwen3", "gemma3", "qwen3moe"):
         w.add_uint32(f"{A}.attention.key_length", hd)
         w.add_uint32(f"{A}.attention.value_length", hd)
+    if arch == "qwen3moe":
+        w.add_uint32(f"{A}.expert_count", c["n_expert"])
+        w.add_uint32(f"{A}.expert_used_count", c["n_expert_used"])
+        w.add_uint32(f"{A}.expert_feed_forward_length", c["n_ff_exp"])
     if arch == "gemma3":
         w.add_uint32(f"{A}.attention.sliding_window", c["sliding_window"])
     add_tokenizer(w, tok, add_bos=(c["tok"] == "spm"))
@@ -329,13 +380,16 @@ def build(name, out_path):
             w.add_tensor(p + "attn_q.bias", (0.2 * rng.standard_normal(nh * hd)).astype(np.float32))
             w.add_tensor(p + "attn_k.bias", (0.2 * rng.standard_normal(nkv * hd)).astype(np.float32))
             w.add_tensor(p + "attn_v.bias", (0.2 * rng.standard_normal(nkv * hd)).astype(np.float32))
-        if arch in ("qwen3", "gemma3"):
+        if arch in ("qwen3", "gemma3", "qwen3moe"):
             w.add_tensor(p + "attn_q_norm.weight", norm_w(rng, hd))
             w.add_tensor(p + "attn_k_norm.weight", norm_w(rng, hd))
         w.add_tensor(p + "attn_output.weight", mat(rng, dim, nh * hd, c["res_gain"]))
         if arch == "gemma3":
             w.add_tensor(p + "post_attention_norm.weight", norm_w(rng, dim))
         w.add_tensor(p + "ffn_norm.weight", norm_w(rng, dim))
+        if arch == "qwen3moe":
+            add_experts(w, rng, p, c)
+            continue
         w.add_tensor(p + "ffn_gate.weight", mat(rng, nff, dim))
         w.add_tensor(p + "ffn_up.weight", mat(rng, nff, dim))
         w.add_tensor(p + "ffn_down.weight", mat(rng, dim, nff, c["res_gain"]))

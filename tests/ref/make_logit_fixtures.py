@@ -3,7 +3,8 @@
 
 Usage: tests/.venv/bin/python tests/ref/make_logit_fixtures.py [--out DIR] [--cache DIR] [MODEL ...]
   MODEL is one of smollm2, gemma3, smollm2-f32, gemma3-f32, rand-llama, rand-qwen2,
-  rand-qwen3, rand-gemma3, rand-llama-linear, rand-qwen2-yarn (default: all). Real models come from the cache
+  rand-qwen3, rand-gemma3, rand-llama-linear, rand-qwen2-yarn, rand-qwen3moe,
+  rand-qwen3moe-q8_0, rand-qwen3moe-q8_0-f32 (default: all). Real models come from the cache
   (tests/ref/fetch_models.sh); rand-* from tests/fixtures/models (tests/ref/make_gguf.py).
   Output: DIR/<model>.<text>.gguf, DIR defaults to tests/fixtures/logits.
   Needs llama-cpp-python in tests/.venv (pip install llama-cpp-python).
@@ -26,7 +27,14 @@ The models:
                     dequantising it gives the very weights llama.cpp used here.
   rand-*            random F32 weights (make_gguf.py): the architecture checks;
                     rand-llama-linear and rand-qwen2-yarn check RoPE scaling (linear x4;
-                    YaRN x4 from an original context of 256, which long.txt passes).
+                    YaRN x4 from an original context of 256, which long.txt passes);
+                    rand-qwen3moe the mixture of experts. rand-qwen3moe-q8_0 (its experts
+                    Q8_0) is llama.cpp on the quantised file: a loose check, since
+                    llama.cpp rounds the experts' inputs to q8_0 and a rounding that
+                    changes which experts a token picks moves its logits by whole units.
+  rand-qwen3moe-q8_0-f32   llama.cpp on an all-F32 copy of rand-qwen3moe-q8_0.gguf
+                    (gguf.quants.dequantize, written here): the tight check of the Q8_0
+                    experts, as the <real>-f32 fixtures below.
 
 Texts: tests/fixtures/texts/{prose,code,mixed,long}.txt, read as UTF-8 bytes
 exactly as stored (trailing newline included). long.txt's tokens are cut to the
@@ -102,9 +110,10 @@ N_THREADS = 2
 
 REAL = {"smollm2": "smollm2-135m-instruct-q4_1.gguf", "gemma3": "gemma-3-270m-q4_k_m.gguf"}
 # <real>-f32: llama.cpp on an all-F32 dequantised copy of the real model (see the header)
-F32 = {"smollm2-f32": "smollm2", "gemma3-f32": "gemma3"}
+F32 = {"smollm2-f32": "smollm2", "gemma3-f32": "gemma3", "rand-qwen3moe-q8_0-f32": "rand-qwen3moe-q8_0"}
 F32_WEIGHTS = "all weights dequantised to F32 (llama.cpp then keeps activations in f32)"
-RAND = ["rand-llama", "rand-qwen2", "rand-qwen3", "rand-gemma3", "rand-llama-linear", "rand-qwen2-yarn"]
+RAND = ["rand-llama", "rand-qwen2", "rand-qwen3", "rand-gemma3", "rand-llama-linear", "rand-qwen2-yarn",
+        "rand-qwen3moe", "rand-qwen3moe-q8_0"]
 
 
 def sha256_file(path):
@@ -182,7 +191,26 @@ def run_one(m, text_bytes, max_tokens):
 
 
 def write_f32_copy(src, dst):
-    """dst: src with every weight dequantised to F32 (numpy_real.py's loader and writer)."""
+    """dst: src with every weight dequantised to F32 (numpy_real.py's loader and writer; the
+    random-weight models, whose MoE experts are 3-D tensors, by gguf.quants.dequantize here)."""
+    if os.path.basename(src).startswith("rand-"):
+        r = gguf.GGUFReader(src)
+        w = gguf.GGUFWriter(dst, r.fields["general.architecture"].contents())
+        for k, f in r.fields.items():
+            if k.startswith("GGUF.") or k == "general.architecture":
+                continue
+            vt = f.types[0]
+            sub = f.types[-1] if vt == gguf.GGUFValueType.ARRAY else None
+            w.add_key_value(k, 0 if k == "general.file_type" else f.contents(), vt, sub_type=sub)
+        for t in r.tensors:
+            vals = gguf.quants.dequantize(np.asarray(t.data), t.tensor_type)
+            shape = tuple(int(x) for x in reversed(t.shape))   # ne reversed: numpy's row-major shape
+            w.add_tensor(t.name, np.ascontiguousarray(vals.reshape(shape), dtype=np.float32))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        return
     import numpy_real
     M = numpy_real.Model(src)
     numpy_real.write_f32_copy(src, M, dst)

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# moe.test.sh — a mixture-of-experts model end to end (run by tests/run.sh from the repository root
+# with $BUILD set; prints its own closing line "N passed, N failed").
+#
+# On rand-qwen3moe (tests/fixtures/models: qwen3moe, 2 layers, 8 experts, top 2) and its Q8_0-expert
+# twin, one sweep with arms f32 (the reference), f16, int8 and q4_0 over 3 depths, prefill requests of
+# 37 tokens:
+#   - one pass = separate runs: each arm's teacher-forced row at each depth equals a from-scratch
+#     run of the worker on that prefix (default prefill chunk 512) byte for byte, and its 8 fork
+#     tokens equal the worker's own greedy continuation.
+# Then the routing between arms (f32 reference, a second f32, f16, q4_0; per position, 300 tokens):
+#   - free mode: meta.json counts 600 (token, layer) decisions per arm; the repeated f32 arm never
+#     differs from the reference, the q4_0 arm does;
+#   - --pin-experts: no decision differs; the repeated f32 arm's rows are the reference's bit for
+#     bit; the q4_0 arm's rows change;
+#   - the counts survive a killed driver and --resume; in pinned mode a killed worker is restarted
+#     and the results are byte-identical to the uninterrupted run; a dense model refuses the flag.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+DRV=$BUILD/strata-driver
+WRK=$BUILD/strata-worker
+pass=0; fail=0
+ok()  { pass=$((pass + 1)); echo "ok - $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
+check() { local d=$1; shift; if "$@"; then ok "$d"; else bad "$d"; fi; }
+
+if [ ! -x "$DRV" ] || [ ! -x "$WRK" ]; then
+    echo "skip: needs $DRV and $WRK"
+    echo "0 passed, 0 failed, 1 skipped"
+    exit 0
+fi
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+ARMS="f32 f16 int8 q4_0"
+
+for name in rand-qwen3moe rand-qwen3moe-q8_0; do
+    MODEL=tests/fixtures/models/$name.gguf
+    cat tests/fixtures/texts/*.txt | "$WRK" --model "$MODEL" --tokenize > "$T/doc.tok"
+    rm -rf "$T/r" "$T/rows"
+    "$DRV" sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms "$(echo $ARMS | tr ' ' ',')" --ref f32 --depths 3 \
+        --max-depth 300 --fork 8 --chunk 37 --out "$T/r" --dump-rows "$T/rows" --quiet 2> "$T/r.err"
+    rc=$?
+    check "$name: sweep over $ARMS exits 0 (rc $rc)" test $rc -eq 0
+    [ $rc -ne 0 ] && cat "$T/r.err"
+    # one pass == separate from-scratch runs
+    for a in $ARMS; do
+        same_rows=0; same_tok=0; n=0
+        for d in 100 200 300; do
+            n=$((n + 1))
+            tr ' ' '\n' < "$T/doc.tok" | grep . | head -n "$d" > "$T/prefix.tok"
+            "$WRK" --model "$MODEL" --kv "$a" --tokens-file "$T/prefix.tok" --dump-logits "$T/dump.bin" \
+                --max-new 8 > "$T/gen.txt" 2> /dev/null
+            tail -c $((512 * 4)) "$T/dump.bin" | cmp -s - "$T/rows/$a-$d.f32" && same_rows=$((same_rows + 1))
+            want=$(tr ' ' ',' < "$T/gen.txt")
+            # the reference arm's fork is every row's tokens_ref column
+            got=$(awk -F'\t' -v d="$d" -v a="$a" '$1 == d && ($2 == a || a == "f32") { print (a == "f32" ? $6 : $5); exit }' \
+                "$T/r/forks.tsv")
+            [ -n "$want" ] && [ "$want" = "$got" ] && same_tok=$((same_tok + 1))
+        done
+        check "$name kv $a: teacher-forced rows at depths 100 200 300 equal from-scratch prefills bit for bit ($same_rows/$n)" \
+            test $same_rows -eq $n
+        check "$name kv $a: fork tokens at the 3 depths equal from-scratch greedy generation ($same_tok/$n)" test $same_tok -eq $n
+    done
+done
+
+# ---- routing between arms: free mode counts, pinned mode replays the reference's experts ----------
+MODEL=tests/fixtures/models/rand-qwen3moe.gguf
+cat tests/fixtures/texts/*.txt | "$WRK" --model "$MODEL" --tokenize > "$T/doc.tok"
+ARGS=(--model "$MODEL" --tokens-file "$T/doc.tok" --arms f32,f32,f16,q4_0 --ref f32 --depths 3 --max-depth 300
+      --fork 8 --chunk 37 --per-position)
+# routing NAME DIR: "decisions differ" of an arm in DIR/meta.json
+routing() {
+    python3 -c 'import json,sys
+m = json.load(open(sys.argv[2] + "/meta.json"))
+r = [a["routing"] for a in m["arms"] if a["name"] == sys.argv[1]][0]
+print(r["decisions"], r["differ"])' "$1" "$2" 2> /dev/null
+}
+"$DRV" sweep "${ARGS[@]}" --quiet --out "$T/free" --dump-rows "$T/free-rows" 2> "$T/free.err" || cat "$T/free.err"
+mkdir -p "$T/pin-rows"
+"$DRV" sweep "${ARGS[@]}" --quiet --pin-experts --out "$T/pin" --dump-rows "$T/pin-rows" 2> "$T/pin.err" || cat "$T/pin.err"
+for a in 'f32#2' f16 q4_0; do
+    read -r n d <<< "$(routing "$a" "$T/free")"
+    check "free mode, arm $a: 300 positions x 2 layers = 600 routing decisions compared (${n:-none})" test "${n:-0}" = 600
+    case $a in
+        'f32#2') check "free mode: the repeated f32 arm chose the reference's experts at every decision (${d:-?} differ)" \
+                     test "${d:-1}" = 0 ;;
+        q4_0) check "free mode: the q4_0 KV cache changed some routing decisions (${d:-?} of 600)" test "${d:-0}" -gt 0 ;;
+    esac
+    read -r n d <<< "$(routing "$a" "$T/pin")"
+    check "pinned mode, arm $a: 600 decisions, none differs from the reference's (${n:-none}, ${d:-?})" \
+        test "${n:-0}" = 600 -a "${d:-1}" = 0
+done
+same=0
+for dd in 100 200 300; do cmp -s "$T/pin-rows/f32-$dd.f32" "$T/pin-rows/f32#2-$dd.f32" && same=$((same + 1)); done
+check "pinned mode: the arm with the reference's KV format gives the reference's rows bit for bit ($same/3 depths)" \
+    test $same -eq 3
+check "pinned mode: its per-position KL to the reference is exactly 0 everywhere" \
+    awk -F'\t' 'NR > 1 && $2 == "f32#2" && $3 != 0 { bad = 1 } END { exit bad }' "$T/pin/positions.tsv"
+check "pinned mode changes the q4_0 arm's rows (its experts are the reference's now)" \
+    bash -c "! cmp -s '$T/free-rows/q4_0-100.f32' '$T/pin-rows/q4_0-100.f32'"
+read -r n d <<< "$(routing q4_0 "$T/free")"
+check "the results README reports the free routing counts (q4_0 $d of $n)" \
+    bash -c "grep -q 'Mixture of experts, free routing' '$T/free/README.md' && grep -q 'q4_0 $d of $n' '$T/free/README.md'"
+check "the results README of the pinned run says the experts were pinned" \
+    grep -q 'Mixture of experts, experts pinned' "$T/pin/README.md"
+check "meta.json says pin_experts true / false" \
+    bash -c "grep -q '\"pin_experts\": true' '$T/pin/meta.json' && grep -q '\"pin_experts\": false' '$T/free/meta.json'"
+
+# the counts survive --resume, and a restarted worker in pinned mode rebuilds to the same bits
+(STRATA_TEST_FAULT=die@9 "$DRV" sweep "${ARGS[@]}" --quiet --out "$T/free-k" > /dev/null 2>&1; true) 2> /dev/null
+"$DRV" sweep --resume "$T/free-k" 2> "$T/free-k.err"
+rc=$?
+want=$(routing q4_0 "$T/free"); got=$(routing q4_0 "$T/free-k")
+at=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["resumes"][0]["position"])' "$T/free-k/meta.json" 2> /dev/null)
+check "the resumed run continued from a journalled position inside the sweep (${at:-none})" test "${at:-0}" -gt 0
+check "free mode killed at request batch 9 and resumed (rc $rc): depths.tsv and the q4_0 routing counts ($got) are the uninterrupted run's ($want)" \
+    bash -c "[ $rc -eq 0 ] && grep -q '\"resumes\"' '$T/free-k/meta.json' && cmp -s '$T/free/depths.tsv' '$T/free-k/depths.tsv' && [ '$want' = '$got' ] && [ -n '$want' ]"
+STRATA_TEST_FAULT=kill@9:2 "$DRV" sweep "${ARGS[@]}" --pin-experts --out "$T/pin-k" 2> "$T/pin-k.err"
+rc=$?
+check "pinned mode: the killed worker was restarted" grep -q "restarted the worker of arm f16" "$T/pin-k.err"
+check "pinned mode, the f16 worker killed at request batch 9 (rc $rc): restarted, and positions.tsv, depths.tsv are those of the uninterrupted run" \
+    bash -c "[ $rc -eq 0 ] && cmp -s '$T/pin/positions.tsv' '$T/pin-k/positions.tsv' && cmp -s '$T/pin/depths.tsv' '$T/pin-k/depths.tsv'"
+[ $rc -ne 0 ] && tail -3 "$T/pin-k.err"
+read -r n d <<< "$(routing q4_0 "$T/pin-k")"
+check "pinned mode after the restart: 600 decisions, none differs (${n:-none}, ${d:-?})" test "${n:-0}" = 600 -a "${d:-1}" = 0
+"$DRV" sweep --model tests/fixtures/models/rand-qwen3.gguf --tokens-file "$T/doc.tok" --arms f32,f16 --ref f32 \
+    --depths 1 --max-depth 50 --fork 2 --pin-experts --out "$T/dense" --quiet 2> "$T/dense.err"
+rc=$?
+check "--pin-experts on a dense model: refused with one clear error (rc $rc: $(head -c 160 "$T/dense.err"))" \
+    bash -c "[ $rc -ne 0 ] && grep -q 'pin-experts needs a mixture-of-experts model' '$T/dense.err'"
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
