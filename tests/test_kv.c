@@ -922,32 +922,32 @@ static void test_mix(void) {
     char err[300] = "";
     /* first and last layers f16, the rest int8, two ways */
     int ok = kv_mix_parse("int8+f16@0+f16@-1", &m, err, sizeof err) == 0 && m.n == 3 &&
-             kv_mix_layers(&m, 30, L, err, sizeof err) == 0;
+             kv_mix_cells(&m, 30, 1, L, err, sizeof err) == 0;
     for (int l = 0; ok && l < 30; l++) ok = L[l] == (l == 0 || l == 29 ? KV_F16 : KV_INT8);
     CHECK(ok, "mix int8+f16@0+f16@-1 on 30 layers: f16 at 0 and 29, int8 elsewhere (%s)", err);
-    ok = kv_mix_parse("int8@1-28+f16@0+f16@29", &m, err, sizeof err) == 0 && kv_mix_layers(&m, 30, L, err, sizeof err) == 0;
+    ok = kv_mix_parse("int8@1-28+f16@0+f16@29", &m, err, sizeof err) == 0 && kv_mix_cells(&m, 30, 1, L, err, sizeof err) == 0;
     for (int l = 0; ok && l < 30; l++) ok = L[l] == (l == 0 || l == 29 ? KV_F16 : KV_INT8);
     CHECK(ok, "mix int8@1-28+f16@0+f16@29: the same layers (%s)", err);
     ok = kv_mix_parse("q4_1@0-1+nvfp4@2+e4m3s@-2-3", &m, err, sizeof err) == -1;
     CHECK(ok && strstr(err, "-2-3"), "mix: a range from the end is refused: %s", err);
-    ok = kv_mix_parse("q4_1@0-1+nvfp4@2+e4m3s@-2+mxfp4@-1", &m, err, sizeof err) == 0 && kv_mix_layers(&m, 5, L, err, sizeof err) == 0 &&
+    ok = kv_mix_parse("q4_1@0-1+nvfp4@2+e4m3s@-2+mxfp4@-1", &m, err, sizeof err) == 0 && kv_mix_cells(&m, 5, 1, L, err, sizeof err) == 0 &&
          L[0] == KV_Q4_1 && L[1] == KV_Q4_1 && L[2] == KV_NVFP4 && L[3] == KV_E4M3S && L[4] == KV_MXFP4;
     CHECK(ok, "mix without a default item covering all 5 layers: q4_1 q4_1 nvfp4 e4m3s mxfp4 (%s)", err);
-    ok = kv_mix_parse("f32", &m, err, sizeof err) == 0 && m.n == 1 && m.it[0].rest && kv_mix_layers(&m, 3, L, err, sizeof err) == 0 &&
+    ok = kv_mix_parse("f32", &m, err, sizeof err) == 0 && m.n == 1 && m.it[0].rest && kv_mix_cells(&m, 3, 1, L, err, sizeof err) == 0 &&
          L[0] == KV_F32 && L[2] == KV_F32;
     CHECK(ok, "a plain name is a mix of one default item");
     struct { const char *spec; int n_layer; const char *want; } bad[] = {
-        {"int8+f16@0+f16@0", 4, "twice"}, {"int8@0-2+f16@2", 4, "twice"}, {"int8@0-2", 4, "layer 3 has no format"},
+        {"int8+f16@0+f16@0", 4, "twice"}, {"int8@0-2+f16@2", 4, "twice"}, {"int8@0-2", 4, "layer 3 KV head 0 has no format"},
         {"int8+f16@4", 4, "past"}, {"int8+f16@-5", 4, "past"}, {"int8+f16@2-9", 4, "past"},
-        {"int8+f16", 4, "two default"}, {"int8+f16@", 4, "bad layers"}, {"int8+f16@3-1", 4, "bad layers"},
-        {"int8+f16@x", 4, "bad layers"}, {"int8+f16@-0", 4, "bad layers"}, {"int8+f16@1-", 4, "bad layers"},
+        {"int8+f16", 4, "two default"}, {"int8+f16@", 4, "bad place"}, {"int8+f16@3-1", 4, "bad place"},
+        {"int8+f16@x", 4, "bad place"}, {"int8+f16@-0", 4, "bad place"}, {"int8+f16@1-", 4, "bad place"},
         {"int8+int9@1", 4, "unknown KV format 'int9'"}, {"int8++f16@1", 4, "unknown"}, {"", 4, "empty"},
-        {"@1", 4, "unknown"}, {"int8+f16@1234567", 4, "bad layers"}, {"int8 +f16@1", 4, "unknown"},
+        {"@1", 4, "unknown"}, {"int8+f16@1234567", 4, "bad place"}, {"int8 +f16@1", 4, "unknown"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = 0;
         int rc = kv_mix_parse(bad[i].spec, &m, err, sizeof err);
-        if (rc == 0) rc = kv_mix_layers(&m, bad[i].n_layer, L, err, sizeof err);
+        if (rc == 0) rc = kv_mix_cells(&m, bad[i].n_layer, 1, L, err, sizeof err);
         CHECK(rc == -1 && strstr(err, bad[i].want), "mix '%s' on %d layers is refused: %s", bad[i].spec, bad[i].n_layer, err);
     }
     char many[400] = "f16";
