@@ -106,10 +106,9 @@ static int place(const char *q, const char *qe, kv_mix *m, int i) {
     if (q < qe && *q != 'h') {
         if (range(&q, qe, &m->it[i].lo, &m->it[i].hi)) return -1;
         m->it[i].layers = 1;
-        if (q < qe && *q == ':') {
-            q++;
-            if (q == qe || *q != 'h') return -1;
-        }
+        if (q == qe) return 0;
+        if (*q != ':' || q + 1 == qe || q[1] != 'h') return -1;   /* LAYERS:hHEADS */
+        q++;
     }
     if (q < qe && *q == 'h') {
         q++;

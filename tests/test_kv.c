@@ -76,6 +76,31 @@ static void test_names(void) {
     CHECK(strcmp(all, KV_FMT_NAMES) == 0, "KV_FMT_NAMES lists every format in enum order");
     for (int f = 0; f < KV_NFMT; f++)
         CHECK(kv_fmt_rotated((kv_fmt)f) == (f == KV_Q4_0R), "kv_fmt_rotated(%s)", names[f]);
+    /* the rotation modifiers: every base but q4_0r takes +rot and +roth; names round-trip */
+    int ok = 1;
+    for (int f = 0; f < KV_NFMT; f++)
+        for (int r = 1; r <= 2; r++) {
+            char name[32];
+            kv_fmt want = (kv_fmt)(f | (r == 1 ? KV_ROT_B : KV_ROT_H)), got = KV_NFMT;
+            snprintf(name, sizeof name, "%s+%s", names[f], r == 1 ? "rot" : "roth");
+            int rc = kv_fmt_parse(name, &got);
+            if (f == KV_Q4_0R) {
+                ok &= rc == -1 && !kv_fmt_valid(want) && !strcmp(kv_fmt_name(want), "?");
+                continue;
+            }
+            ok &= rc == 0 && got == want && kv_fmt_valid(got) && !strcmp(kv_fmt_name(got), name) &&
+                  kv_fmt_base(got) == (kv_fmt)f && kv_fmt_rotation(got) == (r == 1 ? KV_ROT_B : KV_ROT_H) &&
+                  kv_fmt_rotated(got);
+        }
+    CHECK(ok, "FMT+rot / FMT+roth: parse, name, base and rotation for the %d bases (q4_0r refuses both)", KV_NFMT);
+    CHECK(kv_fmt_base(KV_Q4_0R) == KV_Q4_0 && kv_fmt_rotation(KV_Q4_0R) == KV_ROT_H,
+          "q4_0r is q4_0 with the whole-head rotation");
+    const char *badn[] = {"int8+", "int8+rot+roth", "int8+ROT", "int8+rot8", "+rot", "rot", "int8 +rot", "q4_0r+roth"};
+    ok = 1;
+    for (size_t i = 0; i < sizeof badn / sizeof badn[0]; i++) ok &= kv_fmt_parse(badn[i], &keep) == -1 && keep == KV_F16;
+    CHECK(ok, "kv_fmt_parse refuses int8+, int8+rot+roth, int8+ROT, int8+rot8, +rot, rot, 'int8 +rot', q4_0r+roth");
+    CHECK(!kv_fmt_valid((kv_fmt)(KV_INT8 | KV_ROT_B | KV_ROT_H)) && !kv_fmt_valid(KV_NFMT) &&
+          !kv_fmt_valid((kv_fmt)(KV_NFMT | KV_ROT_B)), "two modifiers, or no base, are no format");
 }
 
 static void test_row_bytes(void) {
@@ -119,6 +144,26 @@ static void test_row_bytes(void) {
           "kv_fmt_check(int8, 96): %s", err);
     CHECK(kv_fmt_check(KV_Q4_0R, 96, err, sizeof err) == -1 && strstr(err, "q4_0r") && strstr(err, "96"),
           "kv_fmt_check(q4_0r, 96): %s", err);
+    /* rotated formats: the base's bytes; +rot needs h a power of two below 64 or a multiple of 64,
+     * +roth a power of two, both <= KV_HADAMARD_MAX */
+    kv_fmt f16b = (kv_fmt)(KV_F16 | KV_ROT_B), f16h = (kv_fmt)(KV_F16 | KV_ROT_H);
+    CHECK(kv_row_bytes(f16b, 8) == 16 && kv_row_bytes(f16b, 48) == 0 && kv_row_bytes(f16b, 192) == 384 &&
+          kv_row_bytes(f16b, 96) == 0 && kv_row_bytes(f16b, 1024) == 2048 && kv_row_bytes(f16b, 1088) == 0,
+          "f16+rot: h = 8 (one block of 8), 192 (3 of 64), 1024; not 48, 96, 1088");
+    CHECK(kv_row_bytes(f16h, 8) == 16 && kv_row_bytes(f16h, 192) == 0 && kv_row_bytes(f16h, 1024) == 2048 &&
+          kv_row_bytes(f16h, 2048) == 0 && kv_row_bytes(f16h, 1) == 2, "f16+roth: powers of two up to 1024 only");
+    CHECK(kv_rot_block(f16b, 8) == 8 && kv_rot_block(f16b, 192) == 64 && kv_rot_block(f16h, 256) == 256 &&
+          kv_rot_block(KV_Q4_0R, 128) == 128 && kv_rot_block(KV_F16, 64) == 0 && kv_rot_block(f16b, 96) == 0,
+          "kv_rot_block: min(64, h) for +rot, h for +roth and q4_0r, 0 unrotated or not fitting");
+    CHECK(kv_row_bytes((kv_fmt)(KV_Q4_0 | KV_ROT_B), 192) == 6 * 18 && kv_row_bytes((kv_fmt)(KV_Q4_0 | KV_ROT_H), 128) ==
+          kv_row_bytes(KV_Q4_0R, 128) && kv_row_bytes((kv_fmt)(KV_Q4_0 | KV_ROT_B), 32) == 18 &&
+          kv_row_bytes((kv_fmt)(KV_INT8 | KV_ROT_H), 64) == 66, "q4_0+rot at 192 = 6 blocks; q4_0+roth = q4_0r; int8+roth 66");
+    CHECK(kv_fmt_check((kv_fmt)(KV_Q8_0 | KV_ROT_B), 48, err, sizeof err) == -1 && strstr(err, "q8_0+rot") &&
+          strstr(err, "multiple of 32"), "kv_fmt_check(q8_0+rot, 48) names the base's rule: %s", err);
+    CHECK(kv_fmt_check(f16b, 96, err, sizeof err) == -1 && strstr(err, "f16+rot") && strstr(err, "multiple of 64") &&
+          strstr(err, "96"), "kv_fmt_check(f16+rot, 96): %s", err);
+    CHECK(kv_fmt_check(f16h, 192, err, sizeof err) == -1 && strstr(err, "f16+roth") && strstr(err, "power of two"),
+          "kv_fmt_check(f16+roth, 192): %s", err);
     CHECK(kv_fmt_check(KV_Q8_0, 128, err, sizeof err) == 0, "kv_fmt_check(q8_0, 128) passes");
     CHECK(kv_fmt_check(KV_NVFP4, 40, err, sizeof err) == -1 && strstr(err, "nvfp4") && strstr(err, "16") &&
           strstr(err, "40"), "kv_fmt_check(nvfp4, 40): %s", err);
@@ -496,6 +541,107 @@ static void test_q4_0r(void) {
     CHECK(ok_round, "q4_0r: |x - H deq|^2 <= sum 32 d^2 (rotate back to the model domain)");
     CHECK(ok_att, "q4_0r: kv_dot(row, H q) = q . (H deq(row))");
     CHECK(ok_out, "q4_0r: H (w deq(v)) = w H deq(v) (output rotated back)");
+}
+
+/* ---- the rotation modifiers: any format + rot / roth ---------------------------------------- */
+
+/* kv_rotate against the float64 block-diagonal Hadamard matrix, and the byte-level definition
+ * F+r(x) = F(R x) for every rotated format at several h; the attention recipe in the rotated
+ * domain; q4_0r = q4_0+roth byte for byte. */
+static void test_rotations(void) {
+    uint64_t rs = 41;
+    /* R x in float64: entry i of block B is sum_k (-1)^popcount(i & k) x[B + k] / sqrt(b) */
+    static const int hs[5] = {8, 64, 128, 192, 256};
+    int ok_ref = 1, ok_self = 1;
+    for (int r = 0; r < 2; r++)
+        for (int hi = 0; hi < 5; hi++) {
+            int h = hs[hi];
+            kv_fmt f = (kv_fmt)(KV_F32 | (r ? KV_ROT_H : KV_ROT_B));
+            int b = kv_rot_block(f, h);
+            if (b == 0) { ok_ref &= r == 1 && h == 192; continue; }   /* roth: 192 is no power of two */
+            float x[256], y[256];
+            rng_vector(&rs, x, h);
+            memcpy(y, x, sizeof(float) * h);
+            kv_rotate(f, y, h);
+            double amax = 0;
+            for (int i = 0; i < h; i++) amax = fmax(amax, fabs(x[i]));
+            for (int i = 0; i < h; i++) {
+                int B = i / b * b;
+                double want = 0;
+                for (int k = 0; k < b; k++)
+                    want += (__builtin_popcount((unsigned)((i - B) & k)) % 2 ? -1.0 : 1.0) * x[B + k];
+                want /= sqrt((double)b);
+                if (fabs(y[i] - want) > 1e-6 * amax * sqrt((double)b)) ok_ref = 0;
+            }
+            kv_rotate(f, y, h);
+            for (int i = 0; i < h; i++)
+                if (fabsf(y[i] - x[i]) > 1e-6f * (float)amax) ok_self = 0;
+        }
+    CHECK(ok_ref, "kv_rotate (+rot blocks of min(64, h), +roth whole head) = the float64 Hadamard product, h 8..256");
+    CHECK(ok_self, "kv_rotate twice = identity within 1e-6");
+
+    int ok_def = 1, ok_deq = 1, ok_dot = 1, ok_axpy = 1, n = 0;
+    for (int f = 0; f < KV_NFMT; f++)
+        for (int r = 1; r <= 2; r++) {
+            kv_fmt fr = (kv_fmt)(f | (r == 1 ? KV_ROT_B : KV_ROT_H));
+            if (!kv_fmt_valid(fr)) continue;
+            for (int hi = 0; hi < 5; hi++) {
+                int h = hs[hi];
+                if (kv_row_bytes(fr, h) == 0) continue;
+                float x[256], xr[256], y1[256], y2[256], q[256], qr[256], o1[256] = {0}, o2[256] = {0};
+                uint8_t a[1100], b[1100];
+                rng_vector(&rs, x, h);
+                for (int i = 0; i < h; i++) q[i] = rng_unit(&rs);
+                memcpy(xr, x, sizeof(float) * h);
+                kv_rotate(fr, xr, h);
+                kv_quantize(fr, x, a, h);
+                kv_quantize((kv_fmt)f, xr, b, h);
+                size_t rb = kv_row_bytes(fr, h);
+                ok_def &= rb == kv_row_bytes((kv_fmt)f, h) && memcmp(a, b, rb) == 0;
+                kv_dequantize(fr, a, y1, h);
+                kv_dequantize((kv_fmt)f, a, y2, h);
+                ok_deq &= memcmp(y1, y2, sizeof(float) * h) == 0;
+                /* scores: kv_dot(row, R q) close to q . (R deq(row)) (model domain) */
+                memcpy(qr, q, sizeof(float) * h);
+                kv_rotate(fr, qr, h);
+                kv_rotate(fr, y2, h);                       /* y2 now in the model domain */
+                double s1 = kv_dot(fr, a, qr, h), s2 = dot_d(q, y2, h);
+                if (fabs(s1 - s2) > 1e-5 * (sqrt(dot_d(q, q, h) * dot_d(y2, y2, h)) + 1e-30)) ok_dot = 0;
+                /* output: R (w deq(row)) = w (R deq(row)) */
+                kv_axpy(fr, a, 0.75f, o1, h);
+                kv_rotate(fr, o1, h);
+                for (int i = 0; i < h; i++) o2[i] = 0.75f * y2[i];
+                if (sqrt(fmax(0, dot_d(o1, o1, h) - 2 * dot_d(o1, o2, h) + dot_d(o2, o2, h))) >
+                    1e-5 * sqrt(dot_d(o2, o2, h)) + 1e-30) ok_axpy = 0;
+                n++;
+            }
+        }
+    CHECK(ok_def && n > 100, "every F+rot / F+roth: kv_quantize(F+r, x) = kv_quantize(F, kv_rotate(x)) byte for byte "
+          "(%d format x h cases)", n);
+    CHECK(ok_deq, "every rotated format decodes as its base (the stored, rotated domain)");
+    CHECK(ok_dot, "every rotated format: kv_dot(row, R q) = q . R deq(row)");
+    CHECK(ok_axpy, "every rotated format: R kv_axpy(row) = w R deq(row)");
+
+    /* q4_0r is one spelling of q4_0+roth */
+    int same = 1;
+    for (int t = 0; t < 40; t++) {
+        int h = 32 << (t % 6);
+        float x[1024];
+        uint8_t a[600], b[600];
+        rng_vector(&rs, x, h);
+        kv_quantize(KV_Q4_0R, x, a, h);
+        kv_quantize((kv_fmt)(KV_Q4_0 | KV_ROT_H), x, b, h);
+        same &= kv_row_bytes(KV_Q4_0R, h) == kv_row_bytes((kv_fmt)(KV_Q4_0 | KV_ROT_H), h) &&
+                memcmp(a, b, kv_row_bytes(KV_Q4_0R, h)) == 0;
+    }
+    CHECK(same, "q4_0r bytes = q4_0+roth bytes, h 32..1024");
+    /* +rot and +roth differ above 64 */
+    float x[128];
+    uint8_t a[72], b[72];
+    rng_vector(&rs, x, 128);
+    kv_quantize((kv_fmt)(KV_Q4_0 | KV_ROT_B), x, a, 128);
+    kv_quantize((kv_fmt)(KV_Q4_0 | KV_ROT_H), x, b, 128);
+    CHECK(memcmp(a, b, 72) != 0, "q4_0+rot and q4_0+roth store different bytes at h = 128");
 }
 
 /* ---- fp8 ---------------------------------------------------------------------------------- */
@@ -914,6 +1060,59 @@ static void test_fixtures(void) {
     free(in);
 }
 
+/* The rotated formats against rot-input.bin and FMT+rot.bin etc. (h = 128): made by
+ * make_kv_fixtures.py's own float32 transform (checked there against float64) and the base's
+ * reference quantiser. */
+static void test_fixtures_rot(void) {
+    const char *dir = getenv("STRATA_KV_FIXTURES");
+    if (!dir) dir = "tests/fixtures/kv";
+    char path[512];
+    size_t n;
+    snprintf(path, sizeof path, "%s/rot-input.bin", dir);
+    uint8_t *in = read_all(path, &n);
+    CHECK(in && n >= 12 && !memcmp(in, "SKVI", 4), "fixture %s readable", path);
+    if (!in || n < 12) { free(in); return; }
+    int h = (int)rd32(in + 4), rows = (int)rd32(in + 8);
+    CHECK(n == 12 + (size_t)rows * h * 4 && h == 128 && rows > 60, "rot-input.bin: %d rows of h = %d", rows, h);
+    if (n != 12 + (size_t)rows * h * 4 || h != 128) { free(in); return; }
+    const float *x = (const float *)(void *)(in + 12);   /* [rows][h] */
+    static const kv_fmt fmts[] = {
+        KV_Q8_0 | KV_ROT_B, KV_Q4_0 | KV_ROT_B, KV_Q4_0 | KV_ROT_H, KV_Q4_1 | KV_ROT_H, KV_Q5_1 | KV_ROT_B,
+        KV_NVFP4 | KV_ROT_B, KV_E4M3S | KV_ROT_H, KV_MXFP4 | KV_ROT_H,
+    };
+    for (size_t fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++) {
+        kv_fmt f = fmts[fi];
+        size_t rb = kv_row_bytes(f, h), m;
+        snprintf(path, sizeof path, "%s/%s.bin", dir, kv_fmt_name(f));
+        uint8_t *q = read_all(path, &m);
+        int ok_hdr = q && m == 16 + (size_t)rows * (rb + 4 * (size_t)h) && !memcmp(q, "SKVQ", 4) &&
+                     (int)rd32(q + 4) == h && (int)rd32(q + 8) == rows && rd32(q + 12) == rb;
+        CHECK(ok_hdr, "fixture %s: %d rows of %zu bytes", path, rows, rb);
+        if (!ok_hdr) { free(q); continue; }
+        const uint8_t *want = q + 16;                                /* [rows][rb] */
+        const float *yw = (const float *)(void *)(q + 16 + (size_t)rows * rb);
+        int same = 0, same_deq = 0;
+        for (int r = 0; r < rows; r++) {
+            uint8_t row[600];
+            float y[128];
+            kv_quantize(f, x + (size_t)r * h, row, h);
+            if (!memcmp(row, want + (size_t)r * rb, rb)) same++;
+            else if (same == r) {
+                size_t i = 0;
+                while (row[i] == want[(size_t)r * rb + i]) i++;
+                printf("  %s row %d: byte %zu is 0x%02x, want 0x%02x\n", kv_fmt_name(f), r, i, row[i], want[(size_t)r * rb + i]);
+            }
+            kv_dequantize(f, want + (size_t)r * rb, y, h);
+            same_deq += memcmp(y, yw + (size_t)r * h, sizeof(float) * h) == 0;
+        }
+        CHECK(same == rows, "%s: kv_quantize = the fixture's bytes for %d of %d rows of 128", kv_fmt_name(f), same, rows);
+        CHECK(same_deq == rows, "%s: kv_dequantize of the fixture's bytes = its decoded values, %d of %d rows",
+              kv_fmt_name(f), same_deq, rows);
+        free(q);
+    }
+    free(in);
+}
+
 /* ---- per-layer mixes ---------------------------------------------------------------------- */
 
 static void test_mix(void) {
@@ -949,6 +1148,47 @@ static void test_mix(void) {
         int rc = kv_mix_parse(bad[i].spec, &m, err, sizeof err);
         if (rc == 0) rc = kv_mix_cells(&m, bad[i].n_layer, 1, L, err, sizeof err);
         CHECK(rc == -1 && strstr(err, bad[i].want), "mix '%s' on %d layers is refused: %s", bad[i].spec, bad[i].n_layer, err);
+    }
+    /* per KV head, and rotation modifiers */
+    kv_fmt C[5 * 4];   /* [5 layers][4 KV heads] */
+    ok = kv_mix_parse("int8+f16@h0", &m, err, sizeof err) == 0 && kv_mix_cells(&m, 5, 4, C, err, sizeof err) == 0;
+    for (int c = 0; ok && c < 20; c++) ok = C[c] == (c % 4 == 0 ? KV_F16 : KV_INT8);
+    CHECK(ok, "mix int8+f16@h0 on 5 layers x 4 KV heads: head 0 f16 in every layer (%s)", err);
+    ok = kv_mix_parse("q4_0+rot@1-3+f16+int8+roth@-1:h-1+q8_0@0:h1-2", &m, err, sizeof err) == 0 && m.n == 4 &&
+         kv_mix_cells(&m, 5, 4, C, err, sizeof err) == 0;
+    for (int c = 0; ok && c < 20; c++) {
+        int l = c / 4, g = c % 4;
+        kv_fmt want = l >= 1 && l <= 3 ? (kv_fmt)(KV_Q4_0 | KV_ROT_B) : l == 4 && g == 3 ? (kv_fmt)(KV_INT8 | KV_ROT_H)
+                    : l == 0 && (g == 1 || g == 2) ? KV_Q8_0 : KV_F16;
+        ok = C[c] == want;
+    }
+    CHECK(ok, "mix q4_0+rot@1-3+f16+int8+roth@-1:h-1+q8_0@0:h1-2: every cell as written (%s)", err);
+    kv_fmt C2[20];
+    ok = kv_mix_parse("q4_0@1-3+rot+f16+int8@-1:h-1+roth+q8_0@0:h1-2", &m, err, sizeof err) == 0 &&
+         kv_mix_cells(&m, 5, 4, C2, err, sizeof err) == 0 && memcmp(C, C2, sizeof C) == 0;
+    CHECK(ok, "the modifier before or after the place: the same cells (%s)", err);
+    ok = kv_mix_parse("q4_0r+f16@h1", &m, err, sizeof err) == 0 && kv_mix_cells(&m, 2, 2, C, err, sizeof err) == 0 &&
+         C[0] == KV_Q4_0R && C[1] == KV_F16 && C[2] == KV_Q4_0R && C[3] == KV_F16;
+    CHECK(ok, "q4_0r in a mix with a per-head item (%s)", err);
+    struct { const char *spec; int n_layer, n_kv; const char *want; } badh[] = {
+        {"int8+f16@h4", 5, 4, "KV head 4 is past the model's 4 KV heads (0..3)"},
+        {"int8+f16@h-5", 5, 4, "KV head -5 is past"}, {"int8+f16@0:h1-7", 5, 4, "KV head 7 is past"},
+        {"int8+f16@h0+f16@0", 5, 4, "layer 0 KV head 0 is given twice"},
+        {"int8@h0-2", 5, 4, "layer 0 KV head 3 has no format"},
+        {"rot+int8", 5, 4, "'rot' in KV format mix 'rot+int8' has no format before it"},
+        {"int8+rot+roth", 5, 4, "rotates int8+rot, which is rotated already"},
+        {"q4_0r+roth", 5, 4, "rotates q4_0r"}, {"int8@1+rot@2+f16", 5, 4, "two places"},
+        {"int8+f16@h", 5, 4, "bad place"}, {"int8+f16@0:", 5, 4, "bad place"}, {"int8+f16@:h0", 5, 4, "bad place"},
+        {"int8+f16@0h0", 5, 4, "bad place"}, {"int8+f16@h0:1", 5, 4, "bad place"}, {"int8+f16@0:0", 5, 4, "bad place"},
+        {"int8+f16@h2-1", 5, 4, "bad place"}, {"int8+f16@H0", 5, 4, "bad place"},
+        {"int8+roth+f16+rot", 5, 4, "two default items (int8+roth and f16+rot)"},
+    };
+    for (size_t i = 0; i < sizeof badh / sizeof badh[0]; i++) {
+        err[0] = 0;
+        int rc = kv_mix_parse(badh[i].spec, &m, err, sizeof err);
+        if (rc == 0) rc = kv_mix_cells(&m, badh[i].n_layer, badh[i].n_kv, C, err, sizeof err);
+        CHECK(rc == -1 && strstr(err, badh[i].want), "mix '%s' on %d x %d is refused: %s", badh[i].spec, badh[i].n_layer,
+              badh[i].n_kv, err);
     }
     char many[400] = "f16";
     for (int i = 0; i < KV_MIX_ITEMS; i++) snprintf(many + strlen(many), sizeof many - strlen(many), "+int8@%d", i);
@@ -1081,12 +1321,14 @@ int main(void) {
     test_q8_0();
     test_q4_0();
     test_q4_0r();
+    test_rotations();
     test_fp8();
     test_ggml_types();
     test_e5m2_e2m1();
     test_scaled_fp8();
     test_fp4();
     test_fixtures();
+    test_fixtures_rot();
     test_mix();
     test_f16_bf16();
     test_decoders_exhaustive();
