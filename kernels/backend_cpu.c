@@ -65,7 +65,7 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
     backend_need need = { 0, scratch_bytes(m, cfg->max_tokens) };
     for (size_t i = 0; i < (size_t)nl * m->n_kv; i++) {   /* every (layer, KV head) */
         if (kv_fmt_check(cfg->kv_k[i], m->hd, err, errlen) || kv_fmt_check(cfg->kv_v[i], m->hd, err, errlen)) goto fail;
-        need.kv_bytes_per_token += kv_row_bytes(cfg->kv_k[i], m->hd) + kv_row_bytes(cfg->kv_v[i], m->hd);
+        need.kv_bytes_per_token += kv_reserve_bytes(cfg->kv_k[i], m->hd, 0) + kv_reserve_bytes(cfg->kv_v[i], m->hd, 1);
     }
     if (cfg->mem_check && cfg->mem_check(cfg->mem_ctx, &need, err, errlen)) goto fail;
     if (cache_create_heads(&b->c, cfg->kv_k, cfg->kv_v, nl, m->n_kv, m->hd, cfg->n_ctx, err, errlen)) goto fail;

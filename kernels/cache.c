@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 
 #include "kernels/vec16.h"
+#include "kernels/kivi.h"
 
 #define QT 16   /* queries per work item */
 #define KB 64       /* keys per dequantised block in the tiled path: four 16-lane vectors of scores per query */
@@ -29,26 +30,40 @@ int cache_create_heads(cache *c, const kv_fmt *fk, const kv_fmt *fv, int n_layer
     for (size_t i = 0; i < n_cells; i++) {
         cache_head *H = &c->H[i];
         H->fk = fk[i]; H->fv = fv[i];
-        H->kb = kv_row_bytes(fk[i], hd);
-        H->vb = kv_row_bytes(fv[i], hd);
+        /* a KIVI cell keeps the f16 row of every token in k / v, its quantised form in kq / vq */
+        H->kb = kv_fmt_is_kivi(fk[i]) ? 2 * (size_t)hd : kv_row_bytes(fk[i], hd);
+        H->vb = kv_fmt_is_kivi(fv[i]) ? 2 * (size_t)hd : kv_row_bytes(fv[i], hd);
         H->koff = c->k_bytes;
         H->voff = c->v_bytes;
+        H->kqoff = c->kq_bytes;
+        H->vqoff = c->vq_bytes;
         c->k_bytes += (size_t)n_ctx * H->kb;
         c->v_bytes += (size_t)n_ctx * H->vb;
+        if (kv_fmt_is_kivi(fk[i]))
+            c->kq_bytes += (size_t)((n_ctx + kivi_group(fk[i]) - 1) / kivi_group(fk[i])) * kivi_k_group_bytes(fk[i], hd);
+        if (kv_fmt_is_kivi(fv[i])) c->vq_bytes += (size_t)n_ctx * kivi_v_row_bytes(fv[i], hd);
     }
-    void *k = mmap(NULL, c->k_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    void *v = mmap(NULL, c->v_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (k == MAP_FAILED || v == MAP_FAILED) {
+    void *m[4] = { MAP_FAILED, MAP_FAILED, MAP_FAILED, MAP_FAILED };   /* k, v, kq, vq */
+    size_t len[4] = { c->k_bytes, c->v_bytes, c->kq_bytes, c->vq_bytes };
+    int ok = 1;
+    for (int i = 0; i < 4; i++) {
+        if (len[i] == 0) continue;
+        m[i] = mmap(NULL, len[i], PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        ok &= m[i] != MAP_FAILED;
+    }
+    if (!ok) {
         snprintf(err, errlen, "cannot reserve a KV cache of %.1f GiB for %d tokens",
-                 (double)(c->k_bytes + c->v_bytes) / (1 << 30), n_ctx);
-        if (k != MAP_FAILED) munmap(k, c->k_bytes);
-        if (v != MAP_FAILED) munmap(v, c->v_bytes);
+                 (double)(c->k_bytes + c->v_bytes + c->kq_bytes + c->vq_bytes) / (1 << 30), n_ctx);
+        for (int i = 0; i < 4; i++)
+            if (m[i] != MAP_FAILED) munmap(m[i], len[i]);
         free(c->H);
         memset(c, 0, sizeof *c);
         return -1;
     }
-    c->k = k;
-    c->v = v;
+    c->k = m[0];
+    c->v = m[1];
+    c->kq = m[2] == MAP_FAILED ? NULL : m[2];
+    c->vq = m[3] == MAP_FAILED ? NULL : m[3];
     return 0;
 }
 
@@ -68,13 +83,16 @@ int cache_create(cache *c, kv_fmt fk, kv_fmt fv, int n_layer, int n_kv, int hd, 
 void cache_free(cache *c) {
     if (c->k) munmap(c->k, c->k_bytes);
     if (c->v) munmap(c->v, c->v_bytes);
+    if (c->kq) munmap(c->kq, c->kq_bytes);
+    if (c->vq) munmap(c->vq, c->vq_bytes);
     free(c->H);
     memset(c, 0, sizeof *c);
 }
 
 size_t cache_bytes_per_token(const cache *c) {
     size_t b = 0;
-    for (size_t i = 0; i < (size_t)c->n_layer * c->n_kv; i++) b += c->H[i].kb + c->H[i].vb;
+    for (size_t i = 0; i < (size_t)c->n_layer * c->n_kv; i++)
+        b += kv_token_bytes(c->H[i].fk, c->hd, 0) + kv_token_bytes(c->H[i].fv, c->hd, 1);
     return b;
 }
 
@@ -92,11 +110,66 @@ static const uint8_t *v_row(const cache *c, int layer, int pos, int g) {
 }
 
 void cache_store(cache *c, int layer, int pos, const float *k, const float *v) {
+    int hd = c->hd;
     for (int g = 0; g < c->n_kv; g++) {
         const cache_head *H = kvh(c, layer, g);
-        kv_quantize(H->fk, k + (size_t)g * c->hd, (void *)k_row(c, layer, pos, g), c->hd);
-        kv_quantize(H->fv, v + (size_t)g * c->hd, (void *)v_row(c, layer, pos, g), c->hd);
+        if (!kv_fmt_is_kivi(H->fk)) {
+            kv_quantize(H->fk, k + (size_t)g * hd, (void *)k_row(c, layer, pos, g), hd);
+        } else {
+            /* the f16 row; then the group this token makes readable, if any (kivi.h) */
+            kv_quantize(KV_F16, k + (size_t)g * hd, (void *)k_row(c, layer, pos, g), hd);
+            int G = kivi_group(H->fk), n = pos + 1 - kivi_residual(H->fk);
+            if (n >= G && n % G == 0) {
+                int gi = n / G - 1;
+                kivi_quant_k_group(H->fk, k_row(c, layer, gi * G, g), H->kb, hd,
+                                   c->kq + H->kqoff + (size_t)gi * kivi_k_group_bytes(H->fk, hd));
+            }
+        }
+        kv_quantize(kv_fmt_is_kivi(H->fv) ? KV_F16 : H->fv, v + (size_t)g * hd, (void *)v_row(c, layer, pos, g), hd);
+        if (kv_fmt_is_kivi(H->fv))
+            kivi_quant_v_row(H->fv, v_row(c, layer, pos, g), hd,
+                             c->vq + H->vqoff + (size_t)pos * kivi_v_row_bytes(H->fv, hd));
     }
+}
+
+/* Keys j0 .. j0 + n - 1 of KV head g's K as the query at position p reads them, into y[n][hd]: the
+ * stored rows, or for a KIVI cell the quantised group rows below its boundary and f16 rows from
+ * there (kivi.h). */
+static void k_rows(const cache *c, int layer, int g, int p, int j0, int n, float *y) {
+    const cache_head *H = kvh(c, layer, g);
+    int hd = c->hd;
+    if (!kv_fmt_is_kivi(H->fk)) { kv_dequantize_rows(H->fk, k_row(c, layer, j0, g), H->kb, n, y, hd); return; }
+    int G = kivi_group(H->fk), b = kivi_boundary(H->fk, p);
+    int nq = b - j0 < 0 ? 0 : b - j0 < n ? b - j0 : n;   /* rows read quantised */
+    size_t gb = kivi_k_group_bytes(H->fk, hd);
+    for (int j = j0; j < j0 + nq;) {
+        int t0 = j % G, cnt = G - t0 < j0 + nq - j ? G - t0 : j0 + nq - j;
+        kivi_dequant_k_rows(H->fk, c->kq + H->kqoff + (size_t)(j / G) * gb, hd, t0, cnt, y + (size_t)(j - j0) * hd);
+        j += cnt;
+    }
+    if (nq < n) kv_dequantize_rows(KV_F16, k_row(c, layer, j0 + nq, g), H->kb, n - nq, y + (size_t)nq * hd, hd);
+}
+
+/* The same for V: y[n][hd]. */
+static void v_rows(const cache *c, int layer, int g, int p, int j0, int n, float *y) {
+    const cache_head *H = kvh(c, layer, g);
+    int hd = c->hd;
+    if (!kv_fmt_is_kivi(H->fv)) { kv_dequantize_rows(H->fv, v_row(c, layer, j0, g), H->vb, n, y, hd); return; }
+    int b = kivi_boundary(H->fv, p);
+    int nq = b - j0 < 0 ? 0 : b - j0 < n ? b - j0 : n;
+    size_t rb = kivi_v_row_bytes(H->fv, hd);
+    if (nq > 0) kivi_dequant_v_rows(H->fv, c->vq + H->vqoff + (size_t)j0 * rb, rb, nq, hd, y);
+    if (nq < n) kv_dequantize_rows(KV_F16, v_row(c, layer, j0 + nq, g), H->vb, n - nq, y + (size_t)nq * hd, hd);
+}
+
+/* 1 if some KIVI cell of the layer reads a different boundary at position p than at p - 1 */
+static int kivi_step(const cache *c, int layer, int p) {
+    for (int g = 0; g < c->n_kv; g++) {
+        const cache_head *H = kvh(c, layer, g);
+        if (kv_fmt_is_kivi(H->fk) && kivi_boundary(H->fk, p) != kivi_boundary(H->fk, p - 1)) return 1;
+        if (kv_fmt_is_kivi(H->fv) && kivi_boundary(H->fv, p) != kivi_boundary(H->fv, p - 1)) return 1;
+    }
+    return 0;
 }
 
 /* *view = layer `layer` of c as a one-layer cache (H at the layer's heads; the offsets in H are
@@ -139,14 +212,14 @@ static int attend_ref(const cache *c, const cache_attn *a) {
             kv_rotate(H->fk, q, hd);                       /* nothing unless K is rotated */
             float m = -INFINITY;
             for (int j = lo; j <= pos; j++) {
-                kv_dequantize(H->fk, k_row(c, a->layer, j, g), kv, hd);
+                k_rows(c, a->layer, g, pos, j, 1, kv);
                 s[j - lo] = seq_dot(q, kv, hd) * a->scale;
                 if (s[j - lo] > m) m = s[j - lo];
             }
             float sum = ops_exp_sub_sum(s, s, m, pos - lo + 1);
             for (int d = 0; d < hd; d++) o[d] = 0.0f;
             for (int j = lo; j <= pos; j++) {
-                kv_dequantize(H->fv, v_row(c, a->layer, j, g), kv, hd);
+                v_rows(c, a->layer, g, pos, j, 1, kv);
                 for (int d = 0; d < hd; d++) o[d] = fmaf(s[j - lo], kv[d], o[d]);
             }
             for (int d = 0; d < hd; d++) o[d] = o[d] / sum;
@@ -394,7 +467,7 @@ static void attn_item(void *vctx, int item, int thread) {
     for (int j0 = lo; j0 <= hi; j0 += KB) {
         int nk = hi - j0 + 1 < KB ? hi - j0 + 1 : KB;
         if (j0 + KB <= hi) prefetch_block(k_row(c, a->layer, j0 + KB, g), H->kb, hi - j0 - KB + 1 < KB ? hi - j0 - KB + 1 : KB);
-        kv_dequantize_rows(H->fk, k_row(c, a->layer, j0, g), H->kb, nk, vb, hd);
+        k_rows(c, a->layer, g, a->pos0, j0, nk, vb);   /* one KIVI boundary per call (cache_attend_ws) */
         transpose_block(vb, nk, hd, kt, KB);   /* vb is free again until the V pass */
         /* only queries whose range meets this block */
         int i0 = 0;
@@ -417,7 +490,7 @@ static void attn_item(void *vctx, int item, int thread) {
     for (int j0 = lo; j0 <= hi; j0 += KB) {
         int nk = hi - j0 + 1 < KB ? hi - j0 + 1 : KB;
         if (j0 + KB <= hi) prefetch_block(v_row(c, a->layer, j0 + KB, g), H->vb, hi - j0 - KB + 1 < KB ? hi - j0 - KB + 1 : KB);
-        kv_dequantize_rows(H->fv, v_row(c, a->layer, j0, g), H->vb, nk, vb, hd);
+        v_rows(c, a->layer, g, a->pos0, j0, nk, vb);
         for (int i = 0; i < nq;) {
             int nr = 1;   /* rows of one token (its heads) share the key range */
             while (nr < 4 && i + nr < nq && lo_q[i + nr] == lo_q[i] && hi_q[i + nr] == hi_q[i]) nr++;
@@ -470,7 +543,7 @@ static void split_scores(void *vctx, int item, int thread) {
     for (int j0 = jb; j0 < je; j0 += KB_DEC) {
         int nk = je - j0 < KB_DEC ? je - j0 : KB_DEC;
         if (j0 + KB_DEC < je) prefetch_block(k_row(c, x->a->layer, x->lo + j0 + KB_DEC, g), H->kb, je - j0 - KB_DEC < KB_DEC ? je - j0 - KB_DEC : KB_DEC);
-        kv_dequantize_rows(H->fk, k_row(c, x->a->layer, x->lo + j0, g), H->kb, nk, vb, hd);
+        k_rows(c, x->a->layer, g, x->a->pos0, x->lo + j0, nk, vb);
         transpose_block(vb, nk, hd, kt, KB_DEC);
         for (int h = 0; h < x->group; h += 4) {
             int nq = x->group - h < 4 ? x->group - h : 4;
@@ -508,7 +581,8 @@ static void split_values(void *vctx, int item, int thread) {
     for (int j0 = 0; j0 < x->n; j0 += KB_DEC) {
         int nk = x->n - j0 < KB_DEC ? x->n - j0 : KB_DEC;
         if (j0 + KB_DEC < x->n) prefetch_block(v_row(c, a->layer, x->lo + j0 + KB_DEC, g), H->vb, x->n - j0 - KB_DEC < KB_DEC ? x->n - j0 - KB_DEC : KB_DEC);
-        kv_dequantize_cols(H->fv, v_row(c, a->layer, x->lo + j0, g), H->vb, nk, vb, hd, d0, d1);
+        if (kv_fmt_is_kivi(H->fv)) v_rows(c, a->layer, g, a->pos0, x->lo + j0, nk, vb);   /* then w == hd */
+        else kv_dequantize_cols(H->fv, v_row(c, a->layer, x->lo + j0, g), H->vb, nk, vb, hd, d0, d1);
         for (int h = 0; h < x->group; h += 4) {
             int nr = x->group - h < 4 ? x->group - h : 4;
             pv_accumulate(o + (size_t)h * w, sg + (size_t)h * x->ld + j0, x->ld, nr, vb, nk, w);
@@ -534,7 +608,7 @@ static int attend_split(pool *p, const cache *c, const cache_attn *a, float *scr
     x.range = (x.range + KB_DEC - 1) / KB_DEC * KB_DEC;
     x.n_ranges = (x.n + x.range - 1) / x.range;
     int v_rot = 0;   /* some KV head's V is rotated: its items need every column */
-    for (int g = 0; g < c->n_kv; g++) v_rot |= kv_fmt_rotated(kvh(c, a->layer, g)->fv);
+    for (int g = 0; g < c->n_kv; g++) v_rot |= kv_fmt_rotated(kvh(c, a->layer, g)->fv) || kv_fmt_is_kivi(kvh(c, a->layer, g)->fv);
     x.cols = v_rot ? hd : KV_CHUNK;
     x.n_colsets = (hd + x.cols - 1) / x.cols;
     x.per_thread = (size_t)hd * KB_DEC * 2 + (size_t)x.group * hd;
@@ -606,7 +680,20 @@ int cache_attend_ws(pool *p, const cache *c, const cache_attn *a, float *scratch
     cache view;
     cache_attn av;
     layer_view(c, a, &view, &av);
-    return attend(p, &view, &av, scratch, n_scratch);
+    /* runs of queries that read every KIVI cell with the same boundary (one run without KIVI) */
+    size_t row = (size_t)a->n_head * c->hd;   /* floats per query in q and out */
+    for (int t0 = 0; t0 < a->T;) {
+        int t1 = t0 + 1;
+        while (t1 < a->T && !kivi_step(&view, 0, a->pos0 + t1)) t1++;
+        cache_attn run = av;
+        run.T = t1 - t0;
+        run.pos0 = a->pos0 + t0;
+        run.q = a->q + (size_t)t0 * row;
+        run.out = a->out + (size_t)t0 * row;
+        if (attend(p, &view, &run, scratch, n_scratch)) return -1;
+        t0 = t1;
+    }
+    return 0;
 }
 
 int cache_attend(pool *p, const cache *c, const cache_attn *a) {

@@ -19,7 +19,9 @@
  * Every quantity depends only on (p, h) and the cache, never on the chunk or thread split: that is
  * the batch invariance of docs/DESIGN.md §2. Rotated formats (kv.h) rotate q before (K's rotation)
  * and o after (V's rotation). A KV head is attended with its own formats; nothing else depends on
- * the layer or head.
+ * the layer or head. KIVI cells (kivi.h): the query at p reads keys below kivi_boundary(f, p) from
+ * the quantised groups / rows and the others from the f16 rows; cache_attend splits a call into
+ * runs of queries with the same boundaries (each query's result is the same either way).
  */
 #ifndef STRATA_CACHE_H
 #define STRATA_CACHE_H
@@ -32,8 +34,9 @@
 
 typedef struct {
     kv_fmt fk, fv;          /* the K and V formats of one KV head of one layer */
-    size_t kb, vb;          /* bytes per token, K and V */
+    size_t kb, vb;          /* bytes per row in k and v (a KIVI format: its f16 row, 2 hd) */
     size_t koff, voff;      /* where its n_ctx rows start in k and v */
+    size_t kqoff, vqoff;    /* KIVI K / V: where its quantised K groups / V rows start in kq / vq */
 } cache_head;
 
 typedef struct {
@@ -42,6 +45,9 @@ typedef struct {
     uint8_t *k, *v;         /* per layer l, KV head g: [n_ctx][H.kb] at k + H.koff (V alike),
                              * anonymous mappings */
     size_t k_bytes, v_bytes;
+    uint8_t *kq, *vq;       /* KIVI cells (kivi.h): K [ceil(n_ctx / G)][group bytes] at kq + H.kqoff,
+                             * V [n_ctx][quantised row bytes] at vq + H.vqoff; NULL when none */
+    size_t kq_bytes, vq_bytes;
 } cache;
 
 /* Reserves the cache, formats fk / fv in every layer and head. Returns 0, or -1 with a message
@@ -55,10 +61,13 @@ int cache_create_heads(cache *c, const kv_fmt *fk, const kv_fmt *fv, int n_layer
                        int n_ctx, char *err, size_t errlen);
 void cache_free(cache *c);
 
-/* Bytes one token takes over all layers (K + V). */
+/* The formats' bytes per token over all layers (K + V; kv_token_bytes: a KIVI cell counts its
+ * quantised form, not the f16 copy the cache also keeps). */
 size_t cache_bytes_per_token(const cache *c);
 
-/* Quantises and stores k[n_kv][hd] and v[n_kv][hd] (model domain) at (layer, pos). */
+/* Quantises and stores k[n_kv][hd] and v[n_kv][hd] (model domain) at (layer, pos). Positions are
+ * stored in increasing order from a truncation point (a KIVI K group is quantised when the token
+ * that makes it readable is stored). */
 void cache_store(cache *c, int layer, int pos, const float *k, const float *v);
 
 typedef struct {

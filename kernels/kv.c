@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "kernels/fp16.h"
+#include "kernels/kivi.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "kv.c stores f32 rows with memcpy and assumes a little-endian host"
@@ -95,7 +96,21 @@ static const char *base_rule(kv_fmt base) {
     return "that is a multiple of 32";
 }
 
+size_t kv_token_bytes(kv_fmt f, int h, int is_v) {
+    if (kv_fmt_is_kivi(f)) return kivi_check(f, h, NULL, 0) ? 0 : kivi_token_bytes(f, h, is_v);
+    return kv_row_bytes(f, h);
+}
+
+size_t kv_reserve_bytes(kv_fmt f, int h, int is_v) {
+    if (!kv_fmt_is_kivi(f)) return kv_row_bytes(f, h);
+    if (kivi_check(f, h, NULL, 0)) return 0;
+    /* the f16 row, and the quantised V row or the token's share of a K group (rounded up) */
+    size_t q = is_v ? kivi_v_row_bytes(f, h) : (kivi_k_group_bytes(f, h) + (size_t)kivi_group(f) - 1) / (size_t)kivi_group(f);
+    return 2 * (size_t)h + q;
+}
+
 int kv_fmt_check(kv_fmt f, int h, char *err, size_t errlen) {
+    if (kv_fmt_is_kivi(f)) return kivi_check(f, h, err, errlen);
     if (kv_row_bytes(f, h) != 0) return 0;
     const char *name = kv_fmt_name(f);
     kv_fmt base = kv_fmt_base(f);

@@ -127,8 +127,19 @@ void kv_rotate(kv_fmt f, float *x, int h);
  * above: q4_0r needs a power of two in [32, KV_HADAMARD_MAX]) or f is not a format. */
 size_t kv_row_bytes(kv_fmt f, int h);
 
-/* 0 if kv_row_bytes(f, h) != 0. Else -1 and one line in err[errlen] naming the format, h and the
- * rule, e.g. "kv format q4_0 needs a head dim that is a multiple of 32 (got 80)". */
+/* The format's bytes per token of one KV head (the handshake's measure): kv_row_bytes, or for a
+ * KIVI format (kivi.h, not a row format) its K group's share per token (is_v 0) or its V row. 0 if
+ * the format does not fit h. */
+size_t kv_token_bytes(kv_fmt f, int h, int is_v);
+
+/* The bytes per token of one KV head the cache reserves: kv_row_bytes, or for a KIVI format the f16
+ * row of every token plus the quantised form (the K group's share rounded up). 0 if it does not
+ * fit h. */
+size_t kv_reserve_bytes(kv_fmt f, int h, int is_v);
+
+/* 0 if kv_row_bytes(f, h) != 0, or f is a KIVI format that fits h (kivi_check). Else -1 and one
+ * line in err[errlen] naming the format, h and the rule, e.g. "kv format q4_0 needs a head dim that
+ * is a multiple of 32 (got 80)". */
 int kv_fmt_check(kv_fmt f, int h, char *err, size_t errlen);
 
 /* Quantise one head vector x[h] (model domain) into dst[kv_row_bytes(f, h)].

@@ -19,19 +19,31 @@ static const char *const kv_names[KV_NFMT][3] = {
 };
 #undef N3
 
+int kv_fmt_is_kivi(kv_fmt f) {
+    int base = (int)f & 0xff;
+    return (int)f >= 0 && (base == KV_KIVI2 || base == KV_KIVI4);
+}
+
 int kv_fmt_valid(kv_fmt f) {
-    int base = (int)f & ~KV_ROT_MASK, rot = (int)f & KV_ROT_MASK;
-    if (base < 0 || base >= KV_NFMT) return 0;
+    if ((int)f < 0) return 0;
+    int base = (int)f & 0xff, rot = (int)f & KV_ROT_MASK, par = (int)f >> KV_KIVI_G_SHIFT;
+    if (base == KV_KIVI2 || base == KV_KIVI4) {
+        int lg = par & 15, r = (int)f >> KV_KIVI_R_SHIFT;
+        return !rot && lg >= 3 && lg <= 8 && r <= KV_KIVI_R_MAX;
+    }
+    if (base >= KV_NFMT || par) return 0;
     if (rot == KV_ROT_MASK) return 0;                       /* one modifier at most */
     return !(base == KV_Q4_0R && rot);
 }
 
 kv_fmt kv_fmt_base(kv_fmt f) {
+    if (kv_fmt_is_kivi(f)) return f;
     int base = (int)f & ~KV_ROT_MASK;
     return base == KV_Q4_0R ? KV_Q4_0 : (kv_fmt)base;
 }
 
 int kv_fmt_rotation(kv_fmt f) {
+    if (kv_fmt_is_kivi(f)) return 0;
     if (((int)f & ~KV_ROT_MASK) == KV_Q4_0R) return KV_ROT_H;
     return (int)f & KV_ROT_MASK;
 }
@@ -44,7 +56,45 @@ static int rot_index(kv_fmt f) {
 
 const char *kv_fmt_name(kv_fmt f) {
     if (!kv_fmt_valid(f)) return "?";
+    if (kv_fmt_is_kivi(f)) return ((int)f & 0xff) == KV_KIVI2 ? "kivi2" : "kivi4";
     return kv_names[(int)f & ~KV_ROT_MASK][rot_index(f)];
+}
+
+void kv_fmt_format(kv_fmt f, char *buf, size_t len) {
+    if (!kv_fmt_is_kivi(f) || !kv_fmt_valid(f)) { snprintf(buf, len, "%s", kv_fmt_name(f)); return; }
+    int g = 1 << (((int)f >> KV_KIVI_G_SHIFT) & 15), r = (int)f >> KV_KIVI_R_SHIFT;
+    int n = snprintf(buf, len, "%s", kv_fmt_name(f));
+    if (g != KV_KIVI_G_DEFAULT && n >= 0 && (size_t)n < len) n += snprintf(buf + n, len - (size_t)n, "-g%d", g);
+    if (r != KV_KIVI_R_DEFAULT && n >= 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, "-r%d", r);
+}
+
+/* a decimal number of 1..4 digits at [*p, end); advances *p. -1 when there is none. */
+static int small_number(const char **p, const char *end) {
+    int v = 0, nd = 0;
+    while (*p < end && **p >= '0' && **p <= '9' && nd < 5) v = v * 10 + (*(*p)++ - '0'), nd++;
+    return nd == 0 || nd > 4 ? -1 : v;
+}
+
+/* kivi2 / kivi4 with "-gG" and "-rR" from name[len]: 0 and *out, or -1 */
+static int kivi_parse(const char *name, size_t len, kv_fmt *out) {
+    if (len < 5 || memcmp(name, "kivi", 4) || (name[4] != '2' && name[4] != '4')) return -1;
+    int base = name[4] == '2' ? KV_KIVI2 : KV_KIVI4, g = KV_KIVI_G_DEFAULT, r = KV_KIVI_R_DEFAULT;
+    const char *p = name + 5, *end = name + len;
+    if (end - p >= 2 && p[0] == '-' && p[1] == 'g') {
+        p += 2;
+        g = small_number(&p, end);
+        if (g < 8 || g > 256 || (g & (g - 1))) return -1;
+    }
+    if (end - p >= 2 && p[0] == '-' && p[1] == 'r') {
+        p += 2;
+        r = small_number(&p, end);
+        if (r < 0 || r > KV_KIVI_R_MAX) return -1;
+    }
+    if (p != end) return -1;
+    int lg = 0;
+    while ((1 << lg) < g) lg++;
+    *out = (kv_fmt)(base | lg << KV_KIVI_G_SHIFT | r << KV_KIVI_R_SHIFT);
+    return 0;
 }
 
 /* the modifier a word names: KV_ROT_B for "rot", KV_ROT_H for "roth", 0 for anything else.
@@ -55,8 +105,10 @@ static int rot_word(const char *word, size_t len) {
     return 0;
 }
 
-/* a base format from name[len] (not NUL terminated): 0 and *out, or -1 */
+/* a base format (or a KIVI one with its parameters) from name[len] (not NUL terminated): 0 and
+ * *out, or -1 */
 static int base_parse(const char *name, size_t len, kv_fmt *out) {
+    if (kivi_parse(name, len, out) == 0) return 0;
     for (int f = 0; f < KV_NFMT; f++) {
         if (strlen(kv_names[f][0]) == len && !memcmp(name, kv_names[f][0], len)) {
             *out = (kv_fmt)f;
@@ -74,7 +126,7 @@ int kv_fmt_parse(const char *name, kv_fmt *out) {
     if (base_parse(name, len, &f)) return -1;
     if (plus) {
         int rot = rot_word(plus + 1, strlen(plus + 1));
-        if (!rot || f == KV_Q4_0R) return -1;
+        if (!rot || f == KV_Q4_0R || kv_fmt_is_kivi(f)) return -1;
         f = (kv_fmt)((int)f | rot);
     }
     *out = f;
@@ -139,6 +191,10 @@ int kv_mix_parse(const char *spec, kv_mix *out, char *err, size_t errlen) {
                 return -1;
             }
             i = m.n - 1;
+            if (kv_fmt_is_kivi(m.it[i].f)) {
+                snprintf(err, errlen, "'%.*s' in KV format mix '%s': kivi formats take no rotation", (int)nlen, p, spec);
+                return -1;
+            }
             if (kv_fmt_rotation(m.it[i].f)) {
                 snprintf(err, errlen, "'%.*s' in KV format mix '%s' rotates %s, which is rotated already", (int)nlen,
                          p, spec, kv_fmt_name(m.it[i].f));

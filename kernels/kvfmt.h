@@ -22,25 +22,46 @@ typedef enum {
     KV_F32, KV_BF16, KV_F16, KV_INT8, KV_Q8_0, KV_Q4_0, KV_Q4_0R, KV_FP8,
     KV_Q4_1, KV_Q5_0, KV_Q5_1, KV_IQ4_NL, KV_E5M2, KV_E4M3S, KV_E5M2S, KV_NVFP4, KV_MXFP4,
     KV_NFMT,
+    KV_KIVI2 = 0x40,    /* KIVI-style 2-bit and 4-bit caches (kivi.h): not row formats; G and R */
+    KV_KIVI4 = 0x41,    /* in the bits from KV_KIVI_G_SHIFT / KV_KIVI_R_SHIFT */
     KV_ROT_B = 0x100,
     KV_ROT_H = 0x200,
 } kv_fmt;
 
-/* Every base name, space separated, in enum order (for usage texts and error messages). */
-#define KV_FMT_NAMES "f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8 q4_1 q5_0 q5_1 iq4_nl e5m2 e4m3s e5m2s nvfp4 mxfp4"
+/* A KIVI format's parameters inside the kv_fmt value: log2(G) in bits 12..15, R in bits 16..27.
+ * kv_fmt_parse fills them ("kivi4" = G 32, R 128; "kivi4-g16-r64"). */
+#define KV_KIVI_G_SHIFT 12
+#define KV_KIVI_R_SHIFT 16
+#define KV_KIVI_G_DEFAULT 32
+#define KV_KIVI_R_DEFAULT 128
+#define KV_KIVI_R_MAX 4095
+
+/* Every base name, space separated, in enum order, then the KIVI ones (for usage texts and error
+ * messages). */
+#define KV_FMT_NAMES "f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8 q4_1 q5_0 q5_1 iq4_nl e5m2 e4m3s e5m2s nvfp4 mxfp4 " \
+                     "kivi2 kivi4 (kivi4-gG-rR: G tokens per K group, 8..256, R recent tokens in f16)"
 /* The modifiers, for the same texts. */
 #define KV_ROT_NAMES "FMT+rot (Hadamard of each 64-value block) or FMT+roth (of the whole head)"
 
 /* Format from its name: a base name (KV_FMT_NAMES; exact, lower case), or a base name followed by
- * "+rot" or "+roth" (not q4_0r, which is rotated already). 0 and *out set on success; -1 for an
- * unknown name (or NULL), *out untouched. */
+ * "+rot" or "+roth" (not q4_0r, which is rotated already, nor kivi), or kivi2 / kivi4 with optional
+ * "-gG" (G a power of two in 8..256) and "-rR" (0 <= R <= KV_KIVI_R_MAX), in that order. 0 and
+ * *out set on success; -1 for an unknown name (or NULL), *out untouched. */
 int kv_fmt_parse(const char *name, kv_fmt *out);
 
-/* The name above (a static string: "int8", "q4_0+roth"); "?" for a value that is no format. */
+/* The name above (a static string: "int8", "q4_0+roth"; a KIVI format's base name "kivi4" whatever
+ * its G and R: kv_fmt_format writes the full name); "?" for a value that is no format. */
 const char *kv_fmt_name(kv_fmt f);
 
-/* 1 if f is a base format with at most one rotation modifier (and q4_0r has none), else 0. */
+/* The full name (kv_fmt_parse's input: "kivi4-g16-r64", defaults left out) into buf[len]. */
+void kv_fmt_format(kv_fmt f, char *buf, size_t len);
+
+/* 1 if f is a base format with at most one rotation modifier (and q4_0r has none), or a KIVI
+ * format with G and R in range and no rotation; else 0. */
 int kv_fmt_valid(kv_fmt f);
+
+/* 1 for kivi2 / kivi4 (any G, R), else 0. */
+int kv_fmt_is_kivi(kv_fmt f);
 
 /* The base format without its rotation: the codec of the stored bytes (q4_0r -> q4_0). */
 kv_fmt kv_fmt_base(kv_fmt f);

@@ -542,7 +542,7 @@ int main(int argc, char **argv) {
             kv_fmt f = KV_F16;
             kv_mix mx;
             const char *mix = NULL;
-            if (kv_fmt_parse(optarg, &f)) {
+            if (kv_fmt_parse(optarg, &f) || strcmp(kv_fmt_name(f), optarg)) {   /* kivi4-g16: named as given */
                 if (kv_mix_parse(optarg, &mx, err, sizeof err)) {
                     fprintf(stderr, "strata-worker: %s\n", err);
                     return 2;
