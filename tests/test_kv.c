@@ -5,6 +5,7 @@
  * running kv.c. Random-data checks assert the error bounds each format promises, and that the
  * fused kv_dot / kv_axpy are bit-identical to dequantising first. */
 #include "kernels/kv.h"
+#include "kernels/kivi.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -73,7 +74,8 @@ static void test_names(void) {
         if (f) strcat(all, " ");
         strcat(all, names[f]);
     }
-    CHECK(strcmp(all, KV_FMT_NAMES) == 0, "KV_FMT_NAMES lists every format in enum order");
+    CHECK(strncmp(all, KV_FMT_NAMES, strlen(all)) == 0 && strstr(KV_FMT_NAMES, " kivi2 kivi4"),
+          "KV_FMT_NAMES lists every format in enum order, then kivi2 kivi4");
     for (int f = 0; f < KV_NFMT; f++)
         CHECK(kv_fmt_rotated((kv_fmt)f) == (f == KV_Q4_0R), "kv_fmt_rotated(%s)", names[f]);
     /* the rotation modifiers: every base but q4_0r takes +rot and +roth; names round-trip */
@@ -1113,6 +1115,112 @@ static void test_fixtures_rot(void) {
     free(in);
 }
 
+/* ---- KIVI-style kivi2 / kivi4 (kivi.h) ---------------------------------------------------- */
+
+static void test_kivi(void) {
+    kv_fmt f = KV_F16;
+    char name[40], err[300] = "";
+    CHECK(kv_fmt_parse("kivi4", &f) == 0 && kivi_bits(f) == 4 && kivi_group(f) == 32 && kivi_residual(f) == 128 &&
+          kv_fmt_is_kivi(f) && kv_fmt_valid(f) && !strcmp(kv_fmt_name(f), "kivi4"), "kivi4: 4 bits, G 32, R 128");
+    kv_fmt_format(f, name, sizeof name);
+    CHECK(!strcmp(name, "kivi4"), "kv_fmt_format(kivi4) = %s", name);
+    CHECK(kv_fmt_parse("kivi2-g8-r16", &f) == 0 && kivi_bits(f) == 2 && kivi_group(f) == 8 && kivi_residual(f) == 16,
+          "kivi2-g8-r16: 2 bits, G 8, R 16");
+    kv_fmt_format(f, name, sizeof name);
+    CHECK(!strcmp(name, "kivi2-g8-r16") && !strcmp(kv_fmt_name(f), "kivi2"), "kv_fmt_format round-trips: %s", name);
+    CHECK(kv_fmt_parse("kivi4-r0", &f) == 0 && kivi_residual(f) == 0 && kivi_group(f) == 32 &&
+          kv_fmt_parse("kivi2-g256", &f) == 0 && kivi_group(f) == 256 && kivi_residual(f) == 128,
+          "kivi4-r0 and kivi2-g256 parse");
+    const char *bad[] = {"kivi3", "kivi4-g12", "kivi4-g4", "kivi4-g512", "kivi4-r5000", "kivi4-r16-g8", "kivi4+rot",
+                         "kivi4-g", "kivi4-", "kivi4-g16-", "kivi", "KIVI4"};
+    int ok = 1;
+    kv_fmt keep = KV_F16;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) ok &= kv_fmt_parse(bad[i], &keep) == -1 && keep == KV_F16;
+    CHECK(ok, "kivi names refused: kivi3, -g12, -g4, -g512, -r5000, -r before -g, +rot, empty parameters");
+    kv_mix m;
+    CHECK(kv_mix_parse("kivi4+rot", &m, err, sizeof err) == -1 && strstr(err, "no rotation"), "mix kivi4+rot: %s", err);
+    kv_fmt C[4];
+    CHECK(kv_mix_parse("kivi2-g8-r16+f16@h1", &m, err, sizeof err) == 0 && kv_mix_cells(&m, 2, 2, C, err, sizeof err) == 0 &&
+          kv_fmt_is_kivi(C[0]) && kivi_group(C[2]) == 8 && C[1] == KV_F16, "kivi in a per-head mix (%s)", err);
+    kv_fmt_parse("kivi4", &f);
+    CHECK(kv_fmt_check(f, 8, err, sizeof err) == 0 && kv_fmt_check(f, 96, err, sizeof err) == 0 &&
+          kv_row_bytes(f, 64) == 0, "kivi4 fits h 8 and 96; it is no row format (kv_row_bytes 0)");
+    CHECK(kv_fmt_check(f, 40, err, sizeof err) == -1 && strstr(err, "kivi4") && strstr(err, "40"), "kivi4 at h 40: %s", err);
+    kv_fmt_parse("kivi4-g64", &f);
+    CHECK(kv_fmt_check(f, 8, err, sizeof err) == -1 && strstr(err, "divides"), "kivi4-g64 at h 8: %s", err);
+    /* boundaries: G 32, R 128 */
+    kv_fmt_parse("kivi4", &f);
+    CHECK(kivi_boundary(f, 0) == 0 && kivi_boundary(f, 158) == 0 && kivi_boundary(f, 159) == 32 &&
+          kivi_boundary(f, 190) == 32 && kivi_boundary(f, 191) == 64, "kivi4 boundary: 0 until p 159, then 32, 64 at 191");
+    /* bytes: kivi4 h 64: K group 32 x 64 x 4 / 8 + 256 = 1280 (40 a token), V 32 + 2 x 4 = 40; kivi2: 768 (24), 24 */
+    kv_fmt f2;
+    kv_fmt_parse("kivi2", &f2);
+    CHECK(kivi_k_group_bytes(f, 64) == 1280 && kv_token_bytes(f, 64, 0) == 40 && kv_token_bytes(f, 64, 1) == 40 &&
+          kivi_k_group_bytes(f2, 64) == 768 && kv_token_bytes(f2, 64, 0) == 24 && kv_token_bytes(f2, 64, 1) == 24 &&
+          kv_token_bytes(f, 8, 1) == 4 + 4 && kv_reserve_bytes(f, 64, 0) == 128 + 40,
+          "kivi bytes: kivi4 h 64 K 40 / V 40 a token, kivi2 24 / 24, kivi4 h 8 V 8; reserved f16 + quantised");
+    /* by hand: kivi2, G 8, h 4; channel c of token t = t * (c + 1) * 0.5 - c: min -c, max 3.5 (c + 1) - c,
+     * d = 3.5 (c + 1) / 3; channel 0: x = 0 0.5 .. 3.5, trunc(x * 3 / 3.5 + 0.5) = 0 0 1 1 2 2 3 3 */
+    kv_fmt_parse("kivi2-g8-r0", &f);
+    uint8_t rows[8][8], grp[8 * 4 * 2 / 8 + 16];
+    for (int t = 0; t < 8; t++) {
+        float x[4];
+        for (int c = 0; c < 4; c++) x[c] = (float)t * (float)(c + 1) * 0.5f - (float)c;
+        kv_quantize(KV_F16, x, rows[t], 4);
+    }
+    kivi_quant_k_group(f, rows[0], 8, 4, grp);
+    static const unsigned want0[8] = {0, 0, 1, 1, 2, 2, 3, 3};
+    ok = 1;
+    for (int t = 0; t < 8; t++) ok &= ((grp[t] >> 0) & 3u) == want0[t];   /* code (t, 0) = bit 8t of the codes */
+    float y[8 * 4];
+    kivi_dequant_k_rows(f, grp, 4, 0, 8, y);
+    float d0 = fp16_to_f32(fp16_from_f32(3.5f / 3.0f));
+    ok &= y[0] == 0.0f && y[4 * 7] == 3.0f * d0 && y[4 * 2] == d0;
+    CHECK(ok, "kivi2 by hand: channel 0 codes 0 0 1 1 2 2 3 3, values q x fp16(3.5 / 3)");
+
+    /* the fixtures: kivi{2,4}-g16.k.bin, kivi{2,4}.v.bin from the f16 values of input rows 0..79 */
+    const char *dir = getenv("STRATA_KV_FIXTURES");
+    if (!dir) dir = "tests/fixtures/kv";
+    char path[512];
+    size_t n;
+    snprintf(path, sizeof path, "%s/input.bin", dir);
+    uint8_t *in = read_all(path, &n);
+    if (!in || n < 12 + 80 * 64 * 4 || rd32(in + 4) != 64) { CHECK(0, "kivi: %s readable with h 64", path); free(in); return; }
+    const float *x = (const float *)(void *)(in + 12);
+    static uint8_t r16[80][128];                                   /* [80][2h] the f16 rows */
+    for (int r = 0; r < 80; r++) kv_quantize(KV_F16, x + (size_t)r * 64, r16[r], 64);
+    for (int b = 2; b <= 4; b += 2)
+        for (int v = 0; v < 2; v++) {
+            char fname[40];
+            snprintf(fname, sizeof fname, "kivi%d%s", b, v ? "" : "-g16-r0");
+            kv_fmt_parse(fname, &f);
+            snprintf(path, sizeof path, "%s/kivi%d%s.bin", dir, b, v ? ".v" : "-g16.k");
+            size_t m;
+            uint8_t *q = read_all(path, &m);
+            int units = v ? 80 : 5, per = v ? 1 : 16;
+            size_t ub = v ? kivi_v_row_bytes(f, 64) : kivi_k_group_bytes(f, 64);
+            int ok_hdr = q && m == 16 + units * (ub + 4 * 64 * (size_t)per) && !memcmp(q, "SKVQ", 4) &&
+                         rd32(q + 4) == 64 && (int)rd32(q + 8) == units && rd32(q + 12) == ub;
+            CHECK(ok_hdr, "fixture %s: %d %s of %zu bytes", path, units, v ? "V rows" : "K groups", ub);
+            if (!ok_hdr) { free(q); continue; }
+            int same = 0, same_deq = 0;
+            for (int u = 0; u < units; u++) {
+                uint8_t got[1300];
+                float yy[16 * 64];
+                if (v) kivi_quant_v_row(f, r16[u], 64, got);
+                else kivi_quant_k_group(f, r16[16 * u], 128, 64, got);
+                same += !memcmp(got, q + 16 + (size_t)u * ub, ub);
+                if (v) kivi_dequant_v_rows(f, q + 16 + (size_t)u * ub, ub, 1, 64, yy);
+                else kivi_dequant_k_rows(f, q + 16 + (size_t)u * ub, 64, 0, 16, yy);
+                same_deq += !memcmp(yy, q + 16 + (size_t)units * ub + (size_t)u * per * 64 * 4, sizeof(float) * 64 * (size_t)per);
+            }
+            CHECK(same == units, "kivi%d %s: bytes = the fixture's for %d of %d", b, v ? "V rows" : "K groups (G 16)", same, units);
+            CHECK(same_deq == units, "kivi%d %s: decoded values = the fixture's for %d of %d", b, v ? "V" : "K", same_deq, units);
+            free(q);
+        }
+    free(in);
+}
+
 /* ---- per-layer mixes ---------------------------------------------------------------------- */
 
 static void test_mix(void) {
@@ -1329,6 +1437,7 @@ int main(void) {
     test_fp4();
     test_fixtures();
     test_fixtures_rot();
+    test_kivi();
     test_mix();
     test_f16_bf16();
     test_decoders_exhaustive();

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """make_kv_fixtures.py - expected bytes of the KV formats added in issue 11, for tests/test_kv.c.
 
-Writes tests/fixtures/kv/ (and, for the rotated formats FMT+rot / FMT+roth, rot-input.bin and
+Writes tests/fixtures/kv/ (and kivi{2,4}-g16.k.bin / kivi{2,4}.v.bin: KIVI K groups of 16 tokens
+and V rows of the f16 values of input rows 0..79, see kivi_fixtures below; and, for the rotated formats FMT+rot / FMT+roth, rot-input.bin and
 FMT+rot.bin etc.: the same layouts at h = 128, the input values read as rows of 128, those that do
 not overflow in the transform; see rotated_fixtures below):
   input.bin    "SKVI", uint32 h, uint32 rows, then rows x h f32: the head vectors (LE)
@@ -472,6 +473,59 @@ def rotated_fixtures(x, out_ggml):
     return xr, out
 
 
+# ---- KIVI-style kivi2 / kivi4 (kernels/kivi.h) -------------------------------------------------
+# From the f16 values of input rows 0..79 (h = 64): K groups of G = 16 tokens (5 groups), each
+# channel quantised over its 16 values; V rows quantised per token in groups of 32 channels. The
+# rule (q4_1's with 2^b - 1 levels) written with numpy float32 array arithmetic, codes packed b bits
+# each from bit 0 of byte 0 upwards.
+KIVI_ROWS, KIVI_G = 80, 16
+
+def kivi_codes(z, b):
+    """z [n][m] float32, quantised along axis 0 (n values per column): codes [n][m], d, mn [m]"""
+    top = f32((1 << b) - 1)
+    mn = z.min(axis=0).astype(f32)
+    mx = z.max(axis=0).astype(f32)
+    d = ((mx - mn) / top).astype(f32)
+    with np.errstate(all="ignore"):
+        idv = np.where(d != 0, f32(1) / np.where(d != 0, d, f32(1)), f32(0)).astype(f32)
+        t = (((z - mn).astype(f32) * idv).astype(f32) + f32(0.5)).astype(f32)
+    q = np.where(t > 0, np.minimum(np.trunc(np.where(t > 0, t, 0)), top), 0).astype(np.uint32)
+    return q, d, mn
+
+
+def pack(codes, b):
+    """codes (flat, in order) packed b bits each, LSB first"""
+    codes = np.asarray(codes, dtype=np.uint32).ravel()
+    out = np.zeros(len(codes) * b // 8, dtype=np.uint8)
+    for i, c in enumerate(codes):
+        out[(b * i) // 8] |= np.uint8(int(c) << ((b * i) % 8) & 0xff)
+    return out
+
+
+def kivi_fixtures(x):
+    z = x[:KIVI_ROWS].astype(np.float16).astype(f32)            # the f16 rows
+    out = {}
+    for b in (2, 4):
+        groups, dec_k = [], []
+        for gi in range(KIVI_ROWS // KIVI_G):
+            zg = z[gi * KIVI_G:(gi + 1) * KIVI_G]                # [G][h]
+            q, d, mn = kivi_codes(zg, b)
+            d16, m16 = d.astype(np.float16), mn.astype(np.float16)
+            groups.append(np.concatenate([pack(q, b), d16.view(np.uint8), m16.view(np.uint8)]))
+            dec_k.append((q.astype(f32) * d16.astype(f32)).astype(f32) + m16.astype(f32))
+        out[f"kivi{b}-g{KIVI_G}.k"] = (np.array(groups), np.concatenate(dec_k).astype(f32), KIVI_ROWS // KIVI_G)
+        rows, dec_v = [], []
+        for r in range(KIVI_ROWS):
+            zr = z[r].reshape(-1, 32).T                          # [32][h / 32]: columns = groups
+            q, d, mn = kivi_codes(zr, b)
+            d16, m16 = d.astype(np.float16), mn.astype(np.float16)
+            sc = np.stack([d16, m16], axis=1).ravel()            # per group: d, m
+            rows.append(np.concatenate([pack(q.T, b), sc.view(np.uint8)]))
+            dec_v.append(((q.T.astype(f32) * d16.astype(f32)[:, None]).astype(f32) + m16.astype(f32)[:, None]).ravel())
+        out[f"kivi{b}.v"] = (np.array(rows), np.array(dec_v).astype(f32), KIVI_ROWS)
+    return out
+
+
 def write(name, h, data):
     path = os.path.join(OUT_DIR, name)
     with open(path, "wb") as f:
@@ -555,6 +609,9 @@ def main():
                       f"{int(np.sum(np.any(l != g, axis=1)))} rows; using llama.cpp's")
             g = l
         return g
+    for name, (q, y, n) in kivi_fixtures(x).items():
+        write(f"{name}.bin", H, b"SKVQ" + struct.pack("<III", H, n, q.shape[1]) + q.astype(np.uint8).tobytes() +
+              y.astype("<f4").tobytes())
     xr, rot = rotated_fixtures(x, out_ggml)
     write("input.bin", H, b"SKVI" + struct.pack("<II", H, rows) + x.astype("<f4").tobytes())
     nr = xr.shape[0]
