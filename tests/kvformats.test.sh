@@ -16,7 +16,9 @@
 # q4_0+rot, q8_0+roth, int8+rot, q4_0r and q4_0+roth (the same format: equal rows), k:q4_0+rot
 # (V from the reference, f16), K and V rotated differently, and a mix per layer and KV head
 # (K: head 0 f16, head 1 int8 = 6 x (64 + 34); V: q4_1+rot but layer 5 head 1 f16 = 11 x 20 + 64:
-# 588 + 284 = 872 bytes per token).
+# 588 + 284 = 872 bytes per token). And KIVI arms (kivi2 / kivi4 with G and R; a per-head mix with
+# kivi) the same way: bytes per token and one pass = separate runs (its fork generation, truncation
+# back to the depth and continued prefill included).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -131,6 +133,43 @@ for a in q4_0+rot q8_0+roth int8+rot k:q4_0+rot $ROTKV $HEADS; do
         test $same_rows -eq $n
     check "kv $a: fork tokens at the 3 depths equal from-scratch greedy generation ($same_tok/$n)" test $same_tok -eq $n
 done
+
+# ---- KIVI (kernels/kivi.h): groups that close inside the 300 tokens; bytes per token from the layouts
+# (hd 32, 6 layers x 2 KV heads): kivi4-g16: K (16 x 32 x 4 / 8 + 128) / 16 = 24, V 16 + 4 = 20;
+# kivi2-g8: K (64 + 128) / 8 = 24; kivi4 (G 32) V 20; kivi2-g16: K (128 + 128) / 16 = 16, V 8 + 4 = 12
+declare -A KIVI=([kivi4-g16-r32]=$((12 * (24 + 20))) [kivi2-g8-r16/f16]=$((12 * (24 + 64)))
+                 [f16/kivi4-g32-r0]=$((12 * (64 + 20))) [kivi2-g16-r16+f16@h0]=$((6 * (128 + 16 + 12))))
+KARMS="kivi4-g16-r32 kivi2-g8-r16/f16 f16/kivi4-g32-r0 kivi2-g16-r16+f16@h0"
+"$DRV" sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms "f16,$(echo $KARMS | tr ' ' ',')" --depths 3 \
+    --max-depth 300 --fork 8 --chunk 37 --out "$T/r3" --dump-rows "$T/rows3" --quiet 2> "$T/r3.err"
+rc=$?
+check "sweep over KIVI arms exits 0 (rc $rc)" test $rc -eq 0
+[ $rc -ne 0 ] && cat "$T/r3.err"
+awk -F'"' '/"name":/ { n = $4 } /"kv_bytes_per_token":/ { gsub(/[^0-9]/, "", $3); print n, $3 }' \
+    "$T/r3/meta.json" > "$T/bytes3.txt"
+for a in $KARMS; do
+    got=$(awk -v n="$a" '$1 == n { print $2 }' "$T/bytes3.txt")
+    check "arm $a: handshake kv_bytes_per_token = ${KIVI[$a]} (got ${got:-none})" test "${got:-0}" = "${KIVI[$a]}"
+    k=${a%/*}; v=${a#*/}
+    file=$(echo "$a" | tr '/:' '__')
+    same_rows=0; same_tok=0; n=0
+    for d in 100 200 300; do
+        n=$((n + 1))
+        tr ' ' '\n' < "$T/doc.tok" | grep . | head -n "$d" > "$T/prefix.tok"
+        "$WRK" --model "$MODEL" --kv-k "$k" --kv-v "$v" --tokens-file "$T/prefix.tok" --dump-logits "$T/dump.bin" \
+            --max-new 8 > "$T/gen.txt" 2> /dev/null
+        tail -c $((512 * 4)) "$T/dump.bin" | cmp -s - "$T/rows3/$file-$d.f32" && same_rows=$((same_rows + 1))
+        want=$(tr ' ' ',' < "$T/gen.txt")
+        got=$(awk -F'\t' -v d="$d" -v a="$a" '$1 == d && $2 == a { print $5 }' "$T/r3/forks.tsv")
+        [ -n "$want" ] && [ "$want" = "$got" ] && same_tok=$((same_tok + 1))
+    done
+    check "kv $a: teacher-forced rows at depths 100 200 300 equal from-scratch prefills bit for bit ($same_rows/$n)" \
+        test $same_rows -eq $n
+    check "kv $a: fork tokens at the 3 depths equal from-scratch greedy generation ($same_tok/$n)" test $same_tok -eq $n
+done
+differ=0
+for d in 100 200 300; do cmp -s "$T/rows3/kivi4-g16-r32-$d.f32" "$T/rows3/f16-$d.f32" || differ=$((differ + 1)); done
+check "kivi4-g16-r32 rows differ from f16's at the 3 depths (groups are quantised) ($differ/3)" test $differ -eq 3
 
 # bad mixes: one clear line each, from the driver (syntax) or the worker (the model's counts)
 "$DRV" sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms f16,int8+f16@h2 --depths 1 --max-depth 100 \

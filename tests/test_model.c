@@ -4,6 +4,7 @@
 #include "tests/check.h"
 #include "kernels/ops.h"
 #include "kernels/cache.h"
+#include "kernels/kivi.h"
 #include "worker/engine.h"
 #include "worker/model.h"
 
@@ -39,6 +40,17 @@ static int some_formats(kv_fmt *out) {
     }
     return n;
 }
+
+/* A format by name (kvfmt.h); KV_NFMT if the name does not parse (the caller's check then fails). */
+static kv_fmt by_name(const char *name) {
+    kv_fmt f = KV_NFMT;
+    kv_fmt_parse(name, &f);
+    return f;
+}
+
+/* KIVI formats for the attention tests at hd 64: boundaries inside the tests' chunks. */
+static const char *const kivi_names[] = { "kivi4-g8-r16", "kivi2-g16-r0", "kivi4", "kivi2-g32-r40" };
+#define N_KIVI 4
 
 #define MAX_CELLS 1024   /* (layer, KV head) cells the tests' format arrays hold */
 
@@ -136,20 +148,25 @@ static void test_invariance(const model *m, pool *p, const int32_t *tok, int n) 
     int V = m->n_vocab;
     float *a = malloc(sizeof(float) * (size_t)n * V), *b = malloc(sizeof(float) * (size_t)n * V);
     static const int chunks[] = { 7, 64, 512 };
-    kv_fmt fmts[3 * KV_NFMT];
+    /* every format, and KIVI ones whose groups close inside the 113 tokens (hd 8: G <= 32) */
+    static const char *const kivi8[] = { "kivi4-g8-r16", "kivi2-g16-r8", "kivi4-g32-r0", "kivi2-g8-r0" };
+    kv_fmt fmts[3 * KV_NFMT + 4];
     int nf = all_formats(fmts);
+    for (int i = 0; i < 4; i++) fmts[nf++] = by_name(kivi8[i]);
     for (int i = 0; i < nf; i++) {
         kv_fmt f = fmts[i];
-        char err[160];
+        char err[160], nm[40];
+        kv_fmt_format(f, nm, sizeof nm);
         if (kv_fmt_check(f, m->hd, err, sizeof err)) {
-            printf("# %s: not for head dim %d here (%s)\n", kv_fmt_name(f), m->hd, err);
+            CHECK(!kv_fmt_is_kivi(f), "%s fits head dim %d (%s)", nm, m->hd, err);
+            printf("# %s: not for head dim %d here (%s)\n", nm, m->hd, err);
             continue;
         }
-        if (run_chunks(m, p, f, f, tok, n, 1, a)) { CHECK(0, "%s: chunk 1 ran", kv_fmt_name(f)); continue; }
+        if (run_chunks(m, p, f, f, tok, n, 1, a)) { CHECK(0, "%s: chunk 1 ran", nm); continue; }
         for (int k = 0; k < 3; k++) {
             run_chunks(m, p, f, f, tok, n, chunks[k], b);
             CHECK(memcmp(a, b, sizeof(float) * (size_t)n * V) == 0,
-                  "kv %s: rows with prefill chunk %d bit-identical to chunk 1 (decode)", kv_fmt_name(f), chunks[k]);
+                  "kv %s: rows with prefill chunk %d bit-identical to chunk 1 (decode)", nm, chunks[k]);
         }
     }
     free(a);
@@ -164,14 +181,16 @@ static void test_attention(pool *p) {
     float *o1 = malloc(sizeof(float) * T * n_head * hd), *o2 = malloc(sizeof(float) * T * n_head * hd);
     srand(7);
     for (int i = 0; i < T * n_head * hd; i++) q[i] = (float)rand() / RAND_MAX * 2 - 1;
-    kv_fmt fmts[3 * KV_NFMT];
+    kv_fmt fmts[3 * KV_NFMT + N_KIVI];
     int nf = all_formats(fmts);
+    for (int i = 0; i < N_KIVI; i++) fmts[nf++] = by_name(kivi_names[i]);
     for (int fi = 0; fi < nf; fi++)
         for (int window = 0; window <= 20; window += 20) {
             kv_fmt f = fmts[fi];
             cache c;
-            char err[160];
-            if (cache_create(&c, f, f, 1, n_kv, hd, pos0 + T, err, sizeof err)) continue;
+            char err[160], nm[40];
+            kv_fmt_format(f, nm, sizeof nm);
+            if (cache_create(&c, f, f, 1, n_kv, hd, pos0 + T, err, sizeof err)) { CHECK(!kv_fmt_is_kivi(f), "%s: %s", nm, err); continue; }
             for (int pos = 0; pos < pos0 + T; pos++) {
                 for (int i = 0; i < n_kv * hd; i++) { k[i] = (float)rand() / RAND_MAX * 4 - 2; v[i] = (float)rand() / RAND_MAX * 2 - 1; }
                 cache_store(&c, 0, pos, k, v);
@@ -181,7 +200,7 @@ static void test_attention(pool *p) {
             a.out = o2;
             cache_attend_ref(&c, &a);
             CHECK(memcmp(o1, o2, sizeof(float) * T * n_head * hd) == 0,
-                  "attention kv %s window %d: tiled == reference bit for bit", kv_fmt_name(f), window);
+                  "attention kv %s window %d: tiled == reference bit for bit", nm, window);
             cache_free(&c);
         }
     free(k); free(v); free(q); free(o1); free(o2);
@@ -202,13 +221,15 @@ static void test_attention_split(pool *p) {
         float *ot = malloc(sizeof(float) * (size_t)T * n_head * hd);
         srand(17 + hd);
         for (int i = 0; i < T * n_head * hd; i++) q[i] = (float)rand() / RAND_MAX * 2 - 1;
-        kv_fmt fmts[KV_NFMT + 12];
+        kv_fmt fmts[KV_NFMT + 12 + N_KIVI];
         int nf = some_formats(fmts);
+        for (int i = 0; i < N_KIVI; i++) fmts[nf++] = by_name(kivi_names[i]);
         for (int fi = 0; fi < nf; fi++) {
             kv_fmt f = fmts[fi];
             cache c;
-            char err[160];
-            if (cache_create(&c, f, f, 1, n_kv, hd, ctx, err, sizeof err)) continue;
+            char err[160], nm[40];
+            kv_fmt_format(f, nm, sizeof nm);
+            if (cache_create(&c, f, f, 1, n_kv, hd, ctx, err, sizeof err)) { CHECK(!kv_fmt_is_kivi(f), "%s: %s", nm, err); continue; }
             for (int pos = 0; pos < ctx; pos++) {
                 for (int i = 0; i < n_kv * hd; i++) { k[i] = (float)rand() / RAND_MAX * 4 - 2; v[i] = (float)rand() / RAND_MAX * 2 - 1; }
                 cache_store(&c, 0, pos, k, v);
@@ -226,7 +247,7 @@ static void test_attention_split(pool *p) {
                 same_tiled &= memcmp(o1, ot + (size_t)(T - 1) * n_head * hd, sizeof(float) * (size_t)n_head * hd) == 0;
             }
             CHECK(same_ref && same_tiled, "split decode attention kv %s, hd %d, %d/%d heads, %d keys, window 0 and %d: "
-                  "== reference and == the prefill row, bit for bit", kv_fmt_name(f), hd, n_head, n_kv, ctx,
+                  "== reference and == the prefill row, bit for bit", nm, hd, n_head, n_kv, ctx,
                   CACHE_SPLIT_MIN_KEYS + 40);
             cache_free(&c);
         }
@@ -247,6 +268,8 @@ static void test_attention_split(pool *p) {
  * q4_0: 3.0e-2, q4_0r: 5.0e-2, q4_1: 2.7e-2 / 4.4e-2, q5_0: 2.4e-2, q5_1: 1.7e-2, iq4_nl: 3.4e-2,
  * e5m2: 2.6e-2, e4m3s: 1.4e-2, e5m2s: 2.8e-2, nvfp4: 5.4e-2, mxfp4: 6.2e-2 / 9.8e-2), so the
  * ordering of the formats is checked too. */
+#define KIVI4_BOUND 0.1
+#define KIVI2_BOUND 0.5
 static void test_attention_f64(pool *p) {
     static const double bound[KV_NFMT] = {
         [KV_F32] = 2e-6, [KV_BF16] = 3e-3, [KV_F16] = 5e-4, [KV_INT8] = 8e-3,
@@ -264,13 +287,16 @@ static void test_attention_f64(pool *p) {
         float qs = 1.0f / sqrtf((float)hd);
         for (int i = 0; i < ctx * hd; i++) { k[i] = (float)rand() / RAND_MAX * 2 - 1; v[i] = (float)rand() / RAND_MAX * 2 - 1; }
         for (int i = 0; i < T * n_head * hd; i++) q[i] = ((float)rand() / RAND_MAX * 2 - 1) * 4.0f;
-        kv_fmt fmts[KV_NFMT + 12];
+        kv_fmt fmts[KV_NFMT + 12 + 2];
         int nf = some_formats(fmts);
+        fmts[nf++] = by_name("kivi4-g32-r0");   /* every key quantised but the last group's */
+        fmts[nf++] = by_name("kivi2-g32-r0");
         for (int fi = 0; fi < nf; fi++) {
             kv_fmt f = fmts[fi];
             /* a rotated format: its base's bound x 1.5 (the rotation mixes the values of a block, so
-             * an error spreads; q4_0r's bound is already its own) */
-            double bnd = kv_fmt_rotation(f) && f != KV_Q4_0R ? 1.5 * bound[kv_fmt_base(f)] : bound[f];
+             * an error spreads; q4_0r's bound is already its own); KIVI: about 3x the worst seen */
+            double bnd = kv_fmt_is_kivi(f) ? (kivi_bits(f) == 4 ? KIVI4_BOUND : KIVI2_BOUND)
+                       : kv_fmt_rotation(f) && f != KV_Q4_0R ? 1.5 * bound[kv_fmt_base(f)] : bound[f];
             cache c;
             char err[160];
             if (cache_create(&c, f, f, 1, n_kv, hd, ctx, err, sizeof err)) continue;
@@ -297,8 +323,10 @@ static void test_attention_f64(pool *p) {
                         if (e > worst) worst = e;
                     }
                 }
-            printf("# attention kv %-11s hd %3d: max |out - float64| = %.3g (bound %.3g)\n", kv_fmt_name(f), hd, worst, bnd);
-            CHECK(worst <= bnd, "attention kv %s hd %d within %.3g of float64 (%.3g)", kv_fmt_name(f), hd, bnd, worst);
+            char nm[40];
+            kv_fmt_format(f, nm, sizeof nm);
+            printf("# attention kv %-12s hd %3d: max |out - float64| = %.3g (bound %.3g)\n", nm, hd, worst, bnd);
+            CHECK(worst <= bnd, "attention kv %s hd %d within %.3g of float64 (%.3g)", nm, hd, bnd, worst);
             cache_free(&c);
         }
         free(k); free(v); free(q); free(o); free(s);
@@ -474,6 +502,7 @@ static void test_invariance_smollm2(pool *p) {
     }
     invariance_mix(m, p, "SmolLM2", "q4_1+f16@0+nvfp4@-1", "iq4_nl+mxfp4@3-20+int8@-3", tok, n);
     invariance_mix(m, p, "SmolLM2", "q4_0+rot+f16@h1+q8_0+roth@0:h0", "int8+roth+q4_1+rot@-1:h2", tok, n);
+    invariance_mix(m, p, "SmolLM2", "kivi4-g16-r32+f16@0+kivi2-g8-r8@1-29:h1", "kivi2-g32-r16+q8_0@-1", tok, n);
     free(a);
     free(b);
     model_free(m);
