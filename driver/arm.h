@@ -13,6 +13,8 @@
  *                1; it may stand for F in all the forms above (mix/f16, k:mix)
  *   q4_0+rot     a rotated format (kvfmt.h: +rot the Hadamard transform of each 64-value block,
  *                +roth of the whole head); in a mix, q4_0+rot@1-28+f16 or q4_0@1-28+rot+f16
+ *   kivi4-g16-r64  KIVI-style 4-bit (kivi.h: K per channel over groups of 16 tokens, V per token,
+ *                the 64+ most recent tokens in f16); kivi2 / kivi4 alone: G 32, R 128
  * Weight arms (--arm-model, arm_add_model): "NAME=FILE" runs FILE instead of the run's --model, with
  * the reference arm's K and V formats; "NAME:SPEC=FILE" with SPEC's (any form above). NAME is free
  * (printable, no spaces, quotes, commas, ':', '#', '='); FILE is everything after the first '='.
