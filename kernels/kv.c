@@ -85,6 +85,10 @@ size_t kv_row_bytes(kv_fmt f, int h) {
     case KV_MXFP4:
         if (h % 32 != 0) return 0;
         return n / 32 * 17;
+    case KV_TQ3:
+    case KV_TQ4:
+        if (h < 8) return 0;                                /* whole bytes of 3-bit codes; h a power of two */
+        return 4 + n * (f == KV_TQ3 ? 3 : 4) / 8;
     default: return 0;
     }
 }
@@ -121,6 +125,9 @@ int kv_fmt_check(kv_fmt f, int h, char *err, size_t errlen) {
     else if (f == KV_Q4_0R)
         snprintf(err, errlen, "kv format q4_0r needs a head dim that is a power of two in [32, %d] "
                  "(got %d)", KV_HADAMARD_MAX, h);
+    else if (f == KV_TQ3 || f == KV_TQ4)
+        snprintf(err, errlen, "kv format %s needs a head dim that is a power of two in [8, %d] (got %d)", name,
+                 KV_HADAMARD_MAX, h);
     else if (kv_row_bytes(base, h) == 0)
         snprintf(err, errlen, "kv format %s needs a head dim %s (got %d)", name, base_rule(base), h);
     else if (kv_fmt_rotation(f) == KV_ROT_H)
@@ -504,6 +511,41 @@ static void quant_mxfp4(const float *x, uint8_t *dst, int h) {
     }
 }
 
+/* tq3 / tq4: the Lloyd-Max quantiser of N(0, 1) with 8 / 16 levels: centroids c and the midpoints
+ * t between neighbours, float64 values rounded to f32 (tests/ref/make_kv_fixtures.py computes them
+ * itself; the fixture bytes agree only if these do). */
+static const float tq3_c[8] = { -2.15194559f, -1.34390926f, -0.756005287f, -0.24509418f,
+                                0.24509418f, 0.756005287f, 1.34390926f, 2.15194559f };
+static const float tq3_t[7] = { -1.74792755f, -1.04995728f, -0.500549734f, 0.0f, 0.500549734f, 1.04995728f, 1.74792755f };
+static const float tq4_c[16] = { -2.73258948f, -2.06901717f, -1.6180464f, -1.25623119f, -0.942340434f, -0.656759143f,
+                                 -0.388048291f, -0.128395036f, 0.128395036f, 0.388048291f, 0.656759143f, 0.942340434f,
+                                 1.25623119f, 1.6180464f, 2.06901717f, 2.73258948f };
+static const float tq4_t[15] = { -2.40080333f, -1.84353185f, -1.4371388f, -1.09928584f, -0.799549758f, -0.522403717f,
+                                 -0.258221656f, 0.0f, 0.258221656f, 0.522403717f, 0.799549758f, 1.09928584f,
+                                 1.4371388f, 1.84353185f, 2.40080333f };
+
+/* tq3 (bits 3) / tq4 (bits 4) of the already rotated y[h]: f32 s = sqrtf((sum y^2) / h) (sequential
+ * f32 sum of the f32 squares), then code i = the number of thresholds t with y[i] / s > t (0 for
+ * NaN: s == 0 gives every code 0), packed bits each from bit 0 of byte 4 upwards. */
+static void quant_tq(const float *y, uint8_t *dst, int h, int bits) {
+    const float *t = bits == 3 ? tq3_t : tq4_t;
+    int nt = (1 << bits) - 1;
+    float ss = 0.0f;
+    for (int i = 0; i < h; i++) ss += y[i] * y[i];
+    float s = sqrtf(ss / (float)h);
+    memcpy(dst, &s, 4);                                     /* little-endian host (checked above) */
+    uint8_t *codes = dst + 4;                               /* [h * bits / 8] */
+    memset(codes, 0, (size_t)h * (size_t)bits / 8);
+    for (int i = 0; i < h; i++) {
+        float z = y[i] / s;
+        unsigned q = 0;
+        for (int k = 0; k < nt; k++) q += z > t[k];
+        size_t bit = (size_t)bits * (size_t)i;
+        codes[bit / 8] = (uint8_t)(codes[bit / 8] | q << (bit % 8));
+        if (bit % 8 + (size_t)bits > 8) codes[bit / 8 + 1] = (uint8_t)(codes[bit / 8 + 1] | q >> (8 - bit % 8));
+    }
+}
+
 int kv_quantize(kv_fmt f, const float *x, void *dst, int h) {
     if (kv_row_bytes(f, h) == 0) return -1;
     uint8_t *o = dst;                                       /* [kv_row_bytes(f, h)] */
@@ -530,6 +572,8 @@ int kv_quantize(kv_fmt f, const float *x, void *dst, int h) {
     case KV_E5M2S: quant_fp8_scaled(x, o, h, 1); break;
     case KV_NVFP4: quant_nvfp4(x, o, h); break;
     case KV_MXFP4: quant_mxfp4(x, o, h); break;
+    case KV_TQ3: quant_tq(x, o, h, 3); break;
+    case KV_TQ4: quant_tq(x, o, h, 4); break;
     default: return -1;
     }
     return 0;
@@ -733,6 +777,19 @@ static void decode_chunk(kv_fmt f, const uint8_t *restrict row, int h, int c, fl
     case KV_MXFP4: {
         const uint8_t *b = row + 17 * c;                    /* [17], n == 32 */
         nibbles32(b + 1, e2m1_values, e8m0_decode(b[0]), y);
+        break;
+    }
+    case KV_TQ3:
+    case KV_TQ4: {
+        int bits = f == KV_TQ3 ? 3 : 4;
+        const float *cb = bits == 3 ? tq3_c : tq4_c;
+        float s = loadf(row);
+        const uint8_t *codes = row + 4;                     /* [h * bits / 8] */
+        for (int j = 0; j < n; j++) {
+            size_t bit = (size_t)bits * (size_t)(i0 + j);
+            unsigned v = codes[bit / 8] | (bit % 8 + (size_t)bits > 8 ? (unsigned)codes[bit / 8 + 1] << 8 : 0u);
+            y[j] = cb[(v >> (bit % 8)) & ((1u << bits) - 1u)] * s;
+        }
         break;
     }
     default: break;

@@ -78,6 +78,16 @@
  *          qs[j] = q[j] | q[j + 16] << 4. value = e2m1(q) * 2^E (exact). X = 0xff (NaN) is never
  *          written and decodes to NaN. h % 32 == 0.
  *
+ * Rotation + Lloyd-Max codebook (TurboQuant-style, without the QJL residual), rotated like q4_0r
+ * (the whole-head Hadamard transform, below; h a power of two, 8 <= h <= KV_HADAMARD_MAX):
+ *   tq3    { f32 s; codes[h] of 3 bits }                               4 + 3h/8 bytes (3 + 32/h bits)
+ *   tq4    { f32 s; codes[h] of 4 bits }                               4 + h/2 bytes  (4 + 32/h bits)
+ *          of y = H x: s = sqrtf((sum_i y_i * y_i) / h) (f32, i ascending); code i = the number of
+ *          thresholds t_k with y_i / s > t_k (f32 division; NaN -> 0), t = the midpoints of the
+ *          Lloyd-Max centroids c of N(0, 1) with 8 / 16 levels (f32 constants, kv.c); codes packed
+ *          3 / 4 bits each from bit 0 of the first code byte upwards (a 3-bit code may straddle two
+ *          bytes). value_i = c[code_i] * s (in the rotated domain).
+ *
  * Rotated formats: any format F + a rotation modifier (kvfmt.h): F+rot, F+roth, and q4_0r (=
  * q4_0+roth). The row is F's bytes of R x, R the rotation (kv_rotate): +roth the normalised
  * Hadamard transform of the whole head (h a power of two <= KV_HADAMARD_MAX), +rot the same

@@ -15,8 +15,11 @@ static const char *const kv_names[KV_NFMT][3] = {
     [KV_Q8_0] = N3("q8_0"), [KV_Q4_0] = N3("q4_0"), [KV_Q4_0R] = { "q4_0r", NULL, NULL }, [KV_FP8] = N3("fp8"),
     [KV_Q4_1] = N3("q4_1"), [KV_Q5_0] = N3("q5_0"), [KV_Q5_1] = N3("q5_1"), [KV_IQ4_NL] = N3("iq4_nl"),
     [KV_E5M2] = N3("e5m2"), [KV_E4M3S] = N3("e4m3s"), [KV_E5M2S] = N3("e5m2s"), [KV_NVFP4] = N3("nvfp4"),
-    [KV_MXFP4] = N3("mxfp4"),
+    [KV_MXFP4] = N3("mxfp4"), [KV_TQ3] = { "tq3", NULL, NULL }, [KV_TQ4] = { "tq4", NULL, NULL },
 };
+
+/* the formats that are rotated by definition (by the whole head) and take no modifier */
+static int built_in_rotation(int base) { return base == KV_Q4_0R || base == KV_TQ3 || base == KV_TQ4; }
 #undef N3
 
 int kv_fmt_is_kivi(kv_fmt f) {
@@ -33,7 +36,7 @@ int kv_fmt_valid(kv_fmt f) {
     }
     if (base >= KV_NFMT || par) return 0;
     if (rot == KV_ROT_MASK) return 0;                       /* one modifier at most */
-    return !(base == KV_Q4_0R && rot);
+    return !(built_in_rotation(base) && rot);
 }
 
 kv_fmt kv_fmt_base(kv_fmt f) {
@@ -44,7 +47,7 @@ kv_fmt kv_fmt_base(kv_fmt f) {
 
 int kv_fmt_rotation(kv_fmt f) {
     if (kv_fmt_is_kivi(f)) return 0;
-    if (((int)f & ~KV_ROT_MASK) == KV_Q4_0R) return KV_ROT_H;
+    if (built_in_rotation((int)f & ~KV_ROT_MASK)) return KV_ROT_H;
     return (int)f & KV_ROT_MASK;
 }
 
@@ -126,7 +129,7 @@ int kv_fmt_parse(const char *name, kv_fmt *out) {
     if (base_parse(name, len, &f)) return -1;
     if (plus) {
         int rot = rot_word(plus + 1, strlen(plus + 1));
-        if (!rot || f == KV_Q4_0R || kv_fmt_is_kivi(f)) return -1;
+        if (!rot || built_in_rotation(f) || kv_fmt_is_kivi(f)) return -1;
         f = (kv_fmt)((int)f | rot);
     }
     *out = f;

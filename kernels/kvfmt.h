@@ -21,6 +21,7 @@
 typedef enum {
     KV_F32, KV_BF16, KV_F16, KV_INT8, KV_Q8_0, KV_Q4_0, KV_Q4_0R, KV_FP8,
     KV_Q4_1, KV_Q5_0, KV_Q5_1, KV_IQ4_NL, KV_E5M2, KV_E4M3S, KV_E5M2S, KV_NVFP4, KV_MXFP4,
+    KV_TQ3, KV_TQ4,     /* whole-head rotation + Lloyd-Max codebook (kv.h), rotated like q4_0r */
     KV_NFMT,
     KV_KIVI2 = 0x40,    /* KIVI-style 2-bit and 4-bit caches (kivi.h): not row formats; G and R */
     KV_KIVI4 = 0x41,    /* in the bits from KV_KIVI_G_SHIFT / KV_KIVI_R_SHIFT */
@@ -38,13 +39,13 @@ typedef enum {
 
 /* Every base name, space separated, in enum order, then the KIVI ones (for usage texts and error
  * messages). */
-#define KV_FMT_NAMES "f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8 q4_1 q5_0 q5_1 iq4_nl e5m2 e4m3s e5m2s nvfp4 mxfp4 " \
+#define KV_FMT_NAMES "f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8 q4_1 q5_0 q5_1 iq4_nl e5m2 e4m3s e5m2s nvfp4 mxfp4 tq3 tq4 " \
                      "kivi2 kivi4 (kivi4-gG-rR: G tokens per K group, 8..256, R recent tokens in f16)"
 /* The modifiers, for the same texts. */
 #define KV_ROT_NAMES "FMT+rot (Hadamard of each 64-value block) or FMT+roth (of the whole head)"
 
 /* Format from its name: a base name (KV_FMT_NAMES; exact, lower case), or a base name followed by
- * "+rot" or "+roth" (not q4_0r, which is rotated already, nor kivi), or kivi2 / kivi4 with optional
+ * "+rot" or "+roth" (not q4_0r, tq3, tq4, which are rotated already, nor kivi), or kivi2 / kivi4 with optional
  * "-gG" (G a power of two in 8..256) and "-rR" (0 <= R <= KV_KIVI_R_MAX), in that order. 0 and
  * *out set on success; -1 for an unknown name (or NULL), *out untouched. */
 int kv_fmt_parse(const char *name, kv_fmt *out);

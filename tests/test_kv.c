@@ -57,7 +57,7 @@ static void rng_vector(uint64_t *s, float *x, int h) {
 static void test_names(void) {
     const char *names[KV_NFMT] = {"f32", "bf16", "f16", "int8", "q8_0", "q4_0", "q4_0r", "fp8",
                                   "q4_1", "q5_0", "q5_1", "iq4_nl", "e5m2", "e4m3s", "e5m2s", "nvfp4",
-                                  "mxfp4"};
+                                  "mxfp4", "tq3", "tq4"};
     for (int f = 0; f < KV_NFMT; f++) {
         kv_fmt got = KV_NFMT;
         int rc = kv_fmt_parse(names[f], &got);
@@ -77,8 +77,8 @@ static void test_names(void) {
     CHECK(strncmp(all, KV_FMT_NAMES, strlen(all)) == 0 && strstr(KV_FMT_NAMES, " kivi2 kivi4"),
           "KV_FMT_NAMES lists every format in enum order, then kivi2 kivi4");
     for (int f = 0; f < KV_NFMT; f++)
-        CHECK(kv_fmt_rotated((kv_fmt)f) == (f == KV_Q4_0R), "kv_fmt_rotated(%s)", names[f]);
-    /* the rotation modifiers: every base but q4_0r takes +rot and +roth; names round-trip */
+        CHECK(kv_fmt_rotated((kv_fmt)f) == (f == KV_Q4_0R || f == KV_TQ3 || f == KV_TQ4), "kv_fmt_rotated(%s)", names[f]);
+    /* the rotation modifiers: every base but q4_0r, tq3, tq4 takes +rot and +roth; names round-trip */
     int ok = 1;
     for (int f = 0; f < KV_NFMT; f++)
         for (int r = 1; r <= 2; r++) {
@@ -86,7 +86,7 @@ static void test_names(void) {
             kv_fmt want = (kv_fmt)(f | (r == 1 ? KV_ROT_B : KV_ROT_H)), got = KV_NFMT;
             snprintf(name, sizeof name, "%s+%s", names[f], r == 1 ? "rot" : "roth");
             int rc = kv_fmt_parse(name, &got);
-            if (f == KV_Q4_0R) {
+            if (f == KV_Q4_0R || f == KV_TQ3 || f == KV_TQ4) {
                 ok &= rc == -1 && !kv_fmt_valid(want) && !strcmp(kv_fmt_name(want), "?");
                 continue;
             }
@@ -94,7 +94,7 @@ static void test_names(void) {
                   kv_fmt_base(got) == (kv_fmt)f && kv_fmt_rotation(got) == (r == 1 ? KV_ROT_B : KV_ROT_H) &&
                   kv_fmt_rotated(got);
         }
-    CHECK(ok, "FMT+rot / FMT+roth: parse, name, base and rotation for the %d bases (q4_0r refuses both)", KV_NFMT);
+    CHECK(ok, "FMT+rot / FMT+roth: parse, name, base and rotation for the %d bases (q4_0r, tq3, tq4 refuse both)", KV_NFMT);
     CHECK(kv_fmt_base(KV_Q4_0R) == KV_Q4_0 && kv_fmt_rotation(KV_Q4_0R) == KV_ROT_H,
           "q4_0r is q4_0 with the whole-head rotation");
     const char *badn[] = {"int8+", "int8+rot+roth", "int8+ROT", "int8+rot8", "+rot", "rot", "int8 +rot", "q4_0r+roth"};
@@ -108,11 +108,11 @@ static void test_names(void) {
 static void test_row_bytes(void) {
     /* docs/DESIGN.md §3: f32 4h; bf16/f16 2h; int8 h + 2h/g, g = min(64, h); q8_0 34 per 32;
      * q4_0 and q4_0r 18 per 32; fp8 h; q4_1 20, q5_0 22, q5_1 24, iq4_nl 18 per 32; e5m2 h;
-     * e4m3s / e5m2s h + 4; nvfp4 9 per 16; mxfp4 17 per 32. */
+     * e4m3s / e5m2s h + 4; nvfp4 9 per 16; mxfp4 17 per 32; tq3 4 + 3h/8, tq4 4 + h/2. */
     const size_t want64[KV_NFMT] = {256, 128, 128, 64 + 2, 2 * 34, 2 * 18, 2 * 18, 64,
-                                    2 * 20, 2 * 22, 2 * 24, 2 * 18, 64, 68, 68, 4 * 9, 2 * 17};
+                                    2 * 20, 2 * 22, 2 * 24, 2 * 18, 64, 68, 68, 4 * 9, 2 * 17, 4 + 24, 4 + 32};
     const size_t want256[KV_NFMT] = {1024, 512, 512, 256 + 8, 8 * 34, 8 * 18, 8 * 18, 256,
-                                     8 * 20, 8 * 22, 8 * 24, 8 * 18, 256, 260, 260, 16 * 9, 8 * 17};
+                                     8 * 20, 8 * 22, 8 * 24, 8 * 18, 256, 260, 260, 16 * 9, 8 * 17, 4 + 96, 4 + 128};
     for (int f = 0; f < KV_NFMT; f++) {
         CHECK(kv_row_bytes((kv_fmt)f, 64) == want64[f], "kv_row_bytes(%s, 64) = %zu (got %zu)",
               kv_fmt_name((kv_fmt)f), want64[f], kv_row_bytes((kv_fmt)f, 64));
@@ -121,6 +121,9 @@ static void test_row_bytes(void) {
         CHECK(kv_row_bytes((kv_fmt)f, 0) == 0 && kv_row_bytes((kv_fmt)f, -32) == 0,
               "kv_row_bytes(%s, h <= 0) = 0", kv_fmt_name((kv_fmt)f));
     }
+    CHECK(kv_row_bytes(KV_TQ3, 8) == 7 && kv_row_bytes(KV_TQ4, 8) == 8 && kv_row_bytes(KV_TQ3, 4) == 0 &&
+          kv_row_bytes(KV_TQ4, 96) == 0 && kv_row_bytes(KV_TQ3, 1024) == 388 && kv_row_bytes(KV_TQ4, 2048) == 0,
+          "tq3 / tq4: powers of two 8 .. 1024 (h 8: 7 and 8 bytes)");
     CHECK(kv_row_bytes(KV_INT8, 8) == 10 && kv_row_bytes(KV_INT8, 48) == 50 &&
           kv_row_bytes(KV_INT8, 128) == 132, "int8: h < 64 is one group; h = 128 two groups");
     CHECK(kv_row_bytes(KV_INT8, 96) == 0, "int8 rejects h = 96 (> 64, not a multiple of 64)");
@@ -1064,7 +1067,7 @@ static void test_fixtures(void) {
 
 /* The rotated formats against rot-input.bin and FMT+rot.bin etc. (h = 128): made by
  * make_kv_fixtures.py's own float32 transform (checked there against float64) and the base's
- * reference quantiser. */
+ * reference quantiser; tq3 / tq4 with its own Lloyd-Max tables (float64 iteration) and quantiser. */
 static void test_fixtures_rot(void) {
     const char *dir = getenv("STRATA_KV_FIXTURES");
     if (!dir) dir = "tests/fixtures/kv";
@@ -1080,7 +1083,7 @@ static void test_fixtures_rot(void) {
     const float *x = (const float *)(void *)(in + 12);   /* [rows][h] */
     static const kv_fmt fmts[] = {
         KV_Q8_0 | KV_ROT_B, KV_Q4_0 | KV_ROT_B, KV_Q4_0 | KV_ROT_H, KV_Q4_1 | KV_ROT_H, KV_Q5_1 | KV_ROT_B,
-        KV_NVFP4 | KV_ROT_B, KV_E4M3S | KV_ROT_H, KV_MXFP4 | KV_ROT_H,
+        KV_NVFP4 | KV_ROT_B, KV_E4M3S | KV_ROT_H, KV_MXFP4 | KV_ROT_H, KV_TQ3, KV_TQ4,
     };
     for (size_t fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++) {
         kv_fmt f = fmts[fi];

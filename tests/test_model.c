@@ -28,16 +28,14 @@ static int all_formats(kv_fmt *out) {
     return n;
 }
 
-/* The base formats, then a few of them with +rot and +roth (for the longer attention tests: every
- * rotated format runs in the short ones), into out[KV_NFMT + 12]; returns how many. */
+/* The base formats, then six rotated ones (for the longer attention tests: every rotated format
+ * runs in the short ones), into out[KV_NFMT + 12]; returns how many. */
 static int some_formats(kv_fmt *out) {
-    static const kv_fmt rot[6] = { KV_F16, KV_INT8, KV_Q8_0, KV_Q4_0, KV_NVFP4, KV_MXFP4 };
+    static const kv_fmt rot[6] = { KV_F16 | KV_ROT_B, KV_F16 | KV_ROT_H, KV_INT8 | KV_ROT_B, KV_Q8_0 | KV_ROT_H,
+                                   KV_Q4_0 | KV_ROT_B, KV_NVFP4 | KV_ROT_H };
     int n = 0;
     for (int f = 0; f < KV_NFMT; f++) out[n++] = (kv_fmt)f;
-    for (int i = 0; i < 6; i++) {
-        out[n++] = (kv_fmt)(rot[i] | KV_ROT_B);
-        out[n++] = (kv_fmt)(rot[i] | KV_ROT_H);
-    }
+    for (int i = 0; i < 6; i++) out[n++] = rot[i];
     return n;
 }
 
@@ -223,7 +221,7 @@ static void test_attention_split(pool *p) {
         for (int i = 0; i < T * n_head * hd; i++) q[i] = (float)rand() / RAND_MAX * 2 - 1;
         kv_fmt fmts[KV_NFMT + 12 + N_KIVI];
         int nf = some_formats(fmts);
-        for (int i = 0; i < N_KIVI; i++) fmts[nf++] = by_name(kivi_names[i]);
+        for (int i = 0; i < N_KIVI; i += 2) fmts[nf++] = by_name(kivi_names[i]);   /* two of them here */
         for (int fi = 0; fi < nf; fi++) {
             kv_fmt f = fmts[fi];
             cache c;
@@ -268,6 +266,8 @@ static void test_attention_split(pool *p) {
  * q4_0: 3.0e-2, q4_0r: 5.0e-2, q4_1: 2.7e-2 / 4.4e-2, q5_0: 2.4e-2, q5_1: 1.7e-2, iq4_nl: 3.4e-2,
  * e5m2: 2.6e-2, e4m3s: 1.4e-2, e5m2s: 2.8e-2, nvfp4: 5.4e-2, mxfp4: 6.2e-2 / 9.8e-2), so the
  * ordering of the formats is checked too. */
+#define TQ3_BOUND 0.3
+#define TQ4_BOUND 0.2
 #define KIVI4_BOUND 0.1
 #define KIVI2_BOUND 0.5
 static void test_attention_f64(pool *p) {
@@ -276,6 +276,7 @@ static void test_attention_f64(pool *p) {
         [KV_Q8_0] = 8e-3, [KV_Q4_0] = 0.1, [KV_Q4_0R] = 0.15, [KV_FP8] = 0.04,
         [KV_Q4_1] = 0.15, [KV_Q5_0] = 0.08, [KV_Q5_1] = 0.05, [KV_IQ4_NL] = 0.1, [KV_E5M2] = 0.08,
         [KV_E4M3S] = 0.04, [KV_E5M2S] = 0.08, [KV_NVFP4] = 0.15, [KV_MXFP4] = 0.3,
+        [KV_TQ3] = TQ3_BOUND, [KV_TQ4] = TQ4_BOUND,
     };
     static const int hds[2] = { 64, 256 };
     for (int hi = 0; hi < 2; hi++) {
@@ -296,7 +297,8 @@ static void test_attention_f64(pool *p) {
             /* a rotated format: its base's bound x 1.5 (the rotation mixes the values of a block, so
              * an error spreads; q4_0r's bound is already its own); KIVI: about 3x the worst seen */
             double bnd = kv_fmt_is_kivi(f) ? (kivi_bits(f) == 4 ? KIVI4_BOUND : KIVI2_BOUND)
-                       : kv_fmt_rotation(f) && f != KV_Q4_0R ? 1.5 * bound[kv_fmt_base(f)] : bound[f];
+                       : kv_fmt_rotation(f) && f != KV_Q4_0R && f != KV_TQ3 && f != KV_TQ4 ? 1.5 * bound[kv_fmt_base(f)]
+                       : bound[f];
             cache c;
             char err[160];
             if (cache_create(&c, f, f, 1, n_kv, hd, ctx, err, sizeof err)) continue;
@@ -401,7 +403,7 @@ done:
  * layouts: f32 256; bf16 / f16 128; int8 64 + 2; q8_0 2 x 34; q4_0 / q4_0r 2 x 18; fp8 64; q4_1 2 x 20;
  * q5_0 2 x 22; q5_1 2 x 24; iq4_nl 2 x 18; e5m2 64; e4m3s / e5m2s 64 + 4; nvfp4 4 x 9; mxfp4 2 x 17. */
 static void test_cache_bytes(void) {
-    static const size_t row64[KV_NFMT] = {256, 128, 128, 66, 68, 36, 36, 64, 40, 44, 48, 36, 64, 68, 68, 36, 34};
+    static const size_t row64[KV_NFMT] = {256, 128, 128, 66, 68, 36, 36, 64, 40, 44, 48, 36, 64, 68, 68, 36, 34, 28, 36};
     int ok = 1;
     for (int fk = 0; fk < KV_NFMT; fk++)
         for (int fv = 0; fv < KV_NFMT; fv++) {
@@ -422,13 +424,13 @@ static void test_cache_bytes(void) {
     for (int i = 0; i < nf; i++) {
         cache c;
         char err[160];
-        if (!kv_fmt_rotation(fmts[i]) || fmts[i] == KV_Q4_0R) continue;
+        if (!kv_fmt_rotation(fmts[i]) || fmts[i] == KV_Q4_0R || fmts[i] == KV_TQ3 || fmts[i] == KV_TQ4) continue;
         nr++;
         if (cache_create(&c, fmts[i], KV_F16, 30, 3, 64, 16, err, sizeof err)) { ok = 0; continue; }
         ok &= cache_bytes_per_token(&c) == 30 * 3 * (row64[kv_fmt_base(fmts[i])] + 128);
         cache_free(&c);
     }
-    CHECK(ok && nr == 2 * (KV_NFMT - 1), "cache_bytes_per_token of the %d rotated formats (K) with f16 V = their "
+    CHECK(ok && nr == 2 * (KV_NFMT - 3), "cache_bytes_per_token of the %d rotated formats (K) with f16 V = their "
           "base's, hd 64", nr);
 }
 

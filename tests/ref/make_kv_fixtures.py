@@ -450,6 +450,40 @@ def check_rotation(x, b):
         sys.exit("rotation: the float32 transform is not the Hadamard transform")
 
 
+def lloyd_max(L):
+    """centroids and midpoints of the L-level Lloyd-Max quantiser of N(0, 1) in float64 (iterated to
+    the fixed point, made exactly symmetric), rounded to float32 for tq3 / tq4"""
+    phi = lambda v: 0.0 if math.isinf(v) else math.exp(-v * v / 2) / math.sqrt(2 * math.pi)
+    Phi = lambda v: (1.0 if v > 0 else 0.0) if math.isinf(v) else 0.5 * (1 + math.erf(v / math.sqrt(2)))
+    c = [(i - (L - 1) / 2) * 4.0 / L for i in range(L)]
+    for _ in range(20000):
+        t = [(c[i] + c[i + 1]) / 2 for i in range(L - 1)]
+        lo, hi = [-math.inf] + t, t + [math.inf]
+        c = [(phi(a) - phi(b)) / (Phi(b) - Phi(a)) for a, b in zip(lo, hi)]
+        c = [(c[i] - c[L - 1 - i]) / 2 for i in range(L)]
+    t = [(c[i] + c[i + 1]) / 2 for i in range(L - 1)]
+    return np.array(c, dtype=f32), np.array(t, dtype=f32)
+
+
+def spec_tq(y, bits):
+    """tq3 / tq4 rows of the rotated rows y [rows][h] (float32): f32 s = sqrt((sequential sum of y^2) / h),
+    codes = the number of thresholds below y / s, packed bits each; and the decoded values c[q] * s"""
+    c, t = lloyd_max(1 << bits)
+    rows, h = y.shape
+    out, dec = [], []
+    for r in range(rows):
+        ss = f32(0)
+        for v in y[r]:
+            ss = f32(ss + f32(v * v))
+        s = f32(np.sqrt(f32(ss / f32(h))))
+        with np.errstate(all="ignore"):
+            z = (y[r] / s).astype(f32)
+        q = np.array([int(np.sum(zi > t)) for zi in z], dtype=np.uint32)
+        out.append(np.concatenate([np.frombuffer(struct.pack("<f", s), dtype=np.uint8), pack(q, bits)]))
+        dec.append((c[q] * s).astype(f32))
+    return np.array(out), np.array(dec)
+
+
 def rotated_fixtures(x, out_ggml):
     """{name: bytes [ROT_ROWS][row_bytes]} for a few rotated formats at h = ROT_H: the base quantiser of
     the rotated rows (rot: blocks of 64, roth: the whole head of 128)."""
@@ -470,6 +504,9 @@ def rotated_fixtures(x, out_ggml):
             out[name] = (base, spec_mxfp4(y))
         else:
             out[name] = (base, out_ggml(y, base))
+    y = fwht_f32(xr, ROT_H)
+    for bits in (3, 4):
+        out[f"tq{bits}"] = ("tq", spec_tq(y, bits))
     return xr, out
 
 
@@ -498,7 +535,10 @@ def pack(codes, b):
     codes = np.asarray(codes, dtype=np.uint32).ravel()
     out = np.zeros(len(codes) * b // 8, dtype=np.uint8)
     for i, c in enumerate(codes):
-        out[(b * i) // 8] |= np.uint8(int(c) << ((b * i) % 8) & 0xff)
+        v = int(c) << ((b * i) % 8)                       # may spill into the next byte (3 bits)
+        out[(b * i) // 8] |= np.uint8(v & 0xff)
+        if v >> 8:
+            out[(b * i) // 8 + 1] |= np.uint8(v >> 8)
     return out
 
 
@@ -617,8 +657,11 @@ def main():
     nr = xr.shape[0]
     write("rot-input.bin", ROT_H, b"SKVI" + struct.pack("<II", ROT_H, nr) + xr.astype("<f4").tobytes())
     for name, (base, q) in rot.items():
+        if base == "tq":
+            q, y = q
         q = np.ascontiguousarray(q, dtype=np.uint8).reshape(nr, -1)
-        y = decode_rows(base, q, ROT_H)
+        if base != "tq":
+            y = decode_rows(base, q, ROT_H)
         write(f"{name}.bin", ROT_H, b"SKVQ" + struct.pack("<III", ROT_H, nr, q.shape[1]) + q.tobytes() +
               y.astype("<f4").tobytes())
     for name, q in out.items():
