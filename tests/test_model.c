@@ -494,6 +494,9 @@ static void test_invariance_smollm2(pool *p) {
     float *a = malloc(sizeof(float) * (size_t)n * V), *b = malloc(sizeof(float) * (size_t)n * V);
     static const int chunks[] = { 7, 64, 512 };
     for (int f = 0; f < KV_NFMT; f++) {
+        /* tq3 / tq4 are row formats with the q4_0r rotation: their batch invariance is checked on
+         * stories260K and by the attention tests at hd 64 and 256 (the suite's time) */
+        if (f == KV_TQ3 || f == KV_TQ4) continue;
         if (run_chunks(m, p, (kv_fmt)f, (kv_fmt)f, tok, n, 1, a)) { CHECK(0, "SmolLM2 %s: chunk 1 ran", kv_fmt_name((kv_fmt)f)); continue; }
         int same = 1;
         for (int c = 0; c < 3; c++) {
