@@ -48,24 +48,31 @@ static int name_ok(const char *s) {
     return 1;
 }
 
-/* a format name or a per-layer mix (its layers are checked by the worker against the model) */
-static int fmt_ok(const char *name) {
-    kv_fmt f;
+/* a format name or a mix (kvfmt.h; its layers and heads are checked by the worker against the
+ * model): 0, or -1 with kv_mix_parse's one line in err */
+static int fmt_check(const char *name, char *err, size_t errlen) {
     kv_mix m;
-    char e[16];
-    return kv_fmt_parse(name, &f) == 0 || kv_mix_parse(name, &m, e, sizeof e) == 0;
+    return kv_mix_parse(name, &m, err, errlen);
+}
+
+/* the arm spec's error for a format that does not parse: kv_mix_parse's line, and a hint when the
+ * arm looks like the tail of a list of layers split at a comma ("int8@1-28+f16@0,29") */
+static int spec_error(const char *fmt, const char *spec, const char *why, char *err, size_t errlen) {
+    /* the caller names the arm */
+    if ((fmt[0] >= '0' && fmt[0] <= '9') || fmt[0] == 'h' || fmt[0] == '-')
+        return errmsg_set(err, errlen, ARM_E_SPEC, "'%s' is not a KV format: arms are separated by commas, so "
+                          "list layers or heads as separate items (f16@0+f16@29, not f16@0,29)", spec);
+    return errmsg_set(err, errlen, ARM_E_SPEC, "%s (arm specs: F, K/V, k:F, v:F)", why);
 }
 
 int arm_spec_parse(const char *spec, const char *ref_k, const char *ref_v, char *kv_k, char *kv_v,
                    char *err, size_t errlen) {
-    char a[ARM_FMT_MAX], b[ARM_FMT_MAX];
+    char a[ARM_FMT_MAX], b[ARM_FMT_MAX], why[512];
     const char *slash = strchr(spec, '/');
     if (!strncmp(spec, "k:", 2) || !strncmp(spec, "v:", 2)) {
         int is_k = spec[0] == 'k';
         const char *x = spec + 2;
-        if (!fmt_ok(x))
-            return errmsg_set(err, errlen, ARM_E_SPEC, "unknown KV format '%s' in arm '%s' (formats: %s)",
-                           x, spec, KV_NAMES);
+        if (fmt_check(x, why, sizeof why)) return spec_error(x, spec, why, err, errlen);
         if (!ref_k || !ref_v)
             return errmsg_set(err, errlen, ARM_E_SPEC, "arm '%s' takes its other format from the "
                            "reference arm, whose formats are not known", spec);
@@ -86,9 +93,8 @@ int arm_spec_parse(const char *spec, const char *ref_k, const char *ref_v, char 
         snprintf(a, sizeof a, "%s", spec);
         snprintf(b, sizeof b, "%s", spec);
     }
-    if (!fmt_ok(a) || !fmt_ok(b))
-        return errmsg_set(err, errlen, ARM_E_SPEC, "unknown KV format '%s' in arm '%s' (formats: %s; "
-                       "specs: F, K/V, k:F, v:F; per layer: F+F@N+F@N-M+F@-N)", fmt_ok(a) ? b : a, spec, KV_NAMES);
+    if (fmt_check(a, why, sizeof why)) return spec_error(a, spec, why, err, errlen);
+    if (fmt_check(b, why, sizeof why)) return spec_error(b, spec, why, err, errlen);
     snprintf(kv_k, ARM_FMT_MAX, "%s", a);
     snprintf(kv_v, ARM_FMT_MAX, "%s", b);
     return 0;

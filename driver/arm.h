@@ -8,14 +8,19 @@
  *   int8/f16     K int8, V f16
  *   k:int8       K int8, V in the reference arm's V format (a K-only ablation)
  *   v:int8       V int8, K in the reference arm's K format
- *   int8+f16@0+f16@-1   a per-layer mix (kv.h): here K and V int8 except the first and last layers
- *                (f16); it may stand for F in all the forms above (mix/f16, k:mix)
+ *   int8+f16@0+f16@-1   a mix (kvfmt.h): here K and V int8 except the first and last layers
+ *                (f16); int8+f16@h0: KV head 0 f16 in every layer; f16@0-3:h1 layers 0..3 of head
+ *                1; it may stand for F in all the forms above (mix/f16, k:mix)
+ *   q4_0+rot     a rotated format (kvfmt.h: +rot the Hadamard transform of each 64-value block,
+ *                +roth of the whole head); in a mix, q4_0+rot@1-28+f16 or q4_0@1-28+rot+f16
+ *   kivi4-g16-r64  KIVI-style 4-bit (kivi.h: K per channel over groups of 16 tokens, V per token,
+ *                the 64+ most recent tokens in f16); kivi2 / kivi4 alone: G 32, R 128
  * Weight arms (--arm-model, arm_add_model): "NAME=FILE" runs FILE instead of the run's --model, with
  * the reference arm's K and V formats; "NAME:SPEC=FILE" with SPEC's (any form above). NAME is free
  * (printable, no spaces, quotes, commas, ':', '#', '='); FILE is everything after the first '='.
  * Such an arm must share the tokenizer (tokenizer_hash, n_vocab, bos), not the weights.
- * Format names are kv.h's KV_FMT_NAMES (f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8 q4_1 q5_0 q5_1
- * iq4_nl e5m2 e4m3s e5m2s nvfp4 mxfp4). An arm's name is its spec; a
+ * Format names are kvfmt.h's KV_FMT_NAMES (f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8 q4_1 q5_0 q5_1
+ * iq4_nl e5m2 e4m3s e5m2s nvfp4 mxfp4), each also with +rot or +roth (q4_0r = q4_0+roth). An arm's name is its spec; a
  * repeated name gets "#2", "#3", ... (arms "f16,int8,f16" are named f16, int8, f16#2).
  *
  * Process handling: a local worker runs in its own process group (a Ctrl-C at the terminal reaches

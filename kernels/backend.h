@@ -94,7 +94,8 @@ typedef int (*backend_mem_check_fn)(void *ctx, const backend_need *need, char *e
 
 typedef struct {
     const char *kind;                     /* "cpu", or NULL for the default (cpu) */
-    const kv_fmt *kv_k, *kv_v;            /* [n_layer] each layer's K and V format (copied) */
+    const kv_fmt *kv_k, *kv_v;            /* [n_layer][n_kv] each layer's and KV head's K and V
+                                           * format (copied) */
     int n_ctx;                            /* positions the KV cache holds */
     int max_tokens;                       /* most tokens one forward takes (the prefill chunk) */
     int threads;                          /* >= 1 (the cpu backend's pool) */

@@ -79,12 +79,12 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
     b->m = *m;
     b->max_T = cfg->max_tokens;
     backend_need need = { 0, scratch_bytes(m, cfg->max_tokens) };
-    for (int l = 0; l < nl; l++) {
-        if (kv_fmt_check(cfg->kv_k[l], m->hd, err, errlen) || kv_fmt_check(cfg->kv_v[l], m->hd, err, errlen)) goto fail;
-        need.kv_bytes_per_token += (uint64_t)m->n_kv * (kv_row_bytes(cfg->kv_k[l], m->hd) + kv_row_bytes(cfg->kv_v[l], m->hd));
+    for (size_t i = 0; i < (size_t)nl * m->n_kv; i++) {   /* every (layer, KV head) */
+        if (kv_fmt_check(cfg->kv_k[i], m->hd, err, errlen) || kv_fmt_check(cfg->kv_v[i], m->hd, err, errlen)) goto fail;
+        need.kv_bytes_per_token += kv_reserve_bytes(cfg->kv_k[i], m->hd, 0) + kv_reserve_bytes(cfg->kv_v[i], m->hd, 1);
     }
     if (cfg->mem_check && cfg->mem_check(cfg->mem_ctx, &need, err, errlen)) goto fail;
-    if (cache_create_layers(&b->c, cfg->kv_k, cfg->kv_v, nl, m->n_kv, m->hd, cfg->n_ctx, err, errlen)) goto fail;
+    if (cache_create_heads(&b->c, cfg->kv_k, cfg->kv_v, nl, m->n_kv, m->hd, cfg->n_ctx, err, errlen)) goto fail;
     if (pool_create(cfg->threads, &b->p)) { snprintf(err, errlen, "cannot start %d threads", cfg->threads); goto fail; }
     size_t T = (size_t)cfg->max_tokens;
     b->x = alloc64(T * m->dim);

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 
 #include "kernels/vec16.h"
+#include "kernels/kivi.h"
 
 #define QT 16   /* queries per work item */
 #define KB 64       /* keys per dequantised block in the tiled path: four 16-lane vectors of scores per query */
@@ -16,52 +17,65 @@
                      * the tiled path 5 % slower) */
 #define MAX_HPI 8 /* most query heads per work item */
 
-int cache_create_layers(cache *c, const kv_fmt *fk, const kv_fmt *fv, int n_layer, int n_kv, int hd,
-                        int n_ctx, char *err, size_t errlen) {
+int cache_create_heads(cache *c, const kv_fmt *fk, const kv_fmt *fv, int n_layer, int n_kv, int hd,
+                       int n_ctx, char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
-    if (n_layer < 1) { snprintf(err, errlen, "a KV cache needs at least one layer"); return -1; }
-    for (int l = 0; l < n_layer; l++)
-        if (kv_fmt_check(fk[l], hd, err, errlen) || kv_fmt_check(fv[l], hd, err, errlen)) return -1;
-    c->L = calloc((size_t)n_layer, sizeof *c->L);
-    if (!c->L) { snprintf(err, errlen, "out of memory"); return -1; }
-    c->fk = fk[0]; c->fv = fv[0];
+    if (n_layer < 1 || n_kv < 1) { snprintf(err, errlen, "a KV cache needs at least one layer and KV head"); return -1; }
+    size_t n_cells = (size_t)n_layer * n_kv;
+    for (size_t i = 0; i < n_cells; i++)
+        if (kv_fmt_check(fk[i], hd, err, errlen) || kv_fmt_check(fv[i], hd, err, errlen)) return -1;
+    c->H = calloc(n_cells, sizeof *c->H);
+    if (!c->H) { snprintf(err, errlen, "out of memory"); return -1; }
     c->n_layer = n_layer; c->n_kv = n_kv; c->hd = hd; c->n_ctx = n_ctx;
-    c->kb = kv_row_bytes(fk[0], hd);
-    c->vb = kv_row_bytes(fv[0], hd);
-    for (int l = 0; l < n_layer; l++) {
-        cache_layer *L = &c->L[l];
-        L->fk = fk[l]; L->fv = fv[l];
-        L->kb = kv_row_bytes(fk[l], hd);
-        L->vb = kv_row_bytes(fv[l], hd);
-        L->koff = c->k_bytes;
-        L->voff = c->v_bytes;
-        c->k_bytes += (size_t)n_ctx * n_kv * L->kb;
-        c->v_bytes += (size_t)n_ctx * n_kv * L->vb;
+    for (size_t i = 0; i < n_cells; i++) {
+        cache_head *H = &c->H[i];
+        H->fk = fk[i]; H->fv = fv[i];
+        /* a KIVI cell keeps the f16 row of every token in k / v, its quantised form in kq / vq */
+        H->kb = kv_fmt_is_kivi(fk[i]) ? 2 * (size_t)hd : kv_row_bytes(fk[i], hd);
+        H->vb = kv_fmt_is_kivi(fv[i]) ? 2 * (size_t)hd : kv_row_bytes(fv[i], hd);
+        H->koff = c->k_bytes;
+        H->voff = c->v_bytes;
+        H->kqoff = c->kq_bytes;
+        H->vqoff = c->vq_bytes;
+        c->k_bytes += (size_t)n_ctx * H->kb;
+        c->v_bytes += (size_t)n_ctx * H->vb;
+        if (kv_fmt_is_kivi(fk[i]))
+            c->kq_bytes += (size_t)((n_ctx + kivi_group(fk[i]) - 1) / kivi_group(fk[i])) * kivi_k_group_bytes(fk[i], hd);
+        if (kv_fmt_is_kivi(fv[i])) c->vq_bytes += (size_t)n_ctx * kivi_v_row_bytes(fv[i], hd);
     }
-    void *k = mmap(NULL, c->k_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    void *v = mmap(NULL, c->v_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (k == MAP_FAILED || v == MAP_FAILED) {
+    void *m[4] = { MAP_FAILED, MAP_FAILED, MAP_FAILED, MAP_FAILED };   /* k, v, kq, vq */
+    size_t len[4] = { c->k_bytes, c->v_bytes, c->kq_bytes, c->vq_bytes };
+    int ok = 1;
+    for (int i = 0; i < 4; i++) {
+        if (len[i] == 0) continue;
+        m[i] = mmap(NULL, len[i], PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        ok &= m[i] != MAP_FAILED;
+    }
+    if (!ok) {
         snprintf(err, errlen, "cannot reserve a KV cache of %.1f GiB for %d tokens",
-                 (double)(c->k_bytes + c->v_bytes) / (1 << 30), n_ctx);
-        if (k != MAP_FAILED) munmap(k, c->k_bytes);
-        if (v != MAP_FAILED) munmap(v, c->v_bytes);
-        free(c->L);
+                 (double)(c->k_bytes + c->v_bytes + c->kq_bytes + c->vq_bytes) / (1 << 30), n_ctx);
+        for (int i = 0; i < 4; i++)
+            if (m[i] != MAP_FAILED) munmap(m[i], len[i]);
+        free(c->H);
         memset(c, 0, sizeof *c);
         return -1;
     }
-    c->k = k;
-    c->v = v;
+    c->k = m[0];
+    c->v = m[1];
+    c->kq = m[2] == MAP_FAILED ? NULL : m[2];
+    c->vq = m[3] == MAP_FAILED ? NULL : m[3];
     return 0;
 }
 
 int cache_create(cache *c, kv_fmt fk, kv_fmt fv, int n_layer, int n_kv, int hd, int n_ctx,
                  char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
-    if (n_layer < 1) { snprintf(err, errlen, "a KV cache needs at least one layer"); return -1; }
-    kv_fmt *f = malloc(sizeof *f * 2 * (size_t)n_layer);   /* [2][n_layer] */
+    if (n_layer < 1 || n_kv < 1) { snprintf(err, errlen, "a KV cache needs at least one layer and KV head"); return -1; }
+    size_t n_cells = (size_t)n_layer * n_kv;
+    kv_fmt *f = malloc(sizeof *f * 2 * n_cells);   /* [2][n_layer][n_kv] */
     if (!f) { snprintf(err, errlen, "out of memory"); return -1; }
-    for (int l = 0; l < n_layer; l++) { f[l] = fk; f[n_layer + l] = fv; }
-    int rc = cache_create_layers(c, f, f + n_layer, n_layer, n_kv, hd, n_ctx, err, errlen);
+    for (size_t i = 0; i < n_cells; i++) { f[i] = fk; f[n_cells + i] = fv; }
+    int rc = cache_create_heads(c, f, f + n_cells, n_layer, n_kv, hd, n_ctx, err, errlen);
     free(f);
     return rc;
 }
@@ -69,46 +83,101 @@ int cache_create(cache *c, kv_fmt fk, kv_fmt fv, int n_layer, int n_kv, int hd, 
 void cache_free(cache *c) {
     if (c->k) munmap(c->k, c->k_bytes);
     if (c->v) munmap(c->v, c->v_bytes);
-    free(c->L);
+    if (c->kq) munmap(c->kq, c->kq_bytes);
+    if (c->vq) munmap(c->vq, c->vq_bytes);
+    free(c->H);
     memset(c, 0, sizeof *c);
 }
 
 size_t cache_bytes_per_token(const cache *c) {
     size_t b = 0;
-    for (int l = 0; l < c->n_layer; l++) b += (size_t)c->n_kv * (c->L[l].kb + c->L[l].vb);
+    for (size_t i = 0; i < (size_t)c->n_layer * c->n_kv; i++)
+        b += kv_token_bytes(c->H[i].fk, c->hd, 0) + kv_token_bytes(c->H[i].fv, c->hd, 1);
     return b;
 }
 
 /* Rows are stored [layer][group][pos]: attention streams one group's keys contiguously. The
- * attention code below works on a one-layer view of the cache (layer_view), so k_row / v_row
- * address layer 0 of the view with its single row size. */
+ * attention code below works on a one-layer view of the cache (layer_view), whose H is the layer's
+ * n_kv heads. */
+static const cache_head *kvh(const cache *c, int layer, int g) { return &c->H[(size_t)layer * c->n_kv + g]; }
 static const uint8_t *k_row(const cache *c, int layer, int pos, int g) {
-    return c->k + c->L[layer].koff + ((size_t)g * c->n_ctx + pos) * c->L[layer].kb;
+    const cache_head *H = kvh(c, layer, g);
+    return c->k + H->koff + (size_t)pos * H->kb;
 }
 static const uint8_t *v_row(const cache *c, int layer, int pos, int g) {
-    return c->v + c->L[layer].voff + ((size_t)g * c->n_ctx + pos) * c->L[layer].vb;
+    const cache_head *H = kvh(c, layer, g);
+    return c->v + H->voff + (size_t)pos * H->vb;
 }
 
 void cache_store(cache *c, int layer, int pos, const float *k, const float *v) {
-    const cache_layer *L = &c->L[layer];
+    int hd = c->hd;
     for (int g = 0; g < c->n_kv; g++) {
-        kv_quantize(L->fk, k + (size_t)g * c->hd, (void *)k_row(c, layer, pos, g), c->hd);
-        kv_quantize(L->fv, v + (size_t)g * c->hd, (void *)v_row(c, layer, pos, g), c->hd);
+        const cache_head *H = kvh(c, layer, g);
+        if (!kv_fmt_is_kivi(H->fk)) {
+            kv_quantize(H->fk, k + (size_t)g * hd, (void *)k_row(c, layer, pos, g), hd);
+        } else {
+            /* the f16 row; then the group this token makes readable, if any (kivi.h) */
+            kv_quantize(KV_F16, k + (size_t)g * hd, (void *)k_row(c, layer, pos, g), hd);
+            int G = kivi_group(H->fk), n = pos + 1 - kivi_residual(H->fk);
+            if (n >= G && n % G == 0) {
+                int gi = n / G - 1;
+                kivi_quant_k_group(H->fk, k_row(c, layer, gi * G, g), H->kb, hd,
+                                   c->kq + H->kqoff + (size_t)gi * kivi_k_group_bytes(H->fk, hd));
+            }
+        }
+        kv_quantize(kv_fmt_is_kivi(H->fv) ? KV_F16 : H->fv, v + (size_t)g * hd, (void *)v_row(c, layer, pos, g), hd);
+        if (kv_fmt_is_kivi(H->fv))
+            kivi_quant_v_row(H->fv, v_row(c, layer, pos, g), hd,
+                             c->vq + H->vqoff + (size_t)pos * kivi_v_row_bytes(H->fv, hd));
     }
 }
 
-/* *view = layer `layer` of c as a one-layer cache (its formats and row sizes in fk, fv, kb, vb and
- * L[0]; k, v at the layer's rows; *L0 holds the layer entry), *av = *a with layer 0. */
-static void layer_view(const cache *c, const cache_attn *a, cache *view, cache_layer *L0, cache_attn *av) {
+/* Keys j0 .. j0 + n - 1 of KV head g's K as the query at position p reads them, into y[n][hd]: the
+ * stored rows, or for a KIVI cell the quantised group rows below its boundary and f16 rows from
+ * there (kivi.h). */
+static void k_rows(const cache *c, int layer, int g, int p, int j0, int n, float *y) {
+    const cache_head *H = kvh(c, layer, g);
+    int hd = c->hd;
+    if (!kv_fmt_is_kivi(H->fk)) { kv_dequantize_rows(H->fk, k_row(c, layer, j0, g), H->kb, n, y, hd); return; }
+    int G = kivi_group(H->fk), b = kivi_boundary(H->fk, p);
+    int nq = b - j0 < 0 ? 0 : b - j0 < n ? b - j0 : n;   /* rows read quantised */
+    size_t gb = kivi_k_group_bytes(H->fk, hd);
+    for (int j = j0; j < j0 + nq;) {
+        int t0 = j % G, cnt = G - t0 < j0 + nq - j ? G - t0 : j0 + nq - j;
+        kivi_dequant_k_rows(H->fk, c->kq + H->kqoff + (size_t)(j / G) * gb, hd, t0, cnt, y + (size_t)(j - j0) * hd);
+        j += cnt;
+    }
+    if (nq < n) kv_dequantize_rows(KV_F16, k_row(c, layer, j0 + nq, g), H->kb, n - nq, y + (size_t)nq * hd, hd);
+}
+
+/* The same for V: y[n][hd]. */
+static void v_rows(const cache *c, int layer, int g, int p, int j0, int n, float *y) {
+    const cache_head *H = kvh(c, layer, g);
+    int hd = c->hd;
+    if (!kv_fmt_is_kivi(H->fv)) { kv_dequantize_rows(H->fv, v_row(c, layer, j0, g), H->vb, n, y, hd); return; }
+    int b = kivi_boundary(H->fv, p);
+    int nq = b - j0 < 0 ? 0 : b - j0 < n ? b - j0 : n;
+    size_t rb = kivi_v_row_bytes(H->fv, hd);
+    if (nq > 0) kivi_dequant_v_rows(H->fv, c->vq + H->vqoff + (size_t)j0 * rb, rb, nq, hd, y);
+    if (nq < n) kv_dequantize_rows(KV_F16, v_row(c, layer, j0 + nq, g), H->vb, n - nq, y + (size_t)nq * hd, hd);
+}
+
+/* 1 if some KIVI cell of the layer reads a different boundary at position p than at p - 1 */
+static int kivi_step(const cache *c, int layer, int p) {
+    for (int g = 0; g < c->n_kv; g++) {
+        const cache_head *H = kvh(c, layer, g);
+        if (kv_fmt_is_kivi(H->fk) && kivi_boundary(H->fk, p) != kivi_boundary(H->fk, p - 1)) return 1;
+        if (kv_fmt_is_kivi(H->fv) && kivi_boundary(H->fv, p) != kivi_boundary(H->fv, p - 1)) return 1;
+    }
+    return 0;
+}
+
+/* *view = layer `layer` of c as a one-layer cache (H at the layer's heads; the offsets in H are
+ * from c->k / c->v, which the view keeps), *av = *a with layer 0. */
+static void layer_view(const cache *c, const cache_attn *a, cache *view, cache_attn *av) {
     *view = *c;
-    *L0 = c->L[a->layer];
     view->n_layer = 1;
-    view->fk = L0->fk; view->fv = L0->fv;
-    view->kb = L0->kb; view->vb = L0->vb;
-    view->k = c->k + L0->koff;
-    view->v = c->v + L0->voff;
-    L0->koff = L0->voff = 0;
-    view->L = L0;
+    view->H = c->H + (size_t)a->layer * c->n_kv;
     *av = *a;
     av->layer = 0;
 }
@@ -138,22 +207,23 @@ static int attend_ref(const cache *c, const cache_attn *a) {
         int lo = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
         for (int h = 0; h < a->n_head; h++) {
             int g = h / group;
+            const cache_head *H = kvh(c, a->layer, g);
             memcpy(q, a->q + ((size_t)t * a->n_head + h) * hd, sizeof(float) * (size_t)hd);
-            if (kv_fmt_rotated(c->fk)) kv_hadamard(q, hd);
+            kv_rotate(H->fk, q, hd);                       /* nothing unless K is rotated */
             float m = -INFINITY;
             for (int j = lo; j <= pos; j++) {
-                kv_dequantize(c->fk, k_row(c, a->layer, j, g), kv, hd);
+                k_rows(c, a->layer, g, pos, j, 1, kv);
                 s[j - lo] = seq_dot(q, kv, hd) * a->scale;
                 if (s[j - lo] > m) m = s[j - lo];
             }
             float sum = ops_exp_sub_sum(s, s, m, pos - lo + 1);
             for (int d = 0; d < hd; d++) o[d] = 0.0f;
             for (int j = lo; j <= pos; j++) {
-                kv_dequantize(c->fv, v_row(c, a->layer, j, g), kv, hd);
+                v_rows(c, a->layer, g, pos, j, 1, kv);
                 for (int d = 0; d < hd; d++) o[d] = fmaf(s[j - lo], kv[d], o[d]);
             }
             for (int d = 0; d < hd; d++) o[d] = o[d] / sum;
-            if (kv_fmt_rotated(c->fv)) kv_hadamard(o, hd);
+            kv_rotate(H->fv, o, hd);                       /* back, when V is rotated */
             memcpy(a->out + ((size_t)t * a->n_head + h) * hd, o, sizeof(float) * (size_t)hd);
         }
     }
@@ -371,6 +441,7 @@ static void attn_item(void *vctx, int item, int thread) {
     int hd = c->hd, group = a->n_head / c->n_kv, hpi = x->heads_per_item;
     int hset = item / x->n_tiles, tile = item % x->n_tiles;
     int h0 = hset * hpi, g = h0 / group;
+    const cache_head *H = kvh(c, a->layer, g);   /* this KV head's formats */
     int t0 = tile * QT, t1 = t0 + QT < a->T ? t0 + QT : a->T, nt = t1 - t0;
     int nq = nt * hpi;      /* query rows: row i = (token t0 + i / hpi, head h0 + i % hpi) */
     float *base = x->scratch + (size_t)thread * x->per_thread;
@@ -388,15 +459,15 @@ static void attn_item(void *vctx, int item, int thread) {
         lo_q[i] = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
         hi_q[i] = pos;
         memcpy(q + (size_t)i * hd, a->q + ((size_t)t * a->n_head + h) * hd, sizeof(float) * (size_t)hd);
-        if (kv_fmt_rotated(c->fk)) kv_hadamard(q + (size_t)i * hd, hd);
+        kv_rotate(H->fk, q + (size_t)i * hd, hd);
     }
     int lo = lo_q[0], hi = hi_q[nq - 1];
 
     /* scores: s[i][j - lo] */
     for (int j0 = lo; j0 <= hi; j0 += KB) {
         int nk = hi - j0 + 1 < KB ? hi - j0 + 1 : KB;
-        if (j0 + KB <= hi) prefetch_block(k_row(c, a->layer, j0 + KB, g), c->kb, hi - j0 - KB + 1 < KB ? hi - j0 - KB + 1 : KB);
-        kv_dequantize_rows(c->fk, k_row(c, a->layer, j0, g), c->kb, nk, vb, hd);
+        if (j0 + KB <= hi) prefetch_block(k_row(c, a->layer, j0 + KB, g), H->kb, hi - j0 - KB + 1 < KB ? hi - j0 - KB + 1 : KB);
+        k_rows(c, a->layer, g, a->pos0, j0, nk, vb);   /* one KIVI boundary per call (cache_attend_ws) */
         transpose_block(vb, nk, hd, kt, KB);   /* vb is free again until the V pass */
         /* only queries whose range meets this block */
         int i0 = 0;
@@ -418,8 +489,8 @@ static void attn_item(void *vctx, int item, int thread) {
     /* weighted sum of V, keys ascending per query */
     for (int j0 = lo; j0 <= hi; j0 += KB) {
         int nk = hi - j0 + 1 < KB ? hi - j0 + 1 : KB;
-        if (j0 + KB <= hi) prefetch_block(v_row(c, a->layer, j0 + KB, g), c->vb, hi - j0 - KB + 1 < KB ? hi - j0 - KB + 1 : KB);
-        kv_dequantize_rows(c->fv, v_row(c, a->layer, j0, g), c->vb, nk, vb, hd);
+        if (j0 + KB <= hi) prefetch_block(v_row(c, a->layer, j0 + KB, g), H->vb, hi - j0 - KB + 1 < KB ? hi - j0 - KB + 1 : KB);
+        v_rows(c, a->layer, g, a->pos0, j0, nk, vb);
         for (int i = 0; i < nq;) {
             int nr = 1;   /* rows of one token (its heads) share the key range */
             while (nr < 4 && i + nr < nq && lo_q[i + nr] == lo_q[i] && hi_q[i + nr] == hi_q[i]) nr++;
@@ -434,7 +505,7 @@ static void attn_item(void *vctx, int item, int thread) {
     for (int i = 0; i < nq; i++) {
         float *oi = o + (size_t)i * hd;
         for (int d = 0; d < hd; d++) oi[d] = oi[d] / sum_q[i];
-        if (kv_fmt_rotated(c->fv)) kv_hadamard(oi, hd);
+        kv_rotate(H->fv, oi, hd);
         int t = t0 + i / hpi, h = h0 + i % hpi;
         memcpy(a->out + ((size_t)t * a->n_head + h) * hd, oi, sizeof(float) * (size_t)hd);
     }
@@ -466,12 +537,13 @@ static void split_scores(void *vctx, int item, int thread) {
     split_ctx *x = vctx;
     const cache *c = x->c;
     int hd = c->hd, g = item / x->n_ranges, r = item % x->n_ranges;
+    const cache_head *H = kvh(c, x->a->layer, g);
     float *kt = x->scratch + (size_t)thread * x->per_thread, *vb = kt + (size_t)hd * KB_DEC;
     int jb = r * x->range, je = jb + x->range < x->n ? jb + x->range : x->n;   /* relative to lo */
     for (int j0 = jb; j0 < je; j0 += KB_DEC) {
         int nk = je - j0 < KB_DEC ? je - j0 : KB_DEC;
-        if (j0 + KB_DEC < je) prefetch_block(k_row(c, x->a->layer, x->lo + j0 + KB_DEC, g), c->kb, je - j0 - KB_DEC < KB_DEC ? je - j0 - KB_DEC : KB_DEC);
-        kv_dequantize_rows(c->fk, k_row(c, x->a->layer, x->lo + j0, g), c->kb, nk, vb, hd);
+        if (j0 + KB_DEC < je) prefetch_block(k_row(c, x->a->layer, x->lo + j0 + KB_DEC, g), H->kb, je - j0 - KB_DEC < KB_DEC ? je - j0 - KB_DEC : KB_DEC);
+        k_rows(c, x->a->layer, g, x->a->pos0, x->lo + j0, nk, vb);
         transpose_block(vb, nk, hd, kt, KB_DEC);
         for (int h = 0; h < x->group; h += 4) {
             int nq = x->group - h < 4 ? x->group - h : 4;
@@ -500,6 +572,7 @@ static void split_values(void *vctx, int item, int thread) {
     const cache *c = x->c;
     const cache_attn *a = x->a;
     int hd = c->hd, g = item / x->n_colsets, d0 = (item % x->n_colsets) * x->cols;
+    const cache_head *H = kvh(c, a->layer, g);
     int d1 = d0 + x->cols < hd ? d0 + x->cols : hd, w = d1 - d0;
     float *vb = x->scratch + (size_t)thread * x->per_thread + (size_t)hd * KB_DEC;   /* [KB_DEC][w] */
     float *o = vb + (size_t)KB_DEC * hd;                                              /* [group][w] */
@@ -507,8 +580,9 @@ static void split_values(void *vctx, int item, int thread) {
     for (int i = 0; i < x->group * w; i++) o[i] = 0.0f;
     for (int j0 = 0; j0 < x->n; j0 += KB_DEC) {
         int nk = x->n - j0 < KB_DEC ? x->n - j0 : KB_DEC;
-        if (j0 + KB_DEC < x->n) prefetch_block(v_row(c, a->layer, x->lo + j0 + KB_DEC, g), c->vb, x->n - j0 - KB_DEC < KB_DEC ? x->n - j0 - KB_DEC : KB_DEC);
-        kv_dequantize_cols(c->fv, v_row(c, a->layer, x->lo + j0, g), c->vb, nk, vb, hd, d0, d1);
+        if (j0 + KB_DEC < x->n) prefetch_block(v_row(c, a->layer, x->lo + j0 + KB_DEC, g), H->vb, x->n - j0 - KB_DEC < KB_DEC ? x->n - j0 - KB_DEC : KB_DEC);
+        if (kv_fmt_is_kivi(H->fv)) v_rows(c, a->layer, g, a->pos0, x->lo + j0, nk, vb);   /* then w == hd */
+        else kv_dequantize_cols(H->fv, v_row(c, a->layer, x->lo + j0, g), H->vb, nk, vb, hd, d0, d1);
         for (int h = 0; h < x->group; h += 4) {
             int nr = x->group - h < 4 ? x->group - h : 4;
             pv_accumulate(o + (size_t)h * w, sg + (size_t)h * x->ld + j0, x->ld, nr, vb, nk, w);
@@ -518,7 +592,7 @@ static void split_values(void *vctx, int item, int thread) {
         float sum = ops_sum8(sg + (size_t)h * x->ld, x->n);
         float *oh = o + (size_t)h * w;
         for (int d = 0; d < w; d++) oh[d] = oh[d] / sum;
-        if (kv_fmt_rotated(c->fv)) kv_hadamard(oh, hd);   /* then w == hd */
+        kv_rotate(H->fv, oh, hd);   /* when V is rotated: then w == hd */
         memcpy(a->out + (size_t)(g * x->group + h) * hd + d0, oh, sizeof(float) * (size_t)w);
     }
 }
@@ -533,7 +607,9 @@ static int attend_split(pool *p, const cache *c, const cache_attn *a, float *scr
     x.range = (x.n + want - 1) / want;
     x.range = (x.range + KB_DEC - 1) / KB_DEC * KB_DEC;
     x.n_ranges = (x.n + x.range - 1) / x.range;
-    x.cols = kv_fmt_rotated(c->fv) ? hd : KV_CHUNK;
+    int v_rot = 0;   /* some KV head's V is rotated: its items need every column */
+    for (int g = 0; g < c->n_kv; g++) v_rot |= kv_fmt_rotated(kvh(c, a->layer, g)->fv) || kv_fmt_is_kivi(kvh(c, a->layer, g)->fv);
+    x.cols = v_rot ? hd : KV_CHUNK;
     x.n_colsets = (hd + x.cols - 1) / x.cols;
     x.per_thread = (size_t)hd * KB_DEC * 2 + (size_t)x.group * hd;
     size_t n_q = up16((size_t)a->n_head * hd), n_s = up16((size_t)a->n_head * x.ld);
@@ -547,8 +623,7 @@ static int attend_split(pool *p, const cache *c, const cache_attn *a, float *scr
     x.pmax = x.s + n_s;            /* [n_head][n_ranges] */
     x.scratch = x.pmax + n_pmax;   /* [threads][per_thread] */
     memcpy(x.q, a->q, sizeof(float) * (size_t)a->n_head * hd);
-    if (kv_fmt_rotated(c->fk))
-        for (int h = 0; h < a->n_head; h++) kv_hadamard(x.q + (size_t)h * hd, hd);
+    for (int h = 0; h < a->n_head; h++) kv_rotate(kvh(c, a->layer, h / x.group)->fk, x.q + (size_t)h * hd, hd);
     pool_run(p, split_scores, &x, c->n_kv * x.n_ranges);
     pool_run(p, split_weights, &x, a->n_head * x.n_ranges);
     pool_run(p, split_values, &x, c->n_kv * x.n_colsets);
@@ -603,10 +678,22 @@ size_t cache_attend_scratch_floats(const cache *c, int n_head, int max_T, int ma
 
 int cache_attend_ws(pool *p, const cache *c, const cache_attn *a, float *scratch, size_t n_scratch) {
     cache view;
-    cache_layer L0;
     cache_attn av;
-    layer_view(c, a, &view, &L0, &av);
-    return attend(p, &view, &av, scratch, n_scratch);
+    layer_view(c, a, &view, &av);
+    /* runs of queries that read every KIVI cell with the same boundary (one run without KIVI) */
+    size_t row = (size_t)a->n_head * c->hd;   /* floats per query in q and out */
+    for (int t0 = 0; t0 < a->T;) {
+        int t1 = t0 + 1;
+        while (t1 < a->T && !kivi_step(&view, 0, a->pos0 + t1)) t1++;
+        cache_attn run = av;
+        run.T = t1 - t0;
+        run.pos0 = a->pos0 + t0;
+        run.q = a->q + (size_t)t0 * row;
+        run.out = a->out + (size_t)t0 * row;
+        if (attend(p, &view, &run, scratch, n_scratch)) return -1;
+        t0 = t1;
+    }
+    return 0;
 }
 
 int cache_attend(pool *p, const cache *c, const cache_attn *a) {
@@ -615,8 +702,7 @@ int cache_attend(pool *p, const cache *c, const cache_attn *a) {
 
 int cache_attend_ref(const cache *c, const cache_attn *a) {
     cache view;
-    cache_layer L0;
     cache_attn av;
-    layer_view(c, a, &view, &L0, &av);
+    layer_view(c, a, &view, &av);
     return attend_ref(&view, &av);
 }

@@ -1,10 +1,11 @@
 /* cache.h — the KV cache (one arm's K and V for every layer, position and KV head, in their stored
  * formats) and the attention that reads it.
  *
- * Storage: K and V of layer l, KV head g, position p at k + koff[l] + (g * n_ctx + p) * kb[l]
- * (kb[l] = the bytes of one row in layer l's format; koff[l] = the sum of the layers before it):
- * one head's keys are contiguous, as attention reads them. Each layer has its own K and V format
- * (a "mix", kv.h); a plain cache has the same two formats in every layer.
+ * Storage: K and V of layer l, KV head g, position p at k + H[l][g].koff + p * H[l][g].kb
+ * (kb = the bytes of one row in that head's format; koff = the sum of the (layer, head) cells before
+ * it, layers outer, heads inner): one head's keys are contiguous, as attention reads them. Each
+ * layer and KV head has its own K and V format (a "mix", kvfmt.h); a plain cache has the same two
+ * formats everywhere.
  * The arrays are anonymous mappings of the full context, so only the pages written are committed:
  * a 240K-token reservation costs nothing until it is used.
  *
@@ -16,8 +17,11 @@
  *     w_j = exp(s_j - max s)       (ops_exp_sub_sum: lanes of 8 from j = lo, fixed reduction)
  *     o   = (sum_j w_j v_j) / sum_j w_j   (sequential fma over j ascending, per output element)
  * Every quantity depends only on (p, h) and the cache, never on the chunk or thread split: that is
- * the batch invariance of docs/DESIGN.md §2. Rotated formats (q4_0r) rotate q before and o after. A layer
- * is attended with its own formats; nothing else depends on the layer.
+ * the batch invariance of docs/DESIGN.md §2. Rotated formats (kv.h) rotate q before (K's rotation)
+ * and o after (V's rotation). A KV head is attended with its own formats; nothing else depends on
+ * the layer or head. KIVI cells (kivi.h): the query at p reads keys below kivi_boundary(f, p) from
+ * the quantised groups / rows and the others from the f16 rows; cache_attend splits a call into
+ * runs of queries with the same boundaries (each query's result is the same either way).
  */
 #ifndef STRATA_CACHE_H
 #define STRATA_CACHE_H
@@ -29,36 +33,41 @@
 #include "kernels/kv.h"
 
 typedef struct {
-    kv_fmt fk, fv;          /* the K and V formats of one layer */
-    size_t kb, vb;          /* bytes per token per KV head, K and V */
-    size_t koff, voff;      /* where the layer starts in k and v */
-} cache_layer;
+    kv_fmt fk, fv;          /* the K and V formats of one KV head of one layer */
+    size_t kb, vb;          /* bytes per row in k and v (a KIVI format: its f16 row, 2 hd) */
+    size_t koff, voff;      /* where its n_ctx rows start in k and v */
+    size_t kqoff, vqoff;    /* KIVI K / V: where its quantised K groups / V rows start in kq / vq */
+} cache_head;
 
 typedef struct {
-    kv_fmt fk, fv;          /* layer 0's formats (every layer's unless mixed) */
     int n_layer, n_kv, hd, n_ctx;
-    size_t kb, vb;          /* layer 0's bytes per token per KV head, K and V */
-    cache_layer *L;         /* [n_layer] */
-    uint8_t *k, *v;         /* per layer l: [n_kv][n_ctx][L[l].kb] at k + L[l].koff (V alike),
+    cache_head *H;          /* [n_layer][n_kv]: H[l * n_kv + g] */
+    uint8_t *k, *v;         /* per layer l, KV head g: [n_ctx][H.kb] at k + H.koff (V alike),
                              * anonymous mappings */
     size_t k_bytes, v_bytes;
+    uint8_t *kq, *vq;       /* KIVI cells (kivi.h): K [ceil(n_ctx / G)][group bytes] at kq + H.kqoff,
+                             * V [n_ctx][quantised row bytes] at vq + H.vqoff; NULL when none */
+    size_t kq_bytes, vq_bytes;
 } cache;
 
-/* Reserves the cache, formats fk / fv in every layer. Returns 0, or -1 with a message (unsupported
- * head dim for a format, or the reservation failed). Free with cache_free (safe on a zeroed or
- * failed cache). */
+/* Reserves the cache, formats fk / fv in every layer and head. Returns 0, or -1 with a message
+ * (unsupported head dim for a format, or the reservation failed). Free with cache_free (safe on a
+ * zeroed or failed cache). */
 int cache_create(cache *c, kv_fmt fk, kv_fmt fv, int n_layer, int n_kv, int hd, int n_ctx,
                  char *err, size_t errlen);
 
-/* The same with layer l's formats fk[l], fv[l] (fk, fv: [n_layer]). */
-int cache_create_layers(cache *c, const kv_fmt *fk, const kv_fmt *fv, int n_layer, int n_kv, int hd,
-                        int n_ctx, char *err, size_t errlen);
+/* The same with each layer's and KV head's formats: fk, fv [n_layer][n_kv] (copied). */
+int cache_create_heads(cache *c, const kv_fmt *fk, const kv_fmt *fv, int n_layer, int n_kv, int hd,
+                       int n_ctx, char *err, size_t errlen);
 void cache_free(cache *c);
 
-/* Bytes one token takes over all layers (K + V). */
+/* The formats' bytes per token over all layers (K + V; kv_token_bytes: a KIVI cell counts its
+ * quantised form, not the f16 copy the cache also keeps). */
 size_t cache_bytes_per_token(const cache *c);
 
-/* Quantises and stores k[n_kv][hd] and v[n_kv][hd] (model domain) at (layer, pos). */
+/* Quantises and stores k[n_kv][hd] and v[n_kv][hd] (model domain) at (layer, pos). Positions are
+ * stored in increasing order from a truncation point (a KIVI K group is quantised when the token
+ * that makes it readable is stored). */
 void cache_store(cache *c, int layer, int pos, const float *k, const float *v);
 
 typedef struct {

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "kernels/fp16.h"
+#include "kernels/kivi.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "kv.c stores f32 rows with memcpy and assumes a little-endian host"
@@ -25,17 +26,31 @@
 
 #define KV_LANES 8    /* partial sums in kv_dot */
 
-int kv_fmt_rotated(kv_fmt f) { return f == KV_Q4_0R; }
+int kv_fmt_rotated(kv_fmt f) { return kv_fmt_rotation(f) != 0; }
 
 static int is_pow2(int h) { return h > 0 && (h & (h - 1)) == 0; }
+
+int kv_rot_block(kv_fmt f, int h) {
+    int rot = kv_fmt_rotation(f);
+    if (!rot || h < 1 || h > KV_HADAMARD_MAX) return 0;
+    int b = rot == KV_ROT_H || h < KV_ROT_BLOCK ? h : KV_ROT_BLOCK;
+    return is_pow2(b) && h % b == 0 ? b : 0;
+}
+
+void kv_rotate(kv_fmt f, float *x, int h) {
+    int b = kv_rot_block(f, h);
+    if (b == 0) return;
+    for (int i = 0; i < h; i += b) kv_hadamard(x + i, b);
+}
 
 /* int8 group size g = min(64, h). */
 static int int8_group(int h) { return h < 64 ? h : 64; }
 
 size_t kv_row_bytes(kv_fmt f, int h) {
-    if (h < 1) return 0;
+    if (h < 1 || !kv_fmt_valid(f)) return 0;
+    if (kv_fmt_rotation(f) && kv_rot_block(f, h) == 0) return 0;
     size_t n = (size_t)h;
-    switch (f) {
+    switch (kv_fmt_base(f)) {
     case KV_F32: return 4 * n;
     case KV_BF16:
     case KV_F16: return 2 * n;
@@ -47,9 +62,6 @@ size_t kv_row_bytes(kv_fmt f, int h) {
         return n / 32 * 34;
     case KV_Q4_0:
         if (h % 32 != 0) return 0;
-        return n / 32 * 18;
-    case KV_Q4_0R:
-        if (!is_pow2(h) || h < 32 || h > KV_HADAMARD_MAX) return 0;
         return n / 32 * 18;
     case KV_FP8:
     case KV_E5M2: return n;
@@ -73,26 +85,57 @@ size_t kv_row_bytes(kv_fmt f, int h) {
     case KV_MXFP4:
         if (h % 32 != 0) return 0;
         return n / 32 * 17;
+    case KV_TQ3:
+    case KV_TQ4:
+        if (h < 8) return 0;                                /* whole bytes of 3-bit codes; h a power of two */
+        return 4 + n * (f == KV_TQ3 ? 3 : 4) / 8;
     default: return 0;
     }
 }
 
+/* the base format's rule, e.g. "a multiple of 32" (for a base format that does not fit h) */
+static const char *base_rule(kv_fmt base) {
+    if (base == KV_INT8) return "<= 64 or a multiple of 64";
+    if (base == KV_NVFP4) return "that is a multiple of 16";
+    return "that is a multiple of 32";
+}
+
+size_t kv_token_bytes(kv_fmt f, int h, int is_v) {
+    if (kv_fmt_is_kivi(f)) return kivi_check(f, h, NULL, 0) ? 0 : kivi_token_bytes(f, h, is_v);
+    return kv_row_bytes(f, h);
+}
+
+size_t kv_reserve_bytes(kv_fmt f, int h, int is_v) {
+    if (!kv_fmt_is_kivi(f)) return kv_row_bytes(f, h);
+    if (kivi_check(f, h, NULL, 0)) return 0;
+    /* the f16 row, and the quantised V row or the token's share of a K group (rounded up) */
+    size_t q = is_v ? kivi_v_row_bytes(f, h) : (kivi_k_group_bytes(f, h) + (size_t)kivi_group(f) - 1) / (size_t)kivi_group(f);
+    return 2 * (size_t)h + q;
+}
+
 int kv_fmt_check(kv_fmt f, int h, char *err, size_t errlen) {
+    if (kv_fmt_is_kivi(f)) return kivi_check(f, h, err, errlen);
     if (kv_row_bytes(f, h) != 0) return 0;
     const char *name = kv_fmt_name(f);
-    if ((int)f < 0 || f >= KV_NFMT)
+    kv_fmt base = kv_fmt_base(f);
+    if (!kv_fmt_valid(f))
         snprintf(err, errlen, "kv format %d is not a format", (int)f);
     else if (h < 1)
         snprintf(err, errlen, "kv format %s needs a head dim >= 1 (got %d)", name, h);
-    else if (f == KV_INT8)
-        snprintf(err, errlen, "kv format int8 needs a head dim <= 64 or a multiple of 64 (got %d)", h);
     else if (f == KV_Q4_0R)
         snprintf(err, errlen, "kv format q4_0r needs a head dim that is a power of two in [32, %d] "
                  "(got %d)", KV_HADAMARD_MAX, h);
-    else if (f == KV_NVFP4)
-        snprintf(err, errlen, "kv format nvfp4 needs a head dim that is a multiple of 16 (got %d)", h);
+    else if (f == KV_TQ3 || f == KV_TQ4)
+        snprintf(err, errlen, "kv format %s needs a head dim that is a power of two in [8, %d] (got %d)", name,
+                 KV_HADAMARD_MAX, h);
+    else if (kv_row_bytes(base, h) == 0)
+        snprintf(err, errlen, "kv format %s needs a head dim %s (got %d)", name, base_rule(base), h);
+    else if (kv_fmt_rotation(f) == KV_ROT_H)
+        snprintf(err, errlen, "kv format %s needs a head dim that is a power of two <= %d (got %d)", name,
+                 KV_HADAMARD_MAX, h);
     else
-        snprintf(err, errlen, "kv format %s needs a head dim that is a multiple of 32 (got %d)", name, h);
+        snprintf(err, errlen, "kv format %s needs a head dim that is a power of two below %d, or a multiple of %d "
+                 "up to %d (got %d)", name, KV_ROT_BLOCK, KV_ROT_BLOCK, KV_HADAMARD_MAX, h);
     return -1;
 }
 
@@ -468,23 +511,57 @@ static void quant_mxfp4(const float *x, uint8_t *dst, int h) {
     }
 }
 
+/* tq3 / tq4: the Lloyd-Max quantiser of N(0, 1) with 8 / 16 levels: centroids c and the midpoints
+ * t between neighbours, float64 values rounded to f32 (tests/ref/make_kv_fixtures.py computes them
+ * itself; the fixture bytes agree only if these do). */
+static const float tq3_c[8] = { -2.15194559f, -1.34390926f, -0.756005287f, -0.24509418f,
+                                0.24509418f, 0.756005287f, 1.34390926f, 2.15194559f };
+static const float tq3_t[7] = { -1.74792755f, -1.04995728f, -0.500549734f, 0.0f, 0.500549734f, 1.04995728f, 1.74792755f };
+static const float tq4_c[16] = { -2.73258948f, -2.06901717f, -1.6180464f, -1.25623119f, -0.942340434f, -0.656759143f,
+                                 -0.388048291f, -0.128395036f, 0.128395036f, 0.388048291f, 0.656759143f, 0.942340434f,
+                                 1.25623119f, 1.6180464f, 2.06901717f, 2.73258948f };
+static const float tq4_t[15] = { -2.40080333f, -1.84353185f, -1.4371388f, -1.09928584f, -0.799549758f, -0.522403717f,
+                                 -0.258221656f, 0.0f, 0.258221656f, 0.522403717f, 0.799549758f, 1.09928584f,
+                                 1.4371388f, 1.84353185f, 2.40080333f };
+
+/* tq3 (bits 3) / tq4 (bits 4) of the already rotated y[h]: f32 s = sqrtf((sum y^2) / h) (sequential
+ * f32 sum of the f32 squares), then code i = the number of thresholds t with y[i] / s > t (0 for
+ * NaN: s == 0 gives every code 0), packed bits each from bit 0 of byte 4 upwards. */
+static void quant_tq(const float *y, uint8_t *dst, int h, int bits) {
+    const float *t = bits == 3 ? tq3_t : tq4_t;
+    int nt = (1 << bits) - 1;
+    float ss = 0.0f;
+    for (int i = 0; i < h; i++) ss += y[i] * y[i];
+    float s = sqrtf(ss / (float)h);
+    memcpy(dst, &s, 4);                                     /* little-endian host (checked above) */
+    uint8_t *codes = dst + 4;                               /* [h * bits / 8] */
+    memset(codes, 0, (size_t)h * (size_t)bits / 8);
+    for (int i = 0; i < h; i++) {
+        float z = y[i] / s;
+        unsigned q = 0;
+        for (int k = 0; k < nt; k++) q += z > t[k];
+        size_t bit = (size_t)bits * (size_t)i;
+        codes[bit / 8] = (uint8_t)(codes[bit / 8] | q << (bit % 8));
+        if (bit % 8 + (size_t)bits > 8) codes[bit / 8 + 1] = (uint8_t)(codes[bit / 8 + 1] | q >> (8 - bit % 8));
+    }
+}
+
 int kv_quantize(kv_fmt f, const float *x, void *dst, int h) {
     if (kv_row_bytes(f, h) == 0) return -1;
     uint8_t *o = dst;                                       /* [kv_row_bytes(f, h)] */
-    switch (f) {
+    float r[KV_HADAMARD_MAX];                               /* [h] rotated copy of x (rotated formats) */
+    if (kv_fmt_rotation(f)) {
+        memcpy(r, x, sizeof(float) * (size_t)h);
+        kv_rotate(f, r, h);
+        x = r;
+    }
+    switch (kv_fmt_base(f)) {
     case KV_F32: memcpy(o, x, 4 * (size_t)h); break;
     case KV_BF16: for (int i = 0; i < h; i++) put16(o + 2 * i, bf16_from_f32(x[i])); break;
     case KV_F16: for (int i = 0; i < h; i++) put16(o + 2 * i, fp16_from_f32(x[i])); break;
     case KV_INT8: quant_int8(x, o, h); break;
     case KV_Q8_0: quant_q8_0(x, o, h); break;
     case KV_Q4_0: quant_q4_0(x, o, h); break;
-    case KV_Q4_0R: {
-        float r[KV_HADAMARD_MAX];                           /* [h] rotated copy of x */
-        memcpy(r, x, sizeof(float) * (size_t)h);
-        kv_hadamard(r, h);
-        quant_q4_0(r, o, h);
-        break;
-    }
     case KV_FP8: for (int i = 0; i < h; i++) o[i] = kv_fp8_from_f32(x[i]); break;
     case KV_Q4_1: quant_q_1(x, o, h, 4); break;
     case KV_Q5_0: quant_q5_0(x, o, h); break;
@@ -495,6 +572,8 @@ int kv_quantize(kv_fmt f, const float *x, void *dst, int h) {
     case KV_E5M2S: quant_fp8_scaled(x, o, h, 1); break;
     case KV_NVFP4: quant_nvfp4(x, o, h); break;
     case KV_MXFP4: quant_mxfp4(x, o, h); break;
+    case KV_TQ3: quant_tq(x, o, h, 3); break;
+    case KV_TQ4: quant_tq(x, o, h, 4); break;
     default: return -1;
     }
     return 0;
@@ -602,8 +681,7 @@ static void decode_chunk(kv_fmt f, const uint8_t *restrict row, int h, int c, fl
         for (int j = 0; j < KV_CHUNK; j++) y[j] = (float)p[j] * d;
         break;
     }
-    case KV_Q4_0:
-    case KV_Q4_0R: {
+    case KV_Q4_0: {
         const uint8_t *b = row + 18 * c;                    /* [18], n == 32 */
         float d = f16_decode(load16(b));
         for (int j = 0; j < 16; j++) {
@@ -701,12 +779,26 @@ static void decode_chunk(kv_fmt f, const uint8_t *restrict row, int h, int c, fl
         nibbles32(b + 1, e2m1_values, e8m0_decode(b[0]), y);
         break;
     }
+    case KV_TQ3:
+    case KV_TQ4: {
+        int bits = f == KV_TQ3 ? 3 : 4;
+        const float *cb = bits == 3 ? tq3_c : tq4_c;
+        float s = loadf(row);
+        const uint8_t *codes = row + 4;                     /* [h * bits / 8] */
+        for (int j = 0; j < n; j++) {
+            size_t bit = (size_t)bits * (size_t)(i0 + j);
+            unsigned v = codes[bit / 8] | (bit % 8 + (size_t)bits > 8 ? (unsigned)codes[bit / 8 + 1] << 8 : 0u);
+            y[j] = cb[(v >> (bit % 8)) & ((1u << bits) - 1u)] * s;
+        }
+        break;
+    }
     default: break;
     }
 }
 
 int kv_dequantize(kv_fmt f, const void *src, float *y, int h) {
     if (kv_row_bytes(f, h) == 0) return -1;
+    f = kv_fmt_base(f);                                     /* the stored bytes' codec */
     for (int c = 0; KV_CHUNK * c < h; c++) {
         int n = h - KV_CHUNK * c < KV_CHUNK ? h - KV_CHUNK * c : KV_CHUNK;
         decode_chunk(f, src, h, c, y + KV_CHUNK * c, n);
@@ -717,6 +809,7 @@ int kv_dequantize(kv_fmt f, const void *src, float *y, int h) {
 void kv_dequantize_cols(kv_fmt f, const void *src, size_t stride, int n, float *y, int h, int d0, int d1) {
     const uint8_t *row = src;
     int w = d1 - d0;   /* y [n][w] */
+    f = kv_fmt_base(f);   /* the stored bytes' codec (rotated formats store the rotated vector) */
 #if defined(__AVX512F__)
     if (f == KV_F16 && h % 16 == 0 && w % 16 == 0) {   /* the same conversion, 16 at a time */
         for (int r = 0; r < n; r++, row += stride, y += w)
@@ -775,6 +868,7 @@ void kv_dequantize_rows(kv_fmt f, const void *src, size_t stride, int n, float *
 }
 
 float kv_dot(kv_fmt f, const void *k, const float *q, int h) {
+    f = kv_fmt_base(f);
     float acc[KV_LANES] = {0};
     float buf[KV_CHUNK];                                    /* [32] decoded chunk of k */
     for (int c = 0; KV_CHUNK * c < h; c++) {
@@ -793,6 +887,7 @@ float kv_dot(kv_fmt f, const void *k, const float *q, int h) {
 }
 
 void kv_axpy(kv_fmt f, const void *v_row, float w, float *y, int h) {
+    f = kv_fmt_base(f);
     float buf[KV_CHUNK];                                    /* [32] decoded chunk of v */
     for (int c = 0; KV_CHUNK * c < h; c++) {
         int n = h - KV_CHUNK * c < KV_CHUNK ? h - KV_CHUNK * c : KV_CHUNK;

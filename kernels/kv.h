@@ -28,8 +28,8 @@
  *          tiny f32 subnormals) stores q = 0 wherever x * id is not finite: what llama.cpp does on
  *          x86-64 (its float -> int8 conversion is undefined in C there). Such blocks decode to
  *          about 0 either way (d is 0 in fp16).
- *   q4_0r  as q4_0, of the rotated vector H x (H = normalised Hadamard matrix of size h, see
- *          kv_hadamard). h a power of two, 32 <= h <= KV_HADAMARD_MAX.
+ *   q4_0r  the same format as q4_0+roth (below): q4_0 of the rotated vector. h a power of two,
+ *          32 <= h <= KV_HADAMARD_MAX.
  *   fp8    h x e4m3fn (sign, 4 exponent bits with bias 7, 3 mantissa bits; no inf; NaN = 0x7f /
  *          0xff; largest finite 448), per-tensor scale 1.0: stored = e4m3(x), round to nearest
  *          even, |x| > 448 and +-inf SATURATE to +-448 (not NaN).                 h bytes
@@ -78,17 +78,33 @@
  *          qs[j] = q[j] | q[j + 16] << 4. value = e2m1(q) * 2^E (exact). X = 0xff (NaN) is never
  *          written and decodes to NaN. h % 32 == 0.
  *
- * q4_0r and the attention code (the only rotated format; kv_fmt_rotated() says which):
- *   - kv_quantize(KV_Q4_0R, x) takes the vector in the MODEL's domain and rotates it itself
- *     (stores q4_0(H x)); the caller does not rotate K or V before storing.
+ * Rotation + Lloyd-Max codebook (TurboQuant-style, without the QJL residual), rotated like q4_0r
+ * (the whole-head Hadamard transform, below; h a power of two, 8 <= h <= KV_HADAMARD_MAX):
+ *   tq3    { f32 s; codes[h] of 3 bits }                               4 + 3h/8 bytes (3 + 32/h bits)
+ *   tq4    { f32 s; codes[h] of 4 bits }                               4 + h/2 bytes  (4 + 32/h bits)
+ *          of y = H x: s = sqrtf((sum_i y_i * y_i) / h) (f32, i ascending); code i = the number of
+ *          thresholds t_k with y_i / s > t_k (f32 division; NaN -> 0), t = the midpoints of the
+ *          Lloyd-Max centroids c of N(0, 1) with 8 / 16 levels (f32 constants, kv.c); codes packed
+ *          3 / 4 bits each from bit 0 of the first code byte upwards (a 3-bit code may straddle two
+ *          bytes). value_i = c[code_i] * s (in the rotated domain).
+ *
+ * Rotated formats: any format F + a rotation modifier (kvfmt.h): F+rot, F+roth, and q4_0r (=
+ * q4_0+roth). The row is F's bytes of R x, R the rotation (kv_rotate): +roth the normalised
+ * Hadamard transform of the whole head (h a power of two <= KV_HADAMARD_MAX), +rot the same
+ * transform on each block of b = min(KV_ROT_BLOCK, h) values (h a power of two below 64, or a
+ * multiple of 64 up to KV_HADAMARD_MAX). R is orthonormal, symmetric and its own inverse. Bytes
+ * per row: F's. kv_fmt_rotated() says whether a format is rotated.
+ *   - kv_quantize(rotated F, x) takes the vector in the MODEL's domain and rotates it itself
+ *     (stores F(R x)); the caller does not rotate K or V before storing.
  *   - kv_dequantize / kv_dot / kv_axpy work in the STORED (rotated) domain: kv_dequantize
- *     returns ~H x, not ~x.
- *   - Attention with a rotated K format: rotate each query head vector once, q' = H q
- *     (kv_hadamard(q, h) on a copy), then score = kv_dot(KV_Q4_0R, k_row, q', h); this equals
- *     q . x_k up to rounding because H is orthogonal.
+ *     returns ~R x, not ~x.
+ *   - Attention with a rotated K format: rotate each query head vector once, q' = R q
+ *     (kv_rotate(f, q, h) on a copy), then score = kv_dot(f, k_row, q', h); this equals q . x_k
+ *     up to rounding because R is orthogonal.
  *   - Attention with a rotated V format: accumulate o' = sum_t w_t * v_row_t with kv_axpy (in the
- *     rotated domain), then rotate back once, o = H o' (kv_hadamard(o', h)), since H H = I.
- *   K and V formats are independent: rotate q only if K's format is rotated, o only if V's is.
+ *     rotated domain), then rotate back once, o = R o' (kv_rotate(f, o', h)), since R R = I.
+ *   K and V formats are independent: rotate q only if K's format is rotated, o only if V's is
+ *   (each with its own rotation).
  */
 #ifndef STRATA_KV_H
 #define STRATA_KV_H
@@ -98,27 +114,49 @@
 
 #include "kernels/kvfmt.h"   /* kv_fmt, its names, the mix syntax */
 
-/* Largest head dim q4_0r accepts (kv_quantize rotates in a stack buffer of this many floats). */
+/* Largest head dim a rotated format accepts (kv_quantize rotates in a stack buffer of this many
+ * floats). */
 #define KV_HADAMARD_MAX 1024
+#define KV_ROT_BLOCK 64      /* +rot's block (for h >= 64) */
 
-/* 1 if the format stores rotated vectors (q4_0r), else 0. See the attention notes above. */
+/* 1 if the format stores rotated vectors (+rot, +roth, q4_0r), else 0. See the notes above. */
 int kv_fmt_rotated(kv_fmt f);
 
-/* Bytes to store one token's vector of one KV head, head dim h. 0 if the format does not support
- * h (h < 1; int8 with h > 64 not a multiple of 64; q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl mxfp4 with
- * h % 32 != 0; nvfp4 with h % 16 != 0; q4_0r with h not a power of two in [32, KV_HADAMARD_MAX])
- * or f is not a format. */
+/* The block of f's rotation at head dim h: h for +roth and q4_0r, min(KV_ROT_BLOCK, h) for +rot;
+ * 0 if f is not rotated or h does not fit the rotation (see above). */
+int kv_rot_block(kv_fmt f, int h);
+
+/* In place x[h] <- R x for f's rotation: kv_hadamard of each block of kv_rot_block(f, h) values,
+ * blocks in order; nothing for an unrotated format (or an h the rotation does not fit). R is its
+ * own inverse, so the same call rotates back. */
+void kv_rotate(kv_fmt f, float *x, int h);
+
+/* Bytes to store one token's vector of one KV head, head dim h (a rotated format: its base's). 0 if
+ * the format does not support h (h < 1; int8 with h > 64 not a multiple of 64; q8_0 q4_0 q4_1 q5_0
+ * q5_1 iq4_nl mxfp4 with h % 32 != 0; nvfp4 with h % 16 != 0; a rotation that does not fit h, see
+ * above: q4_0r needs a power of two in [32, KV_HADAMARD_MAX]) or f is not a format. */
 size_t kv_row_bytes(kv_fmt f, int h);
 
-/* 0 if kv_row_bytes(f, h) != 0. Else -1 and one line in err[errlen] naming the format, h and the
- * rule, e.g. "kv format q4_0 needs a head dim that is a multiple of 32 (got 80)". */
+/* The format's bytes per token of one KV head (the handshake's measure): kv_row_bytes, or for a
+ * KIVI format (kivi.h, not a row format) its K group's share per token (is_v 0) or its V row. 0 if
+ * the format does not fit h. */
+size_t kv_token_bytes(kv_fmt f, int h, int is_v);
+
+/* The bytes per token of one KV head the cache reserves: kv_row_bytes, or for a KIVI format the f16
+ * row of every token plus the quantised form (the K group's share rounded up). 0 if it does not
+ * fit h. */
+size_t kv_reserve_bytes(kv_fmt f, int h, int is_v);
+
+/* 0 if kv_row_bytes(f, h) != 0, or f is a KIVI format that fits h (kivi_check). Else -1 and one
+ * line in err[errlen] naming the format, h and the rule, e.g. "kv format q4_0 needs a head dim that
+ * is a multiple of 32 (got 80)". */
 int kv_fmt_check(kv_fmt f, int h, char *err, size_t errlen);
 
 /* Quantise one head vector x[h] (model domain) into dst[kv_row_bytes(f, h)].
  * 0 on success; -1 (nothing written) if kv_row_bytes(f, h) == 0. */
 int kv_quantize(kv_fmt f, const float *x, void *dst, int h);
 
-/* Dequantise src[kv_row_bytes(f, h)] into y[h] (stored domain: rotated for q4_0r).
+/* Dequantise src[kv_row_bytes(f, h)] into y[h] (stored domain: rotated for rotated formats).
  * 0 on success; -1 (nothing written) if kv_row_bytes(f, h) == 0. */
 int kv_dequantize(kv_fmt f, const void *src, float *y, int h);
 

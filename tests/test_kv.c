@@ -5,6 +5,7 @@
  * running kv.c. Random-data checks assert the error bounds each format promises, and that the
  * fused kv_dot / kv_axpy are bit-identical to dequantising first. */
 #include "kernels/kv.h"
+#include "kernels/kivi.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -56,7 +57,7 @@ static void rng_vector(uint64_t *s, float *x, int h) {
 static void test_names(void) {
     const char *names[KV_NFMT] = {"f32", "bf16", "f16", "int8", "q8_0", "q4_0", "q4_0r", "fp8",
                                   "q4_1", "q5_0", "q5_1", "iq4_nl", "e5m2", "e4m3s", "e5m2s", "nvfp4",
-                                  "mxfp4"};
+                                  "mxfp4", "tq3", "tq4"};
     for (int f = 0; f < KV_NFMT; f++) {
         kv_fmt got = KV_NFMT;
         int rc = kv_fmt_parse(names[f], &got);
@@ -73,19 +74,45 @@ static void test_names(void) {
         if (f) strcat(all, " ");
         strcat(all, names[f]);
     }
-    CHECK(strcmp(all, KV_FMT_NAMES) == 0, "KV_FMT_NAMES lists every format in enum order");
+    CHECK(strncmp(all, KV_FMT_NAMES, strlen(all)) == 0 && strstr(KV_FMT_NAMES, " kivi2 kivi4"),
+          "KV_FMT_NAMES lists every format in enum order, then kivi2 kivi4");
     for (int f = 0; f < KV_NFMT; f++)
-        CHECK(kv_fmt_rotated((kv_fmt)f) == (f == KV_Q4_0R), "kv_fmt_rotated(%s)", names[f]);
+        CHECK(kv_fmt_rotated((kv_fmt)f) == (f == KV_Q4_0R || f == KV_TQ3 || f == KV_TQ4), "kv_fmt_rotated(%s)", names[f]);
+    /* the rotation modifiers: every base but q4_0r, tq3, tq4 takes +rot and +roth; names round-trip */
+    int ok = 1;
+    for (int f = 0; f < KV_NFMT; f++)
+        for (int r = 1; r <= 2; r++) {
+            char name[32];
+            kv_fmt want = (kv_fmt)(f | (r == 1 ? KV_ROT_B : KV_ROT_H)), got = KV_NFMT;
+            snprintf(name, sizeof name, "%s+%s", names[f], r == 1 ? "rot" : "roth");
+            int rc = kv_fmt_parse(name, &got);
+            if (f == KV_Q4_0R || f == KV_TQ3 || f == KV_TQ4) {
+                ok &= rc == -1 && !kv_fmt_valid(want) && !strcmp(kv_fmt_name(want), "?");
+                continue;
+            }
+            ok &= rc == 0 && got == want && kv_fmt_valid(got) && !strcmp(kv_fmt_name(got), name) &&
+                  kv_fmt_base(got) == (kv_fmt)f && kv_fmt_rotation(got) == (r == 1 ? KV_ROT_B : KV_ROT_H) &&
+                  kv_fmt_rotated(got);
+        }
+    CHECK(ok, "FMT+rot / FMT+roth: parse, name, base and rotation for the %d bases (q4_0r, tq3, tq4 refuse both)", KV_NFMT);
+    CHECK(kv_fmt_base(KV_Q4_0R) == KV_Q4_0 && kv_fmt_rotation(KV_Q4_0R) == KV_ROT_H,
+          "q4_0r is q4_0 with the whole-head rotation");
+    const char *badn[] = {"int8+", "int8+rot+roth", "int8+ROT", "int8+rot8", "+rot", "rot", "int8 +rot", "q4_0r+roth"};
+    ok = 1;
+    for (size_t i = 0; i < sizeof badn / sizeof badn[0]; i++) ok &= kv_fmt_parse(badn[i], &keep) == -1 && keep == KV_F16;
+    CHECK(ok, "kv_fmt_parse refuses int8+, int8+rot+roth, int8+ROT, int8+rot8, +rot, rot, 'int8 +rot', q4_0r+roth");
+    CHECK(!kv_fmt_valid((kv_fmt)(KV_INT8 | KV_ROT_B | KV_ROT_H)) && !kv_fmt_valid(KV_NFMT) &&
+          !kv_fmt_valid((kv_fmt)(KV_NFMT | KV_ROT_B)), "two modifiers, or no base, are no format");
 }
 
 static void test_row_bytes(void) {
     /* docs/DESIGN.md §3: f32 4h; bf16/f16 2h; int8 h + 2h/g, g = min(64, h); q8_0 34 per 32;
      * q4_0 and q4_0r 18 per 32; fp8 h; q4_1 20, q5_0 22, q5_1 24, iq4_nl 18 per 32; e5m2 h;
-     * e4m3s / e5m2s h + 4; nvfp4 9 per 16; mxfp4 17 per 32. */
+     * e4m3s / e5m2s h + 4; nvfp4 9 per 16; mxfp4 17 per 32; tq3 4 + 3h/8, tq4 4 + h/2. */
     const size_t want64[KV_NFMT] = {256, 128, 128, 64 + 2, 2 * 34, 2 * 18, 2 * 18, 64,
-                                    2 * 20, 2 * 22, 2 * 24, 2 * 18, 64, 68, 68, 4 * 9, 2 * 17};
+                                    2 * 20, 2 * 22, 2 * 24, 2 * 18, 64, 68, 68, 4 * 9, 2 * 17, 4 + 24, 4 + 32};
     const size_t want256[KV_NFMT] = {1024, 512, 512, 256 + 8, 8 * 34, 8 * 18, 8 * 18, 256,
-                                     8 * 20, 8 * 22, 8 * 24, 8 * 18, 256, 260, 260, 16 * 9, 8 * 17};
+                                     8 * 20, 8 * 22, 8 * 24, 8 * 18, 256, 260, 260, 16 * 9, 8 * 17, 4 + 96, 4 + 128};
     for (int f = 0; f < KV_NFMT; f++) {
         CHECK(kv_row_bytes((kv_fmt)f, 64) == want64[f], "kv_row_bytes(%s, 64) = %zu (got %zu)",
               kv_fmt_name((kv_fmt)f), want64[f], kv_row_bytes((kv_fmt)f, 64));
@@ -94,6 +121,9 @@ static void test_row_bytes(void) {
         CHECK(kv_row_bytes((kv_fmt)f, 0) == 0 && kv_row_bytes((kv_fmt)f, -32) == 0,
               "kv_row_bytes(%s, h <= 0) = 0", kv_fmt_name((kv_fmt)f));
     }
+    CHECK(kv_row_bytes(KV_TQ3, 8) == 7 && kv_row_bytes(KV_TQ4, 8) == 8 && kv_row_bytes(KV_TQ3, 4) == 0 &&
+          kv_row_bytes(KV_TQ4, 96) == 0 && kv_row_bytes(KV_TQ3, 1024) == 388 && kv_row_bytes(KV_TQ4, 2048) == 0,
+          "tq3 / tq4: powers of two 8 .. 1024 (h 8: 7 and 8 bytes)");
     CHECK(kv_row_bytes(KV_INT8, 8) == 10 && kv_row_bytes(KV_INT8, 48) == 50 &&
           kv_row_bytes(KV_INT8, 128) == 132, "int8: h < 64 is one group; h = 128 two groups");
     CHECK(kv_row_bytes(KV_INT8, 96) == 0, "int8 rejects h = 96 (> 64, not a multiple of 64)");
@@ -119,6 +149,26 @@ static void test_row_bytes(void) {
           "kv_fmt_check(int8, 96): %s", err);
     CHECK(kv_fmt_check(KV_Q4_0R, 96, err, sizeof err) == -1 && strstr(err, "q4_0r") && strstr(err, "96"),
           "kv_fmt_check(q4_0r, 96): %s", err);
+    /* rotated formats: the base's bytes; +rot needs h a power of two below 64 or a multiple of 64,
+     * +roth a power of two, both <= KV_HADAMARD_MAX */
+    kv_fmt f16b = (kv_fmt)(KV_F16 | KV_ROT_B), f16h = (kv_fmt)(KV_F16 | KV_ROT_H);
+    CHECK(kv_row_bytes(f16b, 8) == 16 && kv_row_bytes(f16b, 48) == 0 && kv_row_bytes(f16b, 192) == 384 &&
+          kv_row_bytes(f16b, 96) == 0 && kv_row_bytes(f16b, 1024) == 2048 && kv_row_bytes(f16b, 1088) == 0,
+          "f16+rot: h = 8 (one block of 8), 192 (3 of 64), 1024; not 48, 96, 1088");
+    CHECK(kv_row_bytes(f16h, 8) == 16 && kv_row_bytes(f16h, 192) == 0 && kv_row_bytes(f16h, 1024) == 2048 &&
+          kv_row_bytes(f16h, 2048) == 0 && kv_row_bytes(f16h, 1) == 2, "f16+roth: powers of two up to 1024 only");
+    CHECK(kv_rot_block(f16b, 8) == 8 && kv_rot_block(f16b, 192) == 64 && kv_rot_block(f16h, 256) == 256 &&
+          kv_rot_block(KV_Q4_0R, 128) == 128 && kv_rot_block(KV_F16, 64) == 0 && kv_rot_block(f16b, 96) == 0,
+          "kv_rot_block: min(64, h) for +rot, h for +roth and q4_0r, 0 unrotated or not fitting");
+    CHECK(kv_row_bytes((kv_fmt)(KV_Q4_0 | KV_ROT_B), 192) == 6 * 18 && kv_row_bytes((kv_fmt)(KV_Q4_0 | KV_ROT_H), 128) ==
+          kv_row_bytes(KV_Q4_0R, 128) && kv_row_bytes((kv_fmt)(KV_Q4_0 | KV_ROT_B), 32) == 18 &&
+          kv_row_bytes((kv_fmt)(KV_INT8 | KV_ROT_H), 64) == 66, "q4_0+rot at 192 = 6 blocks; q4_0+roth = q4_0r; int8+roth 66");
+    CHECK(kv_fmt_check((kv_fmt)(KV_Q8_0 | KV_ROT_B), 48, err, sizeof err) == -1 && strstr(err, "q8_0+rot") &&
+          strstr(err, "multiple of 32"), "kv_fmt_check(q8_0+rot, 48) names the base's rule: %s", err);
+    CHECK(kv_fmt_check(f16b, 96, err, sizeof err) == -1 && strstr(err, "f16+rot") && strstr(err, "multiple of 64") &&
+          strstr(err, "96"), "kv_fmt_check(f16+rot, 96): %s", err);
+    CHECK(kv_fmt_check(f16h, 192, err, sizeof err) == -1 && strstr(err, "f16+roth") && strstr(err, "power of two"),
+          "kv_fmt_check(f16+roth, 192): %s", err);
     CHECK(kv_fmt_check(KV_Q8_0, 128, err, sizeof err) == 0, "kv_fmt_check(q8_0, 128) passes");
     CHECK(kv_fmt_check(KV_NVFP4, 40, err, sizeof err) == -1 && strstr(err, "nvfp4") && strstr(err, "16") &&
           strstr(err, "40"), "kv_fmt_check(nvfp4, 40): %s", err);
@@ -496,6 +546,107 @@ static void test_q4_0r(void) {
     CHECK(ok_round, "q4_0r: |x - H deq|^2 <= sum 32 d^2 (rotate back to the model domain)");
     CHECK(ok_att, "q4_0r: kv_dot(row, H q) = q . (H deq(row))");
     CHECK(ok_out, "q4_0r: H (w deq(v)) = w H deq(v) (output rotated back)");
+}
+
+/* ---- the rotation modifiers: any format + rot / roth ---------------------------------------- */
+
+/* kv_rotate against the float64 block-diagonal Hadamard matrix, and the byte-level definition
+ * F+r(x) = F(R x) for every rotated format at several h; the attention recipe in the rotated
+ * domain; q4_0r = q4_0+roth byte for byte. */
+static void test_rotations(void) {
+    uint64_t rs = 41;
+    /* R x in float64: entry i of block B is sum_k (-1)^popcount(i & k) x[B + k] / sqrt(b) */
+    static const int hs[5] = {8, 64, 128, 192, 256};
+    int ok_ref = 1, ok_self = 1;
+    for (int r = 0; r < 2; r++)
+        for (int hi = 0; hi < 5; hi++) {
+            int h = hs[hi];
+            kv_fmt f = (kv_fmt)(KV_F32 | (r ? KV_ROT_H : KV_ROT_B));
+            int b = kv_rot_block(f, h);
+            if (b == 0) { ok_ref &= r == 1 && h == 192; continue; }   /* roth: 192 is no power of two */
+            float x[256], y[256];
+            rng_vector(&rs, x, h);
+            memcpy(y, x, sizeof(float) * h);
+            kv_rotate(f, y, h);
+            double amax = 0;
+            for (int i = 0; i < h; i++) amax = fmax(amax, fabs(x[i]));
+            for (int i = 0; i < h; i++) {
+                int B = i / b * b;
+                double want = 0;
+                for (int k = 0; k < b; k++)
+                    want += (__builtin_popcount((unsigned)((i - B) & k)) % 2 ? -1.0 : 1.0) * x[B + k];
+                want /= sqrt((double)b);
+                if (fabs(y[i] - want) > 1e-6 * amax * sqrt((double)b)) ok_ref = 0;
+            }
+            kv_rotate(f, y, h);
+            for (int i = 0; i < h; i++)
+                if (fabsf(y[i] - x[i]) > 1e-6f * (float)amax) ok_self = 0;
+        }
+    CHECK(ok_ref, "kv_rotate (+rot blocks of min(64, h), +roth whole head) = the float64 Hadamard product, h 8..256");
+    CHECK(ok_self, "kv_rotate twice = identity within 1e-6");
+
+    int ok_def = 1, ok_deq = 1, ok_dot = 1, ok_axpy = 1, n = 0;
+    for (int f = 0; f < KV_NFMT; f++)
+        for (int r = 1; r <= 2; r++) {
+            kv_fmt fr = (kv_fmt)(f | (r == 1 ? KV_ROT_B : KV_ROT_H));
+            if (!kv_fmt_valid(fr)) continue;
+            for (int hi = 0; hi < 5; hi++) {
+                int h = hs[hi];
+                if (kv_row_bytes(fr, h) == 0) continue;
+                float x[256], xr[256], y1[256], y2[256], q[256], qr[256], o1[256] = {0}, o2[256] = {0};
+                uint8_t a[1100], b[1100];
+                rng_vector(&rs, x, h);
+                for (int i = 0; i < h; i++) q[i] = rng_unit(&rs);
+                memcpy(xr, x, sizeof(float) * h);
+                kv_rotate(fr, xr, h);
+                kv_quantize(fr, x, a, h);
+                kv_quantize((kv_fmt)f, xr, b, h);
+                size_t rb = kv_row_bytes(fr, h);
+                ok_def &= rb == kv_row_bytes((kv_fmt)f, h) && memcmp(a, b, rb) == 0;
+                kv_dequantize(fr, a, y1, h);
+                kv_dequantize((kv_fmt)f, a, y2, h);
+                ok_deq &= memcmp(y1, y2, sizeof(float) * h) == 0;
+                /* scores: kv_dot(row, R q) close to q . (R deq(row)) (model domain) */
+                memcpy(qr, q, sizeof(float) * h);
+                kv_rotate(fr, qr, h);
+                kv_rotate(fr, y2, h);                       /* y2 now in the model domain */
+                double s1 = kv_dot(fr, a, qr, h), s2 = dot_d(q, y2, h);
+                if (fabs(s1 - s2) > 1e-5 * (sqrt(dot_d(q, q, h) * dot_d(y2, y2, h)) + 1e-30)) ok_dot = 0;
+                /* output: R (w deq(row)) = w (R deq(row)) */
+                kv_axpy(fr, a, 0.75f, o1, h);
+                kv_rotate(fr, o1, h);
+                for (int i = 0; i < h; i++) o2[i] = 0.75f * y2[i];
+                if (sqrt(fmax(0, dot_d(o1, o1, h) - 2 * dot_d(o1, o2, h) + dot_d(o2, o2, h))) >
+                    1e-5 * sqrt(dot_d(o2, o2, h)) + 1e-30) ok_axpy = 0;
+                n++;
+            }
+        }
+    CHECK(ok_def && n > 100, "every F+rot / F+roth: kv_quantize(F+r, x) = kv_quantize(F, kv_rotate(x)) byte for byte "
+          "(%d format x h cases)", n);
+    CHECK(ok_deq, "every rotated format decodes as its base (the stored, rotated domain)");
+    CHECK(ok_dot, "every rotated format: kv_dot(row, R q) = q . R deq(row)");
+    CHECK(ok_axpy, "every rotated format: R kv_axpy(row) = w R deq(row)");
+
+    /* q4_0r is one spelling of q4_0+roth */
+    int same = 1;
+    for (int t = 0; t < 40; t++) {
+        int h = 32 << (t % 6);
+        float x[1024];
+        uint8_t a[600], b[600];
+        rng_vector(&rs, x, h);
+        kv_quantize(KV_Q4_0R, x, a, h);
+        kv_quantize((kv_fmt)(KV_Q4_0 | KV_ROT_H), x, b, h);
+        same &= kv_row_bytes(KV_Q4_0R, h) == kv_row_bytes((kv_fmt)(KV_Q4_0 | KV_ROT_H), h) &&
+                memcmp(a, b, kv_row_bytes(KV_Q4_0R, h)) == 0;
+    }
+    CHECK(same, "q4_0r bytes = q4_0+roth bytes, h 32..1024");
+    /* +rot and +roth differ above 64 */
+    float x[128];
+    uint8_t a[72], b[72];
+    rng_vector(&rs, x, 128);
+    kv_quantize((kv_fmt)(KV_Q4_0 | KV_ROT_B), x, a, 128);
+    kv_quantize((kv_fmt)(KV_Q4_0 | KV_ROT_H), x, b, 128);
+    CHECK(memcmp(a, b, 72) != 0, "q4_0+rot and q4_0+roth store different bytes at h = 128");
 }
 
 /* ---- fp8 ---------------------------------------------------------------------------------- */
@@ -914,6 +1065,165 @@ static void test_fixtures(void) {
     free(in);
 }
 
+/* The rotated formats against rot-input.bin and FMT+rot.bin etc. (h = 128): made by
+ * make_kv_fixtures.py's own float32 transform (checked there against float64) and the base's
+ * reference quantiser; tq3 / tq4 with its own Lloyd-Max tables (float64 iteration) and quantiser. */
+static void test_fixtures_rot(void) {
+    const char *dir = getenv("STRATA_KV_FIXTURES");
+    if (!dir) dir = "tests/fixtures/kv";
+    char path[512];
+    size_t n;
+    snprintf(path, sizeof path, "%s/rot-input.bin", dir);
+    uint8_t *in = read_all(path, &n);
+    CHECK(in && n >= 12 && !memcmp(in, "SKVI", 4), "fixture %s readable", path);
+    if (!in || n < 12) { free(in); return; }
+    int h = (int)rd32(in + 4), rows = (int)rd32(in + 8);
+    CHECK(n == 12 + (size_t)rows * h * 4 && h == 128 && rows > 60, "rot-input.bin: %d rows of h = %d", rows, h);
+    if (n != 12 + (size_t)rows * h * 4 || h != 128) { free(in); return; }
+    const float *x = (const float *)(void *)(in + 12);   /* [rows][h] */
+    static const kv_fmt fmts[] = {
+        KV_Q8_0 | KV_ROT_B, KV_Q4_0 | KV_ROT_B, KV_Q4_0 | KV_ROT_H, KV_Q4_1 | KV_ROT_H, KV_Q5_1 | KV_ROT_B,
+        KV_NVFP4 | KV_ROT_B, KV_E4M3S | KV_ROT_H, KV_MXFP4 | KV_ROT_H, KV_TQ3, KV_TQ4,
+    };
+    for (size_t fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++) {
+        kv_fmt f = fmts[fi];
+        size_t rb = kv_row_bytes(f, h), m;
+        snprintf(path, sizeof path, "%s/%s.bin", dir, kv_fmt_name(f));
+        uint8_t *q = read_all(path, &m);
+        int ok_hdr = q && m == 16 + (size_t)rows * (rb + 4 * (size_t)h) && !memcmp(q, "SKVQ", 4) &&
+                     (int)rd32(q + 4) == h && (int)rd32(q + 8) == rows && rd32(q + 12) == rb;
+        CHECK(ok_hdr, "fixture %s: %d rows of %zu bytes", path, rows, rb);
+        if (!ok_hdr) { free(q); continue; }
+        const uint8_t *want = q + 16;                                /* [rows][rb] */
+        const float *yw = (const float *)(void *)(q + 16 + (size_t)rows * rb);
+        int same = 0, same_deq = 0;
+        for (int r = 0; r < rows; r++) {
+            uint8_t row[600];
+            float y[128];
+            kv_quantize(f, x + (size_t)r * h, row, h);
+            if (!memcmp(row, want + (size_t)r * rb, rb)) same++;
+            else if (same == r) {
+                size_t i = 0;
+                while (row[i] == want[(size_t)r * rb + i]) i++;
+                printf("  %s row %d: byte %zu is 0x%02x, want 0x%02x\n", kv_fmt_name(f), r, i, row[i], want[(size_t)r * rb + i]);
+            }
+            kv_dequantize(f, want + (size_t)r * rb, y, h);
+            same_deq += memcmp(y, yw + (size_t)r * h, sizeof(float) * h) == 0;
+        }
+        CHECK(same == rows, "%s: kv_quantize = the fixture's bytes for %d of %d rows of 128", kv_fmt_name(f), same, rows);
+        CHECK(same_deq == rows, "%s: kv_dequantize of the fixture's bytes = its decoded values, %d of %d rows",
+              kv_fmt_name(f), same_deq, rows);
+        free(q);
+    }
+    free(in);
+}
+
+/* ---- KIVI-style kivi2 / kivi4 (kivi.h) ---------------------------------------------------- */
+
+static void test_kivi(void) {
+    kv_fmt f = KV_F16;
+    char name[40], err[300] = "";
+    CHECK(kv_fmt_parse("kivi4", &f) == 0 && kivi_bits(f) == 4 && kivi_group(f) == 32 && kivi_residual(f) == 128 &&
+          kv_fmt_is_kivi(f) && kv_fmt_valid(f) && !strcmp(kv_fmt_name(f), "kivi4"), "kivi4: 4 bits, G 32, R 128");
+    kv_fmt_format(f, name, sizeof name);
+    CHECK(!strcmp(name, "kivi4"), "kv_fmt_format(kivi4) = %s", name);
+    CHECK(kv_fmt_parse("kivi2-g8-r16", &f) == 0 && kivi_bits(f) == 2 && kivi_group(f) == 8 && kivi_residual(f) == 16,
+          "kivi2-g8-r16: 2 bits, G 8, R 16");
+    kv_fmt_format(f, name, sizeof name);
+    CHECK(!strcmp(name, "kivi2-g8-r16") && !strcmp(kv_fmt_name(f), "kivi2"), "kv_fmt_format round-trips: %s", name);
+    CHECK(kv_fmt_parse("kivi4-r0", &f) == 0 && kivi_residual(f) == 0 && kivi_group(f) == 32 &&
+          kv_fmt_parse("kivi2-g256", &f) == 0 && kivi_group(f) == 256 && kivi_residual(f) == 128,
+          "kivi4-r0 and kivi2-g256 parse");
+    const char *bad[] = {"kivi3", "kivi4-g12", "kivi4-g4", "kivi4-g512", "kivi4-r5000", "kivi4-r16-g8", "kivi4+rot",
+                         "kivi4-g", "kivi4-", "kivi4-g16-", "kivi", "KIVI4"};
+    int ok = 1;
+    kv_fmt keep = KV_F16;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) ok &= kv_fmt_parse(bad[i], &keep) == -1 && keep == KV_F16;
+    CHECK(ok, "kivi names refused: kivi3, -g12, -g4, -g512, -r5000, -r before -g, +rot, empty parameters");
+    kv_mix m;
+    CHECK(kv_mix_parse("kivi4+rot", &m, err, sizeof err) == -1 && strstr(err, "no rotation"), "mix kivi4+rot: %s", err);
+    kv_fmt C[4];
+    CHECK(kv_mix_parse("kivi2-g8-r16+f16@h1", &m, err, sizeof err) == 0 && kv_mix_cells(&m, 2, 2, C, err, sizeof err) == 0 &&
+          kv_fmt_is_kivi(C[0]) && kivi_group(C[2]) == 8 && C[1] == KV_F16, "kivi in a per-head mix (%s)", err);
+    kv_fmt_parse("kivi4", &f);
+    CHECK(kv_fmt_check(f, 8, err, sizeof err) == 0 && kv_fmt_check(f, 96, err, sizeof err) == 0 &&
+          kv_row_bytes(f, 64) == 0, "kivi4 fits h 8 and 96; it is no row format (kv_row_bytes 0)");
+    CHECK(kv_fmt_check(f, 40, err, sizeof err) == -1 && strstr(err, "kivi4") && strstr(err, "40"), "kivi4 at h 40: %s", err);
+    kv_fmt_parse("kivi4-g64", &f);
+    CHECK(kv_fmt_check(f, 8, err, sizeof err) == -1 && strstr(err, "divides"), "kivi4-g64 at h 8: %s", err);
+    /* boundaries: G 32, R 128 */
+    kv_fmt_parse("kivi4", &f);
+    CHECK(kivi_boundary(f, 0) == 0 && kivi_boundary(f, 158) == 0 && kivi_boundary(f, 159) == 32 &&
+          kivi_boundary(f, 190) == 32 && kivi_boundary(f, 191) == 64, "kivi4 boundary: 0 until p 159, then 32, 64 at 191");
+    /* bytes: kivi4 h 64: K group 32 x 64 x 4 / 8 + 256 = 1280 (40 a token), V 32 + 2 x 4 = 40; kivi2: 768 (24), 24 */
+    kv_fmt f2;
+    kv_fmt_parse("kivi2", &f2);
+    CHECK(kivi_k_group_bytes(f, 64) == 1280 && kv_token_bytes(f, 64, 0) == 40 && kv_token_bytes(f, 64, 1) == 40 &&
+          kivi_k_group_bytes(f2, 64) == 768 && kv_token_bytes(f2, 64, 0) == 24 && kv_token_bytes(f2, 64, 1) == 24 &&
+          kv_token_bytes(f, 8, 1) == 4 + 4 && kv_reserve_bytes(f, 64, 0) == 128 + 40,
+          "kivi bytes: kivi4 h 64 K 40 / V 40 a token, kivi2 24 / 24, kivi4 h 8 V 8; reserved f16 + quantised");
+    /* by hand: kivi2, G 8, h 4; channel c of token t = t * (c + 1) * 0.5 - c: min -c, max 3.5 (c + 1) - c,
+     * d = 3.5 (c + 1) / 3; channel 0: x = 0 0.5 .. 3.5, trunc(x * 3 / 3.5 + 0.5) = 0 0 1 1 2 2 3 3 */
+    kv_fmt_parse("kivi2-g8-r0", &f);
+    uint8_t rows[8][8], grp[8 * 4 * 2 / 8 + 16];
+    for (int t = 0; t < 8; t++) {
+        float x[4];
+        for (int c = 0; c < 4; c++) x[c] = (float)t * (float)(c + 1) * 0.5f - (float)c;
+        kv_quantize(KV_F16, x, rows[t], 4);
+    }
+    kivi_quant_k_group(f, rows[0], 8, 4, grp);
+    static const unsigned want0[8] = {0, 0, 1, 1, 2, 2, 3, 3};
+    ok = 1;
+    for (int t = 0; t < 8; t++) ok &= ((grp[t] >> 0) & 3u) == want0[t];   /* code (t, 0) = bit 8t of the codes */
+    float y[8 * 4];
+    kivi_dequant_k_rows(f, grp, 4, 0, 8, y);
+    float d0 = fp16_to_f32(fp16_from_f32(3.5f / 3.0f));
+    ok &= y[0] == 0.0f && y[4 * 7] == 3.0f * d0 && y[4 * 2] == d0;
+    CHECK(ok, "kivi2 by hand: channel 0 codes 0 0 1 1 2 2 3 3, values q x fp16(3.5 / 3)");
+
+    /* the fixtures: kivi{2,4}-g16.k.bin, kivi{2,4}.v.bin from the f16 values of input rows 0..79 */
+    const char *dir = getenv("STRATA_KV_FIXTURES");
+    if (!dir) dir = "tests/fixtures/kv";
+    char path[512];
+    size_t n;
+    snprintf(path, sizeof path, "%s/input.bin", dir);
+    uint8_t *in = read_all(path, &n);
+    if (!in || n < 12 + 80 * 64 * 4 || rd32(in + 4) != 64) { CHECK(0, "kivi: %s readable with h 64", path); free(in); return; }
+    const float *x = (const float *)(void *)(in + 12);
+    static uint8_t r16[80][128];                                   /* [80][2h] the f16 rows */
+    for (int r = 0; r < 80; r++) kv_quantize(KV_F16, x + (size_t)r * 64, r16[r], 64);
+    for (int b = 2; b <= 4; b += 2)
+        for (int v = 0; v < 2; v++) {
+            char fname[40];
+            snprintf(fname, sizeof fname, "kivi%d%s", b, v ? "" : "-g16-r0");
+            kv_fmt_parse(fname, &f);
+            snprintf(path, sizeof path, "%s/kivi%d%s.bin", dir, b, v ? ".v" : "-g16.k");
+            size_t m;
+            uint8_t *q = read_all(path, &m);
+            int units = v ? 80 : 5, per = v ? 1 : 16;
+            size_t ub = v ? kivi_v_row_bytes(f, 64) : kivi_k_group_bytes(f, 64);
+            int ok_hdr = q && m == 16 + units * (ub + 4 * 64 * (size_t)per) && !memcmp(q, "SKVQ", 4) &&
+                         rd32(q + 4) == 64 && (int)rd32(q + 8) == units && rd32(q + 12) == ub;
+            CHECK(ok_hdr, "fixture %s: %d %s of %zu bytes", path, units, v ? "V rows" : "K groups", ub);
+            if (!ok_hdr) { free(q); continue; }
+            int same = 0, same_deq = 0;
+            for (int u = 0; u < units; u++) {
+                uint8_t got[1300];
+                float yy[16 * 64];
+                if (v) kivi_quant_v_row(f, r16[u], 64, got);
+                else kivi_quant_k_group(f, r16[16 * u], 128, 64, got);
+                same += !memcmp(got, q + 16 + (size_t)u * ub, ub);
+                if (v) kivi_dequant_v_rows(f, q + 16 + (size_t)u * ub, ub, 1, 64, yy);
+                else kivi_dequant_k_rows(f, q + 16 + (size_t)u * ub, 64, 0, 16, yy);
+                same_deq += !memcmp(yy, q + 16 + (size_t)units * ub + (size_t)u * per * 64 * 4, sizeof(float) * 64 * (size_t)per);
+            }
+            CHECK(same == units, "kivi%d %s: bytes = the fixture's for %d of %d", b, v ? "V rows" : "K groups (G 16)", same, units);
+            CHECK(same_deq == units, "kivi%d %s: decoded values = the fixture's for %d of %d", b, v ? "V" : "K", same_deq, units);
+            free(q);
+        }
+    free(in);
+}
+
 /* ---- per-layer mixes ---------------------------------------------------------------------- */
 
 static void test_mix(void) {
@@ -922,33 +1232,74 @@ static void test_mix(void) {
     char err[300] = "";
     /* first and last layers f16, the rest int8, two ways */
     int ok = kv_mix_parse("int8+f16@0+f16@-1", &m, err, sizeof err) == 0 && m.n == 3 &&
-             kv_mix_layers(&m, 30, L, err, sizeof err) == 0;
+             kv_mix_cells(&m, 30, 1, L, err, sizeof err) == 0;
     for (int l = 0; ok && l < 30; l++) ok = L[l] == (l == 0 || l == 29 ? KV_F16 : KV_INT8);
     CHECK(ok, "mix int8+f16@0+f16@-1 on 30 layers: f16 at 0 and 29, int8 elsewhere (%s)", err);
-    ok = kv_mix_parse("int8@1-28+f16@0+f16@29", &m, err, sizeof err) == 0 && kv_mix_layers(&m, 30, L, err, sizeof err) == 0;
+    ok = kv_mix_parse("int8@1-28+f16@0+f16@29", &m, err, sizeof err) == 0 && kv_mix_cells(&m, 30, 1, L, err, sizeof err) == 0;
     for (int l = 0; ok && l < 30; l++) ok = L[l] == (l == 0 || l == 29 ? KV_F16 : KV_INT8);
     CHECK(ok, "mix int8@1-28+f16@0+f16@29: the same layers (%s)", err);
     ok = kv_mix_parse("q4_1@0-1+nvfp4@2+e4m3s@-2-3", &m, err, sizeof err) == -1;
     CHECK(ok && strstr(err, "-2-3"), "mix: a range from the end is refused: %s", err);
-    ok = kv_mix_parse("q4_1@0-1+nvfp4@2+e4m3s@-2+mxfp4@-1", &m, err, sizeof err) == 0 && kv_mix_layers(&m, 5, L, err, sizeof err) == 0 &&
+    ok = kv_mix_parse("q4_1@0-1+nvfp4@2+e4m3s@-2+mxfp4@-1", &m, err, sizeof err) == 0 && kv_mix_cells(&m, 5, 1, L, err, sizeof err) == 0 &&
          L[0] == KV_Q4_1 && L[1] == KV_Q4_1 && L[2] == KV_NVFP4 && L[3] == KV_E4M3S && L[4] == KV_MXFP4;
     CHECK(ok, "mix without a default item covering all 5 layers: q4_1 q4_1 nvfp4 e4m3s mxfp4 (%s)", err);
-    ok = kv_mix_parse("f32", &m, err, sizeof err) == 0 && m.n == 1 && m.it[0].rest && kv_mix_layers(&m, 3, L, err, sizeof err) == 0 &&
+    ok = kv_mix_parse("f32", &m, err, sizeof err) == 0 && m.n == 1 && m.it[0].rest && kv_mix_cells(&m, 3, 1, L, err, sizeof err) == 0 &&
          L[0] == KV_F32 && L[2] == KV_F32;
     CHECK(ok, "a plain name is a mix of one default item");
     struct { const char *spec; int n_layer; const char *want; } bad[] = {
-        {"int8+f16@0+f16@0", 4, "twice"}, {"int8@0-2+f16@2", 4, "twice"}, {"int8@0-2", 4, "layer 3 has no format"},
+        {"int8+f16@0+f16@0", 4, "twice"}, {"int8@0-2+f16@2", 4, "twice"}, {"int8@0-2", 4, "layer 3 KV head 0 has no format"},
         {"int8+f16@4", 4, "past"}, {"int8+f16@-5", 4, "past"}, {"int8+f16@2-9", 4, "past"},
-        {"int8+f16", 4, "two default"}, {"int8+f16@", 4, "bad layers"}, {"int8+f16@3-1", 4, "bad layers"},
-        {"int8+f16@x", 4, "bad layers"}, {"int8+f16@-0", 4, "bad layers"}, {"int8+f16@1-", 4, "bad layers"},
+        {"int8+f16", 4, "two default"}, {"int8+f16@", 4, "bad place"}, {"int8+f16@3-1", 4, "bad place"},
+        {"int8+f16@x", 4, "bad place"}, {"int8+f16@-0", 4, "bad place"}, {"int8+f16@1-", 4, "bad place"},
         {"int8+int9@1", 4, "unknown KV format 'int9'"}, {"int8++f16@1", 4, "unknown"}, {"", 4, "empty"},
-        {"@1", 4, "unknown"}, {"int8+f16@1234567", 4, "bad layers"}, {"int8 +f16@1", 4, "unknown"},
+        {"@1", 4, "unknown"}, {"int8+f16@1234567", 4, "bad place"}, {"int8 +f16@1", 4, "unknown"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = 0;
         int rc = kv_mix_parse(bad[i].spec, &m, err, sizeof err);
-        if (rc == 0) rc = kv_mix_layers(&m, bad[i].n_layer, L, err, sizeof err);
+        if (rc == 0) rc = kv_mix_cells(&m, bad[i].n_layer, 1, L, err, sizeof err);
         CHECK(rc == -1 && strstr(err, bad[i].want), "mix '%s' on %d layers is refused: %s", bad[i].spec, bad[i].n_layer, err);
+    }
+    /* per KV head, and rotation modifiers */
+    kv_fmt C[5 * 4];   /* [5 layers][4 KV heads] */
+    ok = kv_mix_parse("int8+f16@h0", &m, err, sizeof err) == 0 && kv_mix_cells(&m, 5, 4, C, err, sizeof err) == 0;
+    for (int c = 0; ok && c < 20; c++) ok = C[c] == (c % 4 == 0 ? KV_F16 : KV_INT8);
+    CHECK(ok, "mix int8+f16@h0 on 5 layers x 4 KV heads: head 0 f16 in every layer (%s)", err);
+    ok = kv_mix_parse("q4_0+rot@1-3+f16+int8+roth@-1:h-1+q8_0@0:h1-2", &m, err, sizeof err) == 0 && m.n == 4 &&
+         kv_mix_cells(&m, 5, 4, C, err, sizeof err) == 0;
+    for (int c = 0; ok && c < 20; c++) {
+        int l = c / 4, g = c % 4;
+        kv_fmt want = l >= 1 && l <= 3 ? (kv_fmt)(KV_Q4_0 | KV_ROT_B) : l == 4 && g == 3 ? (kv_fmt)(KV_INT8 | KV_ROT_H)
+                    : l == 0 && (g == 1 || g == 2) ? KV_Q8_0 : KV_F16;
+        ok = C[c] == want;
+    }
+    CHECK(ok, "mix q4_0+rot@1-3+f16+int8+roth@-1:h-1+q8_0@0:h1-2: every cell as written (%s)", err);
+    kv_fmt C2[20];
+    ok = kv_mix_parse("q4_0@1-3+rot+f16+int8@-1:h-1+roth+q8_0@0:h1-2", &m, err, sizeof err) == 0 &&
+         kv_mix_cells(&m, 5, 4, C2, err, sizeof err) == 0 && memcmp(C, C2, sizeof C) == 0;
+    CHECK(ok, "the modifier before or after the place: the same cells (%s)", err);
+    ok = kv_mix_parse("q4_0r+f16@h1", &m, err, sizeof err) == 0 && kv_mix_cells(&m, 2, 2, C, err, sizeof err) == 0 &&
+         C[0] == KV_Q4_0R && C[1] == KV_F16 && C[2] == KV_Q4_0R && C[3] == KV_F16;
+    CHECK(ok, "q4_0r in a mix with a per-head item (%s)", err);
+    struct { const char *spec; int n_layer, n_kv; const char *want; } badh[] = {
+        {"int8+f16@h4", 5, 4, "KV head 4 is past the model's 4 KV heads (0..3)"},
+        {"int8+f16@h-5", 5, 4, "KV head -5 is past"}, {"int8+f16@0:h1-7", 5, 4, "KV head 7 is past"},
+        {"int8+f16@h0+f16@0", 5, 4, "layer 0 KV head 0 is given twice"},
+        {"int8@h0-2", 5, 4, "layer 0 KV head 3 has no format"},
+        {"rot+int8", 5, 4, "'rot' in KV format mix 'rot+int8' has no format before it"},
+        {"int8+rot+roth", 5, 4, "rotates int8+rot, which is rotated already"},
+        {"q4_0r+roth", 5, 4, "rotates q4_0r"}, {"int8@1+rot@2+f16", 5, 4, "two places"},
+        {"int8+f16@h", 5, 4, "bad place"}, {"int8+f16@0:", 5, 4, "bad place"}, {"int8+f16@:h0", 5, 4, "bad place"},
+        {"int8+f16@0h0", 5, 4, "bad place"}, {"int8+f16@h0:1", 5, 4, "bad place"}, {"int8+f16@0:0", 5, 4, "bad place"},
+        {"int8+f16@h2-1", 5, 4, "bad place"}, {"int8+f16@H0", 5, 4, "bad place"},
+        {"int8+roth+f16+rot", 5, 4, "two default items (int8+roth and f16+rot)"},
+    };
+    for (size_t i = 0; i < sizeof badh / sizeof badh[0]; i++) {
+        err[0] = 0;
+        int rc = kv_mix_parse(badh[i].spec, &m, err, sizeof err);
+        if (rc == 0) rc = kv_mix_cells(&m, badh[i].n_layer, badh[i].n_kv, C, err, sizeof err);
+        CHECK(rc == -1 && strstr(err, badh[i].want), "mix '%s' on %d x %d is refused: %s", badh[i].spec, badh[i].n_layer,
+              badh[i].n_kv, err);
     }
     char many[400] = "f16";
     for (int i = 0; i < KV_MIX_ITEMS; i++) snprintf(many + strlen(many), sizeof many - strlen(many), "+int8@%d", i);
@@ -1081,12 +1432,15 @@ int main(void) {
     test_q8_0();
     test_q4_0();
     test_q4_0r();
+    test_rotations();
     test_fp8();
     test_ggml_types();
     test_e5m2_e2m1();
     test_scaled_fp8();
     test_fp4();
     test_fixtures();
+    test_fixtures_rot();
+    test_kivi();
     test_mix();
     test_f16_bf16();
     test_decoders_exhaustive();

@@ -4,6 +4,7 @@
 #include "tests/check.h"
 #include "kernels/ops.h"
 #include "kernels/cache.h"
+#include "kernels/kivi.h"
 #include "worker/engine.h"
 #include "worker/model.h"
 
@@ -15,9 +16,45 @@
 /* the committed fixtures (tests/fixtures/README.md); tests run from the repository root */
 static const char *fixtures(void) { return "tests/fixtures"; }
 
-/* Runs tokens[n] through a fresh cpu backend (layer l's formats fk[l], fv[l]; as many threads as
- * p has) in chunks of `chunk`, all rows into out [n][V]. */
-static int run_chunks_layers(const model *m, pool *p, const kv_fmt *fk, const kv_fmt *fv, const int32_t *tok, int n,
+/* Every format: the base ones, then each with +rot and with +roth (where valid), into out[3 *
+ * KV_NFMT]; returns how many. */
+static int all_formats(kv_fmt *out) {
+    int n = 0;
+    for (int r = 0; r < 3; r++)
+        for (int f = 0; f < KV_NFMT; f++) {
+            kv_fmt x = (kv_fmt)(f | (r == 1 ? KV_ROT_B : r == 2 ? KV_ROT_H : 0));
+            if (kv_fmt_valid(x)) out[n++] = x;
+        }
+    return n;
+}
+
+/* The base formats, then six rotated ones (for the longer attention tests: every rotated format
+ * runs in the short ones), into out[KV_NFMT + 12]; returns how many. */
+static int some_formats(kv_fmt *out) {
+    static const kv_fmt rot[6] = { KV_F16 | KV_ROT_B, KV_F16 | KV_ROT_H, KV_INT8 | KV_ROT_B, KV_Q8_0 | KV_ROT_H,
+                                   KV_Q4_0 | KV_ROT_B, KV_NVFP4 | KV_ROT_H };
+    int n = 0;
+    for (int f = 0; f < KV_NFMT; f++) out[n++] = (kv_fmt)f;
+    for (int i = 0; i < 6; i++) out[n++] = rot[i];
+    return n;
+}
+
+/* A format by name (kvfmt.h); KV_NFMT if the name does not parse (the caller's check then fails). */
+static kv_fmt by_name(const char *name) {
+    kv_fmt f = KV_NFMT;
+    kv_fmt_parse(name, &f);
+    return f;
+}
+
+/* KIVI formats for the attention tests at hd 64: boundaries inside the tests' chunks. */
+static const char *const kivi_names[] = { "kivi4-g8-r16", "kivi2-g16-r0", "kivi4", "kivi2-g32-r40" };
+#define N_KIVI 4
+
+#define MAX_CELLS 1024   /* (layer, KV head) cells the tests' format arrays hold */
+
+/* Runs tokens[n] through a fresh cpu backend (the formats of layer l, KV head g at fk / fv
+ * [l * n_kv + g]; as many threads as p has) in chunks of `chunk`, all rows into out [n][V]. */
+static int run_chunks_cells(const model *m, pool *p, const kv_fmt *fk, const kv_fmt *fv, const int32_t *tok, int n,
                              int chunk, float *out) {
     backend *b = NULL;
     backend_model net;
@@ -41,33 +78,33 @@ done:
     return rc;
 }
 
-/* The same with fk / fv in every layer. */
+/* The same with fk / fv in every layer and KV head. */
 static int run_chunks(const model *m, pool *p, kv_fmt fk, kv_fmt fv, const int32_t *tok, int n, int chunk, float *out) {
-    kv_fmt k[256], v[256];
-    if (m->n_layer > 256) return -1;
-    for (int l = 0; l < m->n_layer; l++) { k[l] = fk; v[l] = fv; }
-    return run_chunks_layers(m, p, k, v, tok, n, chunk, out);
+    kv_fmt k[MAX_CELLS], v[MAX_CELLS];
+    if (m->n_layer * m->n_kv > MAX_CELLS) return -1;
+    for (int i = 0; i < m->n_layer * m->n_kv; i++) { k[i] = fk; v[i] = fv; }
+    return run_chunks_cells(m, p, k, v, tok, n, chunk, out);
 }
 
-/* Batch invariance of a per-layer mix: K and V mixes (kv.h syntax) resolved for m, rows with prefill
- * chunks 7, 64 and 512 bit-identical to chunk 1. */
+/* Batch invariance of a mix: K and V mixes (kvfmt.h syntax: per layer and KV head) resolved for m,
+ * rows with prefill chunks 7, 64 and 512 bit-identical to chunk 1. */
 static void invariance_mix(const model *m, pool *p, const char *what, const char *kmix, const char *vmix,
                            const int32_t *tok, int n) {
-    kv_fmt k[256], v[256];
+    kv_fmt k[MAX_CELLS], v[MAX_CELLS];
     kv_mix mk, mv;
     char err[256] = "";
     int V = m->n_vocab;
-    if (m->n_layer > 256 || kv_mix_parse(kmix, &mk, err, sizeof err) || kv_mix_parse(vmix, &mv, err, sizeof err) ||
-        kv_mix_layers(&mk, m->n_layer, k, err, sizeof err) || kv_mix_layers(&mv, m->n_layer, v, err, sizeof err)) {
+    if (m->n_layer * m->n_kv > MAX_CELLS || kv_mix_parse(kmix, &mk, err, sizeof err) || kv_mix_parse(vmix, &mv, err, sizeof err) ||
+        kv_mix_cells(&mk, m->n_layer, m->n_kv, k, err, sizeof err) || kv_mix_cells(&mv, m->n_layer, m->n_kv, v, err, sizeof err)) {
         CHECK(0, "%s: mixes %s / %s resolve (%s)", what, kmix, vmix, err);
         return;
     }
     float *a = malloc(sizeof(float) * (size_t)n * V), *b = malloc(sizeof(float) * (size_t)n * V);
     static const int chunks[] = { 7, 64, 512 };
-    int same = run_chunks_layers(m, p, k, v, tok, n, 1, a) == 0;
+    int same = run_chunks_cells(m, p, k, v, tok, n, 1, a) == 0;
     for (int c = 0; same && c < 3; c++)
-        same = run_chunks_layers(m, p, k, v, tok, n, chunks[c], b) == 0 && memcmp(a, b, sizeof(float) * (size_t)n * V) == 0;
-    CHECK(same, "%s: K %s, V %s per layer: rows with prefill chunks 7, 64, 512 bit-identical to decoding one token "
+        same = run_chunks_cells(m, p, k, v, tok, n, chunks[c], b) == 0 && memcmp(a, b, sizeof(float) * (size_t)n * V) == 0;
+    CHECK(same, "%s: K %s, V %s per layer and KV head: rows with prefill chunks 7, 64, 512 bit-identical to decoding one token "
           "at a time", what, kmix, vmix);
     free(a);
     free(b);
@@ -109,17 +146,25 @@ static void test_invariance(const model *m, pool *p, const int32_t *tok, int n) 
     int V = m->n_vocab;
     float *a = malloc(sizeof(float) * (size_t)n * V), *b = malloc(sizeof(float) * (size_t)n * V);
     static const int chunks[] = { 7, 64, 512 };
-    for (int f = 0; f < KV_NFMT; f++) {
-        char err[128];
-        if (kv_fmt_check((kv_fmt)f, m->hd, err, sizeof err)) {
-            printf("# %s: not for head dim %d here (%s)\n", kv_fmt_name((kv_fmt)f), m->hd, err);
+    /* every format, and KIVI ones whose groups close inside the 113 tokens (hd 8: G <= 32) */
+    static const char *const kivi8[] = { "kivi4-g8-r16", "kivi2-g16-r8", "kivi4-g32-r0", "kivi2-g8-r0" };
+    kv_fmt fmts[3 * KV_NFMT + 4];
+    int nf = all_formats(fmts);
+    for (int i = 0; i < 4; i++) fmts[nf++] = by_name(kivi8[i]);
+    for (int i = 0; i < nf; i++) {
+        kv_fmt f = fmts[i];
+        char err[160], nm[40];
+        kv_fmt_format(f, nm, sizeof nm);
+        if (kv_fmt_check(f, m->hd, err, sizeof err)) {
+            CHECK(!kv_fmt_is_kivi(f), "%s fits head dim %d (%s)", nm, m->hd, err);
+            printf("# %s: not for head dim %d here (%s)\n", nm, m->hd, err);
             continue;
         }
-        if (run_chunks(m, p, (kv_fmt)f, (kv_fmt)f, tok, n, 1, a)) { CHECK(0, "%s: chunk 1 ran", kv_fmt_name((kv_fmt)f)); continue; }
+        if (run_chunks(m, p, f, f, tok, n, 1, a)) { CHECK(0, "%s: chunk 1 ran", nm); continue; }
         for (int k = 0; k < 3; k++) {
-            run_chunks(m, p, (kv_fmt)f, (kv_fmt)f, tok, n, chunks[k], b);
+            run_chunks(m, p, f, f, tok, n, chunks[k], b);
             CHECK(memcmp(a, b, sizeof(float) * (size_t)n * V) == 0,
-                  "kv %s: rows with prefill chunk %d bit-identical to chunk 1 (decode)", kv_fmt_name((kv_fmt)f), chunks[k]);
+                  "kv %s: rows with prefill chunk %d bit-identical to chunk 1 (decode)", nm, chunks[k]);
         }
     }
     free(a);
@@ -134,11 +179,16 @@ static void test_attention(pool *p) {
     float *o1 = malloc(sizeof(float) * T * n_head * hd), *o2 = malloc(sizeof(float) * T * n_head * hd);
     srand(7);
     for (int i = 0; i < T * n_head * hd; i++) q[i] = (float)rand() / RAND_MAX * 2 - 1;
-    for (int f = 0; f < KV_NFMT; f++)
+    kv_fmt fmts[3 * KV_NFMT + N_KIVI];
+    int nf = all_formats(fmts);
+    for (int i = 0; i < N_KIVI; i++) fmts[nf++] = by_name(kivi_names[i]);
+    for (int fi = 0; fi < nf; fi++)
         for (int window = 0; window <= 20; window += 20) {
+            kv_fmt f = fmts[fi];
             cache c;
-            char err[128];
-            if (cache_create(&c, (kv_fmt)f, (kv_fmt)f, 1, n_kv, hd, pos0 + T, err, sizeof err)) continue;
+            char err[160], nm[40];
+            kv_fmt_format(f, nm, sizeof nm);
+            if (cache_create(&c, f, f, 1, n_kv, hd, pos0 + T, err, sizeof err)) { CHECK(!kv_fmt_is_kivi(f), "%s: %s", nm, err); continue; }
             for (int pos = 0; pos < pos0 + T; pos++) {
                 for (int i = 0; i < n_kv * hd; i++) { k[i] = (float)rand() / RAND_MAX * 4 - 2; v[i] = (float)rand() / RAND_MAX * 2 - 1; }
                 cache_store(&c, 0, pos, k, v);
@@ -148,7 +198,7 @@ static void test_attention(pool *p) {
             a.out = o2;
             cache_attend_ref(&c, &a);
             CHECK(memcmp(o1, o2, sizeof(float) * T * n_head * hd) == 0,
-                  "attention kv %s window %d: tiled == reference bit for bit", kv_fmt_name((kv_fmt)f), window);
+                  "attention kv %s window %d: tiled == reference bit for bit", nm, window);
             cache_free(&c);
         }
     free(k); free(v); free(q); free(o1); free(o2);
@@ -169,10 +219,15 @@ static void test_attention_split(pool *p) {
         float *ot = malloc(sizeof(float) * (size_t)T * n_head * hd);
         srand(17 + hd);
         for (int i = 0; i < T * n_head * hd; i++) q[i] = (float)rand() / RAND_MAX * 2 - 1;
-        for (int f = 0; f < KV_NFMT; f++) {
+        kv_fmt fmts[KV_NFMT + 12 + N_KIVI];
+        int nf = some_formats(fmts);
+        for (int i = 0; i < N_KIVI; i += 2) fmts[nf++] = by_name(kivi_names[i]);   /* two of them here */
+        for (int fi = 0; fi < nf; fi++) {
+            kv_fmt f = fmts[fi];
             cache c;
-            char err[128];
-            if (cache_create(&c, (kv_fmt)f, (kv_fmt)f, 1, n_kv, hd, ctx, err, sizeof err)) continue;
+            char err[160], nm[40];
+            kv_fmt_format(f, nm, sizeof nm);
+            if (cache_create(&c, f, f, 1, n_kv, hd, ctx, err, sizeof err)) { CHECK(!kv_fmt_is_kivi(f), "%s: %s", nm, err); continue; }
             for (int pos = 0; pos < ctx; pos++) {
                 for (int i = 0; i < n_kv * hd; i++) { k[i] = (float)rand() / RAND_MAX * 4 - 2; v[i] = (float)rand() / RAND_MAX * 2 - 1; }
                 cache_store(&c, 0, pos, k, v);
@@ -190,7 +245,7 @@ static void test_attention_split(pool *p) {
                 same_tiled &= memcmp(o1, ot + (size_t)(T - 1) * n_head * hd, sizeof(float) * (size_t)n_head * hd) == 0;
             }
             CHECK(same_ref && same_tiled, "split decode attention kv %s, hd %d, %d/%d heads, %d keys, window 0 and %d: "
-                  "== reference and == the prefill row, bit for bit", kv_fmt_name((kv_fmt)f), hd, n_head, n_kv, ctx,
+                  "== reference and == the prefill row, bit for bit", nm, hd, n_head, n_kv, ctx,
                   CACHE_SPLIT_MIN_KEYS + 40);
             cache_free(&c);
         }
@@ -211,12 +266,17 @@ static void test_attention_split(pool *p) {
  * q4_0: 3.0e-2, q4_0r: 5.0e-2, q4_1: 2.7e-2 / 4.4e-2, q5_0: 2.4e-2, q5_1: 1.7e-2, iq4_nl: 3.4e-2,
  * e5m2: 2.6e-2, e4m3s: 1.4e-2, e5m2s: 2.8e-2, nvfp4: 5.4e-2, mxfp4: 6.2e-2 / 9.8e-2), so the
  * ordering of the formats is checked too. */
+#define TQ3_BOUND 0.3
+#define TQ4_BOUND 0.2
+#define KIVI4_BOUND 0.1
+#define KIVI2_BOUND 0.5
 static void test_attention_f64(pool *p) {
     static const double bound[KV_NFMT] = {
         [KV_F32] = 2e-6, [KV_BF16] = 3e-3, [KV_F16] = 5e-4, [KV_INT8] = 8e-3,
         [KV_Q8_0] = 8e-3, [KV_Q4_0] = 0.1, [KV_Q4_0R] = 0.15, [KV_FP8] = 0.04,
         [KV_Q4_1] = 0.15, [KV_Q5_0] = 0.08, [KV_Q5_1] = 0.05, [KV_IQ4_NL] = 0.1, [KV_E5M2] = 0.08,
         [KV_E4M3S] = 0.04, [KV_E5M2S] = 0.08, [KV_NVFP4] = 0.15, [KV_MXFP4] = 0.3,
+        [KV_TQ3] = TQ3_BOUND, [KV_TQ4] = TQ4_BOUND,
     };
     static const int hds[2] = { 64, 256 };
     for (int hi = 0; hi < 2; hi++) {
@@ -228,10 +288,20 @@ static void test_attention_f64(pool *p) {
         float qs = 1.0f / sqrtf((float)hd);
         for (int i = 0; i < ctx * hd; i++) { k[i] = (float)rand() / RAND_MAX * 2 - 1; v[i] = (float)rand() / RAND_MAX * 2 - 1; }
         for (int i = 0; i < T * n_head * hd; i++) q[i] = ((float)rand() / RAND_MAX * 2 - 1) * 4.0f;
-        for (int f = 0; f < KV_NFMT; f++) {
+        kv_fmt fmts[KV_NFMT + 12 + 2];
+        int nf = some_formats(fmts);
+        fmts[nf++] = by_name("kivi4-g32-r0");   /* every key quantised but the last group's */
+        fmts[nf++] = by_name("kivi2-g32-r0");
+        for (int fi = 0; fi < nf; fi++) {
+            kv_fmt f = fmts[fi];
+            /* a rotated format: its base's bound x 1.5 (the rotation mixes the values of a block, so
+             * an error spreads; q4_0r's bound is already its own); KIVI: about 3x the worst seen */
+            double bnd = kv_fmt_is_kivi(f) ? (kivi_bits(f) == 4 ? KIVI4_BOUND : KIVI2_BOUND)
+                       : kv_fmt_rotation(f) && f != KV_Q4_0R && f != KV_TQ3 && f != KV_TQ4 ? 1.5 * bound[kv_fmt_base(f)]
+                       : bound[f];
             cache c;
-            char err[128];
-            if (cache_create(&c, (kv_fmt)f, (kv_fmt)f, 1, n_kv, hd, ctx, err, sizeof err)) continue;
+            char err[160];
+            if (cache_create(&c, f, f, 1, n_kv, hd, ctx, err, sizeof err)) continue;
             for (int pos = 0; pos < ctx; pos++) cache_store(&c, 0, pos, k + (size_t)pos * hd, v + (size_t)pos * hd);
             cache_attn a = { 0, T, pos0, n_head, 0, qs, q, o };
             cache_attend(p, &c, &a);
@@ -255,64 +325,76 @@ static void test_attention_f64(pool *p) {
                         if (e > worst) worst = e;
                     }
                 }
-            printf("# attention kv %-6s hd %3d: max |out - float64| = %.3g (bound %.3g)\n", kv_fmt_name((kv_fmt)f), hd, worst, bound[f]);
-            CHECK(worst <= bound[f], "attention kv %s hd %d within %.3g of float64 (%.3g)", kv_fmt_name((kv_fmt)f), hd, bound[f], worst);
+            char nm[40];
+            kv_fmt_format(f, nm, sizeof nm);
+            printf("# attention kv %-12s hd %3d: max |out - float64| = %.3g (bound %.3g)\n", nm, hd, worst, bnd);
+            CHECK(worst <= bnd, "attention kv %s hd %d within %.3g of float64 (%.3g)", nm, hd, bnd, worst);
             cache_free(&c);
         }
         free(k); free(v); free(q); free(o); free(s);
     }
 }
 
-/* A cache with different formats per layer: each layer's attention (tiled, split decode and the
- * reference) is bit-identical to that of a cache with the layer's formats in every layer, given the
- * same stored vectors; and its bytes per token are the sum of the layers'. */
+/* A cache with different formats per layer and KV head (rotated ones among them): each layer's
+ * attention (tiled, split decode and the reference) gives, for the query heads of KV head g, the
+ * same bits as a cache with that cell's formats everywhere, given the same stored vectors; and its
+ * bytes per token are the sum of the cells'. */
 static void test_attention_mixed(pool *p) {
-    enum { NL = 3 };
-    static const kv_fmt fk[NL] = { KV_Q4_1, KV_NVFP4, KV_F16 }, fv[NL] = { KV_MXFP4, KV_F32, KV_E4M3S };
-    int hd = 64, n_kv = 2, n_head = 6, ctx = CACHE_SPLIT_MIN_KEYS + 20, T = 9;
-    float *k = malloc(sizeof(float) * (size_t)n_kv * hd), *v = malloc(sizeof(float) * (size_t)n_kv * hd);
+    enum { NL = 3, NKV = 2, NC = NL * NKV };
+    static const kv_fmt fk[NC] = { KV_Q4_1, KV_NVFP4 | KV_ROT_B, KV_F16, KV_INT8 | KV_ROT_H, KV_Q4_0R, KV_E5M2 };
+    static const kv_fmt fv[NC] = { KV_MXFP4, KV_F32, KV_E4M3S | KV_ROT_H, KV_Q8_0 | KV_ROT_B, KV_F16, KV_IQ4_NL };
+    int hd = 64, n_head = 6, group = n_head / NKV, ctx = CACHE_SPLIT_MIN_KEYS + 20, T = 9;
+    float *k = malloc(sizeof(float) * (size_t)NKV * hd), *v = malloc(sizeof(float) * (size_t)NKV * hd);
     float *q = malloc(sizeof(float) * (size_t)T * n_head * hd);
     float *o1 = malloc(sizeof(float) * (size_t)T * n_head * hd), *o2 = malloc(sizeof(float) * (size_t)T * n_head * hd);
-    cache mixed, uni[NL];
-    char err[128];
-    int ok = cache_create_layers(&mixed, fk, fv, NL, n_kv, hd, ctx, err, sizeof err) == 0;
-    for (int l = 0; l < NL; l++) ok &= cache_create(&uni[l], fk[l], fv[l], NL, n_kv, hd, ctx, err, sizeof err) == 0;
+    cache mixed, uni[NC];
+    char err[160];
+    int ok = cache_create_heads(&mixed, fk, fv, NL, NKV, hd, ctx, err, sizeof err) == 0;
+    for (int c = 0; c < NC; c++) ok &= cache_create(&uni[c], fk[c], fv[c], NL, NKV, hd, ctx, err, sizeof err) == 0;
     CHECK(ok, "mixed cache and its uniform twins created (%s)", ok ? "" : err);
     if (!ok) goto done;
     srand(23);
     for (int i = 0; i < T * n_head * hd; i++) q[i] = (float)rand() / RAND_MAX * 2 - 1;
     for (int l = 0; l < NL; l++)
         for (int pos = 0; pos < ctx; pos++) {
-            for (int i = 0; i < n_kv * hd; i++) { k[i] = (float)rand() / RAND_MAX * 4 - 2; v[i] = (float)rand() / RAND_MAX * 2 - 1; }
+            for (int i = 0; i < NKV * hd; i++) { k[i] = (float)rand() / RAND_MAX * 4 - 2; v[i] = (float)rand() / RAND_MAX * 2 - 1; }
             cache_store(&mixed, l, pos, k, v);
-            cache_store(&uni[l], l, pos, k, v);
+            for (int c = 0; c < NC; c++) cache_store(&uni[c], l, pos, k, v);
         }
     int same = 1, same_ref = 1, same_split = 1;
+    size_t gw = (size_t)group * hd;   /* floats of one KV head's query heads in one row */
     for (int l = 0; l < NL; l++) {
         cache_attn a = { l, T, 100, n_head, l == 1 ? 40 : 0, 0.125f, q, o1 };   /* layer 1 with a window */
         cache_attend(p, &mixed, &a);
         a.out = o2;
-        cache_attend(p, &uni[l], &a);
-        same &= memcmp(o1, o2, sizeof(float) * (size_t)T * n_head * hd) == 0;
         cache_attend_ref(&mixed, &a);
         same_ref &= memcmp(o1, o2, sizeof(float) * (size_t)T * n_head * hd) == 0;
+        for (int g = 0; g < NKV; g++) {
+            cache_attend(p, &uni[l * NKV + g], &a);
+            for (int t = 0; t < T; t++)
+                same &= memcmp(o1 + ((size_t)t * n_head + g * group) * hd, o2 + ((size_t)t * n_head + g * group) * hd,
+                               sizeof(float) * gw) == 0;
+        }
         cache_attn d = { l, 1, ctx - 1, n_head, 0, 0.125f, q, o1 };   /* decode over > CACHE_SPLIT_MIN_KEYS keys */
         cache_attend(p, &mixed, &d);
         d.out = o2;
-        cache_attend(p, &uni[l], &d);
-        same_split &= memcmp(o1, o2, sizeof(float) * (size_t)n_head * hd) == 0;
+        for (int g = 0; g < NKV; g++) {
+            cache_attend(p, &uni[l * NKV + g], &d);
+            same_split &= memcmp(o1 + (size_t)g * gw, o2 + (size_t)g * gw, sizeof(float) * gw) == 0;
+        }
     }
-    CHECK(same, "mixed cache (K q4_1 nvfp4 f16, V mxfp4 f32 e4m3s): each layer's tiled attention == the uniform cache's");
+    CHECK(same, "cache mixed per layer and KV head (K q4_1 nvfp4+rot f16 int8+roth q4_0r e5m2, V mxfp4 f32 "
+          "e4m3s+roth q8_0+rot f16 iq4_nl): each head's tiled attention == the uniform cache's");
     CHECK(same_ref, "mixed cache: each layer's reference attention == the tiled one");
-    CHECK(same_split, "mixed cache: each layer's split decode (%d keys) == the uniform cache's", ctx);
+    CHECK(same_split, "mixed cache: each head's split decode (%d keys) == the uniform cache's", ctx);
     size_t want = 0;
-    for (int l = 0; l < NL; l++) want += (size_t)n_kv * (kv_row_bytes(fk[l], hd) + kv_row_bytes(fv[l], hd));
-    CHECK(cache_bytes_per_token(&mixed) == want && want == 2 * (40 + 34 + 36 + 256 + 128 + 68),
-          "mixed cache: bytes per token = sum over layers = 2 x (40 + 34 + 36 + 256 + 128 + 68) (%zu)",
-          cache_bytes_per_token(&mixed));
+    for (int c = 0; c < NC; c++) want += kv_row_bytes(fk[c], hd) + kv_row_bytes(fv[c], hd);
+    CHECK(cache_bytes_per_token(&mixed) == want && want == (40 + 36 + 128 + 66 + 36 + 64) + (34 + 256 + 68 + 68 + 128 + 36),
+          "mixed cache: bytes per token = sum over the cells = (40 + 36 + 128 + 66 + 36 + 64) + (34 + 256 + 68 + 68 + "
+          "128 + 36) (%zu)", cache_bytes_per_token(&mixed));
 done:
     cache_free(&mixed);
-    for (int l = 0; l < NL; l++) cache_free(&uni[l]);
+    for (int c = 0; c < NC; c++) cache_free(&uni[c]);
     free(k); free(v); free(q); free(o1); free(o2);
 }
 
@@ -321,7 +403,7 @@ done:
  * layouts: f32 256; bf16 / f16 128; int8 64 + 2; q8_0 2 x 34; q4_0 / q4_0r 2 x 18; fp8 64; q4_1 2 x 20;
  * q5_0 2 x 22; q5_1 2 x 24; iq4_nl 2 x 18; e5m2 64; e4m3s / e5m2s 64 + 4; nvfp4 4 x 9; mxfp4 2 x 17. */
 static void test_cache_bytes(void) {
-    static const size_t row64[KV_NFMT] = {256, 128, 128, 66, 68, 36, 36, 64, 40, 44, 48, 36, 64, 68, 68, 36, 34};
+    static const size_t row64[KV_NFMT] = {256, 128, 128, 66, 68, 36, 36, 64, 40, 44, 48, 36, 64, 68, 68, 36, 34, 28, 36};
     int ok = 1;
     for (int fk = 0; fk < KV_NFMT; fk++)
         for (int fv = 0; fv < KV_NFMT; fv++) {
@@ -335,6 +417,21 @@ static void test_cache_bytes(void) {
             cache_free(&c);
         }
     CHECK(ok, "cache_bytes_per_token = 30 layers x 3 heads x (K row + V row) for all %d x %d format pairs, hd 64", KV_NFMT, KV_NFMT);
+    /* a rotated format takes its base's bytes */
+    kv_fmt fmts[3 * KV_NFMT];
+    int nf = all_formats(fmts), nr = 0;
+    ok = 1;
+    for (int i = 0; i < nf; i++) {
+        cache c;
+        char err[160];
+        if (!kv_fmt_rotation(fmts[i]) || fmts[i] == KV_Q4_0R || fmts[i] == KV_TQ3 || fmts[i] == KV_TQ4) continue;
+        nr++;
+        if (cache_create(&c, fmts[i], KV_F16, 30, 3, 64, 16, err, sizeof err)) { ok = 0; continue; }
+        ok &= cache_bytes_per_token(&c) == 30 * 3 * (row64[kv_fmt_base(fmts[i])] + 128);
+        cache_free(&c);
+    }
+    CHECK(ok && nr == 2 * (KV_NFMT - 3), "cache_bytes_per_token of the %d rotated formats (K) with f16 V = their "
+          "base's, hd 64", nr);
 }
 
 /* Greedy decoding from a prefix follows llama.cpp's argmax chain: the first generated token is the
@@ -397,6 +494,9 @@ static void test_invariance_smollm2(pool *p) {
     float *a = malloc(sizeof(float) * (size_t)n * V), *b = malloc(sizeof(float) * (size_t)n * V);
     static const int chunks[] = { 7, 64, 512 };
     for (int f = 0; f < KV_NFMT; f++) {
+        /* tq3 / tq4 are row formats with the q4_0r rotation: their batch invariance is checked on
+         * stories260K and by the attention tests at hd 64 and 256 (the suite's time) */
+        if (f == KV_TQ3 || f == KV_TQ4) continue;
         if (run_chunks(m, p, (kv_fmt)f, (kv_fmt)f, tok, n, 1, a)) { CHECK(0, "SmolLM2 %s: chunk 1 ran", kv_fmt_name((kv_fmt)f)); continue; }
         int same = 1;
         for (int c = 0; c < 3; c++) {
@@ -406,6 +506,8 @@ static void test_invariance_smollm2(pool *p) {
         CHECK(same, "SmolLM2 kv %s: rows with prefill chunks 7, 64, 512 bit-identical to decoding one token at a time", kv_fmt_name((kv_fmt)f));
     }
     invariance_mix(m, p, "SmolLM2", "q4_1+f16@0+nvfp4@-1", "iq4_nl+mxfp4@3-20+int8@-3", tok, n);
+    invariance_mix(m, p, "SmolLM2", "q4_0+rot+f16@h1+q8_0+roth@0:h0", "int8+roth+q4_1+rot@-1:h2", tok, n);
+    invariance_mix(m, p, "SmolLM2", "kivi4-g16-r32+f16@0+kivi2-g8-r8@1-29:h1", "kivi2-g32-r16+q8_0@-1", tok, n);
     free(a);
     free(b);
     model_free(m);
@@ -613,6 +715,8 @@ int main(void) {
         if (tt) {
             test_invariance(m, p, tt->data, (int)tt->ne[0]);
             invariance_mix(m, p, "stories260K", "int8+f16@0+e4m3s@-1", "e5m2+fp8@-1", tt->data, (int)tt->ne[0]);
+            invariance_mix(m, p, "stories260K", "int8+roth+f16@h0+e4m3s+rot@-1:h2-3", "e5m2+fp8+roth@h-1+f32@1-2:h1",
+                           tt->data, (int)tt->ne[0]);
         }
         gguf_close(g);
     }

@@ -106,31 +106,32 @@ static int mem_check(void *vctx, const backend_need *bn, char *err, size_t errle
     return engine_mem_check(&need, &env, x->mem->allow_overcommit, err, errlen);
 }
 
-/* The backend with cfg's formats: every layer kv_k / kv_v, or per layer from the mixes; what its
- * cache will need when full is checked against the memory first (engine_mem_check). */
+/* The backend with cfg's formats: every layer and KV head kv_k / kv_v, or per cell from the mixes;
+ * what its cache will need when full is checked against the memory first (engine_mem_check). */
 static int engine_backend(engine *e, const char *kv_k_mix, const char *kv_v_mix, const engine_mem_opts *mem,
                           char *err, size_t errlen) {
     const engine_config *cfg = &e->cfg;
-    int nl = e->m->n_layer, rc = -1;
+    int nl = e->m->n_layer, nkv = e->m->n_kv, rc = -1;
+    size_t nc = (size_t)nl * nkv;                     /* (layer, KV head) cells */
     const char *spec[2] = { kv_k_mix, kv_v_mix };
     kv_fmt plain[2] = { cfg->kv_k, cfg->kv_v };
-    kv_fmt *f = malloc(sizeof *f * 2 * (size_t)nl);   /* [2][n_layer]: K, V */
+    kv_fmt *f = malloc(sizeof *f * 2 * nc);           /* [2][n_layer][n_kv]: K, V */
     if (!f) { snprintf(err, errlen, "out of memory"); return -1; }
     for (int v = 0; v < 2; v++) {
         if (spec[v]) {
             kv_mix mx;
             if (strlen(spec[v]) >= ENGINE_KV_NAME_MAX) { snprintf(err, errlen, "KV format mix '%.40s...' is too long", spec[v]); goto done; }
-            if (kv_mix_parse(spec[v], &mx, err, errlen) || kv_mix_layers(&mx, nl, f + (size_t)v * nl, err, errlen)) goto done;
+            if (kv_mix_parse(spec[v], &mx, err, errlen) || kv_mix_cells(&mx, nl, nkv, f + (size_t)v * nc, err, errlen)) goto done;
             snprintf(e->kv_name[v], sizeof e->kv_name[v], "%s", spec[v]);
         } else {
-            for (int l = 0; l < nl; l++) f[(size_t)v * nl + l] = plain[v];
+            for (size_t i = 0; i < nc; i++) f[(size_t)v * nc + i] = plain[v];
             snprintf(e->kv_name[v], sizeof e->kv_name[v], "%s", kv_fmt_name(plain[v]));
         }
     }
     backend_model net;
     model_net(e->m, &net);
     mem_ctx mc = { e, mem };
-    backend_config bc = { NULL, f, f + nl, e->n_ctx, cfg->chunk, cfg->threads, mem_check, &mc };
+    backend_config bc = { NULL, f, f + nc, e->n_ctx, cfg->chunk, cfg->threads, mem_check, &mc };
     rc = backend_create(&net, &bc, &e->b, err, errlen);
 done:
     free(f);

@@ -38,9 +38,14 @@ static void usage(FILE *f) {
         "  --model FILE        GGUF model (required)\n"
         "  --kv FMT            KV format for K and V (default f16): f32 bf16 f16 int8 q8_0 q4_0 q4_0r\n"
         "                      fp8 (e4m3) q4_1 q5_0 q5_1 iq4_nl e5m2 e4m3s e5m2s (fp8 with a per-token-\n"
-        "                      per-head scale) nvfp4 mxfp4; or per layer, FMT@N, FMT@N-M, FMT@-N\n"
-        "                      (from the end) joined by '+', one plain FMT for the other layers:\n"
-        "                      --kv int8+f16@0+f16@-1 keeps the first and last layers in f16\n"
+        "                      per-head scale) nvfp4 mxfp4; FMT+rot / FMT+roth: rotated by the Hadamard\n"
+        "                      transform of each 64-value block / of the whole head (q4_0r = q4_0+roth);\n"
+        "                      or per layer and KV head, FMT@N, FMT@N-M, FMT@-N (from the end),\n"
+        "                      FMT@hK (KV head K), FMT@N-M:hK joined by '+', one plain FMT for the rest:\n"
+        "                      --kv int8+f16@0+f16@-1 keeps the first and last layers in f16,\n"
+        "                      --kv q4_0+roth+f16@h0 KV head 0 in f16; kivi2 / kivi4 (KIVI: K per channel over\n"
+        "                      G tokens, V per token, the recent ones in f16; kivi4-g32-r128 = kivi4);\n"
+        "                      tq3 / tq4: whole-head rotation + 3 / 4-bit Lloyd-Max codebook\n"
         "  --kv-k FMT, --kv-v FMT   set K and V separately\n"
         "  --prefill N         prefill chunk size in tokens (default 512)\n"
         "  --rope-angles A     exact (default: each angle in double, no drift with depth) or f32 (in f32\n"
@@ -544,7 +549,7 @@ done:
 
 int main(int argc, char **argv) {
     engine_config cfg = { NULL, KV_F16, KV_F16, 2, 512, 0, 0 };
-    const char *kv_k_mix = NULL, *kv_v_mix = NULL;   /* per-layer formats, when given */
+    const char *kv_k_mix = NULL, *kv_v_mix = NULL;   /* per-layer / per-head formats, when given */
     engine_mem_opts mem = { 1, 0, 0 };
     const char *tokens_file = NULL, *prompt = NULL, *dump = NULL, *listen = NULL;
     serve_opts so;
@@ -572,12 +577,12 @@ int main(int argc, char **argv) {
             kv_fmt f = KV_F16;
             kv_mix mx;
             const char *mix = NULL;
-            if (kv_fmt_parse(optarg, &f)) {
+            if (kv_fmt_parse(optarg, &f) || strcmp(kv_fmt_name(f), optarg)) {   /* kivi4-g16: named as given */
                 if (kv_mix_parse(optarg, &mx, err, sizeof err)) {
                     fprintf(stderr, "strata-worker: %s\n", err);
                     return 2;
                 }
-                mix = optarg;                        /* per layer; checked against the model later */
+                mix = optarg;                        /* per cell; checked against the model later */
             }
             if (c != 'V') { cfg.kv_k = f; kv_k_mix = mix; }
             if (c != 'K') { cfg.kv_v = f; kv_v_mix = mix; }

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """make_kv_fixtures.py - expected bytes of the KV formats added in issue 11, for tests/test_kv.c.
 
-Writes tests/fixtures/kv/:
+Writes tests/fixtures/kv/ (and kivi{2,4}-g16.k.bin / kivi{2,4}.v.bin: KIVI K groups of 16 tokens
+and V rows of the f16 values of input rows 0..79, see kivi_fixtures below; and, for the rotated formats FMT+rot / FMT+roth, rot-input.bin and
+FMT+rot.bin etc.: the same layouts at h = 128, the input values read as rows of 128, those that do
+not overflow in the transform; see rotated_fixtures below):
   input.bin    "SKVI", uint32 h, uint32 rows, then rows x h f32: the head vectors (LE)
   FMT.bin      "SKVQ", uint32 h, uint32 rows, uint32 row_bytes, then rows x row_bytes: the
                expected kv_quantize(FMT, row) bytes, then rows x h f32: those bytes decoded
@@ -400,6 +403,169 @@ def explain_mxfp4_diff(xb, ours, theirs):
 
 # ---- main ------------------------------------------------------------------------------------
 
+# ---- rotated formats (FMT+rot, FMT+roth; kvfmt.h) ----------------------------------------------
+# The rotation in its defining float32 operation order (docs/DESIGN.md §3.3.11), written here as
+# whole-array numpy stages: stage len = 1, 2, 4, ..., b/2 replaces each pair (a, c) = (x[j], x[j + len])
+# (j in the first half of each 2*len group) by (a + c, a - c), each an IEEE f32 operation; then every
+# value times float32(1 / sqrt(b)). Checked against the float64 matrix product H x / sqrt(b), H the
+# Sylvester Hadamard matrix H[i][k] = (-1)^popcount(i & k).
+ROT_H = 128    # the 160 x 64 input values read as 80 rows of 128, those with every |x| <= 1e4 kept
+               # (the others overflow f32 in the transform): written to rot-input.bin
+
+def fwht_f32(x, b):
+    """x [rows][h] float32, each block of b values (b a power of two) rotated; returns float32."""
+    rows, h = x.shape
+    y = x.astype(f32).reshape(rows, h // b, b).copy()
+    ln = 1
+    while ln < b:
+        z = y.reshape(rows, h // b, b // (2 * ln), 2, ln)
+        a, c = z[:, :, :, 0, :].copy(), z[:, :, :, 1, :].copy()
+        with np.errstate(all="ignore"):
+            z[:, :, :, 0, :] = a + c
+            z[:, :, :, 1, :] = a - c
+        y = z.reshape(rows, h // b, b)
+        ln *= 2
+    with np.errstate(all="ignore"):
+        y = y * f32(1.0 / math.sqrt(b))
+    return y.reshape(rows, h).astype(f32)
+
+
+def hadamard64(b):
+    i = np.arange(b)
+    pc = np.vectorize(lambda v: bin(v).count("1"))(i[:, None] & i[None, :])
+    return np.where(pc % 2 == 0, 1.0, -1.0) / math.sqrt(b)
+
+
+def check_rotation(x, b):
+    """the f32 rotation within float32 rounding of the float64 one on the finite rows"""
+    y = fwht_f32(x, b).astype(np.float64)
+    rows, h = x.shape
+    ok = np.all(np.isfinite(x), axis=1)
+    xr = x[ok].astype(np.float64).reshape(-1, h // b, b)
+    ref = np.einsum("ik,rbk->rbi", hadamard64(b), xr).reshape(-1, h)
+    scale = np.max(np.abs(xr.reshape(-1, h)), axis=1, keepdims=True) + 1e-300
+    err = np.max(np.abs(y[ok] - ref) / scale)
+    print(f"rotation b = {b}: max |f32 - float64| / max|x| = {err:.3g} over {int(np.sum(ok))} finite rows")
+    if err > 1e-5:
+        sys.exit("rotation: the float32 transform is not the Hadamard transform")
+
+
+def lloyd_max(L):
+    """centroids and midpoints of the L-level Lloyd-Max quantiser of N(0, 1) in float64 (iterated to
+    the fixed point, made exactly symmetric), rounded to float32 for tq3 / tq4"""
+    phi = lambda v: 0.0 if math.isinf(v) else math.exp(-v * v / 2) / math.sqrt(2 * math.pi)
+    Phi = lambda v: (1.0 if v > 0 else 0.0) if math.isinf(v) else 0.5 * (1 + math.erf(v / math.sqrt(2)))
+    c = [(i - (L - 1) / 2) * 4.0 / L for i in range(L)]
+    for _ in range(20000):
+        t = [(c[i] + c[i + 1]) / 2 for i in range(L - 1)]
+        lo, hi = [-math.inf] + t, t + [math.inf]
+        c = [(phi(a) - phi(b)) / (Phi(b) - Phi(a)) for a, b in zip(lo, hi)]
+        c = [(c[i] - c[L - 1 - i]) / 2 for i in range(L)]
+    t = [(c[i] + c[i + 1]) / 2 for i in range(L - 1)]
+    return np.array(c, dtype=f32), np.array(t, dtype=f32)
+
+
+def spec_tq(y, bits):
+    """tq3 / tq4 rows of the rotated rows y [rows][h] (float32): f32 s = sqrt((sequential sum of y^2) / h),
+    codes = the number of thresholds below y / s, packed bits each; and the decoded values c[q] * s"""
+    c, t = lloyd_max(1 << bits)
+    rows, h = y.shape
+    out, dec = [], []
+    for r in range(rows):
+        ss = f32(0)
+        for v in y[r]:
+            ss = f32(ss + f32(v * v))
+        s = f32(np.sqrt(f32(ss / f32(h))))
+        with np.errstate(all="ignore"):
+            z = (y[r] / s).astype(f32)
+        q = np.array([int(np.sum(zi > t)) for zi in z], dtype=np.uint32)
+        out.append(np.concatenate([np.frombuffer(struct.pack("<f", s), dtype=np.uint8), pack(q, bits)]))
+        dec.append((c[q] * s).astype(f32))
+    return np.array(out), np.array(dec)
+
+
+def rotated_fixtures(x, out_ggml):
+    """{name: bytes [ROT_ROWS][row_bytes]} for a few rotated formats at h = ROT_H: the base quantiser of
+    the rotated rows (rot: blocks of 64, roth: the whole head of 128)."""
+    xr = x.reshape(-1, ROT_H)
+    xr = xr[np.all(np.abs(xr) <= 1e4, axis=1)]
+    check_rotation(xr, 64)
+    check_rotation(xr, ROT_H)
+    out = {}
+    for name, base, b in (("q8_0+rot", "q8_0", 64), ("q4_0+rot", "q4_0", 64), ("q4_0+roth", "q4_0", ROT_H),
+                          ("q4_1+roth", "q4_1", ROT_H), ("q5_1+rot", "q5_1", 64), ("nvfp4+rot", "nvfp4", 64),
+                          ("e4m3s+roth", "e4m3s", ROT_H), ("mxfp4+roth", "mxfp4", ROT_H)):
+        y = fwht_f32(xr, b)
+        if base == "nvfp4":
+            out[name] = (base, spec_nvfp4(y))
+        elif base == "e4m3s":
+            out[name] = (base, spec_scaled(y, E4M3, 448.0))
+        elif base == "mxfp4":
+            out[name] = (base, spec_mxfp4(y))
+        else:
+            out[name] = (base, out_ggml(y, base))
+    y = fwht_f32(xr, ROT_H)
+    for bits in (3, 4):
+        out[f"tq{bits}"] = ("tq", spec_tq(y, bits))
+    return xr, out
+
+
+# ---- KIVI-style kivi2 / kivi4 (kernels/kivi.h) -------------------------------------------------
+# From the f16 values of input rows 0..79 (h = 64): K groups of G = 16 tokens (5 groups), each
+# channel quantised over its 16 values; V rows quantised per token in groups of 32 channels. The
+# rule (q4_1's with 2^b - 1 levels) written with numpy float32 array arithmetic, codes packed b bits
+# each from bit 0 of byte 0 upwards.
+KIVI_ROWS, KIVI_G = 80, 16
+
+def kivi_codes(z, b):
+    """z [n][m] float32, quantised along axis 0 (n values per column): codes [n][m], d, mn [m]"""
+    top = f32((1 << b) - 1)
+    mn = z.min(axis=0).astype(f32)
+    mx = z.max(axis=0).astype(f32)
+    d = ((mx - mn) / top).astype(f32)
+    with np.errstate(all="ignore"):
+        idv = np.where(d != 0, f32(1) / np.where(d != 0, d, f32(1)), f32(0)).astype(f32)
+        t = (((z - mn).astype(f32) * idv).astype(f32) + f32(0.5)).astype(f32)
+    q = np.where(t > 0, np.minimum(np.trunc(np.where(t > 0, t, 0)), top), 0).astype(np.uint32)
+    return q, d, mn
+
+
+def pack(codes, b):
+    """codes (flat, in order) packed b bits each, LSB first"""
+    codes = np.asarray(codes, dtype=np.uint32).ravel()
+    out = np.zeros(len(codes) * b // 8, dtype=np.uint8)
+    for i, c in enumerate(codes):
+        v = int(c) << ((b * i) % 8)                       # may spill into the next byte (3 bits)
+        out[(b * i) // 8] |= np.uint8(v & 0xff)
+        if v >> 8:
+            out[(b * i) // 8 + 1] |= np.uint8(v >> 8)
+    return out
+
+
+def kivi_fixtures(x):
+    z = x[:KIVI_ROWS].astype(np.float16).astype(f32)            # the f16 rows
+    out = {}
+    for b in (2, 4):
+        groups, dec_k = [], []
+        for gi in range(KIVI_ROWS // KIVI_G):
+            zg = z[gi * KIVI_G:(gi + 1) * KIVI_G]                # [G][h]
+            q, d, mn = kivi_codes(zg, b)
+            d16, m16 = d.astype(np.float16), mn.astype(np.float16)
+            groups.append(np.concatenate([pack(q, b), d16.view(np.uint8), m16.view(np.uint8)]))
+            dec_k.append((q.astype(f32) * d16.astype(f32)).astype(f32) + m16.astype(f32))
+        out[f"kivi{b}-g{KIVI_G}.k"] = (np.array(groups), np.concatenate(dec_k).astype(f32), KIVI_ROWS // KIVI_G)
+        rows, dec_v = [], []
+        for r in range(KIVI_ROWS):
+            zr = z[r].reshape(-1, 32).T                          # [32][h / 32]: columns = groups
+            q, d, mn = kivi_codes(zr, b)
+            d16, m16 = d.astype(np.float16), mn.astype(np.float16)
+            sc = np.stack([d16, m16], axis=1).ravel()            # per group: d, m
+            rows.append(np.concatenate([pack(q.T, b), sc.view(np.uint8)]))
+            dec_v.append(((q.T.astype(f32) * d16.astype(f32)[:, None]).astype(f32) + m16.astype(f32)[:, None]).ravel())
+        out[f"kivi{b}.v"] = (np.array(rows), np.array(dec_v).astype(f32), KIVI_ROWS)
+    return out
+
+
 def write(name, h, data):
     path = os.path.join(OUT_DIR, name)
     with open(path, "wb") as f:
@@ -471,7 +637,33 @@ def main():
     sd = decode_rows("mxfp4", out["mxfp4"], H)
     if not np.array_equal(gd, sd):
         sys.exit("mxfp4: the spec decoding and gguf.quants.dequantize disagree")
+    qt = {"q8_0": T.Q8_0, "q4_0": T.Q4_0, "q4_1": T.Q4_1, "q5_0": T.Q5_0, "q5_1": T.Q5_1}
+
+    def out_ggml(y, base):
+        with np.errstate(all="ignore"):
+            g = gguf.quants.quantize(y, qt[base])
+        if lib:
+            l = ggml_quantize(lib, qt[base], y)
+            if not np.array_equal(l, g):
+                print(f"{base} (rotated rows): llama.cpp vs gguf package differ on "
+                      f"{int(np.sum(np.any(l != g, axis=1)))} rows; using llama.cpp's")
+            g = l
+        return g
+    for name, (q, y, n) in kivi_fixtures(x).items():
+        write(f"{name}.bin", H, b"SKVQ" + struct.pack("<III", H, n, q.shape[1]) + q.astype(np.uint8).tobytes() +
+              y.astype("<f4").tobytes())
+    xr, rot = rotated_fixtures(x, out_ggml)
     write("input.bin", H, b"SKVI" + struct.pack("<II", H, rows) + x.astype("<f4").tobytes())
+    nr = xr.shape[0]
+    write("rot-input.bin", ROT_H, b"SKVI" + struct.pack("<II", ROT_H, nr) + xr.astype("<f4").tobytes())
+    for name, (base, q) in rot.items():
+        if base == "tq":
+            q, y = q
+        q = np.ascontiguousarray(q, dtype=np.uint8).reshape(nr, -1)
+        if base != "tq":
+            y = decode_rows(base, q, ROT_H)
+        write(f"{name}.bin", ROT_H, b"SKVQ" + struct.pack("<III", ROT_H, nr, q.shape[1]) + q.tobytes() +
+              y.astype("<f4").tobytes())
     for name, q in out.items():
         q = np.ascontiguousarray(q, dtype=np.uint8).reshape(rows, -1)
         y = decode_rows(name, q, H)
