@@ -176,6 +176,6 @@ fuzz-seeds: $(BUILD)/libengine.a
 	python3 tests/fuzz/make_gguf_seeds.py
 
 clean:
-	rm -rf build build-san build-rope64 build-san-rope64 build-fuzz strata-worker strata-driver
+	rm -rf build build-san build-rope64 build-san-rope64 build-fuzz build-isa strata-worker strata-driver
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
