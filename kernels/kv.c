@@ -398,6 +398,10 @@ static void quant_iq4_nl(const float *x, uint8_t *dst, int h) {
                 }
             }
         }
+        /* values near FLT_MAX make w infinite and the sums inf - inf: a NaN the hardware makes
+         * up, negative on x86 (the fixtures', ggml's) and positive on AArch64; every ISA stores
+         * x86's */
+        if (d != d) d = fp16_bits_f32(0xFFC00000u);
         put16(ob, fp16_from_f32(d));
         float id = d != 0.0f ? 1.0f / d : 0.0f;
         for (int j = 0; j < 32; j++) L[j] = (uint8_t)iq4nl_index(id * xb[j]);
