@@ -945,60 +945,60 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 
 /* IQ2_XXS: chunk 2g+h = runs 2h, 2h+1 of group g */
 #define IQ2_XXS_CHUNKS(blk, EMIT) {                                                            \
-        float d_ = load_f16(blk);                                                             \
+        float d_ = load_f16(blk);                                                              \
         for (int g = 0; g < 8; g++) {                                                          \
             uint32_t a0 = rd32(blk + 2 + 8 * g), a1 = rd32(blk + 6 + 8 * g);                   \
-            vec16 db = v_set1(d_ * (0.5f + (float)(a1 >> 28)) * 0.25f);               \
+            vec16 db = v_set1(d_ * (0.5f + (float)(a1 >> 28)) * 0.25f);                        \
             for (int h = 0; h < 2; h++) {                                                      \
                 int r = 2 * h;                                                                 \
                 vec16 gv = v_u8_64x2(iq2xxs_grid[(a0 >> (8 * r)) & 0xFF], iq2xxs_grid[(a0 >> (8 * r + 8)) & 0xFF]); \
                 unsigned m = ksigns_iq2xs[(a1 >> (7 * r)) & 0x7F] | (unsigned)ksigns_iq2xs[(a1 >> (7 * r + 7)) & 0x7F] << 8; \
-                EMIT(32 * g + 16 * h, v_flipsign(v_mul(db, gv), m));             \
+                EMIT(32 * g + 16 * h, v_flipsign(v_mul(db, gv), m));                           \
             }                                                                                  \
         } }
 
 /* IQ2_XS: chunk c = runs 2c, 2c+1, one scale */
 #define IQ2_XS_CHUNKS(blk, EMIT) {                                                             \
-        float d_ = load_f16(blk);                                                             \
+        float d_ = load_f16(blk);                                                              \
         for (int c = 0; c < 16; c++) {                                                         \
             unsigned q0 = rd16(blk + 2 + 4 * c), q1 = rd16(blk + 4 + 4 * c);                   \
             int s = (blk[66 + c / 2] >> (4 * (c % 2))) & 0x0F;                                 \
-            vec16 db = v_set1(d_ * (0.5f + (float)s) * 0.25f);                        \
-            vec16 gv = v_u8_64x2(iq2xs_grid[q0 & 511], iq2xs_grid[q1 & 511]);                    \
+            vec16 db = v_set1(d_ * (0.5f + (float)s) * 0.25f);                                 \
+            vec16 gv = v_u8_64x2(iq2xs_grid[q0 & 511], iq2xs_grid[q1 & 511]);                  \
             unsigned m = ksigns_iq2xs[q0 >> 9] | (unsigned)ksigns_iq2xs[q1 >> 9] << 8;         \
-            EMIT(16 * c, v_flipsign(v_mul(db, gv), m));                          \
+            EMIT(16 * c, v_flipsign(v_mul(db, gv), m));                                        \
         } }
 
 /* IQ2_S: chunk c = runs 2c, 2c+1, one scale, raw sign bytes */
 #define IQ2_S_CHUNKS(blk, EMIT) {                                                              \
-        float d_ = load_f16(blk);                                                             \
+        float d_ = load_f16(blk);                                                              \
         for (int c = 0; c < 16; c++) {                                                         \
             int k = 2 * c, s = (blk[74 + c / 2] >> (4 * (c % 2))) & 0x0F;                      \
             unsigned qh = blk[66 + k / 4] >> (2 * (k % 4));                                    \
-            vec16 db = v_set1(d_ * (0.5f + (float)s) * 0.25f);                        \
+            vec16 db = v_set1(d_ * (0.5f + (float)s) * 0.25f);                                 \
             vec16 gv = v_u8_64x2(iq2s_grid[blk[2 + k] | ((qh & 3) << 8)], iq2s_grid[blk[3 + k] | (((qh >> 2) & 3) << 8)]); \
-            EMIT(16 * c, v_flipsign(v_mul(db, gv), rd16(blk + 34 + k)));         \
+            EMIT(16 * c, v_flipsign(v_mul(db, gv), rd16(blk + 34 + k)));                       \
         } }
 
 /* IQ3_XXS: chunk 2g+h = entries qs[8g+4h .. 8g+4h+3], runs 2h, 2h+1 of group g */
 #define IQ3_XXS_CHUNKS(blk, EMIT) {                                                            \
-        float d_ = load_f16(blk);                                                             \
+        float d_ = load_f16(blk);                                                              \
         for (int g = 0; g < 8; g++) {                                                          \
             uint32_t a = rd32(blk + 66 + 4 * g);                                               \
-            vec16 db = v_set1(d_ * (0.5f + (float)(a >> 28)) * 0.5f);                 \
+            vec16 db = v_set1(d_ * (0.5f + (float)(a >> 28)) * 0.5f);                          \
             for (int h = 0; h < 2; h++) {                                                      \
                 const uint8_t *e4 = blk + 2 + 8 * g + 4 * h;                                   \
                 int r = 2 * h;                                                                 \
                 vec16 gv = v_u8_32x4(iq3xxs_grid[e4[0]], iq3xxs_grid[e4[1]], iq3xxs_grid[e4[2]], iq3xxs_grid[e4[3]]); \
                 unsigned m = ksigns_iq2xs[(a >> (7 * r)) & 0x7F] | (unsigned)ksigns_iq2xs[(a >> (7 * r + 7)) & 0x7F] << 8; \
-                EMIT(32 * g + 16 * h, v_flipsign(v_mul(db, gv), m));             \
+                EMIT(32 * g + 16 * h, v_flipsign(v_mul(db, gv), m));                           \
             }                                                                                  \
         } }
 
 /* IQ3_S: chunk c (values 16c..16c+15) = entries 4c..4c+3 (their ninth bits: bits 4(c%2)..4(c%2)+3
  * of qh[c/2]), sign bytes 2c, 2c+1 */
 #define IQ3_S_CHUNKS(blk, EMIT) {                                                              \
-        float d_ = load_f16(blk);                                                             \
+        float d_ = load_f16(blk);                                                              \
         for (int g = 0; g < 8; g++) {                                                          \
             vec16 db = v_set1(d_ * (float)(1 + 2 * ((blk[106 + g / 2] >> (4 * (g % 2))) & 0x0F))); \
             for (int h = 0; h < 2; h++) {                                                      \
@@ -1007,22 +1007,22 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
                 unsigned hb = (unsigned)blk[66 + g] << 8 >> (4 * h);                           \
                 vec16 gv = v_u8_32x4(iq3s_grid[e4[0] | (hb & 0x100)], iq3s_grid[e4[1] | ((hb >> 1) & 0x100)], \
                                    iq3s_grid[e4[2] | ((hb >> 2) & 0x100)], iq3s_grid[e4[3] | ((hb >> 3) & 0x100)]); \
-                EMIT(16 * c, v_flipsign(v_mul(db, gv), rd16(blk + 74 + 2 * c)));  \
+                EMIT(16 * c, v_flipsign(v_mul(db, gv), rd16(blk + 74 + 2 * c)));               \
             }                                                                                  \
         } }
 
 /* IQ1_S: chunk 2g+h = runs 2h, 2h+1 of group g: dl * (grid + delta) */
 #define IQ1_S_CHUNKS(blk, EMIT) {                                                              \
-        float d_ = load_f16(blk);                                                             \
+        float d_ = load_f16(blk);                                                              \
         for (int g = 0; g < 8; g++) {                                                          \
             unsigned hw = rd16(blk + 34 + 2 * g);                                              \
-            vec16 dl = v_set1(d_ * (float)(2 * ((hw >> 12) & 7) + 1));                \
-            vec16 delta = v_flipsign(v_set1(0.125f), 0u - (hw >> 15));                    \
+            vec16 dl = v_set1(d_ * (float)(2 * ((hw >> 12) & 7) + 1));                         \
+            vec16 delta = v_flipsign(v_set1(0.125f), 0u - (hw >> 15));                         \
             for (int h = 0; h < 2; h++) {                                                      \
                 int r = 2 * h;                                                                 \
                 vec16 gv = v_i8_64x2(iq1s_grid[blk[2 + 4 * g + r] | (((hw >> (3 * r)) & 7) << 8)], \
                                    iq1s_grid[blk[3 + 4 * g + r] | (((hw >> (3 * r + 3)) & 7) << 8)]); \
-                EMIT(32 * g + 16 * h, v_mul(dl, v_add(gv, delta)));  \
+                EMIT(32 * g + 16 * h, v_mul(dl, v_add(gv, delta)));                            \
             }                                                                                  \
         } }
 
@@ -1031,14 +1031,14 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 #define IQ1_M_CHUNKS(blk, EMIT) {                                                              \
         uint16_t sc[4];                                                                        \
         memcpy(sc, blk + 48, 8);                                                               \
-        float d_ = fp16_to_f32((uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) |               \
+        float d_ = fp16_to_f32((uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) |            \
                                              ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000)));     \
         for (int m = 0; m < 16; m++) {                                                         \
-            vec16 dl = v_set1(d_ * (float)(2 * ((sc[m / 4] >> (3 * (m % 4))) & 7) + 1)); \
+            vec16 dl = v_set1(d_ * (float)(2 * ((sc[m / 4] >> (3 * (m % 4))) & 7) + 1));       \
             unsigned n0 = blk[32 + m] & 0x0F, n1 = blk[32 + m] >> 4;                           \
             vec16 delta = v_flipsign(v_set1(0.125f), ((0u - (n0 >> 3)) & 0x00FF) | ((0u - (n1 >> 3)) & 0xFF00)); \
             vec16 gv = v_i8_64x2(iq1s_grid[blk[2 * m] | ((n0 & 7) << 8)], iq1s_grid[blk[2 * m + 1] | ((n1 & 7) << 8)]); \
-            EMIT(16 * m, v_mul(dl, v_add(gv, delta)));               \
+            EMIT(16 * m, v_mul(dl, v_add(gv, delta)));                                         \
         } }
 
 
