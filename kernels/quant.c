@@ -24,9 +24,9 @@
  * subtraction or addition of another exact product. Both paths compute the same operands
  * and the same single rounding, so FMA contraction (off in this build anyway) could not change a
  * result either. The IQ / MXFP4 / ternary types are products of short factors too (the bit counts
- * are worked out above ref_iq4_nl). fp16 fields (scales, minimums) are converted with fp16_to_f32()
- * in both paths, F16 values with v_load_f16 in the fast path (F16C, fcvtl or the same C
- * conversion): the same f32 for every half, a NaN quieted in both.
+ * are worked out above ref_iq4_nl). fp16 fields and F16 values are converted with fp16_to_f32() in
+ * the reference and with the layer's v_half1 / v_load_f16 in the fast path (F16C, fcvt or the same
+ * C conversion): the same f32 for every half, a NaN quieted in both.
  */
 #include "kernels/quant.h"
 
@@ -671,7 +671,7 @@ ALWAYS_INLINE void q6_codes(const uint8_t *ql, const uint8_t *qh, int h, int l0,
 
 static void fast_q4_0(const uint8_t *src, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 18, y += 32) {
-        float d = load_f16(src);
+        float d = v_half1(src);
         vec16i qs = vi_load_u8(src + 2), eight = vi_set1(8);
         st16_mul(y, d, vi_sub(nib_lo(qs), eight));
         st16_mul(y + 16, d, vi_sub(nib_hi(qs), eight));
@@ -680,7 +680,7 @@ static void fast_q4_0(const uint8_t *src, float *y, int64_t nb) {
 
 static void fast_q4_1(const uint8_t *src, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 20, y += 32) {
-        float d = load_f16(src), m = load_f16(src + 2);
+        float d = v_half1(src), m = v_half1(src + 2);
         vec16i qs = vi_load_u8(src + 4);
         st16_mul_add(y, d, m, nib_lo(qs));
         st16_mul_add(y + 16, d, m, nib_hi(qs));
@@ -689,7 +689,7 @@ static void fast_q4_1(const uint8_t *src, float *y, int64_t nb) {
 
 static void fast_q5_0(const uint8_t *src, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 22, y += 32) {
-        float d = load_f16(src);
+        float d = v_half1(src);
         uint32_t qh;
         memcpy(&qh, src + 2, 4);
         vec16i qs = vi_load_u8(src + 6), sixteen = vi_set1(16);
@@ -700,7 +700,7 @@ static void fast_q5_0(const uint8_t *src, float *y, int64_t nb) {
 
 static void fast_q5_1(const uint8_t *src, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 24, y += 32) {
-        float d = load_f16(src), m = load_f16(src + 2);
+        float d = v_half1(src), m = v_half1(src + 2);
         uint32_t qh;
         memcpy(&qh, src + 4, 4);
         vec16i qs = vi_load_u8(src + 8);
@@ -711,7 +711,7 @@ static void fast_q5_1(const uint8_t *src, float *y, int64_t nb) {
 
 static void fast_q8_0(const uint8_t *src, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 34, y += 32) {
-        vec16 d = v_set1(load_f16(src));
+        vec16 d = v_set1(v_half1(src));
         v_store(y, v_mul(d, v_load_i8(src + 2)));
         v_store(y + 16, v_mul(d, v_load_i8(src + 18)));
     }
@@ -719,7 +719,7 @@ static void fast_q8_0(const uint8_t *src, float *y, int64_t nb) {
 
 static void fast_q4_k(const uint8_t *src, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 144, y += QK_K) {
-        float d = load_f16(src), dmin = load_f16(src + 2);
+        float d = v_half1(src), dmin = v_half1(src + 2);
         int sc[8], m[8];
         k_scale_min(src + 4, sc, m);
         const uint8_t *qs = src + 16;
@@ -739,7 +739,7 @@ static void fast_q6_k(const uint8_t *src, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 210, y += QK_K) {
         const uint8_t *ql = src, *qh = src + 128;
         const int8_t *scales = (const int8_t *)(src + 192);
-        float d = load_f16(src + 208);
+        float d = v_half1(src + 208);
         for (int h = 0; h < 2; h++)
             for (int l0 = 0; l0 < 32; l0 += 16) {
                 vec16i c6[4];
@@ -755,7 +755,7 @@ static void fast_q6_k(const uint8_t *src, float *y, int64_t nb) {
 static void fast_f16(const uint8_t *src, float *y, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) v_store(y + i, v_load_f16(src + 2 * i));
-    for (; i < n; i++) y[i] = load_f16(src + 2 * i);   /* the same value as the vector conversion */
+    for (; i < n; i++) y[i] = v_half1(src + 2 * i);   /* the same value as the vector conversion */
 }
 
 static void fast_bf16(const uint8_t *src, float *y, int64_t n) {
@@ -768,7 +768,7 @@ ALWAYS_INLINE vlutv kv_table(float d, const int8_t *kv) { return v_lutv(d, v_loa
 
 static void fast_iq4_nl(const uint8_t *src, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 18, y += 32) {
-        vlutv t = kv_table(load_f16(src), kvalues_iq4nl);
+        vlutv t = kv_table(v_half1(src), kvalues_iq4nl);
         vec16i qs = vi_load_u8(src + 2);
         v_store(y, v_lutv_get(t, qs));
         v_store(y + 16, v_lutv_get(t, nib_hi(qs)));
@@ -777,7 +777,7 @@ static void fast_iq4_nl(const uint8_t *src, float *y, int64_t nb) {
 
 static void fast_iq4_xs(const uint8_t *src, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 136, y += QK_K) {
-        float d = load_f16(src);
+        float d = v_half1(src);
         for (int g = 0; g < 8; g++) {
             vlutv t = kv_table(d * (float)iq4_xs_scale(src, g), kvalues_iq4nl);
             vec16i qs = vi_load_u8(src + 8 + 16 * g);
@@ -833,7 +833,7 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 /* y = d * (q - 8): the table d * (i - 8), i = 0..15 */
 #define Q4_0_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 18 * (size_t)(b);                        \
-        vlutm t = v_lutm(load_f16(blk), -8.0f);                                                \
+        vlutm t = v_lutm(v_half1(blk), -8.0f);                                                \
         vec16i v = vi_load_u8(blk + 2);                                                        \
         FMA16(0, v_lutm_get(t, v));                                                            \
         FMA16(16, v_lutm_get(t, nib_hi(v))); }
@@ -841,7 +841,7 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 /* y = d * q + m: the table fma(d, i, m) */
 #define Q4_1_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 20 * (size_t)(b);                        \
-        vlutf t = v_lutf(load_f16(blk), 0.0f, load_f16(blk + 2));                              \
+        vlutf t = v_lutf(v_half1(blk), 0.0f, v_half1(blk + 2));                              \
         vec16i v = vi_load_u8(blk + 4);                                                        \
         FMA16(0, v_lutf_get(t, v));                                                            \
         FMA16(16, v_lutf_get(t, nib_hi(v))); }
@@ -850,7 +850,7 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
  * table */
 #define Q5_0_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 22 * (size_t)(b);                        \
-        vlutm32 t = v_lutm32(load_f16(blk), -16.0f);                                           \
+        vlutm32 t = v_lutm32(v_half1(blk), -16.0f);                                           \
         uint32_t qh = rd32(blk + 2);                                                           \
         vec16i v = vi_load_u8(blk + 6);                                                        \
         FMA16(0, v_lutm32_get(t, q5_hi(nib_lo(v), qh)));                                       \
@@ -858,7 +858,7 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 
 #define Q5_1_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 24 * (size_t)(b);                        \
-        vlutf32 t = v_lutf32(load_f16(blk), 0.0f, load_f16(blk + 2));                          \
+        vlutf32 t = v_lutf32(v_half1(blk), 0.0f, v_half1(blk + 2));                          \
         uint32_t qh = rd32(blk + 4);                                                           \
         vec16i v = vi_load_u8(blk + 8);                                                        \
         FMA16(0, v_lutf32_get(t, q5_hi(nib_lo(v), qh)));                                       \
@@ -867,7 +867,7 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 /* y = d * q */
 #define Q8_0_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 34 * (size_t)(b);                        \
-        vec16 d = v_set1(load_f16(blk));                                                       \
+        vec16 d = v_set1(v_half1(blk));                                                       \
         FMA16(0, v_mul(d, v_load_i8(blk + 2)));                                                \
         FMA16(16, v_mul(d, v_load_i8(blk + 18))); }
 
@@ -875,7 +875,7 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
  * fma(dl, i, -ml); group 2c takes the low nibbles of qs[32c..32c+31], group 2c+1 the high */
 #define Q4_K_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 144 * (size_t)(b);                       \
-        float d = load_f16(blk), dmin = load_f16(blk + 2);                                     \
+        float d = v_half1(blk), dmin = v_half1(blk + 2);                                     \
         int sc[8], mn[8];                                                                      \
         k_scale_min(blk + 4, sc, mn);                                                          \
         for (int c = 0; c < 4; c++) {                                                          \
@@ -892,7 +892,7 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 #define Q6_K_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 210 * (size_t)(b);                       \
         const int8_t *scales = (const int8_t *)(blk + 192);                                    \
-        float d = load_f16(blk + 208);                                                         \
+        float d = v_half1(blk + 208);                                                         \
         for (int h = 0; h < 2; h++) {                                                          \
             vec16i c6[2][4];                                                                   \
             q6_codes(blk, blk + 128, h, 0, c6[0]);                                             \
@@ -919,7 +919,7 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 /* y = d * kvalues_iq4nl[q] */
 #define IQ4_NL_BLOCK(q, b, xb) {                                                               \
         const uint8_t *blk = src + (size_t)(q) * rb + 18 * (size_t)(b);                        \
-        vlutv t = kv_table(load_f16(blk), kvalues_iq4nl);                                      \
+        vlutv t = kv_table(v_half1(blk), kvalues_iq4nl);                                      \
         vec16i v = vi_load_u8(blk + 2);                                                        \
         FMA16(0, v_lutv_get(t, v));                                                            \
         FMA16(16, v_lutv_get(t, nib_hi(v))); }
@@ -927,7 +927,7 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 /* y = (d * scale) * kvalues_iq4nl[q], a table per group of 32 */
 #define IQ4_XS_BLOCK(q, b, xb) {                                                               \
         const uint8_t *blk = src + (size_t)(q) * rb + 136 * (size_t)(b);                       \
-        float d = load_f16(blk);                                                               \
+        float d = v_half1(blk);                                                               \
         for (int g = 0; g < 8; g++) {                                                          \
             vlutv t = kv_table(d * (float)iq4_xs_scale(blk, g), kvalues_iq4nl);                \
             vec16i v = vi_load_u8(blk + 8 + 16 * g);                                           \
@@ -945,7 +945,7 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 
 /* IQ2_XXS: chunk 2g+h = runs 2h, 2h+1 of group g */
 #define IQ2_XXS_CHUNKS(blk, EMIT) {                                                            \
-        float d_ = load_f16(blk);                                                              \
+        float d_ = v_half1(blk);                                                              \
         for (int g = 0; g < 8; g++) {                                                          \
             uint32_t a0 = rd32(blk + 2 + 8 * g), a1 = rd32(blk + 6 + 8 * g);                   \
             vec16 db = v_set1(d_ * (0.5f + (float)(a1 >> 28)) * 0.25f);                        \
@@ -959,7 +959,7 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 
 /* IQ2_XS: chunk c = runs 2c, 2c+1, one scale */
 #define IQ2_XS_CHUNKS(blk, EMIT) {                                                             \
-        float d_ = load_f16(blk);                                                              \
+        float d_ = v_half1(blk);                                                              \
         for (int c = 0; c < 16; c++) {                                                         \
             unsigned q0 = rd16(blk + 2 + 4 * c), q1 = rd16(blk + 4 + 4 * c);                   \
             int s = (blk[66 + c / 2] >> (4 * (c % 2))) & 0x0F;                                 \
@@ -971,7 +971,7 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 
 /* IQ2_S: chunk c = runs 2c, 2c+1, one scale, raw sign bytes */
 #define IQ2_S_CHUNKS(blk, EMIT) {                                                              \
-        float d_ = load_f16(blk);                                                              \
+        float d_ = v_half1(blk);                                                              \
         for (int c = 0; c < 16; c++) {                                                         \
             int k = 2 * c, s = (blk[74 + c / 2] >> (4 * (c % 2))) & 0x0F;                      \
             unsigned qh = blk[66 + k / 4] >> (2 * (k % 4));                                    \
@@ -982,7 +982,7 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 
 /* IQ3_XXS: chunk 2g+h = entries qs[8g+4h .. 8g+4h+3], runs 2h, 2h+1 of group g */
 #define IQ3_XXS_CHUNKS(blk, EMIT) {                                                            \
-        float d_ = load_f16(blk);                                                              \
+        float d_ = v_half1(blk);                                                              \
         for (int g = 0; g < 8; g++) {                                                          \
             uint32_t a = rd32(blk + 66 + 4 * g);                                               \
             vec16 db = v_set1(d_ * (0.5f + (float)(a >> 28)) * 0.5f);                          \
@@ -998,7 +998,7 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 /* IQ3_S: chunk c (values 16c..16c+15) = entries 4c..4c+3 (their ninth bits: bits 4(c%2)..4(c%2)+3
  * of qh[c/2]), sign bytes 2c, 2c+1 */
 #define IQ3_S_CHUNKS(blk, EMIT) {                                                              \
-        float d_ = load_f16(blk);                                                              \
+        float d_ = v_half1(blk);                                                              \
         for (int g = 0; g < 8; g++) {                                                          \
             vec16 db = v_set1(d_ * (float)(1 + 2 * ((blk[106 + g / 2] >> (4 * (g % 2))) & 0x0F))); \
             for (int h = 0; h < 2; h++) {                                                      \
@@ -1013,7 +1013,7 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 
 /* IQ1_S: chunk 2g+h = runs 2h, 2h+1 of group g: dl * (grid + delta) */
 #define IQ1_S_CHUNKS(blk, EMIT) {                                                              \
-        float d_ = load_f16(blk);                                                              \
+        float d_ = v_half1(blk);                                                              \
         for (int g = 0; g < 8; g++) {                                                          \
             unsigned hw = rd16(blk + 34 + 2 * g);                                              \
             vec16 dl = v_set1(d_ * (float)(2 * ((hw >> 12) & 7) + 1));                         \
@@ -1052,7 +1052,7 @@ ALWAYS_INLINE vec16 tq1_w(vec16 d, vec16i v, vec16i pow3) {
 #define TQ1_0_CHUNKS(blk, EMIT) {                                                              \
         static const int32_t p3[5] = {1, 3, 9, 27, 81};                                        \
         static const int32_t p3h[16] = {1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27};   \
-        vec16 d = v_set1(load_f16(blk + 52));                                                  \
+        vec16 d = v_set1(v_half1(blk + 52));                                                  \
         vec16i v0 = vi_load_u8(blk), v1 = vi_load_u8(blk + 16), v2 = vi_load_u8(blk + 32);     \
         for (int k = 0; k < 5; k++) {                                                          \
             EMIT(32 * k, tq1_w(d, v0, vi_set1(p3[k])));                                        \
@@ -1065,7 +1065,7 @@ ALWAYS_INLINE vec16 tq1_w(vec16 d, vec16i v, vec16i pow3) {
 
 /* TQ2_0: value 128h + 32s + l is bits 2s..2s+1 of qs[32h + l]; d * (q - 1) */
 #define TQ2_0_CHUNKS(blk, EMIT) {                                                              \
-        vec16 d = v_set1(load_f16(blk + 64));                                                  \
+        vec16 d = v_set1(v_half1(blk + 64));                                                  \
         for (int h = 0; h < 2; h++) {                                                          \
             vec16i v0 = vi_load_u8(blk + 32 * h), v1 = vi_load_u8(blk + 32 * h + 16);          \
             for (int s = 0; s < 4; s++) {                                                      \

@@ -24,6 +24,7 @@
  *          v_add, v_sub, v_mul, v_fma(a, b, c) = a * b + c rounded once, v_min, v_max (x86 rule)
  *          v_round(v): to nearest integer, ties to even
  *          v_load_f16(p): 16 IEEE halves -> f32 (exact; a NaN comes out quiet, as F16C)
+ *   float  v_half1(p): one IEEE half -> f32, the same conversion (F16C, fcvt or C)
  *          v_load_i8(p) / v_load_u8(p): 16 signed / unsigned bytes -> f32 (exact)
  *          v_cvt(vi): int32 lanes -> f32 (exact for |i| < 2^24)
  *          v_zero_lt(x, v, lim): x, with 0 in the lanes where v < lim (false for a NaN v)

@@ -37,6 +37,7 @@ VEC_INLINE vec16 v_load_f16(const void *p) {
     const __m128i *q = (const __m128i *)p;
     return v_pair_(_mm256_cvtph_ps(_mm_loadu_si128(q)), _mm256_cvtph_ps(_mm_loadu_si128(q + 1)));
 }
+VEC_INLINE float v_half1(const void *p) { uint16_t h; memcpy(&h, p, 2); return _cvtsh_ss(h); }
 VEC_INLINE vec16 v_load_i8(const void *p) {
     __m128i b = _mm_loadu_si128((const __m128i *)p);
     return v_pair_(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8))));

@@ -44,6 +44,7 @@ VEC_INLINE vec16 v_load_f16(const void *p) {
     for (int l = 0; l < 16; l++) r.f[l] = v_half_(h[l]);
     return r;
 }
+VEC_INLINE float v_half1(const void *p) { uint16_t h; memcpy(&h, p, 2); return v_half_(h); }
 VEC_INLINE vec16 v_load_i8(const void *p) {
     int8_t b[16];
     memcpy(b, p, 16);

@@ -41,6 +41,11 @@ VEC_INLINE vec16 v_load_f16(const void *p) {
     for (int k = 0; k < 4; k++) r.q[k] = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h + 4 * k)));
     return r;
 }
+VEC_INLINE float v_half1(const void *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return vget_lane_f32(vget_low_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h)))), 0);
+}
 VEC_INLINE vec16 v_load_i8(const void *p) {
     int8x16_t b = vld1q_s8((const int8_t *)p);
     int16x8_t lo = vmovl_s8(vget_low_s8(b)), hi = vmovl_s8(vget_high_s8(b));
