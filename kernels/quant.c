@@ -806,11 +806,14 @@ static void fast_mxfp4(const uint8_t *src, float *y, int64_t nb) {
  *    16-lane accumulator per row, 16 values at a time in ascending order, reduced by v_sum.
  * ------------------------------------------------------------------------------------------- */
 
-/* rows per kernel call: their accumulators stay in registers (8 of AVX-512's 32, 4 elsewhere) */
+/* rows per kernel call: their accumulators stay in registers (8 of AVX-512's 32; elsewhere 4, and
+ * 2 for the K-quants, whose tables and codes need the other registers) */
 #if VEC16_REGS >= 32
 #define FUSED_ROWS 8
+#define FUSED_ROWS_K 8
 #else
 #define FUSED_ROWS 4
+#define FUSED_ROWS_K 2
 #endif
 
 ALWAYS_INLINE uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
@@ -888,11 +891,15 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
             FMA16(64 * c + 48, v_lutf_get(l1, nib_hi(v1)));                                    \
         } }
 
-/* y = (d * scale) * (q - 32), q as in fast_q6_k; values e = 128h + 32s + 16k ascending */
+/* y = (d * scale) * (q - 32), q as in fast_q6_k; values e = 128h + 32s + 16k ascending. With 32
+ * registers the 8 code vectors of a half are made at once; with 16 each is made where it is used
+ * (group s: low nibbles of ql[64h + 32(s%2) + 16k ..] for s < 2, high for s >= 2, and bits 2s..2s+1
+ * of qh[32h + 16k ..] as bits 4..5: the same codes) */
+#if VEC16_REGS >= 32
 #define Q6_K_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 210 * (size_t)(b);                       \
         const int8_t *scales = (const int8_t *)(blk + 192);                                    \
-        float d = v_half1(blk + 208);                                                         \
+        float d = v_half1(blk + 208);                                                          \
         for (int h = 0; h < 2; h++) {                                                          \
             vec16i c6[2][4];                                                                   \
             q6_codes(blk, blk + 128, h, 0, c6[0]);                                             \
@@ -904,6 +911,22 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
                     FMA16(e, w);                                                               \
                 }                                                                              \
         } }
+#else
+#define Q6_K_BLOCK(q, b, xb) {                                                                 \
+        const uint8_t *blk = src + (size_t)(q) * rb + 210 * (size_t)(b);                       \
+        const int8_t *scales = (const int8_t *)(blk + 192);                                    \
+        float d = v_half1(blk + 208);                                                          \
+        for (int h = 0; h < 2; h++)                                                            \
+            for (int s = 0; s < 4; s++)                                                        \
+                for (int k = 0; k < 2; k++) {                                                  \
+                    int e = 128 * h + 32 * s + 16 * k;                                         \
+                    vec16i ql = vi_load_u8(blk + 64 * h + 32 * (s % 2) + 16 * k);              \
+                    vec16i hb = vi_load_u8(blk + 128 + 32 * h + 16 * k);                       \
+                    vec16i c = vi_or(s < 2 ? nib_lo(ql) : nib_hi(ql), vi_sll(vi_and(vi_srl(hb, 2 * s), vi_set1(3)), 4)); \
+                    vec16 w = v_mul(v_set1(d * (float)scales[e / 16]), v_cvt(vi_sub(c, vi_set1(32)))); \
+                    FMA16(e, w);                                                               \
+                } }
+#endif
 
 /* ---- the IQ, MXFP4 and ternary types ---------------------------------------------------------
  * IQ4_NL / IQ4_XS / MXFP4: a 16-entry table per block (or group) of the reference's products
@@ -1102,38 +1125,40 @@ CHUNKS_TYPE(iq1_m, 56, IQ1_M_CHUNKS)
 CHUNKS_TYPE(tq1_0, 54, TQ1_0_CHUNKS)
 CHUNKS_TYPE(tq2_0, 66, TQ2_0_CHUNKS)
 
-/* For each type: fd_<type>_8 (FUSED_ROWS rows) and fd_<type>_1 (one row). */
-#define FUSED_KERNELS(name, BV, BLOCK)                                                         \
+/* For each type: fd_<type>_8 (ROWS rows: FUSED_ROWS or FUSED_ROWS_K) and fd_<type>_1 (one row). */
+#define FUSED_KERNELS(name, BV, BLOCK, ROWS)                                                   \
     ALWAYS_INLINE void name##_n(const uint8_t *src, size_t rb, const int nr, const float *x,   \
                                 int64_t nb, float *out) { FUSED_BODY(BV, BLOCK) }              \
     static void name##_8(const uint8_t *src, size_t rb, const float *x, int64_t nb, float *out) { \
-        name##_n(src, rb, FUSED_ROWS, x, nb, out); }                                           \
+        name##_n(src, rb, ROWS, x, nb, out); }                                                 \
     static void name##_1(const uint8_t *src, size_t rb, const float *x, int64_t nb, float *out) { \
         name##_n(src, rb, 1, x, nb, out); }
 
-FUSED_KERNELS(fd_q4_0, 32, Q4_0_BLOCK)
-FUSED_KERNELS(fd_q4_1, 32, Q4_1_BLOCK)
-FUSED_KERNELS(fd_q5_0, 32, Q5_0_BLOCK)
-FUSED_KERNELS(fd_q5_1, 32, Q5_1_BLOCK)
-FUSED_KERNELS(fd_q8_0, 32, Q8_0_BLOCK)
-FUSED_KERNELS(fd_q4_k, QK_K, Q4_K_BLOCK)
-FUSED_KERNELS(fd_q6_k, QK_K, Q6_K_BLOCK)
-FUSED_KERNELS(fd_iq4_nl, 32, IQ4_NL_BLOCK)
-FUSED_KERNELS(fd_iq4_xs, QK_K, IQ4_XS_BLOCK)
-FUSED_KERNELS(fd_mxfp4, 32, MXFP4_BLOCK)
-FUSED_KERNELS(fd_iq2_xxs, QK_K, IQ2_XXS_BLOCK)
-FUSED_KERNELS(fd_iq2_xs, QK_K, IQ2_XS_BLOCK)
-FUSED_KERNELS(fd_iq2_s, QK_K, IQ2_S_BLOCK)
-FUSED_KERNELS(fd_iq3_xxs, QK_K, IQ3_XXS_BLOCK)
-FUSED_KERNELS(fd_iq3_s, QK_K, IQ3_S_BLOCK)
-FUSED_KERNELS(fd_iq1_s, QK_K, IQ1_S_BLOCK)
-FUSED_KERNELS(fd_iq1_m, QK_K, IQ1_M_BLOCK)
-FUSED_KERNELS(fd_tq1_0, QK_K, TQ1_0_BLOCK)
-FUSED_KERNELS(fd_tq2_0, QK_K, TQ2_0_BLOCK)
+FUSED_KERNELS(fd_q4_0, 32, Q4_0_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_q4_1, 32, Q4_1_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_q5_0, 32, Q5_0_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_q5_1, 32, Q5_1_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_q8_0, 32, Q8_0_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_q4_k, QK_K, Q4_K_BLOCK, FUSED_ROWS_K)
+FUSED_KERNELS(fd_q6_k, QK_K, Q6_K_BLOCK, FUSED_ROWS_K)
+FUSED_KERNELS(fd_iq4_nl, 32, IQ4_NL_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_iq4_xs, QK_K, IQ4_XS_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_mxfp4, 32, MXFP4_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_iq2_xxs, QK_K, IQ2_XXS_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_iq2_xs, QK_K, IQ2_XS_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_iq2_s, QK_K, IQ2_S_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_iq3_xxs, QK_K, IQ3_XXS_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_iq3_s, QK_K, IQ3_S_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_iq1_s, QK_K, IQ1_S_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_iq1_m, QK_K, IQ1_M_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_tq1_0, QK_K, TQ1_0_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_tq2_0, QK_K, TQ2_0_BLOCK, FUSED_ROWS)
 
 typedef void (*fused_fn)(const uint8_t *src, size_t rb, const float *x, int64_t nb, float *out);
 
-static int fused_kernels(uint32_t type, fused_fn *f8, fused_fn *f1) {
+/* The kernels of type: f8 for *rows rows at a time, f1 for one. */
+static int fused_kernels(uint32_t type, fused_fn *f8, fused_fn *f1, int *rows) {
+    *rows = type == GGUF_T_Q4_K || type == GGUF_T_Q6_K ? FUSED_ROWS_K : FUSED_ROWS;
     switch (type) {
     case GGUF_T_Q4_0: *f8 = fd_q4_0_8; *f1 = fd_q4_0_1; return 0;
     case GGUF_T_Q4_1: *f8 = fd_q4_1_8; *f1 = fd_q4_1_1; return 0;
@@ -1227,11 +1252,11 @@ void quant_dequant_row(uint32_t type, const void *src, float *y, int64_t n) {
 
 int quant_dot_rows(uint32_t type, const void *src, size_t row_bytes, int nr, const float *x, int64_t n, float *out) {
     fused_fn f8, f1;
-    int bv = quant_block_values(type);
-    if (nr < 1 || nr > 8 || bv <= 1 || n <= 0 || n % bv || fused_kernels(type, &f8, &f1)) return -1;
+    int bv = quant_block_values(type), rows_per_call;
+    if (nr < 1 || nr > 8 || bv <= 1 || n <= 0 || n % bv || fused_kernels(type, &f8, &f1, &rows_per_call)) return -1;
     const uint8_t *rows = src;   /* [nr][row_bytes] */
     int r = 0;
-    for (; r + FUSED_ROWS <= nr; r += FUSED_ROWS) f8(rows + (size_t)r * row_bytes, row_bytes, x, n / bv, out + r);
+    for (; r + rows_per_call <= nr; r += rows_per_call) f8(rows + (size_t)r * row_bytes, row_bytes, x, n / bv, out + r);
     for (; r < nr; r++) f1(rows + (size_t)r * row_bytes, row_bytes, x, n / bv, out + r);
     return 0;
 }
