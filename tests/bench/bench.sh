@@ -14,6 +14,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
+# ISA=avx2 (make bench ISA=avx2): strata was built with -march=haswell into build-avx2, and
+# llama.cpp is built into its own venv with its native detection off and AVX2/FMA/F16C on, so any
+# x86 machine measures the AVX2 ratio; empty: both native
+ISA=${ISA:-}
 CACHE=${STRATA_CACHE:-$HOME/.cache/strata}
 MODEL=$CACHE/smollm2-135m-instruct-q4_1.gguf
 W=$BUILD/strata-worker
@@ -21,7 +25,8 @@ D=$BUILD/strata-driver
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 load() { cut -d' ' -f1 /proc/loadavg; }
-echo "strata bench  $(date -u +%FT%TZ)  git $(git rev-parse --short HEAD)  $(nproc) cores  load $(load)"
+echo "strata bench  $(date -u +%FT%TZ)  git $(git rev-parse --short HEAD)  $(nproc) cores  load $(load)  ISA ${ISA:-native}"
+echo "  CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')  flags: $(grep -m1 '^flags' /proc/cpuinfo | grep -o -w 'avx2\|fma\|f16c\|avx512f' | tr '\n' ' ')"
 
 # a long token stream: the repository's sources tokenised by the model
 cat worker/*.c driver/*.c proto/*.c kernels/*.c tests/*.c README.md | "$W" --model "$MODEL" --tokenize >"$TMP/all.ids"
@@ -47,12 +52,19 @@ done
 
 # 1b. llama.cpp on the same model, threads and lengths
 if [ "${BENCH_QUICK:-0}" != 1 ]; then
-  PY=tests/.venv/bin/python
+  VENV=tests/.venv${ISA:+-$ISA}
+  case "$ISA" in
+    "") GGML_ISA="-DGGML_NATIVE=ON" ;;
+    avx2) GGML_ISA="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF" ;;
+    *) echo "bench: no llama.cpp build for ISA=$ISA (avx2 or empty)"; exit 2 ;;
+  esac
+  PY=$VENV/bin/python
   if ! "$PY" -c 'import llama_cpp' 2>/dev/null; then
-    echo "(building llama-cpp-python into tests/.venv: takes several minutes)"
-    [ -x "$PY" ] || python3 -m venv tests/.venv
-    CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAVA_BUILD=OFF" \
-        "$PY" -m pip install -q numpy gguf llama-cpp-python==0.3.36
+    echo "(building llama-cpp-python into $VENV: takes several minutes)"
+    [ -x "$PY" ] || python3 -m venv "$VENV"
+    CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="$GGML_ISA -DLLAVA_BUILD=OFF" \
+        # no wheel cache: a wheel built for one ISA must not be reused for the other
+    "$PY" -m pip install -q --no-cache-dir numpy gguf llama-cpp-python==0.3.36
   fi
   echo
   echo "== llama.cpp (llama-cpp-python), same model, 2 threads, n_batch 512, flash attention as it defaults"
