@@ -9,14 +9,26 @@
 #                   FUZZ_SECONDS per target, default 60); make test replays their seed corpora
 #   make SAN=1 ...  the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-san/)
 #   make ROPE=f64 ... RoPE angles in double instead of f32 (build-rope64/; docs/DESIGN.md §3.2)
+#   make ISA=avx2 ... the AVX2 build (-march=haswell, build-avx2/), ISA=c the plain C one
+#                   (-march=x86-64, build-c/): the same bits as native (docs/DESIGN.md §2.6);
+#                   `make bench ISA=avx2` also builds llama.cpp for AVX2 (tests/bench/bench.sh)
 
 CC      ?= gcc
 SAN     ?=
 # ROPE=f64: RoPE angles in double (kernels/ops.h ops_rope_table_f64; docs/DESIGN.md §3.2) instead of
 # the canonical f32 ones; its own build folder, and the handshake's device says "+rope64"
 ROPE    ?=
-BUILD   := $(if $(SAN),build-san,build)$(if $(filter f64,$(ROPE)),-rope64)
-OPT     ?= -O2 -march=native
+# ISA=avx2 / ISA=c: a build of that SIMD family (kernels/vec16.h) in its own folder
+ISA     ?=
+ISA_OPT_avx2 := -O2 -march=haswell
+ISA_OPT_c    := -O2 -march=x86-64
+ifneq ($(ISA),)
+ifeq ($(ISA_OPT_$(ISA)),)
+$(error ISA=$(ISA): use avx2 or c (or nothing for the native build))
+endif
+endif
+BUILD   := $(if $(SAN),build-san,build)$(if $(filter f64,$(ROPE)),-rope64)$(if $(ISA),-$(ISA))
+OPT     ?= $(if $(ISA),$(ISA_OPT_$(ISA)),-O2 -march=native)
 CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(OPT) -g -pthread -I. \
            -ffp-contract=off -fno-fast-math $(if $(filter f64,$(ROPE)),-DOPS_ROPE_F64=1)
 ifneq ($(SAN),)
@@ -151,7 +163,7 @@ $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(BUILD)/libanalysis.a $(BUILD)/l
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $^ $(LDLIBS)
 
 bench: all $(BENCH_BIN) $(MODEL_SMOL)
-	@BUILD=$(BUILD) bash tests/bench/bench.sh
+	@BUILD=$(BUILD) ISA=$(ISA) bash tests/bench/bench.sh
 
 # libFuzzer: clang with the fuzzer, ASan and UBSan; each target runs FUZZ_SECONDS from its corpus
 # (new inputs it finds go to build-fuzz/corpus/<target>, not into the committed seeds)
@@ -192,6 +204,6 @@ fuzz-seeds: $(BUILD)/libengine.a
 	python3 tests/fuzz/make_gguf_seeds.py
 
 clean:
-	rm -rf build build-san build-rope64 build-san-rope64 build-fuzz build-isa strata-worker strata-driver
+	rm -rf build build-san build-rope64 build-san-rope64 build-fuzz build-isa build-avx2 build-c strata-worker strata-driver
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
