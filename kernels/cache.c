@@ -247,12 +247,13 @@ typedef struct {
 } attn_ctx;
 
 /* s[qi][j] = seq_dot(q[qi], k_j) for up to 4 queries and the kb (32 or 64) keys of kt [hd][kb]:
- * lanes are keys, the loop over d is each score's sequential fma chain. */
-#ifdef VEC16
-/* The body for constant nq and nv = kb / 16, so the accumulators stay in registers (called with
- * literals). */
+ * lanes are keys, the loop over d is each score's sequential fma chain. The tile (queries x
+ * 16-key vectors) is sized to the register file and changes no result. */
+
+/* The body for constant nq and nv (16 * nv keys from column j0 of kt), so the accumulators stay in
+ * registers (called with literals). */
 static inline __attribute__((always_inline)) void scores_nq(const float *qs, const int nq, const int nv,
-                                                            const float *kt, int hd, float *out, size_t ld) {
+                                                            const float *kt, int ldk, int hd, float *out, size_t ld) {
     vec16 acc[4][4];
     #pragma GCC unroll 4
     for (int qi = 0; qi < nq; qi++)
@@ -261,7 +262,7 @@ static inline __attribute__((always_inline)) void scores_nq(const float *qs, con
     for (int d = 0; d < hd; d++) {
         vec16 k[4];
         #pragma GCC unroll 4
-        for (int u = 0; u < nv; u++) { k[u] = v_load(kt + (size_t)d * 16 * nv + 16 * u); v_reg(&k[u]); }
+        for (int u = 0; u < nv; u++) { k[u] = v_load(kt + (size_t)d * ldk + 16 * u); v_reg(&k[u]); }
         #pragma GCC unroll 4
         for (int qi = 0; qi < nq; qi++) {
             vec16 qv = v_set1(qs[(size_t)qi * hd + d]);
@@ -276,34 +277,30 @@ static inline __attribute__((always_inline)) void scores_nq(const float *qs, con
 }
 
 static inline __attribute__((always_inline)) void scores_nv(const float *qs, int nq, const int nv, const float *kt,
-                                                            int hd, float *out, size_t ld) {
+                                                            int ldk, int hd, float *out, size_t ld) {
     switch (nq) {
-    case 4: scores_nq(qs, 4, nv, kt, hd, out, ld); break;
-    case 3: scores_nq(qs, 3, nv, kt, hd, out, ld); break;
-    case 2: scores_nq(qs, 2, nv, kt, hd, out, ld); break;
-    default: scores_nq(qs, 1, nv, kt, hd, out, ld); break;
+    case 4: scores_nq(qs, 4, nv, kt, ldk, hd, out, ld); break;
+    case 3: scores_nq(qs, 3, nv, kt, ldk, hd, out, ld); break;
+    case 2: scores_nq(qs, 2, nv, kt, ldk, hd, out, ld); break;
+    default: scores_nq(qs, 1, nv, kt, ldk, hd, out, ld); break;
     }
 }
-#endif
 
 static void scores_block(const float *qs, int nq, const float *kt, int kb, int hd, float *out, size_t ld) {
-#ifdef VEC16
-    if (kb == 64) scores_nv(qs, nq, 4, kt, hd, out, ld);
-    else scores_nv(qs, nq, 2, kt, hd, out, ld);
-#else
-    for (int qi = 0; qi < nq; qi++)
-        for (int j = 0; j < kb; j++) {
-            float s = 0.0f;
-            for (int d = 0; d < hd; d++) s = fmaf(qs[(size_t)qi * hd + d], kt[(size_t)d * kb + j], s);
-            out[qi * ld + j] = s;
-        }
+#if VEC16_REGS >= 32   /* up to 4 queries x 64 keys: 16 accumulators */
+    if (kb == 64) scores_nv(qs, nq, 4, kt, kb, hd, out, ld);
+    else scores_nv(qs, nq, 2, kt, kb, hd, out, ld);
+#else                  /* 2 queries x 32 keys: 4 accumulators, 2 key vectors */
+    for (int q0 = 0; q0 < nq; q0 += 2)
+        for (int j0 = 0; j0 < kb; j0 += 32)
+            scores_nv(qs + (size_t)q0 * hd, nq - q0 < 2 ? nq - q0 : 2, 2, kt + j0, kb, hd, out + q0 * ld + j0, ld);
 #endif
 }
 
 /* For nr (<= 4) query rows with the same key range: o[r][d] = fma(w[r][j], v[j][d], o[r][d]) for
  * j = 0..n-1 ascending — per element the reference's scalar loop; vectorised across d, the rows
  * share each V load. o [nr][hd], w rows ldw apart, v [n][hd]. */
-#ifdef VEC16
+
 /* 16 * nv outputs (nv = 2 or 4) of nr rows, from column d0 (nr and nv are constants at each call:
  * registers, not the stack). */
 static inline __attribute__((always_inline)) void pv_block(float *o, const float *w, size_t ldw, const int nr,
@@ -341,20 +338,23 @@ static inline __attribute__((always_inline)) void pv_cols(float *o, const float 
     default: pv_block(o, w, ldw, 1, nv, v, n, hd, d0); break;
     }
 }
-#endif
 
 static void pv_accumulate(float *o, const float *w, size_t ldw, int nr, const float *v, int n, int hd) {
     int d0 = 0;
-#ifdef VEC16
+#if VEC16_REGS >= 32   /* up to 4 rows x 64 columns: 16 accumulators */
     for (; d0 + 64 <= hd; d0 += 64) pv_cols(o, w, ldw, nr, 4, v, n, hd, d0);
     for (; d0 + 32 <= hd; d0 += 32) pv_cols(o, w, ldw, nr, 2, v, n, hd, d0);
+#else                  /* 2 rows x 32 columns: 4 accumulators, 2 V vectors */
+    for (; d0 + 32 <= hd; d0 += 32)
+        for (int r = 0; r < nr; r += 2)
+            pv_cols(o + (size_t)r * hd, w + (size_t)r * ldw, ldw, nr - r < 2 ? nr - r : 2, 2, v, n, hd, d0);
+#endif
     for (; d0 + 16 <= hd; d0 += 16)
         for (int r = 0; r < nr; r++) {
             vec16 acc = v_load(o + (size_t)r * hd + d0);
             for (int j = 0; j < n; j++) acc = v_fma(v_set1(w[(size_t)r * ldw + j]), v_load(v + (size_t)j * hd + d0), acc);
             v_store(o + (size_t)r * hd + d0, acc);
         }
-#endif
     for (; d0 < hd; d0++)
         for (int r = 0; r < nr; r++)
             for (int j = 0; j < n; j++) o[(size_t)r * hd + d0] = fmaf(w[(size_t)r * ldw + j], v[(size_t)j * hd + d0], o[(size_t)r * hd + d0]);
@@ -364,17 +364,13 @@ static void pv_accumulate(float *o, const float *w, size_t ldw, int nr, const fl
 static float scale_max(float *s, int n, float scale) {
     float m = -INFINITY;
     int j = 0;
-#ifdef VEC16
-    __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(-INFINITY);
-    for (; j + 8 <= n; j += 8) {
-        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(s + j), vs);
-        _mm256_storeu_ps(s + j, v);
-        vm = _mm256_max_ps(vm, v);
+    vec16 vs = v_set1(scale), vm = v_set1(-INFINITY);
+    for (; j + 16 <= n; j += 16) {
+        vec16 v = v_mul(v_load(s + j), vs);
+        v_store(s + j, v);
+        vm = v_max(vm, v);
     }
-    float lanes[8];
-    _mm256_storeu_ps(lanes, vm);
-    for (int l = 0; l < 8; l++) if (lanes[l] > m) m = lanes[l];
-#endif
+    m = v_hmax(vm);
     for (; j < n; j++) {
         s[j] *= scale;
         if (s[j] > m) m = s[j];
@@ -382,45 +378,15 @@ static float scale_max(float *s, int n, float scale) {
     return m;
 }
 
-#ifdef __AVX512F__
-/* out[c][r] = in[r][c] for a 16 x 16 tile (rows ldi apart in, ldo apart out): unpack pairs of
- * rows, then 4 x 4 blocks, then 128-bit lanes. */
-static void transpose16(const float *in, size_t ldi, float *out, size_t ldo) {
-    __m512 r[16], t[16];
-    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(in + (size_t)i * ldi);
-    for (int i = 0; i < 8; i++) {   /* lane L: (a[4L], b[4L], a[4L+1], b[4L+1]) and the next two */
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {   /* r[4i+k], lane L: rows 4i..4i+3 at column 4L+k */
-        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int k = 0; k < 4; k++) {   /* column 4L+k = lane L of r[k], r[4+k], r[8+k], r[12+k] */
-        __m512 x0 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88), x1 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xDD);
-        __m512 y0 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88), y1 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xDD);
-        t[k] = _mm512_shuffle_f32x4(x0, y0, 0x88);
-        t[8 + k] = _mm512_shuffle_f32x4(x0, y0, 0xDD);
-        t[4 + k] = _mm512_shuffle_f32x4(x1, y1, 0x88);
-        t[12 + k] = _mm512_shuffle_f32x4(x1, y1, 0xDD);
-    }
-    for (int c = 0; c < 16; c++) _mm512_storeu_ps(out + (size_t)c * ldo, t[c]);
-}
-#endif
-
 /* kt[d][j] = vb[j][d] for j < nk, 0 for nk <= j < kb (32 or 64). vb [kb][hd] (rows nk.. are
  * overwritten with zeros), kt [hd][kb]. */
 static void transpose_block(float *vb, int nk, int hd, float *kt, int kb) {
-#ifdef __AVX512F__
-    if (hd % 16 == 0) {
+    if (hd % 16 == 0) {   /* 16 x 16 tiles in registers */
         if (nk < kb) memset(vb + (size_t)nk * hd, 0, sizeof(float) * (size_t)(kb - nk) * hd);
         for (int j0 = 0; j0 < kb; j0 += 16)
-            for (int d0 = 0; d0 < hd; d0 += 16) transpose16(vb + (size_t)j0 * hd + d0, (size_t)hd, kt + (size_t)d0 * kb + j0, (size_t)kb);
+            for (int d0 = 0; d0 < hd; d0 += 16) v_transpose16(vb + (size_t)j0 * hd + d0, (size_t)hd, kt + (size_t)d0 * kb + j0, (size_t)kb);
         return;
     }
-#endif
     for (int j = 0; j < nk; j++)
         for (int d = 0; d < hd; d++) kt[(size_t)d * kb + j] = vb[(size_t)j * hd + d];
     for (int j = nk; j < kb; j++)

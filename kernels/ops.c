@@ -1,5 +1,6 @@
 /* ops.c — CPU kernels. See ops.h for the canonical orders that make them batch invariant.
- * Each kernel has a plain C form; where an AVX2 form exists it performs the same operations. */
+ * Each kernel has a plain C reference (the *_ref functions, ops_expf); the fast forms are written
+ * once in the vec16 layer (kernels/vec16.h) and perform the same operations on every ISA. */
 #include "kernels/ops.h"
 #include "kernels/vec16.h"
 #include "kernels/quant.h"
@@ -7,11 +8,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#define OPS_AVX2 1
-#endif
 
 /* ---- dot product --------------------------------------------------------------------------- */
 
@@ -33,16 +29,12 @@ float ops_dot_ref(const float *a, const float *b, int n) {
 }
 
 float ops_dot(const float *a, const float *b, int n) {
-#ifdef VEC16
     vec16 acc = v_zero();
     int i = 0;
     for (; i + 16 <= n; i += 16) acc = v_fma(v_load(a + i), v_load(b + i), acc);
     float s = v_sum(acc);
     for (; i < n; i++) s = fmaf(a[i], b[i], s);
     return s;
-#else
-    return ops_dot_ref(a, b, n);
-#endif
 }
 
 /* ---- matmul with quantised weights ----------------------------------------------------------- */
@@ -80,7 +72,6 @@ static void prefetch_rows(const ops_weight *w, int r0, int r1) {
 
 /* out[q] = canonical dot(wt[q], x) for q < nr (nr <= 8): independent chains side by side, each
  * the same operations as ops_dot. wt [nr][K]. */
-#ifdef VEC16
 static inline __attribute__((always_inline)) void dot_rows_n(const float *wt, const float *x, int K, const int nr,
                                                              float *out) {
     int K16 = K & ~15;
@@ -99,51 +90,64 @@ static inline __attribute__((always_inline)) void dot_rows_n(const float *wt, co
         out[q] = sum;
     }
 }
-#endif
 
 static void dot_rows(const float *wt, const float *x, int K, int nr, float *out) {
-#ifdef VEC16
+#if VEC16_REGS >= 32
     if (nr == 8) { dot_rows_n(wt, x, K, 8, out); return; }
-    if (nr == 4) { dot_rows_n(wt, x, K, 4, out); return; }
+#else   /* 8 accumulators would fill every register: two runs of 4 */
+    if (nr == 8) { dot_rows_n(wt, x, K, 4, out); dot_rows_n(wt + (size_t)4 * K, x, K, 4, out + 4); return; }
 #endif
+    if (nr == 4) { dot_rows_n(wt, x, K, 4, out); return; }
     for (int q = 0; q < nr; q++) out[q] = ops_dot(wt + (size_t)q * K, x, K);
 }
 
-/* y[t][r..r+3] for rows already dequantised into wt [4][K]. */
+/* Register tile: rows R x tokens U (literals at each call), each y value the canonical dot of one
+ * row and one token. w [R] rows of K, xs [U] tokens of K. */
+static inline __attribute__((always_inline)) void mm_regtile(const float *const *w, const float *const *xs, const int R,
+                                                             const int U, int K, float *y, int ldy, int r) {
+    int K16 = K & ~15;
+    vec16 acc[4][4];
+    #pragma GCC unroll 4
+    for (int q = 0; q < R; q++)
+        #pragma GCC unroll 4
+        for (int u = 0; u < U; u++) acc[q][u] = v_zero();
+    for (int i = 0; i < K16; i += 16) {
+        vec16 wv[4];
+        #pragma GCC unroll 4
+        for (int q = 0; q < R; q++) { wv[q] = v_load(w[q] + i); v_reg(&wv[q]); }
+        #pragma GCC unroll 4
+        for (int u = 0; u < U; u++) {
+            vec16 v = v_load(xs[u] + i);
+            v_reg(&v);
+            #pragma GCC unroll 4
+            for (int q = 0; q < R; q++) acc[q][u] = v_fma(wv[q], v, acc[q][u]);
+        }
+    }
+    #pragma GCC unroll 4
+    for (int u = 0; u < U; u++)
+        #pragma GCC unroll 4
+        for (int q = 0; q < R; q++) {
+            float sum = v_sum(acc[q][u]);
+            for (int i = K16; i < K; i++) sum = fmaf(w[q][i], xs[u][i], sum);
+            y[(size_t)u * ldy + r + q] = sum;
+        }
+}
+
+/* y[t][r..r+3] for rows already dequantised into wt [4][K]. With 32 vector registers one tile of
+ * 4 rows x 4 tokens (16 accumulators, 8 loads per 16 fma); with 16 (AVX2, NEON: 8 vec16) four tiles
+ * of 2 x 2, whose accumulators and operands still fit. */
 static void mm_tile4(const float *wt, const float *x, float *y, int T, int K, int ldy, int r) {
     int t = 0;
-#ifdef VEC16
-    int K16 = K & ~15;
-    for (; t + 4 <= T; t += 4) {   /* 4 rows x 4 tokens: 16 accumulators, 8 loads per 16 fma */
+    for (; t + 4 <= T; t += 4) {
+        const float *ws[4] = { wt, wt + K, wt + 2 * (size_t)K, wt + 3 * (size_t)K };
         const float *xs[4] = { x + (size_t)t * K, x + (size_t)(t + 1) * K, x + (size_t)(t + 2) * K, x + (size_t)(t + 3) * K };
-        vec16 acc[4][4];
-        #pragma GCC unroll 4
-        for (int q = 0; q < 4; q++)
-            #pragma GCC unroll 4
-            for (int u = 0; u < 4; u++) acc[q][u] = v_zero();
-        for (int i = 0; i < K16; i += 16) {
-            vec16 w0 = v_load(wt + i), w1 = v_load(wt + K + i), w2 = v_load(wt + 2 * K + i), w3 = v_load(wt + 3 * K + i);
-            v_reg(&w0); v_reg(&w1); v_reg(&w2); v_reg(&w3);
-            #pragma GCC unroll 4
-            for (int u = 0; u < 4; u++) {
-                vec16 v = v_load(xs[u] + i);
-                v_reg(&v);
-                acc[0][u] = v_fma(w0, v, acc[0][u]);
-                acc[1][u] = v_fma(w1, v, acc[1][u]);
-                acc[2][u] = v_fma(w2, v, acc[2][u]);
-                acc[3][u] = v_fma(w3, v, acc[3][u]);
-            }
-        }
-        #pragma GCC unroll 4
-        for (int u = 0; u < 4; u++)
-            #pragma GCC unroll 4
-            for (int q = 0; q < 4; q++) {
-                float sum = v_sum(acc[q][u]);
-                for (int i = K16; i < K; i++) sum = fmaf(wt[q * K + i], xs[u][i], sum);
-                y[(size_t)(t + u) * ldy + r + q] = sum;
-            }
-    }
+#if VEC16_REGS >= 32
+        mm_regtile(ws, xs, 4, 4, K, y + (size_t)t * ldy, ldy, r);
+#else
+        for (int u = 0; u < 4; u += 2)
+            for (int q = 0; q < 4; q += 2) mm_regtile(ws + q, xs + u, 2, 2, K, y + (size_t)(t + u) * ldy, ldy, r + q);
 #endif
+    }
     for (; t < T; t++) {
         float out[4];
         dot_rows(wt, x + (size_t)t * K, K, 4, out);
@@ -376,15 +380,11 @@ float ops_expf(float x) {
 }
 
 float ops_sum8(const float *y, int n) {
-    float acc[8] = {0};
+    float acc[8];
     int i = 0;
-#ifdef OPS_AVX2
-    __m256 vacc = _mm256_setzero_ps();
-    for (; i + 8 <= n; i += 8) vacc = _mm256_add_ps(vacc, _mm256_loadu_ps(y + i));
-    _mm256_storeu_ps(acc, vacc);
-#endif
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) acc[l] += y[i + l];
+    vec8 vacc = v8_zero();   /* lane l: y[l] + y[l + 8] + ... in order */
+    for (; i + 8 <= n; i += 8) vacc = v8_add(vacc, v8_load(y + i));
+    v8_store(acc, vacc);
     float s = reduce8(acc);
     for (; i < n; i++) s += y[i];
     return s;
@@ -392,61 +392,29 @@ float ops_sum8(const float *y, int n) {
 
 float ops_exp_sub_sum(float *y, const float *x, float m, int n) {
     int i = 0;
-#ifdef OPS_AVX2
-#ifdef __AVX512F__
-    {   /* 16 at a time: the same operations per lane */
-        const __m512 vm = _mm512_set1_ps(m), vmin = _mm512_set1_ps(EXP_MIN), vl2e = _mm512_set1_ps(EXP_LOG2E);
-        const __m512 vclamp = _mm512_set1_ps(EXP_CLAMP);
-        const __m512 hi = _mm512_set1_ps(-EXP_LN2_HI), lo = _mm512_set1_ps(-EXP_LN2_LO), one = _mm512_set1_ps(1.0f);
-        for (; i + 16 <= n; i += 16) {
-            /* min(clamp, v): v above the clamp (n = 128 there, the scale 2^128 = inf) gives +inf, a NaN
-             * v stays NaN (the second operand is returned) and, kept by the unordered compare, stays
-             * NaN through the polynomial: ops_expf's results without a branch */
-            __m512 v = _mm512_min_ps(vclamp, _mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
-            __mmask16 keep = _mm512_cmp_ps_mask(v, vmin, _CMP_NLT_UQ);
-            __m512 nn = _mm512_roundscale_ps(_mm512_mul_ps(v, vl2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            __m512 r = _mm512_fmadd_ps(nn, hi, v);
-            r = _mm512_fmadd_ps(nn, lo, r);
-            __m512 p = _mm512_set1_ps(EXP_P0);
-            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P1));
-            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P2));
-            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P3));
-            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P4));
-            p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P5));
-            p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
-            p = _mm512_add_ps(p, one);
-            nn = _mm512_maskz_mov_ps(keep, nn);
-            __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(nn), _mm512_set1_epi32(127)), 23);
-            __m512 res = _mm512_maskz_mov_ps(keep, _mm512_mul_ps(p, _mm512_castsi512_ps(e)));
-            _mm512_storeu_ps(y + i, res);
-        }
+    const vec16 vm = v_set1(m), vmin = v_set1(EXP_MIN), vl2e = v_set1(EXP_LOG2E), vclamp = v_set1(EXP_CLAMP);
+    const vec16 hi = v_set1(-EXP_LN2_HI), lo = v_set1(-EXP_LN2_LO), one = v_set1(1.0f);
+    for (; i + 16 <= n; i += 16) {   /* ops_expf's operations, 16 lanes at a time */
+        /* min(clamp, v): v above the clamp (n = 128 there, the scale 2^128 = inf) gives +inf, a NaN
+         * v stays NaN (the second operand is returned) and, kept by v_zero_lt (false for a NaN),
+         * stays NaN through the polynomial: ops_expf's results without a branch */
+        vec16 v = v_min(vclamp, v_sub(v_load(x + i), vm));
+        vec16 nn = v_round(v_mul(v, vl2e));
+        vec16 r = v_fma(nn, hi, v);
+        r = v_fma(nn, lo, r);
+        vec16 p = v_set1(EXP_P0);
+        p = v_fma(p, r, v_set1(EXP_P1));
+        p = v_fma(p, r, v_set1(EXP_P2));
+        p = v_fma(p, r, v_set1(EXP_P3));
+        p = v_fma(p, r, v_set1(EXP_P4));
+        p = v_fma(p, r, v_set1(EXP_P5));
+        p = v_fma(p, v_mul(r, r), r);
+        p = v_add(p, one);
+        /* where v < EXP_MIN, n may be out of range: zero n there, then zero the result (a NaN
+         * lane's scale is 1, the product NaN) */
+        nn = v_zero_lt(nn, v, vmin);
+        v_store(y + i, v_zero_lt(v_mul(p, v_pow2i(nn)), v, vmin));
     }
-#endif
-    const __m256 vm = _mm256_set1_ps(m), vmin = _mm256_set1_ps(EXP_MIN), vl2e = _mm256_set1_ps(EXP_LOG2E);
-    const __m256 vclamp = _mm256_set1_ps(EXP_CLAMP);
-    const __m256 hi = _mm256_set1_ps(-EXP_LN2_HI), lo = _mm256_set1_ps(-EXP_LN2_LO), one = _mm256_set1_ps(1.0f);
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_min_ps(vclamp, _mm256_sub_ps(_mm256_loadu_ps(x + i), vm));   /* as above */
-        __m256 keep = _mm256_cmp_ps(v, vmin, _CMP_NLT_UQ);
-        __m256 nn = _mm256_round_ps(_mm256_mul_ps(v, vl2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m256 r = _mm256_fmadd_ps(nn, hi, v);
-        r = _mm256_fmadd_ps(nn, lo, r);
-        __m256 p = _mm256_set1_ps(EXP_P0);
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_P1));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_P2));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_P3));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_P4));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_P5));
-        p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
-        p = _mm256_add_ps(p, one);
-        /* where v < EXP_MIN, n may be out of range: zero n there, then mask the result (a NaN lane
-         * keeps its n: the integer is garbage, the product NaN) */
-        nn = _mm256_and_ps(nn, keep);
-        __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(nn), _mm256_set1_epi32(127)), 23);
-        __m256 res = _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
-        _mm256_storeu_ps(y + i, res);
-    }
-#endif
     for (; i < n; i++) y[i] = ops_expf(x[i] - m);
     return ops_sum8(y, n);   /* the one definition of the sum's order */
 }

@@ -3,12 +3,13 @@
  * Layout of this file:
  *   1. the type table (name, values per block, bytes per block)
  *   2. the reference dequantisers, one per type, each with its block layout in a comment
- *   3. the AVX2/F16C fast paths for the hot types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K,
- *      F16, BF16; Gemma 3 270M Q4_K_M stores most of its matrices as Q5_0 because 640-wide
- *      rows do not fit 256-value K-quant blocks), and IQ4_NL, IQ4_XS, MXFP4
- *   4. fused dequantise-and-dot kernels for decode (AVX-512): the same values, never stored; for
- *      the codebook (IQ2/IQ3/IQ1) and ternary types one description of a block's values 16 at a
- *      time serves both the fused kernel and an AVX-512 dequantiser
+ *   3. the vectorised dequantisers (the vec16 layer, kernels/vec16.h: AVX-512, AVX2, NEON or
+ *      plain C) for the hot types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K, F16, BF16; Gemma 3
+ *      270M Q4_K_M stores most of its matrices as Q5_0 because 640-wide rows do not fit 256-value
+ *      K-quant blocks), and IQ4_NL, IQ4_XS, MXFP4
+ *   4. fused dequantise-and-dot kernels for decode (the same layer): the same values, never
+ *      stored; for the codebook (IQ2/IQ3/IQ1) and ternary types one description of a block's
+ *      values 16 at a time serves both the fused kernel and a dequantiser
  *   5. the row entry points
  *
  * All multi-byte fields are little-endian (GGUF is little-endian; so is every machine we build
@@ -23,10 +24,9 @@
  * subtraction or addition of another exact product. Both paths compute the same operands
  * and the same single rounding, so FMA contraction (off in this build anyway) could not change a
  * result either. The IQ / MXFP4 / ternary types are products of short factors too (the bit counts
- * are worked out above ref_iq4_nl). fp16 fields (scales, minimums, F16 values) are converted with
- * F16C in the fast path and with fp16_to_f32() in the reference: the same f32 for every non-NaN
- * half. The one place the paths may differ is a signalling-NaN half: F16C quiets it (sets the top
- * mantissa bit), fp16_to_f32() keeps it as it is; a NaN either way.
+ * are worked out above ref_iq4_nl). fp16 fields and F16 values are converted with fp16_to_f32() in
+ * the reference and with the layer's v_half1 / v_load_f16 in the fast path (F16C, fcvt or the same
+ * C conversion): the same f32 for every half, a NaN quieted in both.
  */
 #include "kernels/quant.h"
 
@@ -635,535 +635,417 @@ static quant_block_fn quant_ref_block(uint32_t type) {
 }
 
 /* ---------------------------------------------------------------------------------------------
- * 3. AVX2 / F16C fast paths: whole rows of nb blocks. Each computes exactly the reference's
- *    expression (same operands, same order), 8 lanes at a time.
+ * 3. Fast dequantisers: whole rows of nb blocks, 16 values at a time in the vec16 layer
+ *    (kernels/vec16.h: AVX-512, AVX2, NEON or plain C). Each computes exactly the reference's
+ *    expression (same operands, same order) lane by lane: codes are widened to 32-bit lanes,
+ *    converted exactly, and multiplied (and offset) as the reference does.
  * ------------------------------------------------------------------------------------------- */
 
-#if defined(__AVX2__) && defined(__F16C__)
-#include <immintrin.h>
-#define QUANT_HAVE_FAST 1
+#include "kernels/vec16.h"
 
-/* Low 8 bytes of v as signed / unsigned int8 -> 8 floats (exact). */
-static inline __m256 i8x8_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
-static inline __m256 u8x8_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); }
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-/* One fp16 field -> f32 with the F16C instruction: the same value as fp16_to_f32() for every
- * non-NaN input. */
-static inline float f16c_load(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
+/* y[0..16) = d * q, q + m, q - m (q: 16 integer codes, exact as floats) */
+ALWAYS_INLINE void st16_mul(float *y, float d, vec16i q) { v_store(y, v_mul(v_set1(d), v_cvt(q))); }
+ALWAYS_INLINE void st16_mul_add(float *y, float d, float m, vec16i q) {
+    v_store(y, v_add(v_mul(v_set1(d), v_cvt(q)), v_set1(m)));
 }
-
-#if defined(__AVX512F__)
-/* With AVX-512 the 16-value helpers below use one 512-bit register: the same products and adds,
- * lane by lane, as the two 256-bit halves (d and m are broadcast from lane 0). */
-static inline __m512 bcast16(__m256 v) { return _mm512_broadcastss_ps(_mm256_castps256_ps128(v)); }
-
-/* y[0..16) = d * v (16 signed bytes). */
-static inline void store16_mul(float *y, __m256 d, __m128i v) {
-    _mm512_storeu_ps(y, _mm512_mul_ps(bcast16(d), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v))));
+ALWAYS_INLINE void st16_mul_sub(float *y, float d, float m, vec16i q) {
+    v_store(y, v_sub(v_mul(v_set1(d), v_cvt(q)), v_set1(m)));
 }
-
-/* y[0..16) = d * v + m (16 unsigned bytes). */
-static inline void store16_mul_add(float *y, __m256 d, __m256 m, __m128i v) {
-    _mm512_storeu_ps(y, _mm512_add_ps(_mm512_mul_ps(bcast16(d), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v))), bcast16(m)));
+/* the low / high nibbles of 16 bytes at p, one per lane */
+ALWAYS_INLINE vec16i nib_lo(vec16i bytes) { return vi_and(bytes, vi_set1(0x0F)); }
+ALWAYS_INLINE vec16i nib_hi(vec16i bytes) { return vi_srl(bytes, 4); }
+/* Q5's fifth bits: lane l gets 0x10 where bit l of bits is set */
+ALWAYS_INLINE vec16i q5_hi(vec16i nib, uint32_t bits) { return vi_or(nib, vi_bits16(bits & 0xFFFFu, 0x10)); }
+/* Q6_K: the four 16-code groups s = 0..3 of values 128h + 32s + l0 .. +15: low nibble of a, low
+ * of b, high of a, high of b; the top two bits are bits 2s..2s+1 of hb, moved to bits 4..5 */
+ALWAYS_INLINE void q6_codes(const uint8_t *ql, const uint8_t *qh, int h, int l0, vec16i c6[4]) {
+    vec16i a = vi_load_u8(ql + 64 * h + l0), b = vi_load_u8(ql + 64 * h + 32 + l0);
+    vec16i hb = vi_load_u8(qh + 32 * h + l0), b45 = vi_set1(0x30);
+    c6[0] = vi_or(nib_lo(a), vi_and(vi_sll(hb, 4), b45));
+    c6[1] = vi_or(nib_lo(b), vi_and(vi_sll(hb, 2), b45));
+    c6[2] = vi_or(nib_hi(a), vi_and(hb, b45));
+    c6[3] = vi_or(nib_hi(b), vi_and(vi_srl(hb, 2), b45));
 }
-
-/* y[0..16) = d * v - m (16 unsigned bytes). */
-static inline void store16_mul_sub(float *y, __m256 d, __m256 m, __m128i v) {
-    _mm512_storeu_ps(y, _mm512_sub_ps(_mm512_mul_ps(bcast16(d), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v))), bcast16(m)));
-}
-#else
-/* y[0..16) = d * v (16 signed bytes). */
-static inline void store16_mul(float *y, __m256 d, __m128i v) {
-    _mm256_storeu_ps(y, _mm256_mul_ps(d, i8x8_ps(v)));
-    _mm256_storeu_ps(y + 8, _mm256_mul_ps(d, i8x8_ps(_mm_srli_si128(v, 8))));
-}
-
-/* y[0..16) = d * v + m (16 unsigned bytes). */
-static inline void store16_mul_add(float *y, __m256 d, __m256 m, __m128i v) {
-    _mm256_storeu_ps(y, _mm256_add_ps(_mm256_mul_ps(d, u8x8_ps(v)), m));
-    _mm256_storeu_ps(y + 8, _mm256_add_ps(_mm256_mul_ps(d, u8x8_ps(_mm_srli_si128(v, 8))), m));
-}
-
-/* y[0..16) = d * v - m (16 unsigned bytes). */
-static inline void store16_mul_sub(float *y, __m256 d, __m256 m, __m128i v) {
-    _mm256_storeu_ps(y, _mm256_sub_ps(_mm256_mul_ps(d, u8x8_ps(v)), m));
-    _mm256_storeu_ps(y + 8, _mm256_sub_ps(_mm256_mul_ps(d, u8x8_ps(_mm_srli_si128(v, 8))), m));
-}
-#endif
 
 static void fast_q4_0(const uint8_t *src, float *y, int64_t nb) {
-    const __m128i low4 = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
     for (int64_t i = 0; i < nb; i++, src += 18, y += 32) {
-        __m256 d = _mm256_set1_ps(f16c_load(src));
-        __m128i qs = _mm_loadu_si128((const __m128i *)(src + 2));
-        __m128i lo = _mm_sub_epi8(_mm_and_si128(qs, low4), eight);
-        __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(qs, 4), low4), eight);
-        store16_mul(y, d, lo);
-        store16_mul(y + 16, d, hi);
+        float d = v_half1(src);
+        vec16i qs = vi_load_u8(src + 2), eight = vi_set1(8);
+        st16_mul(y, d, vi_sub(nib_lo(qs), eight));
+        st16_mul(y + 16, d, vi_sub(nib_hi(qs), eight));
     }
 }
 
 static void fast_q4_1(const uint8_t *src, float *y, int64_t nb) {
-    const __m128i low4 = _mm_set1_epi8(0x0F);
     for (int64_t i = 0; i < nb; i++, src += 20, y += 32) {
-        __m256 d = _mm256_set1_ps(f16c_load(src)), m = _mm256_set1_ps(f16c_load(src + 2));
-        __m128i qs = _mm_loadu_si128((const __m128i *)(src + 4));
-        store16_mul_add(y, d, m, _mm_and_si128(qs, low4));
-        store16_mul_add(y + 16, d, m, _mm_and_si128(_mm_srli_epi16(qs, 4), low4));
+        float d = v_half1(src), m = v_half1(src + 2);
+        vec16i qs = vi_load_u8(src + 4);
+        st16_mul_add(y, d, m, nib_lo(qs));
+        st16_mul_add(y + 16, d, m, nib_hi(qs));
     }
 }
 
-/* Bit j of bits (j = 0..15) -> byte j of the result: 0x10 when set, else 0 (the fifth bit of a
- * Q5 code in place). Each byte lane gets the source byte holding its bit, then tests that bit. */
-static inline __m128i bits16_to_0x10(uint32_t bits) {
-    const __m128i spread = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    const __m128i lane_bit = _mm_set1_epi64x((long long)0x8040201008040201ull);
-    __m128i v = _mm_shuffle_epi8(_mm_set1_epi16((short)(bits & 0xFFFFu)), spread);
-    v = _mm_cmpeq_epi8(_mm_and_si128(v, lane_bit), lane_bit);
-    return _mm_and_si128(v, _mm_set1_epi8(0x10));
-}
-
 static void fast_q5_0(const uint8_t *src, float *y, int64_t nb) {
-    const __m128i low4 = _mm_set1_epi8(0x0F), sixteen = _mm_set1_epi8(16);
     for (int64_t i = 0; i < nb; i++, src += 22, y += 32) {
-        __m256 d = _mm256_set1_ps(f16c_load(src));
+        float d = v_half1(src);
         uint32_t qh;
         memcpy(&qh, src + 2, 4);
-        __m128i qs = _mm_loadu_si128((const __m128i *)(src + 6));
-        __m128i lo = _mm_or_si128(_mm_and_si128(qs, low4), bits16_to_0x10(qh));
-        __m128i hi = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(qs, 4), low4), bits16_to_0x10(qh >> 16));
-        store16_mul(y, d, _mm_sub_epi8(lo, sixteen));
-        store16_mul(y + 16, d, _mm_sub_epi8(hi, sixteen));
+        vec16i qs = vi_load_u8(src + 6), sixteen = vi_set1(16);
+        st16_mul(y, d, vi_sub(q5_hi(nib_lo(qs), qh), sixteen));
+        st16_mul(y + 16, d, vi_sub(q5_hi(nib_hi(qs), qh >> 16), sixteen));
     }
 }
 
 static void fast_q5_1(const uint8_t *src, float *y, int64_t nb) {
-    const __m128i low4 = _mm_set1_epi8(0x0F);
     for (int64_t i = 0; i < nb; i++, src += 24, y += 32) {
-        __m256 d = _mm256_set1_ps(f16c_load(src)), m = _mm256_set1_ps(f16c_load(src + 2));
+        float d = v_half1(src), m = v_half1(src + 2);
         uint32_t qh;
         memcpy(&qh, src + 4, 4);
-        __m128i qs = _mm_loadu_si128((const __m128i *)(src + 8));
-        store16_mul_add(y, d, m, _mm_or_si128(_mm_and_si128(qs, low4), bits16_to_0x10(qh)));
-        store16_mul_add(y + 16, d, m, _mm_or_si128(_mm_and_si128(_mm_srli_epi16(qs, 4), low4),
-                                                   bits16_to_0x10(qh >> 16)));
+        vec16i qs = vi_load_u8(src + 8);
+        st16_mul_add(y, d, m, q5_hi(nib_lo(qs), qh));
+        st16_mul_add(y + 16, d, m, q5_hi(nib_hi(qs), qh >> 16));
     }
 }
 
 static void fast_q8_0(const uint8_t *src, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 34, y += 32) {
-        __m256 d = _mm256_set1_ps(f16c_load(src));
-        store16_mul(y, d, _mm_loadu_si128((const __m128i *)(src + 2)));
-        store16_mul(y + 16, d, _mm_loadu_si128((const __m128i *)(src + 18)));
+        vec16 d = v_set1(v_half1(src));
+        v_store(y, v_mul(d, v_load_i8(src + 2)));
+        v_store(y + 16, v_mul(d, v_load_i8(src + 18)));
     }
 }
 
 static void fast_q4_k(const uint8_t *src, float *y, int64_t nb) {
-    const __m128i low4 = _mm_set1_epi8(0x0F);
     for (int64_t i = 0; i < nb; i++, src += 144, y += QK_K) {
-        float d = f16c_load(src), dmin = f16c_load(src + 2);
+        float d = v_half1(src), dmin = v_half1(src + 2);
         int sc[8], m[8];
         k_scale_min(src + 4, sc, m);
         const uint8_t *qs = src + 16;
         for (int c = 0; c < 4; c++) {           /* groups 2c (low nibbles) and 2c+1 (high) */
-            __m256 dl0 = _mm256_set1_ps(d * (float)sc[2 * c]);
-            __m256 ml0 = _mm256_set1_ps(dmin * (float)m[2 * c]);
-            __m256 dl1 = _mm256_set1_ps(d * (float)sc[2 * c + 1]);
-            __m256 ml1 = _mm256_set1_ps(dmin * (float)m[2 * c + 1]);
+            float dl0 = d * (float)sc[2 * c], ml0 = dmin * (float)m[2 * c];
+            float dl1 = d * (float)sc[2 * c + 1], ml1 = dmin * (float)m[2 * c + 1];
             for (int h = 0; h < 2; h++) {       /* values 16h .. 16h+15 of each group */
-                __m128i v = _mm_loadu_si128((const __m128i *)(qs + 32 * c + 16 * h));
-                store16_mul_sub(y + 64 * c + 16 * h, dl0, ml0, _mm_and_si128(v, low4));
-                store16_mul_sub(y + 64 * c + 32 + 16 * h, dl1, ml1,
-                                _mm_and_si128(_mm_srli_epi16(v, 4), low4));
+                vec16i v = vi_load_u8(qs + 32 * c + 16 * h);
+                st16_mul_sub(y + 64 * c + 16 * h, dl0, ml0, nib_lo(v));
+                st16_mul_sub(y + 64 * c + 32 + 16 * h, dl1, ml1, nib_hi(v));
             }
         }
     }
 }
 
 static void fast_q6_k(const uint8_t *src, float *y, int64_t nb) {
-    const __m128i low4 = _mm_set1_epi8(0x0F), bits45 = _mm_set1_epi8(0x30);
-    const __m128i off = _mm_set1_epi8(32);
     for (int64_t i = 0; i < nb; i++, src += 210, y += QK_K) {
         const uint8_t *ql = src, *qh = src + 128;
         const int8_t *scales = (const int8_t *)(src + 192);
-        float d = f16c_load(src + 208);
-        for (int h = 0; h < 2; h++) {
+        float d = v_half1(src + 208);
+        for (int h = 0; h < 2; h++)
             for (int l0 = 0; l0 < 32; l0 += 16) {
-                __m128i a = _mm_loadu_si128((const __m128i *)(ql + 64 * h + l0));
-                __m128i b = _mm_loadu_si128((const __m128i *)(ql + 64 * h + 32 + l0));
-                __m128i hb = _mm_loadu_si128((const __m128i *)(qh + 32 * h + l0));
-                /* q for s = 0..3: low nibble of a, low of b, high of a, high of b; the high two
-                 * bits are bits 2s..2s+1 of hb moved to bits 4..5 (16-bit shifts; the mask drops
-                 * what crosses a byte) */
-                __m128i q[4];
-                q[0] = _mm_or_si128(_mm_and_si128(a, low4),
-                                    _mm_and_si128(_mm_slli_epi16(hb, 4), bits45));
-                q[1] = _mm_or_si128(_mm_and_si128(b, low4),
-                                    _mm_and_si128(_mm_slli_epi16(hb, 2), bits45));
-                q[2] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(a, 4), low4),
-                                    _mm_and_si128(hb, bits45));
-                q[3] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(b, 4), low4),
-                                    _mm_and_si128(_mm_srli_epi16(hb, 2), bits45));
+                vec16i c6[4];
+                q6_codes(ql, qh, h, l0, c6);
                 for (int s = 0; s < 4; s++) {
                     int e = 128 * h + 32 * s + l0;
-                    __m256 dl = _mm256_set1_ps(d * (float)scales[e / 16]);
-                    store16_mul(y + e, dl, _mm_sub_epi8(q[s], off));
+                    st16_mul(y + e, d * (float)scales[e / 16], vi_sub(c6[s], vi_set1(32)));
                 }
             }
-        }
     }
 }
 
 static void fast_f16(const uint8_t *src, float *y, int64_t n) {
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 2 * i))));
-    for (; i < n; i++) y[i] = f16c_load(src + 2 * i);   /* same conversion as the loop above */
+    for (; i + 16 <= n; i += 16) v_store(y + i, v_load_f16(src + 2 * i));
+    for (; i < n; i++) y[i] = v_half1(src + 2 * i);   /* the same value as the vector conversion */
 }
 
 static void fast_bf16(const uint8_t *src, float *y, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + 2 * i)));
-        _mm256_storeu_ps(y + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
-    }
-    for (; i < n; i++) ref_bf16(src + 2 * i, y + i);
+    for (int64_t i = 0; i < n; i++) ref_bf16(src + 2 * i, y + i);   /* a shift: the compiler vectorises it */
 }
 
-/* IQ4_NL / IQ4_XS / MXFP4: each nibble picks an int8 codebook value with a byte shuffle, then the
- * same d * (float)k as the reference. */
-static inline __m128i kv_lo(__m128i kv, __m128i qs) { return _mm_shuffle_epi8(kv, _mm_and_si128(qs, _mm_set1_epi8(0x0F))); }
-static inline __m128i kv_hi(__m128i kv, __m128i qs) {
-    return _mm_shuffle_epi8(kv, _mm_and_si128(_mm_srli_epi16(qs, 4), _mm_set1_epi8(0x0F)));
-}
+/* IQ4_NL / IQ4_XS / MXFP4: each nibble picks the reference's product d * (float)k from a table of
+ * the 16 codebook values times d. */
+ALWAYS_INLINE vlutv kv_table(float d, const int8_t *kv) { return v_lutv(d, v_load_i8(kv)); }
 
 static void fast_iq4_nl(const uint8_t *src, float *y, int64_t nb) {
-    const __m128i kv = _mm_loadu_si128((const __m128i *)kvalues_iq4nl);
     for (int64_t i = 0; i < nb; i++, src += 18, y += 32) {
-        __m256 d = _mm256_set1_ps(f16c_load(src));
-        __m128i qs = _mm_loadu_si128((const __m128i *)(src + 2));
-        store16_mul(y, d, kv_lo(kv, qs));
-        store16_mul(y + 16, d, kv_hi(kv, qs));
+        vlutv t = kv_table(v_half1(src), kvalues_iq4nl);
+        vec16i qs = vi_load_u8(src + 2);
+        v_store(y, v_lutv_get(t, qs));
+        v_store(y + 16, v_lutv_get(t, nib_hi(qs)));
     }
 }
 
 static void fast_iq4_xs(const uint8_t *src, float *y, int64_t nb) {
-    const __m128i kv = _mm_loadu_si128((const __m128i *)kvalues_iq4nl);
     for (int64_t i = 0; i < nb; i++, src += 136, y += QK_K) {
-        float d = f16c_load(src);
+        float d = v_half1(src);
         for (int g = 0; g < 8; g++) {
-            __m256 dl = _mm256_set1_ps(d * (float)iq4_xs_scale(src, g));
-            __m128i qs = _mm_loadu_si128((const __m128i *)(src + 8 + 16 * g));
-            store16_mul(y + 32 * g, dl, kv_lo(kv, qs));
-            store16_mul(y + 32 * g + 16, dl, kv_hi(kv, qs));
+            vlutv t = kv_table(d * (float)iq4_xs_scale(src, g), kvalues_iq4nl);
+            vec16i qs = vi_load_u8(src + 8 + 16 * g);
+            v_store(y + 32 * g, v_lutv_get(t, qs));
+            v_store(y + 32 * g + 16, v_lutv_get(t, nib_hi(qs)));
         }
     }
 }
 
 static void fast_mxfp4(const uint8_t *src, float *y, int64_t nb) {
-    const __m128i kv = _mm_loadu_si128((const __m128i *)kvalues_mxfp4);
     for (int64_t i = 0; i < nb; i++, src += 17, y += 32) {
-        __m256 d = _mm256_set1_ps(e8m0_half(src[0]));
-        __m128i qs = _mm_loadu_si128((const __m128i *)(src + 1));
-        store16_mul(y, d, kv_lo(kv, qs));
-        store16_mul(y + 16, d, kv_hi(kv, qs));
+        vlutv t = kv_table(e8m0_half(src[0]), kvalues_mxfp4);
+        vec16i qs = vi_load_u8(src + 1);
+        v_store(y, v_lutv_get(t, qs));
+        v_store(y + 16, v_lutv_get(t, nib_hi(qs)));
     }
 }
 
-#endif /* __AVX2__ && __F16C__ */
-
 /* ---------------------------------------------------------------------------------------------
- * 4. Fused dequantise-and-dot (AVX-512): decode multiplies every weight row by one token, so the
- *    dequantised values go straight from the block into the fma, never through memory. Each
- *    value is the reference's value (section 3's expressions, or a table of them: for 4- and
- *    5-bit codes the block's 16 or 32 possible values d*q + m are computed once with one fma,
- *    which equals the mul-then-add because d*q is exact, and each code picks its value with a
- *    permute), and the products are accumulated in the canonical order of kernels/ops.h: one
+ * 4. Fused dequantise-and-dot for decode: decode multiplies every weight row by one token, so the
+ *    dequantised values go from the block straight into the fma, never through memory. Each value
+ *    is the reference's value (section 3's expressions, or a table of them: for 4- and 5-bit codes
+ *    the block's 16 or 32 possible values d*q + m are one fma, which equals the mul-then-add
+ *    because d*q is exact — with AVX-512 a register the codes permute, elsewhere computed from
+ *    the code), and the products are accumulated in the canonical order of kernels/ops.h: one
  *    16-lane accumulator per row, 16 values at a time in ascending order, reduced by v_sum.
  * ------------------------------------------------------------------------------------------- */
 
-#if defined(QUANT_HAVE_FAST) && defined(__AVX512F__)
-#include "kernels/vec16.h"
-#define QUANT_HAVE_FUSED 1
+/* rows per kernel call: their accumulators stay in registers (8 of AVX-512's 32; elsewhere 4, and
+ * 2 for the K-quants, whose tables and codes need the other registers) */
+#if VEC16_REGS >= 32
 #define FUSED_ROWS 8
+#define FUSED_ROWS_K 8
+#else
+#define FUSED_ROWS 4
+#define FUSED_ROWS_K 2
+#endif
 
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
-
-/* The fp16 fields at p and p + 2 -> f32 in lanes 0 and 1 (F16C, as f16c_load). */
-ALWAYS_INLINE __m128 f16x2(const uint8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm_cvtph_ps(_mm_cvtsi32_si128(v));
-}
-ALWAYS_INLINE __m512 lane0(__m128 v) { return _mm512_broadcastss_ps(v); }
-ALWAYS_INLINE __m512 lane1(__m128 v) { return _mm512_broadcastss_ps(_mm_movehdup_ps(v)); }
-ALWAYS_INLINE __m512 iota16(float base) {
-    return _mm512_add_ps(_mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_ps(base));
-}
-/* 16 bytes -> 16 dwords (zero-extended); a permute reads the low 4 (or 5) bits of each. */
-ALWAYS_INLINE __m512i zext16(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)); }
-/* 16 signed bytes times d -> 16 floats (the reference's d * (float)q). */
-ALWAYS_INLINE __m512 mul_i8(__m512 d, __m128i q) { return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q))); }
+ALWAYS_INLINE uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
 
 /* The body of every kernel: nr rows (a literal at each call, so acc stays in registers), nb
  * blocks of BV values each; BLOCK(q, b, xb) adds row q's block b (x at xb) to acc[q]. */
 #define FUSED_BODY(BV, BLOCK)                                                                  \
-    __m512 acc[FUSED_ROWS];                                                                    \
-    _Pragma("GCC unroll 8") for (int q = 0; q < nr; q++) acc[q] = _mm512_setzero_ps();         \
+    vec16 acc[FUSED_ROWS];                                                                     \
+    _Pragma("GCC unroll 8") for (int q = 0; q < nr; q++) acc[q] = v_zero();                    \
     for (int64_t b = 0; b < nb; b++) {                                                         \
         const float *xb = x + b * (BV);                                                        \
         _Pragma("GCC unroll 8") for (int q = 0; q < nr; q++) { BLOCK(q, b, xb); }              \
     }                                                                                          \
     _Pragma("GCC unroll 8") for (int q = 0; q < nr; q++) out[q] = v_sum(acc[q]);
 
+/* acc[q] += w * x[e..e+15] */
+#define FMA16(e, w) (acc[q] = v_fma((w), v_load(xb + (e)), acc[q]))
+
 /* y = d * (q - 8): the table d * (i - 8), i = 0..15 */
 #define Q4_0_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 18 * (size_t)(b);                        \
-        __m512 lut = _mm512_mul_ps(lane0(f16x2(blk)), iota16(-8.0f));                          \
-        __m512i v = zext16(blk + 2);                                                           \
-        acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(v, lut), _mm512_loadu_ps(xb), acc[q]);  \
-        acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), lut),          \
-                                 _mm512_loadu_ps(xb + 16), acc[q]); }
+        vlutm t = v_lutm(v_half1(blk), -8.0f);                                                \
+        vec16i v = vi_load_u8(blk + 2);                                                        \
+        FMA16(0, v_lutm_get(t, v));                                                            \
+        FMA16(16, v_lutm_get(t, nib_hi(v))); }
 
 /* y = d * q + m: the table fma(d, i, m) */
 #define Q4_1_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 20 * (size_t)(b);                        \
-        __m128 dm = f16x2(blk);                                                                \
-        __m512 lut = _mm512_fmadd_ps(lane0(dm), iota16(0.0f), lane1(dm));                      \
-        __m512i v = zext16(blk + 4);                                                           \
-        acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(v, lut), _mm512_loadu_ps(xb), acc[q]);  \
-        acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), lut),          \
-                                 _mm512_loadu_ps(xb + 16), acc[q]); }
+        vlutf t = v_lutf(v_half1(blk), 0.0f, v_half1(blk + 2));                              \
+        vec16i v = vi_load_u8(blk + 4);                                                        \
+        FMA16(0, v_lutf_get(t, v));                                                            \
+        FMA16(16, v_lutf_get(t, nib_hi(v))); }
 
-/* Q5: the fifth bit of value j is bit j of qh: a mask that sets bit 4 of the 5-bit index into
- * the 32-entry table (lo: codes 0..15, hi: codes 16..31). */
-#define Q5_DOT(q, qh, v, lo, hi, xb) {                                                         \
-        const __m512i low4 = _mm512_set1_epi32(0x0F), bit4 = _mm512_set1_epi32(0x10);          \
-        __m512i i0 = _mm512_and_si512(v, low4), i1 = _mm512_srli_epi32(v, 4);                  \
-        i0 = _mm512_mask_or_epi32(i0, (__mmask16)((qh) & 0xFFFFu), i0, bit4);                  \
-        i1 = _mm512_mask_or_epi32(i1, (__mmask16)((qh) >> 16), i1, bit4);                      \
-        acc[q] = _mm512_fmadd_ps(_mm512_permutex2var_ps(lo, i0, hi), _mm512_loadu_ps(xb), acc[q]); \
-        acc[q] = _mm512_fmadd_ps(_mm512_permutex2var_ps(lo, i1, hi), _mm512_loadu_ps(xb + 16), acc[q]); }
-
-/* y = d * (q - 16) */
+/* Q5: the fifth bit of value j is bit j of qh, set as bit 4 of the 5-bit index into the 32-entry
+ * table */
 #define Q5_0_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 22 * (size_t)(b);                        \
-        __m512 d = lane0(f16x2(blk));                                                          \
-        uint32_t qh;                                                                           \
-        memcpy(&qh, blk + 2, 4);                                                               \
-        __m512i v = zext16(blk + 6);                                                           \
-        Q5_DOT(q, qh, v, _mm512_mul_ps(d, iota16(-16.0f)), _mm512_mul_ps(d, iota16(0.0f)), xb) }
+        vlutm32 t = v_lutm32(v_half1(blk), -16.0f);                                           \
+        uint32_t qh = rd32(blk + 2);                                                           \
+        vec16i v = vi_load_u8(blk + 6);                                                        \
+        FMA16(0, v_lutm32_get(t, q5_hi(nib_lo(v), qh)));                                       \
+        FMA16(16, v_lutm32_get(t, q5_hi(nib_hi(v), qh >> 16))); }
 
-/* y = d * q + m */
 #define Q5_1_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 24 * (size_t)(b);                        \
-        __m128 dm = f16x2(blk);                                                                \
-        uint32_t qh;                                                                           \
-        memcpy(&qh, blk + 4, 4);                                                               \
-        __m512i v = zext16(blk + 8);                                                           \
-        Q5_DOT(q, qh, v, _mm512_fmadd_ps(lane0(dm), iota16(0.0f), lane1(dm)),                  \
-               _mm512_fmadd_ps(lane0(dm), iota16(16.0f), lane1(dm)), xb) }
+        vlutf32 t = v_lutf32(v_half1(blk), 0.0f, v_half1(blk + 2));                          \
+        uint32_t qh = rd32(blk + 4);                                                           \
+        vec16i v = vi_load_u8(blk + 8);                                                        \
+        FMA16(0, v_lutf32_get(t, q5_hi(nib_lo(v), qh)));                                       \
+        FMA16(16, v_lutf32_get(t, q5_hi(nib_hi(v), qh >> 16))); }
 
 /* y = d * q */
 #define Q8_0_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 34 * (size_t)(b);                        \
-        __m512 d = lane0(f16x2(blk));                                                          \
-        acc[q] = _mm512_fmadd_ps(mul_i8(d, _mm_loadu_si128((const __m128i *)(blk + 2))),       \
-                                 _mm512_loadu_ps(xb), acc[q]);                                 \
-        acc[q] = _mm512_fmadd_ps(mul_i8(d, _mm_loadu_si128((const __m128i *)(blk + 18))),      \
-                                 _mm512_loadu_ps(xb + 16), acc[q]); }
+        vec16 d = v_set1(v_half1(blk));                                                       \
+        FMA16(0, v_mul(d, v_load_i8(blk + 2)));                                                \
+        FMA16(16, v_mul(d, v_load_i8(blk + 18))); }
 
 /* y = dl * q - ml per group of 32 (dl = d * sc, ml = dmin * m as the reference): tables
- * fmsub(dl, i, ml); group 2c takes the low nibbles of qs[32c..32c+31], group 2c+1 the high */
+ * fma(dl, i, -ml); group 2c takes the low nibbles of qs[32c..32c+31], group 2c+1 the high */
 #define Q4_K_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 144 * (size_t)(b);                       \
-        float d = f16c_load(blk), dmin = f16c_load(blk + 2);                                   \
+        float d = v_half1(blk), dmin = v_half1(blk + 2);                                     \
         int sc[8], mn[8];                                                                      \
         k_scale_min(blk + 4, sc, mn);                                                          \
         for (int c = 0; c < 4; c++) {                                                          \
-            __m512 l0 = _mm512_fmsub_ps(_mm512_set1_ps(d * (float)sc[2 * c]), iota16(0.0f),    \
-                                        _mm512_set1_ps(dmin * (float)mn[2 * c]));              \
-            __m512 l1 = _mm512_fmsub_ps(_mm512_set1_ps(d * (float)sc[2 * c + 1]), iota16(0.0f), \
-                                        _mm512_set1_ps(dmin * (float)mn[2 * c + 1]));          \
-            __m512i v0 = zext16(blk + 16 + 32 * c), v1 = zext16(blk + 32 + 32 * c);            \
-            const float *xc = xb + 64 * c;                                                     \
-            acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(v0, l0), _mm512_loadu_ps(xc), acc[q]); \
-            acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(v1, l0), _mm512_loadu_ps(xc + 16), acc[q]); \
-            acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v0, 4), l1),      \
-                                     _mm512_loadu_ps(xc + 32), acc[q]);                        \
-            acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v1, 4), l1),      \
-                                     _mm512_loadu_ps(xc + 48), acc[q]);                        \
+            vlutf l0 = v_lutf(d * (float)sc[2 * c], 0.0f, -(dmin * (float)mn[2 * c]));         \
+            vlutf l1 = v_lutf(d * (float)sc[2 * c + 1], 0.0f, -(dmin * (float)mn[2 * c + 1])); \
+            vec16i v0 = vi_load_u8(blk + 16 + 32 * c), v1 = vi_load_u8(blk + 32 + 32 * c);     \
+            FMA16(64 * c, v_lutf_get(l0, v0));                                                 \
+            FMA16(64 * c + 16, v_lutf_get(l0, v1));                                            \
+            FMA16(64 * c + 32, v_lutf_get(l1, nib_hi(v0)));                                    \
+            FMA16(64 * c + 48, v_lutf_get(l1, nib_hi(v1)));                                    \
         } }
 
-/* y = (d * scale) * (q - 32), q built as in fast_q6_k; values e = 128h + 32s + l0 ascending */
+/* y = (d * scale) * (q - 32), q as in fast_q6_k; values e = 128h + 32s + 16k ascending. With 32
+ * registers the 8 code vectors of a half are made at once; with 16 each is made where it is used
+ * (group s: low nibbles of ql[64h + 32(s%2) + 16k ..] for s < 2, high for s >= 2, and bits 2s..2s+1
+ * of qh[32h + 16k ..] as bits 4..5: the same codes) */
+#if VEC16_REGS >= 32
 #define Q6_K_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 210 * (size_t)(b);                       \
-        const uint8_t *ql = blk, *qhb = blk + 128;                                             \
         const int8_t *scales = (const int8_t *)(blk + 192);                                    \
-        float d = f16c_load(blk + 208);                                                        \
-        const __m128i low4 = _mm_set1_epi8(0x0F), bits45 = _mm_set1_epi8(0x30), off = _mm_set1_epi8(32); \
+        float d = v_half1(blk + 208);                                                          \
         for (int h = 0; h < 2; h++) {                                                          \
-            __m128i c6[2][4];                                                                  \
-            for (int k = 0; k < 2; k++) {                                                      \
-                __m128i a = _mm_loadu_si128((const __m128i *)(ql + 64 * h + 16 * k));          \
-                __m128i bb = _mm_loadu_si128((const __m128i *)(ql + 64 * h + 32 + 16 * k));    \
-                __m128i hb = _mm_loadu_si128((const __m128i *)(qhb + 32 * h + 16 * k));        \
-                c6[k][0] = _mm_or_si128(_mm_and_si128(a, low4), _mm_and_si128(_mm_slli_epi16(hb, 4), bits45)); \
-                c6[k][1] = _mm_or_si128(_mm_and_si128(bb, low4), _mm_and_si128(_mm_slli_epi16(hb, 2), bits45)); \
-                c6[k][2] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(a, 4), low4), _mm_and_si128(hb, bits45)); \
-                c6[k][3] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(bb, 4), low4),            \
-                                        _mm_and_si128(_mm_srli_epi16(hb, 2), bits45));         \
-            }                                                                                  \
+            vec16i c6[2][4];                                                                   \
+            q6_codes(blk, blk + 128, h, 0, c6[0]);                                             \
+            q6_codes(blk, blk + 128, h, 16, c6[1]);                                            \
             for (int s = 0; s < 4; s++)                                                        \
                 for (int k = 0; k < 2; k++) {                                                  \
                     int e = 128 * h + 32 * s + 16 * k;                                         \
-                    __m512 w = mul_i8(_mm512_set1_ps(d * (float)scales[e / 16]), _mm_sub_epi8(c6[k][s], off)); \
-                    acc[q] = _mm512_fmadd_ps(w, _mm512_loadu_ps(xb + e), acc[q]);              \
+                    vec16 w = v_mul(v_set1(d * (float)scales[e / 16]), v_cvt(vi_sub(c6[k][s], vi_set1(32)))); \
+                    FMA16(e, w);                                                               \
                 }                                                                              \
         } }
+#else
+#define Q6_K_BLOCK(q, b, xb) {                                                                 \
+        const uint8_t *blk = src + (size_t)(q) * rb + 210 * (size_t)(b);                       \
+        const int8_t *scales = (const int8_t *)(blk + 192);                                    \
+        float d = v_half1(blk + 208);                                                          \
+        for (int h = 0; h < 2; h++)                                                            \
+            for (int s = 0; s < 4; s++)                                                        \
+                for (int k = 0; k < 2; k++) {                                                  \
+                    int e = 128 * h + 32 * s + 16 * k;                                         \
+                    vec16i ql = vi_load_u8(blk + 64 * h + 32 * (s % 2) + 16 * k);              \
+                    vec16i hb = vi_load_u8(blk + 128 + 32 * h + 16 * k);                       \
+                    vec16i c = vi_or(s < 2 ? nib_lo(ql) : nib_hi(ql), vi_sll(vi_and(vi_srl(hb, 2 * s), vi_set1(3)), 4)); \
+                    vec16 w = v_mul(v_set1(d * (float)scales[e / 16]), v_cvt(vi_sub(c, vi_set1(32)))); \
+                    FMA16(e, w);                                                               \
+                } }
+#endif
 
 /* ---- the IQ, MXFP4 and ternary types ---------------------------------------------------------
  * IQ4_NL / IQ4_XS / MXFP4: a 16-entry table per block (or group) of the reference's products
- * d * (float)k, each nibble picks its value with a permute (as Q4_0). The other types are written
- * once as <TYPE>_CHUNKS(blk, EMIT): the block's values 16 at a time in ascending order, EMIT(e, w)
- * receiving values e..e+15 in w. The fused kernels pass FUSED_EMIT (one fma into the row's
- * accumulator: the canonical order), the AVX-512 dequantisers (section 5's fast path) STORE_EMIT.
+ * d * (float)k, each nibble picks its value (as section 3). The other types are written once as
+ * <TYPE>_CHUNKS(blk, EMIT): the block's values 16 at a time in ascending order, EMIT(e, w)
+ * receiving values e..e+15 in w. The fused kernels pass FMA16 (one fma into the row's
+ * accumulator: the canonical order), the dequantisers (section 3's fast path) STORE16.
  * Each w is the reference's expression lane by lane: the same scalar scale (computed by the same
  * scalar expression), times the codebook values as floats, then the signs. A sign flip (xor of
  * the sign bit) is exactly the reference's multiplication by -1.0f for every non-NaN value. */
-#define FUSED_EMIT(e, w) (acc[q] = _mm512_fmadd_ps((w), _mm512_loadu_ps(xb + (e)), acc[q]))
-#define STORE_EMIT(e, w) _mm512_storeu_ps(y + (e), (w))
-
-/* 16 int8 codebook values as floats */
-ALWAYS_INLINE __m512 kv16(const int8_t *kv) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)kv))); }
-ALWAYS_INLINE __m512 u8x16_ps(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)); }
-ALWAYS_INLINE __m512 i8x16_ps(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)); }
-/* w with the sign of lane l flipped where bit l of m is set */
-ALWAYS_INLINE __m512 flip16(__m512 w, unsigned m) {
-    __m512i v = _mm512_castps_si512(w);
-    return _mm512_castsi512_ps(_mm512_mask_xor_epi32(v, (__mmask16)m, v, _mm512_set1_epi32((int)0x80000000u)));
-}
-/* two 8-value grid entries (values 0..7, 8..15), four 4-value ones */
-ALWAYS_INLINE __m128i grid2(uint64_t a, uint64_t b) { return _mm_set_epi64x((long long)b, (long long)a); }
-ALWAYS_INLINE __m128i grid4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
-    return _mm_setr_epi32((int)a, (int)b, (int)c, (int)d);
-}
-ALWAYS_INLINE uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
-ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+#define STORE16(e, w) v_store(y + (e), (w))
 
 /* y = d * kvalues_iq4nl[q] */
 #define IQ4_NL_BLOCK(q, b, xb) {                                                               \
         const uint8_t *blk = src + (size_t)(q) * rb + 18 * (size_t)(b);                        \
-        __m512 lut = _mm512_mul_ps(lane0(f16x2(blk)), kv16(kvalues_iq4nl));                    \
-        __m512i v = zext16(blk + 2);                                                           \
-        acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(v, lut), _mm512_loadu_ps(xb), acc[q]);  \
-        acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), lut),          \
-                                 _mm512_loadu_ps(xb + 16), acc[q]); }
+        vlutv t = kv_table(v_half1(blk), kvalues_iq4nl);                                      \
+        vec16i v = vi_load_u8(blk + 2);                                                        \
+        FMA16(0, v_lutv_get(t, v));                                                            \
+        FMA16(16, v_lutv_get(t, nib_hi(v))); }
 
 /* y = (d * scale) * kvalues_iq4nl[q], a table per group of 32 */
 #define IQ4_XS_BLOCK(q, b, xb) {                                                               \
         const uint8_t *blk = src + (size_t)(q) * rb + 136 * (size_t)(b);                       \
-        float d = f16c_load(blk);                                                              \
+        float d = v_half1(blk);                                                               \
         for (int g = 0; g < 8; g++) {                                                          \
-            __m512 lut = _mm512_mul_ps(_mm512_set1_ps(d * (float)iq4_xs_scale(blk, g)), kv16(kvalues_iq4nl)); \
-            __m512i v = zext16(blk + 8 + 16 * g);                                              \
-            acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(v, lut), _mm512_loadu_ps(xb + 32 * g), acc[q]); \
-            acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), lut),      \
-                                     _mm512_loadu_ps(xb + 32 * g + 16), acc[q]);               \
+            vlutv t = kv_table(d * (float)iq4_xs_scale(blk, g), kvalues_iq4nl);                \
+            vec16i v = vi_load_u8(blk + 8 + 16 * g);                                           \
+            FMA16(32 * g, v_lutv_get(t, v));                                                   \
+            FMA16(32 * g + 16, v_lutv_get(t, nib_hi(v)));                                      \
         } }
 
 /* y = 2^(e-128) * kvalues_mxfp4[q] */
 #define MXFP4_BLOCK(q, b, xb) {                                                                \
         const uint8_t *blk = src + (size_t)(q) * rb + 17 * (size_t)(b);                        \
-        __m512 lut = _mm512_mul_ps(_mm512_set1_ps(e8m0_half(blk[0])), kv16(kvalues_mxfp4));    \
-        __m512i v = zext16(blk + 1);                                                           \
-        acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(v, lut), _mm512_loadu_ps(xb), acc[q]);  \
-        acc[q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), lut),          \
-                                 _mm512_loadu_ps(xb + 16), acc[q]); }
+        vlutv t = kv_table(e8m0_half(blk[0]), kvalues_mxfp4);                                  \
+        vec16i v = vi_load_u8(blk + 1);                                                        \
+        FMA16(0, v_lutv_get(t, v));                                                            \
+        FMA16(16, v_lutv_get(t, nib_hi(v))); }
 
 /* IQ2_XXS: chunk 2g+h = runs 2h, 2h+1 of group g */
 #define IQ2_XXS_CHUNKS(blk, EMIT) {                                                            \
-        float d_ = f16c_load(blk);                                                             \
+        float d_ = v_half1(blk);                                                              \
         for (int g = 0; g < 8; g++) {                                                          \
             uint32_t a0 = rd32(blk + 2 + 8 * g), a1 = rd32(blk + 6 + 8 * g);                   \
-            __m512 db = _mm512_set1_ps(d_ * (0.5f + (float)(a1 >> 28)) * 0.25f);               \
+            vec16 db = v_set1(d_ * (0.5f + (float)(a1 >> 28)) * 0.25f);                        \
             for (int h = 0; h < 2; h++) {                                                      \
                 int r = 2 * h;                                                                 \
-                __m128i gv = grid2(iq2xxs_grid[(a0 >> (8 * r)) & 0xFF], iq2xxs_grid[(a0 >> (8 * r + 8)) & 0xFF]); \
+                vec16 gv = v_u8_64x2(iq2xxs_grid[(a0 >> (8 * r)) & 0xFF], iq2xxs_grid[(a0 >> (8 * r + 8)) & 0xFF]); \
                 unsigned m = ksigns_iq2xs[(a1 >> (7 * r)) & 0x7F] | (unsigned)ksigns_iq2xs[(a1 >> (7 * r + 7)) & 0x7F] << 8; \
-                EMIT(32 * g + 16 * h, flip16(_mm512_mul_ps(db, u8x16_ps(gv)), m));             \
+                EMIT(32 * g + 16 * h, v_flipsign(v_mul(db, gv), m));                           \
             }                                                                                  \
         } }
 
 /* IQ2_XS: chunk c = runs 2c, 2c+1, one scale */
 #define IQ2_XS_CHUNKS(blk, EMIT) {                                                             \
-        float d_ = f16c_load(blk);                                                             \
+        float d_ = v_half1(blk);                                                              \
         for (int c = 0; c < 16; c++) {                                                         \
             unsigned q0 = rd16(blk + 2 + 4 * c), q1 = rd16(blk + 4 + 4 * c);                   \
             int s = (blk[66 + c / 2] >> (4 * (c % 2))) & 0x0F;                                 \
-            __m512 db = _mm512_set1_ps(d_ * (0.5f + (float)s) * 0.25f);                        \
-            __m128i gv = grid2(iq2xs_grid[q0 & 511], iq2xs_grid[q1 & 511]);                    \
+            vec16 db = v_set1(d_ * (0.5f + (float)s) * 0.25f);                                 \
+            vec16 gv = v_u8_64x2(iq2xs_grid[q0 & 511], iq2xs_grid[q1 & 511]);                  \
             unsigned m = ksigns_iq2xs[q0 >> 9] | (unsigned)ksigns_iq2xs[q1 >> 9] << 8;         \
-            EMIT(16 * c, flip16(_mm512_mul_ps(db, u8x16_ps(gv)), m));                          \
+            EMIT(16 * c, v_flipsign(v_mul(db, gv), m));                                        \
         } }
 
 /* IQ2_S: chunk c = runs 2c, 2c+1, one scale, raw sign bytes */
 #define IQ2_S_CHUNKS(blk, EMIT) {                                                              \
-        float d_ = f16c_load(blk);                                                             \
+        float d_ = v_half1(blk);                                                              \
         for (int c = 0; c < 16; c++) {                                                         \
             int k = 2 * c, s = (blk[74 + c / 2] >> (4 * (c % 2))) & 0x0F;                      \
             unsigned qh = blk[66 + k / 4] >> (2 * (k % 4));                                    \
-            __m512 db = _mm512_set1_ps(d_ * (0.5f + (float)s) * 0.25f);                        \
-            __m128i gv = grid2(iq2s_grid[blk[2 + k] | ((qh & 3) << 8)], iq2s_grid[blk[3 + k] | (((qh >> 2) & 3) << 8)]); \
-            EMIT(16 * c, flip16(_mm512_mul_ps(db, u8x16_ps(gv)), rd16(blk + 34 + k)));         \
+            vec16 db = v_set1(d_ * (0.5f + (float)s) * 0.25f);                                 \
+            vec16 gv = v_u8_64x2(iq2s_grid[blk[2 + k] | ((qh & 3) << 8)], iq2s_grid[blk[3 + k] | (((qh >> 2) & 3) << 8)]); \
+            EMIT(16 * c, v_flipsign(v_mul(db, gv), rd16(blk + 34 + k)));                       \
         } }
 
 /* IQ3_XXS: chunk 2g+h = entries qs[8g+4h .. 8g+4h+3], runs 2h, 2h+1 of group g */
 #define IQ3_XXS_CHUNKS(blk, EMIT) {                                                            \
-        float d_ = f16c_load(blk);                                                             \
+        float d_ = v_half1(blk);                                                              \
         for (int g = 0; g < 8; g++) {                                                          \
             uint32_t a = rd32(blk + 66 + 4 * g);                                               \
-            __m512 db = _mm512_set1_ps(d_ * (0.5f + (float)(a >> 28)) * 0.5f);                 \
+            vec16 db = v_set1(d_ * (0.5f + (float)(a >> 28)) * 0.5f);                          \
             for (int h = 0; h < 2; h++) {                                                      \
                 const uint8_t *e4 = blk + 2 + 8 * g + 4 * h;                                   \
                 int r = 2 * h;                                                                 \
-                __m128i gv = grid4(iq3xxs_grid[e4[0]], iq3xxs_grid[e4[1]], iq3xxs_grid[e4[2]], iq3xxs_grid[e4[3]]); \
+                vec16 gv = v_u8_32x4(iq3xxs_grid[e4[0]], iq3xxs_grid[e4[1]], iq3xxs_grid[e4[2]], iq3xxs_grid[e4[3]]); \
                 unsigned m = ksigns_iq2xs[(a >> (7 * r)) & 0x7F] | (unsigned)ksigns_iq2xs[(a >> (7 * r + 7)) & 0x7F] << 8; \
-                EMIT(32 * g + 16 * h, flip16(_mm512_mul_ps(db, u8x16_ps(gv)), m));             \
+                EMIT(32 * g + 16 * h, v_flipsign(v_mul(db, gv), m));                           \
             }                                                                                  \
         } }
 
 /* IQ3_S: chunk c (values 16c..16c+15) = entries 4c..4c+3 (their ninth bits: bits 4(c%2)..4(c%2)+3
  * of qh[c/2]), sign bytes 2c, 2c+1 */
 #define IQ3_S_CHUNKS(blk, EMIT) {                                                              \
-        float d_ = f16c_load(blk);                                                             \
+        float d_ = v_half1(blk);                                                              \
         for (int g = 0; g < 8; g++) {                                                          \
-            __m512 db = _mm512_set1_ps(d_ * (float)(1 + 2 * ((blk[106 + g / 2] >> (4 * (g % 2))) & 0x0F))); \
+            vec16 db = v_set1(d_ * (float)(1 + 2 * ((blk[106 + g / 2] >> (4 * (g % 2))) & 0x0F))); \
             for (int h = 0; h < 2; h++) {                                                      \
                 int c = 2 * g + h;                                                             \
                 const uint8_t *e4 = blk + 2 + 4 * c;                                           \
                 unsigned hb = (unsigned)blk[66 + g] << 8 >> (4 * h);                           \
-                __m128i gv = grid4(iq3s_grid[e4[0] | (hb & 0x100)], iq3s_grid[e4[1] | ((hb >> 1) & 0x100)], \
+                vec16 gv = v_u8_32x4(iq3s_grid[e4[0] | (hb & 0x100)], iq3s_grid[e4[1] | ((hb >> 1) & 0x100)], \
                                    iq3s_grid[e4[2] | ((hb >> 2) & 0x100)], iq3s_grid[e4[3] | ((hb >> 3) & 0x100)]); \
-                EMIT(16 * c, flip16(_mm512_mul_ps(db, u8x16_ps(gv)), rd16(blk + 74 + 2 * c)));  \
+                EMIT(16 * c, v_flipsign(v_mul(db, gv), rd16(blk + 74 + 2 * c)));               \
             }                                                                                  \
         } }
 
 /* IQ1_S: chunk 2g+h = runs 2h, 2h+1 of group g: dl * (grid + delta) */
 #define IQ1_S_CHUNKS(blk, EMIT) {                                                              \
-        float d_ = f16c_load(blk);                                                             \
+        float d_ = v_half1(blk);                                                              \
         for (int g = 0; g < 8; g++) {                                                          \
             unsigned hw = rd16(blk + 34 + 2 * g);                                              \
-            __m512 dl = _mm512_set1_ps(d_ * (float)(2 * ((hw >> 12) & 7) + 1));                \
-            __m512 delta = flip16(_mm512_set1_ps(0.125f), 0u - (hw >> 15));                    \
+            vec16 dl = v_set1(d_ * (float)(2 * ((hw >> 12) & 7) + 1));                         \
+            vec16 delta = v_flipsign(v_set1(0.125f), 0u - (hw >> 15));                         \
             for (int h = 0; h < 2; h++) {                                                      \
                 int r = 2 * h;                                                                 \
-                __m128i gv = grid2(iq1s_grid[blk[2 + 4 * g + r] | (((hw >> (3 * r)) & 7) << 8)], \
+                vec16 gv = v_i8_64x2(iq1s_grid[blk[2 + 4 * g + r] | (((hw >> (3 * r)) & 7) << 8)], \
                                    iq1s_grid[blk[3 + 4 * g + r] | (((hw >> (3 * r + 3)) & 7) << 8)]); \
-                EMIT(32 * g + 16 * h, _mm512_mul_ps(dl, _mm512_add_ps(i8x16_ps(gv), delta)));  \
+                EMIT(32 * g + 16 * h, v_mul(dl, v_add(gv, delta)));                            \
             }                                                                                  \
         } }
 
@@ -1172,58 +1054,58 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 #define IQ1_M_CHUNKS(blk, EMIT) {                                                              \
         uint16_t sc[4];                                                                        \
         memcpy(sc, blk + 48, 8);                                                               \
-        float d_ = _cvtsh_ss((uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) |               \
+        float d_ = fp16_to_f32((uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) |            \
                                              ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000)));     \
         for (int m = 0; m < 16; m++) {                                                         \
-            __m512 dl = _mm512_set1_ps(d_ * (float)(2 * ((sc[m / 4] >> (3 * (m % 4))) & 7) + 1)); \
+            vec16 dl = v_set1(d_ * (float)(2 * ((sc[m / 4] >> (3 * (m % 4))) & 7) + 1));       \
             unsigned n0 = blk[32 + m] & 0x0F, n1 = blk[32 + m] >> 4;                           \
-            __m512 delta = flip16(_mm512_set1_ps(0.125f), ((0u - (n0 >> 3)) & 0x00FF) | ((0u - (n1 >> 3)) & 0xFF00)); \
-            __m128i gv = grid2(iq1s_grid[blk[2 * m] | ((n0 & 7) << 8)], iq1s_grid[blk[2 * m + 1] | ((n1 & 7) << 8)]); \
-            EMIT(16 * m, _mm512_mul_ps(dl, _mm512_add_ps(i8x16_ps(gv), delta)));               \
+            vec16 delta = v_flipsign(v_set1(0.125f), ((0u - (n0 >> 3)) & 0x00FF) | ((0u - (n1 >> 3)) & 0xFF00)); \
+            vec16 gv = v_i8_64x2(iq1s_grid[blk[2 * m] | ((n0 & 7) << 8)], iq1s_grid[blk[2 * m + 1] | ((n1 & 7) << 8)]); \
+            EMIT(16 * m, v_mul(dl, v_add(gv, delta)));                                         \
         } }
+
 
 /* TQ1_0: trit k of byte v is ((uint8)(v * 3^k) * 3) >> 8; d * (t - 1). Chunks: qs[0..15] and
  * qs[16..31] for k = 0..4, then qs[32..47] for k = 0..4, then the 16 values of qh[0..3]. */
-ALWAYS_INLINE __m512 tq1_w(__m512 d, __m512i v, __m512i pow3) {
-    __m512i m = _mm512_and_si512(_mm512_mullo_epi32(v, pow3), _mm512_set1_epi32(0xFF));
-    __m512i t = _mm512_srli_epi32(_mm512_mullo_epi32(m, _mm512_set1_epi32(3)), 8);
-    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(t, _mm512_set1_epi32(1))));
+ALWAYS_INLINE vec16 tq1_w(vec16 d, vec16i v, vec16i pow3) {
+    vec16i m = vi_and(vi_mul(v, pow3), vi_set1(0xFF));
+    vec16i t = vi_srl(vi_mul(m, vi_set1(3)), 8);
+    return v_mul(d, v_cvt(vi_sub(t, vi_set1(1))));
 }
 #define TQ1_0_CHUNKS(blk, EMIT) {                                                              \
-        static const int p3[5] = {1, 3, 9, 27, 81};                                            \
-        __m512 d = _mm512_set1_ps(f16c_load(blk + 52));                                        \
-        __m512i v0 = zext16(blk), v1 = zext16(blk + 16), v2 = zext16(blk + 32);                \
+        static const int32_t p3[5] = {1, 3, 9, 27, 81};                                        \
+        static const int32_t p3h[16] = {1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27};   \
+        vec16 d = v_set1(v_half1(blk + 52));                                                  \
+        vec16i v0 = vi_load_u8(blk), v1 = vi_load_u8(blk + 16), v2 = vi_load_u8(blk + 32);     \
         for (int k = 0; k < 5; k++) {                                                          \
-            EMIT(32 * k, tq1_w(d, v0, _mm512_set1_epi32(p3[k])));                              \
-            EMIT(32 * k + 16, tq1_w(d, v1, _mm512_set1_epi32(p3[k])));                         \
+            EMIT(32 * k, tq1_w(d, v0, vi_set1(p3[k])));                                        \
+            EMIT(32 * k + 16, tq1_w(d, v1, vi_set1(p3[k])));                                   \
         }                                                                                      \
-        for (int k = 0; k < 5; k++) EMIT(160 + 16 * k, tq1_w(d, v2, _mm512_set1_epi32(p3[k]))); \
-        __m512i vh = _mm512_srlv_epi32(_mm512_set1_epi32((int)rd32(blk + 48)),                 \
-                                       _mm512_setr_epi32(0, 8, 16, 24, 0, 8, 16, 24, 0, 8, 16, 24, 0, 8, 16, 24)); \
-        EMIT(240, tq1_w(d, _mm512_and_si512(vh, _mm512_set1_epi32(0xFF)),                      \
-                        _mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27))); }
+        for (int k = 0; k < 5; k++) EMIT(160 + 16 * k, tq1_w(d, v2, vi_set1(p3[k])));          \
+        uint8_t hb[16];   /* lane l: qh[l % 4] */                                              \
+        for (int l = 0; l < 16; l++) hb[l] = blk[48 + l % 4];                                  \
+        EMIT(240, tq1_w(d, vi_load_u8(hb), vi_load(p3h))); }
 
 /* TQ2_0: value 128h + 32s + l is bits 2s..2s+1 of qs[32h + l]; d * (q - 1) */
 #define TQ2_0_CHUNKS(blk, EMIT) {                                                              \
-        __m512 d = _mm512_set1_ps(f16c_load(blk + 64));                                        \
+        vec16 d = v_set1(v_half1(blk + 64));                                                  \
         for (int h = 0; h < 2; h++) {                                                          \
-            __m512i v0 = zext16(blk + 32 * h), v1 = zext16(blk + 32 * h + 16);                 \
+            vec16i v0 = vi_load_u8(blk + 32 * h), v1 = vi_load_u8(blk + 32 * h + 16);          \
             for (int s = 0; s < 4; s++) {                                                      \
-                __m512i q0 = _mm512_and_si512(_mm512_srli_epi32(v0, 2 * s), _mm512_set1_epi32(3)); \
-                __m512i q1 = _mm512_and_si512(_mm512_srli_epi32(v1, 2 * s), _mm512_set1_epi32(3)); \
-                EMIT(128 * h + 32 * s, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(q0, _mm512_set1_epi32(1))))); \
-                EMIT(128 * h + 32 * s + 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(q1, _mm512_set1_epi32(1))))); \
+                vec16i q0 = vi_and(vi_srl(v0, 2 * s), vi_set1(3)), q1 = vi_and(vi_srl(v1, 2 * s), vi_set1(3)); \
+                EMIT(128 * h + 32 * s, v_mul(d, v_cvt(vi_sub(q0, vi_set1(1)))));               \
+                EMIT(128 * h + 32 * s + 16, v_mul(d, v_cvt(vi_sub(q1, vi_set1(1)))));          \
             }                                                                                  \
         } }
 
-/* the fused block of a CHUNKS type, and its AVX-512 dequantiser */
+/* the fused block of a CHUNKS type, and its dequantiser */
 #define CHUNKS_TYPE(lname, BB, CHUNKS)                                                         \
     static void fast_##lname(const uint8_t *src, float *y, int64_t nb) {                       \
-        for (int64_t i = 0; i < nb; i++, src += (BB), y += QK_K) CHUNKS(src, STORE_EMIT)       \
+        for (int64_t i = 0; i < nb; i++, src += (BB), y += QK_K) CHUNKS(src, STORE16)          \
     }
 #define CHUNKS_BLOCK(BB, CHUNKS, q, b, xb) {                                                   \
         const uint8_t *blk = src + (size_t)(q) * rb + (BB) * (size_t)(b);                      \
-        CHUNKS(blk, FUSED_EMIT) }
+        CHUNKS(blk, FMA16) }
 #define IQ2_XXS_BLOCK(q, b, xb) CHUNKS_BLOCK(66, IQ2_XXS_CHUNKS, q, b, xb)
 #define IQ2_XS_BLOCK(q, b, xb) CHUNKS_BLOCK(74, IQ2_XS_CHUNKS, q, b, xb)
 #define IQ2_S_BLOCK(q, b, xb) CHUNKS_BLOCK(82, IQ2_S_CHUNKS, q, b, xb)
@@ -1243,38 +1125,40 @@ CHUNKS_TYPE(iq1_m, 56, IQ1_M_CHUNKS)
 CHUNKS_TYPE(tq1_0, 54, TQ1_0_CHUNKS)
 CHUNKS_TYPE(tq2_0, 66, TQ2_0_CHUNKS)
 
-/* For each type: fd_<type>_8 (eight rows) and fd_<type>_1 (one row). */
-#define FUSED_KERNELS(name, BV, BLOCK)                                                         \
+/* For each type: fd_<type>_8 (ROWS rows: FUSED_ROWS or FUSED_ROWS_K) and fd_<type>_1 (one row). */
+#define FUSED_KERNELS(name, BV, BLOCK, ROWS)                                                   \
     ALWAYS_INLINE void name##_n(const uint8_t *src, size_t rb, const int nr, const float *x,   \
                                 int64_t nb, float *out) { FUSED_BODY(BV, BLOCK) }              \
     static void name##_8(const uint8_t *src, size_t rb, const float *x, int64_t nb, float *out) { \
-        name##_n(src, rb, 8, x, nb, out); }                                                    \
+        name##_n(src, rb, ROWS, x, nb, out); }                                                 \
     static void name##_1(const uint8_t *src, size_t rb, const float *x, int64_t nb, float *out) { \
         name##_n(src, rb, 1, x, nb, out); }
 
-FUSED_KERNELS(fd_q4_0, 32, Q4_0_BLOCK)
-FUSED_KERNELS(fd_q4_1, 32, Q4_1_BLOCK)
-FUSED_KERNELS(fd_q5_0, 32, Q5_0_BLOCK)
-FUSED_KERNELS(fd_q5_1, 32, Q5_1_BLOCK)
-FUSED_KERNELS(fd_q8_0, 32, Q8_0_BLOCK)
-FUSED_KERNELS(fd_q4_k, QK_K, Q4_K_BLOCK)
-FUSED_KERNELS(fd_q6_k, QK_K, Q6_K_BLOCK)
-FUSED_KERNELS(fd_iq4_nl, 32, IQ4_NL_BLOCK)
-FUSED_KERNELS(fd_iq4_xs, QK_K, IQ4_XS_BLOCK)
-FUSED_KERNELS(fd_mxfp4, 32, MXFP4_BLOCK)
-FUSED_KERNELS(fd_iq2_xxs, QK_K, IQ2_XXS_BLOCK)
-FUSED_KERNELS(fd_iq2_xs, QK_K, IQ2_XS_BLOCK)
-FUSED_KERNELS(fd_iq2_s, QK_K, IQ2_S_BLOCK)
-FUSED_KERNELS(fd_iq3_xxs, QK_K, IQ3_XXS_BLOCK)
-FUSED_KERNELS(fd_iq3_s, QK_K, IQ3_S_BLOCK)
-FUSED_KERNELS(fd_iq1_s, QK_K, IQ1_S_BLOCK)
-FUSED_KERNELS(fd_iq1_m, QK_K, IQ1_M_BLOCK)
-FUSED_KERNELS(fd_tq1_0, QK_K, TQ1_0_BLOCK)
-FUSED_KERNELS(fd_tq2_0, QK_K, TQ2_0_BLOCK)
+FUSED_KERNELS(fd_q4_0, 32, Q4_0_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_q4_1, 32, Q4_1_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_q5_0, 32, Q5_0_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_q5_1, 32, Q5_1_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_q8_0, 32, Q8_0_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_q4_k, QK_K, Q4_K_BLOCK, FUSED_ROWS_K)
+FUSED_KERNELS(fd_q6_k, QK_K, Q6_K_BLOCK, FUSED_ROWS_K)
+FUSED_KERNELS(fd_iq4_nl, 32, IQ4_NL_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_iq4_xs, QK_K, IQ4_XS_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_mxfp4, 32, MXFP4_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_iq2_xxs, QK_K, IQ2_XXS_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_iq2_xs, QK_K, IQ2_XS_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_iq2_s, QK_K, IQ2_S_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_iq3_xxs, QK_K, IQ3_XXS_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_iq3_s, QK_K, IQ3_S_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_iq1_s, QK_K, IQ1_S_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_iq1_m, QK_K, IQ1_M_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_tq1_0, QK_K, TQ1_0_BLOCK, FUSED_ROWS)
+FUSED_KERNELS(fd_tq2_0, QK_K, TQ2_0_BLOCK, FUSED_ROWS)
 
 typedef void (*fused_fn)(const uint8_t *src, size_t rb, const float *x, int64_t nb, float *out);
 
-static int fused_kernels(uint32_t type, fused_fn *f8, fused_fn *f1) {
+/* The kernels of type: f8 for *rows rows at a time, f1 for one. */
+static int fused_kernels(uint32_t type, fused_fn *f8, fused_fn *f1, int *rows) {
+    *rows = type == GGUF_T_Q4_K || type == GGUF_T_Q6_K ? FUSED_ROWS_K : FUSED_ROWS;
     switch (type) {
     case GGUF_T_Q4_0: *f8 = fd_q4_0_8; *f1 = fd_q4_0_1; return 0;
     case GGUF_T_Q4_1: *f8 = fd_q4_1_8; *f1 = fd_q4_1_1; return 0;
@@ -1298,13 +1182,10 @@ static int fused_kernels(uint32_t type, fused_fn *f8, fused_fn *f1) {
     default: return -1;
     }
 }
-#endif /* fused */
 
-#ifdef QUANT_HAVE_FAST
 typedef void (*quant_row_fn)(const uint8_t *src, float *y, int64_t nb);
 
-/* The vectorised dequantiser of type in this build (section 3; with AVX-512 also section 4's
- * CHUNKS types), or NULL. */
+/* The vectorised dequantiser of type (section 3, and section 4's CHUNKS types), or NULL. */
 static quant_row_fn quant_fast_row(uint32_t type) {
     switch (type) {
     case GGUF_T_F16: return fast_f16;
@@ -1319,7 +1200,6 @@ static quant_row_fn quant_fast_row(uint32_t type) {
     case QUANT_T_IQ4_NL: return fast_iq4_nl;
     case QUANT_T_IQ4_XS: return fast_iq4_xs;
     case QUANT_T_MXFP4: return fast_mxfp4;
-#ifdef QUANT_HAVE_FUSED
     case QUANT_T_IQ2_XXS: return fast_iq2_xxs;
     case QUANT_T_IQ2_XS: return fast_iq2_xs;
     case QUANT_T_IQ2_S: return fast_iq2_s;
@@ -1329,11 +1209,9 @@ static quant_row_fn quant_fast_row(uint32_t type) {
     case QUANT_T_IQ1_M: return fast_iq1_m;
     case QUANT_T_TQ1_0: return fast_tq1_0;
     case QUANT_T_TQ2_0: return fast_tq2_0;
-#endif
     default: return NULL;
     }
 }
-#endif
 
 /* ---------------------------------------------------------------------------------------------
  * 5. Row entry points
@@ -1363,39 +1241,24 @@ void quant_dequant_row_ref(uint32_t type, const void *src, float *y, int64_t n) 
 }
 
 void quant_dequant_row(uint32_t type, const void *src, float *y, int64_t n) {
-#ifdef QUANT_HAVE_FAST
     quant_row_fn fast = quant_fast_row(type);
     if (fast) {
         int64_t nb = quant_row_blocks(type, y, n);
         if (nb >= 0) fast(src, y, nb);
         return;
     }
-#endif
     quant_dequant_row_ref(type, src, y, n);
 }
 
 int quant_dot_rows(uint32_t type, const void *src, size_t row_bytes, int nr, const float *x, int64_t n, float *out) {
-#ifdef QUANT_HAVE_FUSED
     fused_fn f8, f1;
-    int bv = quant_block_values(type);
-    if (nr < 1 || nr > FUSED_ROWS || bv <= 1 || n <= 0 || n % bv || fused_kernels(type, &f8, &f1)) return -1;
-    if (nr == FUSED_ROWS) {
-        f8(src, row_bytes, x, n / bv, out);
-        return 0;
-    }
-    for (int r = 0; r < nr; r++) f1((const uint8_t *)src + (size_t)r * row_bytes, row_bytes, x, n / bv, out + r);
+    int bv = quant_block_values(type), rows_per_call;
+    if (nr < 1 || nr > 8 || bv <= 1 || n <= 0 || n % bv || fused_kernels(type, &f8, &f1, &rows_per_call)) return -1;
+    const uint8_t *rows = src;   /* [nr][row_bytes] */
+    int r = 0;
+    for (; r + rows_per_call <= nr; r += rows_per_call) f8(rows + (size_t)r * row_bytes, row_bytes, x, n / bv, out + r);
+    for (; r < nr; r++) f1(rows + (size_t)r * row_bytes, row_bytes, x, n / bv, out + r);
     return 0;
-#else
-    (void)type; (void)src; (void)row_bytes; (void)nr; (void)x; (void)n; (void)out;
-    return -1;
-#endif
 }
 
-int quant_has_fast_path(uint32_t type) {
-#ifdef QUANT_HAVE_FAST
-    return quant_fast_row(type) != NULL;
-#else
-    (void)type;
-    return 0;
-#endif
-}
+int quant_has_fast_path(uint32_t type) { return quant_fast_row(type) != NULL; }

@@ -10,7 +10,7 @@
  * bits add up to at most 24, so every partial product is exact in f32; MXFP4's largest exponents
  * can overflow to inf, one rounding that is the same on every path) or such a product followed by
  * one rounded add (d*q - m / d*q + m). So the result does not depend on evaluation order or FMA
- * use, and the AVX2 fast path (compiled when the build has __AVX2__ and __F16C__) gives
+ * use, and the vectorised path (the vec16 layer, on every ISA) gives
  * bit-identical output to the plain C reference for every input whose fp16 fields are not NaN.
  *
  * No function here allocates, keeps state, or fails loudly: sizes return 0 for what is not
@@ -64,8 +64,8 @@ int quant_supported(uint32_t type);
 size_t quant_row_bytes(uint32_t type, uint64_t n);
 
 /* Dequantises one row of n values from src (quant_row_bytes(type, n) bytes, any alignment) into
- * y[n] (f32). Uses the AVX2/F16C path when compiled in and one exists for the type, else the
- * reference. If the type is unsupported or n is not a positive multiple of the block size, writes
+ * y[n] (f32). Uses the vectorised path (the vec16 layer: AVX-512, AVX2, NEON or plain C) when
+ * one exists for the type, else the reference. If the type is unsupported or n is not a positive multiple of the block size, writes
  * NaN into y[0..n) (nothing when n <= 0) and returns: a misuse shows up in the output, never as a
  * read past src. */
 void quant_dequant_row(uint32_t type, const void *src, float *y, int64_t n);
@@ -76,9 +76,9 @@ void quant_dequant_row_ref(uint32_t type, const void *src, float *y, int64_t n);
 /* out[r] = the canonical dot product (kernels/ops.h) of x[n] and row r dequantised, for the nr
  * rows (1..8) at src, src + row_bytes, ...: bit-identical to quant_dequant_row followed by
  * ops_dot, without storing the dequantised values (for decode, where each row meets one token).
- * Returns 0, or -1 with nothing written when this build has no fused kernel for type (AVX-512
- * builds have every block type but Q2_K Q3_K Q5_K: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K and the
- * twelve IQ / MXFP4 / TQ types) or nr / n is out of range: the caller then dequantises.
+ * Returns 0, or -1 with nothing written when there is no fused kernel for type (every block type
+ * but Q2_K Q3_K Q5_K has one, on every ISA: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K and the twelve IQ /
+ * MXFP4 / TQ types) or nr / n is out of range: the caller then dequantises.
  * Allocates nothing. */
 int quant_dot_rows(uint32_t type, const void *src, size_t row_bytes, int nr, const float *x, int64_t n, float *out);
 

@@ -1,60 +1,86 @@
-/* vec16.h — a 16-lane f32 vector for the kernels' canonical orders: one 512-bit register with
- * AVX-512, two 256-bit halves (lanes 0-7, 8-15) with AVX2. Lane-wise arithmetic is the same either
- * way, so both builds give the same bits. VEC16 is defined when a vector path exists; without it
- * the kernels use their plain C forms. Header-only, no state. */
+/* vec16.h — the kernels' one SIMD layer: a 16-lane f32 vector (vec16), a 16-lane int32 vector
+ * (vec16i), an 8-lane f32 vector (vec8) and the handful of operations the kernels are written in.
+ * No kernel uses an intrinsic: every vector operation in kernels/ goes through this header.
+ *
+ * One family of mappings per ISA, chosen here once (the only place an ISA macro is tested):
+ *   VEC_ISA_AVX512  vec16 = one 512-bit register      kernels/vec16_avx512.h
+ *   VEC_ISA_AVX2    vec16 = two 256-bit halves        kernels/vec16_avx2.h   (AVX2 + FMA + F16C)
+ *   VEC_ISA_NEON    vec16 = four 128-bit quarters     kernels/vec16_neon.h   (AArch64)
+ *   VEC_ISA_C       vec16 = float[16], plain C         kernels/vec16_c.h      (any compiler; also with
+ *                                                                             -DVEC_FORCE_C)
+ * VEC16_ISA names the family ("avx512", "avx2", "neon", "c"); VEC16_REGS is how many vec16 fit in
+ * the register file (tiles are sized by it: 32 with AVX-512, 8 with AVX2 and NEON).
+ *
+ * Why every build gives the same bits (docs/DESIGN.md §2.7): each operation is defined lane by lane
+ * with one IEEE rounding (v_fma is a fused multiply-add everywhere: vfmadd, fmla, fmaf), the
+ * horizontal sum v_sum has one fixed order (below), conversions are exact, and the operations whose
+ * hardware forms differ at the edges are defined by their x86 form and emulated elsewhere
+ * (v_min/v_max: a < b ? a : b, the second operand on a NaN; v_pow2i of a NaN lane: 1.0f). Which
+ * lanes a kernel groups into a vector, and how many vectors it keeps in registers, then changes no
+ * result: the canonical orders of ops.h / cache.h fix what is added to what.
+ *
+ * The API (each ISA header defines all of it; p may be unaligned everywhere):
+ *   vec16  v_zero(), v_set1(f), v_load(const float *), v_store(float *, v)
+ *          v_add, v_sub, v_mul, v_fma(a, b, c) = a * b + c rounded once, v_min, v_max (x86 rule)
+ *          v_round(v): to nearest integer, ties to even
+ *          v_load_f16(p): 16 IEEE halves -> f32 (exact; a NaN comes out quiet, as F16C)
+ *   float  v_half1(p): one IEEE half -> f32, the same conversion (F16C, fcvt or C)
+ *          v_load_i8(p) / v_load_u8(p): 16 signed / unsigned bytes -> f32 (exact)
+ *          v_cvt(vi): int32 lanes -> f32 (exact for |i| < 2^24)
+ *          v_zero_lt(x, v, lim): x, with 0 in the lanes where v < lim (false for a NaN v)
+ *          v_pow2i(n): 2^n for integral n in [-126, 128] (n = 128 gives +inf), 1.0f for a NaN lane
+ *          v_flipsign(v, m): v with the sign of lane l flipped where bit l of m is set
+ *   float  v_sum(v): the canonical 16-lane reduction s_l = v_l + v_(l+8), then
+ *                    ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7))
+ *          v_hmax(v): the largest lane (lanes compared in order with >, starting at -inf)
+ *   void   v_reg(&v): keeps v in registers (an empty asm; see NOTES.md change 18)
+ *   vec16i vi_set1(i), vi_load_u8(p) (16 bytes zero-extended), vi_and, vi_or, vi_add, vi_sub,
+ *          vi_mul (low 32 bits), vi_srl(v, n), vi_sll(v, n) (logical shifts, 0 <= n < 32),
+ *          vi_bits16(bits, val): lane l = bit l of bits ? val : 0, vi_load(const int32_t *)
+ *   vec16  v_u8_64x2(a, b), v_i8_64x2(a, b), v_u8_32x4(a, b, c, d): 16 bytes held in integers,
+ *          little-endian (byte k of a is lane k), as unsigned / signed values -> f32
+ *   tables: 16 (or 32) values picked by small codes, one per lane; the code is the low 4 (5) bits
+ *          of each vi lane. The AVX-512 family builds the table in a register and permutes
+ *          (vpermps); the others compute the entry from the code, which is the same expression:
+ *          vlutm  v_lutm(d, base):      entry i = d * (base + i)         v_lutm_get(t, idx)
+ *          vlutf  v_lutf(d, base, m):   entry i = fma(d, base + i, m)    v_lutf_get(t, idx)
+ *          vlutm32 / vlutf32: the same with 32 entries (v_lutm32, v_lutm32_get, ...)
+ *          vlutv  v_lutv(d, vals):      entry i = d * vals[i]            v_lutv_get(t, idx)
+ *   memory helpers: v_transpose16(in, ldi, out, ldo): out[c][r] = in[r][c] for a 16 x 16 tile
+ *   vec8   v8_zero(), v8_load(p), v8_add(a, b), v8_store(p, v): 8 lanes, for the 8-lane sums
+ *
+ * Header-only, no state. */
 #ifndef STRATA_VEC16_H
 #define STRATA_VEC16_H
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
-#if defined(__AVX512F__)
-#define VEC16 1
-#define VEC16_ISA "avx512"
-typedef __m512 vec16;
-static inline vec16 v_zero(void) { return _mm512_setzero_ps(); }
-static inline vec16 v_load(const float *p) { return _mm512_loadu_ps(p); }
-static inline void v_store(float *p, vec16 v) { _mm512_storeu_ps(p, v); }
-static inline vec16 v_set1(float x) { return _mm512_set1_ps(x); }
-static inline vec16 v_fma(vec16 a, vec16 b, vec16 c) { return _mm512_fmadd_ps(a, b, c); }
-/* lanes l + (l+8), l = 0..7 */
-static inline __m256 v_fold(vec16 v) {
-    return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-}
-/* Keeps v in a register (emits nothing): without it GCC folds a vector that is loaded once and
- * used by several fmas back into each fma as a memory operand, and the kernel becomes bound by
- * loads instead of fmas. */
-static inline void v_reg(vec16 *v) { __asm__("" : "+v"(*v)); }
+#if defined(VEC_FORCE_C)
+#define VEC_ISA_C 1
+#elif defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512BW__) && defined(__AVX2__) && \
+      defined(__FMA__) && defined(__F16C__)
+#define VEC_ISA_AVX512 1
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define VEC_ISA_AVX2 1
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+#define VEC_ISA_NEON 1
 #else
-#define VEC16 1
-#define VEC16_ISA "avx2"
-typedef struct { __m256 lo, hi; } vec16;
-static inline vec16 v_zero(void) { vec16 r = { _mm256_setzero_ps(), _mm256_setzero_ps() }; return r; }
-static inline vec16 v_load(const float *p) { vec16 r = { _mm256_loadu_ps(p), _mm256_loadu_ps(p + 8) }; return r; }
-static inline void v_store(float *p, vec16 v) { _mm256_storeu_ps(p, v.lo); _mm256_storeu_ps(p + 8, v.hi); }
-static inline vec16 v_set1(float x) { vec16 r = { _mm256_set1_ps(x), _mm256_set1_ps(x) }; return r; }
-static inline vec16 v_fma(vec16 a, vec16 b, vec16 c) {
-    vec16 r = { _mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi) };
-    return r;
-}
-static inline __m256 v_fold(vec16 v) { return _mm256_add_ps(v.lo, v.hi); }
-static inline void v_reg(vec16 *v) { __asm__("" : "+x"(v->lo)); __asm__("" : "+x"(v->hi)); }
+#define VEC_ISA_C 1
 #endif
 
-/* The canonical reduction of ops.h: fold lanes l + (l+8), then ((s0+s4)+(s2+s6)) + ((s1+s5)+(s3+s7)). */
-static inline float v_hsum8(__m256 v) {
-    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-    __m128 s = _mm_add_ps(lo, hi);                 /* (l0+l4, l1+l5, l2+l6, l3+l7) */
-    __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s)); /* (s0+s2, s1+s3, ...) */
-    __m128 u = _mm_add_ss(t, _mm_movehdup_ps(t));  /* (s0+s2) + (s1+s3) */
-    return _mm_cvtss_f32(u);
-}
-static inline float v_sum(vec16 v) { return v_hsum8(v_fold(v)); }
+#define VEC_INLINE static inline __attribute__((always_inline))
 
-#endif   /* AVX2 + FMA */
-
-#ifndef VEC16_ISA
-#define VEC16_ISA "c"   /* no vector path: the plain C forms */
+#if VEC_ISA_AVX512
+#include "kernels/vec16_avx512.h"
+#elif VEC_ISA_AVX2
+#include "kernels/vec16_avx2.h"
+#elif VEC_ISA_NEON
+#include "kernels/vec16_neon.h"
+#else
+#include "kernels/vec16_c.h"
 #endif
 
 #endif

@@ -29,6 +29,7 @@
 #include "tests/check.h"
 #include "worker/gguf.h"
 #include "kernels/quant.h"
+#include "kernels/vec16.h"
 
 static const uint32_t supported[] = {
     GGUF_T_F32, GGUF_T_F16, GGUF_T_BF16, GGUF_T_Q4_0, GGUF_T_Q4_1, GGUF_T_Q5_0, GGUF_T_Q5_1,
@@ -227,21 +228,18 @@ static void random_row(uint32_t type, uint8_t *dst, int64_t n, uint64_t *s) {
 }
 
 static void test_fast_vs_ref(void) {
-#if defined(__AVX2__) && defined(__F16C__)
     static const uint32_t hot[] = {GGUF_T_Q4_0, GGUF_T_Q4_1, GGUF_T_Q5_0, GGUF_T_Q5_1, GGUF_T_Q8_0,
                                    GGUF_T_Q4_K, GGUF_T_Q6_K, GGUF_T_F16, GGUF_T_BF16,
                                    QUANT_T_IQ4_NL, QUANT_T_IQ4_XS, QUANT_T_MXFP4};
     int all = 1;
     for (size_t i = 0; i < sizeof hot / sizeof hot[0]; i++) all &= quant_has_fast_path(hot[i]);
-    CHECK(all, "AVX2 build: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K F16 BF16 IQ4_NL IQ4_XS MXFP4 have a fast path");
-#endif
-#if defined(__AVX512F__) && defined(__AVX2__) && defined(__F16C__)
+    CHECK(all, "every build (here %s): Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K F16 BF16 IQ4_NL IQ4_XS MXFP4 have a "
+          "fast path", VEC16_ISA);
     static const uint32_t grid[] = {QUANT_T_IQ3_S, QUANT_T_IQ3_XXS, QUANT_T_IQ2_XXS, QUANT_T_IQ2_XS,
                                     QUANT_T_IQ2_S, QUANT_T_IQ1_S, QUANT_T_IQ1_M, QUANT_T_TQ1_0, QUANT_T_TQ2_0};
     int all512 = 1;
     for (size_t i = 0; i < sizeof grid / sizeof grid[0]; i++) all512 &= quant_has_fast_path(grid[i]);
-    CHECK(all512, "AVX-512 build: IQ3_S IQ3_XXS IQ2_XXS IQ2_XS IQ2_S IQ1_S IQ1_M TQ1_0 TQ2_0 have a fast path too");
-#endif
+    CHECK(all512, "every build: IQ3_S IQ3_XXS IQ2_XXS IQ2_XS IQ2_S IQ1_S IQ1_M TQ1_0 TQ2_0 have a fast path too");
     enum { N = 4096 };
     static uint8_t buf[N * 4 + 64];
     static float y[N + 8], yr[N + 8];
@@ -331,7 +329,7 @@ static void test_fused(void) {
                   "(%lld calls, %lld differ)", quant_type_name(t), (long long)calls, (long long)bad);
         }
     }
-#if defined(__AVX512F__) && defined(__F16C__)
+    {
     static const uint32_t hot[] = {GGUF_T_Q4_0, GGUF_T_Q4_1, GGUF_T_Q5_0, GGUF_T_Q5_1, GGUF_T_Q8_0,
                                    GGUF_T_Q4_K, GGUF_T_Q6_K, QUANT_T_IQ4_NL, QUANT_T_IQ4_XS, QUANT_T_MXFP4,
                                    QUANT_T_IQ2_XXS, QUANT_T_IQ3_S};
@@ -339,9 +337,9 @@ static void test_fused(void) {
     float o1[8];
     for (size_t i = 0; i < sizeof hot / sizeof hot[0]; i++) all &= quant_dot_rows(hot[i], buf, 0, 1, x, 256, o1) == 0;
     /* every block type but Q2_K Q3_K Q5_K: the seven above, and all twelve IQ / MXFP4 / TQ types */
-    CHECK(all && n_fused == 19, "AVX-512 build: fused kernels for Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K, "
-          "IQ4_NL IQ4_XS MXFP4 IQ2_XXS IQ3_S ... (%d types)", n_fused);
-#endif
+    CHECK(all && n_fused == 19, "every build (here %s): fused kernels for Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K, "
+          "IQ4_NL IQ4_XS MXFP4 IQ2_XXS IQ3_S ... (%d types)", VEC16_ISA, n_fused);
+    }
     float o[10] = {0};
     int refused = quant_dot_rows(GGUF_T_Q8_0, buf, 34, 0, x, 32, o) && quant_dot_rows(GGUF_T_Q8_0, buf, 34, 9, x, 32, o) &&
                   quant_dot_rows(GGUF_T_Q8_0, buf, 34, 1, x, 48, o) && quant_dot_rows(GGUF_T_F32, buf, 128, 1, x, 32, o) &&

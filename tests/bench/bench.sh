@@ -17,6 +17,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
+# ISA=avx2 (make bench ISA=avx2): strata was built with -march=haswell into build-avx2, and
+# llama.cpp is built into its own venv with its native detection off and AVX2/FMA/F16C on, so any
+# x86 machine measures the AVX2 ratio; empty: both native
+ISA=${ISA:-}
 CACHE=${STRATA_CACHE:-$HOME/.cache/strata}
 MODEL=$CACHE/smollm2-135m-instruct-q4_1.gguf
 W=$BUILD/strata-worker
@@ -24,7 +28,7 @@ D=$BUILD/strata-driver
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 load() { cut -d' ' -f1 /proc/loadavg; }
-echo "strata bench  $(date -u +%FT%TZ)  git $(git rev-parse --short HEAD)  $(nproc) cores  load $(load)"
+echo "strata bench  $(date -u +%FT%TZ)  git $(git rev-parse --short HEAD)  $(nproc) cores  load $(load)  ISA ${ISA:-native}"
 echo "CPU: $(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed "s/^ *//"); flags: $(grep -m1 -o -w -E "avx512f|avx2|fma|f16c" /proc/cpuinfo | sort -u | tr "\n" " ")"
 
 # a long token stream: the repository's sources tokenised by the model
