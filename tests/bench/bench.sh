@@ -13,7 +13,8 @@
 #      SmolLM2's and Gemma 3's vocabulary (tests/bench/bench_compare.c).
 #   5. weight types: dequantisation and decode dot values/s per type, 1 thread (tests/bench/bench_quant.c).
 #   6. endurance: two listening workers serve 20 sequential sweeps; their RSS after each (endurance.sh).
-# BENCH_QUICK=1 skips llama.cpp and the 8K lengths; BENCH_RATIOS_ONLY=1 stops after section 1.
+# BENCH_QUICK=1 skips llama.cpp and the 8K lengths; BENCH_SHORT=1 only the 8K lengths;
+# BENCH_RATIOS_ONLY=1 stops after section 1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -37,7 +38,7 @@ tr ' ' '\n' <"$TMP/all.ids" >"$TMP/all.col"
 ids() { head -n "$1" "$TMP/all.col" | tr '\n' ' ' >"$TMP/ids.$1"; echo "$TMP/ids.$1"; }
 
 LENS="512 2048 8192"; DEPTHS="512 8192"
-[ "${BENCH_QUICK:-0}" = 1 ] && { LENS="512 2048"; DEPTHS="512"; }
+[ "${BENCH_QUICK:-0}" = 1 ] || [ "${BENCH_SHORT:-0}" = 1 ] && { LENS="512 2048"; DEPTHS="512"; }
 
 # 1. strata vs llama.cpp for one instruction set: section1 LABEL BUILD VENV CMAKE_ISA
 #    LABEL   "native" or "avx2"; BUILD the strata build folder; VENV the llama-cpp-python venv;
