@@ -584,12 +584,12 @@ static void test_rope_tables(void) {
  * Returns 0, or -1 with the message in err. */
 static int run_routed(const model *m, pool *p, const int32_t *tok, int n, int chunk, const int32_t *pin,
                       int32_t *used, float *out, char *err, size_t errlen) {
-    kv_fmt k[256], v[256];
+    kv_fmt k[256], v[256];   /* [n_layer][n_kv] each (layer, KV head) cell's formats */
     backend *b = NULL;
     backend_model net;
     int *rows = malloc(sizeof(int) * (size_t)chunk), rc = -1;   /* [chunk] */
     size_t per_tok = (size_t)m->n_layer * m->n_expert_used;   /* routing entries per token */
-    for (int l = 0; l < m->n_layer && l < 256; l++) { k[l] = KV_F32; v[l] = KV_F32; }
+    for (int c = 0; c < m->n_layer * m->n_kv && c < 256; c++) { k[c] = KV_F32; v[c] = KV_F32; }
     model_net(m, &net);
     backend_config bc = { "cpu", k, v, n + 8, chunk, pool_threads(p), NULL, NULL };
     if (!rows) { snprintf(err, errlen, "out of memory"); goto done; }
