@@ -75,24 +75,27 @@ check "... nvfp4's bits per value: 16 x 18 / 64 = 4.50; and the size plot is dra
     test "$(grep -c '^| nvfp4 | nvfp4 / nvfp4 | 432 | 4.50 | ' "$T/r/README.md")" -eq 1 -a -s "$T/r/plots/kl_bytes.png"
 
 # one pass == separate from-scratch runs
-for a in $FMTS $MIXED $LAYERS; do
-    k=${a%/*}; v=${a#*/}
-    file=$(echo "$a" | tr '/' '_')
-    same_rows=0; same_tok=0; n=0
+# one_pass ARM ROWS RUN: the arm's teacher-forced rows at depths 100, 200, 300 (dumped by the sweep into
+# ROWS) and its fork tokens (RUN/forks.tsv) equal from-scratch prefills and greedy generation
+one_pass() {
+    local a=$1 rows=$2 run=$3 k v file d want got same_rows=0 same_tok=0 n=0
+    case $a in k:*) k=${a#k:}; v=f16 ;; *) k=${a%/*}; v=${a#*/} ;; esac   # k:F: V as the reference (f16)
+    file=$(echo "$a" | tr '/:' '__')
     for d in 100 200 300; do
         n=$((n + 1))
         tr ' ' '\n' < "$T/doc.tok" | grep . | head -n "$d" > "$T/prefix.tok"
         "$WRK" --model "$MODEL" --kv-k "$k" --kv-v "$v" --tokens-file "$T/prefix.tok" --dump-logits "$T/dump.bin" \
             --max-new 8 > "$T/gen.txt" 2> /dev/null
-        tail -c $((512 * 4)) "$T/dump.bin" | cmp -s - "$T/rows/$file-$d.f32" && same_rows=$((same_rows + 1))
+        tail -c $((512 * 4)) "$T/dump.bin" | cmp -s - "$rows/$file-$d.f32" && same_rows=$((same_rows + 1))
         want=$(tr ' ' ',' < "$T/gen.txt")
-        got=$(awk -F'\t' -v d="$d" -v a="$a" '$1 == d && $2 == a { print $5 }' "$T/r/forks.tsv")
+        got=$(awk -F'\t' -v d="$d" -v a="$a" '$1 == d && $2 == a { print $5 }' "$run/forks.tsv")
         [ -n "$want" ] && [ "$want" = "$got" ] && same_tok=$((same_tok + 1))
     done
     check "kv $a: teacher-forced rows at depths 100 200 300 equal from-scratch prefills bit for bit ($same_rows/$n)" \
         test $same_rows -eq $n
     check "kv $a: fork tokens at the 3 depths equal from-scratch greedy generation ($same_tok/$n)" test $same_tok -eq $n
-done
+}
+for a in $FMTS $MIXED $LAYERS; do one_pass "$a" "$T/rows" "$T/r"; done
 
 # ---- rotations and per-head mixes ------------------------------------------------------------------
 ROTS="q4_0+rot q8_0+roth int8+rot q4_0r q4_0+roth tq3 tq4"
@@ -124,24 +127,7 @@ check "q4_0r and q4_0+roth (one format, two names): the same rows at the 3 depth
 differ=0
 for d in 100 200 300; do cmp -s "$T/rows2/q4_0+rot-$d.f32" "$T/rows2/f16-$d.f32" || differ=$((differ + 1)); done
 check "q4_0+rot rows differ from f16's (the format is applied) ($differ/3)" test $differ -eq 3
-for a in q4_0+rot q8_0+roth int8+rot tq3 tq4 k:q4_0+rot $ROTKV $HEADS; do
-    case $a in k:*) k=${a#k:}; v=f16 ;; *) k=${a%/*}; v=${a#*/} ;; esac
-    file=$(echo "$a" | tr '/:' '__')
-    same_rows=0; same_tok=0; n=0
-    for d in 100 200 300; do
-        n=$((n + 1))
-        tr ' ' '\n' < "$T/doc.tok" | grep . | head -n "$d" > "$T/prefix.tok"
-        "$WRK" --model "$MODEL" --kv-k "$k" --kv-v "$v" --tokens-file "$T/prefix.tok" --dump-logits "$T/dump.bin" \
-            --max-new 8 > "$T/gen.txt" 2> /dev/null
-        tail -c $((512 * 4)) "$T/dump.bin" | cmp -s - "$T/rows2/$file-$d.f32" && same_rows=$((same_rows + 1))
-        want=$(tr ' ' ',' < "$T/gen.txt")
-        got=$(awk -F'\t' -v d="$d" -v a="$a" '$1 == d && $2 == a { print $5 }' "$T/r2/forks.tsv")
-        [ -n "$want" ] && [ "$want" = "$got" ] && same_tok=$((same_tok + 1))
-    done
-    check "kv $a: teacher-forced rows at depths 100 200 300 equal from-scratch prefills bit for bit ($same_rows/$n)" \
-        test $same_rows -eq $n
-    check "kv $a: fork tokens at the 3 depths equal from-scratch greedy generation ($same_tok/$n)" test $same_tok -eq $n
-done
+for a in q4_0+rot q8_0+roth int8+rot tq3 tq4 k:q4_0+rot $ROTKV $HEADS; do one_pass "$a" "$T/rows2" "$T/r2"; done
 
 # ---- KIVI (kernels/kivi.h): groups that close inside the 300 tokens; bytes per token from the layouts
 # (hd 32, 6 layers x 2 KV heads): kivi4-g16: K (16 x 32 x 4 / 8 + 128) / 16 = 24, V 16 + 4 = 20;
@@ -159,22 +145,7 @@ awk -F'"' '/"name":/ { n = $4 } /"kv_bytes_per_token":/ { gsub(/[^0-9]/, "", $3)
 for a in $KARMS; do
     got=$(awk -v n="$a" '$1 == n { print $2 }' "$T/bytes3.txt")
     check "arm $a: handshake kv_bytes_per_token = ${KIVI[$a]} (got ${got:-none})" test "${got:-0}" = "${KIVI[$a]}"
-    k=${a%/*}; v=${a#*/}
-    file=$(echo "$a" | tr '/:' '__')
-    same_rows=0; same_tok=0; n=0
-    for d in 100 200 300; do
-        n=$((n + 1))
-        tr ' ' '\n' < "$T/doc.tok" | grep . | head -n "$d" > "$T/prefix.tok"
-        "$WRK" --model "$MODEL" --kv-k "$k" --kv-v "$v" --tokens-file "$T/prefix.tok" --dump-logits "$T/dump.bin" \
-            --max-new 8 > "$T/gen.txt" 2> /dev/null
-        tail -c $((512 * 4)) "$T/dump.bin" | cmp -s - "$T/rows3/$file-$d.f32" && same_rows=$((same_rows + 1))
-        want=$(tr ' ' ',' < "$T/gen.txt")
-        got=$(awk -F'\t' -v d="$d" -v a="$a" '$1 == d && $2 == a { print $5 }' "$T/r3/forks.tsv")
-        [ -n "$want" ] && [ "$want" = "$got" ] && same_tok=$((same_tok + 1))
-    done
-    check "kv $a: teacher-forced rows at depths 100 200 300 equal from-scratch prefills bit for bit ($same_rows/$n)" \
-        test $same_rows -eq $n
-    check "kv $a: fork tokens at the 3 depths equal from-scratch greedy generation ($same_tok/$n)" test $same_tok -eq $n
+    one_pass "$a" "$T/rows3" "$T/r3"
 done
 differ=0
 for d in 100 200 300; do cmp -s "$T/rows3/kivi4-g16-r32-$d.f32" "$T/rows3/f16-$d.f32" || differ=$((differ + 1)); done
