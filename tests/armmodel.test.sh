@@ -22,10 +22,7 @@ Q8=$FIX/models/stories260K-q8_0.gguf
 OTHERTOK=$FIX/models/stories260K-q8_0-othertok.gguf
 DRV=$PWD/$BUILD/strata-driver
 WRK=$PWD/$BUILD/strata-worker
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); echo "ok - $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
-check() { local d=$1; shift; if "$@"; then ok "$d"; else bad "$d"; fi; }
+. tests/lib.sh   # pass, fail, skip; ok, bad, check (the working directory is the repository root)
 
 if [ ! -f "$MODEL" ] || [ ! -f "$Q8" ] || [ ! -f "$OTHERTOK" ] || [ ! -x "$DRV" ] || [ ! -x "$WRK" ]; then
     echo "skip: needs $MODEL, $Q8, $OTHERTOK, $DRV and $WRK"

@@ -16,10 +16,7 @@ BUILD=${BUILD:-build}
 MODEL=$(realpath tests/fixtures/models/stories260K.gguf)
 DRV=$PWD/$BUILD/strata-driver
 WRK=$PWD/$BUILD/strata-worker
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); echo "ok - $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
-check() { local d=$1; shift; if "$@"; then ok "$d"; else bad "$d"; fi; }
+. tests/lib.sh   # pass, fail, skip; ok, bad, check (the working directory is the repository root)
 if [ ! -x "$DRV" ] || [ ! -x "$WRK" ]; then echo "skip: needs $DRV and $WRK"; echo "0 passed, 0 failed, 1 skipped"; exit 0; fi
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT

@@ -20,10 +20,7 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 DRV=$BUILD/strata-driver
 WRK=$BUILD/strata-worker
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); echo "ok - $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
-check() { local d=$1; shift; if "$@"; then ok "$d"; else bad "$d"; fi; }
+. tests/lib.sh   # pass, fail, skip; ok, bad, check (the working directory is the repository root)
 
 if [ ! -x "$DRV" ] || [ ! -x "$WRK" ]; then
     echo "skip: needs $DRV and $WRK"

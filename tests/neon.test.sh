@@ -12,10 +12,7 @@
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); echo "ok - $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
-check() { local d=$1; shift; if "$@"; then ok "$d"; else bad "$d"; fi; }
+. tests/lib.sh   # pass, fail, skip; ok, bad, check (the working directory is the repository root)
 skip() { echo "skip: $1"; echo "0 passed, 0 failed, 1 skipped"; exit 0; }
 
 CC_ARM=aarch64-linux-gnu-gcc

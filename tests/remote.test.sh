@@ -23,10 +23,7 @@ FIX=tests/fixtures
 MODEL=$FIX/models/stories260K.gguf
 DRV=$PWD/$BUILD/strata-driver
 WRK=$PWD/$BUILD/strata-worker
-pass=0; fail=0; skip=0
-ok()  { pass=$((pass + 1)); echo "ok - $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
-check() { local d=$1; shift; if "$@"; then ok "$d"; else bad "$d"; fi; }
+. tests/lib.sh   # pass, fail, skip; ok, bad, check (the working directory is the repository root)
 skipped() { skip=$((skip + 1)); echo "skip - $1"; }
 
 # --netns-inner: the part that runs inside `unshare -rn` (see section 4); reports on stdout

@@ -19,10 +19,7 @@ BUILD=${BUILD:-build}
 MODEL=$(realpath tests/fixtures/models/stories260K.gguf)   # the committed fixture
 DRV=$PWD/$BUILD/strata-driver
 WRK=$PWD/$BUILD/strata-worker
-pass=0; fail=0; skip=0
-ok()  { pass=$((pass + 1)); echo "ok - $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
-check() { local d=$1; shift; if "$@"; then ok "$d"; else bad "$d"; fi; }
+. tests/lib.sh   # pass, fail, skip; ok, bad, check (the working directory is the repository root)
 
 if [ -z "$MODEL" ] || [ ! -x "$DRV" ] || [ ! -x "$WRK" ]; then
     echo "skip: needs $MODEL, $DRV and $WRK"

@@ -12,9 +12,7 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 WRK=$BUILD/strata-worker
 FIX=tests/fixtures/tokenizer
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); echo "ok - $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
+. tests/lib.sh   # pass, fail, skip; ok, bad, check (the working directory is the repository root)
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 

@@ -24,9 +24,7 @@ DRV=$PWD/$BUILD/strata-driver
 WRK=$PWD/$BUILD/strata-worker
 POINTS=${FAULT_POINTS:-100}
 RANDOM=${FAULT_SEED:-15}
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); echo "ok - $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
+. tests/lib.sh   # pass, fail, skip; ok, bad, check (the working directory is the repository root)
 
 T=$(mktemp -d)
 cleanup() { rm -rf "$T"; }
