@@ -100,16 +100,6 @@ check "the depth table of a weight arm names it beside its formats (K:int8,V:f16
     grep -q '^### K:int8,V:f16 (q8i) (arm q8i)$' "$T/r2/README.md"
 
 # ---- 2. refusals --------------------------------------------------------------------------------
-bad_input() {  # desc, expected rc ("nz" = any non-zero), regex, args...
-    local desc=$1 want=$2 re=$3; shift 3
-    "$DRV" "$@" > /dev/null 2> "$T/bad.err"
-    local rc=$? lines
-    lines=$(grep -c 'error:' "$T/bad.err")
-    if { [ "$want" = nz ] && [ $rc -ne 0 ]; } || [ "$want" = "$rc" ]; then
-        if [ "$lines" -eq 1 ] && grep -Eq -e "$re" "$T/bad.err"; then ok "$desc (rc $rc)"; return; fi
-    fi
-    bad "$desc (rc $rc, $lines error lines): $(cat "$T/bad.err")"
-}
 bad_input "a weight arm with another tokenizer is refused, naming tokenizer_hash" 3 \
     "weight arm .*same tokenizer.*tokenizer_hash differs:.* q8=" \
     sweep --model "$MODEL" --arms f16,int8 --arm-model "q8=$OTHERTOK" --doc "$T/doc.txt" --out "$T/b1" --quiet

@@ -153,16 +153,6 @@ check "the committed results are untouched" test "$(git status --porcelain -- re
 
 # ---- 3. bad input -------------------------------------------------------------------------------
 # each: non-zero exit, exactly one error line, containing a meaningful word
-bad_input() {  # desc, expected rc ("nz" = any non-zero), regex, args...
-    local desc=$1 want=$2 re=$3; shift 3
-    "$DRV" "$@" > /dev/null 2> "$T/bad.err"
-    local rc=$? lines
-    lines=$(grep -c 'error:' "$T/bad.err")
-    if { [ "$want" = nz ] && [ $rc -ne 0 ]; } || [ "$want" = "$rc" ]; then
-        if [ "$lines" -eq 1 ] && grep -Eq "$re" "$T/bad.err"; then ok "$desc (rc $rc)"; return; fi
-    fi
-    bad "$desc (rc $rc, $lines error lines): $(cat "$T/bad.err")"
-}
 head -c 100000 "$MODEL" > "$T/trunc.gguf"
 printf '1 2 3 600 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20\n' > "$T/badtok.tok"
 bad_input "missing model" nz "not found" sweep --model "$T/none.gguf" --doc "$T/doc.txt" --out "$T/b1" --quiet
