@@ -348,8 +348,7 @@ int arm_launch_command(const char *tpl, const char *const *argv, const char *nam
     return 0;
 }
 
-/* Signals a local worker's process group (the worker, or a launcher and what it started). */
-static void arm_kill(const arm *a, int sig) {
+void arm_signal(const arm *a, int sig) {
     if (kill(-a->pid, sig)) kill(a->pid, sig);
 }
 
@@ -792,7 +791,7 @@ int arm_call_all(arm *arms, int n, const proto_msg *reqs, proto_msg *reps, size_
              * arm, which we must not kill, is closed that way. */
             for (int i = 0; i < n; i++) {
                 if (!started[i]) continue;
-                if (!arms[i].remote && arms[i].pid > 0) arm_kill(&arms[i], SIGKILL);
+                if (!arms[i].remote && arms[i].pid > 0) arm_signal(&arms[i], SIGKILL);
                 else nng_close(arms[i].sock);
             }
             closed = 1;
@@ -1011,7 +1010,7 @@ static int wait_all(arm *arms, int n, int ms) {
 
 static void signal_all(arm *arms, int n, int sig) {
     for (int i = 0; i < n; i++)
-        if (!arms[i].remote && arms[i].pid > 0 && !arm_poll_exit(&arms[i])) arm_kill(&arms[i], sig);
+        if (!arms[i].remote && arms[i].pid > 0 && !arm_poll_exit(&arms[i])) arm_signal(&arms[i], sig);
 }
 
 void arm_stop_all(arm *arms, int n, int polite, int grace_ms) {
@@ -1083,7 +1082,7 @@ int arm_restart(arm *a, int i, const arm_launch *l, int dial_ms, int request_ms,
         a->connected = 0;
     }
     if (a->pid > 0 && !a->exited) {
-        arm_kill(a, SIGKILL);           /* also ends a stopped (SIGSTOP) process */
+        arm_signal(a, SIGKILL);           /* also ends a stopped (SIGSTOP) process */
         int st;
         while (waitpid(a->pid, &st, 0) < 0 && errno == EINTR) {}
         a->exited = 1;

@@ -218,6 +218,11 @@ int arm_check_handshake(const arm *arms, int n, FILE *out, char *notes, size_t n
 /* 0 when the arm's local worker has exited (it is reaped then), else 1 (also for remote arms). */
 int arm_alive(arm *a);
 
+/* Sends sig to a local arm's process group: the worker, or a launched arm's launcher and what it
+ * started on this machine (a worker that srun or ssh runs elsewhere sees its launcher end, and its
+ * stdin close). a->pid must be > 0. */
+void arm_signal(const arm *a, int sig);
+
 /* The last non-empty line of a local arm's log (at most len-1 bytes) into buf; "" if none. */
 void arm_log_tail(const arm *a, char *buf, size_t len);
 

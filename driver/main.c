@@ -127,6 +127,9 @@ static void usage_sweep(FILE *f) {
         "                      experts at every teacher-forced position, so the arms differ only in\n"
         "                      their KV cache (free mode, the default, counts how often they differ:\n"
         "                      meta.json \"routing\"); the fork probes route freely in both modes\n"
+        "  --pin-experts=FILE  the same with a routing file: when FILE exists every arm, the\n"
+        "                      reference too, replays the experts recorded in it (same model and\n"
+        "                      document); otherwise the reference's routing is recorded into it\n"
         "  --chunk N           tokens per prefill request (default 512; capped so one arm's rows\n"
         "                      stay under 256 MiB in per-position mode)\n"
         "output:\n"
@@ -311,7 +314,8 @@ typedef struct {
     int depths, max_depth, fork_n, per_position, chunk, threads, prefill, max_context;
     int force, quiet, json;
     int cross_score;
-    int pin_experts;         /* --pin-experts */
+    int pin_experts;         /* --pin-experts[=FILE] */
+    const char *pin_file;    /* its FILE, or NULL */
     double sample_temps[SWEEP_MAX_TEMPS];   /* [n_sample_temps] the positive ones of --sample-temps */
     int n_sample_temps;
     double top_p;
@@ -359,7 +363,7 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         {"json", 0, 0, 'j'}, {"dump-rows", 1, 0, 'R'}, {"help", 0, 0, 'h'}, {"resume", 1, 0, 'Z'},
         {"request-timeout", 1, 0, 'Y'}, {"max-restarts", 1, 0, 'M'}, {"cross-score", 0, 0, 'S'},
         {"sample-temps", 1, 0, 'e'}, {"top-p", 1, 0, 'u'}, {"seed", 1, 0, 'd'}, {"compare-threads", 1, 0, 'W'},
-        {"pin-experts", 0, 0, 1100}, WORKERS_ARM_LONGOPTS, {0, 0, 0, 0}};
+        {"pin-experts", optional_argument, 0, 1100}, WORKERS_ARM_LONGOPTS, {0, 0, 0, 0}};
     int c;
     o->depths = 16;
     o->fork_n = 32;
@@ -403,7 +407,7 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         case 'M': if (cli_parse_int("--max-restarts", optarg, 0, 1000, &o->max_restarts)) return EXIT_USAGE; break;
         case 'W': if (cli_parse_int("--compare-threads", optarg, 1, SWEEP_COMPARE_THREADS_MAX, &o->compare_threads)) return EXIT_USAGE; break;
         case 'S': o->cross_score = 1; break;
-        case 1100: o->pin_experts = 1; break;
+        case 1100: o->pin_experts = 1; o->pin_file = optarg; break;
         case 'e': if (parse_temps(optarg, o)) return EXIT_USAGE; break;
         case 'u': {
             char *end;
@@ -732,6 +736,7 @@ static void fill_config(sweep_config *c, const sweep_opts *o, const char *tag, c
                          : ncpu < 1 ? 1 : ncpu > SWEEP_COMPARE_THREADS_MAX ? SWEEP_COMPARE_THREADS_MAX : (int)ncpu;
     c->cross_score = o->cross_score;
     c->pin_experts = o->pin_experts;
+    c->pin_file = o->pin_file;
     c->sample_temps = o->sample_temps;
     c->n_sample_temps = o->n_sample_temps;
     c->top_p = o->top_p;
@@ -887,8 +892,11 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
                 "sweep --resume %s)\n", depths_done, o.depths, out_dir, out_dir);
     } else {
         cli_errorf("%s", err);
-        fprintf(stderr, "strata-driver: kept %d of %d depths in %s (continue with: strata-driver sweep --resume "
-                "%s)\n", depths_done, o.depths, out_dir, out_dir);
+        char jpath[PATH_MAX + 16];
+        snprintf(jpath, sizeof jpath, "%s/%s", out_dir, JOURNAL_FILE);
+        if (access(jpath, F_OK) == 0)   /* refused before measuring: nothing to resume */
+            fprintf(stderr, "strata-driver: kept %d of %d depths in %s (continue with: strata-driver sweep --resume "
+                    "%s)\n", depths_done, o.depths, out_dir, out_dir);
     }
 
     /* ---- stop the workers, keep their logs, render ---- */

@@ -78,6 +78,7 @@ json_t *report_summary_build(const report_results *R, const report_analysis *A) 
     json_object_set_new(root, "complete", json_boolean(R->complete));
     json_object_set_new(root, "depths_planned", json_integer(R->depths_planned));
     json_object_set_new(root, "depths_measured", json_integer(R->depths_measured));
+    json_object_set_new(root, "pin_experts", R->pin_experts < 0 ? json_null() : json_boolean(R->pin_experts));
     json_t *why = json_array();
     for (int i = 0; i < R->n_reasons; i++) json_array_append_new(why, json_string(R->reasons[i]));
     json_object_set_new(root, "incomplete_reasons", why);
@@ -104,6 +105,10 @@ json_t *report_summary_build(const report_results *R, const report_analysis *A) 
                               "kv_k", a->kv_k, "kv_v", a->kv_v, "kv_bytes_per_token",
                               jreal(a->kv_bytes), "role", report_arm_role(R, i));
         json_array_append_new(arms, o);
+        if (isfinite(a->route_n))   /* MoE: teacher-forced routing decisions against the reference's */
+            json_object_set_new(o, "routing", json_pack("{s:I,s:I,s:o}", "decisions", (json_int_t)a->route_n,
+                "differ", (json_int_t)a->route_diff, "fraction",
+                a->route_n > 0 ? jreal(a->route_diff / a->route_n) : json_null()));
         if (i == R->ref) continue;
         if (a->base >= 0)
             json_object_set_new(o, "repeat_check", json_pack("{s:s,s:b,s:s}", "base",

@@ -22,6 +22,7 @@
 #include <openssl/evp.h>
 
 #include "driver/journal.h"
+#include "driver/pinfile.h"
 #include "driver/workers.h"
 #include "driver/report.h"
 #include "driver/stats.h"
@@ -223,6 +224,7 @@ typedef struct {
                                          and those whose expert set differed: journalled */
     uint32_t *pend_n, *pend_diff;     /* [n] the same since the last journal record */
     int32_t *pin;             /* [chunk][per_tok] the reference's experts of one request (pinned mode) */
+    pinfile *pf;              /* --pin-experts=FILE: replayed or being recorded; NULL: none */
     /* meta.json */
     char date[64], machine[512];
     double t0, wall_prev;     /* this session's start; seconds of earlier sessions */
@@ -325,6 +327,10 @@ static int write_meta(sweep_state *st, const char *status, int complete, char *e
         json_object_set_new(root, "n_expert", json_integer(h->n_expert));
         json_object_set_new(root, "n_expert_used", json_integer(h->n_expert_used));
         json_object_set_new(root, "pin_experts", json_boolean(c->pin_experts));
+        if (st->pf)
+            json_object_set_new(root, "pin_experts_file", json_pack("{s:s,s:s,s:I}", "path", c->pin_file, "mode",
+                                pinfile_replaying(st->pf) ? "replayed" : "recorded", "positions",
+                                (json_int_t)pinfile_positions(st->pf)));
     }
     for (int k = 0; k < c->n_depths; k++) json_array_append_new(jdep, json_integer(c->depths[k]));
     json_object_set_new(root, "depths", jdep);
@@ -454,6 +460,7 @@ static json_t *plan_json(const sweep_config *c, const arm *arms, int n) {
     json_object_set_new(p, "ref", json_string(arms[c->ref].name));
     if (c->cross_score) json_object_set_new(p, "cross_score", json_true());
     if (c->pin_experts) json_object_set_new(p, "pin_experts", json_true());
+    if (c->pin_file) json_object_set_new(p, "pin_experts_file", json_string(c->pin_file));
     put_sample_opts(p, c);
     for (int i = 0; i < n; i++) {
         const proto_hello_rep *h = &arms[i].hello;
@@ -758,7 +765,7 @@ static void apply_faults(sweep_state *st) {
         if (t->arm >= st->n || st->arms[t->arm].remote || st->arms[t->arm].pid <= 0) continue;
         fprintf(stderr, "strata-driver: test hook: %s the worker of arm %s before request %ld\n",
                 t->action == 'k' ? "killing" : "stopping", st->arms[t->arm].name, t->at);
-        kill(st->arms[t->arm].pid, t->action == 'k' ? SIGKILL : SIGSTOP);
+        arm_signal(&st->arms[t->arm], t->action == 'k' ? SIGKILL : SIGSTOP);
         /* a killed worker is gone before the request (a death between two requests) */
         for (int w = 0; t->action == 'k' && w < 200 && arm_alive(&st->arms[t->arm]); w++) {
             struct timespec ts = { 0, 10 * 1000000L };
@@ -874,7 +881,9 @@ static int prefill_step(sweep_state *st, const int *who, int pos, int m, uint32_
                         char *err, size_t errlen) {
     const sweep_config *c = st->c;
     const int n = st->n, R = c->ref;
-    int pinned = st->moe && c->pin_experts;
+    int replay = st->pf && pinfile_replaying(st->pf);   /* every arm gets the file's experts */
+    int pinned = st->moe && c->pin_experts && !replay;   /* the reference first, then the others */
+    if (replay && pinfile_read(st->pf, pos, m, c->tokens + pos, st->pin, err, errlen)) return SWEEP_ERROR;
     for (int a = 0; a < n; a++) {
         proto_init(&st->req[a], PROTO_NONE, 0, 0);
         if (who && !who[a]) continue;
@@ -884,6 +893,10 @@ static int prefill_step(sweep_state *st, const int *who, int pos, int m, uint32_
         st->req[a].prefill_req.n_tokens = (size_t)m;
         st->req[a].prefill_req.rows = rows;
         st->req[a].prefill_req.experts = st->moe && (count || (pinned && a == R));
+        if (replay) {
+            st->req[a].prefill_req.pin = st->pin;
+            st->req[a].prefill_req.n_pin = (size_t)m * st->per_tok;
+        }
     }
     int rc = call(st, KIND_PREFILL, m, what, err, errlen);
     if (rc || !pinned) return rc;
@@ -896,6 +909,12 @@ static int prefill_step(sweep_state *st, const int *who, int pos, int m, uint32_
         return rc;
     }
     memcpy(st->pin, ref.prefill_rep.experts, sizeof(int32_t) * (size_t)m * st->per_tok);
+    /* --pin-experts=FILE being recorded: these positions reach the file (fsync'd) before the
+     * journal can claim them */
+    if (st->pf && pinfile_record(st->pf, pos, m, c->tokens + pos, st->pin, err, errlen)) {
+        free_reps(st->rep, n);
+        return SWEEP_ERROR;
+    }
     memset(&st->rep[R], 0, sizeof st->rep[R]);   /* kept in ref while the others run */
     int others = 0;
     for (int a = 0; a < n; a++) {
@@ -941,6 +960,27 @@ static int count_routing(sweep_state *st, int m, char *err, size_t errlen) {
     return 0;
 }
 
+/* --pin-experts=FILE: opens it (a resumed recording, after the journal: it keeps what the journal
+ * claims); a replayed file must hold every teacher-forced position of the plan, of this document. */
+static int open_pin_file(sweep_state *st, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    const proto_hello_rep *h = &st->arms[c->ref].hello;
+    if (pinfile_open(c->pin_file, h->n_layer, h->n_expert, h->n_expert_used, h->model_sha256,
+                     c->resume ? st->pos_done : 0, &st->pf, err, errlen))
+        return SWEEP_ERROR;
+    int need = c->depths[c->n_depths - 1];
+    if (pinfile_replaying(st->pf) && pinfile_positions(st->pf) < need)
+        return errmsg_set(err, errlen, SWEEP_ERROR, "--pin-experts: %s holds the routing of %lld positions; this "
+                          "sweep reaches depth %d (record a longer one: a FILE that does not exist is recorded)",
+                          c->pin_file, (long long)pinfile_positions(st->pf), need);
+    if (pinfile_replaying(st->pf) && pinfile_check_tokens(st->pf, c->tokens, need, err, errlen)) return SWEEP_ERROR;
+    if (!c->quiet)
+        fprintf(stderr, "strata-driver: %s the experts of %s (%lld positions)\n",
+                pinfile_replaying(st->pf) ? "every arm replays" : "recording the reference's experts into",
+                c->pin_file, (long long)pinfile_positions(st->pf));
+    return 0;
+}
+
 /* Arms marked need_full are truncated to 0 and prefilled (no rows) to st->pos_done; the others
  * are truncated back to st->pos_done (they may be ahead after a failed request). */
 static int sync_arms(sweep_state *st, char *err, size_t errlen) {
@@ -949,8 +989,10 @@ static int sync_arms(sweep_state *st, char *err, size_t errlen) {
     char what[160];
     int any = 0;
     for (int a = 0; st->moe && a < n; a++) st->pend_n[a] = st->pend_diff[a] = 0;   /* not journalled: redone */
-    /* pinned experts: the reference's routing is what the others replay, so a rebuild rebuilds every arm */
-    for (int a = 0; st->moe && c->pin_experts && a < n; a++) any |= st->need_full[a];
+    /* pinned experts: the reference's routing is what the others replay, so a rebuild rebuilds every arm
+     * (a replayed file gives every arm its experts: only the arms that need it are rebuilt) */
+    int from_ref = c->pin_experts && !(st->pf && pinfile_replaying(st->pf));
+    for (int a = 0; st->moe && from_ref && a < n; a++) any |= st->need_full[a];
     for (int a = 0; any && a < n; a++) st->need_full[a] = 1;
     any = 0;
     for (int a = 0; a < n; a++) {
@@ -1548,8 +1590,10 @@ int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *e
 
     /* the journal first (a folder another driver holds is left untouched), then the TSVs: created
      * empty, or rebuilt from the journal when resuming */
+    if (c->pin_file && !c->resume && (ret = open_pin_file(&st, e, sizeof e))) goto done;   /* before any folder */
     if ((ret = c->resume ? journal_start_resume(&st, e, sizeof e) : journal_start_new(&st, e, sizeof e))) goto done;
     started = 1;
+    if (c->pin_file && c->resume && (ret = open_pin_file(&st, e, sizeof e))) goto done;   /* after the journal */
     if ((ret = tsv_sync(&st, e, sizeof e))) goto done;
     if ((ret = write_meta(&st, "running", 0, e, sizeof e))) goto done;
 
@@ -1572,6 +1616,7 @@ int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *e
         if (ret != SWEEP_FAULT) break;
         ret = SWEEP_OK;
     }
+    if (ret == SWEEP_OK && st.pf && pinfile_finish(st.pf, e, sizeof e)) ret = SWEEP_ERROR;
 
 done:
     progress_end(&st.pg);
@@ -1646,6 +1691,7 @@ done:
     free(st.pend_n);
     free(st.pend_diff);
     free(st.pin);
+    pinfile_close(st.pf);
     free(st.greedy);
     json_decref(st.resumes);
     return ret;

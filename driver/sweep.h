@@ -92,6 +92,9 @@ typedef struct {
     int per_position;           /* stream and compare every row */
     int pin_experts;            /* MoE models: every other arm replays the reference arm's experts at
                                    the teacher-forced positions (docs/DESIGN.md §2.6) */
+    const char *pin_file;       /* with pin_experts: NULL, or a routing file (driver/pinfile.h) that
+                                   every arm replays when it exists, else the reference's routing is
+                                   recorded into it */
     int chunk;                  /* tokens per prefill request, >= 1 */
     int ref;                    /* index of the reference arm */
     int compare_threads;        /* threads comparing a reply's rows (1..SWEEP_COMPARE_THREADS_MAX;

@@ -14,7 +14,11 @@
 #   - --pin-experts: no decision differs; the repeated f32 arm's rows are the reference's bit for
 #     bit; the q4_0 arm's rows change;
 #   - the counts survive a killed driver and --resume; in pinned mode a killed worker is restarted
-#     and the results are byte-identical to the uninterrupted run; a dense model refuses the flag.
+#     and the results are byte-identical to the uninterrupted run; summary.json carries the counts;
+#   - --pin-experts=FILE: a run records the reference's experts into FILE, a run with other arms
+#     replays them (= the in-run pinned sweep; the reference's rows = the recording run's); a file
+#     too short, of another document or of another model is refused; a killed recording resumes to
+#     the same file; a dense model refuses the flag.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -121,6 +125,55 @@ check "pinned mode, the f16 worker killed at request batch 9 (rc $rc): restarted
 [ $rc -ne 0 ] && tail -3 "$T/pin-k.err"
 read -r n d <<< "$(routing q4_0 "$T/pin-k")"
 check "pinned mode after the restart: 600 decisions, none differs (${n:-none}, ${d:-?})" test "${n:-0}" = 600 -a "${d:-1}" = 0
+read -r n d <<< "$(routing q4_0 "$T/free")"
+check "summary.json carries the routing counts of each test arm and says whether experts were pinned" \
+    python3 -c 'import json,sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+r = [a["routing"] for a in s["arms"] if a["name"] == "q4_0"][0]
+sys.exit(not (r["decisions"] == int(sys.argv[2]) and r["differ"] == int(sys.argv[3]) and s["pin_experts"] is False))' \
+    "$T/free" "${n:-0}" "${d:--1}"
+
+# ---- --pin-experts=FILE: one run records the reference's experts, later runs replay them ----------
+PF=(--model "$MODEL" --tokens-file "$T/doc.tok" --ref f32 --depths 3 --max-depth 300 --fork 8 --chunk 37 --per-position --quiet)
+mkdir -p "$T/rec-rows" "$T/rep-rows"
+"$DRV" sweep "${PF[@]}" --arms f32,int8 --pin-experts="$T/route.pin" --out "$T/rec" --dump-rows "$T/rec-rows" 2> "$T/rec.err"
+rc=$?
+check "recording (--pin-experts=FILE, FILE absent): exit 0, FILE holds 300 positions x (token + 2 layers x 2 experts) after an 88-byte header, no .part left (rc $rc, $(stat -c %s "$T/route.pin" 2> /dev/null) bytes)" \
+    bash -c "[ $rc -eq 0 ] && [ \"\$(stat -c %s '$T/route.pin')\" = $((88 + 300 * 20)) ] && [ ! -e '$T/route.pin.part' ]"
+"$DRV" sweep "${PF[@]}" --arms f32,q4_0 --pin-experts="$T/route.pin" --out "$T/rep" --dump-rows "$T/rep-rows" 2> "$T/rep.err"
+rc=$?
+"$DRV" sweep "${PF[@]}" --arms f32,q4_0 --pin-experts --out "$T/inrun" 2> /dev/null
+check "replaying FILE with other arms (f32, q4_0; rc $rc): depths.tsv and positions.tsv equal the in-run pinned sweep's" \
+    bash -c "[ $rc -eq 0 ] && cmp -s '$T/rep/depths.tsv' '$T/inrun/depths.tsv' && cmp -s '$T/rep/positions.tsv' '$T/inrun/positions.tsv'"
+same=0
+for dd in 100 200 300; do cmp -s "$T/rec-rows/f32-$dd.f32" "$T/rep-rows/f32-$dd.f32" && same=$((same + 1)); done
+check "... the reference arm replaying its own recorded experts gives the recording run's rows bit for bit ($same/3)" test $same -eq 3
+read -r n d <<< "$(routing q4_0 "$T/rep")"
+check "... every arm ran the file's experts: 600 decisions, none differs (${n:-none}, ${d:-?}); meta.json says replayed" \
+    bash -c "[ '${n:-0}' = 600 ] && [ '${d:-1}' = 0 ] && grep -q '\"mode\": \"replayed\"' '$T/rep/meta.json' && grep -q '\"mode\": \"recorded\"' '$T/rec/meta.json'"
+"$DRV" sweep "${PF[@]}" --max-depth 400 --arms f32,q4_0 --pin-experts="$T/route.pin" --out "$T/long" 2> "$T/long.err"
+rc=$?
+check "a file shorter than the sweep is refused before measuring (rc $rc: $(head -c 160 "$T/long.err"))" \
+    bash -c "[ $rc -ne 0 ] && grep -q 'holds the routing of 300 positions' '$T/long.err'"
+cat tests/fixtures/texts/*.txt | tac | "$WRK" --model "$MODEL" --tokenize > "$T/other.tok"
+"$DRV" sweep "${PF[@]}" --tokens-file "$T/other.tok" --arms f32,q4_0 --pin-experts="$T/route.pin" --out "$T/odoc" 2> "$T/odoc.err"
+rc=$?
+check "a file recorded on another document is refused before measuring: no journal, no --resume hint (rc $rc: $(head -n 1 "$T/odoc.err" | head -c 160))" \
+    bash -c "[ $rc -ne 0 ] && grep -q 'recorded on another document' '$T/odoc.err' && [ ! -e '$T/odoc/journal' ] && ! grep -q -- --resume '$T/odoc.err'"
+"$DRV" sweep "${PF[@]}" --model tests/fixtures/models/rand-qwen3moe-q8_0.gguf --arms f32,q4_0 --pin-experts="$T/route.pin" \
+    --out "$T/omod" 2> "$T/omod.err"
+rc=$?
+check "a file recorded on another model file is refused (rc $rc: $(head -c 160 "$T/omod.err"))" \
+    bash -c "[ $rc -ne 0 ] && grep -q 'recorded on another model file' '$T/omod.err'"
+# a recording killed midway (driver SIGKILLed at request batch 9) and resumed gives the same file
+(STRATA_TEST_FAULT=die@9 "$DRV" sweep "${PF[@]}" --arms f32,int8 --pin-experts="$T/route2.pin" --out "$T/rec-k" \
+    > /dev/null 2>&1; true) 2> /dev/null
+part=$([ -e "$T/route2.pin.part" ] && [ ! -e "$T/route2.pin" ] && echo yes)
+"$DRV" sweep --resume "$T/rec-k" 2> "$T/rec-k.err"
+rc=$?
+check "a killed recording leaves FILE.part only (${part:-no}); resumed (rc $rc), FILE equals the uninterrupted recording byte for byte" \
+    bash -c "[ '$part' = yes ] && [ $rc -eq 0 ] && cmp -s '$T/route.pin' '$T/route2.pin' && cmp -s '$T/rec/depths.tsv' '$T/rec-k/depths.tsv'"
+
 "$DRV" sweep --model tests/fixtures/models/rand-qwen3.gguf --tokens-file "$T/doc.tok" --arms f32,f16 --ref f32 \
     --depths 1 --max-depth 50 --fork 2 --pin-experts --out "$T/dense" --quiet 2> "$T/dense.err"
 rc=$?

@@ -268,6 +268,22 @@ PATH="$T/bin:$PATH" "$DRV" "${SW[@]}" --arms f16,int8 --launch-listen tls+tcp://
 check "launched workers over mutual TLS (--launch-listen tls+tcp://127.0.0.1:0): exit 0, identical results (rc $rc)" \
     bash -c "[ $rc -eq 0 ] && cmp -s '$T/srun-tls/depths.tsv' '$T/ref/depths.tsv'"
 [ $rc -ne 0 ] && head -n 5 "$T/srun-tls.err"
+# the fault hooks reach a launched worker: a launcher that keeps running beside the worker (not
+# exec'ing it, as real srun and ssh do) is what the driver's pid names; STRATA_TEST_FAULT=stop@4:1
+# must stop the worker itself (the launcher's process group), be detected by the request timeout,
+# and the restarted worker must give the local run's results
+cat > "$T/bin/wrapl" << 'EOF'
+#!/bin/sh
+# fake launcher that stays the parent of the command it runs
+"$@"
+EOF
+chmod +x "$T/bin/wrapl"
+STRATA_TEST_FAULT=stop@4:1 PATH="$T/bin:$PATH" "$DRV" "${SW[@]}" --arms f16,int8 --launch 'wrapl {worker}' \
+    --request-timeout 20 --out "$T/lstop" 2> "$T/lstop.err"; rc=$?
+check "STRATA_TEST_FAULT=stop@4:1 through a launcher that stays the worker's parent: the launched worker itself is stopped, detected and restarted (rc $rc)" \
+    bash -c "[ $rc -eq 0 ] && grep -q 'arm int8: the worker (pid [0-9]*, state T: stopped) sent no reply' '$T/lstop.err' && grep -q 'worker restarted' '$T/lstop.err'"
+check "... results byte-identical to local arms" \
+    bash -c "cmp -s '$T/lstop/depths.tsv' '$T/ref/depths.tsv' && cmp -s '$T/lstop/forks.tsv' '$T/ref/forks.tsv'"
 "$DRV" "${SW[@]}" --arms f16,int8 --launch 'srun -N1' --out "$T/badl" 2> "$T/badl.err"; rc=$?
 check "a template without {worker} is a usage error (rc $rc)" bash -c "[ $rc -eq 2 ] && grep -q '{worker}' '$T/badl.err'"
 PATH="$T/bin:$PATH" "$DRV" "${SW[@]}" --arms f16,int8 --launch 'srun -N1 false {worker}' --out "$T/diel" 2> "$T/diel.err"; rc=$?
