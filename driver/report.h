@@ -11,6 +11,8 @@
  *   cross.tsv      one row per depth per non-reference arm (REPORT_CROSS_HEADER), --cross-score only
  *   samples.tsv    one row per depth, temperature and non-reference arm (REPORT_SAMPLES_HEADER),
  *                  --sample-temps only
+ *   cross_samples.tsv  the same rows as cross.tsv for the sampled texts, with their temperature
+ *                  (REPORT_CROSS_SAMPLES_HEADER), --cross-score with --sample-temps only
  *   meta.json      setup and provenance (see report_render)
  * Arm names and KV format names: 1..63 printable ASCII characters without spaces, quotes,
  * backslash, '|', '`', ',' ; a repeated arm is NAME#k (e.g. "f16#2").
@@ -35,6 +37,9 @@
     "f32_nll_ref_text\trep_arm\trep_ref"
 #define REPORT_SAMPLES_HEADER                                                                   \
     "depth\tarm\ttemperature\ttop_p\tseed\tfork\tcensored\ttokens_arm\ttokens_ref"
+#define REPORT_CROSS_SAMPLES_HEADER                                                             \
+    "depth\tarm\ttemperature\tfork\tcensored\tn\tref_nll_arm_text\tref_nll_ref_text\t"         \
+    "f32_nll_arm_text\tf32_nll_ref_text\trep_arm\trep_ref"
 /* n-gram order of the repetition rate (stats_repeat_rate) in cross.tsv */
 #define REPORT_REPEAT_ORDER 4
 
@@ -52,6 +57,7 @@ FILE *report_tsv_open_positions(const char *dir, char *err, size_t errlen);
 FILE *report_tsv_open_forks(const char *dir, char *err, size_t errlen);
 FILE *report_tsv_open_cross(const char *dir, char *err, size_t errlen);
 FILE *report_tsv_open_samples(const char *dir, char *err, size_t errlen);
+FILE *report_tsv_open_cross_samples(const char *dir, char *err, size_t errlen);
 
 /* One depths.tsv row: depth = tokens in the prefix, r = the metrics of the teacher-forced row
  * (position depth−1, next = token `depth` or -1), fork in [0, fork_n] with censored = 1 when the
@@ -75,6 +81,8 @@ typedef struct {
     double rep_arm, rep_ref;
 } report_cross_vals;
 int report_tsv_cross_row(FILE *f, int depth, const char *arm, const report_cross_vals *v);
+/* One cross_samples.tsv row: as cross.tsv's, for the two texts sampled at temperature T. */
+int report_tsv_cross_sample_row(FILE *f, int depth, const char *arm, double temperature, const report_cross_vals *v);
 /* One samples.tsv row: the sampled probe at temperature T, top_p, seed; both streams [n]. */
 int report_tsv_sample_row(FILE *f, int depth, const char *arm, double temperature, double top_p,
                           uint64_t seed, int fork, int censored, const int32_t *tok_arm,

@@ -103,6 +103,7 @@ static int x_tokens(x_ctx *c, const char *s, const char *col, int **out, int *n)
 
 void report_extra_free(report_extra *X) {
     free(X->x);
+    free(X->xs);
     free(X->s);
     free(X->temps);
     memset(X, 0, sizeof *X);
@@ -119,11 +120,51 @@ static int add_temp(report_extra *X, double T) {
     return 0;
 }
 
-/* One line of cross.tsv (kind 0) or samples.tsv (kind 1) into X; rows of depths the report did
- * not load (an unfinished depth) are skipped. */
+/* cross.tsv's columns from fork on (f [9]) into r. */
+static int parse_cross(x_ctx *c, const report_results *R, char **f, report_cross_row *r) {
+    if (x_int(c, f[0], "fork", 0, R->fork_n, &r->fork) || x_int(c, f[1], "censored", 0, 1, &r->censored) ||
+        x_int(c, f[2], "n", 1, R->fork_n, &r->n) ||
+        x_num(c, f[3], "ref_nll_arm_text", 0, 0, INFINITY, &r->ref_nll_arm) ||
+        x_num(c, f[4], "ref_nll_ref_text", 0, 0, INFINITY, &r->ref_nll_ref) ||
+        x_num(c, f[5], "f32_nll_arm_text", 1, 0, INFINITY, &r->f32_nll_arm) ||
+        x_num(c, f[6], "f32_nll_ref_text", 1, 0, INFINITY, &r->f32_nll_ref) ||
+        x_num(c, f[7], "rep_arm", 1, 0, 1, &r->rep_arm) || x_num(c, f[8], "rep_ref", 1, 0, 1, &r->rep_ref))
+        return -1;
+    return 0;
+}
+
+/* A cross_samples.tsv line (f [12]) into X->xs: its fork must be that of samples.tsv's row of the
+ * same arm, depth and temperature. */
+static int parse_cross_sample(x_ctx *c, const report_results *R, report_extra *X, char **f, int depth, int arm) {
+    report_cross_row r = { .depth = depth, .arm = arm };
+    if (x_num(c, f[2], "temperature", 0, 1e-300, 100, &r.temperature) || parse_cross(c, R, f + 3, &r)) return -1;
+    const report_sample_row *s = NULL;
+    for (size_t i = 0; i < X->ns && !s; i++)
+        if (X->s[i].arm == arm && X->s[i].depth == depth && X->s[i].temperature == r.temperature) s = &X->s[i];
+    if (!s || s->fork != r.fork || s->censored != r.censored || isnan(r.f32_nll_arm) != isnan(r.f32_nll_ref)) {
+        report_set_err(c->err, c->errlen, "%s:%ld: no samples.tsv row of arm %s, depth %d, temperature %s with fork "
+                       "%d (censored %d), or only one f32 score is given", c->path, c->line, f[1], depth, f[2], r.fork,
+                       r.censored);
+        return -1;
+    }
+    for (size_t i = 0; i < X->nxs; i++)
+        if (X->xs[i].arm == arm && X->xs[i].depth == depth && X->xs[i].temperature == r.temperature) {
+            report_set_err(c->err, c->errlen, "%s:%ld: arm %s, depth %d, temperature %s appears twice", c->path,
+                           c->line, f[1], depth, f[2]);
+            return -1;
+        }
+    report_cross_row *nx = realloc(X->xs, sizeof *nx * (X->nxs + 1));
+    if (!nx) { report_set_err(c->err, c->errlen, "out of memory"); return -1; }
+    X->xs = nx;
+    X->xs[X->nxs++] = r;
+    return 0;
+}
+
+/* One line of cross.tsv (kind 0), samples.tsv (kind 1) or cross_samples.tsv (kind 2) into X; rows
+ * of depths the report did not load (an unfinished depth) are skipped. */
 static int parse_line(x_ctx *c, const report_results *R, report_extra *X, int kind, char *line) {
     char *f[X_MAX_FIELDS + 1];
-    int nf = x_split(line, f), want = kind ? 9 : 11;
+    int nf = x_split(line, f), want = kind == 2 ? 12 : kind ? 9 : 11;
     if (nf != want) {
         report_set_err(c->err, c->errlen, "%s:%ld: %d fields, expected %d", c->path, c->line, nf, want);
         return -1;
@@ -132,16 +173,10 @@ static int parse_line(x_ctx *c, const report_results *R, report_extra *X, int ki
     if (x_int(c, f[0], "depth", 1, INT32_MAX, &depth) || x_arm(c, R, f[1], &arm)) return -1;
     const report_depth *d = report_find_depth(R, arm, depth);
     if (!d) return 0;
+    if (kind == 2) return parse_cross_sample(c, R, X, f, depth, arm);
     if (kind == 0) {
         report_cross_row r = { .depth = depth, .arm = arm };
-        if (x_int(c, f[2], "fork", 0, R->fork_n, &r.fork) || x_int(c, f[3], "censored", 0, 1, &r.censored) ||
-            x_int(c, f[4], "n", 1, R->fork_n, &r.n) ||
-            x_num(c, f[5], "ref_nll_arm_text", 0, 0, INFINITY, &r.ref_nll_arm) ||
-            x_num(c, f[6], "ref_nll_ref_text", 0, 0, INFINITY, &r.ref_nll_ref) ||
-            x_num(c, f[7], "f32_nll_arm_text", 1, 0, INFINITY, &r.f32_nll_arm) ||
-            x_num(c, f[8], "f32_nll_ref_text", 1, 0, INFINITY, &r.f32_nll_ref) ||
-            x_num(c, f[9], "rep_arm", 1, 0, 1, &r.rep_arm) || x_num(c, f[10], "rep_ref", 1, 0, 1, &r.rep_ref))
-            return -1;
+        if (parse_cross(c, R, f + 2, &r)) return -1;
         if (r.fork != d->fork || r.censored != d->censored || isnan(r.f32_nll_arm) != isnan(r.f32_nll_ref)) {
             report_set_err(c->err, c->errlen, "%s:%ld: fork %d (censored %d) disagrees with depths.tsv's %d (%d), or "
                            "only one f32 score is given", c->path, c->line, r.fork, r.censored, d->fork, d->censored);
@@ -236,15 +271,18 @@ static int load_file(const char *dir, const char *name, const char *header, int 
 static int cmp_cross(const void *a, const void *b) {
     const report_cross_row *p = a, *q = b;
     if (p->arm != q->arm) return p->arm - q->arm;
+    if (p->temperature != q->temperature) return (p->temperature > q->temperature) - (p->temperature < q->temperature);
     return (p->depth > q->depth) - (p->depth < q->depth);
 }
 
 int report_extra_load(const char *dir, const report_results *R, report_extra *X, char *err, size_t errlen) {
     memset(X, 0, sizeof *X);
     if (load_file(dir, "cross.tsv", REPORT_CROSS_HEADER, 0, R, X, &X->have_cross, err, errlen) ||
-        load_file(dir, "samples.tsv", REPORT_SAMPLES_HEADER, 1, R, X, &X->have_samples, err, errlen))
+        load_file(dir, "samples.tsv", REPORT_SAMPLES_HEADER, 1, R, X, &X->have_samples, err, errlen) ||
+        load_file(dir, "cross_samples.tsv", REPORT_CROSS_SAMPLES_HEADER, 2, R, X, &X->have_cross_samples, err, errlen))
         return -1;
     if (X->nx) qsort(X->x, X->nx, sizeof *X->x, cmp_cross);
+    if (X->nxs) qsort(X->xs, X->nxs, sizeof *X->xs, cmp_cross);
     return 0;
 }
 
@@ -270,16 +308,17 @@ typedef struct {
     stats_ci rep_arm, rep_ref;
 } cross_sum;
 
-static int cross_summary(const report_extra *X, int a, cross_sum *s) {
+/* Over the rows x [nx] of arm a at temperature T (cross.tsv's rows have T = 0). */
+static int cross_summary(const report_cross_row *x, size_t nx, int a, double T, cross_sum *s) {
     memset(s, 0, sizeof *s);
     size_t n = 0;
-    for (size_t i = 0; i < X->nx; i++) n += X->x[i].arm == a;
+    for (size_t i = 0; i < nx; i++) n += x[i].arm == a && x[i].temperature == T;
     double *buf = malloc(sizeof *buf * 4 * (n ? n : 1));   /* [4][n] Δ ref, Δ f32, rep arm, rep ref */
     if (!buf) return -1;
     size_t k = 0;
-    for (size_t i = 0; i < X->nx; i++) {
-        const report_cross_row *r = &X->x[i];
-        if (r->arm != a) continue;
+    for (size_t i = 0; i < nx; i++) {
+        const report_cross_row *r = &x[i];
+        if (r->arm != a || r->temperature != T) continue;
         buf[k] = r->ref_nll_arm - r->ref_nll_ref;
         buf[n + k] = r->f32_nll_arm - r->f32_nll_ref;
         buf[2 * n + k] = r->rep_arm;
@@ -374,7 +413,7 @@ static void readme_cross(FILE *o, const report_results *R, const report_analysis
     for (int a = 0; a < R->n_arms; a++) {
         if (a == R->ref) continue;
         cross_sum s;
-        if (cross_summary(X, a, &s) || !s.n) continue;
+        if (cross_summary(X->x, X->nx, a, 0, &s) || !s.n) continue;
         char dr[96], df[96];
         fmt_ci3(&s.d_ref, dr, sizeof dr);
         fmt_ci3(&s.d_f32, df, sizeof df);
@@ -412,6 +451,32 @@ static void readme_cross(FILE *o, const report_results *R, const report_analysis
         }
         fprintf(o, "\n");
     }
+}
+
+/* "Cross-scored sampled continuations": cross_samples.tsv per arm and temperature. */
+static void readme_cross_samples(FILE *o, const report_results *R, const report_analysis *A, const report_extra *X) {
+    const char *ref = A->ref_label;
+    fprintf(o, "## Cross-scored sampled continuations\n\n"
+            "The sampled probes' texts scored as the greedy ones are above: each arm's %d sampled tokens and the "
+            "reference's, drawn with the same random numbers, scored teacher-forced by the reference (%s) and by "
+            "the fp32 arm. Δ = arm's text − reference's text, mean NLL per token (nats); where the two samples "
+            "are identical Δ = 0 exactly. The reference's own sample was drawn from the scorer's distribution "
+            "(or nearly), so at T > 0 read each arm against the fp32 arm's Δ, not against zero.\n\n"
+            "| Arm | T | Depths | Forked | Δ NLL/token under %s | Verdict | Δ NLL/token under fp32 | Verdict | "
+            "Repetition arm / ref |\n|---|---:|---:|---:|---:|---|---:|---|---:|\n", R->fork_n, ref, ref);
+    for (int a = 0; a < R->n_arms; a++) {
+        for (int j = 0; a != R->ref && j < X->n_temps; j++) {
+            cross_sum s;
+            if (cross_summary(X->xs, X->nxs, a, X->temps[j], &s) || !s.n) continue;
+            char dr[96], df[96];
+            fmt_ci3(&s.d_ref, dr, sizeof dr);
+            fmt_ci3(&s.d_f32, df, sizeof df);
+            fprintf(o, "| %s | %g | %zu | %zu | %s | %s | %s | %s | %.3f / %.3f |\n", A->a[a].label, X->temps[j],
+                    s.n, s.n_forked, dr, cross_verdict(&s.d_ref), df, cross_verdict(&s.d_f32), s.rep_arm.est,
+                    s.rep_ref.est);
+        }
+    }
+    fprintf(o, "\nMeans over depths, intervals and verdicts as in *Cross-scored continuations*.\n\n");
 }
 
 static void readme_samples(FILE *o, const report_results *R, const report_analysis *A, const report_extra *X) {
@@ -452,6 +517,7 @@ static void readme_samples(FILE *o, const report_results *R, const report_analys
 void report_extra_readme(FILE *o, const report_results *R, const report_analysis *A, const report_extra *X) {
     if (X->have_cross) readme_cross(o, R, A, X);
     if (X->have_samples) readme_samples(o, R, A, X);
+    if (X->have_cross_samples) readme_cross_samples(o, R, A, X);
 }
 
 /* ============================================================================================
@@ -461,7 +527,7 @@ void report_extra_readme(FILE *o, const report_results *R, const report_analysis
 /* One folder's cell of a cross-scoring row: "Δ [lo, hi] (verdict)", or REPORT_NA. */
 static void cross_cell(const report_extra *X, int a, int f32, char *buf, size_t len) {
     cross_sum s;
-    if (!X->have_cross || cross_summary(X, a, &s) || !s.n) { snprintf(buf, len, REPORT_NA); return; }
+    if (!X->have_cross || cross_summary(X->x, X->nx, a, 0, &s) || !s.n) { snprintf(buf, len, REPORT_NA); return; }
     const stats_ci *c = f32 ? &s.d_f32 : &s.d_ref;
     char ci[96];
     fmt_ci3(c, ci, sizeof ci);
@@ -526,7 +592,7 @@ int report_extra_summary(json_t *root, const report_results *R, const report_ext
         json_t *arr = json_array();
         for (int a = 0; arr && a < R->n_arms; a++) {
             cross_sum s;
-            if (a == R->ref || cross_summary(X, a, &s) || !s.n) continue;
+            if (a == R->ref || cross_summary(X->x, X->nx, a, 0, &s) || !s.n) continue;
             json_array_append_new(arr, json_pack("{s:s,s:I,s:I,s:o,s:s,s:o,s:s,s:o,s:o}", "arm", R->arms[a].name,
                                                  "n", (json_int_t)s.n, "n_forked", (json_int_t)s.n_forked,
                                                  "delta_nll_ref", jci(&s.d_ref), "verdict_ref",
@@ -553,6 +619,23 @@ int report_extra_summary(json_t *root, const report_results *R, const report_ext
             }
         }
         if (!arr || json_object_set_new(root, "sampled_forks", arr)) return -1;
+    }
+    if (X->have_cross_samples) {
+        json_t *arr = json_array();
+        for (int a = 0; arr && a < R->n_arms; a++) {
+            for (int j = 0; a != R->ref && j < X->n_temps; j++) {
+                cross_sum s;
+                if (cross_summary(X->xs, X->nxs, a, X->temps[j], &s) || !s.n) continue;
+                json_array_append_new(arr, json_pack("{s:s,s:f,s:I,s:I,s:o,s:s,s:o,s:s,s:o,s:o}", "arm",
+                                                     R->arms[a].name, "temperature", X->temps[j], "n", (json_int_t)s.n,
+                                                     "n_forked", (json_int_t)s.n_forked, "delta_nll_ref",
+                                                     jci(&s.d_ref), "verdict_ref", cross_verdict(&s.d_ref),
+                                                     "delta_nll_f32", jci(&s.d_f32), "verdict_f32",
+                                                     cross_verdict(&s.d_f32), "repetition_arm", jci(&s.rep_arm),
+                                                     "repetition_ref", jci(&s.rep_ref)));
+            }
+        }
+        if (!arr || json_object_set_new(root, "cross_scoring_sampled", arr)) return -1;
     }
     return 0;
 }

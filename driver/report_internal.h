@@ -262,9 +262,10 @@ void report_fmt_fork(int fork, int censored, char *buf, size_t len);
 
 #define REPORT_CROSS_EQ_NATS 0.1   /* "equivalent": the CI of mean Δ NLL/token within ±0.1 nats */
 
-/* One cross.tsv row (arm = index into report_results.arms). */
+/* One cross.tsv row, or cross_samples.tsv row (arm = index into report_results.arms). */
 typedef struct {
     int depth, arm, fork, censored, n;
+    double temperature;                                          /* cross_samples.tsv; 0: cross.tsv */
     double ref_nll_arm, ref_nll_ref, f32_nll_arm, f32_nll_ref;   /* mean NLL per token; f32: NAN = none */
     double rep_arm, rep_ref;
 } report_cross_row;
@@ -277,8 +278,11 @@ typedef struct {
 
 typedef struct {
     int have_cross, have_samples;   /* the files exist */
+    int have_cross_samples;
     report_cross_row *x;            /* [nx] sorted by (arm, depth) */
     size_t nx;
+    report_cross_row *xs;           /* [nxs] cross_samples.tsv, sorted by (arm, temperature, depth) */
+    size_t nxs;
     report_sample_row *s;           /* [ns] in file order */
     size_t ns;
     double *temps;                  /* [n_temps] the temperatures of samples.tsv, first appearance order */

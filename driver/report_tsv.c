@@ -75,6 +75,9 @@ FILE *report_tsv_open_cross(const char *dir, char *err, size_t errlen) {
 FILE *report_tsv_open_samples(const char *dir, char *err, size_t errlen) {
     return tsv_open(dir, "samples.tsv", REPORT_SAMPLES_HEADER, err, errlen);
 }
+FILE *report_tsv_open_cross_samples(const char *dir, char *err, size_t errlen) {
+    return tsv_open(dir, "cross_samples.tsv", REPORT_CROSS_SAMPLES_HEADER, err, errlen);
+}
 
 int report_tsv_depth_row(FILE *f, int depth, const char *arm, const stats_row *r, int fork,
                          int censored, double fork_gap_arm, double fork_gap_ref) {
@@ -118,14 +121,27 @@ int report_tsv_fork_row(FILE *f, int depth, const char *arm, int fork, int censo
     return rc ? -1 : 0;
 }
 
-int report_tsv_cross_row(FILE *f, int depth, const char *arm, const report_cross_vals *v) {
-    if (!f || !v || !name_ok(arm)) return -1;
-    int rc = fprintf(f, "%d\t%s\t%d\t%d\t%d", depth, arm, v->fork, v->censored ? 1 : 0, v->n) < 0;
+/* cross.tsv's columns after depth and arm (also cross_samples.tsv's after its temperature). */
+static int put_cross(FILE *f, const report_cross_vals *v) {
+    int rc = fprintf(f, "\t%d\t%d\t%d", v->fork, v->censored ? 1 : 0, v->n) < 0;
     rc |= put_num(f, v->ref_nll_arm_text) | put_num(f, v->ref_nll_ref_text);
     rc |= put_num(f, v->f32_nll_arm_text) | put_num(f, v->f32_nll_ref_text);
     rc |= put_num(f, v->rep_arm) | put_num(f, v->rep_ref);
     rc |= fputc('\n', f) == EOF;
     return rc ? -1 : 0;
+}
+
+int report_tsv_cross_row(FILE *f, int depth, const char *arm, const report_cross_vals *v) {
+    if (!f || !v || !name_ok(arm)) return -1;
+    int rc = fprintf(f, "%d\t%s", depth, arm) < 0;
+    return rc || put_cross(f, v) ? -1 : 0;
+}
+
+int report_tsv_cross_sample_row(FILE *f, int depth, const char *arm, double temperature, const report_cross_vals *v) {
+    if (!f || !v || !name_ok(arm)) return -1;
+    int rc = fprintf(f, "%d\t%s", depth, arm) < 0;
+    rc |= put_num(f, temperature);
+    return rc || put_cross(f, v) ? -1 : 0;
 }
 
 int report_tsv_sample_row(FILE *f, int depth, const char *arm, double temperature, double top_p,

@@ -198,7 +198,9 @@ typedef struct {
     int n, V;
     FILE *depths, *positions, *forks;
     FILE *cross, *samples;    /* cross.tsv (cfg.cross_score), samples.tsv (cfg.n_sample_temps) */
+    FILE *cross_samples;      /* cross_samples.tsv (both: the sampled continuations cross-scored) */
     int extra;                /* either of them: DEPTH records carry their lines */
+    int xsamp;                /* both of them: DEPTH records also carry cross_samples.tsv's lines */
     int F;                    /* the f32 scorer (sweep_f32_arm), -1: none */
     int32_t *greedy;          /* [n][fork_n] each arm's greedy fork tokens of the current depth */
     journal jn;
@@ -459,6 +461,7 @@ static json_t *plan_json(const sweep_config *c, const arm *arms, int n) {
     json_object_set_new(p, "chunk", json_integer(c->chunk));
     json_object_set_new(p, "ref", json_string(arms[c->ref].name));
     if (c->cross_score) json_object_set_new(p, "cross_score", json_true());
+    if (c->cross_score && c->n_sample_temps) json_object_set_new(p, "cross_samples", json_true());
     if (c->pin_experts) json_object_set_new(p, "pin_experts", json_true());
     if (c->pin_file) json_object_set_new(p, "pin_experts_file", json_string(c->pin_file));
     put_sample_opts(p, c);
@@ -483,9 +486,10 @@ static int tsv_put(FILE *f, const char *name, const sweep_config *c, const void 
 
 /* fflush + fsync of the TSV files: a completed depth is on disk before meta.json counts it. */
 static int tsv_sync(sweep_state *st, char *err, size_t errlen) {
-    FILE *f[5] = { st->depths, st->forks, st->positions, st->cross, st->samples };
-    static const char *const names[5] = { "depths.tsv", "forks.tsv", "positions.tsv", "cross.tsv", "samples.tsv" };
-    for (int i = 0; i < 5; i++)
+    FILE *f[6] = { st->depths, st->forks, st->positions, st->cross, st->samples, st->cross_samples };
+    static const char *const names[6] = { "depths.tsv", "forks.tsv", "positions.tsv", "cross.tsv", "samples.tsv",
+                                          "cross_samples.tsv" };
+    for (int i = 0; i < 6; i++)
         if (f[i] && journal_fsync_stream(f[i]))
             return errmsg_set(err, errlen, SWEEP_ERROR, "cannot write %s/%s: %s", st->c->out_dir, names[i],
                               strerror(errno));
@@ -499,7 +503,8 @@ static int open_tsvs(sweep_state *st, char *err, size_t errlen) {
         !(st->forks = report_tsv_open_forks(c->out_dir, err, errlen)) ||
         (c->per_position && !(st->positions = report_tsv_open_positions(c->out_dir, err, errlen))) ||
         (c->cross_score && !(st->cross = report_tsv_open_cross(c->out_dir, err, errlen))) ||
-        (c->n_sample_temps && !(st->samples = report_tsv_open_samples(c->out_dir, err, errlen))))
+        (c->n_sample_temps && !(st->samples = report_tsv_open_samples(c->out_dir, err, errlen))) ||
+        (st->xsamp && !(st->cross_samples = report_tsv_open_cross_samples(c->out_dir, err, errlen))))
         return SWEEP_ERROR;
     return 0;
 }
@@ -602,12 +607,13 @@ static int replay_records(sweep_state *st, const journal_rec *recs, size_t n_rec
             tp = jrd_str(&rd, &lp);
             td = jrd_str(&rd, &ld);
             tf = jrd_str(&rd, &lf);
-            uint32_t lx = 0, ls = 0;
-            const unsigned char *tx = NULL, *ts = NULL;
+            uint32_t lx = 0, ls = 0, lxs = 0;
+            const unsigned char *tx = NULL, *ts = NULL, *txs = NULL;
             if (st->extra) {
                 tx = jrd_str(&rd, &lx);
                 ts = jrd_str(&rd, &ls);
             }
+            if (st->xsamp) txs = jrd_str(&rd, &lxs);
             replay_routing(st, &rd);
             if (rd.bad || (int)k != st->k_done || k >= (uint32_t)c->n_depths || (int)depth != c->depths[k] ||
                 (int)from != st->pos_done || (lp && !c->per_position)) {
@@ -620,6 +626,8 @@ static int replay_records(sweep_state *st, const journal_rec *recs, size_t n_rec
                 ret = tsv_put(st->forks, "forks.tsv", c, tf, lf, err, errlen);
             if (apply && !ret && st->extra && !(ret = tsv_put(st->cross, "cross.tsv", c, tx, lx, err, errlen)))
                 ret = tsv_put(st->samples, "samples.tsv", c, ts, ls, err, errlen);
+            if (apply && !ret && st->xsamp)
+                ret = tsv_put(st->cross_samples, "cross_samples.tsv", c, txs, lxs, err, errlen);
             st->k_done++;
             st->pos_done = (int)depth;
             st->wall_prev = wall;
@@ -1241,66 +1249,30 @@ static int generate_all(sweep_state *st, int d, double T, double top_p, uint64_t
     return rc;
 }
 
-/* The sampled fork probes of depth d (every arm at d): for each temperature T_j, every arm
- * samples fork_n tokens with the same seed (sweep_sample_seed), then is truncated back to d.
- * One samples.tsv line per non-reference arm and temperature into out. */
-static int sampled_probes(sweep_state *st, int d, FILE *out, char *err, size_t errlen) {
-    const sweep_config *c = st->c;
-    const int R = c->ref;
-    int rc = 0;
-    for (int j = 0; j < c->n_sample_temps && !rc; j++) {
-        double T = c->sample_temps[j];
-        uint64_t seed = sweep_sample_seed(c->sample_seed, d, j);
-        if ((rc = generate_all(st, d, T, c->top_p, seed, err, errlen))) break;
-        const proto_generate_rep *gr = &st->rep[R].generate_rep;
-        for (int a = 0; a < st->n && !rc; a++) {
-            const proto_generate_rep *g = &st->rep[a].generate_rep;
-            int t = st->twin[a];
-            if (t >= 0 && !st->twin_warned[a] &&
-                memcmp(g->tokens, st->rep[t].generate_rep.tokens, sizeof(int32_t) * (size_t)c->fork_n)) {
-                st->twin_warned[a] = 1;
-                rc = warn_loud(st, a, err, errlen, "arm %s is NOT bit-identical to arm %s (same K/V formats, device "
-                               "and engine) in the sampled fork probe at depth %d, temperature %g: the engine is not "
-                               "deterministic and every number of this run is suspect", st->arms[a].name,
-                               st->arms[t].name, d, T);
-            }
-            if (rc || a == R) continue;
-            int censored, fork = sweep_fork_index(g->tokens, gr->tokens, c->fork_n, &censored);
-            if (report_tsv_sample_row(out, d, st->arms[a].name, T, c->top_p, seed, fork, censored, g->tokens,
-                                      gr->tokens, c->fork_n))
-                rc = errmsg_set(err, errlen, SWEEP_ERROR, "cannot format a samples.tsv row");
-        }
-        free_reps(st->rep, st->n);
-        if (!rc) rc = truncate_arms(st, d, NULL, "back to the depth after a sampled fork probe", err, errlen);
-    }
-    return rc;
-}
-
-/* Cross-scoring at depth d (every arm at d, greedy continuations in st->greedy): each distinct
- * continuation x[fork_n] is scored teacher-forced by the reference and the f32 arm at once:
- * truncate both to d - 1, prefill [token d-1, x_0 .. x_{n-2}] with every row; row i gives
- * ln p(x_i). Arms with the same continuation share its scores (the rows are bit-identical).
- * The scorers end at d - 1 + fork_n. One cross.tsv line per non-reference arm into out. */
-static int cross_score(sweep_state *st, int d, FILE *out, char *err, size_t errlen) {
+/* Scores the continuations x [n][fork_n] (arm a's at x + a * fork_n) teacher-forced under the
+ * reference and the f32 arm at depth d (every arm at d): for each distinct text, truncate both
+ * scorers to d - 1 and prefill [token d-1, x_0 .. x_{n-2}] with every row; row i gives ln p(x_i).
+ * Arms with the same text share its scores (the rows are bit-identical). Writes nll [2][n]: the
+ * mean NLL per token under the reference, then under f32 (NAN: no f32 arm). The scorers end at
+ * d - 1 + fork_n. */
+static int score_texts(sweep_state *st, int d, const int32_t *x, double *nll, char *err, size_t errlen) {
     const sweep_config *c = st->c;
     const int n = st->n, R = c->ref, F = st->F, N = c->fork_n, V = st->V;
     int *scorer = calloc((size_t)n, sizeof *scorer);             /* [n] 1: R and F */
     int *uniq = calloc((size_t)n, sizeof *uniq);                 /* [n] first arm with the same text */
-    double *nll = malloc(sizeof *nll * 2 * (size_t)n);           /* [2][n] by R, by F (NAN: no F) */
     int32_t *buf = malloc(sizeof *buf * (size_t)N);              /* [N] the prefill */
     char what[200];
     int rc = 0;
-    if (!scorer || !uniq || !nll || !buf) { rc = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory"); goto done; }
+    if (!scorer || !uniq || !buf) { rc = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory"); goto done; }
     scorer[R] = 1;
     if (F >= 0) scorer[F] = 1;
     for (int a = 0; a < n; a++) {
-        const int32_t *x = st->greedy + (size_t)a * N;
         uniq[a] = a;
         for (int b = 0; b < a && uniq[a] == a; b++)
-            if (!memcmp(x, st->greedy + (size_t)b * N, sizeof *x * (size_t)N)) uniq[a] = b;
+            if (!memcmp(x + (size_t)a * N, x + (size_t)b * N, sizeof *x * (size_t)N)) uniq[a] = b;
     }
     for (int a = 0; a < n && !rc; a++) {
-        const int32_t *x = st->greedy + (size_t)a * N;
+        const int32_t *xa = x + (size_t)a * N;
         if (uniq[a] != a) {
             nll[a] = nll[uniq[a]];
             nll[n + a] = nll[n + uniq[a]];
@@ -1308,7 +1280,7 @@ static int cross_score(sweep_state *st, int d, FILE *out, char *err, size_t errl
         }
         if ((rc = truncate_arms(st, d - 1, scorer, "before cross-scoring", err, errlen))) break;
         buf[0] = c->tokens[d - 1];
-        memcpy(buf + 1, x, sizeof *buf * (size_t)(N - 1));
+        memcpy(buf + 1, xa, sizeof *buf * (size_t)(N - 1));
         for (int s = 0; s < n; s++) {
             proto_init(&st->req[s], scorer[s] ? PROTO_PREFILL : PROTO_NONE, 0, 0);
             st->req[s].prefill_req.tokens = buf;
@@ -1325,7 +1297,7 @@ static int cross_score(sweep_state *st, int d, FILE *out, char *err, size_t errl
             int s = k ? F : R;
             double sum = 0, lp;
             for (int i = 0; s >= 0 && i < N && !rc; i++) {
-                if (stats_token_logprob(st->rep[s].prefill_rep.logits + (size_t)i * V, V, x[i], &lp))
+                if (stats_token_logprob(st->rep[s].prefill_rep.logits + (size_t)i * V, V, xa[i], &lp))
                     rc = errmsg_set(err, errlen, SWEEP_ERROR, "arm %s returned a non-finite logit while "
                                     "cross-scoring at depth %d", st->arms[s].name, d);
                 sum -= lp;
@@ -1334,19 +1306,99 @@ static int cross_score(sweep_state *st, int d, FILE *out, char *err, size_t errl
         }
         free_reps(st->rep, n);
     }
-    for (int a = 0; a < n && !rc; a++) {
-        if (a == R) continue;
-        report_cross_vals v = { st->fork[a], st->censored[a], N, nll[a], nll[R], nll[n + a], nll[n + R],
-                                stats_repeat_rate(st->greedy + (size_t)a * N, N, REPORT_REPEAT_ORDER),
-                                stats_repeat_rate(st->greedy + (size_t)R * N, N, REPORT_REPEAT_ORDER) };
-        if (report_tsv_cross_row(out, d, st->arms[a].name, &v))
-            rc = errmsg_set(err, errlen, SWEEP_ERROR, "cannot format a cross.tsv row");
-    }
 done:
     free(scorer);
     free(uniq);
-    free(nll);
     free(buf);
+    return rc;
+}
+
+/* The cross.tsv / cross_samples.tsv values of arm a: its text and the reference's, x [n][fork_n],
+ * with their scores nll [2][n] (score_texts). */
+static report_cross_vals cross_vals(const sweep_state *st, const int32_t *x, const double *nll, int a, int fork,
+                                    int censored) {
+    const int n = st->n, R = st->c->ref, N = st->c->fork_n;
+    return (report_cross_vals){ fork, censored, N, nll[a], nll[R], nll[n + a], nll[n + R],
+                                stats_repeat_rate(x + (size_t)a * N, N, REPORT_REPEAT_ORDER),
+                                stats_repeat_rate(x + (size_t)R * N, N, REPORT_REPEAT_ORDER) };
+}
+
+/* The sampled fork probes of depth d (every arm at d): for each temperature T_j, every arm
+ * samples fork_n tokens with the same seed (sweep_sample_seed), then is truncated back to d.
+ * One samples.tsv line per non-reference arm and temperature into out. xout (NULL: none): each
+ * arm's sampled text is also cross-scored (score_texts) and gets a cross_samples.tsv line, after
+ * which every arm is back at d for the next temperature. */
+static int sampled_probes(sweep_state *st, int d, FILE *out, FILE *xout, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    const int n = st->n, R = c->ref, N = c->fork_n;
+    int32_t *x = xout ? malloc(sizeof *x * (size_t)n * (size_t)N) : NULL;   /* [n][N] the sampled texts */
+    double *nll = xout ? malloc(sizeof *nll * 2 * (size_t)n) : NULL;       /* [2][n] their scores */
+    int *fork = calloc((size_t)n, sizeof *fork), *cens = calloc((size_t)n, sizeof *cens);   /* [n] */
+    int rc = 0;
+    if ((xout && (!x || !nll)) || !fork || !cens) { rc = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory"); goto done; }
+    for (int j = 0; j < c->n_sample_temps && !rc; j++) {
+        double T = c->sample_temps[j];
+        uint64_t seed = sweep_sample_seed(c->sample_seed, d, j);
+        if ((rc = generate_all(st, d, T, c->top_p, seed, err, errlen))) break;
+        const proto_generate_rep *gr = &st->rep[R].generate_rep;
+        for (int a = 0; a < n && !rc; a++) {
+            const proto_generate_rep *g = &st->rep[a].generate_rep;
+            int t = st->twin[a];
+            if (t >= 0 && !st->twin_warned[a] &&
+                memcmp(g->tokens, st->rep[t].generate_rep.tokens, sizeof(int32_t) * (size_t)N)) {
+                st->twin_warned[a] = 1;
+                rc = warn_loud(st, a, err, errlen, "arm %s is NOT bit-identical to arm %s (same K/V formats, device "
+                               "and engine) in the sampled fork probe at depth %d, temperature %g: the engine is not "
+                               "deterministic and every number of this run is suspect", st->arms[a].name,
+                               st->arms[t].name, d, T);
+            }
+            if (x) memcpy(x + (size_t)a * N, g->tokens, sizeof *x * (size_t)N);
+            if (rc || a == R) continue;
+            fork[a] = sweep_fork_index(g->tokens, gr->tokens, N, &cens[a]);
+            if (report_tsv_sample_row(out, d, st->arms[a].name, T, c->top_p, seed, fork[a], cens[a], g->tokens,
+                                      gr->tokens, N))
+                rc = errmsg_set(err, errlen, SWEEP_ERROR, "cannot format a samples.tsv row");
+        }
+        free_reps(st->rep, n);
+        if (!rc) rc = truncate_arms(st, d, NULL, "back to the depth after a sampled fork probe", err, errlen);
+        if (rc || !xout) continue;
+        rc = score_texts(st, d, x, nll, err, errlen);
+        for (int a = 0; a < n && !rc; a++) {
+            if (a == R) continue;
+            report_cross_vals v = cross_vals(st, x, nll, a, fork[a], cens[a]);
+            if (report_tsv_cross_sample_row(xout, d, st->arms[a].name, T, &v))
+                rc = errmsg_set(err, errlen, SWEEP_ERROR, "cannot format a cross_samples.tsv row");
+        }
+        /* back to depth d with position d-1's row, which the next probe generates from: token d-1
+         * again (the same bits: batch invariance; the experts as the teacher-forced pass chose them) */
+        if (!rc) rc = truncate_arms(st, d - 1, NULL, "back before the depth after cross-scoring a sampled probe", err,
+                                    errlen);
+        if (!rc) rc = prefill_step(st, NULL, d - 1, 1, PROTO_ROWS_NONE, 0,
+                                   "a prefill request (token depth-1 again, after cross-scoring)", err, errlen);
+        if (!rc) free_reps(st->rep, n);
+    }
+done:
+    free(x);
+    free(nll);
+    free(fork);
+    free(cens);
+    return rc;
+}
+
+/* Cross-scoring at depth d (every arm at d, greedy continuations in st->greedy): score_texts,
+ * then one cross.tsv line per non-reference arm into out. The scorers end at d - 1 + fork_n. */
+static int cross_score(sweep_state *st, int d, FILE *out, char *err, size_t errlen) {
+    const int n = st->n, R = st->c->ref;
+    double *nll = malloc(sizeof *nll * 2 * (size_t)n);           /* [2][n] by R, by F (NAN: no F) */
+    if (!nll) return errmsg_set(err, errlen, SWEEP_ERROR, "out of memory");
+    int rc = score_texts(st, d, st->greedy, nll, err, errlen);
+    for (int a = 0; a < n && !rc; a++) {
+        if (a == R) continue;
+        report_cross_vals v = cross_vals(st, st->greedy, nll, a, st->fork[a], st->censored[a]);
+        if (report_tsv_cross_row(out, d, st->arms[a].name, &v))
+            rc = errmsg_set(err, errlen, SWEEP_ERROR, "cannot format a cross.tsv row");
+    }
+    free(nll);
     return rc;
 }
 
@@ -1355,7 +1407,7 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
     const sweep_config *c = st->c;
     const int n = st->n, V = st->V, R = c->ref;
     char what[160];
-    textbuf tp = { 0 }, td = { 0 }, tf = { 0 }, tx = { 0 }, ts = { 0 };
+    textbuf tp = { 0 }, td = { 0 }, tf = { 0 }, tx = { 0 }, ts = { 0 }, txs = { 0 };
     int ret = 0;
     for (int k = st->k_done; k < c->n_depths && !ret; k++) {
         const int d = c->depths[k], from = st->pos_done;
@@ -1452,13 +1504,15 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
             ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory formatting depths.tsv / forks.tsv rows");
         if (ret) break;
 
-        /* ---- optional: sampled fork probes and cross-scoring (cross.tsv, samples.tsv) ---- */
+        /* ---- optional: sampled fork probes and cross-scoring (cross.tsv, samples.tsv,
+         *      cross_samples.tsv) ---- */
         if (st->extra) {
-            if (tb_open(&tx) || tb_open(&ts)) ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory");
+            if (tb_open(&tx) || tb_open(&ts) || (st->xsamp && tb_open(&txs)))
+                ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory");
             if (!ret) ret = truncate_arms(st, d, NULL, "back to the depth after the fork probe", err, errlen);
-            if (!ret) ret = sampled_probes(st, d, ts.f, err, errlen);
+            if (!ret) ret = sampled_probes(st, d, ts.f, st->xsamp ? txs.f : NULL, err, errlen);
             if (!ret && c->cross_score) ret = cross_score(st, d, tx.f, err, errlen);
-            if (!ret && (tb_close(&tx) || tb_close(&ts)))
+            if (!ret && (tb_close(&tx) || tb_close(&ts) || (st->xsamp && tb_close(&txs))))
                 ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory formatting cross.tsv / samples.tsv rows");
             if (ret) break;
         }
@@ -1476,6 +1530,7 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
             jbuf_str(&b, tx.p ? tx.p : "", tx.n);
             jbuf_str(&b, ts.p ? ts.p : "", ts.n);
         }
+        if (st->xsamp) jbuf_str(&b, txs.p ? txs.p : "", txs.n);
         jbuf_routing(st, &b);
         ret = jn_append(st, JOURNAL_DEPTH, &b, err, errlen);
         free(b.p);
@@ -1486,12 +1541,15 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
         if (!ret) ret = tsv_put(st->forks, "forks.tsv", c, tf.p, tf.n, err, errlen);
         if (!ret && st->extra) ret = tsv_put(st->cross, "cross.tsv", c, tx.p, tx.n, err, errlen);
         if (!ret && st->extra) ret = tsv_put(st->samples, "samples.tsv", c, ts.p, ts.n, err, errlen);
+        if (!ret && st->xsamp)
+            ret = tsv_put(st->cross_samples, "cross_samples.tsv", c, txs.p, txs.n, err, errlen);
         if (!ret) ret = tsv_sync(st, err, errlen);
         tb_free(&tp);
         tb_free(&td);
         tb_free(&tf);
         tb_free(&tx);
         tb_free(&ts);
+        tb_free(&txs);
         if (ret) break;
         st->k_done = k + 1;
         st->pos_done = d;
@@ -1506,6 +1564,7 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
     tb_free(&tf);
     tb_free(&tx);
     tb_free(&ts);
+    tb_free(&txs);
     return ret;
 }
 
@@ -1525,6 +1584,7 @@ int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *e
     st.n = n;
     st.V = (int)arms[c->ref].hello.n_vocab;
     st.extra = c->cross_score || c->n_sample_temps > 0;
+    st.xsamp = c->cross_score && c->n_sample_temps > 0;
     /* MoE routing is compared (and pinned) when every arm runs experts of the reference's shape */
     const proto_hello_rep *hr = &arms[c->ref].hello;
     st.moe = hr->n_expert_used > 0;
@@ -1628,8 +1688,8 @@ done:
             snprintf(e, sizeof e, "%s", e2);
         }
         journal_close(&st.jn);
-        FILE *f[5] = { st.depths, st.forks, st.positions, st.cross, st.samples };
-        for (int i = 0; i < 5; i++)
+        FILE *f[6] = { st.depths, st.forks, st.positions, st.cross, st.samples, st.cross_samples };
+        for (int i = 0; i < 6; i++)
             if (f[i] && (journal_fsync_stream(f[i]) | fclose(f[i])) && ret == SWEEP_OK)
                 ret = errmsg_set(e, sizeof e, SWEEP_ERROR, "cannot write the TSV files in %s: %s", c->out_dir,
                                  strerror(errno));

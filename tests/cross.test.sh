@@ -7,6 +7,10 @@
 #     cross-scores equal the reference's own; an arm whose greedy text equals the reference's has Δ = 0;
 #   - the reference's score of its own text equals, to rounding, the mean NLL that a per-position
 #     sweep over the document "prefix + that text" measures for the same tokens (an independent path);
+#   - with both options the sampled texts are cross-scored too (cross_samples.tsv): one row per depth,
+#     temperature and arm, fork as in samples.tsv, Δ = 0 for identical samples, the repeated arm's
+#     scores the reference's, and a forked int8 sample's score under the reference equals the
+#     per-position sweep over "prefix + that sample" (independent path);
 #   - killed mid-run and resumed: cross.tsv and samples.tsv byte-identical; `report` regenerates
 #     README.md and summary.json byte for byte; without the options neither file is written;
 #   - bad --sample-temps / --top-p are usage errors.
@@ -45,6 +49,15 @@ check "repetition rates lie in [0, 1]" \
     test "$(awk -F'\t' 'NR > 1 && ($10 < 0 || $10 > 1 || $11 < 0 || $11 > 1)' "$T/a/cross.tsv" | wc -l)" -eq 0
 check "the sampled streams differ somewhere between temperatures (the seed is per depth and temperature)" \
     test "$(awk -F'\t' 'NR > 1 {print $1, $9}' "$T/a/samples.tsv" | sort -u | wc -l)" -gt 5
+XS=$T/a/cross_samples.tsv
+check "cross_samples.tsv: 5 depths x 3 arms x 2 temperatures" test "$(tail -n +2 "$XS" | wc -l)" -eq 30
+check "... its fork and censored columns are samples.tsv's, row for row" \
+    test "$(awk -F'\t' 'NR > 1 {print $1, $2, $3 + 0, $4, $5}' "$XS" | sort)" = \
+         "$(awk -F'\t' 'NR > 1 {print $1, $2, $3 + 0, $6, $7}' "$T/a/samples.tsv" | sort)"
+check "... identical samples (censored) have Δ = 0 exactly; the repeated arm's scores are the reference's; f32 scores present" \
+    test "$(awk -F'\t' 'NR > 1 && (($5 == 1 && ($7 != $8 || $9 != $10)) || ($2 == "f16#2" && $5 != 1) || $9 == "nan")' "$XS" | wc -l)" -eq 0
+check "... some sampled int8 text forked and was scored differently from the reference's sample" \
+    test "$(awk -F'\t' '$2 == "int8" && $5 == 0 && $7 != $8' "$XS" | wc -l)" -gt 0
 
 # the reference's own text at the first depth, rescored on an independent path: a per-position sweep
 # over prefix + text, whose nll_ref at positions d-1 .. d+n-2 are the same tokens' NLLs
@@ -59,16 +72,29 @@ pp=$(awk -F'\t' -v lo=$((d - 1)) -v hi=$((d + 10)) 'NR > 1 && $1 >= lo && $1 <= 
      "$T/pp/positions.tsv")
 check "the reference's score of its own text ($own) equals the per-position sweep's mean NLL ($pp)" \
     awk -v a="$own" -v b="$pp" 'BEGIN {exit !(a - b < 1e-12 && b - a < 1e-12 && a > 0)}'
+# the same for the first forked int8 sample: its text from samples.tsv, its score under the reference
+# from cross_samples.tsv
+read -r d t <<< "$(awk -F'\t' '$2 == "int8" && $5 == 0 {print $1, $3; exit}' "$XS")"
+text=$(awk -F'\t' -v d="$d" -v t="$t" '$1 == d && $2 == "int8" && $3 == t {print $8; exit}' "$T/a/samples.tsv")
+own=$(awk -F'\t' -v d="$d" -v t="$t" '$1 == d && $2 == "int8" && $3 == t {print $7; exit}' "$XS")
+{ tr -s ', \n' '\n\n\n' < "$T/doc.tok" | grep -v '^$' | head -n "$d"; echo "$text" | tr ',' '\n'; } > "$T/doc3.tok"
+n3=$(wc -l < "$T/doc3.tok")
+"$DRV" sweep --model "$MODEL" --tokens-file "$T/doc3.tok" --arms f16,f32 --depths 1 --fork 1 --per-position \
+    --max-depth $((n3 - 1)) --out "$T/pp3" --quiet 2> "$T/pp3.err"
+pp=$(awk -F'\t' -v lo=$((d - 1)) -v hi=$((d + 10)) 'NR > 1 && $1 >= lo && $1 <= hi {s += $8; k++} END {printf "%.17g", s / k}' \
+     "$T/pp3/positions.tsv")
+check "the reference's score of int8's sample at depth $d, T $t (${own:-none}) equals the per-position sweep's mean NLL ($pp)" \
+    awk -v a="$own" -v b="$pp" 'BEGIN {exit !(a - b < 1e-12 && b - a < 1e-12 && a > 0)}'
 
 # report regenerates README.md and summary.json byte for byte; the README has both tables
 cp "$T/a/README.md" "$T/README.1"; cp "$T/a/summary.json" "$T/summary.1"
 "$DRV" report "$T/a" 2> /dev/null
 check "report regenerates README.md and summary.json byte for byte" \
     cmp -s "$T/README.1" "$T/a/README.md" && cmp -s "$T/summary.1" "$T/a/summary.json"
-check "the README has the cross-scoring and sampled-fork tables" \
-    test "$(grep -c '^## Cross-scored continuations\|^## Sampled forks\|^| int8 | 0.5 | 5 |' "$T/a/README.md")" -eq 3
-check "summary.json has cross_scoring and sampled_forks" \
-    test "$(grep -c '"cross_scoring"\|"sampled_forks"' "$T/a/summary.json")" -eq 2
+check "the README has the cross-scoring, sampled-fork and sampled cross-scoring tables" \
+    test "$(grep -c '^## Cross-scored continuations\|^## Sampled forks\|^## Cross-scored sampled continuations\|^| int8 | 0.5 | 5 |' "$T/a/README.md")" -eq 5
+check "summary.json has cross_scoring, sampled_forks and cross_scoring_sampled" \
+    test "$(grep -c '"cross_scoring"\|"sampled_forks"\|"cross_scoring_sampled"' "$T/a/summary.json")" -eq 3
 
 # killed mid-run (request batch 20 is in the second depth's extra probes: a depth takes a prefill,
 # the greedy probe, a truncate, 2 sampled probes with their truncates, up to 4 cross-scoring pairs
@@ -78,8 +104,8 @@ rc=$?
 "$DRV" sweep --resume "$T/k" --quiet 2> "$T/k.err"
 rc2=$?
 same=1
-for f in depths.tsv forks.tsv cross.tsv samples.tsv summary.json; do cmp -s "$T/a/$f" "$T/k/$f" || { echo "# $f differs"; same=0; }; done
-check "killed (rc $rc) and resumed (rc $rc2): cross.tsv, samples.tsv, depths.tsv, forks.tsv, summary.json identical" \
+for f in depths.tsv forks.tsv cross.tsv samples.tsv cross_samples.tsv summary.json; do cmp -s "$T/a/$f" "$T/k/$f" || { echo "# $f differs"; same=0; }; done
+check "killed (rc $rc) and resumed (rc $rc2): cross.tsv, samples.tsv, cross_samples.tsv, depths.tsv, forks.tsv, summary.json identical" \
     test $rc -eq 137 -a $rc2 -eq 0 -a $same -eq 1
 
 # without the options: neither file
@@ -87,6 +113,10 @@ check "killed (rc $rc) and resumed (rc $rc2): cross.tsv, samples.tsv, depths.tsv
     --out "$T/plain" --quiet 2> /dev/null
 check "without the options no cross.tsv or samples.tsv, and the README has no such section" \
     test ! -e "$T/plain/cross.tsv" -a ! -e "$T/plain/samples.tsv" -a "$(grep -c 'Cross-scored\|Sampled forks' "$T/plain/README.md")" -eq 0
+"$DRV" sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms f16,int8 --depths 2 --fork 4 --max-depth 100 \
+    --sample-temps 0.7 --out "$T/sonly" --quiet 2> /dev/null
+check "--sample-temps without --cross-score: samples.tsv, no cross_samples.tsv" \
+    test -s "$T/sonly/samples.tsv" -a ! -e "$T/sonly/cross_samples.tsv"
 
 # compare shows both folders' cross-scores and sampled forks, with a dash where a folder has none
 "$DRV" compare "$T/a" "$T/plain" > "$T/cmp.md" 2> "$T/cmp.err"; rc=$?
