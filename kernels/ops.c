@@ -321,11 +321,16 @@ void ops_swiglu(float *x, const float *up, int n) {
     for (int i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i])) * up[i];
 }
 
+/* gelu_tanh(v) = 0.5 v (1 + tanh(z)), z = sqrt(2/pi) (v + 0.044715 v^3), computed as the equal
+ * v / (1 + exp(-2z)): glibc's expf gives the same bits on x86-64 and AArch64, its tanhf does not
+ * (tests/neon.test.sh found Gemma 3's logits differing in the last bits), and the sum 1 + tanh(z)
+ * is where the formula's value lies anyway. */
 void ops_geglu(float *x, const float *up, int n) {
     const float k = 0.7978845608028654f; /* sqrt(2/pi) */
     for (int i = 0; i < n; i++) {
         float v = x[i];
-        x[i] = 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v))) * up[i];
+        float z = k * (v + 0.044715f * v * v * v);
+        x[i] = v / (1.0f + expf(-2.0f * z)) * up[i];
     }
 }
 

@@ -74,7 +74,7 @@ void ops_rope_table_f32(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg);
 void ops_rope_table_f64(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg);
 
 /* Activations, elementwise in place on x[n] (gate) times up[n]:
- * swiglu: x = silu(x) * up;  geglu: x = gelu_tanh(x) * up. */
+ * swiglu: x = silu(x) * up;  geglu: x = gelu_tanh(x) * up, as v / (1 + expf(-2z)) (see ops.c). */
 void ops_swiglu(float *x, const float *up, int n);
 void ops_geglu(float *x, const float *up, int n);
 

@@ -7,6 +7,7 @@
 #define STRATA_CHECK_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
 static int check_passed, check_failed;
 
@@ -16,6 +17,14 @@ static int check_passed, check_failed;
                printf("  (%s:%d: %s)\n", __FILE__, __LINE__, #cond); }          \
         fflush(stdout);                                                          \
     } while (0)
+
+/* The threads a test's pool uses: dflt, or STRATA_TEST_THREADS when set (tests/neon.test.sh sets 1
+ * where the emulator cannot start threads; no result depends on the thread count). */
+static inline int check_threads(int dflt) {
+    const char *e = getenv("STRATA_TEST_THREADS");
+    int n = e ? atoi(e) : 0;
+    return n >= 1 ? n : dflt;
+}
 
 static inline int check_done(void) {
     printf("%d passed, %d failed\n", check_passed, check_failed);

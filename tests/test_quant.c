@@ -359,7 +359,7 @@ static void test_matmul(void) {
     static uint8_t data[ROWS * COLS * 4 + 64];
     static float x[T * COLS], y[T * ROWS], w[COLS];
     pool *p = NULL;
-    if (pool_create(2, &p) != 0) {
+    if (pool_create(check_threads(2), &p) != 0) {
         CHECK(0, "pool_create(2)");
         return;
     }

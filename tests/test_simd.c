@@ -189,7 +189,7 @@ static void test_attention(pool *p) {
 
 int main(void) {
     pool *p;
-    if (pool_create(2, &p)) { printf("FAIL - pool_create\n0 passed, 1 failed\n"); return 1; }
+    if (pool_create(check_threads(2), &p)) { printf("FAIL - pool_create\n0 passed, 1 failed\n"); return 1; }
     printf("vec16 family: %s\n", VEC16_ISA);
     test_dot();
     test_weights(p);
