@@ -321,6 +321,14 @@ void ops_swiglu(float *x, const float *up, int n) {
     for (int i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i])) * up[i];
 }
 
+void ops_swiglu_oai(float *x, const float *up, int n, float alpha, float limit) {
+    for (int i = 0; i < n; i++) {
+        float c = limit < x[i] ? limit : x[i];   /* a NaN stays NaN, as in llama.cpp */
+        float u = up[i] < -limit ? -limit : limit < up[i] ? limit : up[i];
+        x[i] = c / (1.0f + expf(alpha * -c)) * (u + 1.0f);
+    }
+}
+
 void ops_geglu(float *x, const float *up, int n) {
     const float k = 0.7978845608028654f; /* sqrt(2/pi) */
     for (int i = 0; i < n; i++) {

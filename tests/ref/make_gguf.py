@@ -217,6 +217,10 @@ ARCHS = {
     "qwen3moe": dict(dim=64, n_layer=2, n_head=4, n_head_kv=2, head_dim=32, n_ff=96,
                      eps=1e-6, rope_base=1000000.0, tied=True, tok="bpe", seed=1005, res_gain=2.0,
                      n_expert=8, n_expert_used=2, n_ff_exp=32, router_gain=2.0),
+    "gpt-oss": dict(dim=64, n_layer=2, n_head=4, n_head_kv=2, head_dim=32, n_ff=96,
+                    eps=1e-5, rope_base=10000.0, tied=False, tok="bpe", seed=1006, res_gain=1.0,
+                    n_expert=8, n_expert_used=2, n_ff_exp=32, router_gain=2.0, sliding_window=16,
+                    scaling="yarn", factor=4.0, orig_ctx=256),
 }
 # name -> (architecture, extra metadata); the variants keep their base arch's weights.
 MODELS = {
@@ -229,6 +233,8 @@ MODELS = {
                                       orig_ctx=256)),
     "rand-qwen3moe": ("qwen3moe", {}),
     "rand-qwen3moe-q8_0": ("qwen3moe", dict(expert_type="q8_0")),
+    "rand-gptoss": ("gpt-oss", {}),
+    "rand-gptoss-mxfp4": ("gpt-oss", dict(expert_type="mxfp4")),
 }
 N_BPE_MERGES = 253
 BPE_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -297,21 +303,31 @@ def norm_w(rng, n):
     return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
 
 
-def add_experts(w, rng, p, c):
-    """qwen3moe's FFN: the router [dim, n_expert] (always F32, as llama.cpp's quantizer keeps
+def add_experts(w, rng, p, c, oss=False):
+    """The MoE FFN: the router [dim, n_expert] (always F32, as llama.cpp's quantizer keeps
     it) and the stacked experts [dim, n_ff_exp, n_expert] (gate, up) and [n_ff_exp, dim,
-    n_expert] (down), F32 or Q8_0 (gguf.quants.quantize) per c["expert_type"]."""
+    n_expert] (down), F32, Q8_0 or MXFP4 (gguf.quants.quantize) per c["expert_type"].
+    oss (gpt-oss): gate and up with gain 3 (so that the SwiGLU's clamp at 7 is reached), down
+    with gain 1, and the biases (F32): router [n_expert], gate and up [n_ff_exp, n_expert],
+    down [dim, n_expert]."""
     dim, ne, nfe = c["dim"], c["n_expert"], c["n_ff_exp"]
+    gu_gain = 3.0 if oss else 1.0
     w.add_tensor(p + "ffn_gate_inp.weight", mat(rng, ne, dim, c["router_gain"]))
-    gate = np.stack([mat(rng, nfe, dim) for _ in range(ne)])
-    up = np.stack([mat(rng, nfe, dim) for _ in range(ne)])
+    gate = np.stack([mat(rng, nfe, dim, gu_gain) for _ in range(ne)])
+    up = np.stack([mat(rng, nfe, dim, gu_gain) for _ in range(ne)])
     down = np.stack([mat(rng, dim, nfe, c["res_gain"]) for _ in range(ne)])
+    qtypes = {"q8_0": gguf.GGMLQuantizationType.Q8_0, "mxfp4": gguf.GGMLQuantizationType.MXFP4}
     for suffix, t in (("ffn_gate_exps", gate), ("ffn_up_exps", up), ("ffn_down_exps", down)):
-        if c.get("expert_type") == "q8_0":
-            q = gguf.quants.quantize(t, gguf.GGMLQuantizationType.Q8_0)
-            w.add_tensor(p + suffix + ".weight", q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        if c.get("expert_type") in qtypes:
+            qt = qtypes[c["expert_type"]]
+            w.add_tensor(p + suffix + ".weight", gguf.quants.quantize(t, qt), raw_dtype=qt)
         else:
             w.add_tensor(p + suffix + ".weight", t)
+    if oss:
+        w.add_tensor(p + "ffn_gate_inp.bias", (0.5 * rng.standard_normal(ne)).astype(np.float32))
+        w.add_tensor(p + "ffn_gate_exps.bias", (0.5 * rng.standard_normal((ne, nfe))).astype(np.float32))
+        w.add_tensor(p + "ffn_up_exps.bias", (0.5 * rng.standard_normal((ne, nfe))).astype(np.float32))
+        w.add_tensor(p + "ffn_down_exps.bias", (0.2 * rng.standard_normal((ne, dim))).astype(np.float32))
 
 
 def build(name, out_path):
@@ -325,7 +341,7 @@ def build(name, out_path):
 
     w = gguf.GGUFWriter(out_path, arch)  # writes general.architecture
     w.add_string("general.name", name)
-    w.add_uint32("general.file_type", 7 if c.get("expert_type") == "q8_0" else 0)
+    w.add_uint32("general.file_type", {"q8_0": 7, "mxfp4": 38}.get(c.get("expert_type"), 0))
     w.add_uint32(f"{A}.context_length", 2048)
     w.add_uint32(f"{A}.embedding_length", dim)
     w.add_uint32(f"{A}.block_count", c["n_layer"])
@@ -342,14 +358,14 @@ def build(name, out_path):
             w.add_uint32(f"{A}.rope.scaling.original_context_length", c["orig_ctx"])
     if arch == "llama":
         w.add_uint32(f"{A}.rope.dimension_count", hd)
-    if arch in ("qwen3", "gemma3", "qwen3moe"):
+    if arch in ("qwen3", "gemma3", "qwen3moe", "gpt-oss"):
         w.add_uint32(f"{A}.attention.key_length", hd)
         w.add_uint32(f"{A}.attention.value_length", hd)
-    if arch == "qwen3moe":
+    if arch in ("qwen3moe", "gpt-oss"):
         w.add_uint32(f"{A}.expert_count", c["n_expert"])
         w.add_uint32(f"{A}.expert_used_count", c["n_expert_used"])
         w.add_uint32(f"{A}.expert_feed_forward_length", c["n_ff_exp"])
-    if arch == "gemma3":
+    if arch in ("gemma3", "gpt-oss"):
         w.add_uint32(f"{A}.attention.sliding_window", c["sliding_window"])
     add_tokenizer(w, tok, add_bos=(c["tok"] == "spm"))
 
@@ -376,7 +392,7 @@ def build(name, out_path):
         w.add_tensor(p + "attn_q.weight", mat(rng, nh * hd, dim))
         w.add_tensor(p + "attn_k.weight", mat(rng, nkv * hd, dim))
         w.add_tensor(p + "attn_v.weight", mat(rng, nkv * hd, dim))
-        if arch == "qwen2":
+        if arch in ("qwen2", "gpt-oss"):
             w.add_tensor(p + "attn_q.bias", (0.2 * rng.standard_normal(nh * hd)).astype(np.float32))
             w.add_tensor(p + "attn_k.bias", (0.2 * rng.standard_normal(nkv * hd)).astype(np.float32))
             w.add_tensor(p + "attn_v.bias", (0.2 * rng.standard_normal(nkv * hd)).astype(np.float32))
@@ -384,6 +400,12 @@ def build(name, out_path):
             w.add_tensor(p + "attn_q_norm.weight", norm_w(rng, hd))
             w.add_tensor(p + "attn_k_norm.weight", norm_w(rng, hd))
         w.add_tensor(p + "attn_output.weight", mat(rng, dim, nh * hd, c["res_gain"]))
+        if arch == "gpt-oss":
+            w.add_tensor(p + "attn_output.bias", (0.2 * rng.standard_normal(dim)).astype(np.float32))
+            w.add_tensor(p + "attn_sinks.weight", (1.0 + rng.standard_normal(nh)).astype(np.float32))
+            w.add_tensor(p + "post_attention_norm.weight", norm_w(rng, dim))   # the FFN's input norm
+            add_experts(w, rng, p, c, oss=True)
+            continue
         if arch == "gemma3":
             w.add_tensor(p + "post_attention_norm.weight", norm_w(rng, dim))
         w.add_tensor(p + "ffn_norm.weight", norm_w(rng, dim))
