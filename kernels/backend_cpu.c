@@ -29,7 +29,8 @@ typedef struct {
     float *x, *xb;      /* [max_T][dim] residual stream, normed input */
     float *q, *att;     /* [max_T][n_head*hd] */
     float *k, *v;       /* [max_T][n_kv*hd] */
-    float *h1, *h2;     /* [max_T][ffn] (MoE: one expert's ffn, for the tokens routed to it) */
+    float *h1, *h2;     /* [max_T][max(ffn, ffn_sh)] (MoE: one expert's ffn, for the tokens routed
+                         * to it; then the shared expert's) */
     /* MoE scratch (n_expert > 0; NULL otherwise), k = n_expert_used */
     float *probs;       /* [max_T][n_expert] router logits, then probabilities */
     int *sel;           /* [max_T][k] selected expert ids, slot order */
@@ -47,7 +48,8 @@ typedef struct {
 
 /* Bytes of the scratch above for max_T tokens. */
 static uint64_t scratch_bytes(const backend_model *m, int max_T) {
-    uint64_t per_tok = 2ull * m->dim + 2ull * m->n_head * m->hd + 2ull * m->n_kv * m->hd + 2ull * m->ffn +
+    uint64_t hw = m->ffn_sh > m->ffn ? m->ffn_sh : m->ffn;
+    uint64_t per_tok = 2ull * m->dim + 2ull * m->n_head * m->hd + 2ull * m->n_kv * m->hd + 2ull * hw +
                        2ull * m->n_rot;
     if (m->n_expert > 0)   /* probs, sel, wsel, xe, de, ye, gtok, gslot */
         per_tok += (uint64_t)m->n_expert + 2ull * m->n_expert_used + 2ull * m->dim +
@@ -93,8 +95,9 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
     b->att = alloc64(T * m->n_head * m->hd);
     b->k = alloc64(T * m->n_kv * m->hd);
     b->v = alloc64(T * m->n_kv * m->hd);
-    b->h1 = alloc64(T * m->ffn);
-    b->h2 = alloc64(T * m->ffn);
+    size_t hw = (size_t)(m->ffn_sh > m->ffn ? m->ffn_sh : m->ffn);
+    b->h1 = alloc64(T * hw);
+    b->h2 = alloc64(T * hw);
     b->cs_g = alloc64(T * m->n_rot);
     b->cs_l = alloc64(T * m->n_rot);
     int moe_ok = 1;
@@ -115,6 +118,7 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
     int cols = m->dim, window = 0;
     if (m->n_head * m->hd > cols) cols = m->n_head * m->hd;
     if (m->ffn > cols) cols = m->ffn;
+    if (m->ffn_sh > cols) cols = m->ffn_sh;
     for (int l = 0; l < nl; l++)
         if (m->layers[l].window > window) window = m->layers[l].window;
     b->mm_ws = alloc64(ops_matmul_scratch_floats(cfg->threads, cols));
@@ -163,7 +167,7 @@ static void softmax_row(float *x, int n) {
  * token, by m->gate (backend.h): SOFTMAX_ALL takes the softmax of all logits (softmax_row), then
  * the experts — the k largest probabilities, largest first, ties to the lower id, or the pinned
  * ids pin [T][n_layer][k] of layer l — and their weights p / max(sum of the k p in slot order,
- * 2^-14); SOFTMAX_TOPK takes the k largest logits (the same order and ties) or the pinned ids, and
+ * 2^-14); SOFTMAX_PLAIN the same experts with their probabilities as weights; SOFTMAX_TOPK takes the k largest logits (the same order and ties) or the pinned ids, and
  * the softmax_row of their k logits in slot order as the weights. Ids and weights go to sel /
  * wsel [T][k]; used [T][n_layer][k] (may be NULL) receives the ids. */
 static void moe_route(const backend_model *m, float *probs, int T, int l, const int32_t *pin, int32_t *used,
@@ -173,7 +177,7 @@ static void moe_route(const backend_model *m, float *probs, int T, int l, const 
         float *p = probs + (size_t)t * ne;
         int *s = sel + (size_t)t * k;
         float *w = wsel + (size_t)t * k;
-        if (m->gate == BACKEND_GATE_SOFTMAX_ALL) softmax_row(p, ne);
+        if (m->gate != BACKEND_GATE_SOFTMAX_TOPK) softmax_row(p, ne);
         const int32_t *pt = pin ? pin + ((size_t)t * m->n_layer + l) * k : NULL;
         for (int j = 0; j < k; j++) {
             if (pt) { s[j] = pt[j]; continue; }
@@ -188,6 +192,8 @@ static void moe_route(const backend_model *m, float *probs, int T, int l, const 
         if (m->gate == BACKEND_GATE_SOFTMAX_TOPK) {
             for (int j = 0; j < k; j++) w[j] = p[s[j]];
             softmax_row(w, k);
+        } else if (m->gate == BACKEND_GATE_SOFTMAX_PLAIN) {
+            for (int j = 0; j < k; j++) w[j] = p[s[j]];
         } else {
             float wsum = 0;
             for (int j = 0; j < k; j++) wsum += p[s[j]];
@@ -244,12 +250,26 @@ static int moe_ffn(backend_cpu *b, const backend_layer *ly, int l, int T) {
         for (int i = 0; i < n; i++)
             memcpy(b->ye + ((size_t)b->gtok[i] * k + b->gslot[i]) * dim, b->de + (size_t)i * dim, sizeof(float) * dim);
     }
+    if (m->ffn_sh > 0) {   /* the shared expert on every token: de [T][dim], its gate logits in probs [T] */
+        int fs = m->ffn_sh;
+        if (ops_matmul(b->p, &ly->w_sh_inp, b->xb, b->probs, T, 1, b->mm_ws)) return -1;
+        ops_mm gate_up[2] = { { &ly->w_sh_gate, b->h1, fs }, { &ly->w_sh_up, b->h2, fs } };
+        if (ops_matmul_many(b->p, gate_up, 2, b->xb, T, b->mm_ws)) return -1;
+        for (int t = 0; t < T; t++) ops_swiglu(b->h1 + (size_t)t * fs, b->h2 + (size_t)t * fs, fs);
+        if (ops_matmul(b->p, &ly->w_sh_down, b->h1, b->de, T, dim, b->mm_ws)) return -1;
+    }
     for (int t = 0; t < T; t++) {
         float *x = b->x + (size_t)t * dim, *o = b->xb + (size_t)t * dim;   /* xb is free again: reuse it */
         const float *w = b->wsel + (size_t)t * k, *y = b->ye + (size_t)t * k * dim;
         for (int i = 0; i < dim; i++) o[i] = w[0] * y[i];
         for (int j = 1; j < k; j++)
             for (int i = 0; i < dim; i++) o[i] = o[i] + w[j] * y[(size_t)j * dim + i];
+        if (m->ffn_sh > 0) {
+            /* sigmoid as llama.cpp's graph forms it: silu(c) / c */
+            float c = b->probs[t], g = c / (1.0f + expf(-c)) / c;
+            const float *sh = b->de + (size_t)t * dim;
+            for (int i = 0; i < dim; i++) o[i] = o[i] + sh[i] * g;
+        }
         for (int i = 0; i < dim; i++) x[i] += o[i];
     }
     return 0;

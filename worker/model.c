@@ -165,6 +165,12 @@ static int load_layers(loader *L, model *m) {
                 B(b_down, "ffn_down_exps", m->dim, m->n_expert);
 #undef B
             }
+            if (m->ffn_sh > 0) {   /* qwen2moe's shared expert and its gate */
+                W(w_sh_inp, "ffn_gate_inp_shexp", 1, m->dim);
+                W(w_sh_gate, "ffn_gate_shexp", m->ffn_sh, m->dim);
+                W(w_sh_up, "ffn_up_shexp", m->ffn_sh, m->dim);
+                W(w_sh_down, "ffn_down_shexp", m->dim, m->ffn_sh);
+            }
         } else {
             W(w_gate, "ffn_gate", m->ffn, m->dim);
             W(w_up, "ffn_up", m->ffn, m->dim);
@@ -176,7 +182,7 @@ static int load_layers(loader *L, model *m) {
         int qwen2 = m->arch == ARCH_QWEN2;
         int qkn = m->arch == ARCH_QWEN3 || m->arch == ARCH_QWEN3MOE || m->arch == ARCH_GEMMA3;
         int gemma = m->arch == ARCH_GEMMA3;
-        V(bq, "attn_q.bias", qd, qwen2);   /* gpt-oss: optional, as llama.cpp */
+        V(bq, "attn_q.bias", qd, qwen2);   /* qwen2moe, gpt-oss: optional, as llama.cpp */
         V(bk, "attn_k.bias", kd, qwen2);
         V(bv, "attn_v.bias", kd, qwen2);
         if (oss) {
@@ -247,9 +253,13 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
     else if (!strcmp(a, "gemma3")) m->arch = ARCH_GEMMA3;
     else if (!strcmp(a, "qwen3moe")) m->arch = ARCH_QWEN3MOE;
     else if (!strcmp(a, "gpt-oss")) m->arch = ARCH_GPTOSS;
-    else { fail(&L, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma3, qwen3moe, gpt-oss are)", a); goto fail; }
+    else if (!strcmp(a, "qwen2moe")) m->arch = ARCH_QWEN2MOE;
+    else {
+        fail(&L, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe, gpt-oss are)", a);
+        goto fail;
+    }
 
-    int moe = m->arch == ARCH_QWEN3MOE || m->arch == ARCH_GPTOSS;
+    int moe = m->arch == ARCH_QWEN3MOE || m->arch == ARCH_GPTOSS || m->arch == ARCH_QWEN2MOE;
     if (meta_int(&L, a, "block_count", -1, 1, MODEL_MAX_LAYER, &m->n_layer) ||
         meta_int(&L, a, "embedding_length", -1, 1, MODEL_MAX_DIM, &m->dim) ||
         meta_int(&L, a, "attention.head_count", -1, 1, MODEL_MAX_HEADS, &m->n_head) ||
@@ -259,10 +269,14 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
     if (moe) {
         /* as llama.cpp: every layer is a MoE layer; one expert's width is expert_feed_forward_length,
          * or (qwen3moe only) feed_forward_length / expert_used_count when that key is absent */
-        int gptoss = m->arch == ARCH_GPTOSS;
+        int gptoss = m->arch == ARCH_GPTOSS, ffn_dense = m->ffn;
         if (meta_int(&L, a, "expert_count", -1, 1, MODEL_MAX_EXPERT, &m->n_expert) ||
             meta_int(&L, a, "expert_used_count", -1, 1, m->n_expert, &m->n_expert_used) ||
             meta_int(&L, a, "expert_feed_forward_length", gptoss ? -1 : m->ffn / m->n_expert_used, 1, MODEL_MAX_FFN, &m->ffn))
+            goto fail;
+        /* qwen2moe's shared expert: expert_shared_feed_forward_length, else feed_forward_length */
+        if (m->arch == ARCH_QWEN2MOE &&
+            meta_int(&L, a, "expert_shared_feed_forward_length", ffn_dense > 0 ? ffn_dense : -1, 1, MODEL_MAX_FFN, &m->ffn_sh))
             goto fail;
         if ((int64_t)m->n_expert * m->ffn > MODEL_MAX_EXPERT_ROWS || (int64_t)m->n_expert * m->dim > MODEL_MAX_EXPERT_ROWS) {
             fail(&L, "metadata %s.expert_count x expert_feed_forward_length (or x embedding_length) = %d x %d exceeds %d",
@@ -357,7 +371,8 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
     }
     m->n_vocab = (int)emb->ne[1];
     if (get_weight(&L, "token_embd.weight", m->n_vocab, m->dim, &m->tok_emb)) goto fail;
-    if (m->arch == ARCH_GPTOSS || gguf_tensor_find(m->g, "output.weight")) {   /* gpt-oss: never tied */
+    /* gpt-oss, qwen2moe: never tied (llama.cpp requires output.weight) */
+    if (m->arch == ARCH_GPTOSS || m->arch == ARCH_QWEN2MOE || gguf_tensor_find(m->g, "output.weight")) {
         if (get_weight(&L, "output.weight", m->n_vocab, m->dim, &m->output)) goto fail;
     } else {
         m->output = m->tok_emb;   /* tied embeddings */
@@ -412,7 +427,9 @@ void model_net(const model *m, backend_model *net) {
     net->n_rot = m->n_rot;
     net->neox = m->neox;
     net->act = m->arch == ARCH_GEMMA3 ? BACKEND_ACT_GEGLU : m->arch == ARCH_GPTOSS ? BACKEND_ACT_SWIGLU_OAI : BACKEND_ACT_SWIGLU;
-    net->gate = m->arch == ARCH_GPTOSS ? BACKEND_GATE_SOFTMAX_TOPK : BACKEND_GATE_SOFTMAX_ALL;
+    net->gate = m->arch == ARCH_GPTOSS ? BACKEND_GATE_SOFTMAX_TOPK
+              : m->arch == ARCH_QWEN2MOE ? BACKEND_GATE_SOFTMAX_PLAIN : BACKEND_GATE_SOFTMAX_ALL;
+    net->ffn_sh = m->ffn_sh;
     net->eps = m->eps;
     net->emb_scale = m->emb_scale;
     net->attn_scale = m->attn_scale;

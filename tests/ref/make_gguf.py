@@ -221,6 +221,9 @@ ARCHS = {
                     eps=1e-5, rope_base=10000.0, tied=False, tok="bpe", seed=1006, res_gain=1.0,
                     n_expert=8, n_expert_used=2, n_ff_exp=32, router_gain=2.0, sliding_window=16,
                     scaling="yarn", factor=4.0, orig_ctx=256),
+    "qwen2moe": dict(dim=64, n_layer=2, n_head=4, n_head_kv=2, head_dim=16, n_ff=96,
+                     eps=1e-6, rope_base=1000000.0, tied=False, tok="bpe", seed=1007, res_gain=2.0,
+                     n_expert=8, n_expert_used=2, n_ff_exp=32, router_gain=2.0, n_ff_shexp=64),
 }
 # name -> (architecture, extra metadata); the variants keep their base arch's weights.
 MODELS = {
@@ -235,6 +238,7 @@ MODELS = {
     "rand-qwen3moe-q8_0": ("qwen3moe", dict(expert_type="q8_0")),
     "rand-gptoss": ("gpt-oss", {}),
     "rand-gptoss-mxfp4": ("gpt-oss", dict(expert_type="mxfp4")),
+    "rand-qwen2moe": ("qwen2moe", {}),
 }
 N_BPE_MERGES = 253
 BPE_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -361,10 +365,12 @@ def build(name, out_path):
     if arch in ("qwen3", "gemma3", "qwen3moe", "gpt-oss"):
         w.add_uint32(f"{A}.attention.key_length", hd)
         w.add_uint32(f"{A}.attention.value_length", hd)
-    if arch in ("qwen3moe", "gpt-oss"):
+    if arch in ("qwen3moe", "gpt-oss", "qwen2moe"):
         w.add_uint32(f"{A}.expert_count", c["n_expert"])
         w.add_uint32(f"{A}.expert_used_count", c["n_expert_used"])
         w.add_uint32(f"{A}.expert_feed_forward_length", c["n_ff_exp"])
+    if arch == "qwen2moe":
+        w.add_uint32(f"{A}.expert_shared_feed_forward_length", c["n_ff_shexp"])
     if arch in ("gemma3", "gpt-oss"):
         w.add_uint32(f"{A}.attention.sliding_window", c["sliding_window"])
     add_tokenizer(w, tok, add_bos=(c["tok"] == "spm"))
@@ -392,7 +398,7 @@ def build(name, out_path):
         w.add_tensor(p + "attn_q.weight", mat(rng, nh * hd, dim))
         w.add_tensor(p + "attn_k.weight", mat(rng, nkv * hd, dim))
         w.add_tensor(p + "attn_v.weight", mat(rng, nkv * hd, dim))
-        if arch in ("qwen2", "gpt-oss"):
+        if arch in ("qwen2", "gpt-oss", "qwen2moe"):
             w.add_tensor(p + "attn_q.bias", (0.2 * rng.standard_normal(nh * hd)).astype(np.float32))
             w.add_tensor(p + "attn_k.bias", (0.2 * rng.standard_normal(nkv * hd)).astype(np.float32))
             w.add_tensor(p + "attn_v.bias", (0.2 * rng.standard_normal(nkv * hd)).astype(np.float32))
@@ -409,8 +415,14 @@ def build(name, out_path):
         if arch == "gemma3":
             w.add_tensor(p + "post_attention_norm.weight", norm_w(rng, dim))
         w.add_tensor(p + "ffn_norm.weight", norm_w(rng, dim))
-        if arch == "qwen3moe":
+        if arch in ("qwen3moe", "qwen2moe"):
             add_experts(w, rng, p, c)
+            if arch == "qwen2moe":   # the shared expert and its gate (a [dim] vector: one logit)
+                nsh = c["n_ff_shexp"]
+                w.add_tensor(p + "ffn_gate_inp_shexp.weight", mat(rng, 1, dim, 2.0).reshape(dim))
+                w.add_tensor(p + "ffn_gate_shexp.weight", mat(rng, nsh, dim))
+                w.add_tensor(p + "ffn_up_shexp.weight", mat(rng, nsh, dim))
+                w.add_tensor(p + "ffn_down_shexp.weight", mat(rng, dim, nsh, c["res_gain"]))
             continue
         w.add_tensor(p + "ffn_gate.weight", mat(rng, nff, dim))
         w.add_tensor(p + "ffn_up.weight", mat(rng, nff, dim))

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """numpy_ref.py: an independent float64 forward pass of the rand-*.gguf
-architectures (llama, qwen2, qwen3, gemma3, gpt-oss), written from the specification in
+architectures (llama, qwen2, qwen3, gemma3, gpt-oss, qwen2moe), written from the specification in
 make_gguf.py's header, and a check of it against llama.cpp (f32 KV cache, flash attention
 off, one batch).
 
 Usage: tests/.venv/bin/python tests/ref/numpy_ref.py [MODEL.gguf ...]
-       (default: tests/fixtures/models/rand-{llama,qwen2,qwen3,gemma3,gptoss}.gguf)
+       (default: tests/fixtures/models/rand-{llama,qwen2,qwen3,gemma3,gptoss,qwen2moe}.gguf)
 
 For each model it tokenises tests/fixtures/texts/*.txt with llama.cpp, runs
 both, and prints the max |logit difference| and argmax agreement. This is what
@@ -109,6 +109,27 @@ def moe_oss(t, p, g, k):
     return out
 
 
+def moe_qwen2(t, p, g, k):
+    """qwen2moe's FFN on g [n][dim]: softmax router, the k most probable experts (ties: lower id)
+    weighted by their probabilities as they are (not renormalised), SwiGLU experts; plus the
+    shared expert times sigmoid(ffn_gate_inp_shexp . g)."""
+    z = g @ t[p + "ffn_gate_inp.weight"].T
+    pr = np.exp(z - z.max(axis=1, keepdims=True))
+    pr /= pr.sum(axis=1, keepdims=True)
+    out = np.zeros_like(g)
+    for i in range(g.shape[0]):
+        sel = np.lexsort((np.arange(pr.shape[1]), -pr[i]))[:k]
+        for e in sel:
+            a = t[p + "ffn_gate_exps.weight"][e] @ g[i]
+            u = t[p + "ffn_up_exps.weight"][e] @ g[i]
+            out[i] += pr[i, e] * (t[p + "ffn_down_exps.weight"][e] @ (a / (1.0 + np.exp(-a)) * u))
+    a = g @ t[p + "ffn_gate_shexp.weight"].T
+    u = g @ t[p + "ffn_up_shexp.weight"].T
+    sh = (a / (1.0 + np.exp(-a)) * u) @ t[p + "ffn_down_shexp.weight"].T
+    gate = 1.0 / (1.0 + np.exp(-(g @ t[p + "ffn_gate_inp_shexp.weight"])))
+    return out + sh * gate[:, None]
+
+
 def forward(arch, kv, t, tokens, gelu_f16=False):
     A = arch
     dim = kv[f"{A}.embedding_length"]
@@ -179,6 +200,9 @@ def forward(arch, kv, t, tokens, gelu_f16=False):
         else:
             x = x + o
         g = rmsnorm(x, t[p + "ffn_norm.weight"], eps)
+        if arch == "qwen2moe":
+            x = x + moe_qwen2(t, p, g, kv[f"{A}.expert_used_count"])
+            continue
         a = g @ t[p + "ffn_gate.weight"].T
         u = g @ t[p + "ffn_up.weight"].T
         if arch == "gemma3":
@@ -198,7 +222,7 @@ def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     gelu_f16 = "--gelu-f16" in sys.argv
     models = args or [os.path.join(REPO, "tests", "fixtures", "models", f"rand-{a}.gguf")
-                      for a in ("llama", "qwen2", "qwen3", "gemma3", "gptoss")]
+                      for a in ("llama", "qwen2", "qwen3", "gemma3", "gptoss", "qwen2moe")]
     texts = sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "texts", "*.txt")))
     worst = 0.0
     for path in models:
