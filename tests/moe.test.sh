@@ -4,8 +4,9 @@
 #
 # On rand-qwen3moe (tests/fixtures/models: qwen3moe, 2 layers, 8 experts, top 2) and its Q8_0-expert
 # twin, and on rand-gptoss (gpt-oss: a sliding-window layer of 16 keys with sinks, a full one, 8
-# biased experts, top 2) and its MXFP4-expert twin, one sweep with arms f32 (the reference), f16,
-# int8 and q4_0 over 3 depths, prefill requests of 37 tokens:
+# biased experts, top 2) and its MXFP4-expert twin, and on rand-qwen2moe (8 experts, top 2, and a
+# shared expert), one sweep with arms f32 (the reference), f16, int8 and q4_0 over 3 depths,
+# prefill requests of 37 tokens:
 #   - one pass = separate runs: each arm's teacher-forced row at each depth equals a from-scratch
 #     run of the worker on that prefix (default prefill chunk 512) byte for byte, and its 8 fork
 #     tokens equal the worker's own greedy continuation.
@@ -33,7 +34,7 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 ARMS="f32 f16 int8 q4_0"
 
-for name in rand-qwen3moe rand-qwen3moe-q8_0 rand-gptoss rand-gptoss-mxfp4; do
+for name in rand-qwen3moe rand-qwen3moe-q8_0 rand-gptoss rand-gptoss-mxfp4 rand-qwen2moe; do
     MODEL=tests/fixtures/models/$name.gguf
     cat tests/fixtures/texts/*.txt | "$WRK" --model "$MODEL" --tokenize > "$T/doc.tok"
     rm -rf "$T/r" "$T/rows"

@@ -671,11 +671,11 @@ done:
     return rc;
 }
 
-/* A mixture of experts with 8 experts, top 2, in 2 layers (rand-qwen3moe, rand-gptoss): loading,
+/* A mixture of experts with 8 experts, top 2, in 2 layers (rand-qwen3moe, rand-gptoss, rand-qwen2moe): loading,
  * batch invariance in every KV format, the routing record (the same experts whatever the chunk, k
  * distinct ids per token and layer, every expert used somewhere), pinning (the recorded experts
  * pinned give the same bits; other experts pinned give other logits; an id past the experts is
- * refused), and the quantised-expert twin `twin` (Q8_0, MXFP4) chunk-invariant in two mixes. The
+ * refused), and the quantised-expert twin `twin` (Q8_0, MXFP4; NULL: none) chunk-invariant in two mixes. The
  * bad files the loader refuses are in tests/test_harden.c. */
 static void test_moe(pool *p, const char *name, const char *twin) {
     char path[512], err[512], warn[256];
@@ -685,7 +685,7 @@ static void test_moe(pool *p, const char *name, const char *twin) {
     int32_t *ua = NULL, *ub = NULL, *pin = NULL;
     snprintf(path, sizeof path, "%s/models/%s.gguf", fixtures(), name);
     if (model_load(path, &m, err, sizeof err, warn, sizeof warn)) { CHECK(0, "load %s: %s", path, err); return; }
-    CHECK(m->n_expert == 8 && m->n_expert_used == 2 && m->ffn == 32 && m->n_layer == 2 && m->hd == 32 &&
+    CHECK(m->n_expert == 8 && m->n_expert_used == 2 && m->ffn == 32 && m->n_layer == 2 &&
           m->layers[0].w_gate.rows == 8 * 32 && m->layers[1].w_down.rows == 8 * 64,
           "%s: 8 experts, 2 used, expert width 32 (expert_feed_forward_length, not feed_forward_length 96), "
           "stacked experts [8*32][64] and [8*64][32]", name);
@@ -698,6 +698,14 @@ static void test_moe(pool *p, const char *name, const char *twin) {
               net.act == BACKEND_ACT_SWIGLU_OAI && m->rope_global.ext_factor == 1.0f && m->rope_local.freq_scale == 0.25f,
               "%s: layer 0 slides over 16 keys, layer 1 attends to all; sinks, Q/K/V/O, router and expert biases "
               "loaded; top-k-then-softmax gating, clamped SwiGLU; YaRN x4 in both kinds of layer", name);
+    }
+    if (m->arch == ARCH_QWEN2MOE) {
+        backend_model net;
+        model_net(m, &net);
+        CHECK(net.ffn_sh == 64 && net.gate == BACKEND_GATE_SOFTMAX_PLAIN && m->layers[1].w_sh_inp.rows == 1 &&
+              m->layers[1].w_sh_down.rows == 64 && m->layers[1].w_sh_down.cols == 64 && m->layers[0].bq,
+              "%s: a shared expert of width 64 (expert_shared_feed_forward_length) with its gate, Q/K/V biases, "
+              "softmax gating without renormalisation", name);
     }
     snprintf(path, sizeof path, "%s/logits/%s.prose.gguf", fixtures(), name);
     if (gguf_open(path, &g, err, sizeof err)) { CHECK(0, "open %s: %s", path, err); goto done; }
@@ -749,6 +757,7 @@ static void test_moe(pool *p, const char *name, const char *twin) {
     /* the quantised experts (the fused decode kernel at T = 1, dequantised rows otherwise) */
     model_free(m);
     m = NULL;
+    if (!twin) goto done;
     snprintf(path, sizeof path, "%s/models/%s.gguf", fixtures(), twin);
     if (model_load(path, &m, err, sizeof err, warn, sizeof warn)) { CHECK(0, "load %s: %s", path, err); goto done; }
     invariance_mix(m, p, twin, "f32", "f32", tok, n);
@@ -801,6 +810,7 @@ int main(void) {
     test_invariance_smollm2(p);
     test_moe(p, "rand-qwen3moe", "rand-qwen3moe-q8_0");
     test_moe(p, "rand-gptoss", "rand-gptoss-mxfp4");
+    test_moe(p, "rand-qwen2moe", NULL);
     test_attention_sinks_f64(p);
     pool_free(p);
     return check_done();

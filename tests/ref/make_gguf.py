@@ -5,11 +5,12 @@ Usage: tests/.venv/bin/python tests/ref/make_gguf.py [OUT_DIR]
        (OUT_DIR defaults to tests/fixtures/models)
 
 Writes rand-llama.gguf, rand-qwen2.gguf, rand-qwen3.gguf, rand-gemma3.gguf, two
-RoPE-scaling variants, rand-llama-linear.gguf and rand-qwen2-yarn.gguf, and the mixture of
-experts rand-qwen3moe.gguf and rand-qwen3moe-q8_0.gguf (both at the end of this header).
+RoPE-scaling variants, rand-llama-linear.gguf and rand-qwen2-yarn.gguf, and the mixtures of
+experts rand-qwen3moe.gguf, rand-qwen3moe-q8_0.gguf, rand-gptoss.gguf, rand-gptoss-mxfp4.gguf
+and rand-qwen2moe.gguf (at the end of this header).
 Every file is a pure function of this script (fixed seeds, fixed metadata,
 GGUF v3, 32-byte alignment): running it twice gives byte-identical files.
-All weights are F32 (except rand-qwen3moe-q8_0's experts). Matrices have std 1/sqrt(fan_in) (attn_output and
+All weights are F32 (except the experts of rand-qwen3moe-q8_0 and rand-gptoss-mxfp4). Matrices have std 1/sqrt(fan_in) (attn_output and
 ffn_down of llama/qwen2/qwen3: 2/sqrt(fan_in), so that the blocks, not the
 tied input embedding, decide the logits); norm weights are 1 + 0.1*N(0,1)
 (rand-gemma3's output_norm: 4 times that); the output matrix (or the tied
@@ -189,6 +190,60 @@ rand-qwen3moe (arch "qwen3moe") attention as rand-qwen3 (dim 64, 4 heads / 2 KV 
 rand-qwen3moe-q8_0  the same model (same seed, same values drawn) with the three expert
   tensors of every layer quantised to Q8_0 by gguf.quants.quantize (the router and everything
   else F32, as llama.cpp's quantizer keeps ffn_gate_inp); general.file_type 7.
+
+rand-gptoss (arch "gpt-oss", llama.cpp's openai-moe graph) dim 64, 2 layers, 4 heads / 2 KV
+  heads, head_dim 32, eps 1e-5, neox rope base 10000 with YaRN x4 from an original context of
+  256 (as rand-qwen2-yarn, in BOTH layers), untied output.weight, the BPE tokenizer; every
+  layer's FFN a mixture of 8 experts of width 32, top 2.
+  Metadata: gpt-oss.attention.key_length / value_length 32, expert_count 8, expert_used_count 2,
+  expert_feed_forward_length 32 (feed_forward_length 96 is not used),
+  gpt-oss.attention.sliding_window 16, rope.scaling.{type yarn, factor 4,
+  original_context_length 256}. Absent, so llama.cpp's defaults apply:
+    gpt-oss.attention.sliding_window_pattern -> 2: layer il slides iff il % 2 < 1, i.e. layer 0
+      slides (query p sees keys p-16 < k <= p), layer 1 sees every earlier key;
+    gpt-oss.rope.freq_base_swa -> the sliding layer uses the same base (and the same YaRN).
+  Per layer, instead of ffn_norm / ffn_gate / ffn_up / ffn_down:
+    blk.{i}.attn_{q,k,v}.bias          as qwen2's, 0.2 N(0,1)
+    blk.{i}.attn_output.bias   [dim]   0.2 N(0,1), added after Wo
+    blk.{i}.attn_sinks.weight  [4]     1 + N(0,1): one logit per query head
+    blk.{i}.post_attention_norm.weight [dim]   the FFN's input norm (gpt-oss's name for it)
+    blk.{i}.ffn_gate_inp.weight [dim, 8] (std 2/sqrt(dim)), ffn_gate_inp.bias [8] 0.5 N(0,1)
+    blk.{i}.ffn_gate_exps.weight / ffn_up_exps.weight [dim, 32, 8] with std 3/sqrt(dim), so
+      that the SwiGLU's clamp at 7 is reached; ffn_down_exps.weight [32, dim, 8] std 1/sqrt(32)
+    blk.{i}.ffn_gate_exps.bias / ffn_up_exps.bias [32, 8] 0.5 N(0,1), ffn_down_exps.bias
+      [dim, 8] 0.2 N(0,1)
+  Forward pass per layer:
+    h = rmsnorm(x) * attn_norm; q, k, v = W h + b; rope (neox, YaRN); per head h:
+      s_j = q.k_j / sqrt(32) over the visible keys j, plus the sink z_h as one more logit:
+      a = sum_j softmax(s_1..s_n, z_h)_j v_j   (the sink takes weight but has no value)
+    x = x + Wo a + bo
+    g = rmsnorm(x) * post_attention_norm; z = W_inp g + b_inp
+    e0, e1 = the two largest z (e0 first); (w0, w1) = softmax(z[e0], z[e1])
+    per expert: gate = Gate_e g + bg_e, up = Up_e g + bu_e, c = min(gate, 7),
+      h = c * sigmoid(1.702 c) * (clamp(up, -7, 7) + 1), D_e = Down_e h + bd_e
+    x = x + w0 D_e0 + w1 D_e1
+  logits = output . (rmsnorm(x) * output_norm)
+
+rand-gptoss-mxfp4  the same model with the three expert weight tensors of every layer
+  quantised to MXFP4 by gguf.quants.quantize (biases and everything else F32);
+  general.file_type 38.
+
+rand-qwen2moe (arch "qwen2moe") attention as rand-qwen2 (dim 64, 4 heads / 2 KV heads,
+  head_dim 16, Q/K/V biases, neox rope base 1e6, eps 1e-6) but 2 layers, an untied
+  output.weight (llama.cpp requires it for qwen2moe), the BPE tokenizer; every layer's FFN:
+  8 experts of width 32, top 2 (as rand-qwen3moe: ffn_gate_inp, ffn_{gate,up,down}_exps), and a
+  shared expert of width 64.
+  Metadata: qwen2moe.expert_count 8, expert_used_count 2, expert_feed_forward_length 32,
+  expert_shared_feed_forward_length 64 (feed_forward_length 96 is not used).
+  Extra tensors per layer:
+    blk.{i}.ffn_gate_inp_shexp.weight [dim]        the shared expert's gate, std 2/sqrt(dim)
+    blk.{i}.ffn_gate_shexp.weight / ffn_up_shexp.weight [dim, 64], ffn_down_shexp.weight
+      [64, dim] (std 2/sqrt(64))
+  FFN per token (llama.cpp's qwen2moe): g = rmsnorm(x) * ffn_norm; p = softmax(W_inp g);
+    e0, e1 = the two largest p (e0 first); the weights are p[e0], p[e1] themselves (NOT
+    renormalised to sum 1);
+    x = x + p[e0] Down_e0(silu(Gate_e0 g) * (Up_e0 g)) + p[e1] Down_e1(...)
+          + sigmoid(ffn_gate_inp_shexp . g) * Down_sh(silu(Gate_sh g) * (Up_sh g)).
 """
 import math
 import os
