@@ -4,7 +4,9 @@
  * the canonical operation orders that make every result independent of the chunk and the
  * thread count are in ops.h and cache.h (docs/DESIGN.md §2.5, §3). A mixture-of-experts layer
  * (moe_route, moe_ffn) runs each expert over the tokens routed to it, one matmul chain per token
- * and output as everywhere else, and sums a token's experts in its slot order (§2.5.9).
+ * and output as everywhere else, and sums a token's experts in its slot order (§2.5.9); the gating
+ * (qwen3moe, qwen2moe, gpt-oss), expert biases, clamped SwiGLU and shared expert are its variants
+ * (backend.h). Attention sinks (gpt-oss) are passed to the cache's attention per layer.
  */
 #include "kernels/backend_impl.h"
 #include "kernels/cache.h"
