@@ -5,8 +5,8 @@
 # On rand-qwen3moe (tests/fixtures/models: qwen3moe, 2 layers, 8 experts, top 2) and its Q8_0-expert
 # twin, and on rand-gptoss (gpt-oss: a sliding-window layer of 16 keys with sinks, a full one, 8
 # biased experts, top 2) and its MXFP4-expert twin, and on rand-qwen2moe (8 experts, top 2, and a
-# shared expert), one sweep with arms f32 (the reference), f16, int8 and q4_0 over 3 depths,
-# prefill requests of 37 tokens:
+# shared expert), one sweep with arms f32 (the reference), f16, int8 and q4_0 (rand-qwen2moe, head
+# dim 16: fp8 instead) over 3 depths, prefill requests of 37 tokens:
 #   - one pass = separate runs: each arm's teacher-forced row at each depth equals a from-scratch
 #     run of the worker on that prefix (default prefill chunk 512) byte for byte, and its 8 fork
 #     tokens equal the worker's own greedy continuation.
@@ -32,9 +32,9 @@ if [ ! -x "$DRV" ] || [ ! -x "$WRK" ]; then
 fi
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-ARMS="f32 f16 int8 q4_0"
-
 for name in rand-qwen3moe rand-qwen3moe-q8_0 rand-gptoss rand-gptoss-mxfp4 rand-qwen2moe; do
+    ARMS="f32 f16 int8 q4_0"
+    [ $name = rand-qwen2moe ] && ARMS="f32 f16 int8 fp8"   # its head dim 16 takes no 32-value blocks
     MODEL=tests/fixtures/models/$name.gguf
     cat tests/fixtures/texts/*.txt | "$WRK" --model "$MODEL" --tokenize > "$T/doc.tok"
     rm -rf "$T/r" "$T/rows"
