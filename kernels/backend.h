@@ -33,7 +33,17 @@
 
 /* ---- the model a backend runs (filled by the loader, worker/model.c's model_net) ------------- */
 
-typedef enum { BACKEND_ACT_SWIGLU, BACKEND_ACT_GEGLU } backend_act;
+/* The FFN's gate activation: silu, gelu (tanh form), or gpt-oss's clamped SwiGLU (below). */
+typedef enum { BACKEND_ACT_SWIGLU, BACKEND_ACT_GEGLU, BACKEND_ACT_SWIGLU_OAI } backend_act;
+
+/* How a MoE router turns its logits into the k experts' weights (below): softmax over all experts,
+ * top-k, renormalised (qwen3moe); the same without renormalising (qwen2moe); or top-k of the
+ * logits, softmax over those k (gpt-oss). */
+typedef enum { BACKEND_GATE_SOFTMAX_ALL, BACKEND_GATE_SOFTMAX_PLAIN, BACKEND_GATE_SOFTMAX_TOPK } backend_gate;
+
+/* gpt-oss's SwiGLU constants (llama.cpp has them fixed, not in the metadata) */
+#define BACKEND_OAI_ALPHA 1.702f
+#define BACKEND_OAI_LIMIT 7.0f
 
 typedef struct {
     ops_weight wq, wk, wv, wo;
@@ -41,25 +51,47 @@ typedef struct {
                                            * stacked, [n_expert*ffn][dim] twice and [n_expert*dim][ffn]
                                            * (expert e: rows e*ffn.. resp. e*dim..) */
     ops_weight w_router;                  /* MoE: [n_expert][dim] (ffn_gate_inp); dense: unused */
+    ops_weight w_sh_gate, w_sh_up;        /* shared expert (qwen2moe, ffn_sh > 0): [ffn_sh][dim] */
+    ops_weight w_sh_down;                 /* [dim][ffn_sh] */
+    ops_weight w_sh_inp;                  /* [1][dim] its gate's logit (ffn_gate_inp_shexp) */
     float *attn_norm, *ffn_norm;          /* [dim] */
-    float *bq, *bk, *bv;                  /* [n_head*hd], [n_kv*hd] (qwen2) or NULL */
+    float *bq, *bk, *bv;                  /* [n_head*hd], [n_kv*hd] (qwen2, qwen2moe, gpt-oss) or NULL */
+    float *bo;                            /* [dim] attn_output bias (gpt-oss) or NULL */
+    float *sinks;                         /* [n_head] attention sink logits (gpt-oss) or NULL */
+    float *b_router;                      /* [n_expert] router bias (gpt-oss) or NULL */
+    float *b_gate, *b_up;                 /* [n_expert][ffn] expert biases (gpt-oss) or NULL */
+    float *b_down;                        /* [n_expert][dim] or NULL */
     float *q_norm, *k_norm;               /* [hd] (qwen3, gemma3) or NULL */
     float *post_attn_norm, *post_ffn_norm;/* [dim] (gemma3) or NULL */
-    int window;                           /* sliding window (gemma3 local layers), 0 = global */
+    int window;                           /* sliding window (gemma3 local layers, gpt-oss even
+                                           * layers), 0 = global */
     int rope_local;                       /* 1: this layer uses rope_local, 0: rope_global */
 } backend_layer;
 
 /* One layer for T tokens at positions pos0..pos0+T-1 (docs/DESIGN.md §3.1):
  *     xb = rmsnorm(x) ; q,k,v = W xb (+ bias) ; [qk-norm per head] ; rope(q,k)
- *     store k, v in the cache ; a = attention over the cache ; o = Wo a ; [post-norm] ; x += o
+ *     store k, v in the cache ; a = attention over the cache [with sinks] ; o = Wo a (+ bo) ;
+ *     [post-norm] ; x += o
  *     xb = rmsnorm(x) ; h = act(Wg xb) * (Wu xb) ; d = Wd h ; [post-norm] ; x += d
+ * Attention sinks (gpt-oss): head h's learned logit sinks[h] joins its softmax's max and
+ * denominator and contributes no value (kernels/cache.h), so the weights of the keys sum to < 1.
  * A MoE model (n_expert > 0) replaces the FFN line, per token:
- *     p = softmax(Wr xb) over the n_expert router logits
- *     e[0..k-1] = the k = n_expert_used largest p, largest first (ties: lower expert id first),
- *                 or the pinned ids (backend_route)
- *     w[j] = p[e[j]] / max(sum_j p[e[j]], 2^-14)
- *     d = w[0] D0 ; d += w[j] Dj for j = 1..k-1, Dj = Wd[e_j] (silu(Wg[e_j] xb) * (Wu[e_j] xb))
- *     x += d
+ *     z = Wr xb (+ b_router), the n_expert router logits
+ *   gate BACKEND_GATE_SOFTMAX_ALL (qwen3moe):
+ *     p = softmax(z) ; e[0..k-1] = the k = n_expert_used largest p, largest first (ties: lower
+ *     expert id first), or the pinned ids (backend_route) ; w[j] = p[e[j]] / max(sum_j p[e[j]], 2^-14)
+ *   gate BACKEND_GATE_SOFTMAX_PLAIN (qwen2moe): the same e[j], w[j] = p[e[j]] (no renormalising)
+ *   gate BACKEND_GATE_SOFTMAX_TOPK (gpt-oss):
+ *     e[0..k-1] = the k largest z, largest first (ties: lower id), or the pinned ids ;
+ *     w = softmax(z[e[0]], .., z[e[k-1]]) over those k only
+ *   then, with De = the expert's output for this token:
+ *     swiglu:     De = Wd[e] (silu(Wg[e] xb) * (Wu[e] xb))
+ *     swiglu_oai: g = Wg[e] xb + b_gate[e], u = Wu[e] xb + b_up[e],
+ *                 c = min(g, 7), De = Wd[e] (c * sigmoid(1.702 c) * (clamp(u, -7, 7) + 1)) + b_down[e]
+ *     d = w[0] D0 ; d += w[j] Dj for j = 1..k-1 (Dj = D of e[j])
+ *   with a shared expert (ffn_sh > 0, qwen2moe), every token also runs it:
+ *     s = Wsd (silu(Wsg xb) * (Wsu xb)) ; c = Wsi . xb ; d += s * sigmoid(c)
+ *   x += d
  * Every expert matmul is the canonical per-row dot product on one token's xb, so the result does
  * not depend on which other tokens share the chunk or the expert.
  * then out = output . rmsnorm(x) for the requested rows. x starts as the token's embedding row
@@ -69,8 +101,10 @@ typedef struct {
     int n_layer, dim, n_head, n_kv, hd, ffn, n_vocab, n_rot;
     int n_expert, n_expert_used;          /* MoE: experts per layer, per token (ffn is one expert's
                                            * width); 0, 0: dense */
+    int ffn_sh;                           /* MoE: the shared expert's width; 0: none */
     int neox;                             /* RoPE pairs (i, i + n_rot/2) instead of (2i, 2i+1) */
     backend_act act;                      /* the FFN's gate activation */
+    backend_gate gate;                    /* MoE: how the router's logits become weights */
     float eps, emb_scale, attn_scale;
     ops_rope_cfg rope_global, rope_local;
     ops_weight tok_emb;                   /* [n_vocab][dim] */

@@ -4,7 +4,9 @@
  * the canonical operation orders that make every result independent of the chunk and the
  * thread count are in ops.h and cache.h (docs/DESIGN.md §2.5, §3). A mixture-of-experts layer
  * (moe_route, moe_ffn) runs each expert over the tokens routed to it, one matmul chain per token
- * and output as everywhere else, and sums a token's experts in its slot order (§2.5.9).
+ * and output as everywhere else, and sums a token's experts in its slot order (§2.5.9); the gating
+ * (qwen3moe, qwen2moe, gpt-oss), expert biases, clamped SwiGLU and shared expert are its variants
+ * (backend.h). Attention sinks (gpt-oss) are passed to the cache's attention per layer.
  */
 #include "kernels/backend_impl.h"
 #include "kernels/cache.h"
@@ -29,7 +31,8 @@ typedef struct {
     float *x, *xb;      /* [max_T][dim] residual stream, normed input */
     float *q, *att;     /* [max_T][n_head*hd] */
     float *k, *v;       /* [max_T][n_kv*hd] */
-    float *h1, *h2;     /* [max_T][ffn] (MoE: one expert's ffn, for the tokens routed to it) */
+    float *h1, *h2;     /* [max_T][max(ffn, ffn_sh)] (MoE: one expert's ffn, for the tokens routed
+                         * to it; then the shared expert's) */
     /* MoE scratch (n_expert > 0; NULL otherwise), k = n_expert_used */
     float *probs;       /* [max_T][n_expert] router logits, then probabilities */
     int *sel;           /* [max_T][k] selected expert ids, slot order */
@@ -47,7 +50,8 @@ typedef struct {
 
 /* Bytes of the scratch above for max_T tokens. */
 static uint64_t scratch_bytes(const backend_model *m, int max_T) {
-    uint64_t per_tok = 2ull * m->dim + 2ull * m->n_head * m->hd + 2ull * m->n_kv * m->hd + 2ull * m->ffn +
+    uint64_t hw = m->ffn_sh > m->ffn ? m->ffn_sh : m->ffn;
+    uint64_t per_tok = 2ull * m->dim + 2ull * m->n_head * m->hd + 2ull * m->n_kv * m->hd + 2ull * hw +
                        2ull * m->n_rot;
     if (m->n_expert > 0)   /* probs, sel, wsel, xe, de, ye, gtok, gslot */
         per_tok += (uint64_t)m->n_expert + 2ull * m->n_expert_used + 2ull * m->dim +
@@ -93,8 +97,9 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
     b->att = alloc64(T * m->n_head * m->hd);
     b->k = alloc64(T * m->n_kv * m->hd);
     b->v = alloc64(T * m->n_kv * m->hd);
-    b->h1 = alloc64(T * m->ffn);
-    b->h2 = alloc64(T * m->ffn);
+    size_t hw = (size_t)(m->ffn_sh > m->ffn ? m->ffn_sh : m->ffn);
+    b->h1 = alloc64(T * hw);
+    b->h2 = alloc64(T * hw);
     b->cs_g = alloc64(T * m->n_rot);
     b->cs_l = alloc64(T * m->n_rot);
     int moe_ok = 1;
@@ -115,6 +120,7 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
     int cols = m->dim, window = 0;
     if (m->n_head * m->hd > cols) cols = m->n_head * m->hd;
     if (m->ffn > cols) cols = m->ffn;
+    if (m->ffn_sh > cols) cols = m->ffn_sh;
     for (int l = 0; l < nl; l++)
         if (m->layers[l].window > window) window = m->layers[l].window;
     b->mm_ws = alloc64(ops_matmul_scratch_floats(cfg->threads, cols));
@@ -148,11 +154,24 @@ static void qk_prepare(const backend_model *m, float *x, int T, int nh, const fl
         }
 }
 
-/* The router for T tokens: probs [T][n_expert] holds the router logits on entry. Per token:
- * softmax (max subtracted, expf, the sum in double in id order, times its f32 inverse), then the
- * experts — the k largest probabilities, largest first, ties to the lower id, or the pinned ids
- * pin [T][n_layer][k] of layer l — and their weights p / max(sum of the k p in slot order, 2^-14)
- * into sel / wsel [T][k]; used [T][n_layer][k] (may be NULL) receives the ids. */
+/* softmax of x[n] in place: max subtracted, expf, the sum in double in index order, times its f32
+ * inverse. */
+static void softmax_row(float *x, int n) {
+    float mx = x[0];
+    for (int i = 1; i < n; i++) if (x[i] > mx) mx = x[i];
+    double sum = 0;
+    for (int i = 0; i < n; i++) { x[i] = expf(x[i] - mx); sum += x[i]; }
+    float inv = (float)(1.0 / sum);
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
+/* The router for T tokens: probs [T][n_expert] holds the router logits (bias added) on entry. Per
+ * token, by m->gate (backend.h): SOFTMAX_ALL takes the softmax of all logits (softmax_row), then
+ * the experts — the k largest probabilities, largest first, ties to the lower id, or the pinned
+ * ids pin [T][n_layer][k] of layer l — and their weights p / max(sum of the k p in slot order,
+ * 2^-14); SOFTMAX_PLAIN the same experts with their probabilities as weights; SOFTMAX_TOPK takes the k largest logits (the same order and ties) or the pinned ids, and
+ * the softmax_row of their k logits in slot order as the weights. Ids and weights go to sel /
+ * wsel [T][k]; used [T][n_layer][k] (may be NULL) receives the ids. */
 static void moe_route(const backend_model *m, float *probs, int T, int l, const int32_t *pin, int32_t *used,
                       int *sel, float *wsel) {
     int ne = m->n_expert, k = m->n_expert_used;
@@ -160,12 +179,7 @@ static void moe_route(const backend_model *m, float *probs, int T, int l, const 
         float *p = probs + (size_t)t * ne;
         int *s = sel + (size_t)t * k;
         float *w = wsel + (size_t)t * k;
-        float mx = p[0];
-        for (int e = 1; e < ne; e++) if (p[e] > mx) mx = p[e];
-        double sum = 0;
-        for (int e = 0; e < ne; e++) { p[e] = expf(p[e] - mx); sum += p[e]; }
-        float inv = (float)(1.0 / sum);
-        for (int e = 0; e < ne; e++) p[e] *= inv;
+        if (m->gate != BACKEND_GATE_SOFTMAX_TOPK) softmax_row(p, ne);
         const int32_t *pt = pin ? pin + ((size_t)t * m->n_layer + l) * k : NULL;
         for (int j = 0; j < k; j++) {
             if (pt) { s[j] = pt[j]; continue; }
@@ -177,22 +191,38 @@ static void moe_route(const backend_model *m, float *probs, int T, int l, const 
             }
             s[j] = best;
         }
-        float wsum = 0;
-        for (int j = 0; j < k; j++) wsum += p[s[j]];
-        if (wsum < 6.103515625e-5f) wsum = 6.103515625e-5f;   /* 2^-14, as llama.cpp clamps it */
-        for (int j = 0; j < k; j++) w[j] = p[s[j]] / wsum;
+        if (m->gate == BACKEND_GATE_SOFTMAX_TOPK) {
+            for (int j = 0; j < k; j++) w[j] = p[s[j]];
+            softmax_row(w, k);
+        } else if (m->gate == BACKEND_GATE_SOFTMAX_PLAIN) {
+            for (int j = 0; j < k; j++) w[j] = p[s[j]];
+        } else {
+            float wsum = 0;
+            for (int j = 0; j < k; j++) wsum += p[s[j]];
+            if (wsum < 6.103515625e-5f) wsum = 6.103515625e-5f;   /* 2^-14, as llama.cpp clamps it */
+            for (int j = 0; j < k; j++) w[j] = p[s[j]] / wsum;
+        }
         if (used)
             for (int j = 0; j < k; j++) used[((size_t)t * m->n_layer + l) * k + j] = s[j];
     }
 }
 
+/* The gate activation of m on one token's g, u [n], into g. */
+static void ffn_act(const backend_model *m, float *g, const float *u, int n) {
+    if (m->act == BACKEND_ACT_GEGLU) ops_geglu(g, u, n);
+    else if (m->act == BACKEND_ACT_SWIGLU_OAI) ops_swiglu_oai(g, u, n, BACKEND_OAI_ALPHA, BACKEND_OAI_LIMIT);
+    else ops_swiglu(g, u, n);
+}
+
 /* The MoE FFN of layer l for T tokens: xb [T][dim] normed input; adds each token's weighted sum of
  * its experts to x [T][dim]. Experts run in id order, each on the tokens routed to it (gathered in
- * token order); a token's k outputs are then summed in slot order (backend.h). Returns 0 or -1. */
+ * token order), biases (gpt-oss) added per row; a token's k outputs are then summed in slot order
+ * (backend.h). Returns 0 or -1. */
 static int moe_ffn(backend_cpu *b, const backend_layer *ly, int l, int T) {
     const backend_model *m = &b->m;
     int dim = m->dim, ffn = m->ffn, k = m->n_expert_used;
     if (ops_matmul(b->p, &ly->w_router, b->xb, b->probs, T, m->n_expert, b->mm_ws)) return -1;
+    add_bias(b->probs, ly->b_router, T, m->n_expert);
     moe_route(m, b->probs, T, l, b->pin, b->used, b->sel, b->wsel);
     for (int e = 0; e < m->n_expert; e++) {
         int n = 0;
@@ -214,10 +244,21 @@ static int moe_ffn(backend_cpu *b, const backend_layer *ly, int l, int T) {
         d.data += (size_t)e * dim * d.row_bytes;
         ops_mm gate_up[2] = { { &g, b->h1, ffn }, { &u, b->h2, ffn } };
         if (ops_matmul_many(b->p, gate_up, 2, b->xe, n, b->mm_ws)) return -1;
-        for (int i = 0; i < n; i++) ops_swiglu(b->h1 + (size_t)i * ffn, b->h2 + (size_t)i * ffn, ffn);
+        add_bias(b->h1, ly->b_gate ? ly->b_gate + (size_t)e * ffn : NULL, n, ffn);
+        add_bias(b->h2, ly->b_up ? ly->b_up + (size_t)e * ffn : NULL, n, ffn);
+        for (int i = 0; i < n; i++) ffn_act(m, b->h1 + (size_t)i * ffn, b->h2 + (size_t)i * ffn, ffn);
         if (ops_matmul(b->p, &d, b->h1, b->de, n, dim, b->mm_ws)) return -1;
+        add_bias(b->de, ly->b_down ? ly->b_down + (size_t)e * dim : NULL, n, dim);
         for (int i = 0; i < n; i++)
             memcpy(b->ye + ((size_t)b->gtok[i] * k + b->gslot[i]) * dim, b->de + (size_t)i * dim, sizeof(float) * dim);
+    }
+    if (m->ffn_sh > 0) {   /* the shared expert on every token: de [T][dim], its gate logits in probs [T] */
+        int fs = m->ffn_sh;
+        if (ops_matmul(b->p, &ly->w_sh_inp, b->xb, b->probs, T, 1, b->mm_ws)) return -1;
+        ops_mm gate_up[2] = { { &ly->w_sh_gate, b->h1, fs }, { &ly->w_sh_up, b->h2, fs } };
+        if (ops_matmul_many(b->p, gate_up, 2, b->xb, T, b->mm_ws)) return -1;
+        for (int t = 0; t < T; t++) ops_swiglu(b->h1 + (size_t)t * fs, b->h2 + (size_t)t * fs, fs);
+        if (ops_matmul(b->p, &ly->w_sh_down, b->h1, b->de, T, dim, b->mm_ws)) return -1;
     }
     for (int t = 0; t < T; t++) {
         float *x = b->x + (size_t)t * dim, *o = b->xb + (size_t)t * dim;   /* xb is free again: reuse it */
@@ -225,6 +266,12 @@ static int moe_ffn(backend_cpu *b, const backend_layer *ly, int l, int T) {
         for (int i = 0; i < dim; i++) o[i] = w[0] * y[i];
         for (int j = 1; j < k; j++)
             for (int i = 0; i < dim; i++) o[i] = o[i] + w[j] * y[(size_t)j * dim + i];
+        if (m->ffn_sh > 0) {
+            /* sigmoid as llama.cpp's graph forms it: silu(c) / c */
+            float c = b->probs[t], g = c / (1.0f + expf(-c)) / c;
+            const float *sh = b->de + (size_t)t * dim;
+            for (int i = 0; i < dim; i++) o[i] = o[i] + sh[i] * g;
+        }
         for (int i = 0; i < dim; i++) x[i] += o[i];
     }
     return 0;
@@ -283,9 +330,10 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
         qk_prepare(m, b->q, T, m->n_head, ly->q_norm, cs);
         qk_prepare(m, b->k, T, m->n_kv, ly->k_norm, cs);
         for (int t = 0; t < T; t++) cache_store(c, l, pos0 + t, b->k + (size_t)t * kd, b->v + (size_t)t * kd);
-        cache_attn at = { l, T, pos0, m->n_head, ly->window, m->attn_scale, b->q, b->att };
+        cache_attn at = { l, T, pos0, m->n_head, ly->window, m->attn_scale, b->q, b->att, ly->sinks };
         if (cache_attend_ws(p, c, &at, b->attn_ws, b->attn_ws_floats)) goto kfail;
         if (ops_matmul(p, &ly->wo, b->att, b->xb, T, dim, b->mm_ws)) goto kfail;
+        add_bias(b->xb, ly->bo, T, dim);
         for (int t = 0; t < T; t++) {
             float *o = b->xb + (size_t)t * dim, *x = b->x + (size_t)t * dim;
             if (ly->post_attn_norm) ops_rmsnorm(o, o, ly->post_attn_norm, dim, m->eps);
@@ -303,11 +351,7 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
         }
         ops_mm gate_up[2] = { { &ly->w_gate, b->h1, m->ffn }, { &ly->w_up, b->h2, m->ffn } };
         if (ops_matmul_many(p, gate_up, 2, b->xb, T, b->mm_ws)) goto kfail;
-        for (int t = 0; t < T; t++) {
-            float *g = b->h1 + (size_t)t * m->ffn, *u = b->h2 + (size_t)t * m->ffn;
-            if (m->act == BACKEND_ACT_GEGLU) ops_geglu(g, u, m->ffn);
-            else ops_swiglu(g, u, m->ffn);
-        }
+        for (int t = 0; t < T; t++) ffn_act(m, b->h1 + (size_t)t * m->ffn, b->h2 + (size_t)t * m->ffn, m->ffn);
         if (ops_matmul(p, &ly->w_down, b->h1, b->xb, T, dim, b->mm_ws)) goto kfail;
         for (int t = 0; t < T; t++) {
             float *o = b->xb + (size_t)t * dim, *x = b->x + (size_t)t * dim;

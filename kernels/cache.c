@@ -185,6 +185,18 @@ static void layer_view(const cache *c, const cache_attn *a, cache *view, cache_a
 /* n rounded up to 16 floats: sub-buffers carved from one scratch start on 64-byte boundaries */
 static size_t up16(size_t n) { return (n + 15) / 16 * 16; }
 
+/* ---- attention sinks (cache.h): the same two steps in every path ----------------------------- */
+
+/* The softmax max of head h: m, the max of its scaled scores, raised to the sink logit. */
+static float sink_max(const cache_attn *a, int h, float m) {
+    return a->sinks && a->sinks[h] > m ? a->sinks[h] : m;
+}
+
+/* The denominator of head h: sum (of the weights, canonical order) plus the sink's weight. */
+static float sink_sum(const cache_attn *a, int h, float m, float sum) {
+    return a->sinks ? sum + ops_expf(a->sinks[h] - m) : sum;
+}
+
 /* ---- reference: one query at a time ---------------------------------------------------------- */
 
 static float seq_dot(const float *a, const float *b, int n) {
@@ -216,7 +228,8 @@ static int attend_ref(const cache *c, const cache_attn *a) {
                 s[j - lo] = seq_dot(q, kv, hd) * a->scale;
                 if (s[j - lo] > m) m = s[j - lo];
             }
-            float sum = ops_exp_sub_sum(s, s, m, pos - lo + 1);
+            m = sink_max(a, h, m);
+            float sum = sink_sum(a, h, m, ops_exp_sub_sum(s, s, m, pos - lo + 1));
             for (int d = 0; d < hd; d++) o[d] = 0.0f;
             for (int j = lo; j <= pos; j++) {
                 v_rows(c, a->layer, g, pos, j, 1, kv);
@@ -449,7 +462,9 @@ static void attn_item(void *vctx, int item, int thread) {
     for (int i = 0; i < nq; i++) {
         float *si = s + (size_t)i * ld + (lo_q[i] - lo);
         int n = hi_q[i] - lo_q[i] + 1;
-        sum_q[i] = ops_exp_sub_sum(si, si, scale_max(si, n, a->scale), n);
+        int h = h0 + i % hpi;
+        float m = sink_max(a, h, scale_max(si, n, a->scale));
+        sum_q[i] = sink_sum(a, h, m, ops_exp_sub_sum(si, si, m, n));
         for (int d = 0; d < hd; d++) o[(size_t)i * hd + d] = 0.0f;
     }
     /* weighted sum of V, keys ascending per query */
@@ -521,13 +536,19 @@ static void split_scores(void *vctx, int item, int thread) {
         x->pmax[(size_t)h * x->n_ranges + r] = scale_max(x->s + (size_t)h * x->ld + jb, je - jb, x->a->scale);
 }
 
+/* The softmax max of head h: the max over its ranges' maxima, raised to the sink. */
+static float split_head_max(const split_ctx *x, int h) {
+    float m = -INFINITY;
+    for (int i = 0; i < x->n_ranges; i++)
+        if (x->pmax[(size_t)h * x->n_ranges + i] > m) m = x->pmax[(size_t)h * x->n_ranges + i];
+    return sink_max(x->a, h, m);
+}
+
 static void split_weights(void *vctx, int item, int thread) {
     (void)thread;
     split_ctx *x = vctx;
     int h = item / x->n_ranges, r = item % x->n_ranges;
-    float m = -INFINITY;
-    for (int i = 0; i < x->n_ranges; i++)
-        if (x->pmax[(size_t)h * x->n_ranges + i] > m) m = x->pmax[(size_t)h * x->n_ranges + i];
+    float m = split_head_max(x, h);
     int jb = r * x->range, je = jb + x->range < x->n ? jb + x->range : x->n;
     float *sh = x->s + (size_t)h * x->ld + jb;
     ops_exp_sub_sum(sh, sh, m, je - jb);   /* the weights; their sum is taken whole in C */
@@ -555,7 +576,8 @@ static void split_values(void *vctx, int item, int thread) {
         }
     }
     for (int h = 0; h < x->group; h++) {
-        float sum = ops_sum8(sg + (size_t)h * x->ld, x->n);
+        int hq = g * x->group + h;
+        float sum = sink_sum(a, hq, split_head_max(x, hq), ops_sum8(sg + (size_t)h * x->ld, x->n));
         float *oh = o + (size_t)h * w;
         for (int d = 0; d < w; d++) oh[d] = oh[d] / sum;
         kv_rotate(H->fv, oh, hd);   /* when V is rotated: then w == hd */

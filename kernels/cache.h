@@ -16,6 +16,10 @@
  *     s_j = scale * (q . k_j)      q . k_j = sequential fma over d = 0..hd-1 in f32
  *     w_j = exp(s_j - max s)       (ops_exp_sub_sum: lanes of 8 from j = lo, fixed reduction)
  *     o   = (sum_j w_j v_j) / sum_j w_j   (sequential fma over j ascending, per output element)
+ * With attention sinks (a learned logit z_h per head, gpt-oss), z_h joins the max and the
+ * denominator but brings no value: m = max(max s, z_h), w_j = exp(s_j - m), and the sum is
+ * (ops_exp_sub_sum of the w_j) + ops_expf(z_h - m), in that order; o = (sum_j w_j v_j) / sum. The
+ * sink is not scaled (it is a logit of the softmax, not a dot product).
  * Every quantity depends only on (p, h) and the cache, never on the chunk or thread split: that is
  * the batch invariance of docs/DESIGN.md §2. Rotated formats (kv.h) rotate q before (K's rotation)
  * and o after (V's rotation). A KV head is attended with its own formats; nothing else depends on
@@ -79,6 +83,8 @@ typedef struct {
     float scale;        /* score multiplier, e.g. 1/sqrt(hd) */
     const float *q;     /* [T][n_head][hd] */
     float *out;         /* [T][n_head][hd] */
+    const float *sinks; /* [n_head] each head's sink logit (gpt-oss), or NULL: none (the top of this
+                         * file); borrowed */
 } cache_attn;
 
 /* Decode (T = 1) over at least this many keys splits the keys, then the output columns, across

@@ -321,6 +321,14 @@ void ops_swiglu(float *x, const float *up, int n) {
     for (int i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i])) * up[i];
 }
 
+void ops_swiglu_oai(float *x, const float *up, int n, float alpha, float limit) {
+    for (int i = 0; i < n; i++) {
+        float c = limit < x[i] ? limit : x[i];   /* a NaN stays NaN, as in llama.cpp */
+        float u = up[i] < -limit ? -limit : limit < up[i] ? limit : up[i];
+        x[i] = c / (1.0f + expf(alpha * -c)) * (u + 1.0f);
+    }
+}
+
 /* gelu_tanh(v) = 0.5 v (1 + tanh(z)), z = sqrt(2/pi) (v + 0.044715 v^3), computed as the equal
  * v / (1 + exp(-2z)): glibc's expf gives the same bits on x86-64 and AArch64, its tanhf does not
  * (tests/neon.test.sh found Gemma 3's logits differing in the last bits), and the sum 1 + tanh(z)

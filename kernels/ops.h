@@ -77,6 +77,9 @@ void ops_rope_table_f64(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg);
  * swiglu: x = silu(x) * up;  geglu: x = gelu_tanh(x) * up, as v / (1 + expf(-2z)) (see ops.c). */
 void ops_swiglu(float *x, const float *up, int n);
 void ops_geglu(float *x, const float *up, int n);
+/* gpt-oss's clamped SwiGLU: c = min(x, limit), x = c / (1 + exp(-alpha c)) * (clamp(up, -limit,
+ * limit) + 1) (llama.cpp's swiglu_oai; alpha 1.702, limit 7 there). */
+void ops_swiglu_oai(float *x, const float *up, int n, float alpha, float limit);
 
 /* exp(x) for x <= 0 by range reduction and a polynomial (max error ~2 ulp); scalar and AVX2
  * versions bit-identical. Returns 0 for x < -87.3 (and -inf), NaN for NaN, +inf for x > ~88.7

@@ -3,18 +3,22 @@
 # with $BUILD set; prints its own closing line "N passed, N failed").
 #
 # On rand-qwen3moe (tests/fixtures/models: qwen3moe, 2 layers, 8 experts, top 2) and its Q8_0-expert
-# twin, one sweep with arms f32 (the reference), f16, int8 and q4_0 over 3 depths, prefill requests of
-# 37 tokens:
+# twin, and on rand-gptoss (gpt-oss: a sliding-window layer of 16 keys with sinks, a full one, 8
+# biased experts, top 2) and its MXFP4-expert twin, and on rand-qwen2moe (8 experts, top 2, and a
+# shared expert), one sweep with arms f32 (the reference), f16, int8 and q4_0 (rand-qwen2moe, head
+# dim 16: fp8 instead) over 3 depths, prefill requests of 37 tokens:
 #   - one pass = separate runs: each arm's teacher-forced row at each depth equals a from-scratch
 #     run of the worker on that prefix (default prefill chunk 512) byte for byte, and its 8 fork
 #     tokens equal the worker's own greedy continuation.
-# Then the routing between arms (f32 reference, a second f32, f16, q4_0; per position, 300 tokens):
+# Then the routing between arms (f32 reference, a second f32, f16, q4_0; per position, 300 tokens), on
+# rand-qwen3moe and on rand-gptoss:
 #   - free mode: meta.json counts 600 (token, layer) decisions per arm; the repeated f32 arm never
 #     differs from the reference, the q4_0 arm does;
 #   - --pin-experts: no decision differs; the repeated f32 arm's rows are the reference's bit for
 #     bit; the q4_0 arm's rows change;
-#   - the counts survive a killed driver and --resume; in pinned mode a killed worker is restarted
-#     and the results are byte-identical to the uninterrupted run; summary.json carries the counts;
+#   - (rand-qwen3moe) the counts survive a killed driver and --resume; in pinned mode a killed worker
+#     is restarted and the results are byte-identical to the uninterrupted run; summary.json carries
+#     the counts;
 #   - --pin-experts=FILE: a run records the reference's experts into FILE, a run with other arms
 #     replays them (= the in-run pinned sweep; the reference's rows = the recording run's); a file
 #     too short, of another document or of another model is refused; a killed recording resumes to
@@ -33,9 +37,9 @@ if [ ! -x "$DRV" ] || [ ! -x "$WRK" ]; then
 fi
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-ARMS="f32 f16 int8 q4_0"
-
-for name in rand-qwen3moe rand-qwen3moe-q8_0; do
+for name in rand-qwen3moe rand-qwen3moe-q8_0 rand-gptoss rand-gptoss-mxfp4 rand-qwen2moe; do
+    ARMS="f32 f16 int8 q4_0"
+    [ $name = rand-qwen2moe ] && ARMS="f32 f16 int8 fp8"   # its head dim 16 takes no 32-value blocks
     MODEL=tests/fixtures/models/$name.gguf
     cat tests/fixtures/texts/*.txt | "$WRK" --model "$MODEL" --tokenize > "$T/doc.tok"
     rm -rf "$T/r" "$T/rows"
@@ -66,10 +70,6 @@ for name in rand-qwen3moe rand-qwen3moe-q8_0; do
 done
 
 # ---- routing between arms: free mode counts, pinned mode replays the reference's experts ----------
-MODEL=tests/fixtures/models/rand-qwen3moe.gguf
-cat tests/fixtures/texts/*.txt | "$WRK" --model "$MODEL" --tokenize > "$T/doc.tok"
-ARGS=(--model "$MODEL" --tokens-file "$T/doc.tok" --arms f32,f32,f16,q4_0 --ref f32 --depths 3 --max-depth 300
-      --fork 8 --chunk 37 --per-position)
 # routing NAME DIR: "decisions differ" of an arm in DIR/meta.json
 routing() {
     python3 -c 'import json,sys
@@ -77,36 +77,43 @@ m = json.load(open(sys.argv[2] + "/meta.json"))
 r = [a["routing"] for a in m["arms"] if a["name"] == sys.argv[1]][0]
 print(r["decisions"], r["differ"])' "$1" "$2" 2> /dev/null
 }
-"$DRV" sweep "${ARGS[@]}" --quiet --out "$T/free" --dump-rows "$T/free-rows" 2> "$T/free.err" || cat "$T/free.err"
-mkdir -p "$T/pin-rows"
-"$DRV" sweep "${ARGS[@]}" --quiet --pin-experts --out "$T/pin" --dump-rows "$T/pin-rows" 2> "$T/pin.err" || cat "$T/pin.err"
-for a in 'f32#2' f16 q4_0; do
-    read -r n d <<< "$(routing "$a" "$T/free")"
-    check "free mode, arm $a: 300 positions x 2 layers = 600 routing decisions compared (${n:-none})" test "${n:-0}" = 600
-    case $a in
-        'f32#2') check "free mode: the repeated f32 arm chose the reference's experts at every decision (${d:-?} differ)" \
-                     test "${d:-1}" = 0 ;;
-        q4_0) check "free mode: the q4_0 KV cache changed some routing decisions (${d:-?} of 600)" test "${d:-0}" -gt 0 ;;
-    esac
-    read -r n d <<< "$(routing "$a" "$T/pin")"
-    check "pinned mode, arm $a: 600 decisions, none differs from the reference's (${n:-none}, ${d:-?})" \
-        test "${n:-0}" = 600 -a "${d:-1}" = 0
+for name in rand-gptoss rand-qwen3moe; do   # rand-qwen3moe last: the resume checks below reuse its runs
+    MODEL=tests/fixtures/models/$name.gguf
+    cat tests/fixtures/texts/*.txt | "$WRK" --model "$MODEL" --tokenize > "$T/doc.tok"
+    ARGS=(--model "$MODEL" --tokens-file "$T/doc.tok" --arms f32,f32,f16,q4_0 --ref f32 --depths 3 --max-depth 300
+          --fork 8 --chunk 37 --per-position)
+    rm -rf "$T/free" "$T/pin" "$T/free-rows" "$T/pin-rows"
+    "$DRV" sweep "${ARGS[@]}" --quiet --out "$T/free" --dump-rows "$T/free-rows" 2> "$T/free.err" || cat "$T/free.err"
+    mkdir -p "$T/pin-rows"
+    "$DRV" sweep "${ARGS[@]}" --quiet --pin-experts --out "$T/pin" --dump-rows "$T/pin-rows" 2> "$T/pin.err" || cat "$T/pin.err"
+    for a in 'f32#2' f16 q4_0; do
+        read -r n d <<< "$(routing "$a" "$T/free")"
+        check "$name free mode, arm $a: 300 positions x 2 layers = 600 routing decisions compared (${n:-none})" test "${n:-0}" = 600
+        case $a in
+            'f32#2') check "$name free mode: the repeated f32 arm chose the reference's experts at every decision (${d:-?} differ)" \
+                         test "${d:-1}" = 0 ;;
+            q4_0) check "$name free mode: the q4_0 KV cache changed some routing decisions (${d:-?} of 600)" test "${d:-0}" -gt 0 ;;
+        esac
+        read -r n d <<< "$(routing "$a" "$T/pin")"
+        check "$name pinned mode, arm $a: 600 decisions, none differs from the reference's (${n:-none}, ${d:-?})" \
+            test "${n:-0}" = 600 -a "${d:-1}" = 0
 done
 same=0
 for dd in 100 200 300; do cmp -s "$T/pin-rows/f32-$dd.f32" "$T/pin-rows/f32#2-$dd.f32" && same=$((same + 1)); done
-check "pinned mode: the arm with the reference's KV format gives the reference's rows bit for bit ($same/3 depths)" \
+check "$name pinned mode: the arm with the reference's KV format gives the reference's rows bit for bit ($same/3 depths)" \
     test $same -eq 3
-check "pinned mode: its per-position KL to the reference is exactly 0 everywhere" \
+check "$name pinned mode: its per-position KL to the reference is exactly 0 everywhere" \
     awk -F'\t' 'NR > 1 && $2 == "f32#2" && $3 != 0 { bad = 1 } END { exit bad }' "$T/pin/positions.tsv"
-check "pinned mode changes the q4_0 arm's rows (its experts are the reference's now)" \
+check "$name pinned mode changes the q4_0 arm's rows (its experts are the reference's now)" \
     bash -c "! cmp -s '$T/free-rows/q4_0-100.f32' '$T/pin-rows/q4_0-100.f32'"
 read -r n d <<< "$(routing q4_0 "$T/free")"
-check "the results README reports the free routing counts (q4_0 $d of $n)" \
+check "$name: the results README reports the free routing counts (q4_0 $d of $n)" \
     bash -c "grep -q 'Mixture of experts, free routing' '$T/free/README.md' && grep -q 'q4_0 $d of $n' '$T/free/README.md'"
-check "the results README of the pinned run says the experts were pinned" \
+check "$name: the results README of the pinned run says the experts were pinned" \
     grep -q 'Mixture of experts, experts pinned' "$T/pin/README.md"
-check "meta.json says pin_experts true / false" \
+check "$name: meta.json says pin_experts true / false" \
     bash -c "grep -q '\"pin_experts\": true' '$T/pin/meta.json' && grep -q '\"pin_experts\": false' '$T/free/meta.json'"
+done
 
 # the counts survive --resume, and a restarted worker in pinned mode rebuilds to the same bits
 (STRATA_TEST_FAULT=die@9 "$DRV" sweep "${ARGS[@]}" --quiet --out "$T/free-k" > /dev/null 2>&1; true) 2> /dev/null

@@ -314,6 +314,79 @@ static void test_moe_meta(void) {
     ge_free_src(&moe);
 }
 
+/* gpt-oss: a file without its sliding window, expert width, sinks, an expert bias or its output
+ * matrix is refused naming what is missing; a sliding_window_pattern of 3 makes layers 0 and 1
+ * (l % 3 < 2) both sliding, where the default of 2 slides layer 0 only. */
+static void test_gptoss_meta(void) {
+    static const struct { const char *kv, *tensor, *want; } cases[] = {
+        { "gpt-oss.attention.sliding_window", NULL, "missing metadata gpt-oss.attention.sliding_window" },
+        { "gpt-oss.expert_feed_forward_length", NULL, "missing metadata gpt-oss.expert_feed_forward_length" },
+        { NULL, "blk.0.attn_sinks.weight", "missing tensor blk.0.attn_sinks.weight" },
+        { NULL, "blk.1.ffn_down_exps.bias", "missing tensor blk.1.ffn_down_exps.bias" },
+        { NULL, "blk.1.attn_output.bias", "missing tensor blk.1.attn_output.bias" },
+        { NULL, "output.weight", "missing tensor output.weight" },
+    };
+    char path[512], err[512], warn[256];
+    ge_src oss;
+    snprintf(path, sizeof path, "%s/models/rand-gptoss.gguf", fixtures());
+    if (ge_load(path, &oss)) { CHECK(0, "load %s", path); return; }
+    for (size_t i = 0; i <= sizeof cases / sizeof cases[0]; i++) {
+        int last = i == sizeof cases / sizeof cases[0];   /* then: the pattern of 3 */
+        ge_out o;
+        const char *skip[] = { last ? "gpt-oss.attention.sliding_window_pattern" : cases[i].kv, NULL };
+        model *m = NULL;
+        ge_begin(&o, &oss);
+        ge_copy_kvs(&o, &oss, skip);
+        if (last) ge_kv_u32(&o, "gpt-oss.attention.sliding_window_pattern", 3);
+        int drop = last || !cases[i].tensor ? -1 : ge_find_tensor(&oss, cases[i].tensor);
+        for (int t = 0; t < oss.n_t; t++)
+            if (t != drop) ge_copy_tensor(&o, &oss, t);
+        ge_finish(&o, &oss, 32);
+        err[0] = 0;
+        int rc = model_load(put_file(&o, "oss.gguf"), &m, err, sizeof err, warn, sizeof warn);
+        if (last)
+            CHECK(rc == 0 && m->layers[0].window == 16 && m->layers[1].window == 16 && m->layers[1].rope_local,
+                  "gpt-oss with sliding_window_pattern 3: layers 0 and 1 both slide over 16 keys (%s)", rc ? err : "ok");
+        else
+            CHECK(rc != 0 && strstr(err, cases[i].want), "gpt-oss without %s: refused (%s)",
+                  cases[i].kv ? cases[i].kv : cases[i].tensor, err);
+        model_free(m);
+    }
+    ge_free_src(&oss);
+}
+
+/* qwen2moe: without its shared expert's gate or down matrix, or without both width keys (the
+ * shared expert's and feed_forward_length), refused naming what is missing. */
+static void test_qwen2moe_meta(void) {
+    static const struct { const char *kv, *kv2, *tensor, *want; } cases[] = {
+        { NULL, NULL, "blk.1.ffn_gate_inp_shexp.weight", "missing tensor blk.1.ffn_gate_inp_shexp.weight" },
+        { NULL, NULL, "blk.0.ffn_down_shexp.weight", "missing tensor blk.0.ffn_down_shexp.weight" },
+        { "qwen2moe.expert_shared_feed_forward_length", "qwen2moe.feed_forward_length", NULL,
+          "missing metadata qwen2moe.expert_shared_feed_forward_length" },
+    };
+    char path[512], err[512], warn[256];
+    ge_src src2;
+    snprintf(path, sizeof path, "%s/models/rand-qwen2moe.gguf", fixtures());
+    if (ge_load(path, &src2)) { CHECK(0, "load %s", path); return; }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ge_out o;
+        const char *skip[] = { cases[i].kv, cases[i].kv2, NULL };
+        model *m = NULL;
+        ge_begin(&o, &src2);
+        ge_copy_kvs(&o, &src2, skip);
+        int drop = cases[i].tensor ? ge_find_tensor(&src2, cases[i].tensor) : -1;
+        for (int t = 0; t < src2.n_t; t++)
+            if (t != drop) ge_copy_tensor(&o, &src2, t);
+        ge_finish(&o, &src2, 32);
+        err[0] = 0;
+        int rc = model_load(put_file(&o, "q2moe.gguf"), &m, err, sizeof err, warn, sizeof warn);
+        CHECK(rc != 0 && strstr(err, cases[i].want), "qwen2moe without %s: refused (%s)",
+              cases[i].kv ? "its shared expert's width keys" : cases[i].tensor, err);
+        model_free(m);
+    }
+    ge_free_src(&src2);
+}
+
 /* A tokenizer of 513 pieces for a model of 512 rows. */
 static void test_vocab_size(void) {
     ge_out o;
@@ -591,6 +664,8 @@ int main(void) {
     test_gguf();
     test_model_meta();
     test_moe_meta();
+    test_gptoss_meta();
+    test_qwen2moe_meta();
     test_vocab_size();
     test_nonfinite();
     test_memcheck();

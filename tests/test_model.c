@@ -171,9 +171,11 @@ static void test_invariance(const model *m, pool *p, const int32_t *tok, int n) 
     free(b);
 }
 
-/* Tiled attention vs the one-query reference, on random data, every format, with a window. */
+/* Tiled attention vs the one-query reference, on random data, every format, with a window, with
+ * and without attention sinks (one of them above every score, so it holds the max). */
 static void test_attention(pool *p) {
     int hd = 64, n_kv = 2, n_head = 6, T = 37, pos0 = 50;
+    static const float sinks[6] = { 0.5f, -1.0f, 2.0f, 40.0f, 0.0f, -3.0f };   /* [n_head] */
     float *k = malloc(sizeof(float) * n_kv * hd), *v = malloc(sizeof(float) * n_kv * hd);
     float *q = malloc(sizeof(float) * T * n_head * hd);
     float *o1 = malloc(sizeof(float) * T * n_head * hd), *o2 = malloc(sizeof(float) * T * n_head * hd);
@@ -193,12 +195,14 @@ static void test_attention(pool *p) {
                 for (int i = 0; i < n_kv * hd; i++) { k[i] = (float)rand() / RAND_MAX * 4 - 2; v[i] = (float)rand() / RAND_MAX * 2 - 1; }
                 cache_store(&c, 0, pos, k, v);
             }
-            cache_attn a = { 0, T, pos0, n_head, window, 0.125f, q, o1 };
-            cache_attend(p, &c, &a);
-            a.out = o2;
-            cache_attend_ref(&c, &a);
-            CHECK(memcmp(o1, o2, sizeof(float) * T * n_head * hd) == 0,
-                  "attention kv %s window %d: tiled == reference bit for bit", nm, window);
+            for (int sk = 0; sk < 2; sk++) {
+                cache_attn a = { 0, T, pos0, n_head, window, 0.125f, q, o1, sk ? sinks : NULL };
+                cache_attend(p, &c, &a);
+                a.out = o2;
+                cache_attend_ref(&c, &a);
+                CHECK(memcmp(o1, o2, sizeof(float) * T * n_head * hd) == 0,
+                      "attention kv %s window %d%s: tiled == reference bit for bit", nm, window, sk ? " sinks" : "");
+            }
             cache_free(&c);
         }
     free(k); free(v); free(q); free(o1); free(o2);
@@ -210,6 +214,7 @@ static void test_attention(pool *p) {
  * and equal to the same position's row of a prefill chunk (the tiled path). */
 static void test_attention_split(pool *p) {
     static const int shapes[2][3] = { { 64, 3, 9 }, { 256, 1, 4 } };   /* hd, n_kv, n_head */
+    static const float sinks[9] = { 0.5f, -1.0f, 2.0f, 40.0f, 0.0f, -3.0f, 1.0f, 5.0f, -0.5f };   /* [n_head] */
     int ctx = CACHE_SPLIT_MIN_KEYS + 77, T = 5;
     for (int si = 0; si < 2; si++) {
         int hd = shapes[si][0], n_kv = shapes[si][1], n_head = shapes[si][2];
@@ -233,19 +238,20 @@ static void test_attention_split(pool *p) {
                 cache_store(&c, 0, pos, k, v);
             }
             int same_ref = 1, same_tiled = 1;
-            for (int window = 0; window <= CACHE_SPLIT_MIN_KEYS + 40; window += CACHE_SPLIT_MIN_KEYS + 40) {
-                const float *ql = q + (size_t)(T - 1) * n_head * hd;   /* the last query of the chunk */
-                cache_attn a = { 0, 1, ctx - 1, n_head, window, 0.125f, ql, o1 };
-                cache_attend(p, &c, &a);
-                a.out = o2;
-                cache_attend_ref(&c, &a);
-                same_ref &= memcmp(o1, o2, sizeof(float) * (size_t)n_head * hd) == 0;
-                cache_attn b = { 0, T, ctx - T, n_head, window, 0.125f, q, ot };
-                cache_attend(p, &c, &b);
-                same_tiled &= memcmp(o1, ot + (size_t)(T - 1) * n_head * hd, sizeof(float) * (size_t)n_head * hd) == 0;
-            }
-            CHECK(same_ref && same_tiled, "split decode attention kv %s, hd %d, %d/%d heads, %d keys, window 0 and %d: "
-                  "== reference and == the prefill row, bit for bit", nm, hd, n_head, n_kv, ctx,
+            for (int window = 0; window <= CACHE_SPLIT_MIN_KEYS + 40; window += CACHE_SPLIT_MIN_KEYS + 40)
+                for (int sk = 0; sk < 2; sk++) {
+                    const float *ql = q + (size_t)(T - 1) * n_head * hd;   /* the last query of the chunk */
+                    cache_attn a = { 0, 1, ctx - 1, n_head, window, 0.125f, ql, o1, sk ? sinks : NULL };
+                    cache_attend(p, &c, &a);
+                    a.out = o2;
+                    cache_attend_ref(&c, &a);
+                    same_ref &= memcmp(o1, o2, sizeof(float) * (size_t)n_head * hd) == 0;
+                    cache_attn b = { 0, T, ctx - T, n_head, window, 0.125f, q, ot, sk ? sinks : NULL };
+                    cache_attend(p, &c, &b);
+                    same_tiled &= memcmp(o1, ot + (size_t)(T - 1) * n_head * hd, sizeof(float) * (size_t)n_head * hd) == 0;
+                }
+            CHECK(same_ref && same_tiled, "split decode attention kv %s, hd %d, %d/%d heads, %d keys, window 0 and %d, "
+                  "with and without sinks: == reference and == the prefill row, bit for bit", nm, hd, n_head, n_kv, ctx,
                   CACHE_SPLIT_MIN_KEYS + 40);
             cache_free(&c);
         }
@@ -303,7 +309,7 @@ static void test_attention_f64(pool *p) {
             char err[160];
             if (cache_create(&c, f, f, 1, n_kv, hd, ctx, err, sizeof err)) continue;
             for (int pos = 0; pos < ctx; pos++) cache_store(&c, 0, pos, k + (size_t)pos * hd, v + (size_t)pos * hd);
-            cache_attn a = { 0, T, pos0, n_head, 0, qs, q, o };
+            cache_attn a = { 0, T, pos0, n_head, 0, qs, q, o, NULL };
             cache_attend(p, &c, &a);
             double worst = 0;
             for (int t = 0; t < T; t++)
@@ -335,6 +341,64 @@ static void test_attention_f64(pool *p) {
     }
 }
 
+/* Attention with sinks against float64 on an f32 cache (one head's sink far below its scores, one
+ * near them, one far above, one with a sliding window): within 2e-6, and the sinks matter (the
+ * output without them differs by more than 1e-3 where a sink is near or above the scores). */
+static void test_attention_sinks_f64(pool *p) {
+    enum { HD = 64, NH = 4, T = 6, CTX = 200 };
+    static const float sinks[NH] = { -30.0f, 0.5f, 6.0f, 1.0f };
+    float *k = malloc(sizeof(float) * CTX * HD), *v = malloc(sizeof(float) * CTX * HD);   /* [CTX][HD] */
+    float *q = malloc(sizeof(float) * T * NH * HD), *o = malloc(sizeof(float) * T * NH * HD);   /* [T][NH][HD] */
+    float *o0 = malloc(sizeof(float) * T * NH * HD);
+    double s[CTX];
+    cache c;
+    char err[160];
+    srand(23);
+    for (int i = 0; i < CTX * HD; i++) { k[i] = (float)rand() / RAND_MAX * 2 - 1; v[i] = (float)rand() / RAND_MAX * 2 - 1; }
+    for (int i = 0; i < T * NH * HD; i++) q[i] = ((float)rand() / RAND_MAX * 2 - 1) * 4.0f;
+    if (!k || !v || !q || !o || !o0 || cache_create(&c, KV_F32, KV_F32, 1, 1, HD, CTX, err, sizeof err)) {
+        CHECK(0, "sinks test setup");
+        goto done;
+    }
+    for (int pos = 0; pos < CTX; pos++) cache_store(&c, 0, pos, k + (size_t)pos * HD, v + (size_t)pos * HD);
+    double worst = 0, moved[NH] = { 0 };
+    for (int window = 0; window <= 24; window += 24) {
+        cache_attn a = { 0, T, CTX - T, NH, window, 0.125f, q, o, sinks };
+        cache_attend(p, &c, &a);
+        a.out = o0;
+        a.sinks = NULL;
+        cache_attend(p, &c, &a);
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < NH; h++) {
+                const float *qv = q + ((size_t)t * NH + h) * HD;
+                int pos = CTX - T + t, lo = window && pos - window + 1 > 0 ? pos - window + 1 : 0;
+                double m = sinks[h], sum = 0;
+                for (int j = lo; j <= pos; j++) {
+                    double d = 0;
+                    for (int x = 0; x < HD; x++) d += (double)qv[x] * k[(size_t)j * HD + x];
+                    s[j] = d * 0.125;
+                    if (s[j] > m) m = s[j];
+                }
+                for (int j = lo; j <= pos; j++) { s[j] = exp(s[j] - m); sum += s[j]; }
+                sum += exp(sinks[h] - m);
+                for (int x = 0; x < HD; x++) {
+                    double acc = 0;
+                    for (int j = lo; j <= pos; j++) acc += s[j] * v[(size_t)j * HD + x];
+                    size_t at = ((size_t)t * NH + h) * HD + x;
+                    worst = fmax(worst, fabs(acc / sum - o[at]));
+                    moved[h] = fmax(moved[h], fabs((double)o[at] - o0[at]));
+                }
+            }
+    }
+    printf("# attention with sinks: max |out - float64| = %.3g; moved by the sinks %.3g %.3g %.3g %.3g\n", worst,
+           moved[0], moved[1], moved[2], moved[3]);
+    CHECK(worst <= 2e-6, "attention with sinks (f32 cache, window 0 and 24) within 2e-6 of float64 (%.3g)", worst);
+    CHECK(moved[1] > 1e-3 && moved[2] > 1e-3 && moved[3] > 1e-3, "the sinks near and above the scores change the output");
+    cache_free(&c);
+done:
+    free(k); free(v); free(q); free(o); free(o0);
+}
+
 /* A cache with different formats per layer and KV head (rotated ones among them): each layer's
  * attention (tiled, split decode and the reference) gives, for the query heads of KV head g, the
  * same bits as a cache with that cell's formats everywhere, given the same stored vectors; and its
@@ -364,7 +428,7 @@ static void test_attention_mixed(pool *p) {
     int same = 1, same_ref = 1, same_split = 1;
     size_t gw = (size_t)group * hd;   /* floats of one KV head's query heads in one row */
     for (int l = 0; l < NL; l++) {
-        cache_attn a = { l, T, 100, n_head, l == 1 ? 40 : 0, 0.125f, q, o1 };   /* layer 1 with a window */
+        cache_attn a = { l, T, 100, n_head, l == 1 ? 40 : 0, 0.125f, q, o1, NULL };   /* layer 1 with a window */
         cache_attend(p, &mixed, &a);
         a.out = o2;
         cache_attend_ref(&mixed, &a);
@@ -375,7 +439,7 @@ static void test_attention_mixed(pool *p) {
                 same &= memcmp(o1 + ((size_t)t * n_head + g * group) * hd, o2 + ((size_t)t * n_head + g * group) * hd,
                                sizeof(float) * gw) == 0;
         }
-        cache_attn d = { l, 1, ctx - 1, n_head, 0, 0.125f, q, o1 };   /* decode over > CACHE_SPLIT_MIN_KEYS keys */
+        cache_attn d = { l, 1, ctx - 1, n_head, 0, 0.125f, q, o1, NULL };   /* decode over > CACHE_SPLIT_MIN_KEYS keys */
         cache_attend(p, &mixed, &d);
         d.out = o2;
         for (int g = 0; g < NKV; g++) {
@@ -607,24 +671,43 @@ done:
     return rc;
 }
 
-/* qwen3moe (rand-qwen3moe, 8 experts, top 2): loading, batch invariance in every KV format, the
- * routing record (the same experts whatever the chunk, k distinct ids per token and layer, every
- * expert used somewhere), pinning (the recorded experts pinned give the same bits; other experts
- * pinned give other logits; an id past the experts is refused), and the bad files the loader
- * refuses with one clear error. */
-static void test_qwen3moe(pool *p) {
+/* A mixture of experts with 8 experts, top 2, in 2 layers (rand-qwen3moe, rand-gptoss, rand-qwen2moe): loading,
+ * batch invariance in every KV format, the routing record (the same experts whatever the chunk, k
+ * distinct ids per token and layer, every expert used somewhere), pinning (the recorded experts
+ * pinned give the same bits; other experts pinned give other logits; an id past the experts is
+ * refused), and the quantised-expert twin `twin` (Q8_0, MXFP4; NULL: none) chunk-invariant in two mixes. The
+ * bad files the loader refuses are in tests/test_harden.c. */
+static void test_moe(pool *p, const char *name, const char *twin) {
     char path[512], err[512], warn[256];
     model *m = NULL;
     gguf_file *g = NULL;
     float *a = NULL, *b = NULL;
     int32_t *ua = NULL, *ub = NULL, *pin = NULL;
-    snprintf(path, sizeof path, "%s/models/rand-qwen3moe.gguf", fixtures());
+    snprintf(path, sizeof path, "%s/models/%s.gguf", fixtures(), name);
     if (model_load(path, &m, err, sizeof err, warn, sizeof warn)) { CHECK(0, "load %s: %s", path, err); return; }
-    CHECK(m->arch == ARCH_QWEN3MOE && m->n_expert == 8 && m->n_expert_used == 2 && m->ffn == 32 && m->n_layer == 2 &&
-          m->hd == 32 && m->layers[0].w_gate.rows == 8 * 32 && m->layers[1].w_down.rows == 8 * 64,
-          "rand-qwen3moe: qwen3moe, 8 experts, 2 used, expert width 32 (expert_feed_forward_length, not "
-          "feed_forward_length 96), stacked experts [8*32][64] and [8*64][32]");
-    snprintf(path, sizeof path, "%s/logits/rand-qwen3moe.prose.gguf", fixtures());
+    CHECK(m->n_expert == 8 && m->n_expert_used == 2 && m->ffn == 32 && m->n_layer == 2 &&
+          m->layers[0].w_gate.rows == 8 * 32 && m->layers[1].w_down.rows == 8 * 64,
+          "%s: 8 experts, 2 used, expert width 32 (expert_feed_forward_length, not feed_forward_length 96), "
+          "stacked experts [8*32][64] and [8*64][32]", name);
+    if (m->arch == ARCH_GPTOSS) {
+        backend_model net;
+        model_net(m, &net);
+        const backend_layer *l0 = &m->layers[0], *l1 = &m->layers[1];
+        CHECK(l0->window == 16 && l0->rope_local && l1->window == 0 && !l1->rope_local && l0->sinks && l1->sinks &&
+              l0->bq && l0->bo && l0->b_router && l1->b_gate && l1->b_up && l1->b_down && net.gate == BACKEND_GATE_SOFTMAX_TOPK &&
+              net.act == BACKEND_ACT_SWIGLU_OAI && m->rope_global.ext_factor == 1.0f && m->rope_local.freq_scale == 0.25f,
+              "%s: layer 0 slides over 16 keys, layer 1 attends to all; sinks, Q/K/V/O, router and expert biases "
+              "loaded; top-k-then-softmax gating, clamped SwiGLU; YaRN x4 in both kinds of layer", name);
+    }
+    if (m->arch == ARCH_QWEN2MOE) {
+        backend_model net;
+        model_net(m, &net);
+        CHECK(net.ffn_sh == 64 && net.gate == BACKEND_GATE_SOFTMAX_PLAIN && m->layers[1].w_sh_inp.rows == 1 &&
+              m->layers[1].w_sh_down.rows == 64 && m->layers[1].w_sh_down.cols == 64 && m->layers[0].bq,
+              "%s: a shared expert of width 64 (expert_shared_feed_forward_length) with its gate, Q/K/V biases, "
+              "softmax gating without renormalisation", name);
+    }
+    snprintf(path, sizeof path, "%s/logits/%s.prose.gguf", fixtures(), name);
     if (gguf_open(path, &g, err, sizeof err)) { CHECK(0, "open %s: %s", path, err); goto done; }
     const gguf_tensor *tt = gguf_tensor_find(g, "tokens");
     if (!tt) { CHECK(0, "%s has tokens", path); goto done; }
@@ -640,12 +723,12 @@ static void test_qwen3moe(pool *p) {
     pin = malloc(sizeof(int32_t) * nr);
     if (!a || !b || !ua || !ub || !pin) { CHECK(0, "out of memory"); goto done; }
     int ok = run_routed(m, p, tok, n, 1, NULL, ua, a, err, sizeof err) == 0;
-    CHECK(ok, "rand-qwen3moe: decode token by token with the routing recorded (%s)", ok ? "" : err);
+    CHECK(ok, "%s: decode token by token with the routing recorded (%s)", name, ok ? "" : err);
     static const int chunks[] = { 7, 64, 512 };
     for (int c = 0; ok && c < 3; c++) {
         int same = run_routed(m, p, tok, n, chunks[c], NULL, ub, b, err, sizeof err) == 0 &&
                    memcmp(a, b, sizeof(float) * (size_t)n * V) == 0 && memcmp(ua, ub, sizeof(int32_t) * nr) == 0;
-        CHECK(same, "rand-qwen3moe: chunk %d gives the rows and the experts of chunk 1, bit for bit", chunks[c]);
+        CHECK(same, "%s: chunk %d gives the rows and the experts of chunk 1, bit for bit", name, chunks[c]);
     }
     int distinct = 1, counts[8] = { 0 };
     for (size_t i = 0; ok && i < nr; i += (size_t)k) {
@@ -655,29 +738,30 @@ static void test_qwen3moe(pool *p) {
     }
     int all_used = 1;
     for (int e = 0; e < 8; e++) all_used &= counts[e] > 0;
-    CHECK(ok && distinct && all_used, "rand-qwen3moe: %d tokens x %d layers: 2 distinct expert ids in [0, 8) each, "
-          "every expert chosen somewhere", n, nl);
+    CHECK(ok && distinct && all_used, "%s: %d tokens x %d layers: 2 distinct expert ids in [0, 8) each, "
+          "every expert chosen somewhere", name, n, nl);
     /* pinned to what the router chose: the same bits; pinned to other experts: other logits */
     ok = ok && run_routed(m, p, tok, n, 64, ua, ub, b, err, sizeof err) == 0;
     CHECK(ok && memcmp(a, b, sizeof(float) * (size_t)n * V) == 0 && memcmp(ua, ub, sizeof(int32_t) * nr) == 0,
-          "rand-qwen3moe: the recorded experts pinned give the same rows bit for bit, and are recorded as used");
+          "%s: the recorded experts pinned give the same rows bit for bit, and are recorded as used", name);
     for (size_t i = 0; i < nr; i++) pin[i] = (ua[i] + 1) % 8;   /* other experts, still distinct */
     ok = ok && run_routed(m, p, tok, n, 64, pin, ub, b, err, sizeof err) == 0;
     CHECK(ok && memcmp(a, b, sizeof(float) * (size_t)n * V) != 0 && memcmp(pin, ub, sizeof(int32_t) * nr) == 0,
-          "rand-qwen3moe: other experts pinned are used and give other logits");
+          "%s: other experts pinned are used and give other logits", name);
     pin[(size_t)5 * nl * k + 1] = 8;
     int bad = run_routed(m, p, tok, n, 64, pin, ub, b, err, sizeof err);
     CHECK(bad && strstr(err, "pinned expert id 8 at position 5"), "a pinned id past the experts is refused (%s)", err);
     pin[(size_t)5 * nl * k + 1] = -1;
     bad = run_routed(m, p, tok, n, 64, pin, ub, b, err, sizeof err);
     CHECK(bad && strstr(err, "pinned expert id -1 at position 5"), "a negative pinned id is refused (%s)", err);
-    /* the Q8_0 experts (the fused decode kernel at T = 1, dequantised rows otherwise) */
+    /* the quantised experts (the fused decode kernel at T = 1, dequantised rows otherwise) */
     model_free(m);
     m = NULL;
-    snprintf(path, sizeof path, "%s/models/rand-qwen3moe-q8_0.gguf", fixtures());
+    if (!twin) goto done;
+    snprintf(path, sizeof path, "%s/models/%s.gguf", fixtures(), twin);
     if (model_load(path, &m, err, sizeof err, warn, sizeof warn)) { CHECK(0, "load %s: %s", path, err); goto done; }
-    invariance_mix(m, p, "rand-qwen3moe-q8_0", "f32", "f32", tok, n);
-    invariance_mix(m, p, "rand-qwen3moe-q8_0", "q4_0", "int8", tok, n);
+    invariance_mix(m, p, twin, "f32", "f32", tok, n);
+    invariance_mix(m, p, twin, "q4_0", "int8", tok, n);
 done:
     free(a); free(b); free(ua); free(ub); free(pin);
     gguf_close(g);
@@ -724,7 +808,10 @@ int main(void) {
     test_greedy_chain("a");
     test_greedy_chain("d");
     test_invariance_smollm2(p);
-    test_qwen3moe(p);
+    test_moe(p, "rand-qwen3moe", "rand-qwen3moe-q8_0");
+    test_moe(p, "rand-gptoss", "rand-gptoss-mxfp4");
+    test_moe(p, "rand-qwen2moe", NULL);
+    test_attention_sinks_f64(p);
     pool_free(p);
     return check_done();
 }

@@ -2,7 +2,7 @@
  * continuations from the fixtures in tests/fixtures/logits (made by tests/ref/make_logit_fixtures.py
  * with llama-cpp-python: f32 KV cache, flash attention off, one batch). Real models (SmolLM2 Q4_1,
  * Gemma 3 Q4_K_M) come from $STRATA_CACHE (default ~/.cache/strata, tests/ref/fetch_models.sh);
- * the random-weight llama/qwen2/qwen3/gemma3/qwen3moe GGUFs from tests/fixtures/models. The *-f32 fixtures
+ * the random-weight llama/qwen2/qwen3/gemma3/qwen3moe/gpt-oss/qwen2moe GGUFs from tests/fixtures/models. The *-f32 fixtures
  * are llama.cpp on an all-F32 dequantised copy of the real model, and our engine runs on the
  * original quantised file: dequantisation is exact, so both use the same weights.
  *
@@ -62,6 +62,26 @@ static const real_bounds BOUNDS[] = {
      * |dlogit| 3.7-6.9, argmax 96.4-97.8%, greedy identical except long.txt, which first
      * differs at step 2, where llama.cpp's own gap is 0.036). */
     { "rand-qwen3moe-q8_0", 10.0, 950, 0, 1.0 },
+    /* gpt-oss (layer 0 sliding over 16 keys with sinks, layer 1 full; YaRN x4 from 256; 8 biased
+     * experts, top 2, softmax over the two chosen logits, clamped SwiGLU), F32 weights. Observed
+     * <= 3.1e-5 on prose, code, mixed; 7.4e-4 on long.txt (position 895), where both engines run
+     * YaRN with f32 angles to position 1023 and each is 3-5e-4 from float64 (tests/ref/numpy_ref.py;
+     * strata with its exact angles stays within 2.1e-5 of float64 there), in different directions
+     * (ggml's f32 angle blend is contracted differently). Argmax 100%, greedy identical on all four
+     * texts: every token picks llama.cpp's experts. */
+    { "rand-gptoss", 1e-3, 995, 1, 0 },
+    /* Its MXFP4-expert twin against llama.cpp on an all-F32 copy: the MXFP4 experts exactly
+     * (observed <= 5.7e-5, long.txt 6.5e-4 as above; argmax 100%, greedy identical). */
+    { "rand-gptoss-mxfp4-f32", 1e-3, 995, 1, 0 },
+    /* The same file against llama.cpp running it quantised: llama.cpp rounds the experts' inputs to
+     * q8_0 blocks, which moves routing decisions, as for rand-qwen3moe-q8_0. Observed: max
+     * |dlogit| 5.3-10.1, argmax 95.9-97.0%, greedy first differs at steps 20-51, always after a step
+     * where llama.cpp's own gap is below 1. A loose sanity check. */
+    { "rand-gptoss-mxfp4", 15.0, 950, 0, 1.0 },
+    /* qwen2moe (8 experts, top 2, the two probabilities as weights, not renormalised, and a shared
+     * expert behind a sigmoid gate), F32 weights: only the summation order differs (observed
+     * <= 1.7e-5, argmax 100%, greedy identical on all four texts). */
+    { "rand-qwen2moe", 1e-4, 995, 1, 0 },
     /* llama.cpp on the all-F32 copy of SmolLM2 keeps activations in f32: only summation order
      * differs, as for rand-llama (observed <= 5.7e-5). */
     { "smollm2-f32", 1e-4, 995, 1, 0 },

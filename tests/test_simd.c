@@ -171,9 +171,12 @@ static void test_attention(pool *p) {
             cache_store(&c, 0, pos, kv, kv + NKV * HD);
         }
         int bad = 0;
-        /* a prefill chunk (tiled), one with a window, and decode steps past 1024 keys (split) */
-        cache_attn a[] = { { 0, T, 100, NH, 0, 0.125f, q, o }, { 0, T, 400, NH, 50, 0.125f, q, o },
-                           { 0, 1, 1290, NH, 0, 0.125f, q, o }, { 0, 1, 700, NH, 0, 0.125f, q, o } };
+        /* a prefill chunk (tiled), one with a window, and decode steps past 1024 keys (split); the
+         * last two with attention sinks (gpt-oss) */
+        static const float sinks[NH] = { 0.5f, -2.0f, 9.0f, 1.5f };
+        cache_attn a[] = { { 0, T, 100, NH, 0, 0.125f, q, o, NULL }, { 0, T, 400, NH, 50, 0.125f, q, o, NULL },
+                           { 0, 1, 1290, NH, 0, 0.125f, q, o, NULL }, { 0, 1, 700, NH, 0, 0.125f, q, o, NULL },
+                           { 0, T, 400, NH, 50, 0.125f, q, o, sinks }, { 0, 1, 1290, NH, 0, 0.125f, q, o, sinks } };
         for (size_t k = 0; k < sizeof a / sizeof a[0]; k++) {
             cache_attn b = a[k];
             b.out = r;
@@ -181,7 +184,8 @@ static void test_attention(pool *p) {
             bad += !same_bits(o, r, (size_t)a[k].T * NH * HD);
             hash_bytes(o, sizeof(float) * (size_t)a[k].T * NH * HD);
         }
-        CHECK(bad == 0, "attention, %s K/V, head dim 64: tiled, windowed and split decode = cache_attend_ref (%d differ)",
+        CHECK(bad == 0, "attention, %s K/V, head dim 64: tiled, windowed and split decode, with and without sinks = cache_attend_ref "
+              "(%d differ)",
               kv_fmt_name(fmts[f]), bad);
         cache_free(&c);
     }

@@ -98,6 +98,21 @@ static int get_experts(loader *L, const char *name, int n_expert, int rows, int 
     return 0;
 }
 
+/* rows vectors of n values (a tensor ne = [n, rows]; rows = 1: a plain vector) copied to f32 as
+ * [rows][n] (*out allocated, owned by the model); optional ones give NULL. */
+static int get_vecs(loader *L, const char *name, int n, int rows, int required, float **out) {
+    const gguf_tensor *t = gguf_tensor_find(L->g, name);
+    *out = NULL;
+    if (!t) return required ? fail(L, "missing tensor %s", name) : 0;
+    if (t->ne[0] != (uint64_t)n || t->ne[1] != (uint64_t)rows || t->ne[2] != 1 || t->ne[3] != 1 || !quant_supported(t->type))
+        return fail(L, "tensor %s: expected [%d, %d] values of a supported type", name, n, rows);
+    *out = malloc(sizeof(float) * (size_t)n * rows);
+    if (!*out) return fail(L, "out of memory");
+    size_t rb = quant_row_bytes(t->type, (uint64_t)n);
+    for (int r = 0; r < rows; r++) quant_dequant_row(t->type, t->data + (size_t)r * rb, *out + (size_t)r * n, n);
+    return 0;
+}
+
 /* A vector of n values copied to f32 (*out allocated, owned by the model); optional ones give NULL. */
 static int get_vec(loader *L, const char *name, int n, int required, float **out) {
     const gguf_tensor *t = gguf_tensor_find(L->g, name);
@@ -132,7 +147,8 @@ static int load_layers(loader *L, model *m) {
         W(wk, "attn_k", kd, m->dim);
         W(wv, "attn_v", kd, m->dim);
         W(wo, "attn_output", m->dim, qd);
-        if (m->n_expert > 0) {   /* qwen3moe: router and stacked experts */
+        int oss = m->arch == ARCH_GPTOSS;
+        if (m->n_expert > 0) {   /* qwen3moe, gpt-oss: router and stacked experts */
             W(w_router, "ffn_gate_inp", m->n_expert, m->dim);
 #define E(field, suffix, r, c) snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, suffix); \
             if (get_experts(L, nm, m->n_expert, r, c, &ly->field)) return -1;
@@ -140,27 +156,80 @@ static int load_layers(loader *L, model *m) {
             E(w_up, "ffn_up_exps", m->ffn, m->dim);
             E(w_down, "ffn_down_exps", m->dim, m->ffn);
 #undef E
+            if (oss) {   /* biases: the router's [n_expert], the experts' [n_expert][ffn] and [n_expert][dim] */
+#define B(field, suffix, n, rows) snprintf(nm, sizeof nm, "blk.%d.%s.bias", l, suffix); \
+                if (get_vecs(L, nm, n, rows, 1, &ly->field)) return -1;
+                B(b_router, "ffn_gate_inp", m->n_expert, 1);
+                B(b_gate, "ffn_gate_exps", m->ffn, m->n_expert);
+                B(b_up, "ffn_up_exps", m->ffn, m->n_expert);
+                B(b_down, "ffn_down_exps", m->dim, m->n_expert);
+#undef B
+            }
+            if (m->ffn_sh > 0) {   /* qwen2moe's shared expert and its gate */
+                W(w_sh_inp, "ffn_gate_inp_shexp", 1, m->dim);
+                W(w_sh_gate, "ffn_gate_shexp", m->ffn_sh, m->dim);
+                W(w_sh_up, "ffn_up_shexp", m->ffn_sh, m->dim);
+                W(w_sh_down, "ffn_down_shexp", m->dim, m->ffn_sh);
+            }
         } else {
             W(w_gate, "ffn_gate", m->ffn, m->dim);
             W(w_up, "ffn_up", m->ffn, m->dim);
             W(w_down, "ffn_down", m->dim, m->ffn);
         }
         V(attn_norm, "attn_norm.weight", m->dim, 1);
-        V(ffn_norm, "ffn_norm.weight", m->dim, 1);
+        /* gpt-oss names its pre-FFN norm post_attention_norm (it normalises the FFN's input) */
+        V(ffn_norm, oss ? "post_attention_norm.weight" : "ffn_norm.weight", m->dim, 1);
         int qwen2 = m->arch == ARCH_QWEN2;
         int qkn = m->arch == ARCH_QWEN3 || m->arch == ARCH_QWEN3MOE || m->arch == ARCH_GEMMA3;
         int gemma = m->arch == ARCH_GEMMA3;
-        V(bq, "attn_q.bias", qd, qwen2);
+        V(bq, "attn_q.bias", qd, qwen2);   /* qwen2moe, gpt-oss: optional, as llama.cpp */
         V(bk, "attn_k.bias", kd, qwen2);
         V(bv, "attn_v.bias", kd, qwen2);
+        if (oss) {
+            V(bo, "attn_output.bias", m->dim, 1);
+            V(sinks, "attn_sinks.weight", m->n_head, 1);
+        }
         V(q_norm, "attn_q_norm.weight", m->hd, qkn);
         V(k_norm, "attn_k_norm.weight", m->hd, qkn);
-        V(post_attn_norm, "post_attention_norm.weight", m->dim, gemma);
+        if (!oss) {   /* gpt-oss's post_attention_norm is its ffn_norm (above) */
+            V(post_attn_norm, "post_attention_norm.weight", m->dim, gemma);
+        }
         V(post_ffn_norm, "post_ffw_norm.weight", m->dim, gemma);
 #undef W
 #undef V
         ly->rope_local = 0;
         ly->window = 0;
+    }
+    return 0;
+}
+
+/* gpt-oss's sliding-window layers, as llama.cpp assigns them: attention.sliding_window (required)
+ * keys; attention.sliding_window_pattern, when it is an array of n_layer bools, says per layer;
+ * otherwise it is the period n (absent: 2) and layer l slides iff l % n < n - 1 (n = 0: every
+ * layer), so with 2 the even layers slide and the odd ones attend to everything. */
+static int gptoss_windows(loader *L, model *m) {
+    const char *a = m->arch_name;
+    int window = 0, n = 2;
+    if (meta_int(L, a, "attention.sliding_window", -1, 1, MODEL_MAX_CTX, &window)) return -1;
+    char key[96];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a);
+    const void *arr;
+    uint64_t na;
+    const gguf_kv *kv = gguf_find(L->g, key);
+    if (kv && kv->type == GGUF_VT_ARRAY) {
+        if (gguf_get_arr(L->g, key, GGUF_VT_BOOL, &arr, &na) || na != (uint64_t)m->n_layer)
+            return fail(L, "metadata %s is not an array of %d bools", key, m->n_layer);
+        for (int l = 0; l < m->n_layer; l++) {
+            m->layers[l].window = ((const uint8_t *)arr)[l] ? window : 0;
+            m->layers[l].rope_local = ((const uint8_t *)arr)[l] != 0;
+        }
+        return 0;
+    }
+    if (meta_int(L, a, "attention.sliding_window_pattern", 2, 0, MODEL_MAX_LAYER, &n)) return -1;
+    for (int l = 0; l < m->n_layer; l++) {
+        int swa = n == 0 || l % n < n - 1;
+        m->layers[l].window = swa ? window : 0;
+        m->layers[l].rope_local = swa;
     }
     return 0;
 }
@@ -183,9 +252,14 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
     else if (!strcmp(a, "qwen3")) m->arch = ARCH_QWEN3;
     else if (!strcmp(a, "gemma3")) m->arch = ARCH_GEMMA3;
     else if (!strcmp(a, "qwen3moe")) m->arch = ARCH_QWEN3MOE;
-    else { fail(&L, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma3, qwen3moe are)", a); goto fail; }
+    else if (!strcmp(a, "gpt-oss")) m->arch = ARCH_GPTOSS;
+    else if (!strcmp(a, "qwen2moe")) m->arch = ARCH_QWEN2MOE;
+    else {
+        fail(&L, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe, gpt-oss are)", a);
+        goto fail;
+    }
 
-    int moe = m->arch == ARCH_QWEN3MOE;
+    int moe = m->arch == ARCH_QWEN3MOE || m->arch == ARCH_GPTOSS || m->arch == ARCH_QWEN2MOE;
     if (meta_int(&L, a, "block_count", -1, 1, MODEL_MAX_LAYER, &m->n_layer) ||
         meta_int(&L, a, "embedding_length", -1, 1, MODEL_MAX_DIM, &m->dim) ||
         meta_int(&L, a, "attention.head_count", -1, 1, MODEL_MAX_HEADS, &m->n_head) ||
@@ -194,10 +268,15 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
         goto fail;
     if (moe) {
         /* as llama.cpp: every layer is a MoE layer; one expert's width is expert_feed_forward_length,
-         * or feed_forward_length / expert_used_count when that key is absent */
+         * or (qwen3moe only) feed_forward_length / expert_used_count when that key is absent */
+        int gptoss = m->arch == ARCH_GPTOSS, ffn_dense = m->ffn;
         if (meta_int(&L, a, "expert_count", -1, 1, MODEL_MAX_EXPERT, &m->n_expert) ||
             meta_int(&L, a, "expert_used_count", -1, 1, m->n_expert, &m->n_expert_used) ||
-            meta_int(&L, a, "expert_feed_forward_length", m->ffn / m->n_expert_used, 1, MODEL_MAX_FFN, &m->ffn))
+            meta_int(&L, a, "expert_feed_forward_length", gptoss ? -1 : m->ffn / m->n_expert_used, 1, MODEL_MAX_FFN, &m->ffn))
+            goto fail;
+        /* qwen2moe's shared expert: expert_shared_feed_forward_length, else feed_forward_length */
+        if (m->arch == ARCH_QWEN2MOE &&
+            meta_int(&L, a, "expert_shared_feed_forward_length", ffn_dense > 0 ? ffn_dense : -1, 1, MODEL_MAX_FFN, &m->ffn_sh))
             goto fail;
         if ((int64_t)m->n_expert * m->ffn > MODEL_MAX_EXPERT_ROWS || (int64_t)m->n_expert * m->dim > MODEL_MAX_EXPERT_ROWS) {
             fail(&L, "metadata %s.expert_count x expert_feed_forward_length (or x embedding_length) = %d x %d exceeds %d",
@@ -272,6 +351,9 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
         if (warn) snprintf(warn, warnlen, "%s: RoPE %s scaling x%g from the metadata", path, stype, factor);
     }
     m->rope_local = *rg;
+    if (m->arch == ARCH_GPTOSS &&   /* sliding-window layers: their own base if given, the same scaling */
+        meta_float(&L, a, "rope.freq_base_swa", rg->base, 1e-3, 1e30, &m->rope_local.base))
+        goto fail;
     if (m->arch == ARCH_GEMMA3) {   /* local layers: own base, no scaling (attn_factor stays, as in llama.cpp) */
         m->rope_local.base = 10000.0f;
         m->rope_local.freq_scale = 1.0f;
@@ -289,7 +371,8 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
     }
     m->n_vocab = (int)emb->ne[1];
     if (get_weight(&L, "token_embd.weight", m->n_vocab, m->dim, &m->tok_emb)) goto fail;
-    if (gguf_tensor_find(m->g, "output.weight")) {
+    /* gpt-oss, qwen2moe: never tied (llama.cpp requires output.weight) */
+    if (m->arch == ARCH_GPTOSS || m->arch == ARCH_QWEN2MOE || gguf_tensor_find(m->g, "output.weight")) {
         if (get_weight(&L, "output.weight", m->n_vocab, m->dim, &m->output)) goto fail;
     } else {
         m->output = m->tok_emb;   /* tied embeddings */
@@ -305,6 +388,7 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
                 m->layers[l].rope_local = 1;
             }
     }
+    if (m->arch == ARCH_GPTOSS && gptoss_windows(&L, m)) goto fail;
     if (file_sha256(m->g, m->sha256)) { fail(&L, "sha256 failed"); goto fail; }
     *out = m;
     return 0;
@@ -319,6 +403,7 @@ void model_free(model *m) {
         backend_layer *ly = &m->layers[l];
         free(ly->attn_norm); free(ly->ffn_norm); free(ly->bq); free(ly->bk); free(ly->bv);
         free(ly->q_norm); free(ly->k_norm); free(ly->post_attn_norm); free(ly->post_ffn_norm);
+        free(ly->bo); free(ly->sinks); free(ly->b_router); free(ly->b_gate); free(ly->b_up); free(ly->b_down);
     }
     free(m->layers);
     free(m->out_norm);
@@ -341,7 +426,10 @@ void model_net(const model *m, backend_model *net) {
     net->n_vocab = m->n_vocab;
     net->n_rot = m->n_rot;
     net->neox = m->neox;
-    net->act = m->arch == ARCH_GEMMA3 ? BACKEND_ACT_GEGLU : BACKEND_ACT_SWIGLU;
+    net->act = m->arch == ARCH_GEMMA3 ? BACKEND_ACT_GEGLU : m->arch == ARCH_GPTOSS ? BACKEND_ACT_SWIGLU_OAI : BACKEND_ACT_SWIGLU;
+    net->gate = m->arch == ARCH_GPTOSS ? BACKEND_GATE_SOFTMAX_TOPK
+              : m->arch == ARCH_QWEN2MOE ? BACKEND_GATE_SOFTMAX_PLAIN : BACKEND_GATE_SOFTMAX_ALL;
+    net->ffn_sh = m->ffn_sh;
     net->eps = m->eps;
     net->emb_scale = m->emb_scale;
     net->attn_scale = m->attn_scale;

@@ -4,7 +4,11 @@
  * Architectures: llama (stories260K, SmolLM2), qwen2 (QKV bias), qwen3 (QK-norm), gemma3
  * (sliding-window local layers with their own RoPE base, QK-norm, sandwich norms, GeGLU,
  * embedding scale sqrt(dim)), qwen3moe (qwen3's attention; every layer's FFN a mixture of
- * experts: softmax router, top-k, selected weights renormalised; docs/DESIGN.md §3.1); tied
+ * experts: softmax router, top-k, selected weights renormalised; docs/DESIGN.md §3.1), gpt-oss
+ * (alternating sliding-window and full layers, attention sinks, Q/K/V/O biases, a biased router
+ * whose top-k logits are softmaxed, biased experts with a clamped SwiGLU; §3.1.1), qwen2moe
+ * (qwen2's attention, a softmax router whose top-k probabilities are not renormalised, and a
+ * shared expert behind a sigmoid gate; §3.1.2); tied
  * embeddings; RoPE linear and YaRN scaling from metadata.
  * Weights stay in the file mapping in their GGUF types (quant.h); norms and biases are copied to
  * f32. The forward pass (one layer is written out in kernels/backend.h) is a backend's: model_net
@@ -33,14 +37,15 @@
 #define MODEL_MAX_EXPERT   4096        /* expert_count */
 #define MODEL_MAX_EXPERT_ROWS (1 << 26) /* expert_count * expert_feed_forward_length */
 
-typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_GEMMA3, ARCH_QWEN3MOE } model_arch;
+typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_GEMMA3, ARCH_QWEN3MOE, ARCH_GPTOSS, ARCH_QWEN2MOE } model_arch;
 
 typedef struct {
     model_arch arch;
     char arch_name[32];
     int n_layer, dim, n_head, n_kv, hd, ffn, n_vocab, n_ctx_train, n_rot;
-                                          /* ffn: a dense FFN's width, or one expert's (qwen3moe) */
-    int n_expert, n_expert_used;          /* qwen3moe: experts per layer, experts per token; 0: dense */
+                                          /* ffn: a dense FFN's width, or one expert's (MoE) */
+    int n_expert, n_expert_used;          /* MoE: experts per layer, experts per token; 0: dense */
+    int ffn_sh;                           /* qwen2moe: the shared expert's width; 0: none */
     int neox;                             /* RoPE pairs (i, i + n_rot/2) instead of (2i, 2i+1) */
     float eps, emb_scale, attn_scale;
     ops_rope_cfg rope_global, rope_local;

@@ -36,12 +36,12 @@ int main(int argc, char **argv) {
             for (int i = 0; i < n_kv * hd * 2; i++) kv[i] = (float)rand() / RAND_MAX * 2 - 1;
             cache_store(&c, 0, pos, kv, kv + n_kv * hd);
         }
-        cache_attn a = { 0, T, ctx - 32 - T, n_head, 0, 0.125f, q, o };
+        cache_attn a = { 0, T, ctx - 32 - T, n_head, 0, 0.125f, q, o, NULL };
         double t0 = now_s();
         cache_attend(p, &c, &a);
         double t1 = now_s();
         for (int i = 0; i < 32; i++) {
-            cache_attn d = { 0, 1, ctx - 32 + i, n_head, 0, 0.125f, q, o };
+            cache_attn d = { 0, 1, ctx - 32 + i, n_head, 0, 0.125f, q, o, NULL };
             cache_attend(p, &c, &d);
         }
         double t2 = now_s();

@@ -5,11 +5,12 @@ Usage: tests/.venv/bin/python tests/ref/make_gguf.py [OUT_DIR]
        (OUT_DIR defaults to tests/fixtures/models)
 
 Writes rand-llama.gguf, rand-qwen2.gguf, rand-qwen3.gguf, rand-gemma3.gguf, two
-RoPE-scaling variants, rand-llama-linear.gguf and rand-qwen2-yarn.gguf, and the mixture of
-experts rand-qwen3moe.gguf and rand-qwen3moe-q8_0.gguf (both at the end of this header).
+RoPE-scaling variants, rand-llama-linear.gguf and rand-qwen2-yarn.gguf, and the mixtures of
+experts rand-qwen3moe.gguf, rand-qwen3moe-q8_0.gguf, rand-gptoss.gguf, rand-gptoss-mxfp4.gguf
+and rand-qwen2moe.gguf (at the end of this header).
 Every file is a pure function of this script (fixed seeds, fixed metadata,
 GGUF v3, 32-byte alignment): running it twice gives byte-identical files.
-All weights are F32 (except rand-qwen3moe-q8_0's experts). Matrices have std 1/sqrt(fan_in) (attn_output and
+All weights are F32 (except the experts of rand-qwen3moe-q8_0 and rand-gptoss-mxfp4). Matrices have std 1/sqrt(fan_in) (attn_output and
 ffn_down of llama/qwen2/qwen3: 2/sqrt(fan_in), so that the blocks, not the
 tied input embedding, decide the logits); norm weights are 1 + 0.1*N(0,1)
 (rand-gemma3's output_norm: 4 times that); the output matrix (or the tied
@@ -189,6 +190,60 @@ rand-qwen3moe (arch "qwen3moe") attention as rand-qwen3 (dim 64, 4 heads / 2 KV 
 rand-qwen3moe-q8_0  the same model (same seed, same values drawn) with the three expert
   tensors of every layer quantised to Q8_0 by gguf.quants.quantize (the router and everything
   else F32, as llama.cpp's quantizer keeps ffn_gate_inp); general.file_type 7.
+
+rand-gptoss (arch "gpt-oss", llama.cpp's openai-moe graph) dim 64, 2 layers, 4 heads / 2 KV
+  heads, head_dim 32, eps 1e-5, neox rope base 10000 with YaRN x4 from an original context of
+  256 (as rand-qwen2-yarn, in BOTH layers), untied output.weight, the BPE tokenizer; every
+  layer's FFN a mixture of 8 experts of width 32, top 2.
+  Metadata: gpt-oss.attention.key_length / value_length 32, expert_count 8, expert_used_count 2,
+  expert_feed_forward_length 32 (feed_forward_length 96 is not used),
+  gpt-oss.attention.sliding_window 16, rope.scaling.{type yarn, factor 4,
+  original_context_length 256}. Absent, so llama.cpp's defaults apply:
+    gpt-oss.attention.sliding_window_pattern -> 2: layer il slides iff il % 2 < 1, i.e. layer 0
+      slides (query p sees keys p-16 < k <= p), layer 1 sees every earlier key;
+    gpt-oss.rope.freq_base_swa -> the sliding layer uses the same base (and the same YaRN).
+  Per layer, instead of ffn_norm / ffn_gate / ffn_up / ffn_down:
+    blk.{i}.attn_{q,k,v}.bias          as qwen2's, 0.2 N(0,1)
+    blk.{i}.attn_output.bias   [dim]   0.2 N(0,1), added after Wo
+    blk.{i}.attn_sinks.weight  [4]     1 + N(0,1): one logit per query head
+    blk.{i}.post_attention_norm.weight [dim]   the FFN's input norm (gpt-oss's name for it)
+    blk.{i}.ffn_gate_inp.weight [dim, 8] (std 2/sqrt(dim)), ffn_gate_inp.bias [8] 0.5 N(0,1)
+    blk.{i}.ffn_gate_exps.weight / ffn_up_exps.weight [dim, 32, 8] with std 3/sqrt(dim), so
+      that the SwiGLU's clamp at 7 is reached; ffn_down_exps.weight [32, dim, 8] std 1/sqrt(32)
+    blk.{i}.ffn_gate_exps.bias / ffn_up_exps.bias [32, 8] 0.5 N(0,1), ffn_down_exps.bias
+      [dim, 8] 0.2 N(0,1)
+  Forward pass per layer:
+    h = rmsnorm(x) * attn_norm; q, k, v = W h + b; rope (neox, YaRN); per head h:
+      s_j = q.k_j / sqrt(32) over the visible keys j, plus the sink z_h as one more logit:
+      a = sum_j softmax(s_1..s_n, z_h)_j v_j   (the sink takes weight but has no value)
+    x = x + Wo a + bo
+    g = rmsnorm(x) * post_attention_norm; z = W_inp g + b_inp
+    e0, e1 = the two largest z (e0 first); (w0, w1) = softmax(z[e0], z[e1])
+    per expert: gate = Gate_e g + bg_e, up = Up_e g + bu_e, c = min(gate, 7),
+      h = c * sigmoid(1.702 c) * (clamp(up, -7, 7) + 1), D_e = Down_e h + bd_e
+    x = x + w0 D_e0 + w1 D_e1
+  logits = output . (rmsnorm(x) * output_norm)
+
+rand-gptoss-mxfp4  the same model with the three expert weight tensors of every layer
+  quantised to MXFP4 by gguf.quants.quantize (biases and everything else F32);
+  general.file_type 38.
+
+rand-qwen2moe (arch "qwen2moe") attention as rand-qwen2 (dim 64, 4 heads / 2 KV heads,
+  head_dim 16, Q/K/V biases, neox rope base 1e6, eps 1e-6) but 2 layers, an untied
+  output.weight (llama.cpp requires it for qwen2moe), the BPE tokenizer; every layer's FFN:
+  8 experts of width 32, top 2 (as rand-qwen3moe: ffn_gate_inp, ffn_{gate,up,down}_exps), and a
+  shared expert of width 64.
+  Metadata: qwen2moe.expert_count 8, expert_used_count 2, expert_feed_forward_length 32,
+  expert_shared_feed_forward_length 64 (feed_forward_length 96 is not used).
+  Extra tensors per layer:
+    blk.{i}.ffn_gate_inp_shexp.weight [dim]        the shared expert's gate, std 2/sqrt(dim)
+    blk.{i}.ffn_gate_shexp.weight / ffn_up_shexp.weight [dim, 64], ffn_down_shexp.weight
+      [64, dim] (std 2/sqrt(64))
+  FFN per token (llama.cpp's qwen2moe): g = rmsnorm(x) * ffn_norm; p = softmax(W_inp g);
+    e0, e1 = the two largest p (e0 first); the weights are p[e0], p[e1] themselves (NOT
+    renormalised to sum 1);
+    x = x + p[e0] Down_e0(silu(Gate_e0 g) * (Up_e0 g)) + p[e1] Down_e1(...)
+          + sigmoid(ffn_gate_inp_shexp . g) * Down_sh(silu(Gate_sh g) * (Up_sh g)).
 """
 import math
 import os
@@ -217,6 +272,13 @@ ARCHS = {
     "qwen3moe": dict(dim=64, n_layer=2, n_head=4, n_head_kv=2, head_dim=32, n_ff=96,
                      eps=1e-6, rope_base=1000000.0, tied=True, tok="bpe", seed=1005, res_gain=2.0,
                      n_expert=8, n_expert_used=2, n_ff_exp=32, router_gain=2.0),
+    "gpt-oss": dict(dim=64, n_layer=2, n_head=4, n_head_kv=2, head_dim=32, n_ff=96,
+                    eps=1e-5, rope_base=10000.0, tied=False, tok="bpe", seed=1006, res_gain=1.0,
+                    n_expert=8, n_expert_used=2, n_ff_exp=32, router_gain=2.0, sliding_window=16,
+                    scaling="yarn", factor=4.0, orig_ctx=256),
+    "qwen2moe": dict(dim=64, n_layer=2, n_head=4, n_head_kv=2, head_dim=16, n_ff=96,
+                     eps=1e-6, rope_base=1000000.0, tied=False, tok="bpe", seed=1007, res_gain=2.0,
+                     n_expert=8, n_expert_used=2, n_ff_exp=32, router_gain=2.0, n_ff_shexp=64),
 }
 # name -> (architecture, extra metadata); the variants keep their base arch's weights.
 MODELS = {
@@ -229,6 +291,9 @@ MODELS = {
                                       orig_ctx=256)),
     "rand-qwen3moe": ("qwen3moe", {}),
     "rand-qwen3moe-q8_0": ("qwen3moe", dict(expert_type="q8_0")),
+    "rand-gptoss": ("gpt-oss", {}),
+    "rand-gptoss-mxfp4": ("gpt-oss", dict(expert_type="mxfp4")),
+    "rand-qwen2moe": ("qwen2moe", {}),
 }
 N_BPE_MERGES = 253
 BPE_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -297,21 +362,31 @@ def norm_w(rng, n):
     return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
 
 
-def add_experts(w, rng, p, c):
-    """qwen3moe's FFN: the router [dim, n_expert] (always F32, as llama.cpp's quantizer keeps
+def add_experts(w, rng, p, c, oss=False):
+    """The MoE FFN: the router [dim, n_expert] (always F32, as llama.cpp's quantizer keeps
     it) and the stacked experts [dim, n_ff_exp, n_expert] (gate, up) and [n_ff_exp, dim,
-    n_expert] (down), F32 or Q8_0 (gguf.quants.quantize) per c["expert_type"]."""
+    n_expert] (down), F32, Q8_0 or MXFP4 (gguf.quants.quantize) per c["expert_type"].
+    oss (gpt-oss): gate and up with gain 3 (so that the SwiGLU's clamp at 7 is reached), down
+    with gain 1, and the biases (F32): router [n_expert], gate and up [n_ff_exp, n_expert],
+    down [dim, n_expert]."""
     dim, ne, nfe = c["dim"], c["n_expert"], c["n_ff_exp"]
+    gu_gain = 3.0 if oss else 1.0
     w.add_tensor(p + "ffn_gate_inp.weight", mat(rng, ne, dim, c["router_gain"]))
-    gate = np.stack([mat(rng, nfe, dim) for _ in range(ne)])
-    up = np.stack([mat(rng, nfe, dim) for _ in range(ne)])
+    gate = np.stack([mat(rng, nfe, dim, gu_gain) for _ in range(ne)])
+    up = np.stack([mat(rng, nfe, dim, gu_gain) for _ in range(ne)])
     down = np.stack([mat(rng, dim, nfe, c["res_gain"]) for _ in range(ne)])
+    qtypes = {"q8_0": gguf.GGMLQuantizationType.Q8_0, "mxfp4": gguf.GGMLQuantizationType.MXFP4}
     for suffix, t in (("ffn_gate_exps", gate), ("ffn_up_exps", up), ("ffn_down_exps", down)):
-        if c.get("expert_type") == "q8_0":
-            q = gguf.quants.quantize(t, gguf.GGMLQuantizationType.Q8_0)
-            w.add_tensor(p + suffix + ".weight", q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        if c.get("expert_type") in qtypes:
+            qt = qtypes[c["expert_type"]]
+            w.add_tensor(p + suffix + ".weight", gguf.quants.quantize(t, qt), raw_dtype=qt)
         else:
             w.add_tensor(p + suffix + ".weight", t)
+    if oss:
+        w.add_tensor(p + "ffn_gate_inp.bias", (0.5 * rng.standard_normal(ne)).astype(np.float32))
+        w.add_tensor(p + "ffn_gate_exps.bias", (0.5 * rng.standard_normal((ne, nfe))).astype(np.float32))
+        w.add_tensor(p + "ffn_up_exps.bias", (0.5 * rng.standard_normal((ne, nfe))).astype(np.float32))
+        w.add_tensor(p + "ffn_down_exps.bias", (0.2 * rng.standard_normal((ne, dim))).astype(np.float32))
 
 
 def build(name, out_path):
@@ -325,7 +400,7 @@ def build(name, out_path):
 
     w = gguf.GGUFWriter(out_path, arch)  # writes general.architecture
     w.add_string("general.name", name)
-    w.add_uint32("general.file_type", 7 if c.get("expert_type") == "q8_0" else 0)
+    w.add_uint32("general.file_type", {"q8_0": 7, "mxfp4": 38}.get(c.get("expert_type"), 0))
     w.add_uint32(f"{A}.context_length", 2048)
     w.add_uint32(f"{A}.embedding_length", dim)
     w.add_uint32(f"{A}.block_count", c["n_layer"])
@@ -342,14 +417,16 @@ def build(name, out_path):
             w.add_uint32(f"{A}.rope.scaling.original_context_length", c["orig_ctx"])
     if arch == "llama":
         w.add_uint32(f"{A}.rope.dimension_count", hd)
-    if arch in ("qwen3", "gemma3", "qwen3moe"):
+    if arch in ("qwen3", "gemma3", "qwen3moe", "gpt-oss"):
         w.add_uint32(f"{A}.attention.key_length", hd)
         w.add_uint32(f"{A}.attention.value_length", hd)
-    if arch == "qwen3moe":
+    if arch in ("qwen3moe", "gpt-oss", "qwen2moe"):
         w.add_uint32(f"{A}.expert_count", c["n_expert"])
         w.add_uint32(f"{A}.expert_used_count", c["n_expert_used"])
         w.add_uint32(f"{A}.expert_feed_forward_length", c["n_ff_exp"])
-    if arch == "gemma3":
+    if arch == "qwen2moe":
+        w.add_uint32(f"{A}.expert_shared_feed_forward_length", c["n_ff_shexp"])
+    if arch in ("gemma3", "gpt-oss"):
         w.add_uint32(f"{A}.attention.sliding_window", c["sliding_window"])
     add_tokenizer(w, tok, add_bos=(c["tok"] == "spm"))
 
@@ -376,7 +453,7 @@ def build(name, out_path):
         w.add_tensor(p + "attn_q.weight", mat(rng, nh * hd, dim))
         w.add_tensor(p + "attn_k.weight", mat(rng, nkv * hd, dim))
         w.add_tensor(p + "attn_v.weight", mat(rng, nkv * hd, dim))
-        if arch == "qwen2":
+        if arch in ("qwen2", "gpt-oss", "qwen2moe"):
             w.add_tensor(p + "attn_q.bias", (0.2 * rng.standard_normal(nh * hd)).astype(np.float32))
             w.add_tensor(p + "attn_k.bias", (0.2 * rng.standard_normal(nkv * hd)).astype(np.float32))
             w.add_tensor(p + "attn_v.bias", (0.2 * rng.standard_normal(nkv * hd)).astype(np.float32))
@@ -384,11 +461,23 @@ def build(name, out_path):
             w.add_tensor(p + "attn_q_norm.weight", norm_w(rng, hd))
             w.add_tensor(p + "attn_k_norm.weight", norm_w(rng, hd))
         w.add_tensor(p + "attn_output.weight", mat(rng, dim, nh * hd, c["res_gain"]))
+        if arch == "gpt-oss":
+            w.add_tensor(p + "attn_output.bias", (0.2 * rng.standard_normal(dim)).astype(np.float32))
+            w.add_tensor(p + "attn_sinks.weight", (1.0 + rng.standard_normal(nh)).astype(np.float32))
+            w.add_tensor(p + "post_attention_norm.weight", norm_w(rng, dim))   # the FFN's input norm
+            add_experts(w, rng, p, c, oss=True)
+            continue
         if arch == "gemma3":
             w.add_tensor(p + "post_attention_norm.weight", norm_w(rng, dim))
         w.add_tensor(p + "ffn_norm.weight", norm_w(rng, dim))
-        if arch == "qwen3moe":
+        if arch in ("qwen3moe", "qwen2moe"):
             add_experts(w, rng, p, c)
+            if arch == "qwen2moe":   # the shared expert and its gate (a [dim] vector: one logit)
+                nsh = c["n_ff_shexp"]
+                w.add_tensor(p + "ffn_gate_inp_shexp.weight", mat(rng, 1, dim, 2.0).reshape(dim))
+                w.add_tensor(p + "ffn_gate_shexp.weight", mat(rng, nsh, dim))
+                w.add_tensor(p + "ffn_up_shexp.weight", mat(rng, nsh, dim))
+                w.add_tensor(p + "ffn_down_shexp.weight", mat(rng, dim, nsh, c["res_gain"]))
             continue
         w.add_tensor(p + "ffn_gate.weight", mat(rng, nff, dim))
         w.add_tensor(p + "ffn_up.weight", mat(rng, nff, dim))

@@ -4,7 +4,8 @@
 Usage: tests/.venv/bin/python tests/ref/make_logit_fixtures.py [--out DIR] [--cache DIR] [MODEL ...]
   MODEL is one of smollm2, gemma3, smollm2-f32, gemma3-f32, rand-llama, rand-qwen2,
   rand-qwen3, rand-gemma3, rand-llama-linear, rand-qwen2-yarn, rand-qwen3moe,
-  rand-qwen3moe-q8_0, rand-qwen3moe-q8_0-f32 (default: all). Real models come from the cache
+  rand-qwen3moe-q8_0, rand-qwen3moe-q8_0-f32, rand-gptoss, rand-gptoss-mxfp4,
+  rand-gptoss-mxfp4-f32, rand-qwen2moe (default: all). Real models come from the cache
   (tests/ref/fetch_models.sh); rand-* from tests/fixtures/models (tests/ref/make_gguf.py).
   Output: DIR/<model>.<text>.gguf, DIR defaults to tests/fixtures/logits.
   Needs llama-cpp-python in tests/.venv (pip install llama-cpp-python).
@@ -35,6 +36,13 @@ The models:
   rand-qwen3moe-q8_0-f32   llama.cpp on an all-F32 copy of rand-qwen3moe-q8_0.gguf
                     (gguf.quants.dequantize, written here): the tight check of the Q8_0
                     experts, as the <real>-f32 fixtures below.
+  rand-gptoss       gpt-oss (sliding/full layers, sinks, biases, YaRN, top-k-then-softmax
+                    router, clamped SwiGLU experts), F32 weights. rand-gptoss-mxfp4 (its
+                    experts MXFP4) on the quantised file is loose as rand-qwen3moe-q8_0
+                    (llama.cpp rounds the experts' inputs to q8_0 blocks);
+                    rand-gptoss-mxfp4-f32 (llama.cpp on an all-F32 copy) is the tight one.
+  rand-qwen2moe     qwen2moe: its top-2 probabilities as weights (not renormalised) and a
+                    shared expert behind a sigmoid gate, F32 weights.
 
 Texts: tests/fixtures/texts/{prose,code,mixed,long}.txt, read as UTF-8 bytes
 exactly as stored (trailing newline included). long.txt's tokens are cut to the
@@ -110,10 +118,11 @@ N_THREADS = 2
 
 REAL = {"smollm2": "smollm2-135m-instruct-q4_1.gguf", "gemma3": "gemma-3-270m-q4_k_m.gguf"}
 # <real>-f32: llama.cpp on an all-F32 dequantised copy of the real model (see the header)
-F32 = {"smollm2-f32": "smollm2", "gemma3-f32": "gemma3", "rand-qwen3moe-q8_0-f32": "rand-qwen3moe-q8_0"}
+F32 = {"smollm2-f32": "smollm2", "gemma3-f32": "gemma3", "rand-qwen3moe-q8_0-f32": "rand-qwen3moe-q8_0",
+       "rand-gptoss-mxfp4-f32": "rand-gptoss-mxfp4"}
 F32_WEIGHTS = "all weights dequantised to F32 (llama.cpp then keeps activations in f32)"
 RAND = ["rand-llama", "rand-qwen2", "rand-qwen3", "rand-gemma3", "rand-llama-linear", "rand-qwen2-yarn",
-        "rand-qwen3moe", "rand-qwen3moe-q8_0"]
+        "rand-qwen3moe", "rand-qwen3moe-q8_0", "rand-gptoss", "rand-gptoss-mxfp4", "rand-qwen2moe"]
 
 
 def sha256_file(path):

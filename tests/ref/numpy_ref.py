@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""numpy_ref.py: an independent float64 forward pass of the four rand-*.gguf
-architectures, written from the specification in make_gguf.py's header, and a
-check of it against llama.cpp (f32 KV cache, flash attention off, one batch).
+"""numpy_ref.py: an independent float64 forward pass of the rand-*.gguf
+architectures (llama, qwen2, qwen3, gemma3, gpt-oss, qwen2moe), written from the specification in
+make_gguf.py's header, and a check of it against llama.cpp (f32 KV cache, flash attention
+off, one batch).
 
 Usage: tests/.venv/bin/python tests/ref/numpy_ref.py [MODEL.gguf ...]
-       (default: tests/fixtures/models/rand-{llama,qwen2,qwen3,gemma3}.gguf)
+       (default: tests/fixtures/models/rand-{llama,qwen2,qwen3,gemma3,gptoss,qwen2moe}.gguf)
 
 For each model it tokenises tests/fixtures/texts/*.txt with llama.cpp, runs
 both, and prints the max |logit difference| and argmax agreement. This is what
@@ -34,7 +35,8 @@ def load(path):
     t = {}
     for ten in r.tensors:
         shape = [int(x) for x in ten.shape][::-1]  # numpy order: [ne1][ne0]
-        t[ten.name] = np.array(ten.data, dtype=np.float64).reshape(shape)
+        vals = gguf.quants.dequantize(np.asarray(ten.data), ten.tensor_type)  # F32: unchanged
+        t[ten.name] = np.array(vals, dtype=np.float64).reshape(shape)
     return arch, kv, t
 
 
@@ -42,13 +44,26 @@ def rmsnorm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def rope(x, pos, base, neox):
-    """x: [n][heads][hd]; rotate all hd dims."""
+def rope(x, pos, base, neox, yarn=None):
+    """x: [n][heads][hd]; rotate all hd dims. yarn: (factor, n_ctx_orig) for YaRN scaling
+    (beta_fast 32, beta_slow 1, ext_factor 1, magnitude 1 + 0.1 ln factor: make_gguf.py's
+    header, rand-qwen2-yarn)."""
     hd = x.shape[-1]
     j = np.arange(hd // 2)
     theta = pos[:, None] * base ** (-2.0 * j / hd)  # [n][hd/2]
-    c = np.cos(theta)[:, None, :]
-    s = np.sin(theta)[:, None, :]
+    mscale = 1.0
+    if yarn:
+        factor, orig = yarn
+
+        def corr(b):
+            return hd * math.log(orig / (2 * math.pi * b)) / (2 * math.log(base))
+        low = max(0.0, math.floor(corr(32.0)))
+        high = min(hd - 1.0, math.ceil(corr(1.0)))
+        mix = 1.0 - np.clip((j - low) / max(0.001, high - low), 0.0, 1.0)
+        theta = theta / factor * (1 - mix) + theta * mix
+        mscale = 1.0 + 0.1 * math.log(factor)
+    c = np.cos(theta)[:, None, :] * mscale
+    s = np.sin(theta)[:, None, :] * mscale
     y = x.copy()
     if neox:
         a, b = x[..., :hd // 2], x[..., hd // 2:]
@@ -76,6 +91,45 @@ def gelu_f16_table(v):
     return out
 
 
+def moe_oss(t, p, g, k):
+    """gpt-oss's MoE FFN on g [n][dim]: router logits (+ bias), the k largest (ties: lower id),
+    softmax over those k; each expert's clamped SwiGLU (alpha 1.702, limit 7) with biases."""
+    z = g @ t[p + "ffn_gate_inp.weight"].T + t[p + "ffn_gate_inp.bias"]   # [n][n_expert]
+    out = np.zeros_like(g)
+    for i in range(g.shape[0]):
+        sel = np.lexsort((np.arange(z.shape[1]), -z[i]))[:k]
+        w = np.exp(z[i, sel] - z[i, sel].max())
+        w /= w.sum()
+        for wj, e in zip(w, sel):
+            gate = t[p + "ffn_gate_exps.weight"][e] @ g[i] + t[p + "ffn_gate_exps.bias"][e]
+            up = t[p + "ffn_up_exps.weight"][e] @ g[i] + t[p + "ffn_up_exps.bias"][e]
+            c = np.minimum(gate, 7.0)
+            h = c / (1.0 + np.exp(-1.702 * c)) * (np.clip(up, -7.0, 7.0) + 1.0)
+            out[i] += wj * (t[p + "ffn_down_exps.weight"][e] @ h + t[p + "ffn_down_exps.bias"][e])
+    return out
+
+
+def moe_qwen2(t, p, g, k):
+    """qwen2moe's FFN on g [n][dim]: softmax router, the k most probable experts (ties: lower id)
+    weighted by their probabilities as they are (not renormalised), SwiGLU experts; plus the
+    shared expert times sigmoid(ffn_gate_inp_shexp . g)."""
+    z = g @ t[p + "ffn_gate_inp.weight"].T
+    pr = np.exp(z - z.max(axis=1, keepdims=True))
+    pr /= pr.sum(axis=1, keepdims=True)
+    out = np.zeros_like(g)
+    for i in range(g.shape[0]):
+        sel = np.lexsort((np.arange(pr.shape[1]), -pr[i]))[:k]
+        for e in sel:
+            a = t[p + "ffn_gate_exps.weight"][e] @ g[i]
+            u = t[p + "ffn_up_exps.weight"][e] @ g[i]
+            out[i] += pr[i, e] * (t[p + "ffn_down_exps.weight"][e] @ (a / (1.0 + np.exp(-a)) * u))
+    a = g @ t[p + "ffn_gate_shexp.weight"].T
+    u = g @ t[p + "ffn_up_shexp.weight"].T
+    sh = (a / (1.0 + np.exp(-a)) * u) @ t[p + "ffn_down_shexp.weight"].T
+    gate = 1.0 / (1.0 + np.exp(-(g @ t[p + "ffn_gate_inp_shexp.weight"])))
+    return out + sh * gate[:, None]
+
+
 def forward(arch, kv, t, tokens, gelu_f16=False):
     A = arch
     dim = kv[f"{A}.embedding_length"]
@@ -87,6 +141,11 @@ def forward(arch, kv, t, tokens, gelu_f16=False):
     base = kv.get(f"{A}.rope.freq_base", 10000.0)
     window = kv.get(f"{A}.attention.sliding_window", 0)
     neox = arch != "llama"
+    yarn = None
+    if kv.get(f"{A}.rope.scaling.type") == "yarn":
+        yarn = (kv[f"{A}.rope.scaling.factor"],
+                kv.get(f"{A}.rope.scaling.original_context_length", kv[f"{A}.context_length"]))
+    oss = arch == "gpt-oss"
     n = len(tokens)
     pos = np.arange(n, dtype=np.float64)
 
@@ -96,8 +155,8 @@ def forward(arch, kv, t, tokens, gelu_f16=False):
     causal = np.tril(np.ones((n, n), bool))
     for il in range(n_layer):
         p = f"blk.{il}."
-        local = arch == "gemma3" and window > 0 and (il % 6) < 5
-        lbase = 10000.0 if local else base
+        local = (arch == "gemma3" and window > 0 and (il % 6) < 5) or (oss and il % 2 == 0)
+        lbase = 10000.0 if local and arch == "gemma3" else base
         mask = causal.copy()
         if local:
             qi, ki = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
@@ -116,24 +175,34 @@ def forward(arch, kv, t, tokens, gelu_f16=False):
         if p + "attn_q_norm.weight" in t:
             q = rmsnorm(q, t[p + "attn_q_norm.weight"], eps)
             k = rmsnorm(k, t[p + "attn_k_norm.weight"], eps)
-        q = rope(q, pos, lbase, neox)
-        k = rope(k, pos, lbase, neox)
+        q = rope(q, pos, lbase, neox, yarn)
+        k = rope(k, pos, lbase, neox, yarn)
         scale = 1.0 / math.sqrt(hd)
         att = np.empty((n, nh, hd))
         for hh in range(nh):
             kh = hh // (nh // nkv)
             s = (q[:, hh, :] @ k[:, kh, :].T) * scale
             s = np.where(mask, s, -np.inf)
+            if oss:  # the sink: one more logit per row, in the softmax, with no value
+                s = np.concatenate([s, np.full((n, 1), t[p + "attn_sinks.weight"][hh])], axis=1)
             s = s - s.max(axis=1, keepdims=True)
             e = np.exp(s)
             e /= e.sum(axis=1, keepdims=True)
-            att[:, hh, :] = e @ v[:, kh, :]
+            att[:, hh, :] = e[:, :n] @ v[:, kh, :]
         o = att.reshape(n, nh * hd) @ t[p + "attn_output.weight"].T
+        if oss:
+            x = x + o + t[p + "attn_output.bias"]
+            x = x + moe_oss(t, p, rmsnorm(x, t[p + "post_attention_norm.weight"], eps),
+                            kv[f"{A}.expert_used_count"])
+            continue
         if arch == "gemma3":
             x = x + rmsnorm(o, t[p + "post_attention_norm.weight"], eps)
         else:
             x = x + o
         g = rmsnorm(x, t[p + "ffn_norm.weight"], eps)
+        if arch == "qwen2moe":
+            x = x + moe_qwen2(t, p, g, kv[f"{A}.expert_used_count"])
+            continue
         a = g @ t[p + "ffn_gate.weight"].T
         u = g @ t[p + "ffn_up.weight"].T
         if arch == "gemma3":
@@ -153,7 +222,7 @@ def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     gelu_f16 = "--gelu-f16" in sys.argv
     models = args or [os.path.join(REPO, "tests", "fixtures", "models", f"rand-{a}.gguf")
-                      for a in ("llama", "qwen2", "qwen3", "gemma3")]
+                      for a in ("llama", "qwen2", "qwen3", "gemma3", "gptoss", "qwen2moe")]
     texts = sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "texts", "*.txt")))
     worst = 0.0
     for path in models:
