@@ -59,32 +59,32 @@ check "... identical samples (censored) have Δ = 0 exactly; the repeated arm's 
 check "... some sampled int8 text forked and was scored differently from the reference's sample" \
     test "$(awk -F'\t' '$2 == "int8" && $5 == 0 && $7 != $8' "$XS" | wc -l)" -gt 0
 
-# the reference's own text at the first depth, rescored on an independent path: a per-position sweep
-# over prefix + text, whose nll_ref at positions d-1 .. d+n-2 are the same tokens' NLLs
+# A text rescored on an independent path: rescore D TEXT NAME prints the mean NLL that a per-position
+# sweep over "the document's first D tokens + TEXT" (arms f16, f32) measures for TEXT's tokens: its
+# nll_ref at positions D-1 .. D+fork_n-2 (12 tokens) are those tokens' NLLs under the reference
+rescore() {
+    { tr -s ', \n' '\n\n\n' < "$T/doc.tok" | grep -v '^$' | head -n "$1"; echo "$2" | tr ',' '\n'; } > "$T/$3.tok"
+    local n; n=$(wc -l < "$T/$3.tok")
+    "$DRV" sweep --model "$MODEL" --tokens-file "$T/$3.tok" --arms f16,f32 --depths 1 --fork 1 --per-position \
+        --max-depth $((n - 1)) --out "$T/$3" --quiet 2> "$T/$3.err"
+    awk -F'\t' -v lo=$(($1 - 1)) -v hi=$(($1 + 10)) 'NR > 1 && $1 >= lo && $1 <= hi {s += $8; k++} END {printf "%.17g", s / k}' \
+        "$T/$3/positions.tsv"
+}
+same_nll() { awk -v a="$1" -v b="$2" 'BEGIN {exit !(a - b < 1e-12 && b - a < 1e-12 && a > 0)}'; }
+# the reference's own greedy text at the first depth (its score in cross.tsv)
 d=$(awk -F'\t' 'NR == 2 {print $1}' "$T/a/forks.tsv")
 text=$(awk -F'\t' 'NR == 2 {print $6}' "$T/a/forks.tsv")
 own=$(awk -F'\t' -v d="$d" '$1 == d && $2 == "int8" {print $7}' "$T/a/cross.tsv")
-{ tr -s ', \n' '\n\n\n' < "$T/doc.tok" | grep -v '^$' | head -n "$d"; echo "$text" | tr ',' '\n'; } > "$T/doc2.tok"
-n2=$(wc -l < "$T/doc2.tok")
-"$DRV" sweep --model "$MODEL" --tokens-file "$T/doc2.tok" --arms f16,f32 --depths 1 --fork 1 --per-position \
-    --max-depth $((n2 - 1)) --out "$T/pp" --quiet 2> "$T/pp.err"
-pp=$(awk -F'\t' -v lo=$((d - 1)) -v hi=$((d + 10)) 'NR > 1 && $1 >= lo && $1 <= hi {s += $8; k++} END {printf "%.17g", s / k}' \
-     "$T/pp/positions.tsv")
-check "the reference's score of its own text ($own) equals the per-position sweep's mean NLL ($pp)" \
-    awk -v a="$own" -v b="$pp" 'BEGIN {exit !(a - b < 1e-12 && b - a < 1e-12 && a > 0)}'
-# the same for the first forked int8 sample: its text from samples.tsv, its score under the reference
-# from cross_samples.tsv
+pp=$(rescore "$d" "$text" pp)
+check "the reference's score of its own text ($own) equals the per-position sweep's mean NLL ($pp)" same_nll "$own" "$pp"
+# the first forked int8 sample: its text from samples.tsv, its score under the reference from
+# cross_samples.tsv
 read -r d t <<< "$(awk -F'\t' '$2 == "int8" && $5 == 0 {print $1, $3; exit}' "$XS")"
 text=$(awk -F'\t' -v d="$d" -v t="$t" '$1 == d && $2 == "int8" && $3 == t {print $8; exit}' "$T/a/samples.tsv")
 own=$(awk -F'\t' -v d="$d" -v t="$t" '$1 == d && $2 == "int8" && $3 == t {print $7; exit}' "$XS")
-{ tr -s ', \n' '\n\n\n' < "$T/doc.tok" | grep -v '^$' | head -n "$d"; echo "$text" | tr ',' '\n'; } > "$T/doc3.tok"
-n3=$(wc -l < "$T/doc3.tok")
-"$DRV" sweep --model "$MODEL" --tokens-file "$T/doc3.tok" --arms f16,f32 --depths 1 --fork 1 --per-position \
-    --max-depth $((n3 - 1)) --out "$T/pp3" --quiet 2> "$T/pp3.err"
-pp=$(awk -F'\t' -v lo=$((d - 1)) -v hi=$((d + 10)) 'NR > 1 && $1 >= lo && $1 <= hi {s += $8; k++} END {printf "%.17g", s / k}' \
-     "$T/pp3/positions.tsv")
+pp=$(rescore "$d" "$text" pp3)
 check "the reference's score of int8's sample at depth $d, T $t (${own:-none}) equals the per-position sweep's mean NLL ($pp)" \
-    awk -v a="$own" -v b="$pp" 'BEGIN {exit !(a - b < 1e-12 && b - a < 1e-12 && a > 0)}'
+    same_nll "$own" "$pp"
 
 # report regenerates README.md and summary.json byte for byte; the README has both tables
 cp "$T/a/README.md" "$T/README.1"; cp "$T/a/summary.json" "$T/summary.1"
