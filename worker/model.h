@@ -4,8 +4,9 @@
  * Architectures: llama (stories260K, SmolLM2), qwen2 (QKV bias), qwen3 (QK-norm), gemma3
  * (sliding-window local layers with their own RoPE base, QK-norm, sandwich norms, GeGLU,
  * embedding scale sqrt(dim)), qwen3moe (qwen3's attention; every layer's FFN a mixture of
- * experts: softmax router, top-k, selected weights renormalised; docs/DESIGN.md §3.1); tied
- * embeddings; RoPE linear and YaRN scaling from metadata.
+ * experts: softmax router, top-k, selected weights renormalised; docs/DESIGN.md §3.1), qwen35
+ * (hybrid: Gated-DeltaNet linear-attention layers between gated full-attention layers, partial
+ * RoPE; docs/DESIGN.md §3.1.1); tied embeddings; RoPE linear and YaRN scaling from metadata.
  * Weights stay in the file mapping in their GGUF types (quant.h); norms and biases are copied to
  * f32. The forward pass (one layer is written out in kernels/backend.h) is a backend's: model_net
  * gives it the description.
@@ -32,8 +33,9 @@
 #define MODEL_MAX_VOCAB    (1 << 22)   /* token_embd rows (proto.h's PROTO_MAX_VOCAB) */
 #define MODEL_MAX_EXPERT   4096        /* expert_count */
 #define MODEL_MAX_EXPERT_ROWS (1 << 26) /* expert_count * expert_feed_forward_length */
+#define MODEL_MAX_SSM_CONV BACKEND_MAX_CONV /* ssm.conv_kernel */
 
-typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_GEMMA3, ARCH_QWEN3MOE } model_arch;
+typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_GEMMA3, ARCH_QWEN3MOE, ARCH_QWEN35 } model_arch;
 
 typedef struct {
     model_arch arch;
@@ -42,6 +44,11 @@ typedef struct {
                                           /* ffn: a dense FFN's width, or one expert's (qwen3moe) */
     int n_expert, n_expert_used;          /* qwen3moe: experts per layer, experts per token; 0: dense */
     int neox;                             /* RoPE pairs (i, i + n_rot/2) instead of (2i, 2i+1) */
+    int attn_gate;                        /* qwen35: the attention output is gated (wq: queries, gates) */
+    int ssm_conv, ssm_nk, ssm_nv, ssm_d;  /* qwen35 linear layers: ssm.conv_kernel, ssm.group_count
+                                           * (key heads), ssm.time_step_rank (value heads),
+                                           * ssm.state_size (head dim); 0 for other archs */
+    int n_attn;                           /* layers with a KV cache (all but qwen35's linear ones) */
     float eps, emb_scale, attn_scale;
     ops_rope_cfg rope_global, rope_local;
     int rope_scaled;                      /* linear or YaRN scaling present in the metadata */
