@@ -60,6 +60,10 @@ typedef struct {
     float *conv_w;                        /* [cd][conv] (ssm_conv1d), oldest input first */
     float *dt_bias, *ssm_a;               /* [nv] (ssm_dt.bias; ssm_a = -exp(A_log), as stored) */
     float *ssm_norm;                      /* [d] (ssm_norm) the gated RMSNorm's weight */
+    /* qwen35moe: the shared expert beside the routed ones (ffn_shexp > 0) */
+    ops_weight w_sh_gate, w_sh_up;        /* [ffn_shexp][dim] */
+    ops_weight w_sh_down;                 /* [dim][ffn_shexp] */
+    float *sh_gate_inp;                   /* [dim] (ffn_gate_inp_shexp) its scalar gate's weights */
 } backend_layer;
 
 /* One layer for T tokens at positions pos0..pos0+T-1 (docs/DESIGN.md §3.1):
@@ -73,6 +77,8 @@ typedef struct {
  *     w[j] = p[e[j]] / max(sum_j p[e[j]], 2^-14)
  *     d = w[0] D0 ; d += w[j] Dj for j = 1..k-1, Dj = Wd[e_j] (silu(Wg[e_j] xb) * (Wu[e_j] xb))
  *     x += d
+ * With a shared expert (qwen35moe, ffn_shexp > 0) the line is instead
+ *     x += d + (Wsd (silu(Wsg xb) * (Wsu xb))) * sigmoid(sh_gate_inp . xb)
  * Every expert matmul is the canonical per-row dot product on one token's xb, so the result does
  * not depend on which other tokens share the chunk or the expert.
  * A hybrid model (qwen35, docs/DESIGN.md §3.1.1) has attention layers whose wq gives, per head,
@@ -95,6 +101,7 @@ typedef struct {
     int n_layer, dim, n_head, n_kv, hd, ffn, n_vocab, n_rot;
     int n_expert, n_expert_used;          /* MoE: experts per layer, per token (ffn is one expert's
                                            * width); 0, 0: dense */
+    int ffn_shexp;                        /* MoE: the shared expert's width (qwen35moe); 0: none */
     int neox;                             /* RoPE pairs (i, i + n_rot/2) instead of (2i, 2i+1) */
     int attn_gate;                        /* qwen35: wq gives per head hd queries, then hd gates */
     int ssm_conv, ssm_nk, ssm_nv, ssm_d;  /* qwen35 linear layers: conv kernel, key heads, value

@@ -41,6 +41,9 @@ typedef struct {
     float *xe, *de;     /* [max_T][dim] one expert's gathered inputs, its outputs */
     float *ye;          /* [max_T][k][dim] each token's expert outputs, slot order */
     int *gtok, *gslot;  /* [max_T] the tokens routed to one expert, and the slot it has for them */
+    float *s1, *s2;     /* [max_T][ffn_shexp] the shared expert's gate and up (qwen35moe), or NULL */
+    float *sy;          /* [max_T][dim] the shared expert's outputs */
+    float *sg;          /* [max_T] its gates sigmoid(sh_gate_inp . xb) */
     const int32_t *pin; /* [T][n_layer][k] the next forward's pinned experts, or NULL (backend_route) */
     int32_t *used;      /* [T][n_layer][k] where the next forward records its experts, or NULL */
     float *cs_g, *cs_l; /* [max_T][n_rot/2][2] RoPE tables, global and local */
@@ -74,6 +77,7 @@ static uint64_t scratch_bytes(const backend_model *m, int max_T) {
         per_tok += (uint64_t)m->n_expert + 2ull * m->n_expert_used + 2ull * m->dim +
                    (uint64_t)m->n_expert_used * m->dim + 2;
     if (m->attn_gate) per_tok += 3ull * m->n_head * m->hd;   /* gate, qg */
+    if (m->ffn_shexp > 0) per_tok += 2ull * m->ffn_shexp + m->dim + 1;   /* s1, s2, sy, sg */
     if (m->ssm_d > 0)   /* mix, zb, bet, alp, lo */
         per_tok += (2ull * m->ssm_nk + m->ssm_nv) * m->ssm_d + 2ull * m->ssm_nv * m->ssm_d + 2ull * m->ssm_nv;
     return 4 * (uint64_t)max_T * per_tok;
@@ -94,7 +98,7 @@ static void cpu_free(backend *base) {
     free(b->x); free(b->xb); free(b->q); free(b->att); free(b->k); free(b->v);
     free(b->h1); free(b->h2); free(b->cs_g); free(b->cs_l); free(b->mm_ws); free(b->attn_ws);
     free(b->gate); free(b->qg); free(b->kv_layer); free(b->state); free(b->snap); free(b->snap_pos); free(b->toks);
-    free(b->mix); free(b->zb); free(b->bet); free(b->alp); free(b->lo);
+    free(b->mix); free(b->zb); free(b->bet); free(b->alp); free(b->lo); free(b->s1); free(b->s2); free(b->sy); free(b->sg);
     free(b->probs); free(b->sel); free(b->wsel); free(b->xe); free(b->de); free(b->ye); free(b->gtok); free(b->gslot);
     if (b->p) pool_free(b->p);
     cache_free(&b->c);
@@ -195,6 +199,13 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
         b->gtok = malloc(sizeof(int) * T);
         b->gslot = malloc(sizeof(int) * T);
         moe_ok = b->probs && b->sel && b->wsel && b->xe && b->de && b->ye && b->gtok && b->gslot;
+        if (m->ffn_shexp > 0) {
+            b->s1 = alloc64(T * m->ffn_shexp);
+            b->s2 = alloc64(T * m->ffn_shexp);
+            b->sy = alloc64(T * m->dim);
+            b->sg = alloc64(T);
+            moe_ok = moe_ok && b->s1 && b->s2 && b->sy && b->sg;
+        }
     }
     /* the kernels' own scratch, sized for the widest matmul input (dim, n_head*hd or ffn) and for
      * attention over the whole context with the widest window */
@@ -202,6 +213,7 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
     if (m->n_head * m->hd > cols) cols = m->n_head * m->hd;
     if (m->ffn > cols) cols = m->ffn;
     if (m->ssm_nv * m->ssm_d > cols) cols = m->ssm_nv * m->ssm_d;
+    if (m->ffn_shexp > cols) cols = m->ffn_shexp;
     for (int l = 0; l < nl; l++)
         if (m->layers[l].window > window) window = m->layers[l].window;
     b->mm_ws = alloc64(ops_matmul_scratch_floats(cfg->threads, cols));
@@ -308,12 +320,25 @@ static int moe_ffn(backend_cpu *b, const backend_layer *ly, int l, int T) {
         for (int i = 0; i < n; i++)
             memcpy(b->ye + ((size_t)b->gtok[i] * k + b->gslot[i]) * dim, b->de + (size_t)i * dim, sizeof(float) * dim);
     }
+    int fs = m->ffn_shexp;
+    if (fs > 0) {   /* the shared expert on every token, times its sigmoid gate (qwen35moe) */
+        ops_mm sh[2] = { { &ly->w_sh_gate, b->s1, fs }, { &ly->w_sh_up, b->s2, fs } };
+        if (ops_matmul_many(b->p, sh, 2, b->xb, T, b->mm_ws)) return -1;
+        for (int t = 0; t < T; t++) {
+            ops_swiglu(b->s1 + (size_t)t * fs, b->s2 + (size_t)t * fs, fs);
+            float u = ops_dot(ly->sh_gate_inp, b->xb + (size_t)t * dim, dim);
+            b->sg[t] = 1.0f / (1.0f + expf(-u));
+        }
+        if (ops_matmul(b->p, &ly->w_sh_down, b->s1, b->sy, T, dim, b->mm_ws)) return -1;
+    }
     for (int t = 0; t < T; t++) {
         float *x = b->x + (size_t)t * dim, *o = b->xb + (size_t)t * dim;   /* xb is free again: reuse it */
         const float *w = b->wsel + (size_t)t * k, *y = b->ye + (size_t)t * k * dim;
         for (int i = 0; i < dim; i++) o[i] = w[0] * y[i];
         for (int j = 1; j < k; j++)
             for (int i = 0; i < dim; i++) o[i] = o[i] + w[j] * y[(size_t)j * dim + i];
+        if (fs > 0)
+            for (int i = 0; i < dim; i++) o[i] = o[i] + b->sy[(size_t)t * dim + i] * b->sg[t];
         for (int i = 0; i < dim; i++) x[i] += o[i];
     }
     return 0;

@@ -158,7 +158,7 @@ static int load_layers(loader *L, model *m) {
     for (int l = 0; l < m->n_layer; l++) {
         backend_layer *ly = &m->layers[l];
         int qd = m->n_head * m->hd, kd = m->n_kv * m->hd;
-        int qwen35 = m->arch == ARCH_QWEN35;
+        int qwen35 = m->arch == ARCH_QWEN35 || m->arch == ARCH_QWEN35MOE;
 #define W(field, suffix, r, c) snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, suffix); \
         if (get_weight(L, nm, r, c, &ly->field)) return -1;
 #define V(field, suffix, n, req) snprintf(nm, sizeof nm, "blk.%d.%s", l, suffix); \
@@ -179,6 +179,12 @@ static int load_layers(loader *L, model *m) {
             E(w_up, "ffn_up_exps", m->ffn, m->dim);
             E(w_down, "ffn_down_exps", m->dim, m->ffn);
 #undef E
+            if (m->ffn_shexp > 0) {   /* qwen35moe: the shared expert and its gate */
+                W(w_sh_gate, "ffn_gate_shexp", m->ffn_shexp, m->dim);
+                W(w_sh_up, "ffn_up_shexp", m->ffn_shexp, m->dim);
+                W(w_sh_down, "ffn_down_shexp", m->dim, m->ffn_shexp);
+                V(sh_gate_inp, "ffn_gate_inp_shexp.weight", m->dim, 1);
+            }
         } else {
             W(w_gate, "ffn_gate", m->ffn, m->dim);
             W(w_up, "ffn_up", m->ffn, m->dim);
@@ -292,9 +298,14 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
     else if (!strcmp(a, "gemma3")) m->arch = ARCH_GEMMA3;
     else if (!strcmp(a, "qwen3moe")) m->arch = ARCH_QWEN3MOE;
     else if (!strcmp(a, "qwen35")) m->arch = ARCH_QWEN35;
-    else { fail(&L, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma3, qwen3moe, qwen35 are)", a); goto fail; }
+    else if (!strcmp(a, "qwen35moe")) m->arch = ARCH_QWEN35MOE;
+    else {
+        fail(&L, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma3, qwen3moe, qwen35, qwen35moe are)", a);
+        goto fail;
+    }
 
-    int moe = m->arch == ARCH_QWEN3MOE;
+    int moe = m->arch == ARCH_QWEN3MOE || m->arch == ARCH_QWEN35MOE;
+    int hybrid = m->arch == ARCH_QWEN35 || m->arch == ARCH_QWEN35MOE;
     if (meta_int(&L, a, "block_count", -1, 1, MODEL_MAX_LAYER, &m->n_layer) ||
         meta_int(&L, a, "embedding_length", -1, 1, MODEL_MAX_DIM, &m->dim) ||
         meta_int(&L, a, "attention.head_count", -1, 1, MODEL_MAX_HEADS, &m->n_head) ||
@@ -303,7 +314,11 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
         goto fail;
     if (moe) {
         /* as llama.cpp: every layer is a MoE layer; one expert's width is expert_feed_forward_length,
-         * or feed_forward_length / expert_used_count when that key is absent */
+         * or feed_forward_length / expert_used_count when that key is absent; qwen35moe's shared
+         * expert is expert_shared_feed_forward_length wide, or feed_forward_length */
+        if (m->arch == ARCH_QWEN35MOE &&
+            meta_int(&L, a, "expert_shared_feed_forward_length", m->ffn, 1, MODEL_MAX_FFN, &m->ffn_shexp))
+            goto fail;
         if (meta_int(&L, a, "expert_count", -1, 1, MODEL_MAX_EXPERT, &m->n_expert) ||
             meta_int(&L, a, "expert_used_count", -1, 1, m->n_expert, &m->n_expert_used) ||
             meta_int(&L, a, "expert_feed_forward_length", m->ffn / m->n_expert_used, 1, MODEL_MAX_FFN, &m->ffn))
@@ -338,7 +353,7 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
         goto fail;
     }
     if (meta_int(&L, a, "rope.dimension_count", m->hd, 0, m->hd, &m->n_rot)) goto fail;
-    if (m->n_rot % 2 || (moe && m->n_rot != m->hd)) {
+    if (m->n_rot % 2 || (m->arch == ARCH_QWEN3MOE && m->n_rot != m->hd)) {
         fail(&L, "rope.dimension_count %d does not fit head dim %d", m->n_rot, m->hd);
         goto fail;
     }
@@ -389,7 +404,7 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
 
     m->layers = calloc((size_t)m->n_layer, sizeof *m->layers);
     if (!m->layers) { fail(&L, "out of memory"); goto fail; }
-    if (m->arch == ARCH_QWEN35) {
+    if (hybrid) {
         m->attn_gate = 1;
         if (load_hybrid(&L, m)) goto fail;
     }
@@ -434,7 +449,7 @@ void model_free(model *m) {
         backend_layer *ly = &m->layers[l];
         free(ly->attn_norm); free(ly->ffn_norm); free(ly->bq); free(ly->bk); free(ly->bv);
         free(ly->q_norm); free(ly->k_norm); free(ly->post_attn_norm); free(ly->post_ffn_norm);
-        free(ly->conv_w); free(ly->dt_bias); free(ly->ssm_a); free(ly->ssm_norm);
+        free(ly->conv_w); free(ly->dt_bias); free(ly->ssm_a); free(ly->ssm_norm); free(ly->sh_gate_inp);
     }
     free(m->layers);
     free(m->out_norm);
@@ -454,6 +469,7 @@ void model_net(const model *m, backend_model *net) {
     net->ffn = m->ffn;
     net->n_expert = m->n_expert;
     net->n_expert_used = m->n_expert_used;
+    net->ffn_shexp = m->ffn_shexp;
     net->n_vocab = m->n_vocab;
     net->n_rot = m->n_rot;
     net->neox = m->neox;

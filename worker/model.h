@@ -6,7 +6,8 @@
  * embedding scale sqrt(dim)), qwen3moe (qwen3's attention; every layer's FFN a mixture of
  * experts: softmax router, top-k, selected weights renormalised; docs/DESIGN.md §3.1), qwen35
  * (hybrid: Gated-DeltaNet linear-attention layers between gated full-attention layers, partial
- * RoPE; docs/DESIGN.md §3.1.1); tied embeddings; RoPE linear and YaRN scaling from metadata.
+ * RoPE; docs/DESIGN.md §3.1.1), qwen35moe (the same with qwen3moe's experts plus a shared expert
+ * with a sigmoid gate); tied embeddings; RoPE linear and YaRN scaling from metadata.
  * Weights stay in the file mapping in their GGUF types (quant.h); norms and biases are copied to
  * f32. The forward pass (one layer is written out in kernels/backend.h) is a backend's: model_net
  * gives it the description.
@@ -35,14 +36,15 @@
 #define MODEL_MAX_EXPERT_ROWS (1 << 26) /* expert_count * expert_feed_forward_length */
 #define MODEL_MAX_SSM_CONV BACKEND_MAX_CONV /* ssm.conv_kernel */
 
-typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_GEMMA3, ARCH_QWEN3MOE, ARCH_QWEN35 } model_arch;
+typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_GEMMA3, ARCH_QWEN3MOE, ARCH_QWEN35, ARCH_QWEN35MOE } model_arch;
 
 typedef struct {
     model_arch arch;
     char arch_name[32];
     int n_layer, dim, n_head, n_kv, hd, ffn, n_vocab, n_ctx_train, n_rot;
                                           /* ffn: a dense FFN's width, or one expert's (qwen3moe) */
-    int n_expert, n_expert_used;          /* qwen3moe: experts per layer, experts per token; 0: dense */
+    int n_expert, n_expert_used;          /* qwen3moe, qwen35moe: experts per layer, experts per token; 0: dense */
+    int ffn_shexp;                        /* qwen35moe: the shared expert's width; 0: none */
     int neox;                             /* RoPE pairs (i, i + n_rot/2) instead of (2i, 2i+1) */
     int attn_gate;                        /* qwen35: the attention output is gated (wq: queries, gates) */
     int ssm_conv, ssm_nk, ssm_nv, ssm_d;  /* qwen35 linear layers: ssm.conv_kernel, ssm.group_count

@@ -211,6 +211,16 @@ rand-qwen35 (arch "qwen35") dim 64, 4 layers, full attention every 2nd layer (la
     ssm_beta / ssm_alpha [dim, 4], ssm_dt.bias [4], ssm_a [4] (= -exp(A_log), A_log uniform in
     [-1, 1]), ssm_conv1d [4, 128], ssm_norm [16], ssm_out [64, dim].
   The linear layer, per token: kernels/backend.h and docs/DESIGN.md §3.1.1.
+
+rand-qwen35moe (arch "qwen35moe") rand-qwen35's layers (its own seed) with every FFN a mixture of
+  6 experts of width 16, top 2, as rand-qwen3moe (softmax router, renormalised weights), plus a
+  shared expert of width 32 gated per token by sigmoid(ffn_gate_inp_shexp . g):
+    x = x + Σ_j w_j Down_ej(silu(Gate_ej g) * (Up_ej g)) + sigmoid(s . g) * Dsh(silu(Gsh g) * (Ush g))
+  Extra metadata: qwen35moe.expert_count 6, expert_used_count 2, expert_feed_forward_length 16,
+    expert_shared_feed_forward_length 32 (feed_forward_length absent).
+  Tensors instead of ffn_gate / ffn_up / ffn_down: ffn_gate_inp [dim, 6], ffn_gate_exps /
+    ffn_up_exps [dim, 16, 6], ffn_down_exps [16, dim, 6], ffn_gate_inp_shexp [dim],
+    ffn_gate_shexp / ffn_up_shexp [dim, 32], ffn_down_shexp [32, dim].
 """
 import math
 import os
@@ -252,10 +262,12 @@ MODELS = {
     "rand-qwen3moe": ("qwen3moe", {}),
     "rand-qwen3moe-q8_0": ("qwen3moe", dict(expert_type="q8_0")),
     "rand-qwen35": ("qwen35", {}),
+    "rand-qwen35moe": ("qwen35moe", {}),
 }
 QWEN35 = dict(dim=64, n_layer=4, n_head=4, n_head_kv=2, head_dim=32, n_rot=8, sections=[2, 1, 1, 0],
               n_ff=128, eps=1e-6, rope_base=10000000.0, interval=2, conv=4, d_state=16, n_group=2,
               n_v=4, seed=1006, res_gain=2.0)
+QWEN35MOE = dict(QWEN35, seed=1007, n_expert=6, n_expert_used=2, n_ff_exp=16, n_ff_shexp=32, router_gain=2.0)
 N_BPE_MERGES = 253
 BPE_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
@@ -340,11 +352,11 @@ def add_experts(w, rng, p, c):
             w.add_tensor(p + suffix + ".weight", t)
 
 
-def build_qwen35(name, out_path):
-    """rand-qwen35: see the header."""
-    c = QWEN35
+def build_qwen35(name, out_path, A):
+    """rand-qwen35 (A = "qwen35") and rand-qwen35moe (A = "qwen35moe"): see the header."""
+    c = QWEN35 if A == "qwen35" else QWEN35MOE
+    moe = A == "qwen35moe"
     rng = np.random.default_rng(c["seed"])
-    A = "qwen35"
     dim, hd, nh, nkv, nff = c["dim"], c["head_dim"], c["n_head"], c["n_head_kv"], c["n_ff"]
     d, nk, nv = c["d_state"], c["n_group"], c["n_v"]
     cd = 2 * nk * d + nv * d
@@ -356,7 +368,13 @@ def build_qwen35(name, out_path):
     w.add_uint32(f"{A}.context_length", 2048)
     w.add_uint32(f"{A}.embedding_length", dim)
     w.add_uint32(f"{A}.block_count", c["n_layer"])
-    w.add_uint32(f"{A}.feed_forward_length", nff)
+    if moe:
+        w.add_uint32(f"{A}.expert_count", c["n_expert"])
+        w.add_uint32(f"{A}.expert_used_count", c["n_expert_used"])
+        w.add_uint32(f"{A}.expert_feed_forward_length", c["n_ff_exp"])
+        w.add_uint32(f"{A}.expert_shared_feed_forward_length", c["n_ff_shexp"])
+    else:
+        w.add_uint32(f"{A}.feed_forward_length", nff)
     w.add_uint32(f"{A}.attention.head_count", nh)
     w.add_uint32(f"{A}.attention.head_count_kv", nkv)
     w.add_uint32(f"{A}.attention.key_length", hd)
@@ -396,6 +414,14 @@ def build_qwen35(name, out_path):
             w.add_tensor(p + "ssm_norm.weight", norm_w(rng, d))
             w.add_tensor(p + "ssm_out.weight", mat(rng, dim, nv * d, c["res_gain"]))
         w.add_tensor(p + "post_attention_norm.weight", norm_w(rng, dim))
+        if moe:
+            add_experts(w, rng, p, c)
+            fs = c["n_ff_shexp"]
+            w.add_tensor(p + "ffn_gate_inp_shexp.weight", (rng.standard_normal(dim) / math.sqrt(dim)).astype(np.float32))
+            w.add_tensor(p + "ffn_gate_shexp.weight", mat(rng, fs, dim))
+            w.add_tensor(p + "ffn_up_shexp.weight", mat(rng, fs, dim))
+            w.add_tensor(p + "ffn_down_shexp.weight", mat(rng, dim, fs, c["res_gain"]))
+            continue
         w.add_tensor(p + "ffn_gate.weight", mat(rng, nff, dim))
         w.add_tensor(p + "ffn_up.weight", mat(rng, nff, dim))
         w.add_tensor(p + "ffn_down.weight", mat(rng, dim, nff, c["res_gain"]))
@@ -407,8 +433,8 @@ def build_qwen35(name, out_path):
 
 def build(name, out_path):
     arch, extra = MODELS[name]
-    if arch == "qwen35":
-        return build_qwen35(name, out_path)
+    if arch in ("qwen35", "qwen35moe"):
+        return build_qwen35(name, out_path, arch)
     c = dict(ARCHS[arch], **extra)
     rng = np.random.default_rng(c["seed"])
     dim, hd, nh, nkv, nff = c["dim"], c["head_dim"], c["n_head"], c["n_head_kv"], c["n_ff"]
@@ -502,7 +528,7 @@ def main():
         path = os.path.join(out_dir, f"{name}.gguf")
         build(name, path)
         size = os.path.getsize(path)
-        if size > 1536 * 1024:
+        if size > 1536 * 1024 or (name.startswith("rand-qwen35") and size > 1024 * 1024):
             raise SystemExit(f"make_gguf.py: {path} is {size} B, over the 1.5 MB budget")
         print(f"{path}: {size} B")
 

@@ -113,7 +113,7 @@ REAL = {"smollm2": "smollm2-135m-instruct-q4_1.gguf", "gemma3": "gemma-3-270m-q4
 F32 = {"smollm2-f32": "smollm2", "gemma3-f32": "gemma3", "rand-qwen3moe-q8_0-f32": "rand-qwen3moe-q8_0"}
 F32_WEIGHTS = "all weights dequantised to F32 (llama.cpp then keeps activations in f32)"
 RAND = ["rand-llama", "rand-qwen2", "rand-qwen3", "rand-gemma3", "rand-llama-linear", "rand-qwen2-yarn",
-        "rand-qwen3moe", "rand-qwen3moe-q8_0", "rand-qwen35"]
+        "rand-qwen3moe", "rand-qwen3moe-q8_0", "rand-qwen35", "rand-qwen35moe"]
 
 
 def sha256_file(path):
