@@ -60,6 +60,9 @@ typedef struct {
     int *snap_pos;      /* [n_snap] the depth a snapshot was taken at (-1: empty) */
     int n_snap;
     int32_t *toks;      /* [n_ctx] the stream's token ids, for the re-run after a truncation */
+    int32_t *route_log; /* [n_ctx][n_layer][n_expert_used] the experts each position used (hybrid MoE:
+                         * the re-run pins them, so a position gets its first bits whatever the
+                         * pinning of the forward that first ran it), or NULL */
     float *mix;         /* [max_T][cd] W_qkv xb, then the conv outputs (silu, q and k L2-normed) */
     float *zb;          /* [max_T][nv*d] W_z xb */
     float *bet, *alp;   /* [max_T][nv] W_beta xb, W_alpha xb, then beta and the decay exp(g) */
@@ -97,7 +100,7 @@ static void cpu_free(backend *base) {
     backend_cpu *b = (backend_cpu *)base;
     free(b->x); free(b->xb); free(b->q); free(b->att); free(b->k); free(b->v);
     free(b->h1); free(b->h2); free(b->cs_g); free(b->cs_l); free(b->mm_ws); free(b->attn_ws);
-    free(b->gate); free(b->qg); free(b->kv_layer); free(b->state); free(b->snap); free(b->snap_pos); free(b->toks);
+    free(b->gate); free(b->qg); free(b->kv_layer); free(b->state); free(b->snap); free(b->snap_pos); free(b->toks); free(b->route_log);
     free(b->mix); free(b->zb); free(b->bet); free(b->alp); free(b->lo); free(b->s1); free(b->s2); free(b->sy); free(b->sg);
     free(b->probs); free(b->sel); free(b->wsel); free(b->xe); free(b->de); free(b->ye); free(b->gtok); free(b->gslot);
     if (b->p) pool_free(b->p);
@@ -149,6 +152,7 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
         uint64_t n_snap = HYBRID_SNAP_BYTES / st;
         b->n_snap = n_snap < HYBRID_SNAP_MIN ? HYBRID_SNAP_MIN : n_snap > HYBRID_SNAP_MAX ? HYBRID_SNAP_MAX : (int)n_snap;
         need.scratch_bytes += st * (1 + (uint64_t)b->n_snap) + 4ull * cfg->n_ctx;
+        if (m->n_expert > 0) need.scratch_bytes += 4ull * cfg->n_ctx * nl * m->n_expert_used;   /* route_log */
     }
     if (cfg->mem_check && cfg->mem_check(cfg->mem_ctx, &need, err, errlen)) goto fail;
     if (cache_create_heads(&b->c, fk, fv, n_attn, m->n_kv, m->hd, cfg->n_ctx, err, errlen)) goto fail;
@@ -179,6 +183,10 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
         b->snap = calloc((size_t)b->n_snap * b->n_rec * b->rec_floats, sizeof(float));
         b->snap_pos = malloc(sizeof(int) * (size_t)b->n_snap);
         b->toks = calloc((size_t)cfg->n_ctx, sizeof(int32_t));
+        if (m->n_expert > 0) {
+            b->route_log = calloc((size_t)cfg->n_ctx * nl * m->n_expert_used, sizeof(int32_t));
+            hyb_ok = hyb_ok && b->route_log;
+        }
         b->mix = alloc64(T * b->cd);
         b->zb = alloc64(T * nvd);
         b->bet = alloc64(T * m->ssm_nv);
@@ -290,11 +298,14 @@ static void moe_route(const backend_model *m, float *probs, int T, int l, const 
 /* The MoE FFN of layer l for T tokens: xb [T][dim] normed input; adds each token's weighted sum of
  * its experts to x [T][dim]. Experts run in id order, each on the tokens routed to it (gathered in
  * token order); a token's k outputs are then summed in slot order (backend.h). Returns 0 or -1. */
-static int moe_ffn(backend_cpu *b, const backend_layer *ly, int l, int T) {
+static int moe_ffn(backend_cpu *b, const backend_layer *ly, int l, int T, int pos0) {
     const backend_model *m = &b->m;
     int dim = m->dim, ffn = m->ffn, k = m->n_expert_used;
     if (ops_matmul(b->p, &ly->w_router, b->xb, b->probs, T, m->n_expert, b->mm_ws)) return -1;
     moe_route(m, b->probs, T, l, b->pin, b->used, b->sel, b->wsel);
+    if (b->route_log)   /* a hybrid model re-runs positions with the experts they had (hybrid_truncate) */
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < k; j++) b->route_log[((size_t)(pos0 + t) * m->n_layer + l) * k + j] = b->sel[(size_t)t * k + j];
     for (int e = 0; e < m->n_expert; e++) {
         int n = 0;
         for (int t = 0; t < T; t++)
@@ -475,6 +486,11 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
         snprintf(err, errlen, "a forward pass at position %d leaves a gap: the stream holds %d positions", pos0, b->depth);
         return -1;
     }
+    const int32_t *pin = b->pin;
+    b->pin = NULL;   /* backend_route applies to this forward only */
+    int32_t *used = b->used;
+    b->used = NULL;
+    /* a hybrid model's states back to position pos0 first (it uses the scratch below) */
     if (b->n_rec > 0 && pos0 < b->depth && hybrid_truncate(b, pos0, err, errlen)) return -1;
     for (int t = 0; t < T; t++) {
         if (tokens[t] < 0 || tokens[t] >= m->n_vocab) {
@@ -491,10 +507,6 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
     for (int i = 0; i < n_rows; i++)
         if (rows[i] < 0 || rows[i] >= T) { snprintf(err, errlen, "row index %d outside the chunk", rows[i]); return -1; }
     if (b->toks) memmove(b->toks + pos0, tokens, sizeof(int32_t) * (size_t)T);   /* a re-run passes toks itself */
-    const int32_t *pin = b->pin;
-    b->pin = NULL;   /* backend_route applies to this forward only */
-    int32_t *used = b->used;
-    b->used = NULL;
     if (m->n_expert > 0 && pin)
         for (size_t i = 0; i < (size_t)T * m->n_layer * m->n_expert_used; i++)
             if (pin[i] < 0 || pin[i] >= m->n_expert) {
@@ -545,7 +557,7 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
         if (m->n_expert > 0) {
             b->pin = pin;
             b->used = used;
-            int rc = moe_ffn(b, ly, l, T);
+            int rc = moe_ffn(b, ly, l, T, pos0);
             b->pin = NULL;
             b->used = NULL;
             if (rc) goto kfail;
@@ -579,8 +591,9 @@ kfail:
 
 /* Brings a hybrid model's states back to what they were after position depth-1 (depth below the
  * depth reached): the newest snapshot at or below depth (none: the zero states of position 0),
- * then the stream's tokens from there to depth re-run in chunks of max_T without rows: the same
- * bits as the first time (batch invariance). Snapshots past depth are dropped (the positions
+ * then the stream's tokens from there to depth re-run in chunks of max_T without rows, a MoE
+ * model's with the experts they used (route_log): the same bits as the first time (batch
+ * invariance). Snapshots past depth are dropped (the positions
  * after it are about to change); the restored depth is kept as one. Returns 0 or -1. */
 static int hybrid_truncate(backend_cpu *b, int depth, char *err, size_t errlen) {
     size_t n = (size_t)b->n_rec * b->rec_floats;
@@ -595,6 +608,8 @@ static int hybrid_truncate(backend_cpu *b, int depth, char *err, size_t errlen) 
     b->depth = from;
     for (int s = from; s < depth;) {
         int T = depth - s < b->max_T ? depth - s : b->max_T;
+        b->pin = b->route_log ? b->route_log + (size_t)s * b->m.n_layer * b->m.n_expert_used : NULL;
+        b->used = NULL;
         if (cpu_forward(&b->base, b->toks + s, T, s, NULL, 0, NULL, err, errlen)) return -1;
         s += T;
     }

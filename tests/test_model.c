@@ -792,6 +792,32 @@ static void test_hybrid(pool *p, const char *name) {
           "%s: then truncate to 41 (its snapshot evicted earlier): the fresh rows bit for bit", name);
     CHECK(backend_kv_bytes_per_token(b) == 2ull * 2 * 2 * 32 * 4,
           "%s: KV bytes per token count the 2 attention layers only (2 x K+V x 2 heads x 32 x f32)", name);
+    if (moe && ok) {   /* pinned experts: a truncation's re-run uses the experts the positions had */
+        int nl = m->n_layer, k = m->n_expert_used, rows[64];
+        size_t per = (size_t)nl * k;
+        int32_t *used = malloc(sizeof(int32_t) * N * per), *pin = malloc(sizeof(int32_t) * N * per);
+        backend_free(b);
+        b = hybrid_backend(m, p, 64);
+        for (int i = 0; i < 64; i++) rows[i] = i;
+        ok = used && pin && b;
+        for (int s0 = 0; ok && s0 < 100; s0 += 50) {   /* free routing recorded */
+            backend_route(b, NULL, used + (size_t)s0 * per);
+            ok = backend_forward(b, tok + s0, 50, s0, rows, 0, NULL, err, sizeof err) == 0;
+        }
+        for (size_t i = 0; ok && i < (size_t)100 * per; i++) pin[i] = (used[i] + 1) % m->n_expert;   /* other experts */
+        ok = ok && backend_truncate(b, 0, err, sizeof err) == 0;
+        for (int s0 = 0; ok && s0 < 100; s0 += 50) {
+            backend_route(b, pin + (size_t)s0 * per, NULL);
+            ok = backend_forward(b, tok + s0, 50, s0, rows, 50, ref + (size_t)s0 * V, err, sizeof err) == 0;
+        }
+        ok = ok && backend_truncate(b, 77, err, sizeof err) == 0;   /* snapshots at 50, 100: re-runs 50..76 */
+        backend_route(b, pin + (size_t)77 * per, NULL);
+        ok = ok && backend_forward(b, tok + 77, 23, 77, rows, 23, got, err, sizeof err) == 0;
+        CHECK(ok && memcmp(got, ref + (size_t)77 * V, sizeof(float) * 23 * V) == 0,
+              "%s: pinned to other experts, truncate to 77 (re-run from 50), pinned again: rows 77..99 bit for bit", name);
+        free(used);
+        free(pin);
+    }
 done:
     backend_free(b);
     free(ref); free(got); free(row);
