@@ -393,7 +393,7 @@ static void delta_head(void *vctx, int h, int thread) {
         for (int j = 0; j < d; j++) {
             float *Sj = S + (size_t)j * d;
             float e = (v[j] - ops_dot(Sj, k, d)) * beta;
-            for (int i = 0; i < d; i++) Sj[i] = Sj[i] + e * k[i];
+            for (int i = 0; i < d; i++) Sj[i] = fmaf(e, k[i], Sj[i]);
             o[j] = ops_dot(Sj, q, d) * scale;
         }
     }

@@ -201,7 +201,9 @@ static int load_layers(loader *L, model *m) {
         V(bv, "attn_v.bias", kd, qwen2);
         V(q_norm, "attn_q_norm.weight", m->hd, qkn);
         V(k_norm, "attn_k_norm.weight", m->hd, qkn);
-        V(post_attn_norm, "post_attention_norm.weight", m->dim, gemma);
+        if (!qwen35) {   /* qwen35's post_attention_norm is its FFN norm (above) */
+            V(post_attn_norm, "post_attention_norm.weight", m->dim, gemma);
+        }
         V(post_ffn_norm, "post_ffw_norm.weight", m->dim, gemma);
 #undef W
 #undef V
