@@ -89,11 +89,12 @@ typedef struct {
  *     g = softplus(W_alpha xb + dt_bias) * ssm_a [nv]       (softplus(u) = u > 20 ? u : log(1+e^u))
  *     c[ch] = silu(sum_i conv_w[ch][i] * in[ch][i]), in = the conv-1 previous m (conv state, zeros
  *             at position 0) then this m ; the conv state shifts by one
- *     q, k = c's first two nk*d values, per head L2-normed (x / sqrt(sum x^2 + eps)); v = the rest
+ *     q = c[0, nk*d), k = c[nk*d, 2*nk*d), v = the rest; q and k per head L2-normed (x / sqrt(sum x^2 + eps))
  *     per value head h (key head kh = h % nk), state S_h [d][d] (row j: value dim j), f32:
  *         S_h *= exp(g_h) ; e_j = (v_j - S_h[j] . k) * b_h ; S_h[j] += e_j k ; o_j = (S_h[j] . q) / sqrt(d)
  *     o_h = rmsnorm(o_h) * ssm_norm * silu(z_h) ; x += W_ssm_out o
- * and their FFN input norm is the file's post_attention_norm (loaded as ffn_norm).
+ * and their FFN input norm is the file's post_attention_norm (loaded as ffn_norm). The conv and S
+ * states are the backend's (f32, never quantised; backend_truncate restores them).
  * then out = output . rmsnorm(x) for the requested rows. x starts as the token's embedding row
  * times emb_scale. Everything the model points to (weights, norms, layers) is borrowed: the
  * loader owns it and keeps it alive longer than any backend made from it. */
