@@ -367,6 +367,23 @@ static void test_hybrid_meta(void) {
         CHECK(rc != 0 && strstr(err, k == 0 ? "leaves RoPE pair 1 of 4 unrotated" : "missing metadata qwen35.rope.dimension_sections"),
               "qwen35 %s: refused (%s)", k == 0 ? "sections [1, 0, 1, 0]" : "without rope.dimension_sections", err);
     }
+    /* block_count 5 with nextn_predict_layers 1: the 4 trunk layers load, the MTP block is not run */
+    {
+        ge_out o;
+        const char *skip[] = { "qwen35.block_count", NULL };
+        model *m = NULL;
+        ge_begin(&o, &hy);
+        ge_copy_kvs(&o, &hy, skip);
+        ge_kv_u32(&o, "qwen35.block_count", 5);
+        ge_kv_u32(&o, "qwen35.nextn_predict_layers", 1);
+        ge_copy_tensors(&o, &hy);
+        ge_finish(&o, &hy, 32);
+        err[0] = 0;
+        int rc = model_load(put_file(&o, "hybrid-mtp.gguf"), &m, err, sizeof err, warn, sizeof warn);
+        CHECK(rc == 0 && m->n_layer == 4 && m->n_attn == 2, "qwen35 with one multi-token-prediction block: its 4 trunk "
+              "layers load (%s)", rc ? err : "ok");
+        model_free(m);
+    }
     ge_free_src(&hy);
 }
 

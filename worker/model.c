@@ -246,7 +246,8 @@ static int load_hybrid(loader *L, model *m) {
         for (int i = 0; i < 3 && !n; i++)
             if (!gguf_get_arr(L->g, key, types[i], &data, &n)) type = types[i];
             else n = 0;
-        if (n != (uint64_t)m->n_layer) return fail(L, "metadata %s is not an array of %d bools or integers", key, m->n_layer);
+        if (n < (uint64_t)m->n_layer)   /* it may go on over the multi-token-prediction blocks */
+            return fail(L, "metadata %s is not an array of %d bools or integers", key, m->n_layer);
         for (int l = 0; l < m->n_layer; l++) {   /* the array may sit unaligned in the mapping */
             uint32_t v = 0;
             if (type == GGUF_VT_BOOL) v = ((const uint8_t *)data)[l];
@@ -314,6 +315,11 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
         meta_int(&L, a, "feed_forward_length", moe ? 0 : -1, moe ? 0 : 1, MODEL_MAX_FFN, &m->ffn) ||
         meta_int(&L, a, "context_length", 2048, 1, MODEL_MAX_CTX, &m->n_ctx_train))
         goto fail;
+    if (hybrid) {   /* multi-token-prediction blocks after the trunk (nextn_predict_layers) are not run */
+        int nextn;
+        if (meta_int(&L, a, "nextn_predict_layers", 0, 0, m->n_layer - 1, &nextn)) goto fail;
+        m->n_layer -= nextn;
+    }
     if (moe) {
         /* as llama.cpp: every layer is a MoE layer; one expert's width is expert_feed_forward_length,
          * or feed_forward_length / expert_used_count when that key is absent; qwen35moe's shared
