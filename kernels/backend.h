@@ -45,13 +45,15 @@ typedef enum { BACKEND_GATE_SOFTMAX_ALL, BACKEND_GATE_SOFTMAX_PLAIN, BACKEND_GAT
 #define BACKEND_OAI_ALPHA 1.702f
 #define BACKEND_OAI_LIMIT 7.0f
 
+#define BACKEND_MAX_CONV 64               /* the longest linear-attention conv kernel */
+
 typedef struct {
     ops_weight wq, wk, wv, wo;
     ops_weight w_gate, w_up, w_down;      /* dense: [ffn][dim], [ffn][dim], [dim][ffn]; MoE: the experts
                                            * stacked, [n_expert*ffn][dim] twice and [n_expert*dim][ffn]
                                            * (expert e: rows e*ffn.. resp. e*dim..) */
     ops_weight w_router;                  /* MoE: [n_expert][dim] (ffn_gate_inp); dense: unused */
-    ops_weight w_sh_gate, w_sh_up;        /* shared expert (qwen2moe, ffn_sh > 0): [ffn_sh][dim] */
+    ops_weight w_sh_gate, w_sh_up;        /* shared expert (qwen2moe, qwen35moe; ffn_sh > 0): [ffn_sh][dim] */
     ops_weight w_sh_down;                 /* [dim][ffn_sh] */
     ops_weight w_sh_inp;                  /* [1][dim] its gate's logit (ffn_gate_inp_shexp) */
     float *attn_norm, *ffn_norm;          /* [dim] */
@@ -66,6 +68,17 @@ typedef struct {
     int window;                           /* sliding window (gemma3 local layers, gpt-oss even
                                            * layers), 0 = global */
     int rope_local;                       /* 1: this layer uses rope_local, 0: rope_global */
+    /* qwen35: a Gated-DeltaNet linear-attention layer (recurrent = 1) has no KV cache and none of
+     * wq wk wv wo q_norm k_norm; with nk, nv, d, conv = backend_model's ssm_* and
+     * cd = 2*nk*d + nv*d (the conv channels: q, k, v): */
+    int recurrent;                        /* 1: linear attention (the ssm_* fields), 0: attention */
+    ops_weight w_qkv;                     /* [cd][dim] (attn_qkv): q | k | v, each head-major */
+    ops_weight w_z;                       /* [nv*d][dim] (attn_gate): the output gate z */
+    ops_weight w_beta, w_alpha;           /* [nv][dim] (ssm_beta, ssm_alpha) */
+    ops_weight w_ssm_out;                 /* [dim][nv*d] (ssm_out) */
+    float *conv_w;                        /* [cd][conv] (ssm_conv1d), oldest input first */
+    float *dt_bias, *ssm_a;               /* [nv] (ssm_dt.bias; ssm_a = -exp(A_log), as stored) */
+    float *ssm_norm;                      /* [d] (ssm_norm) the gated RMSNorm's weight */
 } backend_layer;
 
 /* One layer for T tokens at positions pos0..pos0+T-1 (docs/DESIGN.md §3.1):
@@ -89,11 +102,27 @@ typedef struct {
  *     swiglu_oai: g = Wg[e] xb + b_gate[e], u = Wu[e] xb + b_up[e],
  *                 c = min(g, 7), De = Wd[e] (c * sigmoid(1.702 c) * (clamp(u, -7, 7) + 1)) + b_down[e]
  *     d = w[0] D0 ; d += w[j] Dj for j = 1..k-1 (Dj = D of e[j])
- *   with a shared expert (ffn_sh > 0, qwen2moe), every token also runs it:
- *     s = Wsd (silu(Wsg xb) * (Wsu xb)) ; c = Wsi . xb ; d += s * sigmoid(c)
+ *   with a shared expert (ffn_sh > 0: qwen2moe, qwen35moe), every token also runs it:
+ *     s = Wsd (silu(Wsg xb) * (Wsu xb)) ; c = Wsi . xb ; d += s * sigmoid(c), the sigmoid formed
+ *     as each llama.cpp graph forms it: silu(c) / c (qwen2moe), 1 / (1 + exp(-c)) (qwen35moe,
+ *     sh_gate_plain)
  *   x += d
  * Every expert matmul is the canonical per-row dot product on one token's xb, so the result does
  * not depend on which other tokens share the chunk or the expert.
+ * A hybrid model (qwen35, docs/DESIGN.md §3.1.3) has attention layers whose wq gives, per head,
+ * hd query values then hd gate values (attn_gate = 1): the attention output a of head h becomes
+ * a * sigmoid(gate_h) before Wo; their RoPE rotates the first n_rot dims of each head (neox pairs).
+ * Its linear-attention layers (recurrent = 1) replace the attention line, per token in order:
+ *     m = W_qkv xb [cd] ; z = W_z xb [nv][d] ; b = sigmoid(W_beta xb) [nv]
+ *     g = softplus(W_alpha xb + dt_bias) * ssm_a [nv]       (softplus(u) = u > 20 ? u : log(1+e^u))
+ *     c[ch] = silu(sum_i conv_w[ch][i] * in[ch][i]), in = the conv-1 previous m (conv state, zeros
+ *             at position 0) then this m ; the conv state shifts by one
+ *     q = c[0, nk*d), k = c[nk*d, 2*nk*d), v = the rest; q and k per head L2-normed (x / sqrt(sum x^2 + eps))
+ *     per value head h (key head kh = h % nk), state S_h [d][d] (row j: value dim j), f32:
+ *         S_h *= exp(g_h) ; e_j = (v_j - S_h[j] . k) * b_h ; S_h[j] += e_j k ; o_j = (S_h[j] . q) / sqrt(d)
+ *     o_h = rmsnorm(o_h) * ssm_norm * silu(z_h) ; x += W_ssm_out o
+ * and their FFN input norm is the file's post_attention_norm (loaded as ffn_norm). The conv and S
+ * states are the backend's (f32, never quantised; backend_truncate restores them).
  * then out = output . rmsnorm(x) for the requested rows. x starts as the token's embedding row
  * times emb_scale. Everything the model points to (weights, norms, layers) is borrowed: the
  * loader owns it and keeps it alive longer than any backend made from it. */
@@ -102,7 +131,11 @@ typedef struct {
     int n_expert, n_expert_used;          /* MoE: experts per layer, per token (ffn is one expert's
                                            * width); 0, 0: dense */
     int ffn_sh;                           /* MoE: the shared expert's width; 0: none */
+    int sh_gate_plain;                    /* its gate: 1 / (1 + exp(-c)) (qwen35moe), else silu(c) / c */
     int neox;                             /* RoPE pairs (i, i + n_rot/2) instead of (2i, 2i+1) */
+    int attn_gate;                        /* qwen35: wq gives per head hd queries, then hd gates */
+    int ssm_conv, ssm_nk, ssm_nv, ssm_d;  /* qwen35 linear layers: conv kernel, key heads, value
+                                           * heads, head dim of both (0 when no layer is recurrent) */
     backend_act act;                      /* the FFN's gate activation */
     backend_gate gate;                    /* MoE: how the router's logits become weights */
     float eps, emb_scale, attn_scale;
@@ -118,8 +151,10 @@ typedef struct {
 /* What an arm will hold at its full context, given to the memory check before anything large is
  * reserved. */
 typedef struct {
-    uint64_t kv_bytes_per_token;          /* all layers, K and V */
-    uint64_t scratch_bytes;               /* the backend's forward-pass scratch */
+    uint64_t kv_bytes_per_token;          /* all layers with a KV cache, K and V */
+    uint64_t scratch_bytes;               /* the backend's forward-pass scratch, plus (hybrid models)
+                                           * the recurrent states, their snapshots and the stream's
+                                           * token ids (docs/DESIGN.md §3.1.3) */
 } backend_need;
 
 /* The caller's memory check: 0 to go on, or -1 with one line in err (backend_create then fails
@@ -129,7 +164,8 @@ typedef int (*backend_mem_check_fn)(void *ctx, const backend_need *need, char *e
 typedef struct {
     const char *kind;                     /* "cpu", or NULL for the default (cpu) */
     const kv_fmt *kv_k, *kv_v;            /* [n_layer][n_kv] each layer's and KV head's K and V
-                                           * format (copied) */
+                                           * format (copied); a linear-attention layer's cells are
+                                           * ignored (it has no KV cache) */
     int n_ctx;                            /* positions the KV cache holds */
     int max_tokens;                       /* most tokens one forward takes (the prefill chunk) */
     int threads;                          /* >= 1 (the cpu backend's pool) */
@@ -166,10 +202,14 @@ int backend_forward(backend *b, const int32_t *tokens, int T, int pos0, const in
 void backend_route(backend *b, const int32_t *pin, int32_t *used);
 
 /* The stream keeps positions < depth (depth <= the depth reached); later forwards start at or
- * below it. Frees nothing. Returns 0, or -1 with a message. */
+ * below it. Frees nothing. A hybrid model's recurrent states are brought back to what they were
+ * after position depth-1: the newest snapshot at or below depth, then the stream's own tokens
+ * from there re-run (no rows), bit-identical by batch invariance (docs/DESIGN.md §3.1.3); a
+ * forward at pos0 below the depth reached does the same first. Returns 0, or -1 with a message. */
 int backend_truncate(backend *b, int depth, char *err, size_t errlen);
 
-/* KV bytes one token takes over all layers (K + V) in the stored formats (docs/DESIGN.md §3.3.1). */
+/* KV bytes one token takes over all layers with a KV cache (K + V) in the stored formats
+ * (docs/DESIGN.md §3.3.1); a hybrid model's linear layers hold none. */
 uint64_t backend_kv_bytes_per_token(const backend *b);
 
 /* What runs the model, for the handshake's `device` field: kind and instruction set, e.g.

@@ -7,6 +7,10 @@
  * and output as everywhere else, and sums a token's experts in its slot order (§2.5.9); the gating
  * (qwen3moe, qwen2moe, gpt-oss), expert biases, clamped SwiGLU and shared expert are its variants
  * (backend.h). Attention sinks (gpt-oss) are passed to the cache's attention per layer.
+ * A hybrid model (qwen35) has linear-attention layers (linear_layer: causal conv, gated delta
+ * rule, token by token in position order) whose f32 states live here, not in the KV cache; the
+ * backend keeps the stream's token ids and snapshots of those states so that a truncation can
+ * bring them back exactly (hybrid_truncate; docs/DESIGN.md §3.1.3).
  */
 #include "kernels/backend_impl.h"
 #include "kernels/cache.h"
@@ -43,6 +47,26 @@ typedef struct {
     const int32_t *pin; /* [T][n_layer][k] the next forward's pinned experts, or NULL (backend_route) */
     int32_t *used;      /* [T][n_layer][k] where the next forward records its experts, or NULL */
     float *cs_g, *cs_l; /* [max_T][n_rot/2][2] RoPE tables, global and local */
+    float *gate;        /* [max_T][n_head*hd] attention output gates (attn_gate), or NULL */
+    float *qg;          /* [max_T][2*n_head*hd] the gated wq's output (queries, gates per head), or NULL */
+    /* hybrid models: NULL / 0 when no layer is recurrent (docs/DESIGN.md §3.1.3) */
+    int *kv_layer;      /* [n_layer] the cache layer of an attention layer, -1 for a linear one */
+    int n_rec;          /* linear-attention layers */
+    int cd;             /* conv channels 2*nk*d + nv*d */
+    size_t conv_floats; /* (conv-1) * cd: one layer's conv state [conv-1][cd], oldest input first */
+    size_t rec_floats;  /* conv_floats + nv*d*d: one layer's states, the conv state then S [nv][d][d] */
+    float *state;       /* [n_rec][rec_floats] the live states after position depth-1 */
+    float *snap;        /* [n_snap][n_rec * rec_floats] snapshots of state */
+    int *snap_pos;      /* [n_snap] the depth a snapshot was taken at (-1: empty) */
+    int n_snap;
+    int32_t *toks;      /* [n_ctx] the stream's token ids, for the re-run after a truncation */
+    int32_t *route_log; /* [n_ctx][n_layer][n_expert_used] the experts each position used (hybrid MoE:
+                         * the re-run pins them, so a position gets its first bits whatever the
+                         * pinning of the forward that first ran it), or NULL */
+    float *mix;         /* [max_T][cd] W_qkv xb, then the conv outputs (silu, q and k L2-normed) */
+    float *zb;          /* [max_T][nv*d] W_z xb */
+    float *bet, *alp;   /* [max_T][nv] W_beta xb, W_alpha xb, then beta and the decay exp(g) */
+    float *lo;          /* [max_T][nv*d] the recurrence's outputs, then gated-normed */
     float *mm_ws;       /* [ops_matmul_scratch_floats(threads, widest input)] the matmuls' */
     float *attn_ws;     /* [attn_ws_floats] the attention's (cache_attend_scratch_floats) */
     size_t attn_ws_floats;
@@ -56,8 +80,16 @@ static uint64_t scratch_bytes(const backend_model *m, int max_T) {
     if (m->n_expert > 0)   /* probs, sel, wsel, xe, de, ye, gtok, gslot */
         per_tok += (uint64_t)m->n_expert + 2ull * m->n_expert_used + 2ull * m->dim +
                    (uint64_t)m->n_expert_used * m->dim + 2;
+    if (m->attn_gate) per_tok += 3ull * m->n_head * m->hd;   /* gate, qg */
+    if (m->ssm_d > 0)   /* mix, zb, bet, alp, lo */
+        per_tok += (2ull * m->ssm_nk + m->ssm_nv) * m->ssm_d + 2ull * m->ssm_nv * m->ssm_d + 2ull * m->ssm_nv;
     return 4 * (uint64_t)max_T * per_tok;
 }
+
+/* Snapshots a hybrid backend keeps: as many as fit in HYBRID_SNAP_BYTES, at least 4, at most 64. */
+#define HYBRID_SNAP_BYTES (1ull << 30)
+#define HYBRID_SNAP_MIN 4
+#define HYBRID_SNAP_MAX 64
 
 /* n floats on a 64-byte boundary (rows of 16k floats then start on cache lines); free() frees. */
 static float *alloc64(size_t n) {
@@ -68,6 +100,8 @@ static void cpu_free(backend *base) {
     backend_cpu *b = (backend_cpu *)base;
     free(b->x); free(b->xb); free(b->q); free(b->att); free(b->k); free(b->v);
     free(b->h1); free(b->h2); free(b->cs_g); free(b->cs_l); free(b->mm_ws); free(b->attn_ws);
+    free(b->gate); free(b->qg); free(b->kv_layer); free(b->state); free(b->snap); free(b->snap_pos); free(b->toks); free(b->route_log);
+    free(b->mix); free(b->zb); free(b->bet); free(b->alp); free(b->lo);
     free(b->probs); free(b->sel); free(b->wsel); free(b->xe); free(b->de); free(b->ye); free(b->gtok); free(b->gslot);
     if (b->p) pool_free(b->p);
     cache_free(&b->c);
@@ -77,18 +111,54 @@ static void cpu_free(backend *base) {
 static int cpu_create(const backend_model *m, const backend_config *cfg, backend **out, char *err, size_t errlen) {
     int nl = m->n_layer;
     backend_cpu *b = calloc(1, sizeof *b);
+    kv_fmt *fk = NULL, *fv = NULL;   /* [n_attn][n_kv] the formats of the layers with a KV cache */
     *out = NULL;
     if (!b) { snprintf(err, errlen, "out of memory"); return -1; }
     b->base.impl = &backend_cpu_impl;
     b->m = *m;
     b->max_T = cfg->max_tokens;
     backend_need need = { 0, scratch_bytes(m, cfg->max_tokens) };
-    for (size_t i = 0; i < (size_t)nl * m->n_kv; i++) {   /* every (layer, KV head) */
-        if (kv_fmt_check(cfg->kv_k[i], m->hd, err, errlen) || kv_fmt_check(cfg->kv_v[i], m->hd, err, errlen)) goto fail;
-        need.kv_bytes_per_token += kv_reserve_bytes(cfg->kv_k[i], m->hd, 0) + kv_reserve_bytes(cfg->kv_v[i], m->hd, 1);
+    int n_attn = 0;
+    for (int l = 0; l < nl; l++) n_attn += !m->layers[l].recurrent;
+    b->n_rec = nl - n_attn;
+    if (b->n_rec > 0 && (m->ssm_conv < 1 || m->ssm_conv > BACKEND_MAX_CONV || m->ssm_d < 1 || m->ssm_nk < 1 ||
+                         m->ssm_nv % m->ssm_nk)) {
+        snprintf(err, errlen, "linear-attention layers with conv kernel %d, head dim %d, %d key / %d value heads are not "
+                 "supported (conv kernel at most %d)", m->ssm_conv, m->ssm_d, m->ssm_nk, m->ssm_nv, BACKEND_MAX_CONV);
+        goto fail;
+    }
+    if (n_attn == 0) { snprintf(err, errlen, "the model has no attention layer (every layer is linear attention)"); goto fail; }
+    b->kv_layer = malloc(sizeof(int) * (size_t)nl);
+    fk = malloc(sizeof *fk * (size_t)n_attn * m->n_kv);
+    fv = malloc(sizeof *fv * (size_t)n_attn * m->n_kv);
+    if (!b->kv_layer || !fk || !fv) { snprintf(err, errlen, "out of memory"); goto fail; }
+    for (int l = 0, a = 0; l < nl; l++) {   /* a linear layer's cells are ignored (backend.h) */
+        b->kv_layer[l] = m->layers[l].recurrent ? -1 : a;
+        if (m->layers[l].recurrent) continue;
+        for (int g = 0; g < m->n_kv; g++) {
+            size_t i = (size_t)l * m->n_kv + g, j = (size_t)a * m->n_kv + g;
+            if (kv_fmt_check(cfg->kv_k[i], m->hd, err, errlen) || kv_fmt_check(cfg->kv_v[i], m->hd, err, errlen)) goto fail;
+            fk[j] = cfg->kv_k[i];
+            fv[j] = cfg->kv_v[i];
+            need.kv_bytes_per_token += kv_reserve_bytes(fk[j], m->hd, 0) + kv_reserve_bytes(fv[j], m->hd, 1);
+        }
+        a++;
+    }
+    if (b->n_rec > 0) {   /* the recurrent states, their snapshots and the token ids (docs/DESIGN.md §3.1.3) */
+        b->cd = (2 * m->ssm_nk + m->ssm_nv) * m->ssm_d;
+        b->conv_floats = (size_t)(m->ssm_conv - 1) * b->cd;
+        b->rec_floats = b->conv_floats + (size_t)m->ssm_nv * m->ssm_d * m->ssm_d;
+        uint64_t st = 4ull * b->n_rec * b->rec_floats;
+        uint64_t n_snap = HYBRID_SNAP_BYTES / st;
+        b->n_snap = n_snap < HYBRID_SNAP_MIN ? HYBRID_SNAP_MIN : n_snap > HYBRID_SNAP_MAX ? HYBRID_SNAP_MAX : (int)n_snap;
+        need.scratch_bytes += st * (1 + (uint64_t)b->n_snap) + 4ull * cfg->n_ctx;
+        if (m->n_expert > 0) need.scratch_bytes += 4ull * cfg->n_ctx * nl * m->n_expert_used;   /* route_log */
     }
     if (cfg->mem_check && cfg->mem_check(cfg->mem_ctx, &need, err, errlen)) goto fail;
-    if (cache_create_heads(&b->c, cfg->kv_k, cfg->kv_v, nl, m->n_kv, m->hd, cfg->n_ctx, err, errlen)) goto fail;
+    if (cache_create_heads(&b->c, fk, fv, n_attn, m->n_kv, m->hd, cfg->n_ctx, err, errlen)) goto fail;
+    free(fk);
+    free(fv);
+    fk = fv = NULL;
     if (pool_create(cfg->threads, &b->p)) { snprintf(err, errlen, "cannot start %d threads", cfg->threads); goto fail; }
     size_t T = (size_t)cfg->max_tokens;
     b->x = alloc64(T * m->dim);
@@ -102,6 +172,30 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
     b->h2 = alloc64(T * hw);
     b->cs_g = alloc64(T * m->n_rot);
     b->cs_l = alloc64(T * m->n_rot);
+    int hyb_ok = 1;
+    if (m->attn_gate) {
+        b->gate = alloc64(T * m->n_head * m->hd);
+        b->qg = alloc64(T * 2 * m->n_head * m->hd);
+        hyb_ok = b->gate && b->qg;
+    }
+    if (b->n_rec > 0) {   /* calloc: snapshot pages are committed only when one is taken */
+        size_t nvd = (size_t)m->ssm_nv * m->ssm_d;
+        b->state = calloc((size_t)b->n_rec * b->rec_floats, sizeof(float));
+        b->snap = calloc((size_t)b->n_snap * b->n_rec * b->rec_floats, sizeof(float));
+        b->snap_pos = malloc(sizeof(int) * (size_t)b->n_snap);
+        b->toks = calloc((size_t)cfg->n_ctx, sizeof(int32_t));
+        if (m->n_expert > 0) {
+            b->route_log = calloc((size_t)cfg->n_ctx * nl * m->n_expert_used, sizeof(int32_t));
+            hyb_ok = hyb_ok && b->route_log;
+        }
+        b->mix = alloc64(T * b->cd);
+        b->zb = alloc64(T * nvd);
+        b->bet = alloc64(T * m->ssm_nv);
+        b->alp = alloc64(T * m->ssm_nv);
+        b->lo = alloc64(T * nvd);
+        hyb_ok = hyb_ok && b->state && b->snap && b->snap_pos && b->toks && b->mix && b->zb && b->bet && b->alp && b->lo;
+        for (int i = 0; b->snap_pos && i < b->n_snap; i++) b->snap_pos[i] = -1;
+    }
     int moe_ok = 1;
     if (m->n_expert > 0) {
         size_t k = (size_t)m->n_expert_used;
@@ -120,6 +214,7 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
     int cols = m->dim, window = 0;
     if (m->n_head * m->hd > cols) cols = m->n_head * m->hd;
     if (m->ffn > cols) cols = m->ffn;
+    if (m->ssm_nv * m->ssm_d > cols) cols = m->ssm_nv * m->ssm_d;
     if (m->ffn_sh > cols) cols = m->ffn_sh;
     for (int l = 0; l < nl; l++)
         if (m->layers[l].window > window) window = m->layers[l].window;
@@ -127,13 +222,15 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
     b->attn_ws_floats = cache_attend_scratch_floats(&b->c, m->n_head, cfg->max_tokens, window, cfg->threads);
     b->attn_ws = alloc64(b->attn_ws_floats);
     if (!b->x || !b->xb || !b->q || !b->att || !b->k || !b->v || !b->h1 || !b->h2 || !b->cs_g || !b->cs_l ||
-        !b->mm_ws || !b->attn_ws || !moe_ok) {
+        !b->mm_ws || !b->attn_ws || !moe_ok || !hyb_ok) {
         snprintf(err, errlen, "out of memory (prefill chunk %d)", cfg->max_tokens);
         goto fail;
     }
     *out = &b->base;
     return 0;
 fail:
+    free(fk);
+    free(fv);
     cpu_free(&b->base);
     return -1;
 }
@@ -218,12 +315,15 @@ static void ffn_act(const backend_model *m, float *g, const float *u, int n) {
  * its experts to x [T][dim]. Experts run in id order, each on the tokens routed to it (gathered in
  * token order), biases (gpt-oss) added per row; a token's k outputs are then summed in slot order
  * (backend.h). Returns 0 or -1. */
-static int moe_ffn(backend_cpu *b, const backend_layer *ly, int l, int T) {
+static int moe_ffn(backend_cpu *b, const backend_layer *ly, int l, int T, int pos0) {
     const backend_model *m = &b->m;
     int dim = m->dim, ffn = m->ffn, k = m->n_expert_used;
     if (ops_matmul(b->p, &ly->w_router, b->xb, b->probs, T, m->n_expert, b->mm_ws)) return -1;
     add_bias(b->probs, ly->b_router, T, m->n_expert);
     moe_route(m, b->probs, T, l, b->pin, b->used, b->sel, b->wsel);
+    if (b->route_log)   /* a hybrid model re-runs positions with the experts they had (hybrid_truncate) */
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < k; j++) b->route_log[((size_t)(pos0 + t) * m->n_layer + l) * k + j] = b->sel[(size_t)t * k + j];
     for (int e = 0; e < m->n_expert; e++) {
         int n = 0;
         for (int t = 0; t < T; t++)
@@ -267,14 +367,130 @@ static int moe_ffn(backend_cpu *b, const backend_layer *ly, int l, int T) {
         for (int j = 1; j < k; j++)
             for (int i = 0; i < dim; i++) o[i] = o[i] + w[j] * y[(size_t)j * dim + i];
         if (m->ffn_sh > 0) {
-            /* sigmoid as llama.cpp's graph forms it: silu(c) / c */
-            float c = b->probs[t], g = c / (1.0f + expf(-c)) / c;
+            /* its gate's sigmoid as each llama.cpp graph forms it: silu(c) / c (qwen2moe), or
+             * 1 / (1 + exp(-c)) (qwen35moe) */
+            float c = b->probs[t], g = m->sh_gate_plain ? 1.0f / (1.0f + expf(-c)) : c / (1.0f + expf(-c)) / c;
             const float *sh = b->de + (size_t)t * dim;
             for (int i = 0; i < dim; i++) o[i] = o[i] + sh[i] * g;
         }
         for (int i = 0; i < dim; i++) x[i] += o[i];
     }
     return 0;
+}
+
+/* ---- linear-attention layers (qwen35; kernels/backend.h, docs/DESIGN.md §3.1.3) ---------------- */
+
+static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* x[n] / sqrt(sum x^2 + eps), as llama.cpp forms it (an RMSNorm with eps/n, times 1/sqrt(n)); the
+ * sum of squares in the canonical dot order. In place. */
+static void l2norm(float *x, int n, float eps) {
+    float ss = ops_dot(x, x, n);
+    float scale = 1.0f / sqrtf(ss / (float)n + eps / (float)n), post = 1.0f / sqrtf((float)n);
+    for (int i = 0; i < n; i++) x[i] = x[i] * scale * post;
+}
+
+/* The gated delta rule of one value head h over the T tokens of a forward, in position order. */
+typedef struct {
+    const backend_model *m;
+    const float *mix;   /* [T][cd] conv outputs: q [nk][d], k [nk][d], v [nv][d] */
+    const float *bet;   /* [T][nv] beta */
+    const float *dec;   /* [T][nv] exp(g) */
+    float *S;           /* [nv][d][d] the layer's state, row j = value dim j */
+    float *lo;          /* [T][nv][d] outputs */
+    int T, cd;
+} delta_job;
+
+static void delta_head(void *vctx, int h, int thread) {
+    (void)thread;
+    const delta_job *J = vctx;
+    int d = J->m->ssm_d, nk = J->m->ssm_nk, nv = J->m->ssm_nv, kh = h % nk;
+    float scale = 1.0f / sqrtf((float)d);
+    float *S = J->S + (size_t)h * d * d;
+    for (int t = 0; t < J->T; t++) {
+        const float *row = J->mix + (size_t)t * J->cd;
+        const float *q = row + (size_t)kh * d, *k = row + (size_t)(nk + kh) * d, *v = row + (size_t)(2 * nk + h) * d;
+        float beta = J->bet[(size_t)t * nv + h], decay = J->dec[(size_t)t * nv + h];
+        float *o = J->lo + ((size_t)t * nv + h) * d;
+        for (size_t i = 0; i < (size_t)d * d; i++) S[i] *= decay;
+        for (int j = 0; j < d; j++) {
+            float *Sj = S + (size_t)j * d;
+            float e = (v[j] - ops_dot(Sj, k, d)) * beta;
+            for (int i = 0; i < d; i++) Sj[i] = fmaf(e, k[i], Sj[i]);
+            o[j] = ops_dot(Sj, q, d) * scale;
+        }
+    }
+}
+
+/* Linear-attention layer ly for T tokens: xb [T][dim] normed input; st this layer's states
+ * (conv [conv-1][cd], then S [nv][d][d]), advanced by the T tokens; the output projection lands
+ * in xb. Every step is per token in position order or per channel / head, so the result and the
+ * states are the same whatever the chunk. Returns 0 or -1 (a kernel refused). */
+static int linear_layer(backend_cpu *b, const backend_layer *ly, float *st, int T) {
+    const backend_model *m = &b->m;
+    int cd = b->cd, d = m->ssm_d, nk = m->ssm_nk, nv = m->ssm_nv, K = m->ssm_conv, nvd = nv * d;
+    ops_mm in[4] = { { &ly->w_qkv, b->mix, cd }, { &ly->w_z, b->zb, nvd }, { &ly->w_beta, b->bet, nv },
+                     { &ly->w_alpha, b->alp, nv } };
+    if (ops_matmul_many(b->p, in, 4, b->xb, T, b->mm_ws)) return -1;
+    /* causal conv per channel over [the conv-1 previous inputs, this one], then silu; in place */
+    float *conv = st;   /* [K-1][cd] */
+    for (int ch = 0; ch < cd; ch++) {
+        const float *w = ly->conv_w + (size_t)ch * K;
+        float win[BACKEND_MAX_CONV];
+        for (int i = 0; i < K - 1; i++) win[i] = conv[(size_t)i * cd + ch];
+        for (int t = 0; t < T; t++) {
+            float *x = b->mix + (size_t)t * cd + ch;
+            win[K - 1] = *x;
+            float sum = 0.0f;
+            for (int i = 0; i < K; i++) sum += win[i] * w[i];
+            for (int i = 0; i < K - 1; i++) win[i] = win[i + 1];
+            *x = sum / (1.0f + expf(-sum));
+        }
+        for (int i = 0; i < K - 1; i++) conv[(size_t)i * cd + ch] = win[i];
+    }
+    for (int t = 0; t < T; t++) {
+        float *row = b->mix + (size_t)t * cd;
+        for (int h = 0; h < 2 * nk; h++) l2norm(row + (size_t)h * d, d, m->eps);   /* q heads, then k heads */
+        for (int h = 0; h < nv; h++) {
+            size_t i = (size_t)t * nv + h;
+            float a = b->alp[i] + ly->dt_bias[h];
+            float sp = a > 20.0f ? a : logf(1.0f + expf(a));
+            b->alp[i] = expf(sp * ly->ssm_a[h]);
+            b->bet[i] = sigmoidf(b->bet[i]);
+        }
+    }
+    delta_job J = { m, b->mix, b->bet, b->alp, st + b->conv_floats, b->lo, T, cd };
+    pool_run(b->p, delta_head, &J, nv);
+    for (int t = 0; t < T; t++)   /* gated RMSNorm per value head: rmsnorm(o) * ssm_norm * silu(z) */
+        for (int h = 0; h < nv; h++) {
+            float *o = b->lo + ((size_t)t * nv + h) * d;
+            const float *z = b->zb + ((size_t)t * nv + h) * d;
+            ops_rmsnorm(o, o, ly->ssm_norm, d, m->eps);
+            for (int i = 0; i < d; i++) o[i] = o[i] * (z[i] / (1.0f + expf(-z[i])));
+        }
+    return ops_matmul(b->p, &ly->w_ssm_out, b->lo, b->xb, T, m->dim, b->mm_ws);
+}
+
+static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, const int *rows, int n_rows,
+                       float *logits, char *err, size_t errlen);
+static int hybrid_truncate(backend_cpu *b, int depth, char *err, size_t errlen);
+
+/* Keeps the live states as the snapshot of depth b->depth: in the slot that has it, else an
+ * empty one, else the one of the smallest depth. */
+static void hybrid_snapshot(backend_cpu *b) {
+    size_t n = (size_t)b->n_rec * b->rec_floats;
+    int slot = -1;
+    for (int i = 0; i < b->n_snap && slot < 0; i++)
+        if (b->snap_pos[i] == b->depth) slot = i;
+    for (int i = 0; i < b->n_snap && slot < 0; i++)
+        if (b->snap_pos[i] < 0) slot = i;
+    if (slot < 0) {
+        slot = 0;
+        for (int i = 1; i < b->n_snap; i++)
+            if (b->snap_pos[i] < b->snap_pos[slot]) slot = i;
+    }
+    memcpy(b->snap + (size_t)slot * n, b->state, sizeof(float) * n);
+    b->snap_pos[slot] = b->depth;
 }
 
 static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, const int *rows, int n_rows,
@@ -293,6 +509,12 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
         snprintf(err, errlen, "a forward pass at position %d leaves a gap: the stream holds %d positions", pos0, b->depth);
         return -1;
     }
+    const int32_t *pin = b->pin;
+    b->pin = NULL;   /* backend_route applies to this forward only */
+    int32_t *used = b->used;
+    b->used = NULL;
+    /* a hybrid model's states back to position pos0 first (it uses the scratch below) */
+    if (b->n_rec > 0 && pos0 < b->depth && hybrid_truncate(b, pos0, err, errlen)) return -1;
     for (int t = 0; t < T; t++) {
         if (tokens[t] < 0 || tokens[t] >= m->n_vocab) {
             snprintf(err, errlen, "token id %d at position %d is outside the vocabulary [0, %d)", tokens[t], pos0 + t, m->n_vocab);
@@ -307,10 +529,7 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
     }
     for (int i = 0; i < n_rows; i++)
         if (rows[i] < 0 || rows[i] >= T) { snprintf(err, errlen, "row index %d outside the chunk", rows[i]); return -1; }
-    const int32_t *pin = b->pin;
-    b->pin = NULL;   /* backend_route applies to this forward only */
-    int32_t *used = b->used;
-    b->used = NULL;
+    if (b->toks) memmove(b->toks + pos0, tokens, sizeof(int32_t) * (size_t)T);   /* a re-run passes toks itself */
     if (m->n_expert > 0 && pin)
         for (size_t i = 0; i < (size_t)T * m->n_layer * m->n_expert_used; i++)
             if (pin[i] < 0 || pin[i] >= m->n_expert) {
@@ -318,22 +537,41 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
                          pos0 + (int)(i / ((size_t)m->n_layer * m->n_expert_used)), m->n_expert);
                 return -1;
             }
-    for (int l = 0; l < m->n_layer; l++) {
+    for (int l = 0, r = 0; l < m->n_layer; l++) {
         const backend_layer *ly = &m->layers[l];
         const float *cs = ly->rope_local ? b->cs_l : b->cs_g;
         for (int t = 0; t < T; t++) ops_rmsnorm(b->xb + (size_t)t * dim, b->x + (size_t)t * dim, ly->attn_norm, dim, m->eps);
-        ops_mm qkv[3] = { { &ly->wq, b->q, qd }, { &ly->wk, b->k, kd }, { &ly->wv, b->v, kd } };
-        if (ops_matmul_many(p, qkv, 3, b->xb, T, b->mm_ws)) goto kfail;
-        add_bias(b->q, ly->bq, T, qd);
-        add_bias(b->k, ly->bk, T, kd);
-        add_bias(b->v, ly->bv, T, kd);
-        qk_prepare(m, b->q, T, m->n_head, ly->q_norm, cs);
-        qk_prepare(m, b->k, T, m->n_kv, ly->k_norm, cs);
-        for (int t = 0; t < T; t++) cache_store(c, l, pos0 + t, b->k + (size_t)t * kd, b->v + (size_t)t * kd);
-        cache_attn at = { l, T, pos0, m->n_head, ly->window, m->attn_scale, b->q, b->att, ly->sinks };
-        if (cache_attend_ws(p, c, &at, b->attn_ws, b->attn_ws_floats)) goto kfail;
-        if (ops_matmul(p, &ly->wo, b->att, b->xb, T, dim, b->mm_ws)) goto kfail;
-        add_bias(b->xb, ly->bo, T, dim);
+        if (ly->recurrent) {   /* linear attention: its states instead of the KV cache */
+            float *st = b->state + (size_t)r++ * b->rec_floats;   /* r: its index among the linear layers */
+            if (linear_layer(b, ly, st, T)) goto kfail;
+        } else {
+            int cl = b->kv_layer ? b->kv_layer[l] : l;   /* its layer in the cache */
+            if (m->attn_gate) {   /* wq: per head hd queries, then hd gates */
+                ops_mm qkv[3] = { { &ly->wq, b->qg, 2 * qd }, { &ly->wk, b->k, kd }, { &ly->wv, b->v, kd } };
+                if (ops_matmul_many(p, qkv, 3, b->xb, T, b->mm_ws)) goto kfail;
+                for (int t = 0; t < T; t++)
+                    for (int h = 0; h < m->n_head; h++) {
+                        const float *src = b->qg + (size_t)t * 2 * qd + (size_t)h * 2 * m->hd;
+                        memcpy(b->q + (size_t)t * qd + (size_t)h * m->hd, src, sizeof(float) * m->hd);
+                        memcpy(b->gate + (size_t)t * qd + (size_t)h * m->hd, src + m->hd, sizeof(float) * m->hd);
+                    }
+            } else {
+                ops_mm qkv[3] = { { &ly->wq, b->q, qd }, { &ly->wk, b->k, kd }, { &ly->wv, b->v, kd } };
+                if (ops_matmul_many(p, qkv, 3, b->xb, T, b->mm_ws)) goto kfail;
+            }
+            add_bias(b->q, ly->bq, T, qd);
+            add_bias(b->k, ly->bk, T, kd);
+            add_bias(b->v, ly->bv, T, kd);
+            qk_prepare(m, b->q, T, m->n_head, ly->q_norm, cs);
+            qk_prepare(m, b->k, T, m->n_kv, ly->k_norm, cs);
+            for (int t = 0; t < T; t++) cache_store(c, cl, pos0 + t, b->k + (size_t)t * kd, b->v + (size_t)t * kd);
+            cache_attn at = { cl, T, pos0, m->n_head, ly->window, m->attn_scale, b->q, b->att, ly->sinks };
+            if (cache_attend_ws(p, c, &at, b->attn_ws, b->attn_ws_floats)) goto kfail;
+            if (m->attn_gate)
+                for (size_t i = 0; i < (size_t)T * qd; i++) b->att[i] = b->att[i] * sigmoidf(b->gate[i]);
+            if (ops_matmul(p, &ly->wo, b->att, b->xb, T, dim, b->mm_ws)) goto kfail;
+            add_bias(b->xb, ly->bo, T, dim);
+        }
         for (int t = 0; t < T; t++) {
             float *o = b->xb + (size_t)t * dim, *x = b->x + (size_t)t * dim;
             if (ly->post_attn_norm) ops_rmsnorm(o, o, ly->post_attn_norm, dim, m->eps);
@@ -343,7 +581,7 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
         if (m->n_expert > 0) {
             b->pin = pin;
             b->used = used;
-            int rc = moe_ffn(b, ly, l, T);
+            int rc = moe_ffn(b, ly, l, T, pos0);
             b->pin = NULL;
             b->used = NULL;
             if (rc) goto kfail;
@@ -360,6 +598,7 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
         }
     }
     b->depth = pos0 + T;
+    if (b->n_rec > 0 && T > 1) hybrid_snapshot(b);   /* a prefill chunk's end: where truncations go back to */
     /* logits for the requested rows only: gather their normed states, one matmul */
     for (int i = 0; i < n_rows; i++)
         ops_rmsnorm(b->xb + (size_t)i * dim, b->x + (size_t)rows[i] * dim, m->out_norm, dim, m->eps);
@@ -368,6 +607,34 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
 kfail:
     snprintf(err, errlen, "a kernel of the forward pass refused its arguments or its scratch (a bug: create sizes the scratch)");
     return -1;
+}
+
+/* Brings a hybrid model's states back to what they were after position depth-1 (depth below the
+ * depth reached): the newest snapshot at or below depth (none: the zero states of position 0),
+ * then the stream's tokens from there to depth re-run in chunks of max_T without rows, a MoE
+ * model's with the experts they used (route_log): the same bits as the first time (batch
+ * invariance). Snapshots past depth are dropped (the positions
+ * after it are about to change); the restored depth is kept as one. Returns 0 or -1. */
+static int hybrid_truncate(backend_cpu *b, int depth, char *err, size_t errlen) {
+    size_t n = (size_t)b->n_rec * b->rec_floats;
+    int best = -1;
+    for (int i = 0; i < b->n_snap; i++)
+        if (b->snap_pos[i] >= 0 && b->snap_pos[i] <= depth && (best < 0 || b->snap_pos[i] > b->snap_pos[best])) best = i;
+    if (best >= 0) memcpy(b->state, b->snap + (size_t)best * n, sizeof(float) * n);
+    else memset(b->state, 0, sizeof(float) * n);
+    int from = best >= 0 ? b->snap_pos[best] : 0;
+    for (int i = 0; i < b->n_snap; i++)
+        if (b->snap_pos[i] > depth) b->snap_pos[i] = -1;
+    b->depth = from;
+    for (int s = from; s < depth;) {
+        int T = depth - s < b->max_T ? depth - s : b->max_T;
+        b->pin = b->route_log ? b->route_log + (size_t)s * b->m.n_layer * b->m.n_expert_used : NULL;
+        b->used = NULL;
+        if (cpu_forward(&b->base, b->toks + s, T, s, NULL, 0, NULL, err, errlen)) return -1;
+        s += T;
+    }
+    if (from < depth) hybrid_snapshot(b);
+    return 0;
 }
 
 static void cpu_route(backend *base, const int32_t *pin, int32_t *used) {
@@ -382,6 +649,7 @@ static int cpu_truncate(backend *base, int depth, char *err, size_t errlen) {
         snprintf(err, errlen, "cannot truncate to depth %d: the cache holds %d positions", depth, b->depth);
         return -1;
     }
+    if (b->n_rec > 0 && depth < b->depth) return hybrid_truncate(b, depth, err, errlen);
     b->depth = depth;   /* the cache past it is overwritten by the next forward */
     return 0;
 }

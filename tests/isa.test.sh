@@ -8,7 +8,8 @@
 #   - runs the same short per-position sweeps (stories260K with F32 and with Q8_0 weights: the
 #     fused decode kernels, head dim 8; rand-gemma3: head dim >= 32, so the vector attention,
 #     K transpose and f16 / int8 / q8_0 K/V decoding; rand-gptoss: attention sinks, a sliding
-#     window, the MoE with its biases and clamped SwiGLU) with the native worker and with each
+#     window, the MoE with its biases and clamped SwiGLU; rand-qwen35: the linear-attention layers'
+#     conv, recurrence and truncation) with the native worker and with each
 #     variant's, and checks that depths.tsv, forks.tsv and positions.tsv are byte-identical;
 #   - checks that each variant's handshake names its family (cpu-avx2, cpu-c).
 set -u
@@ -52,11 +53,11 @@ check "the test document has 600 tokens" test "$(wc -l < "$T/doc.tok")" -eq 600
 # needs a head dim that is a multiple of 32: stories260K's is 8)
 sweep() {
     local arms=f16,int8,f32
-    case "$2" in *rand-gemma3* | *rand-gptoss*) arms=f16,int8,q8_0 ;; esac
+    case "$2" in *rand-gemma3* | *rand-gptoss* | *rand-qwen35*) arms=f16,int8,q8_0 ;; esac
     "$DRV" sweep --model "$2" --tokens-file "$T/doc.tok" --arms $arms --depths 3 --fork 6 \
         --per-position --chunk 64 --worker "$1" --out "$3" --quiet > "$3.log" 2>&1
 }
-models="stories260K stories260K-q8_0 rand-gemma3 rand-gptoss"
+models="stories260K stories260K-q8_0 rand-gemma3 rand-gptoss rand-qwen35"
 for m in $models; do
     sweep "$WRK" "$FIX/models/$m.gguf" "$T/native-$m"
     check "native sweep on $m exits 0" test $? -eq 0 || tail -n 3 "$T/native-$m.log"

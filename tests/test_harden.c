@@ -387,6 +387,79 @@ static void test_qwen2moe_meta(void) {
     ge_free_src(&src2);
 }
 
+/* qwen35 metadata that does not fit its tensors or that strata does not model: one clear error
+ * each, naming the key or the tensor. */
+static void test_hybrid_meta(void) {
+    static const struct { const char *key; uint32_t v; const char *want; const char *what; } cases[] = {
+        { "qwen35.ssm.inner_size", 48, "qwen35.ssm.inner_size", "inner_size 48 != 4 value heads x 16" },
+        { "qwen35.ssm.time_step_rank", 3, "not a multiple of ssm.group_count", "3 value heads over 2 key heads" },
+        { "qwen35.ssm.conv_kernel", 3, "blk.0.ssm_conv1d.weight", "conv_kernel 3 for a kernel of 4" },
+        { "qwen35.ssm.conv_kernel", 1000, "qwen35.ssm.conv_kernel", "conv_kernel 1000" },
+        { "qwen35.ssm.state_size", 8, "qwen35.ssm.inner_size", "state_size 8 (inner_size then disagrees)" },
+        { "qwen35.full_attention_interval", 4, "missing tensor blk.1.attn_qkv.weight", "interval 4: layer 1 linear" },
+    };
+    char path[512], err[512], warn[256];
+    ge_src hy;
+    snprintf(path, sizeof path, "%s/models/rand-qwen35.gguf", fixtures());
+    if (ge_load(path, &hy)) { CHECK(0, "load %s", path); return; }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ge_out o;
+        const char *skip[] = { cases[i].key, NULL };
+        model *m = NULL;
+        ge_begin(&o, &hy);
+        ge_copy_kvs(&o, &hy, skip);
+        ge_kv_u32(&o, cases[i].key, cases[i].v);
+        ge_copy_tensors(&o, &hy);
+        ge_finish(&o, &hy, 32);
+        err[0] = 0;
+        int rc = model_load(put_file(&o, "hybrid.gguf"), &m, err, sizeof err, warn, sizeof warn);
+        model_free(m);
+        CHECK(rc != 0 && strstr(err, cases[i].want), "qwen35 %s: refused naming %s (%s)", cases[i].what, cases[i].want, err);
+    }
+    /* RoPE sections [1, 0, 1, 0]: pair 1 is in no position section (unrotated for text): refused;
+     * then no sections at all */
+    for (int k = 0; k < 2; k++) {
+        ge_out o;
+        const char *skip[] = { "qwen35.rope.dimension_sections", NULL };
+        model *m = NULL;
+        uint8_t arr[4 + 8 + 16];
+        uint32_t at = 5;   /* INT32 */
+        uint64_t n = 4;
+        int32_t sec[4] = { 1, 0, 1, 0 };
+        memcpy(arr, &at, 4);
+        memcpy(arr + 4, &n, 8);
+        memcpy(arr + 12, sec, 16);
+        ge_begin(&o, &hy);
+        ge_copy_kvs(&o, &hy, skip);
+        if (k == 0) ge_kv_raw(&o, "qwen35.rope.dimension_sections", 9, arr, sizeof arr);
+        ge_copy_tensors(&o, &hy);
+        ge_finish(&o, &hy, 32);
+        err[0] = 0;
+        int rc = model_load(put_file(&o, "hybrid-sec.gguf"), &m, err, sizeof err, warn, sizeof warn);
+        model_free(m);
+        CHECK(rc != 0 && strstr(err, k == 0 ? "leaves RoPE pair 1 of 4 unrotated" : "missing metadata qwen35.rope.dimension_sections"),
+              "qwen35 %s: refused (%s)", k == 0 ? "sections [1, 0, 1, 0]" : "without rope.dimension_sections", err);
+    }
+    /* block_count 5 with nextn_predict_layers 1: the 4 trunk layers load, the MTP block is not run */
+    {
+        ge_out o;
+        const char *skip[] = { "qwen35.block_count", NULL };
+        model *m = NULL;
+        ge_begin(&o, &hy);
+        ge_copy_kvs(&o, &hy, skip);
+        ge_kv_u32(&o, "qwen35.block_count", 5);
+        ge_kv_u32(&o, "qwen35.nextn_predict_layers", 1);
+        ge_copy_tensors(&o, &hy);
+        ge_finish(&o, &hy, 32);
+        err[0] = 0;
+        int rc = model_load(put_file(&o, "hybrid-mtp.gguf"), &m, err, sizeof err, warn, sizeof warn);
+        CHECK(rc == 0 && m->n_layer == 4 && m->n_attn == 2, "qwen35 with one multi-token-prediction block: its 4 trunk "
+              "layers load (%s)", rc ? err : "ok");
+        model_free(m);
+    }
+    ge_free_src(&hy);
+}
+
 /* A tokenizer of 513 pieces for a model of 512 rows. */
 static void test_vocab_size(void) {
     ge_out o;
@@ -666,6 +739,7 @@ int main(void) {
     test_moe_meta();
     test_gptoss_meta();
     test_qwen2moe_meta();
+    test_hybrid_meta();
     test_vocab_size();
     test_nonfinite();
     test_memcheck();

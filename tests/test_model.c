@@ -1,6 +1,7 @@
 /* test_model.c — the forward pass against llama.cpp's reference logits for stories260K, batch
  * invariance (chunk sizes 1, 7, 64, 512 and decode vs prefill, every KV format), the reference
- * attention vs the tiled one, and the dot-product kernels vs their plain C twins. */
+ * attention vs the tiled one, the dot-product kernels vs their plain C twins, and the hybrid
+ * models' truncation (qwen35, qwen35moe). Argument "qwen35": only those. */
 #include "tests/check.h"
 #include "kernels/ops.h"
 #include "kernels/cache.h"
@@ -768,10 +769,156 @@ done:
     model_free(m);
 }
 
-int main(void) {
+/* A backend of m with f32 KV (max_T tokens per forward, a context of 400). NULL on failure (a failed
+ * CHECK says why). */
+static backend *hybrid_backend(const model *m, pool *p, int max_T) {
+    kv_fmt f[MAX_CELLS];
+    backend_model net;
+    backend *b = NULL;
+    char err[256];
+    for (int i = 0; i < MAX_CELLS; i++) f[i] = KV_F32;
+    model_net(m, &net);
+    backend_config bc = { "cpu", f, f, 400, max_T, pool_threads(p), NULL, NULL };
+    if (m->n_layer * m->n_kv > MAX_CELLS || backend_create(&net, &bc, &b, err, sizeof err)) CHECK(0, "backend: %s", err);
+    return b;
+}
+
+/* Forwards tok[from..to) at their positions in chunks of `chunk`, every row into out [to-from][V]
+ * (NULL: no rows). Returns 0, or -1 with a printed message. */
+static int forward_range(backend *b, const int32_t *tok, int from, int to, int chunk, float *out, int V) {
+    int rows[512];
+    char err[256];
+    for (int i = 0; i < 512; i++) rows[i] = i;
+    for (int s = from; s < to; s += chunk) {
+        int T = to - s < chunk ? to - s : chunk;
+        if (backend_forward(b, tok + s, T, s, rows, out ? T : 0, out ? out + (size_t)(s - from) * V : NULL, err, sizeof err)) {
+            printf("# forward at %d: %s\n", s, err);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The hybrid models (rand-qwen35, rand-qwen35moe: linear-attention layers 0 and 2, attention
+ * layers 1 and 3): the layers the loader marks, batch invariance (rand-qwen35 in every KV format;
+ * both with per-layer mixes), and truncation: after a generation or a deeper prefill,
+ * truncate(d) then the same tokens again give the rows of one fresh prefill bit for bit, at
+ * chunk ends, between them, below every snapshot, when the snapshots have been evicted, and for
+ * a forward that starts below the depth reached. */
+static void test_hybrid(pool *p, const char *name) {
+    char path[512], err[512], warn[256];
+    model *m = NULL;
+    backend *b = NULL;
+    float *ref = NULL, *got = NULL, *row = NULL;
+    enum { N = 160 };
+    int32_t tok[N + 40];
+    int moe = strstr(name, "moe") != NULL;
+    snprintf(path, sizeof path, "%s/models/%s.gguf", fixtures(), name);
+    if (model_load(path, &m, err, sizeof err, warn, sizeof warn)) { CHECK(0, "load %s: %s", path, err); return; }
+    CHECK(m->arch == (moe ? ARCH_QWEN35MOE : ARCH_QWEN35) && m->n_layer == 4 && m->n_attn == 2 && m->layers[0].recurrent &&
+          !m->layers[1].recurrent && m->layers[2].recurrent && !m->layers[3].recurrent && m->ssm_conv == 4 && m->ssm_nk == 2 &&
+          m->ssm_nv == 4 && m->ssm_d == 16 && m->n_rot == 8 && m->hd == 32 && m->attn_gate && m->layers[1].wq.rows == 2 * 4 * 32 &&
+          m->layers[0].w_qkv.rows == 128 && m->layers[2].w_ssm_out.cols == 64,
+          "%s: layers 0, 2 linear (full_attention_interval 2), 1, 3 attention with gated wq [256][64], conv 4, "
+          "2 key / 4 value heads of 16 (attn_qkv [128][64]), partial RoPE 8 of 32", name);
+    if (moe)
+        CHECK(m->n_expert == 6 && m->n_expert_used == 2 && m->ffn == 16 && m->ffn_sh == 32 &&
+              m->layers[0].w_sh_down.rows == 64 && m->layers[3].w_sh_inp.rows == 1,
+              "%s: 6 experts of 16, top 2, a shared expert of 32 with its gate in every layer", name);
+    uint32_t r = 12345;   /* tokens: a fixed LCG over the vocabulary */
+    for (int i = 0; i < N + 40; i++) { r = r * 1664525u + 1013904223u; tok[i] = (int32_t)((r >> 8) % (uint32_t)m->n_vocab); }
+    if (!moe) test_invariance(m, p, tok, 100);
+    invariance_mix(m, p, name, "q4_0+f16@1", "int8+f32@-1", tok, 100);   /* layer 0 (linear) ignored */
+    if (moe) invariance_mix(m, p, name, "f32", "f32", tok, 100);
+    int V = m->n_vocab;
+    ref = malloc(sizeof(float) * (size_t)N * V);
+    got = malloc(sizeof(float) * (size_t)N * V);
+    row = malloc(sizeof(float) * (size_t)V);
+    if (!ref || !got || !row) { CHECK(0, "out of memory"); goto done; }
+    b = hybrid_backend(m, p, 64);
+    int ok = b && forward_range(b, tok, 0, N, 64, ref, V) == 0;
+    backend_free(b);
+    CHECK(ok, "%s: a fresh prefill of %d tokens in chunks of 64", name, N);
+    /* prefill 100, generate 20 greedily, truncate to 100, prefill on to 160 */
+    b = hybrid_backend(m, p, 64);
+    ok = ok && b && forward_range(b, tok, 0, 100, 64, NULL, V) == 0;
+    int32_t gen[21];
+    int zero = 0;
+    for (int i = 0; ok && i < 20; i++) {
+        gen[i] = i == 0 ? tok[100] : gen[i];
+        ok = backend_forward(b, &gen[i], 1, 100 + i, &zero, 1, row, err, sizeof err) == 0;
+        gen[i + 1] = (int32_t)engine_argmax(row, V, NULL);
+    }
+    ok = ok && backend_truncate(b, 100, err, sizeof err) == 0 && forward_range(b, tok, 100, N, 64, got, V) == 0;
+    CHECK(ok && memcmp(got, ref + (size_t)100 * V, sizeof(float) * (size_t)60 * V) == 0,
+          "%s: prefill 100, generate 20, truncate to 100, prefill to 160: rows 100..159 of a fresh prefill, bit for bit", name);
+    /* truncate to depths between snapshots and below the first one */
+    static const int depths[] = { 77, 130, 30, 1, 0 };
+    for (int i = 0; ok && i < 5; i++) {
+        int d = depths[i];
+        ok = backend_truncate(b, d, err, sizeof err) == 0 && forward_range(b, tok, d, N, 7, got, V) == 0;
+        CHECK(ok && memcmp(got, ref + (size_t)d * V, sizeof(float) * (size_t)(N - d) * V) == 0,
+              "%s: truncate 160 -> %d, then chunks of 7 to 160: the fresh rows bit for bit", name, d);
+    }
+    /* a forward below the depth reached, without a truncate first */
+    ok = ok && forward_range(b, tok, 50, 60, 64, got, V) == 0;
+    CHECK(ok && memcmp(got, ref + (size_t)50 * V, sizeof(float) * 10 * V) == 0,
+          "%s: a forward at position 50 with 160 reached: the fresh rows 50..59 bit for bit", name);
+    backend_free(b);
+    /* 80 snapshots (chunks of 2) for 64 slots: the oldest are evicted; truncate below them */
+    b = hybrid_backend(m, p, 2);
+    ok = ok && b && forward_range(b, tok, 0, N, 2, NULL, V) == 0 && backend_truncate(b, 3, err, sizeof err) == 0 &&
+         forward_range(b, tok, 3, N, 2, got, V) == 0;
+    CHECK(ok && memcmp(got, ref + (size_t)3 * V, sizeof(float) * (size_t)(N - 3) * V) == 0,
+          "%s: 80 prefill chunks (snapshots evicted), truncate to 3: the fresh rows bit for bit", name);
+    ok = ok && backend_truncate(b, 41, err, sizeof err) == 0 && forward_range(b, tok, 41, N, 2, got, V) == 0;
+    CHECK(ok && memcmp(got, ref + (size_t)41 * V, sizeof(float) * (size_t)(N - 41) * V) == 0,
+          "%s: then truncate to 41 (its snapshot evicted earlier): the fresh rows bit for bit", name);
+    CHECK(backend_kv_bytes_per_token(b) == 2ull * 2 * 2 * 32 * 4,
+          "%s: KV bytes per token count the 2 attention layers only (2 x K+V x 2 heads x 32 x f32)", name);
+    if (moe && ok) {   /* pinned experts: a truncation's re-run uses the experts the positions had */
+        int nl = m->n_layer, k = m->n_expert_used, rows[64];
+        size_t per = (size_t)nl * k;
+        int32_t *used = malloc(sizeof(int32_t) * N * per), *pin = malloc(sizeof(int32_t) * N * per);
+        backend_free(b);
+        b = hybrid_backend(m, p, 64);
+        for (int i = 0; i < 64; i++) rows[i] = i;
+        ok = used && pin && b;
+        for (int s0 = 0; ok && s0 < 100; s0 += 50) {   /* free routing recorded */
+            backend_route(b, NULL, used + (size_t)s0 * per);
+            ok = backend_forward(b, tok + s0, 50, s0, rows, 0, NULL, err, sizeof err) == 0;
+        }
+        for (size_t i = 0; ok && i < (size_t)100 * per; i++) pin[i] = (used[i] + 1) % m->n_expert;   /* other experts */
+        ok = ok && backend_truncate(b, 0, err, sizeof err) == 0;
+        for (int s0 = 0; ok && s0 < 100; s0 += 50) {
+            backend_route(b, pin + (size_t)s0 * per, NULL);
+            ok = backend_forward(b, tok + s0, 50, s0, rows, 50, ref + (size_t)s0 * V, err, sizeof err) == 0;
+        }
+        ok = ok && backend_truncate(b, 77, err, sizeof err) == 0;   /* snapshots at 50, 100: re-runs 50..76 */
+        backend_route(b, pin + (size_t)77 * per, NULL);
+        ok = ok && backend_forward(b, tok + 77, 23, 77, rows, 23, got, err, sizeof err) == 0;
+        CHECK(ok && memcmp(got, ref + (size_t)77 * V, sizeof(float) * 23 * V) == 0,
+              "%s: pinned to other experts, truncate to 77 (re-run from 50), pinned again: rows 77..99 bit for bit", name);
+        free(used);
+        free(pin);
+    }
+done:
+    backend_free(b);
+    free(ref); free(got); free(row);
+    model_free(m);
+}
+
+int main(int argc, char **argv) {
     char path[512], err[512], warn[256];
     model *m;
     pool *p;
+    if (argc > 1 && !strcmp(argv[1], "qwen35")) {   /* only the hybrid model's tests */
+        if (pool_create(2, &p)) return 1;
+        test_hybrid(p, "rand-qwen35");
+        test_hybrid(p, "rand-qwen35moe");
+        pool_free(p);
+        return check_done();
+    }
     test_kernels();
     test_rope_tables();
     if (pool_create(2, &p)) return 1;
@@ -812,6 +959,8 @@ int main(void) {
     test_moe(p, "rand-gptoss", "rand-gptoss-mxfp4");
     test_moe(p, "rand-qwen2moe", NULL);
     test_attention_sinks_f64(p);
+    test_hybrid(p, "rand-qwen35");
+    test_hybrid(p, "rand-qwen35moe");
     pool_free(p);
     return check_done();
 }

@@ -671,6 +671,13 @@ int main(int argc, char **argv) {
     sigaction(SIGBUS, &sb, NULL);
     if (engine_create_mix(&cfg, kv_k_mix, kv_v_mix, &mem, &e, err, sizeof err, warn, sizeof warn)) goto done;
     if (warn[0]) fprintf(stderr, "strata-worker: warning: %s\n", warn);
+    if (e->m->n_attn < e->m->n_layer) {   /* a hybrid model: say which layers the KV formats reach */
+        fprintf(stderr, "strata-worker: %s: KV cache in layers", e->m->arch_name);
+        for (int l = 0; l < e->m->n_layer; l++)
+            if (!e->m->layers[l].recurrent) fprintf(stderr, " %d", l);
+        fprintf(stderr, " (%d of %d); the other layers are linear attention with f32 recurrent state (KV formats "
+                "given for them are ignored)\n", e->m->n_attn, e->m->n_layer);
+    }
     if (listen) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);

@@ -126,6 +126,40 @@ static int get_vec(loader *L, const char *name, int n, int required, float **out
     return 0;
 }
 
+/* A small matrix [rows][cols] (ne = [cols, rows]) copied to f32 (*out allocated, owned by the model). */
+static int get_fmat(loader *L, const char *name, int rows, int cols, float **out) {
+    ops_weight w;
+    *out = NULL;
+    if (get_weight(L, name, rows, cols, &w)) return -1;
+    *out = malloc(sizeof(float) * (size_t)rows * cols);
+    if (!*out) return fail(L, "out of memory");
+    for (int r = 0; r < rows; r++) quant_dequant_row(w.type, w.data + (size_t)r * w.row_bytes, *out + (size_t)r * cols, cols);
+    return 0;
+}
+
+/* qwen35's linear-attention tensors of layer l (kernels/backend.h lists them with their shapes). */
+static int load_linear(loader *L, model *m, int l) {
+    char nm[96];
+    backend_layer *ly = &m->layers[l];
+    int nk = m->ssm_nk, nv = m->ssm_nv, d = m->ssm_d, cd = 2 * nk * d + nv * d;
+#define W(field, suffix, r, c) snprintf(nm, sizeof nm, "blk.%d.%s", l, suffix); \
+    if (get_weight(L, nm, r, c, &ly->field)) return -1;
+#define V(field, suffix, n) snprintf(nm, sizeof nm, "blk.%d.%s", l, suffix); \
+    if (get_vec(L, nm, n, 1, &ly->field)) return -1;
+    W(w_qkv, "attn_qkv.weight", cd, m->dim);
+    W(w_z, "attn_gate.weight", nv * d, m->dim);
+    W(w_beta, "ssm_beta.weight", nv, m->dim);
+    W(w_alpha, "ssm_alpha.weight", nv, m->dim);
+    W(w_ssm_out, "ssm_out.weight", m->dim, nv * d);
+    V(dt_bias, "ssm_dt.bias", nv);
+    V(ssm_a, "ssm_a", nv);
+    V(ssm_norm, "ssm_norm.weight", d);
+#undef W
+#undef V
+    snprintf(nm, sizeof nm, "blk.%d.ssm_conv1d.weight", l);
+    return get_fmat(L, nm, cd, m->ssm_conv, &ly->conv_w);
+}
+
 static int file_sha256(const gguf_file *g, char hex[65]) {
     unsigned char md[32];
     unsigned int len = 0;
@@ -139,16 +173,21 @@ static int load_layers(loader *L, model *m) {
     for (int l = 0; l < m->n_layer; l++) {
         backend_layer *ly = &m->layers[l];
         int qd = m->n_head * m->hd, kd = m->n_kv * m->hd;
+        int qwen35 = m->arch == ARCH_QWEN35 || m->arch == ARCH_QWEN35MOE;
 #define W(field, suffix, r, c) snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, suffix); \
         if (get_weight(L, nm, r, c, &ly->field)) return -1;
 #define V(field, suffix, n, req) snprintf(nm, sizeof nm, "blk.%d.%s", l, suffix); \
         if (get_vec(L, nm, n, req, &ly->field)) return -1;
-        W(wq, "attn_q", qd, m->dim);
-        W(wk, "attn_k", kd, m->dim);
-        W(wv, "attn_v", kd, m->dim);
-        W(wo, "attn_output", m->dim, qd);
+        if (ly->recurrent) {
+            if (load_linear(L, m, l)) return -1;
+        } else {
+            W(wq, "attn_q", m->attn_gate ? 2 * qd : qd, m->dim);   /* qwen35: per head, queries then gates */
+            W(wk, "attn_k", kd, m->dim);
+            W(wv, "attn_v", kd, m->dim);
+            W(wo, "attn_output", m->dim, qd);
+        }
         int oss = m->arch == ARCH_GPTOSS;
-        if (m->n_expert > 0) {   /* qwen3moe, gpt-oss: router and stacked experts */
+        if (m->n_expert > 0) {   /* qwen3moe, gpt-oss, qwen2moe, qwen35moe: router and stacked experts */
             W(w_router, "ffn_gate_inp", m->n_expert, m->dim);
 #define E(field, suffix, r, c) snprintf(nm, sizeof nm, "blk.%d.%s.weight", l, suffix); \
             if (get_experts(L, nm, m->n_expert, r, c, &ly->field)) return -1;
@@ -165,7 +204,7 @@ static int load_layers(loader *L, model *m) {
                 B(b_down, "ffn_down_exps", m->dim, m->n_expert);
 #undef B
             }
-            if (m->ffn_sh > 0) {   /* qwen2moe's shared expert and its gate */
+            if (m->ffn_sh > 0) {   /* qwen2moe's and qwen35moe's shared expert and its gate */
                 W(w_sh_inp, "ffn_gate_inp_shexp", 1, m->dim);
                 W(w_sh_gate, "ffn_gate_shexp", m->ffn_sh, m->dim);
                 W(w_sh_up, "ffn_up_shexp", m->ffn_sh, m->dim);
@@ -177,10 +216,11 @@ static int load_layers(loader *L, model *m) {
             W(w_down, "ffn_down", m->dim, m->ffn);
         }
         V(attn_norm, "attn_norm.weight", m->dim, 1);
-        /* gpt-oss names its pre-FFN norm post_attention_norm (it normalises the FFN's input) */
-        V(ffn_norm, oss ? "post_attention_norm.weight" : "ffn_norm.weight", m->dim, 1);
+        /* gpt-oss and qwen35 name their pre-FFN norm post_attention_norm (it normalises the FFN's input) */
+        V(ffn_norm, oss || qwen35 ? "post_attention_norm.weight" : "ffn_norm.weight", m->dim, 1);
         int qwen2 = m->arch == ARCH_QWEN2;
-        int qkn = m->arch == ARCH_QWEN3 || m->arch == ARCH_QWEN3MOE || m->arch == ARCH_GEMMA3;
+        int qkn = m->arch == ARCH_QWEN3 || m->arch == ARCH_QWEN3MOE || m->arch == ARCH_GEMMA3 ||
+                  (qwen35 && !ly->recurrent);
         int gemma = m->arch == ARCH_GEMMA3;
         V(bq, "attn_q.bias", qd, qwen2);   /* qwen2moe, gpt-oss: optional, as llama.cpp */
         V(bk, "attn_k.bias", kd, qwen2);
@@ -191,7 +231,7 @@ static int load_layers(loader *L, model *m) {
         }
         V(q_norm, "attn_q_norm.weight", m->hd, qkn);
         V(k_norm, "attn_k_norm.weight", m->hd, qkn);
-        if (!oss) {   /* gpt-oss's post_attention_norm is its ffn_norm (above) */
+        if (!oss && !qwen35) {   /* their post_attention_norm is the FFN norm (above) */
             V(post_attn_norm, "post_attention_norm.weight", m->dim, gemma);
         }
         V(post_ffn_norm, "post_ffw_norm.weight", m->dim, gemma);
@@ -234,6 +274,75 @@ static int gptoss_windows(loader *L, model *m) {
     return 0;
 }
 
+/* qwen35: the linear-attention hyperparameters and which layers are recurrent, as llama.cpp reads
+ * them: attention.recurrent_layers (one bool / integer per layer) when present, else every layer
+ * but each full_attention_interval-th (default 4: layers 3, 7, ... attend); the RoPE sections
+ * (rope.dimension_sections, 4 integers) must give every rotated pair the position (for text, the
+ * three position sections are the same and the fourth is 0: a pair in no section is not rotated,
+ * which strata does not model). */
+static int load_hybrid(loader *L, model *m) {
+    const char *a = m->arch_name;
+    int inner;
+    if (meta_int(L, a, "ssm.conv_kernel", -1, 1, MODEL_MAX_SSM_CONV, &m->ssm_conv) ||
+        meta_int(L, a, "ssm.state_size", -1, 1, MODEL_MAX_HEAD_DIM, &m->ssm_d) ||
+        meta_int(L, a, "ssm.group_count", -1, 1, MODEL_MAX_HEADS, &m->ssm_nk) ||
+        meta_int(L, a, "ssm.time_step_rank", -1, 1, MODEL_MAX_HEADS, &m->ssm_nv) ||
+        meta_int(L, a, "ssm.inner_size", -1, 1, MODEL_MAX_QKV, &inner))
+        return -1;
+    if (m->ssm_nv % m->ssm_nk)
+        return fail(L, "metadata %s.ssm.time_step_rank %d is not a multiple of ssm.group_count %d", a, m->ssm_nv, m->ssm_nk);
+    if ((int64_t)m->ssm_nv * m->ssm_d != inner)
+        return fail(L, "metadata %s.ssm.inner_size %d is not ssm.time_step_rank x ssm.state_size = %d x %d (value "
+                    "head dim must equal key head dim)", a, inner, m->ssm_nv, m->ssm_d);
+    if ((2 * (int64_t)m->ssm_nk + m->ssm_nv) * m->ssm_d > MODEL_MAX_QKV)
+        return fail(L, "metadata %s.ssm: (2 x group_count + time_step_rank) x state_size exceeds %d", a, MODEL_MAX_QKV);
+    char key[96];
+    snprintf(key, sizeof key, "%s.attention.recurrent_layers", a);
+    if (gguf_find(L->g, key)) {
+        const void *data;
+        uint64_t n;
+        static const uint32_t types[3] = { GGUF_VT_BOOL, GGUF_VT_INT32, GGUF_VT_UINT32 };
+        uint32_t type = 0;
+        n = 0;
+        for (int i = 0; i < 3 && !n; i++)
+            if (!gguf_get_arr(L->g, key, types[i], &data, &n)) type = types[i];
+            else n = 0;
+        if (n < (uint64_t)m->n_layer)   /* it may go on over the multi-token-prediction blocks */
+            return fail(L, "metadata %s is not an array of %d bools or integers", key, m->n_layer);
+        for (int l = 0; l < m->n_layer; l++) {   /* the array may sit unaligned in the mapping */
+            uint32_t v = 0;
+            if (type == GGUF_VT_BOOL) v = ((const uint8_t *)data)[l];
+            else memcpy(&v, (const uint8_t *)data + 4 * (size_t)l, 4);
+            m->layers[l].recurrent = v != 0;
+        }
+    } else {
+        int interval;
+        if (meta_int(L, a, "full_attention_interval", 4, 1, MODEL_MAX_LAYER, &interval)) return -1;
+        for (int l = 0; l < m->n_layer; l++) m->layers[l].recurrent = (l + 1) % interval != 0;
+    }
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", a);
+    const void *sd;
+    uint64_t ns;
+    int sec[4] = { 0, 0, 0, 0 };
+    if (!gguf_get_arr(L->g, key, GGUF_VT_INT32, &sd, &ns) || !gguf_get_arr(L->g, key, GGUF_VT_UINT32, &sd, &ns)) {
+        for (uint64_t i = 0; i < ns && i < 4; i++) memcpy(&sec[i], (const uint8_t *)sd + 4 * i, 4);
+    } else {
+        return fail(L, "missing metadata %s (4 integers)", key);
+    }
+    int total = sec[0] + sec[1] + sec[2] + sec[3];
+    if (sec[0] < 0 || sec[1] < 0 || sec[2] < 0 || sec[3] < 0 || total <= 0 || total > m->n_rot / 2)
+        return fail(L, "metadata %s = [%d, %d, %d, %d] does not fit rope.dimension_count %d", key, sec[0], sec[1],
+                    sec[2], sec[3], m->n_rot);
+    for (int i = 0; i < m->n_rot / 2; i++) {   /* llama.cpp's interleaved sections, text positions */
+        int s = i % total;
+        int rot = (s % 3 == 0 && s < 3 * sec[0]) || (s % 3 == 1 && s < 3 * sec[1]) || (s % 3 == 2 && s < 3 * sec[2]);
+        if (!rot)
+            return fail(L, "metadata %s = [%d, %d, %d, %d] leaves RoPE pair %d of %d unrotated for text (not supported)",
+                        key, sec[0], sec[1], sec[2], sec[3], i, m->n_rot / 2);
+    }
+    return 0;
+}
+
 int model_load(const char *path, model **out, char *err, size_t errlen, char *warn, size_t warnlen) {
     model *m = calloc(1, sizeof *m);
     loader L = { NULL, path, err, errlen };
@@ -254,28 +363,38 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
     else if (!strcmp(a, "qwen3moe")) m->arch = ARCH_QWEN3MOE;
     else if (!strcmp(a, "gpt-oss")) m->arch = ARCH_GPTOSS;
     else if (!strcmp(a, "qwen2moe")) m->arch = ARCH_QWEN2MOE;
+    else if (!strcmp(a, "qwen35")) m->arch = ARCH_QWEN35;
+    else if (!strcmp(a, "qwen35moe")) m->arch = ARCH_QWEN35MOE;
     else {
-        fail(&L, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe, gpt-oss are)", a);
+        fail(&L, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe, gpt-oss, qwen35, "
+             "qwen35moe are)", a);
         goto fail;
     }
 
-    int moe = m->arch == ARCH_QWEN3MOE || m->arch == ARCH_GPTOSS || m->arch == ARCH_QWEN2MOE;
+    int moe = m->arch == ARCH_QWEN3MOE || m->arch == ARCH_GPTOSS || m->arch == ARCH_QWEN2MOE || m->arch == ARCH_QWEN35MOE;
+    int hybrid = m->arch == ARCH_QWEN35 || m->arch == ARCH_QWEN35MOE;
     if (meta_int(&L, a, "block_count", -1, 1, MODEL_MAX_LAYER, &m->n_layer) ||
         meta_int(&L, a, "embedding_length", -1, 1, MODEL_MAX_DIM, &m->dim) ||
         meta_int(&L, a, "attention.head_count", -1, 1, MODEL_MAX_HEADS, &m->n_head) ||
         meta_int(&L, a, "feed_forward_length", moe ? 0 : -1, moe ? 0 : 1, MODEL_MAX_FFN, &m->ffn) ||
         meta_int(&L, a, "context_length", 2048, 1, MODEL_MAX_CTX, &m->n_ctx_train))
         goto fail;
+    if (hybrid) {   /* multi-token-prediction blocks after the trunk (nextn_predict_layers) are not run */
+        int nextn;
+        if (meta_int(&L, a, "nextn_predict_layers", 0, 0, m->n_layer - 1, &nextn)) goto fail;
+        m->n_layer -= nextn;
+    }
     if (moe) {
         /* as llama.cpp: every layer is a MoE layer; one expert's width is expert_feed_forward_length,
-         * or (qwen3moe only) feed_forward_length / expert_used_count when that key is absent */
+         * or (qwen3moe, qwen35moe) feed_forward_length / expert_used_count when that key is absent */
         int gptoss = m->arch == ARCH_GPTOSS, ffn_dense = m->ffn;
         if (meta_int(&L, a, "expert_count", -1, 1, MODEL_MAX_EXPERT, &m->n_expert) ||
             meta_int(&L, a, "expert_used_count", -1, 1, m->n_expert, &m->n_expert_used) ||
             meta_int(&L, a, "expert_feed_forward_length", gptoss ? -1 : m->ffn / m->n_expert_used, 1, MODEL_MAX_FFN, &m->ffn))
             goto fail;
-        /* qwen2moe's shared expert: expert_shared_feed_forward_length, else feed_forward_length */
-        if (m->arch == ARCH_QWEN2MOE &&
+        /* qwen2moe's and qwen35moe's shared expert: expert_shared_feed_forward_length, else
+         * feed_forward_length */
+        if ((m->arch == ARCH_QWEN2MOE || m->arch == ARCH_QWEN35MOE) &&
             meta_int(&L, a, "expert_shared_feed_forward_length", ffn_dense > 0 ? ffn_dense : -1, 1, MODEL_MAX_FFN, &m->ffn_sh))
             goto fail;
         if ((int64_t)m->n_expert * m->ffn > MODEL_MAX_EXPERT_ROWS || (int64_t)m->n_expert * m->dim > MODEL_MAX_EXPERT_ROWS) {
@@ -308,7 +427,7 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
         goto fail;
     }
     if (meta_int(&L, a, "rope.dimension_count", m->hd, 0, m->hd, &m->n_rot)) goto fail;
-    if (m->n_rot % 2 || (moe && m->n_rot != m->hd)) {
+    if (m->n_rot % 2 || (m->arch == ARCH_QWEN3MOE && m->n_rot != m->hd)) {
         fail(&L, "rope.dimension_count %d does not fit head dim %d", m->n_rot, m->hd);
         goto fail;
     }
@@ -362,6 +481,12 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
 
     m->layers = calloc((size_t)m->n_layer, sizeof *m->layers);
     if (!m->layers) { fail(&L, "out of memory"); goto fail; }
+    if (hybrid) {
+        m->attn_gate = 1;
+        if (load_hybrid(&L, m)) goto fail;
+    }
+    m->n_attn = 0;
+    for (int l = 0; l < m->n_layer; l++) m->n_attn += !m->layers[l].recurrent;
     const gguf_tensor *emb = gguf_tensor_find(m->g, "token_embd.weight");
     if (!emb) { fail(&L, "missing tensor token_embd.weight"); goto fail; }
     if (emb->ne[1] > MODEL_MAX_VOCAB) {
@@ -404,6 +529,7 @@ void model_free(model *m) {
         free(ly->attn_norm); free(ly->ffn_norm); free(ly->bq); free(ly->bk); free(ly->bv);
         free(ly->q_norm); free(ly->k_norm); free(ly->post_attn_norm); free(ly->post_ffn_norm);
         free(ly->bo); free(ly->sinks); free(ly->b_router); free(ly->b_gate); free(ly->b_up); free(ly->b_down);
+        free(ly->conv_w); free(ly->dt_bias); free(ly->ssm_a); free(ly->ssm_norm);
     }
     free(m->layers);
     free(m->out_norm);
@@ -426,10 +552,16 @@ void model_net(const model *m, backend_model *net) {
     net->n_vocab = m->n_vocab;
     net->n_rot = m->n_rot;
     net->neox = m->neox;
+    net->attn_gate = m->attn_gate;
+    net->ssm_conv = m->ssm_conv;
+    net->ssm_nk = m->ssm_nk;
+    net->ssm_nv = m->ssm_nv;
+    net->ssm_d = m->ssm_d;
     net->act = m->arch == ARCH_GEMMA3 ? BACKEND_ACT_GEGLU : m->arch == ARCH_GPTOSS ? BACKEND_ACT_SWIGLU_OAI : BACKEND_ACT_SWIGLU;
     net->gate = m->arch == ARCH_GPTOSS ? BACKEND_GATE_SOFTMAX_TOPK
               : m->arch == ARCH_QWEN2MOE ? BACKEND_GATE_SOFTMAX_PLAIN : BACKEND_GATE_SOFTMAX_ALL;
     net->ffn_sh = m->ffn_sh;
+    net->sh_gate_plain = m->arch == ARCH_QWEN35MOE;
     net->eps = m->eps;
     net->emb_scale = m->emb_scale;
     net->attn_scale = m->attn_scale;

@@ -8,8 +8,10 @@
  * (alternating sliding-window and full layers, attention sinks, Q/K/V/O biases, a biased router
  * whose top-k logits are softmaxed, biased experts with a clamped SwiGLU; §3.1.1), qwen2moe
  * (qwen2's attention, a softmax router whose top-k probabilities are not renormalised, and a
- * shared expert behind a sigmoid gate; §3.1.2); tied
- * embeddings; RoPE linear and YaRN scaling from metadata.
+ * shared expert behind a sigmoid gate; §3.1.2), qwen35 (hybrid: Gated-DeltaNet linear-attention
+ * layers between gated full-attention layers, partial RoPE; §3.1.3), qwen35moe (the same with
+ * qwen3moe's experts plus a shared expert with a sigmoid gate); tied embeddings; RoPE linear and
+ * YaRN scaling from metadata.
  * Weights stay in the file mapping in their GGUF types (quant.h); norms and biases are copied to
  * f32. The forward pass (one layer is written out in kernels/backend.h) is a backend's: model_net
  * gives it the description.
@@ -36,8 +38,10 @@
 #define MODEL_MAX_VOCAB    (1 << 22)   /* token_embd rows (proto.h's PROTO_MAX_VOCAB) */
 #define MODEL_MAX_EXPERT   4096        /* expert_count */
 #define MODEL_MAX_EXPERT_ROWS (1 << 26) /* expert_count * expert_feed_forward_length */
+#define MODEL_MAX_SSM_CONV BACKEND_MAX_CONV /* ssm.conv_kernel */
 
-typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_GEMMA3, ARCH_QWEN3MOE, ARCH_GPTOSS, ARCH_QWEN2MOE } model_arch;
+typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3, ARCH_GEMMA3, ARCH_QWEN3MOE, ARCH_GPTOSS, ARCH_QWEN2MOE, ARCH_QWEN35,
+               ARCH_QWEN35MOE } model_arch;
 
 typedef struct {
     model_arch arch;
@@ -45,8 +49,13 @@ typedef struct {
     int n_layer, dim, n_head, n_kv, hd, ffn, n_vocab, n_ctx_train, n_rot;
                                           /* ffn: a dense FFN's width, or one expert's (MoE) */
     int n_expert, n_expert_used;          /* MoE: experts per layer, experts per token; 0: dense */
-    int ffn_sh;                           /* qwen2moe: the shared expert's width; 0: none */
+    int ffn_sh;                           /* qwen2moe, qwen35moe: the shared expert's width; 0: none */
     int neox;                             /* RoPE pairs (i, i + n_rot/2) instead of (2i, 2i+1) */
+    int attn_gate;                        /* qwen35: the attention output is gated (wq: queries, gates) */
+    int ssm_conv, ssm_nk, ssm_nv, ssm_d;  /* qwen35 linear layers: ssm.conv_kernel, ssm.group_count
+                                           * (key heads), ssm.time_step_rank (value heads),
+                                           * ssm.state_size (head dim); 0 for other archs */
+    int n_attn;                           /* layers with a KV cache (all but qwen35's linear ones) */
     float eps, emb_scale, attn_scale;
     ops_rope_cfg rope_global, rope_local;
     int rope_scaled;                      /* linear or YaRN scaling present in the metadata */

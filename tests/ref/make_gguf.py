@@ -244,6 +244,37 @@ rand-qwen2moe (arch "qwen2moe") attention as rand-qwen2 (dim 64, 4 heads / 2 KV 
     renormalised to sum 1);
     x = x + p[e0] Down_e0(silu(Gate_e0 g) * (Up_e0 g)) + p[e1] Down_e1(...)
           + sigmoid(ffn_gate_inp_shexp . g) * Down_sh(silu(Gate_sh g) * (Up_sh g)).
+--------------------------------------------------------------------------
+Hybrid linear attention (docs/DESIGN.md §3.1.3):
+
+rand-qwen35 (arch "qwen35") dim 64, 4 layers, full attention every 2nd layer (layers 1, 3; layers
+  0, 2 Gated-DeltaNet linear attention), n_ff 128, eps 1e-6, tied embeddings, the BPE tokenizer.
+  Attention layers: 4 heads / 2 KV heads, head_dim 32, partial RoPE on the first 8 dims of each
+  head (neox pairs), base 1e7, sections [2, 1, 1, 0] (llama.cpp's interleaved M-RoPE; for text
+  every pair gets the position); attn_q gives per head 32 queries then 32 gates; the attention
+  output is multiplied by sigmoid(gate) before attn_output.
+  Linear layers: 2 key heads, 4 value heads, head dim 16 (both), conv kernel 4.
+  Metadata: qwen35.attention.key_length / value_length 32, qwen35.rope.dimension_count 8,
+    qwen35.rope.dimension_sections int32[4] [2, 1, 1, 0], qwen35.full_attention_interval 2,
+    qwen35.ssm.conv_kernel 4, ssm.state_size 16, ssm.group_count 2, ssm.time_step_rank 4,
+    ssm.inner_size 64.
+  Tensors per layer: attn_norm [dim], post_attention_norm [dim] (the FFN's input norm),
+    ffn_gate / ffn_up / ffn_down as the dense archs; attention layers attn_q [dim, 2*4*32],
+    attn_k / attn_v [dim, 2*32], attn_q_norm / attn_k_norm [32], attn_output [4*32, dim];
+    linear layers attn_qkv [dim, 128] (q 2x16 | k 2x16 | v 4x16), attn_gate [dim, 64] (z),
+    ssm_beta / ssm_alpha [dim, 4], ssm_dt.bias [4], ssm_a [4] (= -exp(A_log), A_log uniform in
+    [-1, 1]), ssm_conv1d [4, 128], ssm_norm [16], ssm_out [64, dim].
+  The linear layer, per token: kernels/backend.h and docs/DESIGN.md §3.1.3.
+
+rand-qwen35moe (arch "qwen35moe") rand-qwen35's layers (its own seed) with every FFN a mixture of
+  6 experts of width 16, top 2, as rand-qwen3moe (softmax router, renormalised weights), plus a
+  shared expert of width 32 gated per token by sigmoid(ffn_gate_inp_shexp . g):
+    x = x + Σ_j w_j Down_ej(silu(Gate_ej g) * (Up_ej g)) + sigmoid(s . g) * Dsh(silu(Gsh g) * (Ush g))
+  Extra metadata: qwen35moe.expert_count 6, expert_used_count 2, expert_feed_forward_length 16,
+    expert_shared_feed_forward_length 32 (feed_forward_length absent).
+  Tensors instead of ffn_gate / ffn_up / ffn_down: ffn_gate_inp [dim, 6], ffn_gate_exps /
+    ffn_up_exps [dim, 16, 6], ffn_down_exps [16, dim, 6], ffn_gate_inp_shexp [dim],
+    ffn_gate_shexp / ffn_up_shexp [dim, 32], ffn_down_shexp [32, dim].
 """
 import math
 import os
@@ -294,7 +325,13 @@ MODELS = {
     "rand-gptoss": ("gpt-oss", {}),
     "rand-gptoss-mxfp4": ("gpt-oss", dict(expert_type="mxfp4")),
     "rand-qwen2moe": ("qwen2moe", {}),
+    "rand-qwen35": ("qwen35", {}),
+    "rand-qwen35moe": ("qwen35moe", {}),
 }
+QWEN35 = dict(dim=64, n_layer=4, n_head=4, n_head_kv=2, head_dim=32, n_rot=8, sections=[2, 1, 1, 0],
+              n_ff=128, eps=1e-6, rope_base=10000000.0, interval=2, conv=4, d_state=16, n_group=2,
+              n_v=4, seed=1006, res_gain=2.0)
+QWEN35MOE = dict(QWEN35, seed=1007, n_expert=6, n_expert_used=2, n_ff_exp=16, n_ff_shexp=32, router_gain=2.0)
 N_BPE_MERGES = 253
 BPE_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
@@ -389,8 +426,89 @@ def add_experts(w, rng, p, c, oss=False):
         w.add_tensor(p + "ffn_down_exps.bias", (0.2 * rng.standard_normal((ne, dim))).astype(np.float32))
 
 
+def build_qwen35(name, out_path, A):
+    """rand-qwen35 (A = "qwen35") and rand-qwen35moe (A = "qwen35moe"): see the header."""
+    c = QWEN35 if A == "qwen35" else QWEN35MOE
+    moe = A == "qwen35moe"
+    rng = np.random.default_rng(c["seed"])
+    dim, hd, nh, nkv, nff = c["dim"], c["head_dim"], c["n_head"], c["n_head_kv"], c["n_ff"]
+    d, nk, nv = c["d_state"], c["n_group"], c["n_v"]
+    cd = 2 * nk * d + nv * d
+    tok = bpe_vocab()
+    n_vocab = len(tok["tokens"])
+    w = gguf.GGUFWriter(out_path, A)
+    w.add_string("general.name", name)
+    w.add_uint32("general.file_type", 0)
+    w.add_uint32(f"{A}.context_length", 2048)
+    w.add_uint32(f"{A}.embedding_length", dim)
+    w.add_uint32(f"{A}.block_count", c["n_layer"])
+    if moe:
+        w.add_uint32(f"{A}.expert_count", c["n_expert"])
+        w.add_uint32(f"{A}.expert_used_count", c["n_expert_used"])
+        w.add_uint32(f"{A}.expert_feed_forward_length", c["n_ff_exp"])
+        w.add_uint32(f"{A}.expert_shared_feed_forward_length", c["n_ff_shexp"])
+    else:
+        w.add_uint32(f"{A}.feed_forward_length", nff)
+    w.add_uint32(f"{A}.attention.head_count", nh)
+    w.add_uint32(f"{A}.attention.head_count_kv", nkv)
+    w.add_uint32(f"{A}.attention.key_length", hd)
+    w.add_uint32(f"{A}.attention.value_length", hd)
+    w.add_float32(f"{A}.attention.layer_norm_rms_epsilon", c["eps"])
+    w.add_float32(f"{A}.rope.freq_base", c["rope_base"])
+    w.add_uint32(f"{A}.rope.dimension_count", c["n_rot"])
+    w.add_array(f"{A}.rope.dimension_sections", list(c["sections"]))
+    w.add_uint32(f"{A}.full_attention_interval", c["interval"])
+    w.add_uint32(f"{A}.ssm.conv_kernel", c["conv"])
+    w.add_uint32(f"{A}.ssm.state_size", d)
+    w.add_uint32(f"{A}.ssm.group_count", nk)
+    w.add_uint32(f"{A}.ssm.time_step_rank", nv)
+    w.add_uint32(f"{A}.ssm.inner_size", nv * d)
+    w.add_uint32(f"{A}.vocab_size", n_vocab)
+    add_tokenizer(w, tok, add_bos=False)
+    w.add_tensor("token_embd.weight", (rng.standard_normal((n_vocab, dim)) * (4.0 / math.sqrt(dim))).astype(np.float32))
+    w.add_tensor("output_norm.weight", norm_w(rng, dim))
+    for i in range(c["n_layer"]):
+        p = f"blk.{i}."
+        w.add_tensor(p + "attn_norm.weight", norm_w(rng, dim))
+        if (i + 1) % c["interval"] == 0:   # full attention
+            w.add_tensor(p + "attn_q.weight", mat(rng, 2 * nh * hd, dim))
+            w.add_tensor(p + "attn_k.weight", mat(rng, nkv * hd, dim))
+            w.add_tensor(p + "attn_v.weight", mat(rng, nkv * hd, dim))
+            w.add_tensor(p + "attn_q_norm.weight", norm_w(rng, hd))
+            w.add_tensor(p + "attn_k_norm.weight", norm_w(rng, hd))
+            w.add_tensor(p + "attn_output.weight", mat(rng, dim, nh * hd, c["res_gain"]))
+        else:                              # Gated DeltaNet
+            w.add_tensor(p + "attn_qkv.weight", mat(rng, cd, dim))
+            w.add_tensor(p + "attn_gate.weight", mat(rng, nv * d, dim))
+            w.add_tensor(p + "ssm_beta.weight", mat(rng, nv, dim))
+            w.add_tensor(p + "ssm_alpha.weight", mat(rng, nv, dim))
+            w.add_tensor(p + "ssm_dt.bias", (0.5 * rng.standard_normal(nv)).astype(np.float32))
+            w.add_tensor(p + "ssm_a", (-np.exp(rng.uniform(-1.0, 1.0, nv))).astype(np.float32))
+            w.add_tensor(p + "ssm_conv1d.weight", mat(rng, cd, c["conv"]))
+            w.add_tensor(p + "ssm_norm.weight", norm_w(rng, d))
+            w.add_tensor(p + "ssm_out.weight", mat(rng, dim, nv * d, c["res_gain"]))
+        w.add_tensor(p + "post_attention_norm.weight", norm_w(rng, dim))
+        if moe:
+            add_experts(w, rng, p, c)
+            fs = c["n_ff_shexp"]
+            w.add_tensor(p + "ffn_gate_inp_shexp.weight", (rng.standard_normal(dim) / math.sqrt(dim)).astype(np.float32))
+            w.add_tensor(p + "ffn_gate_shexp.weight", mat(rng, fs, dim))
+            w.add_tensor(p + "ffn_up_shexp.weight", mat(rng, fs, dim))
+            w.add_tensor(p + "ffn_down_shexp.weight", mat(rng, dim, fs, c["res_gain"]))
+            continue
+        w.add_tensor(p + "ffn_gate.weight", mat(rng, nff, dim))
+        w.add_tensor(p + "ffn_up.weight", mat(rng, nff, dim))
+        w.add_tensor(p + "ffn_down.weight", mat(rng, dim, nff, c["res_gain"]))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def build(name, out_path):
     arch, extra = MODELS[name]
+    if arch in ("qwen35", "qwen35moe"):
+        return build_qwen35(name, out_path, arch)
     c = dict(ARCHS[arch], **extra)
     rng = np.random.default_rng(c["seed"])
     dim, hd, nh, nkv, nff = c["dim"], c["head_dim"], c["n_head"], c["n_head_kv"], c["n_ff"]
@@ -498,7 +616,7 @@ def main():
         path = os.path.join(out_dir, f"{name}.gguf")
         build(name, path)
         size = os.path.getsize(path)
-        if size > 1536 * 1024:
+        if size > 1536 * 1024 or (name.startswith("rand-qwen35") and size > 1024 * 1024):
             raise SystemExit(f"make_gguf.py: {path} is {size} B, over the 1.5 MB budget")
         print(f"{path}: {size} B")
 

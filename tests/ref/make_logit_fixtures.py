@@ -5,7 +5,7 @@ Usage: tests/.venv/bin/python tests/ref/make_logit_fixtures.py [--out DIR] [--ca
   MODEL is one of smollm2, gemma3, smollm2-f32, gemma3-f32, rand-llama, rand-qwen2,
   rand-qwen3, rand-gemma3, rand-llama-linear, rand-qwen2-yarn, rand-qwen3moe,
   rand-qwen3moe-q8_0, rand-qwen3moe-q8_0-f32, rand-gptoss, rand-gptoss-mxfp4,
-  rand-gptoss-mxfp4-f32, rand-qwen2moe (default: all). Real models come from the cache
+  rand-gptoss-mxfp4-f32, rand-qwen2moe, rand-qwen35, rand-qwen35moe (default: all). Real models come from the cache
   (tests/ref/fetch_models.sh); rand-* from tests/fixtures/models (tests/ref/make_gguf.py).
   Output: DIR/<model>.<text>.gguf, DIR defaults to tests/fixtures/logits.
   Needs llama-cpp-python in tests/.venv (pip install llama-cpp-python).
@@ -29,7 +29,9 @@ The models:
   rand-*            random F32 weights (make_gguf.py): the architecture checks;
                     rand-llama-linear and rand-qwen2-yarn check RoPE scaling (linear x4;
                     YaRN x4 from an original context of 256, which long.txt passes);
-                    rand-qwen3moe the mixture of experts. rand-qwen3moe-q8_0 (its experts
+                    rand-qwen3moe the mixture of experts; rand-qwen35 / rand-qwen35moe the
+                    hybrid Gated-DeltaNet models (llama.cpp runs their recurrence over the
+                    one-batch prefill in its own form). rand-qwen3moe-q8_0 (its experts
                     Q8_0) is llama.cpp on the quantised file: a loose check, since
                     llama.cpp rounds the experts' inputs to q8_0 and a rounding that
                     changes which experts a token picks moves its logits by whole units.
@@ -122,7 +124,8 @@ F32 = {"smollm2-f32": "smollm2", "gemma3-f32": "gemma3", "rand-qwen3moe-q8_0-f32
        "rand-gptoss-mxfp4-f32": "rand-gptoss-mxfp4"}
 F32_WEIGHTS = "all weights dequantised to F32 (llama.cpp then keeps activations in f32)"
 RAND = ["rand-llama", "rand-qwen2", "rand-qwen3", "rand-gemma3", "rand-llama-linear", "rand-qwen2-yarn",
-        "rand-qwen3moe", "rand-qwen3moe-q8_0", "rand-gptoss", "rand-gptoss-mxfp4", "rand-qwen2moe"]
+        "rand-qwen3moe", "rand-qwen3moe-q8_0", "rand-gptoss", "rand-gptoss-mxfp4", "rand-qwen2moe",
+        "rand-qwen35", "rand-qwen35moe"]
 
 
 def sha256_file(path):
