@@ -187,7 +187,7 @@ static inline void ge_finish(ge_out *o, const ge_src *s, uint64_t align) {
     size_t pad = (size_t)((o->n + align - 1) / align * align - o->n);
     while (pad) { size_t k = pad < sizeof zero ? pad : sizeof zero; ge_put(o, zero, k); pad -= k; }
     o->data_off = o->n;
-    ge_put(o, s->p + s->data_off, s->n - s->data_off);
+    if (s->data_off < s->n) ge_put(o, s->p + s->data_off, s->n - s->data_off);   /* none: no tensors */
     memcpy(o->p + 8, &o->n_t, 8);
     memcpy(o->p + 16, &o->n_kv, 8);
 }

@@ -108,7 +108,7 @@ else
         cat tests/fixtures/texts/*.txt > "$T/doc.txt"
         for spec in stories260K:f32 stories260K:f16 stories260K:int8 stories260K:kivi4 rand-gemma3:q4_0+roth \
                     rand-llama:tq4 rand-llama:e4m3s rand-gemma3:int8 rand-gemma3:q8_0 rand-qwen3moe:f16 rand-qwen3moe:nvfp4 \
-                    rand-gptoss:f16 rand-gptoss-mxfp4:int8 rand-qwen2moe:fp8; do
+                    rand-gptoss:f16 rand-gptoss-mxfp4:int8 rand-qwen2moe:fp8 rand-qwen35:int8 rand-qwen35moe:f16; do
             m=${spec%%:*} kv=${spec#*:}
             MODEL=tests/fixtures/models/$m.gguf
             "$BUILD/strata-worker" --model "$MODEL" --tokenize < "$T/doc.txt" | tr -s ' \n' '\n\n' | grep . \

@@ -2,6 +2,9 @@
  *
  *   - llama.cpp's test-tokenizer-0 suites (ggml-vocab-*.gguf with .inp/.out): every case exactly,
  *     tokenised as that test does (no BOS, special tokens not parsed);
+ *   - the pre-tokenizers without such a suite (gpt-4o = o200k, qwen35): the GPT-2 vocabulary with
+ *     its tokenizer.ggml.pre replaced (made here with tests/gguf_edit.h), against llama.cpp's ids
+ *     for the same variant (tests/ref/make_pretok_fixtures.py: pre-<name>.inp/.out);
  *   - round trips decode(encode(text)) == text (SPM: with the added leading space);
  *   - stories260K: a.txt and d.txt against the token ids llama.cpp stored in a/d.logits.gguf;
  *   - bad input (invalid UTF-8, empty text, 1 MB texts), special-token handling, decoding of byte
@@ -14,8 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tests/check.h"
+#include "tests/gguf_edit.h"
 #include "worker/gguf.h"
 #include "worker/tok.h"
 
@@ -113,6 +118,37 @@ static void run_suite(const char *fix, const char *name, int spm) {
     snprintf(pin, sizeof pin, "%s.inp", path);
     snprintf(pout, sizeof pout, "%s.out", path);
     run_suite_files(name, path, pin, pout, spm, 0, 0, 40);
+}
+
+/* The GPT-2 vocabulary with tokenizer.ggml.pre = pre, against llama.cpp's ids for it. */
+static void run_pre_suite(const char *fix, const char *pre) {
+    char base[512], path[600], pin[600], pout[600], label[64];
+    snprintf(base, sizeof base, "%s/tokenizer/ggml-vocab-gpt-2.gguf", fix);
+    snprintf(path, sizeof path, "%s/strata-test-tok-pre-%d.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid());
+    ge_src s;
+    if (ge_load(base, &s)) { CHECK(0, "load %s", base); return; }
+    ge_out o;
+    const char *skip[] = { "tokenizer.ggml.pre", NULL };
+    uint8_t val[8 + 64];                   /* a GGUF string: u64 length, the bytes */
+    uint64_t n = strlen(pre);
+    memcpy(val, &n, 8);
+    memcpy(val + 8, pre, n);
+    ge_begin(&o, &s);
+    ge_copy_kvs(&o, &s, skip);
+    ge_kv_raw(&o, "tokenizer.ggml.pre", 8, val, 8 + n);
+    ge_copy_tensors(&o, &s);
+    ge_finish(&o, &s, 32);
+    int wr = ge_write(&o, path);
+    ge_free_out(&o);
+    ge_free_src(&s);
+    CHECK(wr == 0, "pre %s: the variant vocabulary is written (%s)", pre, path);
+    if (wr) return;
+    snprintf(pin, sizeof pin, "%s/tokenizer/pre-%s.inp", fix, pre);
+    snprintf(pout, sizeof pout, "%s/tokenizer/pre-%s.out", fix, pre);
+    snprintf(label, sizeof label, "pre %s", pre);
+    run_suite_files(label, path, pin, pout, 0, 0, 0, 50);
+    remove(path);
 }
 
 /* llama.cpp's tokens for >= 50 KB of mixed text on a real model (tests/ref/make_tok_fixtures.py):
@@ -409,6 +445,8 @@ int main(void) {
     run_suite(fix, "starcoder", 0);
     run_suite(fix, "phi-3", 1);
     run_suite(fix, "deepseek-llm", 0);
+    run_pre_suite(fix, "gpt-4o");
+    run_pre_suite(fix, "qwen35");
     {
         char home[400];
         snprintf(home, sizeof home, "%s/.cache/strata", getenv("HOME") ? getenv("HOME") : ".");

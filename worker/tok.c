@@ -200,6 +200,18 @@ static int32_t merge_rank(const tok_vocab *v, const char *l, size_t ln, const ch
 #define RE_LLAMA3_TAIL "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_LLAMA3 RE_LLAMA3_HEAD "\\p{N}{1,3}" RE_LLAMA3_TAIL
 #define RE_QWEN2 RE_LLAMA3_HEAD "\\p{N}" RE_LLAMA3_TAIL
+/* Qwen3.5: qwen2's with combining marks kept with their letters */
+#define RE_QWEN35                                                                                      \
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}|" \
+    " ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* GPT-4o's o200k (gpt-oss, llama4): words split at lower-to-upper case changes, with the English
+ * contractions attached, numbers in groups of up to three; "upper" and "lower" as llama.cpp spells
+ * them (a letter that is not a-z, resp. not A-Z) */
+#define RE_GPT4O_CONTR "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
+#define RE_GPT4O                                                                                       \
+    "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+" RE_GPT4O_CONTR "|"              \
+    "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*" RE_GPT4O_CONTR "|"              \
+    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_CJK "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+"
 #define RE_BLOOM " ?[^(\\s|.,!?\\x{2026}\\x{3002}\\x{FF0C}\\x{3001}\\x{964}\\x{6D4}\\x{60C})]+"
 /* DeepSeek LLM's letter class: cased letters of Latin, Greek, Cyrillic, Armenian, Georgian,
@@ -237,7 +249,9 @@ static const tok_pre_def tok_pres[] = {
      "jina-v2-code", 0, 0, {RE_GPT2}},
     {"llama3 llama-v3 llama-bpe falcon3", 1, 1, {RE_LLAMA3}},
     {"dbrx smaug-bpe", 0, 0, {RE_LLAMA3}},
-    {"qwen2 stablelm2 megrez deepseek-r1-qwen", 0, 0, {RE_QWEN2}},
+    {"qwen2 stablelm2 megrez deepseek-r1-qwen kormo f2llmv2", 0, 0, {RE_QWEN2}},
+    {"qwen35", 0, 0, {RE_QWEN35}},
+    {"gpt-4o llama4 kanana2 talkie", 0, 0, {RE_GPT4O}},
     {"starcoder refact command-r smollm codeshell exaone minerva-7b", 0, 0, {"\\p{N}", RE_GPT2}},
     {"falcon", 0, 0, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", RE_GPT2, "[0-9][0-9][0-9]"}},
     {"deepseek-llm", 0, 0,
