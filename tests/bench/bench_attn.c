@@ -1,7 +1,7 @@
 /* bench_attn.c — attention time per KV format at a given context (default 8192), SmolLM2's shape
  * (9 query heads, 3 KV heads, head dim 64), 2 threads: a prefill chunk of 512 queries at the end of
  * the context and 32 single-token decode steps. Every KV format is timed: each base format of
- * kvfmt.h, each of them with +rot and +roth where that is a format (not q4_0r, tq3, tq4, which are
+ * kvfmt.h, each of them with +rot, +roth and +rotp where that is a format (not q4_0r, tq3, tq4, which are
  * rotated already), and kivi2 / kivi4 (G 32, R 128). f16 runs first; every line prints the format's
  * bits per value and its times as a ratio to f16's. Nothing is asserted (speed is not tested).
  * usage: bench_attn [context] [threads] */
@@ -20,11 +20,11 @@ static double now_s(void) {
 
 /* Every format to time, f16 first, into out[cap]; returns how many. */
 static int all_formats(kv_fmt *out, int cap) {
-    static const int rots[3] = { 0, KV_ROT_B, KV_ROT_H };
+    static const int rots[4] = { 0, KV_ROT_B, KV_ROT_H, KV_ROT_P };
     int n = 0;
     out[n++] = KV_F16;
     for (int base = 0; base < KV_NFMT; base++)
-        for (int r = 0; r < 3; r++) {
+        for (int r = 0; r < 4; r++) {
             kv_fmt f = (kv_fmt)(base | rots[r]);
             if (f != KV_F16 && kv_fmt_valid(f) && n < cap) out[n++] = f;
         }
@@ -37,7 +37,7 @@ static int all_formats(kv_fmt *out, int cap) {
 int main(int argc, char **argv) {
     int ctx = argc > 1 ? atoi(argv[1]) : 8192, threads = argc > 2 ? atoi(argv[2]) : 2;
     int n_head = 9, n_kv = 3, hd = 64, T = 512, rc = 1;
-    kv_fmt fmts[3 * KV_NFMT + 2];
+    kv_fmt fmts[4 * KV_NFMT + 2];
     int n_fmt = all_formats(fmts, (int)(sizeof fmts / sizeof *fmts));
     pool *p = NULL;
     float *kv = NULL, *q = NULL, *o = NULL;
