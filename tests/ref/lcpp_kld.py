@@ -203,9 +203,18 @@ def pack_base(np, rows):
     return scale, min_log_prob, codes
 
 
-def score_rows(np, acc, rows, base, tokens_next):
+def exact_kl(np, base_row, row):
+    """KL(base || model) over the full vocabulary in float64 from the two raw logit rows."""
+    a, b = base_row.astype(np.float64), row.astype(np.float64)
+    la = a - a.max() - np.log(np.exp(a - a.max()).sum())
+    lb = b - b.max() - np.log(np.exp(b - b.max()).sum())
+    return float(np.sum(np.exp(la) * (la - lb)))
+
+
+def score_rows(np, acc, rows, base, tokens_next, base_rows=None, exact=None):
     """Adds each row of rows (float32 [n][V], the model's) against base (pack_base of the base's
-    rows at the same positions) to acc; tokens_next[n] are the scored tokens."""
+    rows at the same positions) to acc; tokens_next[n] are the scored tokens. With base_rows (the
+    base's raw rows), appends (llama.cpp's KLD, the exact float64 KL) of each row to exact."""
     f32 = np.float32
     scale, min_log_prob, codes = base
     for i in range(rows.shape[0]):
@@ -224,6 +233,8 @@ def score_rows(np, acc, rows, base, tokens_next):
         kld = float((pb * ((plb[keep] - l[keep]) + m)).astype(np.float64).sum())
         p_diff = float(np.exp(f32(-nll)) - np.exp(f32(-nll_base)))
         acc.add(kld, nll, nll_base, p_diff, imax == imax_base)
+        if base_rows is not None:
+            exact.append((kld, exact_kl(np, base_rows[i], l)))
 
 
 # ---- the text, the models, llama.cpp --------------------------------------------------------------
@@ -356,17 +367,19 @@ def run(args):
           f"KV f16, flash attention auto", flush=True)
     base_rows = lcpp_rows(lcpp, opt["--base"], chunks, n_ctx, first)
     base = [pack_base(np, r) for r in base_rows]
-    del base_rows
     results = {}
     for name, path in models:
-        acc = Acc()
+        acc, exact = Acc(), []
         rows = lcpp_rows(lcpp, path, chunks, n_ctx, first)
         for ci, c in enumerate(chunks):
-            score_rows(np, acc, rows[ci], base[ci], c[first + 1:n_ctx])
+            score_rows(np, acc, rows[ci], base[ci], c[first + 1:n_ctx], base_rows[ci], exact)
         del rows
         results[name] = acc.summary()
         print_summary(f"llama.cpp: KL(base || {name}), base {os.path.basename(opt['--base'])}, "
                       f"model {os.path.basename(path)}", results[name])
+        dev = max(abs(a - b) for a, b in exact)
+        print(f"(the same rows, KL over the full vocabulary in float64 without the uint16 log-probs and the -16 "
+              f"cut: mean {sum(b for _, b in exact) / len(exact):.6f}; largest per-row difference {dev:.3g})")
     if opt["--strata"]:
         work = opt["--work"] or "/tmp/strata-kld"
         os.makedirs(work, exist_ok=True)
