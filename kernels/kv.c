@@ -30,8 +30,10 @@ static int is_pow2(int h) { return h > 0 && (h & (h - 1)) == 0; }
 int kv_rot_block(kv_fmt f, int h) {
     int rot = kv_fmt_rotation(f);
     if (!rot || h < 1 || h > KV_HADAMARD_MAX) return 0;
-    int b = rot == KV_ROT_H || h < KV_ROT_BLOCK ? h : KV_ROT_BLOCK;
-    return is_pow2(b) && h % b == 0 ? b : 0;
+    if (rot == KV_ROT_H) return is_pow2(h) ? h : 0;
+    if (h < KV_ROT_BLOCK) return is_pow2(h) ? h : 0;            /* +rot, +rotp: one block */
+    if (h % KV_ROT_BLOCK != 0) return 0;
+    return rot == KV_ROT_B ? KV_ROT_BLOCK : h & -h;             /* +rotp: the largest power of two dividing h */
 }
 
 void kv_rotate(kv_fmt f, float *x, int h) {
@@ -128,8 +130,10 @@ int kv_fmt_check(kv_fmt f, int h, char *err, size_t errlen) {
     else if (kv_row_bytes(base, h) == 0)
         snprintf(err, errlen, "kv format %s needs a head dim %s (got %d)", name, base_rule(base), h);
     else if (kv_fmt_rotation(f) == KV_ROT_H)
-        snprintf(err, errlen, "kv format %s needs a head dim that is a power of two <= %d (got %d)", name,
-                 KV_HADAMARD_MAX, h);
+        snprintf(err, errlen, "kv format %s needs a head dim that is a power of two <= %d (got %d)%s", name,
+                 KV_HADAMARD_MAX, h, h % KV_ROT_BLOCK == 0 && h <= KV_HADAMARD_MAX ?
+                 "; for llama.cpp's rotation of such a head use +rotp (blocks of the largest power of two "
+                 "dividing it)" : "");
     else
         snprintf(err, errlen, "kv format %s needs a head dim that is a power of two below %d, or a multiple of %d "
                  "up to %d (got %d)", name, KV_ROT_BLOCK, KV_ROT_BLOCK, KV_HADAMARD_MAX, h);

@@ -92,7 +92,8 @@
  * q4_0+roth). The row is F's bytes of R x, R the rotation (kv_rotate): +roth the normalised
  * Hadamard transform of the whole head (h a power of two <= KV_HADAMARD_MAX), +rot the same
  * transform on each block of b = min(KV_ROT_BLOCK, h) values (h a power of two below 64, or a
- * multiple of 64 up to KV_HADAMARD_MAX). R is orthonormal, symmetric and its own inverse. Bytes
+ * multiple of 64 up to KV_HADAMARD_MAX), +rotp on each block of b = h & -h values (the largest
+ * power of two dividing h: llama.cpp's K rotation; the same h as +rot). R is orthonormal, symmetric and its own inverse. Bytes
  * per row: F's. kv_fmt_rotated() says whether a format is rotated.
  *   - kv_quantize(rotated F, x) takes the vector in the MODEL's domain and rotates it itself
  *     (stores F(R x)); the caller does not rotate K or V before storing.
@@ -122,7 +123,8 @@
 /* 1 if the format stores rotated vectors (+rot, +roth, q4_0r), else 0. See the notes above. */
 int kv_fmt_rotated(kv_fmt f);
 
-/* The block of f's rotation at head dim h: h for +roth and q4_0r, min(KV_ROT_BLOCK, h) for +rot;
+/* The block of f's rotation at head dim h: h for +roth and q4_0r, min(KV_ROT_BLOCK, h) for +rot,
+ * h & -h for +rotp;
  * 0 if f is not rotated or h does not fit the rotation (see above). */
 int kv_rot_block(kv_fmt f, int h);
 

@@ -6,16 +6,16 @@
 #include <stdio.h>
 #include <string.h>
 
-#define KV_ROT_MASK (KV_ROT_B | KV_ROT_H)
+#define KV_ROT_MASK (KV_ROT_B | KV_ROT_H | KV_ROT_P)
 
-/* names by base format: plain, +rot, +roth */
-#define N3(s) { s, s "+rot", s "+roth" }
-static const char *const kv_names[KV_NFMT][3] = {
+/* names by base format: plain, +rot, +roth, +rotp */
+#define N3(s) { s, s "+rot", s "+roth", s "+rotp" }
+static const char *const kv_names[KV_NFMT][4] = {
     [KV_F32] = N3("f32"), [KV_BF16] = N3("bf16"), [KV_F16] = N3("f16"), [KV_INT8] = N3("int8"),
-    [KV_Q8_0] = N3("q8_0"), [KV_Q4_0] = N3("q4_0"), [KV_Q4_0R] = { "q4_0r", NULL, NULL }, [KV_FP8] = N3("fp8"),
+    [KV_Q8_0] = N3("q8_0"), [KV_Q4_0] = N3("q4_0"), [KV_Q4_0R] = { "q4_0r", NULL, NULL, NULL }, [KV_FP8] = N3("fp8"),
     [KV_Q4_1] = N3("q4_1"), [KV_Q5_0] = N3("q5_0"), [KV_Q5_1] = N3("q5_1"), [KV_IQ4_NL] = N3("iq4_nl"),
     [KV_E5M2] = N3("e5m2"), [KV_E4M3S] = N3("e4m3s"), [KV_E5M2S] = N3("e5m2s"), [KV_NVFP4] = N3("nvfp4"),
-    [KV_MXFP4] = N3("mxfp4"), [KV_TQ3] = { "tq3", NULL, NULL }, [KV_TQ4] = { "tq4", NULL, NULL },
+    [KV_MXFP4] = N3("mxfp4"), [KV_TQ3] = { "tq3", NULL, NULL, NULL }, [KV_TQ4] = { "tq4", NULL, NULL, NULL },
 };
 
 /* the formats that are rotated by definition (by the whole head) and take no modifier */
@@ -35,7 +35,7 @@ int kv_fmt_valid(kv_fmt f) {
         return !rot && lg >= 3 && lg <= 8 && r <= KV_KIVI_R_MAX;
     }
     if (base >= KV_NFMT || par) return 0;
-    if (rot == KV_ROT_MASK) return 0;                       /* one modifier at most */
+    if (rot & (rot - 1)) return 0;                          /* one modifier at most */
     return !(built_in_rotation(base) && rot);
 }
 
@@ -54,7 +54,7 @@ int kv_fmt_rotation(kv_fmt f) {
 /* the index of kv_names' second dimension for a valid f */
 static int rot_index(kv_fmt f) {
     int rot = (int)f & KV_ROT_MASK;
-    return rot == KV_ROT_B ? 1 : rot == KV_ROT_H ? 2 : 0;
+    return rot == KV_ROT_B ? 1 : rot == KV_ROT_H ? 2 : rot == KV_ROT_P ? 3 : 0;
 }
 
 const char *kv_fmt_name(kv_fmt f) {
@@ -100,11 +100,13 @@ static int kivi_parse(const char *name, size_t len, kv_fmt *out) {
     return 0;
 }
 
-/* the modifier a word names: KV_ROT_B for "rot", KV_ROT_H for "roth", 0 for anything else.
+/* the modifier a word names: KV_ROT_B for "rot", KV_ROT_H for "roth", KV_ROT_P for "rotp", 0 for
+ * anything else.
  * word[len] need not be NUL. */
 static int rot_word(const char *word, size_t len) {
     if (len == 3 && !memcmp(word, "rot", 3)) return KV_ROT_B;
     if (len == 4 && !memcmp(word, "roth", 4)) return KV_ROT_H;
+    if (len == 4 && !memcmp(word, "rotp", 4)) return KV_ROT_P;
     return 0;
 }
 
@@ -174,7 +176,7 @@ static int place(const char *q, const char *qe, kv_mix *m, int i) {
 }
 
 #define MIX_SYNTAX "FMT, FMT@N, FMT@N-M, FMT@-N (layers), FMT@hK, FMT@hK-J (KV heads), FMT@N-M:hK (both), " \
-                   "FMT+rot, FMT+roth (rotated), items joined by '+'"
+                   "FMT+rot, FMT+roth, FMT+rotp (rotated), items joined by '+'"
 
 int kv_mix_parse(const char *spec, kv_mix *out, char *err, size_t errlen) {
     kv_mix m = {0};

@@ -15,6 +15,10 @@
  *                      vector (llama.cpp's block size for V; for K llama.cpp uses the largest power
  *                      of two dividing h, which is the whole head when h is a power of two: +roth)
  *   KV_ROT_H  "+roth"  the Hadamard transform of the whole head vector (h values)
+ *   KV_ROT_P  "+rotp"  the same transform on each block of p values, p = the largest power of two
+ *                      dividing h (h & -h): llama.cpp's K rotation for every head dim it rotates
+ *                      (a multiple of 64: 128 at h = 384 = 3 x 128, 64 at 192, the whole head at
+ *                      64, 128, 256); below 64 a power-of-two h is one block (so toy models run it)
  * e.g. (kv_fmt)(KV_INT8 | KV_ROT_B) is "int8+rot". KV_Q4_0R ("q4_0r", kept so that old results
  * and commands still read) is the same format as q4_0+roth: the same bytes, another name.
  * docs/DESIGN.md §3.3.11 has the transform, its operation order and how attention undoes it. */
@@ -27,6 +31,7 @@ typedef enum {
     KV_KIVI4 = 0x41,    /* in the bits from KV_KIVI_G_SHIFT / KV_KIVI_R_SHIFT */
     KV_ROT_B = 0x100,
     KV_ROT_H = 0x200,
+    KV_ROT_P = 0x400,
 } kv_fmt;
 
 /* A KIVI format's parameters inside the kv_fmt value: log2(G) in bits 12..15, R in bits 16..27.
@@ -42,10 +47,11 @@ typedef enum {
 #define KV_FMT_NAMES "f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8 q4_1 q5_0 q5_1 iq4_nl e5m2 e4m3s e5m2s nvfp4 mxfp4 tq3 tq4 " \
                      "kivi2 kivi4 (kivi4-gG-rR: G tokens per K group, 8..256, R recent tokens in f16)"
 /* The modifiers, for the same texts. */
-#define KV_ROT_NAMES "FMT+rot (Hadamard of each 64-value block) or FMT+roth (of the whole head)"
+#define KV_ROT_NAMES "FMT+rot (Hadamard of each 64-value block), FMT+roth (of the whole head) or FMT+rotp " \
+                     "(of each block of the largest power of two dividing the head dim: llama.cpp's K rotation)"
 
 /* Format from its name: a base name (KV_FMT_NAMES; exact, lower case), or a base name followed by
- * "+rot" or "+roth" (not q4_0r, tq3, tq4, which are rotated already, nor kivi), or kivi2 / kivi4 with optional
+ * "+rot", "+roth" or "+rotp" (not q4_0r, tq3, tq4, which are rotated already, nor kivi), or kivi2 / kivi4 with optional
  * "-gG" (G a power of two in 8..256) and "-rR" (0 <= R <= KV_KIVI_R_MAX), in that order. 0 and
  * *out set on success; -1 for an unknown name (or NULL), *out untouched. */
 int kv_fmt_parse(const char *name, kv_fmt *out);
@@ -67,7 +73,7 @@ int kv_fmt_is_kivi(kv_fmt f);
 /* The base format without its rotation: the codec of the stored bytes (q4_0r -> q4_0). */
 kv_fmt kv_fmt_base(kv_fmt f);
 
-/* The rotation: 0, KV_ROT_B or KV_ROT_H (q4_0r -> KV_ROT_H). */
+/* The rotation: 0, KV_ROT_B, KV_ROT_H or KV_ROT_P (q4_0r -> KV_ROT_H). */
 int kv_fmt_rotation(kv_fmt f);
 
 /* A "mix": the format of every (layer, KV head) of a model. Syntax: ITEM(+ITEM)*, where ITEM is

@@ -13,7 +13,8 @@
 #     run of the worker on that prefix (default prefill chunk 512) byte for byte, and its 8 fork
 #     tokens equal the worker's own greedy continuation.
 # The rotation modifiers and per-KV-head mixes (kvfmt.h) the same way, in a second sweep: arms
-# q4_0+rot, q8_0+roth, int8+rot, q4_0r and q4_0+roth (the same format: equal rows), tq3, tq4, k:q4_0+rot
+# q4_0+rot, q8_0+roth, int8+rot, q4_0r and q4_0+roth (the same format: equal rows), tq3, tq4, q8_0+rotp
+# (= q8_0+roth at this head dim: equal rows), k:q4_0+rot
 # (V from the reference, f16), K and V rotated differently, and a mix per layer and KV head
 # (K: head 0 f16, head 1 int8 = 6 x (64 + 34); V: q4_1+rot but layer 5 head 1 f16 = 11 x 20 + 64:
 # 588 + 284 = 872 bytes per token). And KIVI arms (kivi2 / kivi4 with G and R; a per-head mix with
@@ -95,11 +96,11 @@ one_pass() {
 for a in $FMTS $MIXED $LAYERS; do one_pass "$a" "$T/rows" "$T/r"; done
 
 # ---- rotations and per-head mixes ------------------------------------------------------------------
-ROTS="q4_0+rot q8_0+roth int8+rot q4_0r q4_0+roth tq3 tq4"
+ROTS="q4_0+rot q8_0+roth int8+rot q4_0r q4_0+roth tq3 tq4 q8_0+rotp"
 ROTKV=q4_0+roth/q8_0+rot
 HEADS=int8+f16@h0/q4_1+rot+f16@-1:h1
 HEADS_BYTES=872
-ROW[q4_0+rot]=18; ROW[q8_0+roth]=34; ROW[int8+rot]=34; ROW[q4_0r]=18; ROW[q4_0+roth]=18; ROW[q8_0+rot]=34
+ROW[q4_0+rot]=18; ROW[q8_0+roth]=34; ROW[int8+rot]=34; ROW[q4_0r]=18; ROW[q4_0+roth]=18; ROW[q8_0+rot]=34; ROW[q8_0+rotp]=34
 ROW[tq3]=$((4 + 12)); ROW[tq4]=$((4 + 16))   # f32 s + 32 codes of 3 / 4 bits
 ARMS2="f16,$(echo $ROTS | tr ' ' ','),k:q4_0+rot,$ROTKV,$HEADS"
 "$DRV" sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms "$ARMS2" --depths 3 --max-depth 300 --fork 8 \
@@ -121,10 +122,13 @@ check "arm $HEADS: handshake kv_bytes_per_token = $HEADS_BYTES (got ${got:-none}
 same=0
 for d in 100 200 300; do cmp -s "$T/rows2/q4_0r-$d.f32" "$T/rows2/q4_0+roth-$d.f32" && same=$((same + 1)); done
 check "q4_0r and q4_0+roth (one format, two names): the same rows at the 3 depths ($same/3)" test $same -eq 3
+same=0
+for d in 100 200 300; do cmp -s "$T/rows2/q8_0+rotp-$d.f32" "$T/rows2/q8_0+roth-$d.f32" && same=$((same + 1)); done
+check "q8_0+rotp = q8_0+roth at head dim 32 (one block of 32 both): the same rows at the 3 depths ($same/3)" test $same -eq 3
 differ=0
 for d in 100 200 300; do cmp -s "$T/rows2/q4_0+rot-$d.f32" "$T/rows2/f16-$d.f32" || differ=$((differ + 1)); done
 check "q4_0+rot rows differ from f16's (the format is applied) ($differ/3)" test $differ -eq 3
-for a in q4_0+rot q8_0+roth int8+rot tq3 tq4 k:q4_0+rot $ROTKV $HEADS; do one_pass "$a" "$T/rows2" "$T/r2"; done
+for a in q4_0+rot q8_0+roth int8+rot tq3 tq4 q8_0+rotp k:q4_0+rot $ROTKV $HEADS; do one_pass "$a" "$T/rows2" "$T/r2"; done
 
 # ---- KIVI (kernels/kivi.h): groups that close inside the 300 tokens; bytes per token from the layouts
 # (hd 32, 6 layers x 2 KV heads): kivi4-g16: K (16 x 32 x 4 / 8 + 128) / 16 = 24, V 16 + 4 = 20;

@@ -78,30 +78,36 @@ static void test_names(void) {
           "KV_FMT_NAMES lists every format in enum order, then kivi2 kivi4");
     for (int f = 0; f < KV_NFMT; f++)
         CHECK(kv_fmt_rotated((kv_fmt)f) == (f == KV_Q4_0R || f == KV_TQ3 || f == KV_TQ4), "kv_fmt_rotated(%s)", names[f]);
-    /* the rotation modifiers: every base but q4_0r, tq3, tq4 takes +rot and +roth; names round-trip */
+    /* the rotation modifiers: every base but q4_0r, tq3, tq4 takes +rot, +roth and +rotp; names
+     * round-trip */
+    static const int mods[4] = { 0, KV_ROT_B, KV_ROT_H, KV_ROT_P };
+    static const char *const modn[4] = { "", "rot", "roth", "rotp" };
     int ok = 1;
     for (int f = 0; f < KV_NFMT; f++)
-        for (int r = 1; r <= 2; r++) {
+        for (int r = 1; r <= 3; r++) {
             char name[32];
-            kv_fmt want = (kv_fmt)(f | (r == 1 ? KV_ROT_B : KV_ROT_H)), got = KV_NFMT;
-            snprintf(name, sizeof name, "%s+%s", names[f], r == 1 ? "rot" : "roth");
+            kv_fmt want = (kv_fmt)(f | mods[r]), got = KV_NFMT;
+            snprintf(name, sizeof name, "%s+%s", names[f], modn[r]);
             int rc = kv_fmt_parse(name, &got);
             if (f == KV_Q4_0R || f == KV_TQ3 || f == KV_TQ4) {
                 ok &= rc == -1 && !kv_fmt_valid(want) && !strcmp(kv_fmt_name(want), "?");
                 continue;
             }
             ok &= rc == 0 && got == want && kv_fmt_valid(got) && !strcmp(kv_fmt_name(got), name) &&
-                  kv_fmt_base(got) == (kv_fmt)f && kv_fmt_rotation(got) == (r == 1 ? KV_ROT_B : KV_ROT_H) &&
-                  kv_fmt_rotated(got);
+                  kv_fmt_base(got) == (kv_fmt)f && kv_fmt_rotation(got) == mods[r] && kv_fmt_rotated(got);
         }
-    CHECK(ok, "FMT+rot / FMT+roth: parse, name, base and rotation for the %d bases (q4_0r, tq3, tq4 refuse both)", KV_NFMT);
+    CHECK(ok, "FMT+rot / FMT+roth / FMT+rotp: parse, name, base and rotation for the %d bases (q4_0r, tq3, tq4 "
+          "refuse them)", KV_NFMT);
     CHECK(kv_fmt_base(KV_Q4_0R) == KV_Q4_0 && kv_fmt_rotation(KV_Q4_0R) == KV_ROT_H,
           "q4_0r is q4_0 with the whole-head rotation");
-    const char *badn[] = {"int8+", "int8+rot+roth", "int8+ROT", "int8+rot8", "+rot", "rot", "int8 +rot", "q4_0r+roth"};
+    const char *badn[] = {"int8+", "int8+rot+roth", "int8+ROT", "int8+rot8", "+rot", "rot", "int8 +rot", "q4_0r+roth",
+                          "int8+rotp+rot", "tq3+rotp", "kivi4+rotp", "int8+rotP"};
     ok = 1;
     for (size_t i = 0; i < sizeof badn / sizeof badn[0]; i++) ok &= kv_fmt_parse(badn[i], &keep) == -1 && keep == KV_F16;
-    CHECK(ok, "kv_fmt_parse refuses int8+, int8+rot+roth, int8+ROT, int8+rot8, +rot, rot, 'int8 +rot', q4_0r+roth");
-    CHECK(!kv_fmt_valid((kv_fmt)(KV_INT8 | KV_ROT_B | KV_ROT_H)) && !kv_fmt_valid(KV_NFMT) &&
+    CHECK(ok, "kv_fmt_parse refuses int8+, int8+rot+roth, int8+ROT, int8+rot8, +rot, rot, 'int8 +rot', q4_0r+roth, "
+          "int8+rotp+rot, tq3+rotp, kivi4+rotp, int8+rotP");
+    CHECK(!kv_fmt_valid((kv_fmt)(KV_INT8 | KV_ROT_B | KV_ROT_H)) && !kv_fmt_valid((kv_fmt)(KV_INT8 | KV_ROT_P | KV_ROT_B)) &&
+          !kv_fmt_valid((kv_fmt)(KV_INT8 | KV_ROT_P | KV_ROT_H)) && !kv_fmt_valid(KV_NFMT) &&
           !kv_fmt_valid((kv_fmt)(KV_NFMT | KV_ROT_B)), "two modifiers, or no base, are no format");
 }
 
@@ -160,6 +166,19 @@ static void test_row_bytes(void) {
     CHECK(kv_rot_block(f16b, 8) == 8 && kv_rot_block(f16b, 192) == 64 && kv_rot_block(f16h, 256) == 256 &&
           kv_rot_block(KV_Q4_0R, 128) == 128 && kv_rot_block(KV_F16, 64) == 0 && kv_rot_block(f16b, 96) == 0,
           "kv_rot_block: min(64, h) for +rot, h for +roth and q4_0r, 0 unrotated or not fitting");
+    /* +rotp: the same head dims as +rot, blocks of h & -h (llama.cpp's K rotation) */
+    kv_fmt f16p = (kv_fmt)(KV_F16 | KV_ROT_P);
+    CHECK(kv_rot_block(f16p, 384) == 128 && kv_rot_block(f16p, 192) == 64 && kv_rot_block(f16p, 320) == 64 &&
+          kv_rot_block(f16p, 640) == 128 && kv_rot_block(f16p, 256) == 256 && kv_rot_block(f16p, 64) == 64 &&
+          kv_rot_block(f16p, 1024) == 1024 && kv_rot_block(f16p, 8) == 8 && kv_rot_block(f16p, 96) == 0 &&
+          kv_rot_block(f16p, 48) == 0 && kv_rot_block(f16p, 1088) == 0,
+          "kv_rot_block(+rotp): 384 -> 128, 192 -> 64, 320 -> 64, 640 -> 128, powers of two whole, 8 -> 8; not 96, 48, 1088");
+    CHECK(kv_row_bytes((kv_fmt)(KV_Q8_0 | KV_ROT_P), 384) == 12 * 34 && kv_row_bytes(f16p, 96) == 0,
+          "q8_0+rotp at 384 = 12 blocks of q8_0; f16+rotp refuses 96");
+    CHECK(kv_fmt_check((kv_fmt)(KV_Q8_0 | KV_ROT_H), 384, err, sizeof err) == -1 && strstr(err, "q8_0+roth") &&
+          strstr(err, "power of two") && strstr(err, "+rotp"), "kv_fmt_check(q8_0+roth, 384) points to +rotp: %s", err);
+    CHECK(kv_fmt_check(f16p, 96, err, sizeof err) == -1 && strstr(err, "f16+rotp") && strstr(err, "multiple of 64"),
+          "kv_fmt_check(f16+rotp, 96): %s", err);
     CHECK(kv_row_bytes((kv_fmt)(KV_Q4_0 | KV_ROT_B), 192) == 6 * 18 && kv_row_bytes((kv_fmt)(KV_Q4_0 | KV_ROT_H), 128) ==
           kv_row_bytes(KV_Q4_0R, 128) && kv_row_bytes((kv_fmt)(KV_Q4_0 | KV_ROT_B), 32) == 18 &&
           kv_row_bytes((kv_fmt)(KV_INT8 | KV_ROT_H), 64) == 66, "q4_0+rot at 192 = 6 blocks; q4_0+roth = q4_0r; int8+roth 66");
@@ -556,15 +575,17 @@ static void test_q4_0r(void) {
 static void test_rotations(void) {
     uint64_t rs = 41;
     /* R x in float64: entry i of block B is sum_k (-1)^popcount(i & k) x[B + k] / sqrt(b) */
-    static const int hs[5] = {8, 64, 128, 192, 256};
+    static const int hs[7] = {8, 64, 128, 192, 256, 320, 384};
+    static const int mods[3] = { KV_ROT_B, KV_ROT_H, KV_ROT_P };
     int ok_ref = 1, ok_self = 1;
-    for (int r = 0; r < 2; r++)
-        for (int hi = 0; hi < 5; hi++) {
+    for (int r = 0; r < 3; r++)
+        for (int hi = 0; hi < 7; hi++) {
             int h = hs[hi];
-            kv_fmt f = (kv_fmt)(KV_F32 | (r ? KV_ROT_H : KV_ROT_B));
+            kv_fmt f = (kv_fmt)(KV_F32 | mods[r]);
             int b = kv_rot_block(f, h);
-            if (b == 0) { ok_ref &= r == 1 && h == 192; continue; }   /* roth: 192 is no power of two */
-            float x[256], y[256];
+            if (b == 0) { ok_ref &= r == 1 && h % 64 == 0 && (h & (h - 1)); continue; }   /* roth: 192, 320, 384 */
+            if (r == 2 && b != (h & -h)) ok_ref = 0;
+            float x[384], y[384];
             rng_vector(&rs, x, h);
             memcpy(y, x, sizeof(float) * h);
             kv_rotate(f, y, h);
@@ -582,19 +603,20 @@ static void test_rotations(void) {
             for (int i = 0; i < h; i++)
                 if (fabsf(y[i] - x[i]) > 1e-6f * (float)amax) ok_self = 0;
         }
-    CHECK(ok_ref, "kv_rotate (+rot blocks of min(64, h), +roth whole head) = the float64 Hadamard product, h 8..256");
+    CHECK(ok_ref, "kv_rotate (+rot blocks of min(64, h), +roth whole head, +rotp blocks of h & -h) = the float64 "
+          "Hadamard product, h 8..384");
     CHECK(ok_self, "kv_rotate twice = identity within 1e-6");
 
     int ok_def = 1, ok_deq = 1, ok_dot = 1, ok_axpy = 1, n = 0;
     for (int f = 0; f < KV_NFMT; f++)
-        for (int r = 1; r <= 2; r++) {
-            kv_fmt fr = (kv_fmt)(f | (r == 1 ? KV_ROT_B : KV_ROT_H));
+        for (int r = 0; r < 3; r++) {
+            kv_fmt fr = (kv_fmt)(f | mods[r]);
             if (!kv_fmt_valid(fr)) continue;
-            for (int hi = 0; hi < 5; hi++) {
+            for (int hi = 0; hi < 7; hi++) {
                 int h = hs[hi];
                 if (kv_row_bytes(fr, h) == 0) continue;
-                float x[256], xr[256], y1[256], y2[256], q[256], qr[256], o1[256] = {0}, o2[256] = {0};
-                uint8_t a[1100], b[1100];
+                float x[384], xr[384], y1[384], y2[384], q[384], qr[384], o1[384] = {0}, o2[384] = {0};
+                uint8_t a[1600], b[1600];
                 rng_vector(&rs, x, h);
                 for (int i = 0; i < h; i++) q[i] = rng_unit(&rs);
                 memcpy(xr, x, sizeof(float) * h);
@@ -621,7 +643,7 @@ static void test_rotations(void) {
                 n++;
             }
         }
-    CHECK(ok_def && n > 100, "every F+rot / F+roth: kv_quantize(F+r, x) = kv_quantize(F, kv_rotate(x)) byte for byte "
+    CHECK(ok_def && n > 100, "every F+rot / F+roth / F+rotp: kv_quantize(F+r, x) = kv_quantize(F, kv_rotate(x)) byte for byte "
           "(%d format x h cases)", n);
     CHECK(ok_deq, "every rotated format decodes as its base (the stored, rotated domain)");
     CHECK(ok_dot, "every rotated format: kv_dot(row, R q) = q . R deq(row)");
@@ -647,6 +669,20 @@ static void test_rotations(void) {
     kv_quantize((kv_fmt)(KV_Q4_0 | KV_ROT_B), x, a, 128);
     kv_quantize((kv_fmt)(KV_Q4_0 | KV_ROT_H), x, b, 128);
     CHECK(memcmp(a, b, 72) != 0, "q4_0+rot and q4_0+roth store different bytes at h = 128");
+    /* +rotp is +roth at a power of two and +rot at 192; at 384 (3 x 128) it is neither */
+    float x3[384];
+    uint8_t p1[216], p2[216];
+    rng_vector(&rs, x3, 384);
+    kv_quantize((kv_fmt)(KV_Q4_0 | KV_ROT_P), x, a, 128);
+    kv_quantize((kv_fmt)(KV_Q4_0 | KV_ROT_H), x, b, 128);
+    int same_h = memcmp(a, b, 72) == 0;
+    kv_quantize((kv_fmt)(KV_Q4_0 | KV_ROT_P), x3, p1, 192);
+    kv_quantize((kv_fmt)(KV_Q4_0 | KV_ROT_B), x3, p2, 192);
+    int same_b = memcmp(p1, p2, 108) == 0;
+    kv_quantize((kv_fmt)(KV_Q4_0 | KV_ROT_P), x3, p1, 384);
+    kv_quantize((kv_fmt)(KV_Q4_0 | KV_ROT_B), x3, p2, 384);
+    CHECK(same_h && same_b && memcmp(p1, p2, 216) != 0,
+          "q4_0+rotp = q4_0+roth at 128, = q4_0+rot at 192, differs from q4_0+rot at 384");
 }
 
 /* ---- fp8 ---------------------------------------------------------------------------------- */
@@ -1065,27 +1101,24 @@ static void test_fixtures(void) {
     free(in);
 }
 
-/* The rotated formats against rot-input.bin and FMT+rot.bin etc. (h = 128): made by
- * make_kv_fixtures.py's own float32 transform (checked there against float64) and the base's
- * reference quantiser; tq3 / tq4 with its own Lloyd-Max tables (float64 iteration) and quantiser. */
-static void test_fixtures_rot(void) {
+/* The rotated formats against an input file (rot-input.bin, h = 128; rotp-input.bin, h = 384) and
+ * FMT.bin for each of fmts[n_fmt]: made by make_kv_fixtures.py's own float32 transform (checked
+ * there against float64) and the base's reference quantiser; tq3 / tq4 with its own Lloyd-Max
+ * tables (float64 iteration) and quantiser. */
+static void fixtures_rot(const char *input, int want_h, int min_rows, const kv_fmt *fmts, size_t n_fmt) {
     const char *dir = getenv("STRATA_KV_FIXTURES");
     if (!dir) dir = "tests/fixtures/kv";
     char path[512];
     size_t n;
-    snprintf(path, sizeof path, "%s/rot-input.bin", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, input);
     uint8_t *in = read_all(path, &n);
     CHECK(in && n >= 12 && !memcmp(in, "SKVI", 4), "fixture %s readable", path);
     if (!in || n < 12) { free(in); return; }
     int h = (int)rd32(in + 4), rows = (int)rd32(in + 8);
-    CHECK(n == 12 + (size_t)rows * h * 4 && h == 128 && rows > 60, "rot-input.bin: %d rows of h = %d", rows, h);
-    if (n != 12 + (size_t)rows * h * 4 || h != 128) { free(in); return; }
+    CHECK(n == 12 + (size_t)rows * h * 4 && h == want_h && rows >= min_rows, "%s: %d rows of h = %d", input, rows, h);
+    if (n != 12 + (size_t)rows * h * 4 || h != want_h || h > 384) { free(in); return; }
     const float *x = (const float *)(void *)(in + 12);   /* [rows][h] */
-    static const kv_fmt fmts[] = {
-        KV_Q8_0 | KV_ROT_B, KV_Q4_0 | KV_ROT_B, KV_Q4_0 | KV_ROT_H, KV_Q4_1 | KV_ROT_H, KV_Q5_1 | KV_ROT_B,
-        KV_NVFP4 | KV_ROT_B, KV_E4M3S | KV_ROT_H, KV_MXFP4 | KV_ROT_H, KV_TQ3, KV_TQ4,
-    };
-    for (size_t fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++) {
+    for (size_t fi = 0; fi < n_fmt; fi++) {
         kv_fmt f = fmts[fi];
         size_t rb = kv_row_bytes(f, h), m;
         snprintf(path, sizeof path, "%s/%s.bin", dir, kv_fmt_name(f));
@@ -1098,8 +1131,8 @@ static void test_fixtures_rot(void) {
         const float *yw = (const float *)(void *)(q + 16 + (size_t)rows * rb);
         int same = 0, same_deq = 0;
         for (int r = 0; r < rows; r++) {
-            uint8_t row[600];
-            float y[128];
+            uint8_t row[600];                                        /* rb <= 408 (q8_0 at 384) */
+            float y[384];                                            /* [h] */
             kv_quantize(f, x + (size_t)r * h, row, h);
             if (!memcmp(row, want + (size_t)r * rb, rb)) same++;
             else if (same == r) {
@@ -1110,12 +1143,23 @@ static void test_fixtures_rot(void) {
             kv_dequantize(f, want + (size_t)r * rb, y, h);
             same_deq += memcmp(y, yw + (size_t)r * h, sizeof(float) * h) == 0;
         }
-        CHECK(same == rows, "%s: kv_quantize = the fixture's bytes for %d of %d rows of 128", kv_fmt_name(f), same, rows);
+        CHECK(same == rows, "%s: kv_quantize = the fixture's bytes for %d of %d rows of %d", kv_fmt_name(f), same, rows, h);
         CHECK(same_deq == rows, "%s: kv_dequantize of the fixture's bytes = its decoded values, %d of %d rows",
               kv_fmt_name(f), same_deq, rows);
         free(q);
     }
     free(in);
+}
+
+static void test_fixtures_rot(void) {
+    static const kv_fmt rot[] = {
+        KV_Q8_0 | KV_ROT_B, KV_Q4_0 | KV_ROT_B, KV_Q4_0 | KV_ROT_H, KV_Q4_1 | KV_ROT_H, KV_Q5_1 | KV_ROT_B,
+        KV_NVFP4 | KV_ROT_B, KV_E4M3S | KV_ROT_H, KV_MXFP4 | KV_ROT_H, KV_TQ3, KV_TQ4,
+    };
+    fixtures_rot("rot-input.bin", 128, 61, rot, sizeof rot / sizeof rot[0]);
+    /* +rotp at h = 384 = 3 x 128: blocks of 128 (llama.cpp's K rotation for such a head) */
+    static const kv_fmt rotp[] = { KV_Q8_0 | KV_ROT_P, KV_Q4_0 | KV_ROT_P };
+    fixtures_rot("rotp-input.bin", 384, 20, rotp, sizeof rotp / sizeof rotp[0]);
 }
 
 /* ---- KIVI-style kivi2 / kivi4 (kivi.h) ---------------------------------------------------- */

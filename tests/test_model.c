@@ -17,26 +17,27 @@
 /* the committed fixtures (tests/fixtures/README.md); tests run from the repository root */
 static const char *fixtures(void) { return "tests/fixtures"; }
 
-/* Every format: the base ones, then each with +rot and with +roth (where valid), into out[3 *
- * KV_NFMT]; returns how many. */
+/* Every format: the base ones, then each with +rot, with +roth and with +rotp (where valid), into
+ * out[4 * KV_NFMT]; returns how many. */
 static int all_formats(kv_fmt *out) {
+    static const int mods[4] = { 0, KV_ROT_B, KV_ROT_H, KV_ROT_P };
     int n = 0;
-    for (int r = 0; r < 3; r++)
+    for (int r = 0; r < 4; r++)
         for (int f = 0; f < KV_NFMT; f++) {
-            kv_fmt x = (kv_fmt)(f | (r == 1 ? KV_ROT_B : r == 2 ? KV_ROT_H : 0));
+            kv_fmt x = (kv_fmt)(f | mods[r]);
             if (kv_fmt_valid(x)) out[n++] = x;
         }
     return n;
 }
 
-/* The base formats, then six rotated ones (for the longer attention tests: every rotated format
+/* The base formats, then seven rotated ones (for the longer attention tests: every rotated format
  * runs in the short ones), into out[KV_NFMT + 12]; returns how many. */
 static int some_formats(kv_fmt *out) {
-    static const kv_fmt rot[6] = { KV_F16 | KV_ROT_B, KV_F16 | KV_ROT_H, KV_INT8 | KV_ROT_B, KV_Q8_0 | KV_ROT_H,
-                                   KV_Q4_0 | KV_ROT_B, KV_NVFP4 | KV_ROT_H };
+    static const kv_fmt rot[7] = { KV_F16 | KV_ROT_B, KV_F16 | KV_ROT_H, KV_INT8 | KV_ROT_B, KV_Q8_0 | KV_ROT_H,
+                                   KV_Q4_0 | KV_ROT_B, KV_NVFP4 | KV_ROT_H, KV_Q8_0 | KV_ROT_P };
     int n = 0;
     for (int f = 0; f < KV_NFMT; f++) out[n++] = (kv_fmt)f;
-    for (int i = 0; i < 6; i++) out[n++] = rot[i];
+    for (int i = 0; i < 7; i++) out[n++] = rot[i];
     return n;
 }
 
@@ -149,7 +150,7 @@ static void test_invariance(const model *m, pool *p, const int32_t *tok, int n) 
     static const int chunks[] = { 7, 64, 512 };
     /* every format, and KIVI ones whose groups close inside the 113 tokens (hd 8: G <= 32) */
     static const char *const kivi8[] = { "kivi4-g8-r16", "kivi2-g16-r8", "kivi4-g32-r0", "kivi2-g8-r0" };
-    kv_fmt fmts[3 * KV_NFMT + 4];
+    kv_fmt fmts[4 * KV_NFMT + 4];
     int nf = all_formats(fmts);
     for (int i = 0; i < 4; i++) fmts[nf++] = by_name(kivi8[i]);
     for (int i = 0; i < nf; i++) {
@@ -182,7 +183,7 @@ static void test_attention(pool *p) {
     float *o1 = malloc(sizeof(float) * T * n_head * hd), *o2 = malloc(sizeof(float) * T * n_head * hd);
     srand(7);
     for (int i = 0; i < T * n_head * hd; i++) q[i] = (float)rand() / RAND_MAX * 2 - 1;
-    kv_fmt fmts[3 * KV_NFMT + N_KIVI];
+    kv_fmt fmts[4 * KV_NFMT + N_KIVI];
     int nf = all_formats(fmts);
     for (int i = 0; i < N_KIVI; i++) fmts[nf++] = by_name(kivi_names[i]);
     for (int fi = 0; fi < nf; fi++)
@@ -483,7 +484,7 @@ static void test_cache_bytes(void) {
         }
     CHECK(ok, "cache_bytes_per_token = 30 layers x 3 heads x (K row + V row) for all %d x %d format pairs, hd 64", KV_NFMT, KV_NFMT);
     /* a rotated format takes its base's bytes */
-    kv_fmt fmts[3 * KV_NFMT];
+    kv_fmt fmts[4 * KV_NFMT];
     int nf = all_formats(fmts), nr = 0;
     ok = 1;
     for (int i = 0; i < nf; i++) {
@@ -495,7 +496,7 @@ static void test_cache_bytes(void) {
         ok &= cache_bytes_per_token(&c) == 30 * 3 * (row64[kv_fmt_base(fmts[i])] + 128);
         cache_free(&c);
     }
-    CHECK(ok && nr == 2 * (KV_NFMT - 3), "cache_bytes_per_token of the %d rotated formats (K) with f16 V = their "
+    CHECK(ok && nr == 3 * (KV_NFMT - 3), "cache_bytes_per_token of the %d rotated formats (K) with f16 V = their "
           "base's, hd 64", nr);
 }
 

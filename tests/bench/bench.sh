@@ -7,7 +7,8 @@
 #      built with -march=haswell against llama.cpp built for AVX2/FMA/F16C into tests/.venv-avx2)
 #      prefill tokens/s at 512 / 2K / 8K, decode tokens/s at depth 512 / 8K, KV f16 and int8 (llama.cpp:
 #      f16 and q8_0, its closest 8-bit format), 2 threads, as ratios strata / llama.cpp.
-#   2. attention alone at 8K: every KV format against f16 (tests/bench/bench_attn.c).
+#   2. attention alone at 8K: every KV format against f16 (tests/bench/bench_attn.c): each base format,
+#      each with +rot, +roth and +rotp, tq3 / tq4 and kivi2 / kivi4 (69 formats).
 #   3. the sweep's overhead: wall time of a one-pass sweep / (one max-depth prefill + 16 fork probes).
 #   4. per-position streaming: rows/s and GB/s through the driver; the comparison alone per position,
 #      SmolLM2's and Gemma 3's vocabulary (tests/bench/bench_compare.c).
@@ -110,7 +111,7 @@ fi
 
 # 2. attention alone
 echo
-echo "== attention at 8K context, SmolLM2 shape (tests/bench/bench_attn.c)"
+echo "== attention at 8K context, SmolLM2 shape, every KV format (tests/bench/bench_attn.c)"
 "$BUILD/bench/bench_attn" 8192 2
 
 # 3 and 4. the sweep: overhead and per-position streaming

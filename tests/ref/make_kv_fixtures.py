@@ -4,7 +4,8 @@
 Writes tests/fixtures/kv/ (and kivi{2,4}-g16.k.bin / kivi{2,4}.v.bin: KIVI K groups of 16 tokens
 and V rows of the f16 values of input rows 0..79, see kivi_fixtures below; and, for the rotated formats FMT+rot / FMT+roth, rot-input.bin and
 FMT+rot.bin etc.: the same layouts at h = 128, the input values read as rows of 128, those that do
-not overflow in the transform; see rotated_fixtures below):
+not overflow in the transform; see rotated_fixtures below; and for +rotp, rotp-input.bin and
+q8_0+rotp.bin / q4_0+rotp.bin at h = 384, blocks of 128, see rotp_fixtures below):
   input.bin    "SKVI", uint32 h, uint32 rows, then rows x h f32: the head vectors (LE)
   FMT.bin      "SKVQ", uint32 h, uint32 rows, uint32 row_bytes, then rows x row_bytes: the
                expected kv_quantize(FMT, row) bytes, then rows x h f32: those bytes decoded
@@ -510,6 +511,19 @@ def rotated_fixtures(x, out_ggml):
     return xr, out
 
 
+# +rotp (llama.cpp's K rotation: blocks of the largest power of two dividing h) at h = 384 = 3 x 128,
+# where it is neither +rot (blocks of 64) nor +roth (no power of two): the first 75 rows of 128 of
+# rot-input.bin read as 25 rows of 384, rotated in blocks of 128, then q8_0 / q4_0's quantiser.
+ROTP_H, ROTP_B = 384, 128
+
+def rotp_fixtures(xr, out_ggml):
+    n = xr.shape[0] * ROT_H // ROTP_H
+    x3 = np.ascontiguousarray(xr.reshape(-1)[:n * ROTP_H].reshape(n, ROTP_H))
+    check_rotation(x3, ROTP_B)
+    y = fwht_f32(x3, ROTP_B)
+    return x3, {"q8_0+rotp": ("q8_0", out_ggml(y, "q8_0")), "q4_0+rotp": ("q4_0", out_ggml(y, "q4_0"))}
+
+
 # ---- KIVI-style kivi2 / kivi4 (kernels/kivi.h) -------------------------------------------------
 # From the f16 values of input rows 0..79 (h = 64): K groups of G = 16 tokens (5 groups), each
 # channel quantised over its 16 values; V rows quantised per token in groups of 32 channels. The
@@ -656,6 +670,12 @@ def main():
     write("input.bin", H, b"SKVI" + struct.pack("<II", H, rows) + x.astype("<f4").tobytes())
     nr = xr.shape[0]
     write("rot-input.bin", ROT_H, b"SKVI" + struct.pack("<II", ROT_H, nr) + xr.astype("<f4").tobytes())
+    x3, rotp = rotp_fixtures(xr, out_ggml)
+    write("rotp-input.bin", ROTP_H, b"SKVI" + struct.pack("<II", ROTP_H, x3.shape[0]) + x3.astype("<f4").tobytes())
+    for name, (base, q) in rotp.items():
+        q = np.ascontiguousarray(q, dtype=np.uint8).reshape(x3.shape[0], -1)
+        write(f"{name}.bin", ROTP_H, b"SKVQ" + struct.pack("<III", ROTP_H, x3.shape[0], q.shape[1]) + q.tobytes() +
+              decode_rows(base, q, ROTP_H).astype("<f4").tobytes())
     for name, (base, q) in rot.items():
         if base == "tq":
             q, y = q
