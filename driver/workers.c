@@ -140,6 +140,7 @@ json_t *workers_arm_json(const arm *a) {
     json_object_set_new(ja, "kv_k", json_string(a->hello.kv_k));
     json_object_set_new(ja, "kv_v", json_string(a->hello.kv_v));
     json_object_set_new(ja, "kv_bytes_per_token", json_integer((json_int_t)a->hello.kv_bytes_per_token));
+    json_object_set_new(ja, "kv_layers", json_string(a->hello.kv_layers));
     json_object_set_new(ja, "url", json_string(a->url));
     json_object_set_new(ja, "remote", json_boolean(a->remote));
     /* the arm's own model: a weight arm (--arm-model) runs another file than the run's "model" */

@@ -412,6 +412,9 @@ static int decode_hello_rep(const msgpack_object_map *m, const char *c, proto_he
         if ((rc = get_uint(m, c, "n_expert_used", h->n_expert, &u, err, errlen))) return rc;
         h->n_expert_used = (uint32_t)u;
     }
+    h->kv_layers[0] = 0;   /* optional */
+    if (find(m, "kv_layers") && (rc = get_str(m, c, "kv_layers", h->kv_layers, PROTO_STR_MAX, 0, err, errlen)))
+        return rc;
     return 0;
 }
 
@@ -747,14 +750,15 @@ static int pack(msgpack_packer *pk, const proto_msg *m) {
     switch (m->type) {
     case PROTO_HELLO: {
         const proto_hello_rep *h = &m->hello_rep;
-        return pk_head(pk, m, 16) || pk_str(pk, "engine", h->engine) || pk_str(pk, "git", h->git) ||
+        return pk_head(pk, m, 17) || pk_str(pk, "engine", h->engine) || pk_str(pk, "git", h->git) ||
                pk_str(pk, "model_sha256", h->model_sha256) || pk_str(pk, "arch", h->arch) ||
                pk_str(pk, "tokenizer_hash", h->tokenizer_hash) || pk_str(pk, "kv_k", h->kv_k) ||
                pk_str(pk, "kv_v", h->kv_v) || pk_str(pk, "device", h->device) ||
                pk_uint(pk, "n_vocab", h->n_vocab) || pk_uint(pk, "n_ctx", h->n_ctx) ||
                pk_uint(pk, "n_layer", h->n_layer) || pk_uint(pk, "threads", h->threads) ||
                pk_uint(pk, "kv_bytes_per_token", h->kv_bytes_per_token) || pk_int(pk, "bos", h->bos) ||
-               pk_uint(pk, "n_expert", h->n_expert) || pk_uint(pk, "n_expert_used", h->n_expert_used);
+               pk_uint(pk, "n_expert", h->n_expert) || pk_uint(pk, "n_expert_used", h->n_expert_used) ||
+               pk_str(pk, "kv_layers", h->kv_layers);
     }
     case PROTO_TOKENIZE:
         return pk_head(pk, m, 1) ||

@@ -11,6 +11,7 @@
  *   hello     {}                                        engine git model_sha256 arch tokenizer_hash
  *                                                       kv_k kv_v device (str); n_vocab n_ctx n_layer
  *                                                       threads kv_bytes_per_token (uint); bos (int);
+ *                                                       kv_layers (str, optional);
  *                                                       n_expert n_expert_used (uint, optional: 0 =
  *                                                       a dense model or an older worker)
  *   tokenize  text (str or bin), add_bos (bool),        tokens (bin int32)
@@ -118,6 +119,8 @@ typedef struct {
     int32_t bos;                       /* BOS token id or -1 */
     uint32_t n_expert, n_expert_used;  /* MoE: experts per layer, per token; 0, 0: dense (or a
                                           worker that does not send them) */
+    char kv_layers[PROTO_STR_MAX];     /* the layers with a KV cache: "all", or e.g. "2 of 4: 1,3" for a
+                                          hybrid model (optional; "" from a worker that does not send it) */
 } proto_hello_rep;
 
 typedef struct {

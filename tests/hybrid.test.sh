@@ -10,7 +10,8 @@
 #   - one pass = separate runs: each arm's teacher-forced row at each depth equals a from-scratch
 #     run of the worker on that prefix (default prefill chunk 512) byte for byte, and its 8 fork
 #     tokens equal the worker's own greedy continuation;
-#   - the handshake's KV bytes per token count the two attention layers only;
+#   - the handshake's KV bytes per token count the two attention layers only, and its kv_layers
+#     names them ("2 of 4: 1,3", in meta.json);
 #   - the worker names the layers with a KV cache on stderr.
 set -u
 cd "$(dirname "$0")/.."
@@ -61,6 +62,11 @@ for name in rand-qwen35 rand-qwen35moe; do
 m = json.load(open(sys.argv[1] + "/meta.json"))
 print([a for a in m["arms"] if a["name"] == "f32"][0].get("kv_bytes_per_token"))' "$T/r" 2> /dev/null)
     check "$name: f32 arm's KV bytes per token = 1024 (attention layers only; got $kvb)" test "$kvb" = 1024
+    kvl=$(python3 -c 'import json,sys
+m = json.load(open(sys.argv[1] + "/meta.json"))
+print(sorted({a.get("kv_layers") for a in m["arms"]}))' "$T/r" 2> /dev/null)
+    check "$name: the handshake says which layers hold a KV cache, for every arm (meta.json kv_layers: $kvl)" \
+        test "$kvl" = "['2 of 4: 1,3']"
 done
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

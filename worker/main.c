@@ -128,6 +128,21 @@ static void fill_hello(const engine *e, proto_hello_rep *h) {
     h->bos = tok_add_bos(e->tok) ? tok_bos(e->tok) : -1;
     h->n_expert = (uint32_t)e->m->n_expert;
     h->n_expert_used = (uint32_t)e->m->n_expert_used;
+    /* the layers with a KV cache: all, or (a hybrid model) "N of L: l1,l2,..." (",..." when cut) */
+    if (e->m->n_attn == e->m->n_layer) {
+        snprintf(h->kv_layers, sizeof h->kv_layers, "all");
+    } else {
+        size_t at = (size_t)snprintf(h->kv_layers, sizeof h->kv_layers, "%d of %d:", e->m->n_attn, e->m->n_layer);
+        for (int l = 0, first = 1; l < e->m->n_layer && at < sizeof h->kv_layers; l++) {
+            if (e->m->layers[l].recurrent) continue;
+            char num[16];
+            int k = snprintf(num, sizeof num, "%s%d", first ? " " : ",", l);
+            if (at + (size_t)k + 4 >= sizeof h->kv_layers) { snprintf(h->kv_layers + at, sizeof h->kv_layers - at, ",..."); break; }
+            memcpy(h->kv_layers + at, num, (size_t)k + 1);
+            at += (size_t)k;
+            first = 0;
+        }
+    }
 }
 
 /* The vocab reply: every token's decoded piece, the control flags and the GGUF's chat template
