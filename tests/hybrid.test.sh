@@ -38,24 +38,7 @@ for name in rand-qwen35 rand-qwen35moe; do
     rc=$?
     check "$name: sweep over $ARMS exits 0 (rc $rc)" test $rc -eq 0
     [ $rc -ne 0 ] && cat "$T/r.err"
-    for a in $ARMS; do
-        same_rows=0; same_tok=0; n=0
-        for d in 100 200 300; do
-            n=$((n + 1))
-            tr ' ' '\n' < "$T/doc.tok" | grep . | head -n "$d" > "$T/prefix.tok"
-            case $a in *@*) kv=(--kv-k "$a" --kv-v "$a") ;; *) kv=(--kv "$a") ;; esac
-            "$WRK" --model "$MODEL" "${kv[@]}" --tokens-file "$T/prefix.tok" --dump-logits "$T/dump.bin" \
-                --max-new 8 > "$T/gen.txt" 2> "$T/w.err"
-            tail -c $((512 * 4)) "$T/dump.bin" | cmp -s - "$T/rows/$a-$d.f32" && same_rows=$((same_rows + 1))
-            want=$(tr ' ' ',' < "$T/gen.txt")
-            got=$(awk -F'\t' -v d="$d" -v a="$a" '$1 == d && ($2 == a || a == "f32") { print (a == "f32" ? $6 : $5); exit }' \
-                "$T/r/forks.tsv")
-            [ -n "$want" ] && [ "$want" = "$got" ] && same_tok=$((same_tok + 1))
-        done
-        check "$name kv $a: teacher-forced rows at depths 100 200 300 equal from-scratch prefills bit for bit ($same_rows/$n)" \
-            test $same_rows -eq $n
-        check "$name kv $a: fork tokens at the 3 depths equal from-scratch greedy generation ($same_tok/$n)" test $same_tok -eq $n
-    done
+    for a in $ARMS; do one_pass "$a" "$T/rows" "$T/r" "$name " f32; done   # tests/lib.sh
     check "$name: the worker names the layers with a KV cache" grep -q "KV cache in layers 1 3 (2 of 4)" "$T/w.err"
     # f32 K and V, 2 attention layers x 2 KV heads x head dim 32: 1024 bytes per token
     kvb=$(python3 -c 'import json,sys

@@ -73,27 +73,7 @@ check "... nvfp4's bits per value: 16 x 18 / 64 = 4.50; and the size plot is dra
     test "$(grep -c '^| nvfp4 | nvfp4 / nvfp4 | 432 | 4.50 | ' "$T/r/README.md")" -eq 1 -a -s "$T/r/plots/kl_bytes.png"
 
 # one pass == separate from-scratch runs
-# one_pass ARM ROWS RUN: the arm's teacher-forced rows at depths 100, 200, 300 (dumped by the sweep into
-# ROWS) and its fork tokens (RUN/forks.tsv) equal from-scratch prefills and greedy generation
-one_pass() {
-    local a=$1 rows=$2 run=$3 k v file d want got same_rows=0 same_tok=0 n=0
-    case $a in k:*) k=${a#k:}; v=f16 ;; *) k=${a%/*}; v=${a#*/} ;; esac   # k:F: V as the reference (f16)
-    file=$(echo "$a" | tr '/:' '__')
-    for d in 100 200 300; do
-        n=$((n + 1))
-        tr ' ' '\n' < "$T/doc.tok" | grep . | head -n "$d" > "$T/prefix.tok"
-        "$WRK" --model "$MODEL" --kv-k "$k" --kv-v "$v" --tokens-file "$T/prefix.tok" --dump-logits "$T/dump.bin" \
-            --max-new 8 > "$T/gen.txt" 2> /dev/null
-        tail -c $((512 * 4)) "$T/dump.bin" | cmp -s - "$rows/$file-$d.f32" && same_rows=$((same_rows + 1))
-        want=$(tr ' ' ',' < "$T/gen.txt")
-        got=$(awk -F'\t' -v d="$d" -v a="$a" '$1 == d && $2 == a { print $5 }' "$run/forks.tsv")
-        [ -n "$want" ] && [ "$want" = "$got" ] && same_tok=$((same_tok + 1))
-    done
-    check "kv $a: teacher-forced rows at depths 100 200 300 equal from-scratch prefills bit for bit ($same_rows/$n)" \
-        test $same_rows -eq $n
-    check "kv $a: fork tokens at the 3 depths equal from-scratch greedy generation ($same_tok/$n)" test $same_tok -eq $n
-}
-for a in $FMTS $MIXED $LAYERS; do one_pass "$a" "$T/rows" "$T/r"; done
+for a in $FMTS $MIXED $LAYERS; do one_pass "$a" "$T/rows" "$T/r"; done   # tests/lib.sh
 
 # ---- rotations and per-head mixes ------------------------------------------------------------------
 ROTS="q4_0+rot q8_0+roth int8+rot q4_0r q4_0+roth tq3 tq4 q8_0+rotp"

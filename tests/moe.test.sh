@@ -48,25 +48,8 @@ for name in rand-qwen3moe rand-qwen3moe-q8_0 rand-gptoss rand-gptoss-mxfp4 rand-
     rc=$?
     check "$name: sweep over $ARMS exits 0 (rc $rc)" test $rc -eq 0
     [ $rc -ne 0 ] && cat "$T/r.err"
-    # one pass == separate from-scratch runs
-    for a in $ARMS; do
-        same_rows=0; same_tok=0; n=0
-        for d in 100 200 300; do
-            n=$((n + 1))
-            tr ' ' '\n' < "$T/doc.tok" | grep . | head -n "$d" > "$T/prefix.tok"
-            "$WRK" --model "$MODEL" --kv "$a" --tokens-file "$T/prefix.tok" --dump-logits "$T/dump.bin" \
-                --max-new 8 > "$T/gen.txt" 2> /dev/null
-            tail -c $((512 * 4)) "$T/dump.bin" | cmp -s - "$T/rows/$a-$d.f32" && same_rows=$((same_rows + 1))
-            want=$(tr ' ' ',' < "$T/gen.txt")
-            # the reference arm's fork is every row's tokens_ref column
-            got=$(awk -F'\t' -v d="$d" -v a="$a" '$1 == d && ($2 == a || a == "f32") { print (a == "f32" ? $6 : $5); exit }' \
-                "$T/r/forks.tsv")
-            [ -n "$want" ] && [ "$want" = "$got" ] && same_tok=$((same_tok + 1))
-        done
-        check "$name kv $a: teacher-forced rows at depths 100 200 300 equal from-scratch prefills bit for bit ($same_rows/$n)" \
-            test $same_rows -eq $n
-        check "$name kv $a: fork tokens at the 3 depths equal from-scratch greedy generation ($same_tok/$n)" test $same_tok -eq $n
-    done
+    # one pass == separate from-scratch runs (tests/lib.sh)
+    for a in $ARMS; do one_pass "$a" "$T/rows" "$T/r" "$name " f32; done
 done
 
 # ---- routing between arms: free mode counts, pinned mode replays the reference's experts ----------
