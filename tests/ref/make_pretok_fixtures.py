@@ -61,19 +61,8 @@ def variant(pre, path):
         if name.startswith("GGUF."):
             continue
         vt = field.types[0]
-        if name == "tokenizer.ggml.pre":
-            w.add_string(name, pre)
-        elif vt == gguf.GGUFValueType.ARRAY:
-            sub = field.types[1]
-            vals = [field.parts[i] for i in field.data]
-            if sub == gguf.GGUFValueType.STRING:
-                w.add_array(name, [bytes(v).decode("utf-8") for v in vals])
-            else:
-                w.add_key_value(name, [v[0].item() for v in vals], vt, sub_type=sub)
-        elif vt == gguf.GGUFValueType.STRING:
-            w.add_string(name, bytes(field.parts[field.data[0]]).decode("utf-8"))
-        else:
-            w.add_key_value(name, field.parts[field.data[0]][0].item(), vt)
+        sub = field.types[-1] if vt == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(name, pre if name == "tokenizer.ggml.pre" else field.contents(), vt, sub_type=sub)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.close()
