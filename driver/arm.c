@@ -1186,3 +1186,44 @@ void arm_tmpdir_remove(const char *dir, int lock_fd) {
     if (dir && dir[0]) remove_flat(dir);
     if (lock_fd >= 0) close(lock_fd);
 }
+
+void arm_save_logs(const arm *arms, int n, const char *out_dir) {
+    char path[PATH_MAX];
+    int any = 0;
+    for (int i = 0; i < n; i++) any |= !arms[i].remote && arms[i].log_path[0];
+    if (!any) return;
+    snprintf(path, sizeof path, "%s/workers.log", out_dir);
+    FILE *o = fopen(path, "a");   /* --force removed an old one; a resumed run appends */
+    if (!o) return;
+    for (int i = 0; i < n; i++) {
+        const arm *a = &arms[i];
+        if (a->remote || !a->log_path[0]) continue;
+        char st[128] = "still running";
+        if (a->exited) arm_describe_status(a->status, st, sizeof st);
+        fprintf(o, "==== arm %s (pid %d, %s): %s ====\n", a->name, (int)a->pid, a->url, st);
+        FILE *f = fopen(a->log_path, "r");
+        char b[8192];
+        size_t got;
+        while (f && (got = fread(b, 1, sizeof b, f)) > 0) fwrite(b, 1, got, o);
+        if (f) fclose(f);
+    }
+    fclose(o);
+}
+
+int arm_tokenize(arm *a, const char *text, size_t len, int add_bos, int special, size_t max_len,
+                 int32_t **ids, size_t *n, char *err, size_t errlen) {
+    proto_msg req, rep;
+    proto_init(&req, PROTO_TOKENIZE, 0, 0);
+    req.tokenize_req.text = (char *)text;   /* only read */
+    req.tokenize_req.n_text = len;
+    req.tokenize_req.add_bos = add_bos ? 1 : 0;
+    req.tokenize_req.special = special ? 1 : 0;
+    int rc = arm_call(a, &req, &rep, max_len, err, errlen);
+    if (!rc) {
+        *ids = rep.tokenize_rep.tokens;     /* taken over from the reply */
+        *n = rep.tokenize_rep.n_tokens;
+        rep.tokenize_rep.tokens = NULL;
+    }
+    proto_msg_free(&rep);
+    return rc;
+}

@@ -264,4 +264,15 @@ void arm_stop_all(arm *arms, int n, int polite, int grace_ms);
 /* A description of a wait status ("exit status 1", "killed by signal 9") into buf. */
 void arm_describe_status(int status, char *buf, size_t len);
 
+/* Appends the local arms' worker logs to out_dir/workers.log, one section per arm headed by its
+ * name, pid, URL and exit status (a resumed run adds its own sections). Best effort: a file that
+ * cannot be written is skipped. */
+void arm_save_logs(const arm *arms, int n, const char *out_dir);
+
+/* text [len] tokenised by the arm (add_bos: BOS first; special: parse special-token texts), the
+ * reply read with the cap max_len, into *ids [*n] (malloc'd, the caller frees; may be NULL for
+ * n = 0). Returns arm_call's code (0 on success) with a message in err. */
+int arm_tokenize(arm *a, const char *text, size_t len, int add_bos, int special, size_t max_len,
+                 int32_t **ids, size_t *n, char *err, size_t errlen);
+
 #endif

@@ -2,9 +2,16 @@
 #include "driver/cli.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TAG_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-"
 
 void cli_errorf(const char *fmt, ...) {
     va_list ap;
@@ -31,5 +38,76 @@ int cli_parse_int(const char *opt, const char *s, long lo, long hi, int *out) {
     long v;
     if (cli_parse_long(opt, s, lo, hi, &v)) return -1;
     *out = (int)v;
+    return 0;
+}
+
+int cli_check_tag(const char *tag) {
+    if (!tag[0]) { cli_errorf("--tag is empty"); return -1; }
+    if (tag[strspn(tag, TAG_CHARS)]) {
+        cli_errorf("--tag '%s': use letters, digits and . _ + - only", tag);
+        return -1;
+    }
+    return 0;
+}
+
+void cli_sanitize(char *s) {
+    for (; *s; s++)
+        if (!strchr(TAG_CHARS, *s)) *s = '_';
+}
+
+int cli_exe_dir(char *dir) {
+    ssize_t n = readlink("/proc/self/exe", dir, PATH_MAX - 1);
+    if (n <= 0) return -1;
+    dir[n] = 0;
+    char *slash = strrchr(dir, '/');
+    if (!slash) return -1;
+    *slash = 0;
+    return 0;
+}
+
+int cli_mkdir_p(const char *path, char *err, size_t errlen) {
+    char p[PATH_MAX];
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) { snprintf(err, errlen, "path too long: %s", path); return -1; }
+    for (char *q = p + 1;; q++) {
+        if (*q != '/' && *q) continue;
+        char c = *q;
+        *q = 0;
+        if (mkdir(p, 0755) && errno != EEXIST) {
+            int e = errno;
+            if (snprintf(err, errlen, "cannot create %s: %s", p, strerror(e)) < 0) err[0] = 0;
+            return -1;
+        }
+        *q = c;
+        if (!c) break;
+    }
+    struct stat st;
+    if (stat(path, &st) || !S_ISDIR(st.st_mode)) { snprintf(err, errlen, "%s is not a directory", path); return -1; }
+    return 0;
+}
+
+int cli_default_out_dir(const char *tag, char *out, size_t outlen) {
+    char stamp[32];
+    time_t now = time(NULL);
+    struct tm tmv;
+    localtime_r(&now, &tmv);
+    strftime(stamp, sizeof stamp, "%Y-%m-%d-%H%M", &tmv);
+    for (int k = 1; k < 1000; k++) {
+        char sfx[16] = "";
+        struct stat st;
+        if (k > 1) snprintf(sfx, sizeof sfx, "-%d", k);
+        if (snprintf(out, outlen, "results/%s-%s%s", stamp, tag, sfx) >= (int)outlen) return -1;
+        if (lstat(out, &st) && errno == ENOENT) return 0;
+    }
+    return -1;
+}
+
+int cli_render(int (*render)(const char *dir, char *err, size_t errlen), const char *out_dir, int quiet) {
+    char err[1024];
+    if (render(out_dir, err, sizeof err)) {
+        cli_errorf("rendering the report failed: %s (the raw results are in %s; rerun: strata-driver report %s)",
+                   err, out_dir, out_dir);
+        return -1;
+    }
+    if (!quiet) fprintf(stderr, "strata-driver: wrote %s/README.md\n", out_dir);
     return 0;
 }

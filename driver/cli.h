@@ -1,7 +1,10 @@
 /* cli.h — what the driver's commands (main.c's sweep/report/compare, needle.c) share on the
- * command line: the one error line and integer option parsing. Nothing here allocates. */
+ * command line and around a run: the one error line, integer option parsing, tags, the results
+ * folder, rendering at the end. Nothing here allocates; buffers are the caller's. */
 #ifndef STRATA_CLI_H
 #define STRATA_CLI_H
+
+#include <stddef.h>
 
 /* Prints "strata-driver: error: <message>\n" on stderr. */
 void cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -10,5 +13,27 @@ void cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * naming the option opt and returns -1 (*out untouched). */
 int cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out);
 int cli_parse_int(const char *opt, const char *s, long lo, long hi, int *out);
+
+/* 0 when tag (a --tag value: it becomes part of a folder name) is non-empty and made of
+ * [A-Za-z0-9._+-]; otherwise prints one error line and returns -1. */
+int cli_check_tag(const char *tag);
+
+/* Replaces every character of s outside [A-Za-z0-9._+-] with '_' (in place). */
+void cli_sanitize(char *s);
+
+/* The directory of this executable (from /proc/self/exe) into dir [PATH_MAX]. 0 or -1. */
+int cli_exe_dir(char *dir);
+
+/* mkdir -p path (mode 0755). 0, or -1 with a message in err. */
+int cli_mkdir_p(const char *path, char *err, size_t errlen);
+
+/* The default results folder into out [outlen]: results/<YYYY-MM-DD-HHMM>-<tag>, with -2, -3, ...
+ * appended when that name exists already, so a run never lands in (or overwrites) an earlier one.
+ * 0, or -1 when the name does not fit. */
+int cli_default_out_dir(const char *tag, char *out, size_t outlen);
+
+/* The end of a run: render(out_dir) writes the folder's README.md; says so on stderr unless quiet,
+ * or prints one error line naming the raw results. 0 or -1. */
+int cli_render(int (*render)(const char *dir, char *err, size_t errlen), const char *out_dir, int quiet);
 
 #endif

@@ -79,9 +79,12 @@ static void usage_sweep(FILE *f) {
         "  --arms LIST         comma-separated KV specs (default f16,int8): F (K and V), K/V (int8/f16),\n"
         "                      k:F (K only, V as the reference), v:F; a repeat is named NAME#2\n"
         "                      formats: f32 bf16 f16 int8 q8_0 q4_0 q4_0r fp8 (e4m3) q4_1 q5_0 q5_1 iq4_nl\n"
-        "                      e5m2 e4m3s e5m2s (fp8 with a per-token-per-head scale) nvfp4 mxfp4;\n"
-        "                      an f32 arm is the noise floor. Per layer: FMT@N, FMT@N-M, FMT@-N (from\n"
-        "                      the end) joined by '+' with one plain FMT for the rest, e.g.\n"
+        "                      e5m2 e4m3s e5m2s (fp8 with a per-token-per-head scale) nvfp4 mxfp4,\n"
+        "                      tq3 tq4 (rotation + Lloyd-Max codebook), kivi2 kivi4 (kivi4-gG-rR: G\n"
+        "                      tokens per K group, R recent tokens in f16); FMT+rot, FMT+roth, FMT+rotp\n"
+        "                      rotate the cache (docs/DESIGN.md); an f32 arm is the noise floor.\n"
+        "                      Per layer: FMT@N, FMT@N-M, FMT@-N (from the end), per KV head: FMT@hK,\n"
+        "                      FMT@hK-J, joined by '+' with one plain FMT for the rest, e.g.\n"
         "                      int8+f16@0+f16@-1 (K and V; also in K/V, k:, v:)\n"
         "  --ref NAME          the reference arm (default f16)\n"
         "  --arm-model NAME=FILE\n"
@@ -209,38 +212,6 @@ static char *shell_join(int argc, char **argv) {
     return line;
 }
 
-/* The directory of this executable (from /proc/self/exe) into dir[PATH_MAX]. */
-static int exe_dir(char *dir) {
-    ssize_t n = readlink("/proc/self/exe", dir, PATH_MAX - 1);
-    if (n <= 0) return -1;
-    dir[n] = 0;
-    char *slash = strrchr(dir, '/');
-    if (!slash) return -1;
-    *slash = 0;
-    return 0;
-}
-
-static int mkdir_p(const char *path, char *err, size_t errlen) {
-    char p[PATH_MAX];
-    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) { snprintf(err, errlen, "path too long"); return -1; }
-    for (char *q = p + 1;; q++) {
-        if (*q == '/' || *q == 0) {
-            char c = *q;
-            *q = 0;
-            if (mkdir(p, 0755) && errno != EEXIST) {
-                int e = errno;
-                if (snprintf(err, errlen, "cannot create %s: %s", p, strerror(e)) < 0) err[0] = 0;
-                return -1;
-            }
-            *q = c;
-            if (!c) break;
-        }
-    }
-    struct stat st;
-    if (stat(path, &st) || !S_ISDIR(st.st_mode)) { snprintf(err, errlen, "%s is not a directory", path); return -1; }
-    return 0;
-}
-
 /* 1 when path is a directory with entries, 0 when empty or missing, -1 when not a directory. */
 static int dir_nonempty(const char *path) {
     struct stat st;
@@ -254,30 +225,6 @@ static int dir_nonempty(const char *path) {
         if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) any = 1;
     closedir(d);
     return any;
-}
-
-/* [A-Za-z0-9._+-] kept, anything else -> '_' (tags become directory names). */
-static void sanitize(char *s) {
-    for (; *s; s++)
-        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-", *s)) *s = '_';
-}
-
-/* The default results folder: results/<YYYY-MM-DD-HHMM>-<tag>, with -2, -3, ... appended when
- * that name exists already, so a run never lands in (or overwrites) an earlier one. */
-static int default_out_dir(const char *tag, char *out, size_t outlen) {
-    char stamp[32];
-    time_t now = time(NULL);
-    struct tm tmv;
-    localtime_r(&now, &tmv);
-    strftime(stamp, sizeof stamp, "%Y-%m-%d-%H%M", &tmv);
-    for (int k = 1; k < 1000; k++) {
-        char sfx[16] = "";
-        struct stat st;
-        if (k > 1) snprintf(sfx, sizeof sfx, "-%d", k);
-        if (snprintf(out, outlen, "results/%s-%s%s", stamp, tag, sfx) >= (int)outlen) return -1;
-        if (lstat(out, &st) && errno == ENOENT) return 0;
-    }
-    return -1;
 }
 
 /* ============================================================================================
@@ -442,14 +389,7 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
     if (o->corpus && !o->corpus[0]) { cli_errorf("--corpus is empty: kjv, self or a folder"); return EXIT_USAGE; }
     char e2[512];
     if (workers_arm_opts_check(&o->ao, e2, sizeof e2)) { cli_errorf("%s", e2); return EXIT_USAGE; }
-    if (o->tag) {
-        for (const char *q = o->tag; *q; q++)
-            if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-", *q)) {
-                cli_errorf("--tag '%s': use letters, digits and . _ + - only", o->tag);
-                return EXIT_USAGE;
-            }
-        if (!o->tag[0]) { cli_errorf("--tag is empty"); return EXIT_USAGE; }
-    }
+    if (o->tag && cli_check_tag(o->tag)) return EXIT_USAGE;
     return 0;
 }
 
@@ -468,30 +408,6 @@ static int check_model(const char *path, char *err, size_t errlen) {
         return -1;
     }
     return 0;
-}
-
-/* Copies the local workers' logs into out_dir/workers.log, one section per arm. */
-static void save_worker_logs(const arm *arms, int n, const char *out_dir) {
-    char path[PATH_MAX];
-    int any = 0;
-    for (int i = 0; i < n; i++) any |= !arms[i].remote && arms[i].log_path[0];
-    if (!any) return;
-    snprintf(path, sizeof path, "%s/workers.log", out_dir);
-    FILE *o = fopen(path, "a");   /* --force removed an old one; a resumed run appends */
-    if (!o) return;
-    for (int i = 0; i < n; i++) {
-        const arm *a = &arms[i];
-        if (a->remote || !a->log_path[0]) continue;
-        char st[128] = "still running";
-        if (a->exited) arm_describe_status(a->status, st, sizeof st);
-        fprintf(o, "==== arm %s (pid %d, %s): %s ====\n", a->name, (int)a->pid, a->url, st);
-        FILE *f = fopen(a->log_path, "r");
-        char b[8192];
-        size_t got;
-        while (f && (got = fread(b, 1, sizeof b, f)) > 0) fwrite(b, 1, got, o);
-        if (f) fclose(f);
-    }
-    fclose(o);
 }
 
 /* Removes the files an earlier run left in out_dir (--force). */
@@ -626,11 +542,11 @@ static int choose_out_dir(const sweep_opts *o, const arm *arms, int n_arms, char
             l = strlen(tag);
             snprintf(tag + l, taglen - l, "-%s", arms[i].name);
         }
-        sanitize(tag);
+        cli_sanitize(tag);
     }
     if (o->resume) { /* out_dir is the folder resumed */ }
     else if (o->out) snprintf(out_dir, outlen, "%s", o->out);
-    else if (default_out_dir(tag, out_dir, outlen)) {
+    else if (cli_default_out_dir(tag, out_dir, outlen)) {
         cli_errorf("cannot find a free results folder name for results/*-%s", tag);
         return EXIT_RUNTIME;
     }
@@ -650,23 +566,11 @@ static int choose_out_dir(const sweep_opts *o, const arm *arms, int n_arms, char
 /* The document's text tokenised by the reference arm (BOS added) into *tokens [*n] (malloc'd, the
  * caller frees). Returns 0 or -1 with a message in err. */
 static int tokenize_doc(arm *ref, const doc_t *doc, int32_t **tokens, size_t *n, char *err, size_t errlen) {
-    proto_msg req, rep;
     size_t cap = proto_tokenize_reply_max(doc->n_text);
     if (arm_set_recv_max(ref, cap, err, errlen)) return -1;
-    proto_init(&req, PROTO_TOKENIZE, 0, 0);
-    req.tokenize_req.text = doc->text;
-    req.tokenize_req.n_text = doc->n_text;
-    req.tokenize_req.add_bos = 1;
     char e[1024];
-    int rc = arm_call(ref, &req, &rep, cap, e, sizeof e);
-    if (rc) {
-        proto_msg_free(&rep);
+    if (arm_tokenize(ref, doc->text, doc->n_text, 1, 0, cap, tokens, n, e, sizeof e))
         return errmsg_set(err, errlen, -1, "tokenize: %s", e);
-    }
-    *tokens = rep.tokenize_rep.tokens;     /* taken over from the reply */
-    *n = rep.tokenize_rep.n_tokens;
-    rep.tokenize_rep.tokens = NULL;
-    proto_msg_free(&rep);
     return 0;
 }
 
@@ -804,7 +708,7 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     if (n_arms < 2) { cli_errorf("a sweep needs at least two arms (the reference and one to compare)"); ret = EXIT_USAGE; goto done; }
 
     /* ---- the worker binary and the model ---- */
-    if (exe_dir(self_dir)) { cli_errorf("cannot find this program's directory (/proc/self/exe)"); goto done; }
+    if (cli_exe_dir(self_dir)) { cli_errorf("cannot find this program's directory (/proc/self/exe)"); goto done; }
     if (n_local) {
         if (!o.model) { cli_errorf("--model FILE is required (see strata-driver sweep --help)"); ret = EXIT_USAGE; goto done; }
         if (check_model(o.model, err, sizeof err)) { cli_errorf("%s", err); goto done; }
@@ -869,9 +773,9 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     }
 
     /* ---- the results folder ---- */
-    if (mkdir_p(out_dir, err, sizeof err)) { cli_errorf("%s", err); goto done; }
+    if (cli_mkdir_p(out_dir, err, sizeof err)) { cli_errorf("%s", err); goto done; }
     if (o.force && !o.resume) clear_results(out_dir);
-    if (o.dump_rows && mkdir_p(o.dump_rows, err, sizeof err)) { cli_errorf("%s", err); goto done; }
+    if (o.dump_rows && cli_mkdir_p(o.dump_rows, err, sizeof err)) { cli_errorf("%s", err); goto done; }
     char tok_sha[65], full_desc[1400];
     doc_sha256_hex(tokens, n_tokens * sizeof *tokens, tok_sha);
     snprintf(full_desc, sizeof full_desc, "%s; %zu tokens, sha256 of the int32 ids %s", doc.desc, n_tokens, tok_sha);
@@ -901,15 +805,9 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
 
     /* ---- stop the workers, keep their logs, render ---- */
     arm_stop_all(arms, n_arms, 1, STOP_GRACE_MS);
-    save_worker_logs(arms, n_arms, out_dir);
+    arm_save_logs(arms, n_arms, out_dir);
     if (depths_done > 0) {
-        if (report_render(out_dir, err, sizeof err)) {
-            cli_errorf("rendering the report failed: %s (the raw results are in %s; rerun: strata-driver report %s)",
-                   err, out_dir, out_dir);
-            if (ret == EXIT_OK) ret = EXIT_RUNTIME;
-        } else if (!o.quiet) {
-            fprintf(stderr, "strata-driver: wrote %s/README.md\n", out_dir);
-        }
+        if (cli_render(report_render, out_dir, o.quiet) && ret == EXIT_OK) ret = EXIT_RUNTIME;
     }
     if (o.json) print_json_result(out_dir, status, ret, depths_done);
 

@@ -99,31 +99,6 @@ static int parse_list(const char *opt, const char *s, long lo, long hi, int *out
     return 0;
 }
 
-static int exe_dir(char *dir) {
-    ssize_t n = readlink("/proc/self/exe", dir, PATH_MAX - 1);
-    if (n <= 0) return -1;
-    dir[n] = 0;
-    char *slash = strrchr(dir, '/');
-    if (!slash) return -1;
-    *slash = 0;
-    return 0;
-}
-
-static int mkdir_p(const char *path) {
-    char p[PATH_MAX];
-    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) return -1;
-    for (char *q = p + 1;; q++) {
-        if (*q != '/' && *q) continue;
-        char c = *q;
-        *q = 0;
-        if (mkdir(p, 0755) && errno != EEXIST) return -1;
-        *q = c;
-        if (!c) break;
-    }
-    struct stat st;
-    return stat(path, &st) || !S_ISDIR(st.st_mode) ? -1 : 0;
-}
-
 /* 1 when DIR has entries, 0 when empty or missing, -1 when it is not a directory. */
 static int dir_nonempty(const char *path) {
     struct stat st;
@@ -136,30 +111,6 @@ static int dir_nonempty(const char *path) {
         if (!stat(p, &st)) return 1;
     }
     return 0;
-}
-
-/* The local workers' logs into out_dir/workers.log, appended (a resumed run adds its own). */
-static void save_worker_logs(const arm *arms, int n, const char *out_dir) {
-    char path[PATH_MAX];
-    int any = 0;
-    for (int i = 0; i < n; i++) any |= !arms[i].remote && arms[i].log_path[0];
-    if (!any) return;
-    snprintf(path, sizeof path, "%s/workers.log", out_dir);
-    FILE *o = fopen(path, "a");
-    if (!o) return;
-    for (int i = 0; i < n; i++) {
-        const arm *a = &arms[i];
-        if (a->remote || !a->log_path[0]) continue;
-        char st[128] = "still running";
-        if (a->exited) arm_describe_status(a->status, st, sizeof st);
-        fprintf(o, "==== arm %s (pid %d, %s): %s ====\n", a->name, (int)a->pid, a->url, st);
-        FILE *f = fopen(a->log_path, "r");
-        char b[8192];
-        size_t got;
-        while (f && (got = fread(b, 1, sizeof b, f)) > 0) fwrite(b, 1, got, o);
-        if (f) fclose(f);
-    }
-    fclose(o);
 }
 
 static void fmt_duration(double s, char *buf, size_t len) {
@@ -263,13 +214,7 @@ static int parse_opts(int argc, char **argv, needle_opts *o, int *explicit_run_o
     char e2[512];
     if (workers_arm_opts_check(&o->ao, e2, sizeof e2)) { cli_errorf("%s", e2); return EXIT_USAGE; }
     if (o->corpus && !o->corpus[0]) { cli_errorf("--corpus is empty: kjv, self or a folder"); return EXIT_USAGE; }
-    if (o->tag) {
-        for (const char *q = o->tag; *q; q++)
-            if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-", *q)) {
-                cli_errorf("--tag '%s': use letters, digits and . _ + - only", o->tag);
-                return EXIT_USAGE;
-            }
-    }
+    if (o->tag && cli_check_tag(o->tag)) return EXIT_USAGE;
     return 0;
 }
 
@@ -404,21 +349,7 @@ static void ntok_free(ntok *t) {
  * *ids is malloc'd (NULL for n = 0). */
 static int ntok_encode(const ntok *t, const char *text, size_t len, int special, int32_t **ids, size_t *n,
                        char *err, size_t errlen) {
-    proto_msg req, rep;
-    proto_init(&req, PROTO_TOKENIZE, 0, 0);
-    req.tokenize_req.text = (char *)text;
-    req.tokenize_req.n_text = len;
-    req.tokenize_req.special = special ? 1 : 0;
-    int rc = arm_call(t->a, &req, &rep, NTOK_RECV_MAX, err, errlen);
-    if (rc) {
-        proto_msg_free(&rep);
-        return -1;
-    }
-    *ids = rep.tokenize_rep.tokens;     /* taken over from the reply */
-    *n = rep.tokenize_rep.n_tokens;
-    rep.tokenize_rep.tokens = NULL;
-    proto_msg_free(&rep);
-    return 0;
+    return arm_tokenize(t->a, text, len, 0, special, NTOK_RECV_MAX, ids, n, err, errlen) ? -1 : 0;
 }
 
 /* Tokens of text as they read after a newline: "\n" + text tokenised, the tokens of "\n" cut off
@@ -750,7 +681,8 @@ typedef struct {
 static int write_meta(const nmeta *M, const arm *arms, int n, int ref, int cells_done,
                       const char *status, int complete, char *err, size_t errlen) {
     const proto_hello_rep *h = &arms[ref].hello;
-    json_t *root = json_object(), *model = json_object(), *corpus = json_object(), *jarms = json_array();
+    json_t *root = json_object(), *model = workers_model_json(M->o->model, h), *corpus = json_object();
+    json_t *jarms = json_array();
     json_t *tpls = json_array(), *grid = json_object();
     char engine[2 * PROTO_STR_MAX + 16];
     snprintf(engine, sizeof engine, "%s (git %s)", h->engine, h->git);
@@ -763,13 +695,6 @@ static int write_meta(const nmeta *M, const arm *arms, int n, int ref, int cells
     json_object_set_new(root, "engine", json_string(engine));
     json_object_set_new(root, "machine", json_string(M->machine));
     json_object_set_new(root, "options", opts_to_json(M->o));
-    json_object_set_new(model, "path", json_string(M->o->model));
-    json_object_set_new(model, "sha256", json_string(h->model_sha256));
-    json_object_set_new(model, "arch", json_string(h->arch));
-    json_object_set_new(model, "n_vocab", json_integer(h->n_vocab));
-    json_object_set_new(model, "n_ctx", json_integer((json_int_t)h->n_ctx));
-    json_object_set_new(model, "n_layer", json_integer(h->n_layer));
-    json_object_set_new(model, "tokenizer_hash", json_string(h->tokenizer_hash));
     json_object_set_new(model, "chat_template", json_string(needle_chat_name(M->T->chat)));
     json_object_set_new(model, "chat_system", json_string(M->T->system));
     json_object_set_new(root, "model", model);
@@ -1249,7 +1174,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     for (int i = 0; i < n_arms; i++) n_local += !arms[i].remote;
 
     /* ---- paths ---- */
-    if (exe_dir(self_dir)) { cli_errorf("cannot find this program's directory (/proc/self/exe)"); goto done; }
+    if (cli_exe_dir(self_dir)) { cli_errorf("cannot find this program's directory (/proc/self/exe)"); goto done; }
     if (snprintf(worker, sizeof worker, "%s%s", o.worker ? o.worker : self_dir,
                  o.worker ? "" : "/strata-worker") >= (int)sizeof worker) {
         cli_errorf("the worker's path is too long");
@@ -1266,27 +1191,13 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
             snprintf(tag, sizeof tag, "%s", base ? base + 1 : o.model);
             size_t l = strlen(tag);
             if (l > 5 && !strcmp(tag + l - 5, ".gguf")) tag[l - 5] = 0;
-            for (char *q = tag; *q; q++)
-                if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-", *q)) *q = '_';
+            cli_sanitize(tag);
             strncat(tag, "-needle", sizeof tag - strlen(tag) - 1);
         }
         if (o.out) snprintf(out_dir, sizeof out_dir, "%s", o.out);
-        else {
-            char stamp[32];
-            time_t now = time(NULL);
-            struct tm tmv;
-            localtime_r(&now, &tmv);
-            strftime(stamp, sizeof stamp, "%Y-%m-%d-%H%M", &tmv);
-            for (int k = 1; k < 1000; k++) {
-                struct stat st;
-                char sfx[16] = "";
-                if (k > 1) snprintf(sfx, sizeof sfx, "-%d", k);
-                if (snprintf(out_dir, sizeof out_dir, "results/%s-%s%s", stamp, tag, sfx) >= (int)sizeof out_dir) {
-                    cli_errorf("the results folder's name is too long");
-                    goto done;
-                }
-                if (lstat(out_dir, &st) && errno == ENOENT) break;
-            }
+        else if (cli_default_out_dir(tag, out_dir, sizeof out_dir)) {
+            cli_errorf("the results folder's name is too long");
+            goto done;
         }
         int ne = dir_nonempty(out_dir);
         if (ne < 0) { cli_errorf("--out %s exists and is not a directory", out_dir); ret = EXIT_USAGE; goto done; }
@@ -1352,7 +1263,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     /* ---- the plan ---- */
     if (plan_build(&o, &T, &doc, n_ctx, h->bos >= 0, h->bos, &P, err, sizeof err)) { cli_errorf("%s", err); goto done; }
     if (o.dump_prompts) {
-        if (mkdir_p(o.dump_prompts)) { cli_errorf("cannot create %s", o.dump_prompts); goto done; }
+        if (cli_mkdir_p(o.dump_prompts, err, sizeof err)) { cli_errorf("%s", err); goto done; }
         for (int i = 0; i < P.n; i++) {
             const ncell *c = &P.c[i];
             char p[PATH_MAX + 64];
@@ -1376,7 +1287,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     }
 
     /* ---- the results folder ---- */
-    if (mkdir_p(out_dir)) { cli_errorf("cannot create %s: %s", out_dir, strerror(errno)); goto done; }
+    if (cli_mkdir_p(out_dir, err, sizeof err)) { cli_errorf("%s", err); goto done; }
     if (o.resume) {
         if (resume_cells(out_dir, &P, arms, n_arms, &cells_done, warnings, err, sizeof err)) { cli_errorf("--resume: %s", err); goto done; }
         if (!o.quiet) fprintf(stderr, "strata-driver: resuming %s: %d of %d cells done\n", out_dir, cells_done, P.n);
@@ -1571,15 +1482,9 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     fclose(cells);
     cells = NULL;
     arm_stop_all(arms, n_arms, 1, STOP_GRACE_MS);
-    save_worker_logs(arms, n_arms, out_dir);
+    arm_save_logs(arms, n_arms, out_dir);
     if (cells_done > 0) {
-        if (needle_report_render(out_dir, err, sizeof err)) {
-            cli_errorf("rendering the report failed: %s (the raw results are in %s; rerun: strata-driver report %s)",
-                   err, out_dir, out_dir);
-            if (ret == EXIT_OK) ret = EXIT_RUNTIME;
-        } else if (!o.quiet) {
-            fprintf(stderr, "strata-driver: wrote %s/README.md\n", out_dir);
-        }
+        if (cli_render(needle_report_render, out_dir, o.quiet) && ret == EXIT_OK) ret = EXIT_RUNTIME;
     }
 
 done:

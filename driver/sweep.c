@@ -268,7 +268,7 @@ static int write_meta(sweep_state *st, const char *status, int complete, char *e
     const arm *arms = st->arms;
     const int n = st->n;
     const proto_hello_rep *h = &arms[c->ref].hello;
-    json_t *root = json_object(), *model = json_object(), *doc = json_object();
+    json_t *root = json_object(), *model = workers_model_json(c->model_path, h), *doc = json_object();
     json_t *jarms = json_array(), *jdep = json_array();
     char engine[2 * PROTO_STR_MAX + 16];
     snprintf(engine, sizeof engine, "%s (git %s)", h->engine, h->git);
@@ -279,13 +279,6 @@ static int write_meta(sweep_state *st, const char *status, int complete, char *e
     json_object_set_new(root, "git", jstr_or(c->git));
     json_object_set_new(root, "engine", json_string(engine));
     json_object_set_new(root, "machine", json_string(st->machine));
-    json_object_set_new(model, "path", jstr_or(c->model_path));
-    json_object_set_new(model, "sha256", json_string(h->model_sha256));
-    json_object_set_new(model, "arch", json_string(h->arch));
-    json_object_set_new(model, "n_vocab", json_integer(h->n_vocab));
-    json_object_set_new(model, "n_ctx", json_integer((json_int_t)h->n_ctx));
-    json_object_set_new(model, "n_layer", json_integer(h->n_layer));
-    json_object_set_new(model, "tokenizer_hash", json_string(h->tokenizer_hash));
     json_object_set_new(root, "model", model);
     json_object_set_new(doc, "path", jstr_or(c->doc_path));
     json_object_set_new(doc, "n_tokens", json_integer((json_int_t)c->n_tokens));

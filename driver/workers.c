@@ -152,3 +152,15 @@ json_t *workers_arm_json(const arm *a) {
     json_object_set_new(ja, "device", json_string(a->hello.device));
     return ja;
 }
+
+json_t *workers_model_json(const char *path, const proto_hello_rep *h) {
+    json_t *model = json_object();
+    json_object_set_new(model, "path", json_string(path ? path : "unknown"));
+    json_object_set_new(model, "sha256", json_string(h->model_sha256));
+    json_object_set_new(model, "arch", json_string(h->arch));
+    json_object_set_new(model, "n_vocab", json_integer(h->n_vocab));
+    json_object_set_new(model, "n_ctx", json_integer((json_int_t)h->n_ctx));
+    json_object_set_new(model, "n_layer", json_integer(h->n_layer));
+    json_object_set_new(model, "tokenizer_hash", json_string(h->tokenizer_hash));
+    return model;
+}
