@@ -44,6 +44,7 @@
  *          (vpermps); the others compute the entry from the code, which is the same expression:
  *          vlutm  v_lutm(d, base):      entry i = d * (base + i)         v_lutm_get(t, idx)
  *          vlutf  v_lutf(d, base, m):   entry i = fma(d, base + i, m)    v_lutf_get(t, idx)
+ *          (base: an integer, |base| <= 16, as every kernel passes)
  *          vlutm32 / vlutf32: the same with 32 entries (v_lutm32, v_lutm32_get, ...)
  *          vlutv  v_lutv(d, vals):      entry i = d * vals[i]            v_lutv_get(t, idx)
  *   memory helpers: v_transpose16(in, ldi, out, ldo): out[c][r] = in[r][c] for a 16 x 16 tile

@@ -38,13 +38,17 @@ VEC_INLINE vec16 v_load_f16(const void *p) {
     return v_pair_(_mm256_cvtph_ps(_mm_loadu_si128(q)), _mm256_cvtph_ps(_mm_loadu_si128(q + 1)));
 }
 VEC_INLINE float v_half1(const void *p) { uint16_t h; memcpy(&h, p, 2); return _cvtsh_ss(h); }
+/* bytes -> 8 int32 lanes straight from memory (vpmovsxbd / vpmovzxbd with a memory operand: no
+ * 16-byte load and shift) */
+VEC_INLINE __m256i v_i8x8_(const uint8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+VEC_INLINE __m256i v_u8x8_(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
 VEC_INLINE vec16 v_load_i8(const void *p) {
-    __m128i b = _mm_loadu_si128((const __m128i *)p);
-    return v_pair_(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8))));
+    const uint8_t *b = p;
+    return v_pair_(_mm256_cvtepi32_ps(v_i8x8_(b)), _mm256_cvtepi32_ps(v_i8x8_(b + 8)));
 }
 VEC_INLINE vec16 v_load_u8(const void *p) {
-    __m128i b = _mm_loadu_si128((const __m128i *)p);
-    return v_pair_(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b)), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(b, 8))));
+    const uint8_t *b = p;
+    return v_pair_(_mm256_cvtepi32_ps(v_u8x8_(b)), _mm256_cvtepi32_ps(v_u8x8_(b + 8)));
 }
 VEC_INLINE vec16 v_cvt(vec16i v) { return v_pair_(_mm256_cvtepi32_ps(v.lo), _mm256_cvtepi32_ps(v.hi)); }
 VEC_INLINE vec16 v_zero_lt(vec16 x, vec16 v, vec16 lim) {
@@ -85,8 +89,8 @@ VEC_INLINE float v_hmax(vec16 v) {
 
 VEC_INLINE vec16i vi_set1(int32_t x) { return vi_pair_(_mm256_set1_epi32(x), _mm256_set1_epi32(x)); }
 VEC_INLINE vec16i vi_load_u8(const void *p) {
-    __m128i b = _mm_loadu_si128((const __m128i *)p);
-    return vi_pair_(_mm256_cvtepu8_epi32(b), _mm256_cvtepu8_epi32(_mm_srli_si128(b, 8)));
+    const uint8_t *b = p;
+    return vi_pair_(v_u8x8_(b), v_u8x8_(b + 8));
 }
 VEC_INLINE vec16i vi_and(vec16i a, vec16i b) { return vi_pair_(_mm256_and_si256(a.lo, b.lo), _mm256_and_si256(a.hi, b.hi)); }
 VEC_INLINE vec16i vi_or(vec16i a, vec16i b) { return vi_pair_(_mm256_or_si256(a.lo, b.lo), _mm256_or_si256(a.hi, b.hi)); }
@@ -118,19 +122,22 @@ VEC_INLINE vec16 v_u8_32x4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
     return v_u8x16_(_mm_setr_epi32((int)a, (int)b, (int)c, (int)d));
 }
 
-/* tables: the entry computed from the code (the same expression as the AVX-512 table's entry) */
-typedef struct { __m256 d, base; } vlutm, vlutm32;
-typedef struct { __m256 d, base, m; } vlutf, vlutf32;
+/* tables: the entry computed from the code (the same expression as the AVX-512 table's entry).
+ * base is a small integer (-16, -8 or 0 in the kernels), so base + i is formed exactly in int32
+ * before the conversion: the same float as base + (float)i, and with base 0 (Q4_1, Q5_1, Q4_K)
+ * the compiler drops the add (fd_q4_1: one instruction fewer per 8 values). */
+typedef struct { __m256 d; __m256i base; } vlutm, vlutm32;
+typedef struct { __m256 d; __m256i base; __m256 m; } vlutf, vlutf32;
 typedef struct { __m256 lo, hi; } vlutv;   /* entries 0-7, 8-15 */
-VEC_INLINE vlutm v_lutm(float d, float base) { vlutm t = { _mm256_set1_ps(d), _mm256_set1_ps(base) }; return t; }
+VEC_INLINE vlutm v_lutm(float d, float base) { vlutm t = { _mm256_set1_ps(d), _mm256_set1_epi32((int)base) }; return t; }
 VEC_INLINE vlutf v_lutf(float d, float base, float m) {
-    vlutf t = { _mm256_set1_ps(d), _mm256_set1_ps(base), _mm256_set1_ps(m) };
+    vlutf t = { _mm256_set1_ps(d), _mm256_set1_epi32((int)base), _mm256_set1_ps(m) };
     return t;
 }
 VEC_INLINE vlutm32 v_lutm32(float d, float base) { return v_lutm(d, base); }
 VEC_INLINE vlutf32 v_lutf32(float d, float base, float m) { return v_lutf(d, base, m); }
-VEC_INLINE __m256 v_code8_(__m256i idx, int mask, __m256 base) {
-    return _mm256_add_ps(_mm256_cvtepi32_ps(_mm256_and_si256(idx, _mm256_set1_epi32(mask))), base);
+VEC_INLINE __m256 v_code8_(__m256i idx, int mask, __m256i base) {
+    return _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_and_si256(idx, _mm256_set1_epi32(mask)), base));
 }
 VEC_INLINE vec16 v_lutm_mask_(vlutm t, vec16i idx, int mask) {
     return v_pair_(_mm256_mul_ps(t.d, v_code8_(idx.lo, mask, t.base)), _mm256_mul_ps(t.d, v_code8_(idx.hi, mask, t.base)));
