@@ -17,6 +17,7 @@
  * model really has every type.
  */
 #include "tests/check.h"
+#include "tests/engine_run.h"
 #include "worker/engine.h"
 #include "worker/gguf.h"
 #include "kernels/quant.h"
@@ -98,49 +99,7 @@ static void test_model_types(void) {
     gguf_close(g);
 }
 
-/* Our engine's rows for one model and token list, kept while the next fixture uses the same ones
- * (<model>.<text> and <model>-f32.<text> do). */
-typedef struct {
-    char mpath[512];
-    int n, ng, n_vocab;
-    int32_t *tokens, *gen;
-    float *rows, *gen_gap;
-} run_t;
-
-static void run_clear(run_t *r) {
-    free(r->tokens); free(r->gen); free(r->rows); free(r->gen_gap);
-    memset(r, 0, sizeof *r);
-}
-
-static int run_engine(run_t *r, const char *mpath, const int32_t *tok, int n, int ng, char *err, size_t errlen) {
-    if (r->rows && !strcmp(r->mpath, mpath) && r->n == n && r->ng == ng && !memcmp(r->tokens, tok, sizeof(int32_t) * (size_t)n))
-        return 0;
-    run_clear(r);
-    char warn[256];
-    engine *e = NULL;
-    size_t nr;
-    int rc = -1;
-    engine_config cfg = { mpath, KV_F32, KV_F32, 2, 512, 0, 1 };   /* f32 RoPE angles, as llama.cpp */
-    if (engine_create(&cfg, &e, err, errlen, warn, sizeof warn)) goto done;
-    r->tokens = malloc(sizeof(int32_t) * (size_t)n);
-    r->gen = malloc(sizeof(int32_t) * (size_t)ng);
-    r->gen_gap = malloc(sizeof(float) * (size_t)ng);
-    if (!r->tokens || !r->gen || !r->gen_gap) { snprintf(err, errlen, "out of memory"); goto done; }
-    if (engine_prefill(e, tok, (size_t)n, ENGINE_ROWS_ALL, &r->rows, &nr, err, errlen)) goto done;
-    if (engine_generate(e, ng, 0.0, 0, r->gen, r->gen_gap, err, errlen)) goto done;
-    memcpy(r->tokens, tok, sizeof(int32_t) * (size_t)n);
-    snprintf(r->mpath, sizeof r->mpath, "%s", mpath);
-    r->n = n;
-    r->ng = ng;
-    r->n_vocab = e->m->n_vocab;
-    rc = 0;
-done:
-    engine_free(e);
-    if (rc) run_clear(r);
-    return rc;
-}
-
-static void check_fixture(const char *base, run_t *run) {
+static void check_fixture(const char *base, engine_run *run) {
     char path[512], err[512], key[64] = "", file[256] = "", mpath[512];
     snprintf(path, sizeof path, "%s/%s", DIR_LOGITS, base);
     gguf_file *g = NULL;
@@ -155,7 +114,7 @@ static void check_fixture(const char *base, run_t *run) {
     const gguf_tensor *tt = tensor(g, base, "tokens", GGUF_T_I32, 0), *gr = tensor(g, base, "greedy", GGUF_T_I32, 0);
     if (!tt || !gr) goto done;
     int n = (int)tt->ne[0], ng = (int)gr->ne[0];
-    if (run_engine(run, mpath, tt->data, n, ng, err, sizeof err)) { CHECK(0, "%s: our engine on %s: %s", base, mpath, err); goto done; }
+    if (run_engine(run, mpath, tt->data, n, ng, 1, NULL, err, sizeof err)) { CHECK(0, "%s: our engine on %s: %s", base, mpath, err); goto done; }
     int V = run->n_vocab;
     const gguf_tensor *ta = tensor(g, base, "argmax", GGUF_T_I32, (uint64_t)n), *ti = tensor(g, base, "top_ids", GGUF_T_I32, 0),
                       *tl = tensor(g, base, "top_logits", GGUF_T_F32, 0), *fp = tensor(g, base, "full_pos", GGUF_T_I32, 0),
@@ -228,7 +187,7 @@ int main(void) {
         "rand-llama256-iqmix.prose.gguf", "rand-llama256-iqmix-f32.prose.gguf",
         "rand-llama256-iqmix.code.gguf", "rand-llama256-iqmix-f32.code.gguf",
     };
-    run_t run = {0};
+    engine_run run = {0};
     for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++) check_fixture(fixtures[i], &run);
     run_clear(&run);
     return check_done();

@@ -20,6 +20,7 @@
  * Argument: only the fixtures whose file name contains it (e.g. ./build/tests/test_real gemma3-f32).
  */
 #include "tests/check.h"
+#include "tests/engine_run.h"
 #include "worker/engine.h"
 
 #include <dirent.h>
@@ -137,56 +138,6 @@ static const gguf_tensor *fixture_tensor(const gguf_file *g, const char *base, c
 /* Our engine's output for one model file and token list. Kept from one fixture to the next: the
  * *-f32 fixture and the quantised one of a model and text name the same file and tokens, so one
  * engine run serves both (main sorts the fixtures by text so that they come one after the other). */
-typedef struct {
-    char mpath[1024];     /* model file, "" when empty */
-    int n, ng, n_vocab;
-    int32_t *tokens;      /* [n] */
-    float *rows;          /* [n][n_vocab] logits of every position */
-    int32_t *gen;         /* [ng] greedy continuation */
-    float *gen_gap;       /* [ng] its top-1 minus top-2 gaps */
-} engine_run;
-
-static void run_clear(engine_run *r) {
-    free(r->tokens);
-    free(r->rows);
-    free(r->gen);
-    free(r->gen_gap);
-    memset(r, 0, sizeof *r);
-}
-
-/* Fills r with the engine's rows for tok[n] and its ng-token greedy continuation on mpath (f32 KV,
- * 2 threads; RoPE angles in f32 as llama.cpp computes them when rope_f32, else exact), unless r
- * holds them already (*reused = 1). Returns 0, or -1 with err (r is empty). */
-static int run_engine(engine_run *r, const char *mpath, const int32_t *tok, int n, int ng, int rope_f32, int *reused,
-                      char *err, size_t errlen) {
-    char warn[256];
-    engine *e = NULL;
-    size_t nr;
-    int rc = -1;
-    *reused = r->rows && !strcmp(r->mpath, mpath) && r->n == n && r->ng == ng &&
-              !memcmp(r->tokens, tok, sizeof(int32_t) * (size_t)n);
-    if (*reused) return 0;
-    run_clear(r);
-    engine_config cfg = { mpath, KV_F32, KV_F32, 2, 512, 0, rope_f32 };
-    if (engine_create(&cfg, &e, err, errlen, warn, sizeof warn)) goto done;
-    r->tokens = malloc(sizeof(int32_t) * (size_t)n);
-    r->gen = malloc(sizeof(int32_t) * (size_t)ng);
-    r->gen_gap = malloc(sizeof(float) * (size_t)ng);
-    if (!r->tokens || !r->gen || !r->gen_gap) { snprintf(err, errlen, "out of memory"); goto done; }
-    if (engine_prefill(e, tok, (size_t)n, ENGINE_ROWS_ALL, &r->rows, &nr, err, errlen)) goto done;
-    if (engine_generate(e, ng, 0.0, 0, r->gen, r->gen_gap, err, errlen)) goto done;
-    memcpy(r->tokens, tok, sizeof(int32_t) * (size_t)n);
-    snprintf(r->mpath, sizeof r->mpath, "%s", mpath);
-    r->n = n;
-    r->ng = ng;
-    r->n_vocab = e->m->n_vocab;
-    rc = 0;
-done:
-    engine_free(e);
-    if (rc) run_clear(r);
-    return rc;
-}
-
 static void run_fixture(const char *path, const char *base, engine_run *run) {
     char err[512], model_key[64] = "", model_file[256] = "", mpath[1024], home_cache[512];
     gguf_file *g = NULL;
