@@ -21,9 +21,7 @@ MODEL=$(realpath tests/fixtures/models/stories260K.gguf)
 DRV=$PWD/$BUILD/strata-driver
 WRK=$PWD/$BUILD/strata-worker
 . tests/lib.sh   # pass, fail, skip; ok, bad, check (the working directory is the repository root)
-if [ ! -x "$DRV" ] || [ ! -x "$WRK" ]; then echo "skip: needs $DRV and $WRK"; echo "0 passed, 0 failed, 1 skipped"; exit 0; fi
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+need_engine   # tests/lib.sh: skip without the binaries; $T
 mkdir -p "$T/tmp"
 export TMPDIR=$T/tmp
 export SOURCE_DATE_EPOCH=1700000000

@@ -20,13 +20,7 @@ DRV=$BUILD/strata-driver
 WRK=$BUILD/strata-worker
 . tests/lib.sh   # pass, fail, skip; ok, bad, check (the working directory is the repository root)
 
-if [ ! -x "$DRV" ] || [ ! -x "$WRK" ]; then
-    echo "skip: needs $DRV and $WRK"
-    echo "0 passed, 0 failed, 1 skipped"
-    exit 0
-fi
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+need_engine   # tests/lib.sh: skip without the binaries; $T
 ARMS="f32 f16 int8 q4_0 int8+f16@0"
 
 for name in rand-qwen35 rand-qwen35moe; do

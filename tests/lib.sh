@@ -2,6 +2,17 @@
 # ok / bad / check, which print "ok - WHAT" / "FAIL - WHAT"; each test prints its own closing line
 # "N passed, N failed" (", N skipped" when it skipped something) from pass, fail and skip.
 pass=0; fail=0; skip=0
+# need_engine: the test needs $DRV and $WRK (set by the caller): when either is missing, prints the
+# skip and the closing line and exits; otherwise makes $T, a temporary directory removed at exit
+need_engine() {
+    if [ ! -x "$DRV" ] || [ ! -x "$WRK" ]; then
+        echo "skip: needs $DRV and $WRK"
+        echo "0 passed, 0 failed, 1 skipped"
+        exit 0
+    fi
+    T=$(mktemp -d)
+    trap 'rm -rf "$T"' EXIT
+}
 ok()  { pass=$((pass + 1)); echo "ok - $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
 # check WHAT CMD...: ok when CMD succeeds, else FAIL

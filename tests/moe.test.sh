@@ -30,13 +30,7 @@ DRV=$BUILD/strata-driver
 WRK=$BUILD/strata-worker
 . tests/lib.sh   # pass, fail, skip; ok, bad, check (the working directory is the repository root)
 
-if [ ! -x "$DRV" ] || [ ! -x "$WRK" ]; then
-    echo "skip: needs $DRV and $WRK"
-    echo "0 passed, 0 failed, 1 skipped"
-    exit 0
-fi
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+need_engine   # tests/lib.sh: skip without the binaries; $T
 for name in rand-qwen3moe rand-qwen3moe-q8_0 rand-gptoss rand-gptoss-mxfp4 rand-qwen2moe; do
     ARMS="f32 f16 int8 q4_0"
     [ $name = rand-qwen2moe ] && ARMS="f32 f16 int8 fp8"   # its head dim 16 takes no 32-value blocks
