@@ -21,6 +21,7 @@
 
 #define NEEDLE_LOGPROB_EPS 0.1    /* "as likely": the Δ log-prob CI within ±0.1 nats (~10 %) */
 #define NEEDLE_ALPHA       0.05   /* McNemar: "differs" below this p */
+#define NEEDLE_EQ_SHARE    0.05   /* "as often": also |b - c| at most this share of the paired cells */
 #define N_FIELDS           14
 #define MAX_SHOWN_DISAGREE 12     /* cells listed where an arm and the reference disagree */
 
@@ -545,6 +546,14 @@ static void fmt_lp_ci(const stats_ci *c, char *buf, size_t len) {
     else snprintf(buf, len, "%+.3g [%+.3g, %+.3g]", c->est, c->lo, c->hi);
 }
 
+/* 1 when the arm's and the reference's accuracies differ by at most NEEDLE_EQ_SHARE of the paired
+ * cells (|b - c| <= share x pairs): with McNemar's p >= alpha, "as often" is then supported; a
+ * larger gap that the test cannot call (too few cells) is inconclusive. */
+static int close_enough(const nstat *S) {
+    double gap = S->b > S->c ? (double)(S->b - S->c) : (double)(S->c - S->b);
+    return gap <= NEEDLE_EQ_SHARE * (double)S->pairs + 1e-9;
+}
+
 /* Two claims per test arm and set: retrieval as often (McNemar) and the key as likely (Δ log-prob). */
 static int make_claims(const nres *R, const nan_t *A, nclaim *out, int max) {
     int n = 0;
@@ -568,7 +577,7 @@ static int make_claims(const nres *R, const nan_t *A, nclaim *out, int max) {
                 C->verdict = V_NOT_MEASURED;
                 snprintf(C->evidence, sizeof C->evidence, "no cell measured on both arms");
             } else {
-                C->verdict = S->p < NEEDLE_ALPHA ? V_NOT_SUPPORTED : V_SUPPORTED;
+                C->verdict = S->p < NEEDLE_ALPHA ? V_NOT_SUPPORTED : close_enough(S) ? V_SUPPORTED : V_INCONCLUSIVE;
                 snprintf(C->evidence, sizeof C->evidence, "%s vs %s of %zu paired cells; %zu only %s "
                          "right, %zu only %s right; McNemar exact p = %s", pa, pb, S->pairs, S->b,
                          R->arms[a].name, S->c, ref, pp);
@@ -629,6 +638,7 @@ static json_t *summary_build(const nres *R, const nan_t *A, const nclaim *cl, in
         "delta_logprob_ci", "percentile bootstrap of the mean over cells (blocks of 1)",
         "paired_test", "McNemar exact: two-sided binomial on the discordant cells",
         "alpha", NEEDLE_ALPHA, "logprob_eps_nats", NEEDLE_LOGPROB_EPS));
+    json_object_set_new(json_object_get(root, "settings"), "as_often_max_gap_share", json_real(NEEDLE_EQ_SHARE));
     for (int a = 0; a < R->n_arms; a++) {
         json_t *ja = json_object(), *sets = json_object();
         json_object_set_new(ja, "name", json_string(R->arms[a].name));
@@ -995,11 +1005,15 @@ static void readme_support(FILE *o, const nres *R, const nan_t *A, const nclaim 
         else if (S->b + S->c == 0)
             fprintf(o, "retrieves the key in exactly the same %zu of %zu cells as %s (%s; no discordant cell, "
                     "McNemar p = 1)", S->ref_exact, S->pairs, ref, a);
-        else if (S->p >= NEEDLE_ALPHA)
+        else if (S->p >= NEEDLE_ALPHA && close_enough(S))
             fprintf(o, "retrieves as often as %s as far as %zu cells can tell: %s vs %s, %zu cell%s only %s "
                     "gets right and %zu only %s does (McNemar exact p = %s; a difference this test cannot "
                     "see at this size is not ruled out)", ref, S->pairs, a, b, S->b, S->b == 1 ? "" : "s",
                     nm, S->c, ref, c);
+        else if (S->p >= NEEDLE_ALPHA)
+            fprintf(o, "no detectable difference in retrieval, but %zu cells cannot call %s vs %s equal "
+                    "either: %zu cell%s only %s gets right and %zu only %s does (McNemar exact p = %s; "
+                    "inconclusive)", S->pairs, a, b, S->b, S->b == 1 ? "" : "s", nm, S->c, ref, c);
         else
             fprintf(o, "retrieves %s often than %s: %s vs %s, %zu cell%s only %s gets right and %zu only %s "
                     "does (McNemar exact p = %s)", S->b > S->c ? "more" : "less", ref, a, b, S->b,
@@ -1032,12 +1046,14 @@ static void readme_support(FILE *o, const nres *R, const nan_t *A, const nclaim 
         }
         fprintf(o, ".\n");
     }
-    fprintf(o, "\nDefinitions: *retrieves as often* is supported when McNemar's exact p ≥ %.2g and not "
-            "supported when p < %.2g (the direction is in the evidence); it is a failure to find a "
-            "difference, not a proof of equality. *As likely* is supported when the 95%% interval of the "
+    fprintf(o, "\nDefinitions: *retrieves as often* is not supported when McNemar's exact p < %.2g (the "
+            "direction is in the evidence), supported when p ≥ %.2g and the two accuracies differ by at "
+            "most %.0f points (|b − c| ≤ %.0f %% of the cells), otherwise inconclusive; \"supported\" is a "
+            "failure to find a difference, not a proof of equality. *As likely* is supported when the 95%% interval of the "
             "mean Δ log-prob lies within ±%.2g nats, not supported when it lies entirely outside, "
             "otherwise inconclusive. The table judges %s prompts; a template's verdict is added where it "
-            "differs (every verdict is in summary.json).\n\n", NEEDLE_ALPHA, NEEDLE_ALPHA,
+            "differs (every verdict is in summary.json).\n\n", NEEDLE_ALPHA, NEEDLE_ALPHA, 100 * NEEDLE_EQ_SHARE,
+            100 * NEEDLE_EQ_SHARE,
             NEEDLE_LOGPROB_EPS, set_name(R, A, pooled));
     fprintf(o, "| Claim | Verdict | Evidence |\n|---|---|---|\n");
     const char *pn = set_name(R, A, pooled);
