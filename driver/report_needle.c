@@ -638,7 +638,7 @@ static json_t *summary_build(const nres *R, const nan_t *A, const nclaim *cl, in
         "delta_logprob_ci", "percentile bootstrap of the mean over cells (blocks of 1)",
         "paired_test", "McNemar exact: two-sided binomial on the discordant cells",
         "alpha", NEEDLE_ALPHA, "logprob_eps_nats", NEEDLE_LOGPROB_EPS));
-    json_object_set_new(json_object_get(root, "settings"), "as_often_max_gap_share", json_real(NEEDLE_EQ_SHARE));
+    json_object_set_new(json_object_get(root, "settings"), "accuracy_eps", json_real(NEEDLE_EQ_SHARE));
     for (int a = 0; a < R->n_arms; a++) {
         json_t *ja = json_object(), *sets = json_object();
         json_object_set_new(ja, "name", json_string(R->arms[a].name));
