@@ -633,12 +633,11 @@ static json_t *summary_build(const nres *R, const nan_t *A, const nclaim *cl, in
     json_object_set_new(root, "cells_rows", json_integer((json_int_t)R->n_rows));
     json_object_set_new(root, "complete", json_boolean(R->complete));
     json_object_set_new(root, "settings", json_pack(
-        "{s:f,s:s,s:i,s:I,s:s,s:s,s:f,s:f}", "ci_level", 0.95, "accuracy_ci", "Wilson score",
+        "{s:f,s:s,s:i,s:I,s:s,s:s,s:f,s:f,s:f}", "ci_level", 0.95, "accuracy_ci", "Wilson score",
         "bootstrap_resamples", STATS_BOOT_B, "bootstrap_seed", (json_int_t)STATS_BOOT_SEED,
         "delta_logprob_ci", "percentile bootstrap of the mean over cells (blocks of 1)",
         "paired_test", "McNemar exact: two-sided binomial on the discordant cells",
-        "alpha", NEEDLE_ALPHA, "logprob_eps_nats", NEEDLE_LOGPROB_EPS));
-    json_object_set_new(json_object_get(root, "settings"), "accuracy_eps", json_real(NEEDLE_EQ_SHARE));
+        "alpha", NEEDLE_ALPHA, "logprob_eps_nats", NEEDLE_LOGPROB_EPS, "accuracy_eps", NEEDLE_EQ_SHARE));
     for (int a = 0; a < R->n_arms; a++) {
         json_t *ja = json_object(), *sets = json_object();
         json_object_set_new(ja, "name", json_string(R->arms[a].name));
