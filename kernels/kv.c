@@ -823,7 +823,7 @@ void kv_dequantize_cols(kv_fmt f, const void *src, size_t stride, int n, float *
         for (int r = 0; r < n; r++, row += stride, y += w) {
             vec16 s = v_zero();
             for (int i = d0; i < d1; i += 16) {
-                if (i == d0 || i % g == 0) s = v_set1(v_half1(row + h + 2 * (i / g)));
+                if (i == d0 || i % g == 0) s = v_set1_f16(row + h + 2 * (i / g));
                 v_store(y + i - d0, v_mul(v_load_i8(row + i), s));
             }
         }

@@ -711,7 +711,7 @@ static void fast_q5_1(const uint8_t *src, float *y, int64_t nb) {
 
 static void fast_q8_0(const uint8_t *src, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 34, y += 32) {
-        vec16 d = v_set1(v_half1(src));
+        vec16 d = v_set1_f16(src);
         v_store(y, v_mul(d, v_load_i8(src + 2)));
         v_store(y + 16, v_mul(d, v_load_i8(src + 18)));
     }
@@ -838,15 +838,15 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
         const uint8_t *blk = src + (size_t)(q) * rb + 18 * (size_t)(b);                        \
         vlutm t = v_lutm(v_half1(blk), -8.0f);                                                \
         vec16i v = vi_load_u8(blk + 2);                                                        \
-        FMA16(0, v_lutm_get(t, v));                                                            \
+        FMA16(0, v_lutm_get(t, vi_code4(v)));                                                  \
         FMA16(16, v_lutm_get(t, nib_hi(v))); }
 
 /* y = d * q + m: the table fma(d, i, m) */
 #define Q4_1_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 20 * (size_t)(b);                        \
-        vlutf t = v_lutf(v_half1(blk), 0.0f, v_half1(blk + 2));                              \
+        vlutf t = v_lutf_f16(blk, 0.0f);                                                       \
         vec16i v = vi_load_u8(blk + 4);                                                        \
-        FMA16(0, v_lutf_get(t, v));                                                            \
+        FMA16(0, v_lutf_get(t, vi_code4(v)));                                                  \
         FMA16(16, v_lutf_get(t, nib_hi(v))); }
 
 /* Q5: the fifth bit of value j is bit j of qh, set as bit 4 of the 5-bit index into the 32-entry
@@ -861,7 +861,7 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 
 #define Q5_1_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 24 * (size_t)(b);                        \
-        vlutf32 t = v_lutf32(v_half1(blk), 0.0f, v_half1(blk + 2));                          \
+        vlutf32 t = v_lutf32_f16(blk, 0.0f);                                                   \
         uint32_t qh = rd32(blk + 4);                                                           \
         vec16i v = vi_load_u8(blk + 8);                                                        \
         FMA16(0, v_lutf32_get(t, q5_hi(nib_lo(v), qh)));                                       \
@@ -870,7 +870,7 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 /* y = d * q */
 #define Q8_0_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 34 * (size_t)(b);                        \
-        vec16 d = v_set1(v_half1(blk));                                                       \
+        vec16 d = v_set1_f16(blk);                                                             \
         FMA16(0, v_mul(d, v_load_i8(blk + 2)));                                                \
         FMA16(16, v_mul(d, v_load_i8(blk + 18))); }
 
@@ -885,8 +885,8 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
             vlutf l0 = v_lutf(d * (float)sc[2 * c], 0.0f, -(dmin * (float)mn[2 * c]));         \
             vlutf l1 = v_lutf(d * (float)sc[2 * c + 1], 0.0f, -(dmin * (float)mn[2 * c + 1])); \
             vec16i v0 = vi_load_u8(blk + 16 + 32 * c), v1 = vi_load_u8(blk + 32 + 32 * c);     \
-            FMA16(64 * c, v_lutf_get(l0, v0));                                                 \
-            FMA16(64 * c + 16, v_lutf_get(l0, v1));                                            \
+            FMA16(64 * c, v_lutf_get(l0, vi_code4(v0)));                                       \
+            FMA16(64 * c + 16, v_lutf_get(l0, vi_code4(v1)));                                  \
             FMA16(64 * c + 32, v_lutf_get(l1, nib_hi(v0)));                                    \
             FMA16(64 * c + 48, v_lutf_get(l1, nib_hi(v1)));                                    \
         } }
@@ -1075,7 +1075,7 @@ ALWAYS_INLINE vec16 tq1_w(vec16 d, vec16i v, vec16i pow3) {
 #define TQ1_0_CHUNKS(blk, EMIT) {                                                              \
         static const int32_t p3[5] = {1, 3, 9, 27, 81};                                        \
         static const int32_t p3h[16] = {1, 1, 1, 1, 3, 3, 3, 3, 9, 9, 9, 9, 27, 27, 27, 27};   \
-        vec16 d = v_set1(v_half1(blk + 52));                                                  \
+        vec16 d = v_set1_f16(blk + 52);                                                        \
         vec16i v0 = vi_load_u8(blk), v1 = vi_load_u8(blk + 16), v2 = vi_load_u8(blk + 32);     \
         for (int k = 0; k < 5; k++) {                                                          \
             EMIT(32 * k, tq1_w(d, v0, vi_set1(p3[k])));                                        \
@@ -1088,7 +1088,7 @@ ALWAYS_INLINE vec16 tq1_w(vec16 d, vec16i v, vec16i pow3) {
 
 /* TQ2_0: value 128h + 32s + l is bits 2s..2s+1 of qs[32h + l]; d * (q - 1) */
 #define TQ2_0_CHUNKS(blk, EMIT) {                                                              \
-        vec16 d = v_set1(v_half1(blk + 64));                                                  \
+        vec16 d = v_set1_f16(blk + 64);                                                        \
         for (int h = 0; h < 2; h++) {                                                          \
             vec16i v0 = vi_load_u8(blk + 32 * h), v1 = vi_load_u8(blk + 32 * h + 16);          \
             for (int s = 0; s < 4; s++) {                                                      \

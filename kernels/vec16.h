@@ -25,6 +25,7 @@
  *          v_round(v): to nearest integer, ties to even
  *          v_load_f16(p): 16 IEEE halves -> f32 (exact; a NaN comes out quiet, as F16C)
  *   float  v_half1(p): one IEEE half -> f32, the same conversion (F16C, fcvt or C)
+ *   vec16  v_set1_f16(p): v_set1(v_half1(p)) (with F16C: one broadcast and one conversion)
  *          v_load_i8(p) / v_load_u8(p): 16 signed / unsigned bytes -> f32 (exact)
  *          v_cvt(vi): int32 lanes -> f32 (exact for |i| < 2^24)
  *          v_zero_lt(x, v, lim): x, with 0 in the lanes where v < lim (false for a NaN v)
@@ -39,14 +40,20 @@
  *          vi_bits16(bits, val): lane l = bit l of bits ? val : 0, vi_load(const int32_t *)
  *   vec16  v_u8_64x2(a, b), v_i8_64x2(a, b), v_u8_32x4(a, b, c, d): 16 bytes held in integers,
  *          little-endian (byte k of a is lane k), as unsigned / signed values -> f32
- *   tables: 16 (or 32) values picked by small codes, one per lane; the code is the low 4 (5) bits
- *          of each vi lane. The AVX-512 family builds the table in a register and permutes
- *          (vpermps); the others compute the entry from the code, which is the same expression:
+ *   tables: 16 (or 32) values picked by small codes, one per lane. The AVX-512 family builds the
+ *          table in a register and permutes (vpermps); the others compute the entry from the code,
+ *          which is the same expression:
  *          vlutm  v_lutm(d, base):      entry i = d * (base + i)         v_lutm_get(t, idx)
  *          vlutf  v_lutf(d, base, m):   entry i = fma(d, base + i, m)    v_lutf_get(t, idx)
+ *                 v_lutf_f16(p, base):  v_lutf(v_half1(p), base, v_half1(p + 2))
  *          (base: an integer, |base| <= 16, as every kernel passes)
- *          vlutm32 / vlutf32: the same with 32 entries (v_lutm32, v_lutm32_get, ...)
+ *          vlutm32 / vlutf32: the same with 32 entries (v_lutm32, v_lutm32_get, v_lutf32_f16, ...)
  *          vlutv  v_lutv(d, vals):      entry i = d * vals[i]            v_lutv_get(t, idx)
+ *          The lutm/lutf gets take codes (lanes in 0..15, or 0..31 for the 32-entry tables); a
+ *          lane that holds a whole byte goes through vi_code4(v) first: lane & 15, or v unchanged
+ *          in the AVX-512 family, whose permutes read only the low 4 bits (so neither family pays
+ *          for a mask it does not need: NOTES.md change 25). v_lutv_get takes the low 4 bits of
+ *          any lane.
  *   memory helpers: v_transpose16(in, ldi, out, ldo): out[c][r] = in[r][c] for a 16 x 16 tile
  *   vec8   v8_zero(), v8_load(p), v8_add(a, b), v8_store(p, v): 8 lanes, for the 8-lane sums
  *

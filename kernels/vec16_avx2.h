@@ -38,6 +38,12 @@ VEC_INLINE vec16 v_load_f16(const void *p) {
     return v_pair_(_mm256_cvtph_ps(_mm_loadu_si128(q)), _mm256_cvtph_ps(_mm_loadu_si128(q + 1)));
 }
 VEC_INLINE float v_half1(const void *p) { uint16_t h; memcpy(&h, p, 2); return _cvtsh_ss(h); }
+VEC_INLINE vec16 v_set1_f16(const void *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    __m256 v = _mm256_cvtph_ps(_mm_set1_epi16((short)h));   /* vpbroadcastw + vcvtph2ps */
+    return v_pair_(v, v);
+}
 /* bytes -> 8 int32 lanes straight from memory (vpmovsxbd / vpmovzxbd with a memory operand: no
  * 16-byte load and shift) */
 VEC_INLINE __m256i v_i8x8_(const uint8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
@@ -134,22 +140,26 @@ VEC_INLINE vlutf v_lutf(float d, float base, float m) {
     vlutf t = { _mm256_set1_ps(d), _mm256_set1_epi32((int)base), _mm256_set1_ps(m) };
     return t;
 }
+/* d and m from the fp16 pair at p: one 4-byte broadcast, one conversion to (d, m, d, m, ...), and
+ * the even and odd lanes duplicated (4 instructions instead of 2 x (load, convert, broadcast)) */
+VEC_INLINE vlutf v_lutf_f16(const void *p, float base) {
+    __m256 v = _mm256_cvtph_ps(_mm_castps_si128(_mm_broadcast_ss((const float *)p)));   /* vbroadcastss: bits only */
+    vlutf t = { _mm256_moveldup_ps(v), _mm256_set1_epi32((int)base), _mm256_movehdup_ps(v) };
+    return t;
+}
 VEC_INLINE vlutm32 v_lutm32(float d, float base) { return v_lutm(d, base); }
 VEC_INLINE vlutf32 v_lutf32(float d, float base, float m) { return v_lutf(d, base, m); }
-VEC_INLINE __m256 v_code8_(__m256i idx, int mask, __m256i base) {
-    return _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_and_si256(idx, _mm256_set1_epi32(mask)), base));
+VEC_INLINE vlutf32 v_lutf32_f16(const void *p, float base) { return v_lutf_f16(p, base); }
+VEC_INLINE vec16i vi_code4(vec16i v) { return vi_and(v, vi_set1(15)); }
+VEC_INLINE __m256 v_code8_(__m256i idx, __m256i base) { return _mm256_cvtepi32_ps(_mm256_add_epi32(idx, base)); }
+VEC_INLINE vec16 v_lutm_get(vlutm t, vec16i idx) {
+    return v_pair_(_mm256_mul_ps(t.d, v_code8_(idx.lo, t.base)), _mm256_mul_ps(t.d, v_code8_(idx.hi, t.base)));
 }
-VEC_INLINE vec16 v_lutm_mask_(vlutm t, vec16i idx, int mask) {
-    return v_pair_(_mm256_mul_ps(t.d, v_code8_(idx.lo, mask, t.base)), _mm256_mul_ps(t.d, v_code8_(idx.hi, mask, t.base)));
+VEC_INLINE vec16 v_lutf_get(vlutf t, vec16i idx) {
+    return v_pair_(_mm256_fmadd_ps(t.d, v_code8_(idx.lo, t.base), t.m), _mm256_fmadd_ps(t.d, v_code8_(idx.hi, t.base), t.m));
 }
-VEC_INLINE vec16 v_lutf_mask_(vlutf t, vec16i idx, int mask) {
-    return v_pair_(_mm256_fmadd_ps(t.d, v_code8_(idx.lo, mask, t.base), t.m),
-                   _mm256_fmadd_ps(t.d, v_code8_(idx.hi, mask, t.base), t.m));
-}
-VEC_INLINE vec16 v_lutm_get(vlutm t, vec16i idx) { return v_lutm_mask_(t, idx, 15); }
-VEC_INLINE vec16 v_lutf_get(vlutf t, vec16i idx) { return v_lutf_mask_(t, idx, 15); }
-VEC_INLINE vec16 v_lutm32_get(vlutm32 t, vec16i idx) { return v_lutm_mask_(t, idx, 31); }
-VEC_INLINE vec16 v_lutf32_get(vlutf32 t, vec16i idx) { return v_lutf_mask_(t, idx, 31); }
+VEC_INLINE vec16 v_lutm32_get(vlutm32 t, vec16i idx) { return v_lutm_get(t, idx); }
+VEC_INLINE vec16 v_lutf32_get(vlutf32 t, vec16i idx) { return v_lutf_get(t, idx); }
 VEC_INLINE vlutv v_lutv(float d, vec16 vals) {
     __m256 vd = _mm256_set1_ps(d);
     vlutv t = { _mm256_mul_ps(vd, vals.lo), _mm256_mul_ps(vd, vals.hi) };

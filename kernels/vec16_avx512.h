@@ -25,6 +25,7 @@ VEC_INLINE vec16 v_max(vec16 a, vec16 b) { return _mm512_max_ps(a, b); }
 VEC_INLINE vec16 v_round(vec16 v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 VEC_INLINE vec16 v_load_f16(const void *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 VEC_INLINE float v_half1(const void *p) { uint16_t h; memcpy(&h, p, 2); return _cvtsh_ss(h); }
+VEC_INLINE vec16 v_set1_f16(const void *p) { uint16_t h; memcpy(&h, p, 2); return _mm512_cvtph_ps(_mm256_set1_epi16((short)h)); }
 VEC_INLINE vec16 v_load_i8(const void *p) {
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
 }
@@ -99,6 +100,9 @@ VEC_INLINE vlutf32 v_lutf32(float d, float base, float m) {
 }
 VEC_INLINE vec16 v_lutm32_get(vlutm32 t, vec16i idx) { return _mm512_permutex2var_ps(t.lo, idx, t.hi); }
 VEC_INLINE vec16 v_lutf32_get(vlutf32 t, vec16i idx) { return _mm512_permutex2var_ps(t.lo, idx, t.hi); }
+VEC_INLINE vlutf v_lutf_f16(const void *p, float base) { return v_lutf(v_half1(p), base, v_half1((const uint8_t *)p + 2)); }
+VEC_INLINE vlutf32 v_lutf32_f16(const void *p, float base) { return v_lutf32(v_half1(p), base, v_half1((const uint8_t *)p + 2)); }
+VEC_INLINE vec16i vi_code4(vec16i v) { return v; }   /* vpermps reads only the low 4 bits */
 
 /* out[c][r] = in[r][c], 16 x 16: unpack pairs of rows, then 4 x 4 blocks, then 128-bit lanes */
 VEC_INLINE void v_transpose16(const float *in, size_t ldi, float *out, size_t ldo) {

@@ -152,26 +152,28 @@ VEC_INLINE vlutm v_lutm(float d, float base) { vlutm t = { d, base }; return t; 
 VEC_INLINE vlutf v_lutf(float d, float base, float m) { vlutf t = { d, base, m }; return t; }
 VEC_INLINE vlutm32 v_lutm32(float d, float base) { return v_lutm(d, base); }
 VEC_INLINE vlutf32 v_lutf32(float d, float base, float m) { return v_lutf(d, base, m); }
-VEC_INLINE vec16 v_lutm_mask_(vlutm t, vec16i idx, int mask) {
+VEC_INLINE vec16 v_lutm_get(vlutm t, vec16i idx) {
     vec16 r;
     for (int k = 0; k < 4; k++) {
-        float32x4_t c = vaddq_f32(vcvtq_f32_s32(vandq_s32(idx.q[k], vdupq_n_s32(mask))), vdupq_n_f32(t.base));
+        float32x4_t c = vaddq_f32(vcvtq_f32_s32(idx.q[k]), vdupq_n_f32(t.base));
         r.q[k] = vmulq_f32(vdupq_n_f32(t.d), c);
     }
     return r;
 }
-VEC_INLINE vec16 v_lutf_mask_(vlutf t, vec16i idx, int mask) {
+VEC_INLINE vec16 v_lutf_get(vlutf t, vec16i idx) {
     vec16 r;
     for (int k = 0; k < 4; k++) {
-        float32x4_t c = vaddq_f32(vcvtq_f32_s32(vandq_s32(idx.q[k], vdupq_n_s32(mask))), vdupq_n_f32(t.base));
+        float32x4_t c = vaddq_f32(vcvtq_f32_s32(idx.q[k]), vdupq_n_f32(t.base));
         r.q[k] = vfmaq_f32(vdupq_n_f32(t.m), vdupq_n_f32(t.d), c);
     }
     return r;
 }
-VEC_INLINE vec16 v_lutm_get(vlutm t, vec16i idx) { return v_lutm_mask_(t, idx, 15); }
-VEC_INLINE vec16 v_lutf_get(vlutf t, vec16i idx) { return v_lutf_mask_(t, idx, 15); }
-VEC_INLINE vec16 v_lutm32_get(vlutm32 t, vec16i idx) { return v_lutm_mask_(t, idx, 31); }
-VEC_INLINE vec16 v_lutf32_get(vlutf32 t, vec16i idx) { return v_lutf_mask_(t, idx, 31); }
+VEC_INLINE vec16 v_lutm32_get(vlutm32 t, vec16i idx) { return v_lutm_get(t, idx); }
+VEC_INLINE vec16 v_lutf32_get(vlutf32 t, vec16i idx) { return v_lutf_get(t, idx); }
+VEC_INLINE vlutf v_lutf_f16(const void *p, float base) { return v_lutf(v_half1(p), base, v_half1((const uint8_t *)p + 2)); }
+VEC_INLINE vlutf32 v_lutf32_f16(const void *p, float base) { return v_lutf_f16(p, base); }
+VEC_INLINE vec16i vi_code4(vec16i v) { return vi_and(v, vi_set1(15)); }
+VEC_INLINE vec16 v_set1_f16(const void *p) { return v_set1(v_half1(p)); }
 VEC_INLINE vlutv v_lutv(float d, vec16 vals) {
     vlutv t;
     float32x4_t vd = vdupq_n_f32(d);
