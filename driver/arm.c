@@ -386,6 +386,7 @@ int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
     if (l->mem_arms > 1) { argv[k++] = "--mem-arms"; argv[k++] = arms; }
     if (o && o->allow_overcommit) argv[k++] = "--allow-overcommit";
     if (o && o->rope_f32) { argv[k++] = "--rope-angles"; argv[k++] = "f32"; }
+    if (o && o->mmap_weights) argv[k++] = "--mmap-weights";
     if (a->mem_other) { argv[k++] = "--mem-other-weights"; argv[k++] = other; }
     argv[k++] = "--listen"; argv[k++] = url;
     if (launch) argv[k++] = "--exit-on-stdin-eof";

@@ -149,6 +149,7 @@ struct arm_options {
     const char *launch_listen; /* the URL launched workers listen on (NULL: tcp://127.0.0.1:0) */
     int allow_overcommit;      /* local workers get --allow-overcommit */
     int rope_f32;              /* local workers get --rope-angles f32 (llama.cpp's f32 RoPE angles) */
+    int mmap_weights;          /* local workers get --mmap-weights (they share the mapped model file) */
 };
 
 /* Sets arms[0..n).opt = o. */

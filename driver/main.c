@@ -105,6 +105,8 @@ static void usage_sweep(FILE *f) {
         "                      evaluation, whose error grows with the position; docs/DESIGN.md §3.2)\n"
         "  --allow-overcommit  pass --allow-overcommit to the local workers (start although the KV cache\n"
         "                      at full context for all arms exceeds MemAvailable)\n"
+        "  --mmap-weights      the local workers map the model file and share it, instead of each copying\n"
+        "                      it onto huge pages (less memory with many arms, slower decode; same results)\n"
         "  --launch TEMPLATE   start each local arm's worker through a cluster's tool: /bin/sh -c TEMPLATE\n"
         "                      with {worker} the worker's command line (quoted), {arm} the arm's name, {i}\n"
         "                      its index, e.g. 'srun -N1 -n1 --gpus=1 {worker}' or 'ssh gpu{i} {worker}';\n"

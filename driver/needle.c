@@ -64,7 +64,7 @@ void needle_usage(FILE *f) {
         "  the --model arms are just f16), --threads N, --prefill N, --max-context N, --worker PATH,\n"
         "  --tls-cert F --tls-key F --tls-ca F (mutual TLS for tls+tcp:// arms), --launch TEMPLATE and\n"
         "  --launch-listen URL (start the local workers through srun/ssh), --allow-overcommit,\n"
-        "  --rope-angles exact|f32\n"
+        "  --mmap-weights, --rope-angles exact|f32\n"
         "output:\n"
         "  --out DIR           results folder (default results/<YYYY-MM-DD-HHMM>-<model>-needle)\n"
         "  --tag T, --force, --quiet, --chunk N (tokens per prefill request, default 1024)\n"
@@ -276,6 +276,7 @@ static int opts_from_meta(json_t *meta, needle_opts *o, char *err, size_t errlen
     for (size_t i = 0; i < sizeof arm_keys / sizeof arm_keys[0]; i++)
         if (OSTR(arm_keys[i].key)) workers_arm_opt(&o->ao, arm_keys[i].code, OSTR(arm_keys[i].key));
     if (json_is_true(json_object_get(op, "allow_overcommit"))) workers_arm_opt(&o->ao, 1006, NULL);
+    if (json_is_true(json_object_get(op, "mmap_weights"))) workers_arm_opt(&o->ao, 1008, NULL);
 #undef OSTR
 #undef OINT
     return 0;
@@ -301,6 +302,7 @@ static json_t *opts_to_json(const needle_opts *o) {
     for (size_t i = 0; i < sizeof arm_strs / sizeof arm_strs[0]; i++)
         if (arm_strs[i][1]) json_object_set_new(j, arm_strs[i][0], json_string(arm_strs[i][1]));
     if (o->ao.allow_overcommit) json_object_set_new(j, "allow_overcommit", json_true());
+    if (o->ao.mmap_weights) json_object_set_new(j, "mmap_weights", json_true());
     json_object_set_new(j, "ref", json_string(o->ref));
     json_object_set_new(j, "lengths", L);
     json_object_set_new(j, "positions", P);

@@ -37,6 +37,7 @@ int workers_arm_opt(workers_arm_opts *a, int c, const char *arg) {
     case 1005: a->launch_listen = arg; return 1;
     case 1006: a->allow_overcommit = 1; return 1;
     case 1007: a->rope_angles = arg; return 1;
+    case 1008: a->mmap_weights = 1; return 1;
     default: return 0;
     }
 }
@@ -68,23 +69,29 @@ int workers_arms_build(const char *list, const char *ref, const workers_arm_opts
     if (r < 0) return -1;
     *tls = (proto_tls){ a->tls_cert, a->tls_key, a->tls_ca };
     *opt = (arm_options){ a->tls_cert ? tls : NULL, a->launch, a->launch_listen, a->allow_overcommit,
-                          a->rope_angles && !strcmp(a->rope_angles, "f32") };
+                          a->rope_angles && !strcmp(a->rope_angles, "f32"), a->mmap_weights };
     arm_set_options(*arms, *n, opt);
     return r;
 }
 
-/* Sets each local arm's mem_other: the sizes of the distinct model files (by device and inode) the
- * other local arms run, which its worker's memory check adds to its own weights (their page cache
- * is not shared with its file). 0 for all when every local arm runs the same file. */
-static void other_weights(arm *arms, int n) {
+/* Sets each local arm's mem_other, the other workers' weights its worker's memory check counts
+ * (--mem-other-weights): with mapped weights (--mmap-weights) the sizes of the distinct model files
+ * (by device and inode) the other local arms run, whose page cache is not shared with its file (0 for
+ * all when every local arm runs the same file); with copied weights (copied = 1, the default) the
+ * size of every other local arm's file, each worker holding its own copy. */
+static void other_weights(arm *arms, int n, int copied) {
     for (int i = 0; i < n; i++) {
         struct stat si;
         arms[i].mem_other = 0;
         if (arms[i].remote || stat(arms[i].model, &si)) continue;
         for (int j = 0; j < n; j++) {
             struct stat sj;
-            if (arms[j].remote || stat(arms[j].model, &sj) || (sj.st_dev == si.st_dev && sj.st_ino == si.st_ino))
+            if (j == i || arms[j].remote || stat(arms[j].model, &sj)) continue;
+            if (copied) {   /* every other local worker holds its own copy */
+                arms[i].mem_other += (uint64_t)sj.st_size;
                 continue;
+            }
+            if (sj.st_dev == si.st_dev && sj.st_ino == si.st_ino) continue;
             int seen = 0;   /* a file already counted for an earlier arm j' */
             for (int k = 0; k < j && !seen; k++) {
                 struct stat sk;
@@ -107,7 +114,7 @@ int workers_start(arm *arms, int n, const workers_opts *o, const volatile sig_at
         if (launch) *launch = l;
         for (int i = 0; i < n; i++)   /* every local arm knows its file: the run's, or its own (--arm-model) */
             if (!arms[i].remote && !arms[i].model[0]) snprintf(arms[i].model, sizeof arms[i].model, "%s", o->model);
-        other_weights(arms, n);
+        other_weights(arms, n, !(arms[0].opt && arms[0].opt->mmap_weights));
         for (int i = 0; i < n; i++)
             if (!arms[i].remote && arm_spawn(&arms[i], i, &l, err, errlen)) return WORKERS_ERROR;
         if (!o->quiet)

@@ -29,7 +29,7 @@ typedef struct {
 
 /* The command-line options that name a run's arms besides --arms and say how their workers start
  * and connect, the same for `sweep` and `needle`: --arm NAME=URL, --arm-model NAME[:SPEC]=FILE,
- * --tls-cert/--tls-key/--tls-ca, --launch, --launch-listen, --allow-overcommit, --rope-angles. Strings are
+ * --tls-cert/--tls-key/--tls-ca, --launch, --launch-listen, --allow-overcommit, --mmap-weights, --rope-angles. Strings are
  * borrowed (argv, or a resumed run's meta.json); the two arrays are malloc'd by workers_arm_opt and
  * freed by workers_arm_opts_free. */
 typedef struct {
@@ -40,6 +40,7 @@ typedef struct {
     const char *tls_cert, *tls_key, *tls_ca;   /* all three or none */
     const char *launch, *launch_listen;
     int allow_overcommit;
+    int mmap_weights;         /* local workers map the model file (shared) instead of copying it */
     const char *rope_angles;  /* NULL, "exact" or "f32" (checked by workers_arm_opts_check) */
 } workers_arm_opts;
 
@@ -47,7 +48,7 @@ typedef struct {
 #define WORKERS_ARM_LONGOPTS                                                                         \
     {"arm", 1, 0, 'A'}, {"arm-model", 1, 0, 'B'}, {"tls-cert", 1, 0, 1001}, {"tls-key", 1, 0, 1002}, \
     {"tls-ca", 1, 0, 1003}, {"launch", 1, 0, 1004}, {"launch-listen", 1, 0, 1005},                    \
-    {"allow-overcommit", 0, 0, 1006}, {"rope-angles", 1, 0, 1007}
+    {"allow-overcommit", 0, 0, 1006}, {"rope-angles", 1, 0, 1007}, {"mmap-weights", 0, 0, 1008}
 
 /* Takes getopt's code c and its argument: 1 when c is one of the options above (stored in *a), 0 when
  * it is not, -1 out of memory. */

@@ -88,8 +88,9 @@ typedef struct {
 } cache_attn;
 
 /* Decode (T = 1) over at least this many keys splits the keys, then the output columns, across
- * threads (three pool runs, same results): a step otherwise has one work item per KV head. */
-#define CACHE_SPLIT_MIN_KEYS 1024
+ * threads (three pool runs, same results): a step otherwise has one work item per KV head (SmolLM2:
+ * 3 items on 2 threads). 256, not 1024, since kernels/NOTES.md change 27. */
+#define CACHE_SPLIT_MIN_KEYS 256
 
 /* Attention of T queries over the cached keys (see the top of this file). Positions up to
  * pos0 + T - 1 must be stored. cache_attend_ws works in scratch[n_scratch] (floats, allocated

@@ -74,22 +74,38 @@ rc=$?
 check "--arm-model q8i:int8/f16=FILE: exit 0 (rc $rc), the arm stores K int8, V f16" \
     test $rc -eq 0 -a "$(grep -c '^| q8i | int8 | f16 | ' "$T/r2/README.md" 2> /dev/null)" = 1
 
-# the memory check: each worker also counts the other arms' model files (their page cache is not
-# shared); the worker's arguments recorded by a wrapper (--worker)
+# the memory check: each worker also counts the other workers' weights it does not share: mapped
+# (--mmap-weights), the other model files (their page cache is not shared); copied (the default),
+# every other worker's file. The worker's arguments recorded by a wrapper (--worker)
 printf '#!/bin/sh\necho "$*" >> "%s"\nexec "%s" "$@"\n' "$T/argv.log" "$WRK" > "$T/wrap.sh"
 chmod +x "$T/wrap.sh"
-"$DRV" sweep --model "$MODEL" --arms f16,int8 --arm-model "q8=$Q8" --doc "$T/doc.txt" --depths 1 --fork 2 \
-    --max-depth 50 --out "$T/r3" --worker "$T/wrap.sh" --quiet 2> "$T/r3.err"
-rc=$?
 sm=$(stat -c %s "$MODEL"); sq=$(stat -c %s "$Q8")
-check "memory check: f16 and int8 count q8's file ($sq bytes), q8 counts the model's ($sm) (rc $rc)" \
-    test $rc -eq 0 -a "$(grep -c -- "--model $MODEL .*--mem-other-weights $sq " "$T/argv.log")" = 2 \
-    -a "$(grep -c -- "--model $Q8 .*--mem-other-weights $sm " "$T/argv.log")" = 1
-: > "$T/argv.log"
-"$DRV" sweep --model "$MODEL" --arms f16,int8 --doc "$T/doc.txt" --depths 1 --fork 2 --max-depth 50 \
-    --out "$T/r4" --worker "$T/wrap.sh" --quiet 2> "$T/r4.err"
-check "... and without weight arms nothing more is counted" \
-    test "$(grep -c -- "--mem-arms 2" "$T/argv.log")" = 2 -a "$(grep -c -- "--mem-other-weights" "$T/argv.log")" = 0
+for mode in mmap copy; do
+    flag=(); [ $mode = mmap ] && flag=(--mmap-weights)
+    : > "$T/argv.log"
+    "$DRV" sweep --model "$MODEL" --arms f16,int8 --arm-model "q8=$Q8" --doc "$T/doc.txt" --depths 1 --fork 2 \
+        --max-depth 50 --out "$T/r3$mode" --worker "$T/wrap.sh" --quiet "${flag[@]}" 2> "$T/r3.err"
+    rc=$?
+    if [ $mode = mmap ]; then
+        check "memory check, --mmap-weights: f16 and int8 count q8's file ($sq bytes), q8 counts the model's ($sm) (rc $rc)" \
+            test $rc -eq 0 -a "$(grep -c -- "--model $MODEL .*--mmap-weights --mem-other-weights $sq " "$T/argv.log")" = 2 \
+            -a "$(grep -c -- "--model $Q8 .*--mmap-weights --mem-other-weights $sm " "$T/argv.log")" = 1
+    else
+        check "memory check, copied weights: f16 and int8 count the other two copies ($((sm + sq)) bytes), q8 two of the model ($((2 * sm))) (rc $rc)" \
+            test $rc -eq 0 -a "$(grep -c -- "--model $MODEL .*--mem-other-weights $((sm + sq)) " "$T/argv.log")" = 2 \
+            -a "$(grep -c -- "--model $Q8 .*--mem-other-weights $((2 * sm)) " "$T/argv.log")" = 1
+    fi
+    : > "$T/argv.log"
+    "$DRV" sweep --model "$MODEL" --arms f16,int8 --doc "$T/doc.txt" --depths 1 --fork 2 --max-depth 50 \
+        --out "$T/r4$mode" --worker "$T/wrap.sh" --quiet "${flag[@]}" 2> "$T/r4.err"
+    if [ $mode = mmap ]; then
+        check "... and without weight arms nothing more is counted" \
+            test "$(grep -c -- "--mem-arms 2" "$T/argv.log")" = 2 -a "$(grep -c -- "--mem-other-weights" "$T/argv.log")" = 0
+    else
+        check "... without weight arms, the other worker's copy ($sm bytes)" \
+            test "$(grep -c -- "--mem-arms 2 .*--mem-other-weights $sm " "$T/argv.log")" = 2
+    fi
+done
 
 "$WRK" --model "$MODEL" --mem-other-weights 1000000000000000000 --prompt "Once" > /dev/null 2> "$T/w.err"
 rc=$?

@@ -238,5 +238,21 @@ check "... and the two modes measure different rows (the f32 noise floor's KL di
 check "--rope-angles f64: usage error (rc $rc) naming the choices" \
     test $rc -eq 2 -a "$(grep -c "exact or f32" "$T/rbad.err")" -eq 1
 
+# ---- 7. the weights copied onto huge pages (default) or mapped (--mmap-weights): the same bits -----
+for w in copy mmap; do
+    flag=(); [ $w = mmap ] && flag=(--mmap-weights)
+    "$WRK" --model "$MODEL" --kv f16 --threads 2 --prefill 7 --tokens-file "$T/prefix.tok" --dump-logits "$T/w.$w.bin" \
+        --max-new 8 --timing "${flag[@]}" > "$T/w.$w.ids" 2> "$T/w.$w.err"
+done
+check "worker: weights copied (default) and --mmap-weights give the same logit rows" \
+    sh -c 'test -s "$1" && cmp -s "$1" "$2"' _ "$T/w.copy.bin" "$T/w.mmap.bin"
+check "... the same generated ids" cmp -s "$T/w.copy.ids" "$T/w.mmap.ids"
+check "... and --timing says which: weights=copy / weights=mmap (huge_bytes=0 when mapped)" \
+    test "$(grep -c ' weights=copy huge_bytes=[0-9]' "$T/w.copy.err")" -eq 1 -a "$(grep -c ' weights=mmap huge_bytes=0$' "$T/w.mmap.err")" -eq 1
+"$DRV" "${RA[@]}" --mmap-weights --out "$T/rm" 2> /dev/null; rc=$?
+check "sweep --mmap-weights: exit 0 (rc $rc), depths.tsv and forks.tsv byte-identical to the default run's" \
+    test $rc -eq 0 -a "$(cat "$T/rm/depths.tsv" "$T/rm/forks.tsv" | md5sum)" = "$(cat "$T/rx/depths.tsv" "$T/rx/forks.tsv" | md5sum)"
+check "... and its meta.json records the option (a resume passes it again)" test "$(grep -c '"--mmap-weights"' "$T/rm/meta.json")" -ge 1
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

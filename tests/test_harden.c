@@ -143,12 +143,33 @@ static const char *with_u32(const char *key, uint32_t v, const char *name) {
     return put_file(&o, name);
 }
 
+/* the file is refused with want1 (and want2) in the message, mapped and copied alike */
 static int open_fails(const char *path, const char *want1, const char *want2, char *err, size_t errlen) {
-    gguf_file *g = NULL;
-    err[0] = 0;
-    int rc = gguf_open(path, &g, err, errlen);
-    gguf_close(g);
-    return rc != 0 && strstr(err, want1) && (!want2 || strstr(err, want2));
+    int ok = 1;
+    for (int hold = GGUF_HOLD_MAP; hold <= GGUF_HOLD_COPY; hold++) {
+        gguf_file *g = NULL;
+        err[0] = 0;
+        int rc = gguf_open_as(path, (gguf_hold)hold, &g, err, errlen);
+        gguf_close(g);
+        ok &= rc != 0 && strstr(err, want1) && (!want2 || strstr(err, want2));
+    }
+    return ok;
+}
+
+/* a copy holds the file's bytes, from a 2 MiB boundary, and is its own: freed by gguf_close */
+static void test_gguf_copy(void) {
+    char path[512], err[256];
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", fixtures());
+    gguf_file *m = NULL, *c = NULL;
+    int rc = gguf_open_as(path, GGUF_HOLD_MAP, &m, err, sizeof err) | gguf_open_as(path, GGUF_HOLD_COPY, &c, err, sizeof err);
+    CHECK(rc == 0 && m->size == c->size && memcmp(m->base, c->base, m->size) == 0 && m->fd >= 0 && c->fd < 0 && c->own,
+          "gguf_open_as COPY holds the same bytes as the mapping (%s)", rc ? err : "");
+    CHECK(rc == 0 && (uintptr_t)c->base % (2u << 20) == 0, "the copy starts on a 2 MiB boundary (huge-page aligned)");
+    const gguf_tensor *tm = rc ? NULL : gguf_tensor_find(m, "token_embd.weight"), *tc = rc ? NULL : gguf_tensor_find(c, "token_embd.weight");
+    CHECK(tm && tc && tc->data != tm->data && memcmp(tc->data, tm->data, tm->nbytes) == 0,
+          "tensor data points into the copy, with the mapped file's bytes");
+    gguf_close(m);
+    gguf_close(c);
 }
 
 static void test_gguf(void) {
@@ -491,7 +512,7 @@ static void test_vocab_size(void) {
     ge_copy_tensors(&o, &src);
     ge_finish(&o, &src, 32);
     const char *p = put_file(&o, "bigvocab.gguf");
-    engine_config cfg = { p, KV_F16, KV_F16, 1, 64, 256, 0 };
+    engine_config cfg = { p, KV_F16, KV_F16, 1, 64, 256, 0, 0 };
     engine *e = NULL;
     char err[512] = "", warn[256];
     int rc = engine_create(&cfg, &e, err, sizeof err, warn, sizeof warn);
@@ -521,7 +542,7 @@ static void test_nonfinite(void) {
     size_t nr = 0;
     /* output_norm all NaN: every logit is NaN; before, argmax gave token 0 */
     const char *p = with_nan("output_norm.weight", -1, 64, "nan_norm.gguf");
-    engine_config cfg = { p, KV_F16, KV_F16, 1, 64, 256, 0 };
+    engine_config cfg = { p, KV_F16, KV_F16, 1, 64, 256, 0, 0 };
     int rc = engine_create(&cfg, &e, err, sizeof err, warn, sizeof warn);
     CHECK(rc == 0, "the NaN model loads (%s)", rc ? err : "ok");
     if (rc) return;
@@ -544,7 +565,7 @@ static void test_nonfinite(void) {
 
     /* the first greedy token's embedding NaN: the prompt is fine, the second step is not */
     snprintf(warn, sizeof warn, "%s/models/stories260K.gguf", fixtures());
-    engine_config c0 = { warn, KV_F16, KV_F16, 1, 64, 256, 0 };
+    engine_config c0 = { warn, KV_F16, KV_F16, 1, 64, 256, 0, 0 };
     char w2[256];
     if (engine_create(&c0, &e, err, sizeof err, w2, sizeof w2) ||
         engine_prefill(e, prompt, 3, ENGINE_ROWS_NONE, &rows, &nr, err, sizeof err) ||
@@ -557,7 +578,7 @@ static void test_nonfinite(void) {
     e = NULL;
     int t0 = gen[0];
     p = with_nan("token_embd.weight", t0, 64, "nan_emb.gguf");
-    engine_config c1 = { p, KV_F16, KV_F16, 1, 64, 256, 0 };
+    engine_config c1 = { p, KV_F16, KV_F16, 1, 64, 256, 0, 0 };
     rc = engine_create(&c1, &e, err, sizeof err, w2, sizeof w2);
     if (!rc) rc = engine_prefill(e, prompt, 3, ENGINE_ROWS_NONE, &rows, &nr, err, sizeof err);
     CHECK(rc == 0, "with token %d's embedding NaN the prompt still prefills (%s)", t0, rc ? err : "ok");
@@ -574,7 +595,8 @@ static void test_memcheck(void) {
     char err[600];
     const uint64_t G = 1ull << 30;
     /* 4M tokens x 23040 bytes (SmolLM2, f16) = 90 GiB on a 24 GiB machine */
-    engine_mem_need need = { 23040, 1 << 22, 100u << 20, 1u << 20, 1 };
+    engine_mem_need need = { .kv_per_token = 23040, .n_ctx = 1 << 22, .weights_bytes = 100u << 20, .scratch_bytes = 1u << 20,
+                             .arms = 1 };
     engine_mem_env env = { 22 * G, UINT64_MAX, 1 * G };
     err[0] = 0;
     int rc = engine_mem_check(&need, &env, 0, err, sizeof err);
@@ -600,15 +622,28 @@ static void test_memcheck(void) {
     rc = engine_mem_check(&need, &env, 1, err, sizeof err);
     CHECK(rc != 0 && strstr(err, "RLIMIT_AS"), "a reservation past RLIMIT_AS is refused even with overcommit (%s)", err);
     /* overflow: 2^31 tokens x 2^40 bytes per token must not wrap to something small */
-    engine_mem_need huge = { 1ull << 40, INT32_MAX, 0, 0, 1000 };
+    engine_mem_need huge = { .kv_per_token = 1ull << 40, .n_ctx = INT32_MAX, .arms = 1000 };
     env = (engine_mem_env){ 22 * G, UINT64_MAX, 1 * G };
     CHECK(engine_mem_check(&huge, &env, 0, err, sizeof err) != 0, "products that overflow 64 bits are still refused");
+    /* weights copied per worker (the default) count once per arm, mapped ones once in all: 4 arms of a
+     * 5 GiB model with 1 GiB caches fit in 22 GiB mapped (9 GiB), not copied (4 x 6 - 5 = 19 GiB + the
+     * copy already made: refused at 16 GiB available) */
+    engine_mem_need w = { .kv_per_token = 1024, .n_ctx = 1 << 20, .weights_bytes = 5 * G, .arms = 4 };
+    env = (engine_mem_env){ 16 * G, UINT64_MAX, 1 * G };
+    CHECK(engine_mem_check(&w, &env, 0, err, sizeof err) == 0, "4 arms mapping a 5 GiB model with 1 GiB caches fit in 16 GiB");
+    w.weights_copied = 1;
+    err[0] = 0;
+    rc = engine_mem_check(&w, &env, 0, err, sizeof err);
+    CHECK(rc != 0 && strstr(err, "--mmap-weights") && strstr(err, "19.0 GiB"),
+          "copied, the 3 other copies count: 19 GiB, refused, naming --mmap-weights (%s)", err);
+    w.arms = 1;
+    CHECK(engine_mem_check(&w, &env, 0, err, sizeof err) == 0, "one arm: its copy is already made, nothing more counts");
 
     /* through engine_create: stories260K at 2^30 tokens needs 640 GiB of f16 cache: refused before
      * reserving it (before the check, the 640 GiB reservation succeeded and the engine started) */
     char path[512], warn[256];
     snprintf(path, sizeof path, "%s/models/stories260K.gguf", fixtures());
-    engine_config cfg = { path, KV_F16, KV_F16, 1, 64, 1 << 30, 0 };
+    engine_config cfg = { path, KV_F16, KV_F16, 1, 64, 1 << 30, 0, 0 };
     engine *e = NULL;
     err[0] = 0;
     rc = engine_create(&cfg, &e, err, sizeof err, warn, sizeof warn);
@@ -735,6 +770,7 @@ int main(void) {
         return check_done();
     }
     test_gguf();
+    test_gguf_copy();
     test_model_meta();
     test_moe_meta();
     test_gptoss_meta();

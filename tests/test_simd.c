@@ -171,11 +171,12 @@ static void test_attention(pool *p) {
             cache_store(&c, 0, pos, kv, kv + NKV * HD);
         }
         int bad = 0;
-        /* a prefill chunk (tiled), one with a window, and decode steps past 1024 keys (split); the
-         * last two with attention sinks (gpt-oss) */
+        /* a prefill chunk (tiled), one with a window, decode steps past CACHE_SPLIT_MIN_KEYS keys (split)
+         * and one short of it (tiled); the last two with attention sinks (gpt-oss) */
         static const float sinks[NH] = { 0.5f, -2.0f, 9.0f, 1.5f };
         cache_attn a[] = { { 0, T, 100, NH, 0, 0.125f, q, o, NULL }, { 0, T, 400, NH, 50, 0.125f, q, o, NULL },
                            { 0, 1, 1290, NH, 0, 0.125f, q, o, NULL }, { 0, 1, 700, NH, 0, 0.125f, q, o, NULL },
+                           { 0, 1, CACHE_SPLIT_MIN_KEYS - 57, NH, 0, 0.125f, q, o, NULL },
                            { 0, T, 400, NH, 50, 0.125f, q, o, sinks }, { 0, 1, 1290, NH, 0, 0.125f, q, o, sinks } };
         for (size_t k = 0; k < sizeof a / sizeof a[0]; k++) {
             cache_attn b = a[k];

@@ -3,7 +3,8 @@
  * another binary):
  *   - non-finite logits: the CLI (--prompt --max-new) and the server report an error, never token 0;
  *   - --max-context past the machine's memory: a clear error at once (--allow-overcommit starts);
- *   - the model file truncated under a listening worker: exit 1 with a message, not a silent SIGBUS;
+ *   - the model file truncated under a listening worker: exit 1 with a message, not a silent SIGBUS,
+ *     when it maps the file (--mmap-weights); unaffected when it copied it (the default);
  *   - one owner per worker: a second client cannot truncate, prefill or shut down the owner's
  *     session; the worker is free again (state reset) when the owner disconnects;
  *   - 30 connections holding half-sent frames: frames over the cap and connections over the cap are
@@ -240,30 +241,44 @@ static void test_memory(void) {
 /* ---- the model file truncated under a running worker ------------------------------------------------ */
 
 static void test_truncated(void) {
-    char copy[256], url[128], err[600];
-    snprintf(copy, sizeof copy, "%s/copy.gguf", tmpdir);
-    snprintf(url, sizeof url, "ipc://%s/trunc.ipc", tmpdir);
-    ge_src s;
-    if (ge_load(model, &s)) { CHECK(0, "read %s", model); return; }
-    FILE *f = fopen(copy, "wb");
-    int ok = f && fwrite(s.p, 1, s.n, f) == s.n;
-    if (f) fclose(f);
-    ge_free_src(&s);
-    if (!ok) { CHECK(0, "write %s", copy); return; }
-    const char *args[] = { "--model", copy, "--listen", url, NULL };
-    pid_t pid = spawn("trunc", args);
-    nng_socket c;
-    int rc = client(url, &c, err, sizeof err);
-    CHECK(rc == 0, "a worker on a copy of the model answers hello (%s)", rc ? err : "ok");
-    if (rc) { kill(pid, SIGKILL); wait_for(pid, 5000); return; }
-    if (truncate(copy, 4096)) { CHECK(0, "truncate %s", copy); }
-    rc = prefill(c, 8, 1, PROTO_ROWS_LAST, NULL, err, sizeof err);
-    int st = wait_for(pid, 10000);
-    const char *e = slurp("trunc", "err");
-    CHECK(rc != 0 && st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1 && strstr(e, "truncated"),
-          "after the file is truncated the next prefill makes the worker exit 1 with a message (%s: %.300s)",
-          describe(st), e);
-    nng_close(c);
+    /* mapped (--mmap-weights): the next prefill faults on the missing pages; copied (the default):
+     * the worker read the file at start and keeps serving */
+    for (int mapped = 1; mapped >= 0; mapped--) {
+        char copy[256], url[128], err[600];
+        const char *name = mapped ? "trunc" : "trunc-copy";
+        snprintf(copy, sizeof copy, "%s/%s.gguf", tmpdir, name);
+        snprintf(url, sizeof url, "ipc://%s/%s.ipc", tmpdir, name);
+        ge_src s;
+        if (ge_load(model, &s)) { CHECK(0, "read %s", model); return; }
+        FILE *f = fopen(copy, "wb");
+        int ok = f && fwrite(s.p, 1, s.n, f) == s.n;
+        if (f) fclose(f);
+        ge_free_src(&s);
+        if (!ok) { CHECK(0, "write %s", copy); return; }
+        const char *args_map[] = { "--model", copy, "--listen", url, "--mmap-weights", NULL };
+        const char *args_copy[] = { "--model", copy, "--listen", url, NULL };
+        pid_t pid = spawn(name, mapped ? args_map : args_copy);
+        nng_socket c;
+        int rc = client(url, &c, err, sizeof err);
+        CHECK(rc == 0, "a worker on a copy of the model answers hello (%s; %s)", mapped ? "mapped" : "copied", rc ? err : "ok");
+        if (rc) { kill(pid, SIGKILL); wait_for(pid, 5000); return; }
+        if (truncate(copy, 4096)) { CHECK(0, "truncate %s", copy); }
+        rc = prefill(c, 8, 1, PROTO_ROWS_LAST, NULL, err, sizeof err);
+        if (mapped) {
+            int st = wait_for(pid, 10000);
+            const char *e = slurp(name, "err");
+            CHECK(rc != 0 && st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1 && strstr(e, "truncated"),
+                  "--mmap-weights: after the file is truncated the next prefill makes the worker exit 1 with a message "
+                  "(%s: %.300s)", describe(st), e);
+        } else {
+            int alive = kill(pid, 0) == 0;
+            CHECK(rc == 0 && alive, "copied weights: after the file is truncated the worker still prefills (rc %d: %s)",
+                  rc, rc ? err : "ok");
+            kill(pid, SIGKILL);
+            wait_for(pid, 5000);
+        }
+        nng_close(c);
+    }
 }
 
 /* ---- one owner per worker ------------------------------------------------------------------------ */

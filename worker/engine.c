@@ -64,7 +64,9 @@ int engine_mem_check(const engine_mem_need *need, const engine_mem_env *env, int
     /* sizes in long double: no product can wrap */
     long double kv = (long double)need->kv_per_token * n_ctx;
     long double per_arm = kv + need->scratch_bytes;
-    long double total = arms * per_arm + need->weights_bytes;
+    long double weights = !need->weights_copied ? (long double)need->weights_bytes + need->other_weights
+                          : need->other_weights ? (long double)need->other_weights : (long double)(arms - 1) * need->weights_bytes;
+    long double total = arms * per_arm + weights;
     char each[64] = "";
     if (arms > 1) snprintf(each, sizeof each, " for each of %llu workers", (unsigned long long)arms);
     if (env->as_limit != UINT64_MAX && (long double)env->as_used + per_arm > (long double)env->as_limit) {
@@ -78,15 +80,16 @@ int engine_mem_check(const engine_mem_need *need, const engine_mem_env *env, int
             gib(env->as_used), gib(env->as_limit), fit);
     }
     if (allow_overcommit || env->mem_available == 0 || total <= (long double)env->mem_available) return 0;
-    long double room = (long double)env->mem_available - need->weights_bytes - (long double)arms * need->scratch_bytes;
+    long double room = (long double)env->mem_available - weights - (long double)arms * need->scratch_bytes;
     long double fit = room > 0 && need->kv_per_token ? room / ((long double)arms * need->kv_per_token) : 0;
     return errmsg_set(err, errlen, -1,
         "a context of %llu tokens needs a KV cache of %.1f GiB (%llu bytes per token)%s, plus %.2f GiB of weights "
         "and scratch: %.1f GiB in all, more than the %.1f GiB of memory available (MemAvailable); at most %.0Lf "
-        "tokens fit: lower --max-context, or pass --allow-overcommit to start anyway",
+        "tokens fit: lower --max-context%s, or pass --allow-overcommit to start anyway",
         (unsigned long long)n_ctx, (double)(kv / (1ull << 30)), (unsigned long long)need->kv_per_token, each,
-        gib(need->weights_bytes + arms * need->scratch_bytes), (double)(total / (1ull << 30)),
-        gib(env->mem_available), fit);
+        (double)((weights + (long double)arms * need->scratch_bytes) / (1ull << 30)), (double)(total / (1ull << 30)),
+        gib(env->mem_available), fit,
+        need->weights_copied && arms > 1 ? ", pass --mmap-weights (the workers then share one copy of the weights)" : "");
 }
 
 /* The memory check as the backend asks for it (backend_config.mem_check): the backend's KV bytes
@@ -99,8 +102,9 @@ typedef struct {
 static int mem_check(void *vctx, const backend_need *bn, char *err, size_t errlen) {
     const mem_ctx *x = vctx;
     const model *m = x->e->m;
-    engine_mem_need need = { bn->kv_bytes_per_token, x->e->n_ctx, m->g->size + x->mem->other_weights,
-                             bn->scratch_bytes + 4 * 3ull * (uint64_t)m->n_vocab, x->mem->arms };
+    engine_mem_need need = { .kv_per_token = bn->kv_bytes_per_token, .n_ctx = x->e->n_ctx, .weights_bytes = m->g->size,
+                             .weights_copied = !x->e->cfg.mmap_weights, .other_weights = x->mem->other_weights,
+                             .scratch_bytes = bn->scratch_bytes + 4 * 3ull * (uint64_t)m->n_vocab, .arms = x->mem->arms };
     engine_mem_env env;
     engine_mem_env_read(&env);
     return engine_mem_check(&need, &env, x->mem->allow_overcommit, err, errlen);
@@ -160,7 +164,8 @@ int engine_create_mix(const engine_config *cfg, const char *kv_k_mix, const char
     e->cfg = *cfg;
     e->base_depth = -1;
     if (cfg->threads < 1 || cfg->chunk < 1) { snprintf(err, errlen, "threads and prefill chunk must be >= 1"); goto fail; }
-    if (model_load(cfg->model_path, &e->m, err, errlen, warn, warnlen)) goto fail;
+    if (model_load_as(cfg->model_path, cfg->mmap_weights ? GGUF_HOLD_MAP : GGUF_HOLD_COPY, &e->m, err, errlen, warn,
+                      warnlen)) goto fail;
     e->m->rope_global.f32_angles = e->m->rope_local.f32_angles = cfg->rope_f32_angles ? 1 : 0;
     if (tok_load(e->m->g, &e->tok, err, errlen)) goto fail;
     if (tok_n_vocab(e->tok) > e->m->n_vocab) {
@@ -382,6 +387,10 @@ int engine_truncate(engine *e, int depth, char *err, size_t errlen) {
     }
     e->n_past = depth;
     return 0;
+}
+
+uint64_t engine_huge_bytes(void) {
+    return read_number("/proc/self/smaps_rollup", "AnonHugePages:", 1024);
 }
 
 uint64_t engine_peak_rss(void) {

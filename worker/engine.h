@@ -25,6 +25,9 @@ typedef struct {
     int n_ctx;            /* max context; 0 = the model's training context */
     int rope_f32_angles;  /* 1: RoPE angles in f32 as llama.cpp computes them; 0: exact (default;
                            * docs/DESIGN.md §3.2) */
+    int mmap_weights;     /* 1: the model file mapped (shared by workers on one model); 0: copied
+                           * into this process's memory on transparent huge pages (default; faster
+                           * decode: kernels/NOTES.md change 26). The results are the same bits. */
 } engine_config;
 
 #define ENGINE_KV_NAME_MAX 128   /* a K or V format as given (a name or a mix), NUL included */
@@ -34,8 +37,9 @@ typedef struct {
     int arms;             /* workers of this size that will run at once (the check counts their
                            * caches; the weights' page cache is shared); <= 1: this one alone */
     int allow_overcommit; /* 1: skip the MemAvailable check (not RLIMIT_AS: a reservation past it fails) */
-    uint64_t other_weights; /* bytes of other model files the other workers map (weight arms, the
-                             * driver's --arm-model): counted with this worker's own weights */
+    uint64_t other_weights; /* bytes of the other workers' weights this one does not share (weight
+                             * arms, the driver's --arm-model; with copied weights every other local
+                             * worker's file): engine_mem_need.other_weights */
 } engine_mem_opts;
 
 typedef struct {
@@ -113,7 +117,13 @@ int engine_truncate(engine *e, int depth, char *err, size_t errlen);
 typedef struct {
     uint64_t kv_per_token;   /* bytes, all layers, K and V */
     int n_ctx;
-    uint64_t weights_bytes;  /* the model file: mapped, resident while it runs, shared by the arms */
+    uint64_t weights_bytes;  /* this worker's model file, resident while it runs */
+    int weights_copied;      /* 1: each worker holds its own copy (engine_config.mmap_weights = 0) */
+    uint64_t other_weights;  /* the other workers' weights this one does not share (--mem-other-weights):
+                              * mapped, their distinct other files; copied, every other worker's file.
+                              * Counted: mapped, weights_bytes + other_weights (the arms share the page
+                              * cache of one file); copied, other_weights, or (arms - 1) x weights_bytes
+                              * when 0 (arms copies of this file; its own copy is already made) */
     uint64_t scratch_bytes;  /* forward-pass scratch and logit buffers of one worker */
     int arms;                /* workers like this one running at once (>= 1) */
 } engine_mem_need;
@@ -139,6 +149,9 @@ int engine_mem_check(const engine_mem_need *need, const engine_mem_env *env, int
 
 /* Peak resident set size of this process in bytes. */
 uint64_t engine_peak_rss(void);
+/* Bytes of this process's memory on transparent huge pages now (AnonHugePages of
+ * /proc/self/smaps_rollup; 0 where unknown): the weights' copy, when the kernel granted them. */
+uint64_t engine_huge_bytes(void);
 
 /* argmax with ties to the lowest id, and the top-1 minus top-2 gap. */
 int engine_argmax(const float *row, int n, float *gap);

@@ -312,7 +312,35 @@ int gguf_open_mem(const void *buf, size_t size, gguf_file **out, char *err, size
     return open_common(g, "<memory>", out, err, errlen);
 }
 
-int gguf_open(const char *path, gguf_file **out, char *err, size_t errlen) {
+/* The file's bytes in private anonymous memory: the region starts on a 2 MiB boundary and is
+ * advised for transparent huge pages, so the decode's stream over the weights takes one TLB entry
+ * per 2 MiB instead of per 4 KiB (kernels/NOTES.md change 26). *own / *own_size: the whole
+ * mapping, for munmap. */
+static int read_copy(int fd, const char *path, size_t size, void **own, size_t *own_size, const uint8_t **base,
+                     char *err, size_t errlen) {
+    const size_t huge = (size_t)2 << 20;
+    size_t len = (size + huge - 1) / huge * huge + huge;   /* room to align the start */
+    uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) { fmt_err(err, errlen, "%s: cannot allocate %zu bytes for the weights: %s", path, size, strerror(errno)); return -1; }
+    uint8_t *a = m + (huge - (uintptr_t)m % huge) % huge;
+    (void)madvise(a, len - (size_t)(a - m), MADV_HUGEPAGE);   /* advice only: refused where THP is off */
+    for (size_t got = 0; got < size;) {
+        ssize_t r = pread(fd, a + got, size - got, (off_t)got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            fmt_err(err, errlen, "%s: read failed at byte %zu of %zu: %s", path, got, size, r ? strerror(errno) : "the file shrank");
+            munmap(m, len);
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    *own = m;
+    *own_size = len;
+    *base = a;
+    return 0;
+}
+
+int gguf_open_as(const char *path, gguf_hold hold, gguf_file **out, char *err, size_t errlen) {
     struct stat st;
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -327,18 +355,30 @@ int gguf_open(const char *path, gguf_file **out, char *err, size_t errlen) {
         close(fd);
         return -1;
     }
-    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED) {
-        fmt_err(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
-        close(fd);
-        return -1;
-    }
     gguf_file *g = calloc(1, sizeof *g);
-    if (!g) { munmap(m, (size_t)st.st_size); close(fd); fmt_err(err, errlen, "out of memory"); return -1; }
-    g->fd = fd;
-    g->base = m;
+    if (!g) { close(fd); fmt_err(err, errlen, "out of memory"); return -1; }
     g->size = (size_t)st.st_size;
+    g->fd = -1;
+    if (hold == GGUF_HOLD_COPY) {
+        int rc = read_copy(fd, path, g->size, &g->own, &g->own_size, &g->base, err, errlen);
+        close(fd);
+        if (rc) { free(g); return -1; }
+    } else {
+        void *m = mmap(NULL, g->size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            fmt_err(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
+            close(fd);
+            free(g);
+            return -1;
+        }
+        g->fd = fd;
+        g->base = m;
+    }
     return open_common(g, path, out, err, errlen);
+}
+
+int gguf_open(const char *path, gguf_file **out, char *err, size_t errlen) {
+    return gguf_open_as(path, GGUF_HOLD_MAP, out, err, errlen);
 }
 
 void gguf_close(gguf_file *g) {
@@ -353,6 +393,7 @@ void gguf_close(gguf_file *g) {
     free(g->tensors);
     free(g->kv_order);
     free(g->t_order);
+    if (g->own) munmap(g->own, g->own_size);
     if (g->fd >= 0) {
         munmap((void *)g->base, g->size);
         close(g->fd);

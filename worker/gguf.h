@@ -1,4 +1,4 @@
-/* gguf.h — a bounds-checked reader for GGUF v2/v3 files (memory-mapped, read-only).
+/* gguf.h — a bounds-checked reader for GGUF v2/v3 files (mapped or copied into memory, read-only).
  *
  * Every count, string length, dimension, offset and size in the header is checked against the
  * bytes actually present and every multiplication for overflow, so a hostile or truncated file
@@ -6,9 +6,9 @@
  * be unique (a file naming one twice is refused: which one counts would depend on the reader);
  * general.alignment, read in one place, must be a u32 power of two and every tensor offset a
  * multiple of it. Lookups are binary searches over names sorted at open. Tensor data and string
- * bytes are pointers into the mapping: valid until gguf_close(). The mapping is shared with the
- * file: a file truncated while mapped makes a later read fault with SIGBUS (strata-worker catches
- * it and exits with a message; see worker/main.c).
+ * bytes are pointers into the mapping (or the copy: gguf_open_as): valid until gguf_close(). A
+ * mapping is shared with the file: a file truncated while mapped makes a later read fault with
+ * SIGBUS (strata-worker catches it and exits with a message; see worker/main.c).
  */
 #ifndef STRATA_GGUF_H
 #define STRATA_GGUF_H
@@ -37,7 +37,7 @@ typedef struct {
     uint32_t type;
     uint32_t arr_type;
     uint64_t n;
-    const uint8_t *data;       /* into the mapping */
+    const uint8_t *data;       /* into the mapping or the copy */
     uint64_t str_len;          /* string scalar: its length */
     const uint8_t **strs;      /* string array: n pointers to each string's bytes (owned) */
     uint64_t *str_lens;        /* string array: n lengths (owned) */
@@ -50,7 +50,7 @@ typedef struct {
     uint64_t ne[4];            /* ne[0] is the contiguous (row) dimension; unused dims are 1 */
     uint64_t offset;           /* relative to the data section */
     uint64_t nbytes;           /* checked to lie inside the file */
-    const void *data;          /* into the mapping */
+    const void *data;          /* into the mapping or the copy */
 } gguf_tensor;
 
 typedef struct {
@@ -61,9 +61,11 @@ typedef struct {
     uint64_t *kv_order;        /* [n_kv] indices sorted by key (lookups; no key appears twice) */
     uint64_t *t_order;         /* [n_tensors] indices sorted by name (no name appears twice) */
     uint64_t alignment;        /* general.alignment (u32, a power of two) or 32 */
-    const uint8_t *base;       /* mapping */
-    size_t size;               /* mapping size */
-    int fd;
+    const uint8_t *base;       /* the file's bytes: the mapping, or the copy */
+    size_t size;               /* the file's size */
+    int fd;                    /* the mapped file (GGUF_HOLD_MAP), else -1 */
+    void *own;                 /* GGUF_HOLD_COPY: the anonymous mapping holding the copy (owned) */
+    size_t own_size;           /* its length, for munmap */
 } gguf_file;
 
 /* Opens and validates path. On success returns 0 and *out is a new gguf_file the caller frees
@@ -71,6 +73,16 @@ typedef struct {
  * err[errlen], and *out is NULL. Tensor types unknown to quant.h are accepted here; the model
  * loader names them. */
 int gguf_open(const char *path, gguf_file **out, char *err, size_t errlen);
+
+/* How gguf_open_as holds the file's bytes:
+ *   GGUF_HOLD_MAP   mapped read-only (gguf_open): shared with the page cache and with every process
+ *                   that maps the same file, so workers on one model hold it once;
+ *   GGUF_HOLD_COPY  read once into private anonymous memory that starts on a 2 MiB boundary and is
+ *                   advised for transparent huge pages (MADV_HUGEPAGE; plain pages where the kernel
+ *                   grants none): each process holds its own copy, freed by gguf_close(), and the
+ *                   file may change afterwards without effect (no SIGBUS). */
+typedef enum { GGUF_HOLD_MAP, GGUF_HOLD_COPY } gguf_hold;
+int gguf_open_as(const char *path, gguf_hold hold, gguf_file **out, char *err, size_t errlen);
 
 /* Same, on bytes already in memory (the fuzz and unit tests use it). The buffer must outlive the
  * gguf_file; it is not freed by gguf_close(). */

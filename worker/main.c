@@ -1,8 +1,8 @@
 /* strata-worker — one arm's engine. By hand: prefill a prompt or token file, dump every
  * position's logits, generate greedily, tokenise. For the driver: --listen URL serves the protocol
  * of proto/proto.h until a shutdown request (or SIGTERM/SIGINT). See usage() for the options.
- * Exit codes: 0 ok, 1 runtime error (also a model file truncated under the running worker: its
- * mapping faults with SIGBUS, caught here with a message), 2 usage error.
+ * Exit codes: 0 ok, 1 runtime error (also a model file truncated under a worker that maps it,
+ * --mmap-weights: the mapping faults with SIGBUS, caught here with a message), 2 usage error.
  *
  * Serving: one driver owns the worker at a time. The first connection whose hello is answered owns
  * the session (its nng pipe); every request from another connection gets a PROTO_E_BUSY error and
@@ -57,8 +57,14 @@ static void usage(FILE *f) {
         "  --threads N         threads (default 2)\n"
         "  --mem-arms N        the memory check counts N workers like this one (default 1; the driver\n"
         "                      passes its number of local arms)\n"
-        "  --mem-other-weights B  the memory check also counts B bytes of other models' weights (the\n"
-        "                      driver passes the other files' sizes when arms run different models)\n"
+        "  --mem-other-weights B  the memory check also counts B bytes of the other workers' weights (the\n"
+        "                      driver passes the other files' sizes when arms run different models, and\n"
+        "                      with copied weights, the default, every other local worker's file)\n"
+        "  --mmap-weights      map the model file instead of copying it into memory: workers on one model\n"
+        "                      then share one copy (less memory with many arms), but the decode reads the\n"
+        "                      weights through 4 KiB pages (the copy sits on transparent huge pages where\n"
+        "                      the kernel grants them: ~15%% less CPU per decoded token on a Zen 3 VM;\n"
+        "                      kernels/NOTES.md change 26). The results are the same bits either way\n"
         "  --allow-overcommit  start even when the KV cache at full context (x arms) plus the weights\n"
         "                      exceeds MemAvailable (the cache is committed as it fills; the check is\n"
         "                      about what it will need). RLIMIT_AS is still enforced\n"
@@ -70,7 +76,8 @@ static void usage(FILE *f) {
         "  --tokenize          read text on stdin, print its token ids (BOS as the model wants it)\n"
         "  --detokenize        read token ids on stdin, print their text\n"
         "                      (both load only the tokenizer: a vocabulary-only GGUF will do)\n"
-        "  --timing            print prefill/decode timing on stderr\n"
+        "  --timing            print on stderr: prefill/decode timing, peak RSS, how the weights are held\n"
+        "                      (copy or mmap) and the bytes on transparent huge pages\n"
         "  --listen URL        serve the driver protocol on ipc://PATH, tcp://HOST:PORT or tls+tcp://HOST:PORT;\n"
         "                      the first client to say hello owns the worker until it disconnects. No HOST\n"
         "                      (tcp://:5555) is loopback; PORT 0 picks a free port. The URL listened on is\n"
@@ -565,7 +572,7 @@ done:
 }
 
 int main(int argc, char **argv) {
-    engine_config cfg = { NULL, KV_F16, KV_F16, 2, 512, 0, 0 };
+    engine_config cfg = { NULL, KV_F16, KV_F16, 2, 512, 0, 0, 0 };
     const char *kv_k_mix = NULL, *kv_v_mix = NULL;   /* per-layer / per-head formats, when given */
     engine_mem_opts mem = { 1, 0, 0 };
     const char *tokens_file = NULL, *prompt = NULL, *dump = NULL, *listen = NULL;
@@ -584,7 +591,7 @@ int main(int argc, char **argv) {
         {"mem-arms", 1, 0, 'A'}, {"allow-overcommit", 0, 0, 'O'}, {"tls-cert", 1, 0, 'C'},
         {"tls-key", 1, 0, 'Y'}, {"tls-ca", 1, 0, 'R'}, {"allow-plain-tcp", 0, 0, 'L'},
         {"exit-on-stdin-eof", 0, 0, 'E'},
-        {"mem-other-weights", 1, 0, 'W'}, {"rope-angles", 1, 0, 'r'},
+        {"mem-other-weights", 1, 0, 'W'}, {"rope-angles", 1, 0, 'r'}, {"mmap-weights", 0, 0, 'M'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
@@ -625,6 +632,7 @@ int main(int argc, char **argv) {
         case 'l': listen = optarg; break;
         case 'A': if (parse_int("--mem-arms", optarg, 1, 1024, &mem.arms)) return 2; break;
         case 'O': mem.allow_overcommit = 1; break;
+        case 'M': cfg.mmap_weights = 1; break;
         case 'C': so.tls.cert = optarg; break;
         case 'Y': so.tls.key = optarg; break;
         case 'R': so.tls.ca = optarg; break;
@@ -731,9 +739,11 @@ int main(int argc, char **argv) {
         if (rc) goto done;
     }
     if (timing)
-        fprintf(stderr, "timing: prefill_tokens=%llu prefill_s=%.6f decode_tokens=%llu decode_s=%.6f peak_rss=%llu\n",
+        fprintf(stderr, "timing: prefill_tokens=%llu prefill_s=%.6f decode_tokens=%llu decode_s=%.6f peak_rss=%llu "
+                "weights=%s huge_bytes=%llu\n",
                 (unsigned long long)e->prefill_tokens, e->prefill_seconds, (unsigned long long)e->decode_tokens,
-                e->decode_seconds, (unsigned long long)engine_peak_rss());
+                e->decode_seconds, (unsigned long long)engine_peak_rss(), cfg.mmap_weights ? "mmap" : "copy",
+                (unsigned long long)engine_huge_bytes());
     ret = 0;
 done:
     if (ret == 1) fprintf(stderr, "strata-worker: error: %s\n", err[0] ? err : "failed");

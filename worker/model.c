@@ -344,12 +344,16 @@ static int load_hybrid(loader *L, model *m) {
 }
 
 int model_load(const char *path, model **out, char *err, size_t errlen, char *warn, size_t warnlen) {
+    return model_load_as(path, GGUF_HOLD_MAP, out, err, errlen, warn, warnlen);
+}
+
+int model_load_as(const char *path, gguf_hold hold, model **out, char *err, size_t errlen, char *warn, size_t warnlen) {
     model *m = calloc(1, sizeof *m);
     loader L = { NULL, path, err, errlen };
     *out = NULL;
     if (warn && warnlen) warn[0] = 0;
     if (!m) { snprintf(err, errlen, "out of memory"); return -1; }
-    if (gguf_open(path, &m->g, err, errlen)) goto fail;
+    if (gguf_open_as(path, hold, &m->g, err, errlen)) goto fail;
     L.g = m->g;
     if (gguf_get_strz(m->g, "general.architecture", m->arch_name, sizeof m->arch_name)) {
         fail(&L, "missing general.architecture");

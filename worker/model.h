@@ -72,6 +72,8 @@ typedef struct {
  * shape mismatch, unknown architecture). warn (may be NULL) receives a non-fatal note, e.g. RoPE
  * scaling present. */
 int model_load(const char *path, model **out, char *err, size_t errlen, char *warn, size_t warnlen);
+/* The same, the file held as hold says (gguf.h: mapped, or copied onto huge pages); model_load maps. */
+int model_load_as(const char *path, gguf_hold hold, model **out, char *err, size_t errlen, char *warn, size_t warnlen);
 void model_free(model *m);
 
 /* The description a backend runs (kernels/backend.h): hyperparameters, RoPE, the weights and
