@@ -311,6 +311,32 @@ static void ffn_act(const backend_model *m, float *g, const float *u, int n) {
     else ops_swiglu(g, u, n);
 }
 
+/* ffn_act on T rows of n: g [T][n] (in place), u [T][n], the elements split across the pool in
+ * contiguous ranges. Each element's value depends on its own g and u only, so any split gives the
+ * same bits; run serially this was ~3 % of a decode step's wall time with the other thread idle
+ * (kernels/NOTES.md change 28). */
+typedef struct {
+    const backend_model *m;
+    float *g;
+    const float *u;
+    size_t total, per;   /* T * n elements, per item */
+} act_ctx;
+
+static void act_item(void *vctx, int item, int thread) {
+    (void)thread;
+    const act_ctx *c = vctx;
+    size_t a = (size_t)item * c->per, e = a + c->per < c->total ? a + c->per : c->total;
+    if (a < e) ffn_act(c->m, c->g + a, c->u + a, (int)(e - a));
+}
+
+static void ffn_act_rows(pool *p, const backend_model *m, float *g, const float *u, int T, int n) {
+    act_ctx c = { m, g, u, (size_t)T * n, 0 };
+    size_t items = (size_t)pool_threads(p) * 4;
+    if (c.total < 512 || items < 2) { ffn_act(m, g, u, (int)c.total); return; }
+    c.per = (c.total + items - 1) / items;
+    pool_run(p, act_item, &c, (int)((c.total + c.per - 1) / c.per));
+}
+
 /* The MoE FFN of layer l for T tokens: xb [T][dim] normed input; adds each token's weighted sum of
  * its experts to x [T][dim]. Experts run in id order, each on the tokens routed to it (gathered in
  * token order), biases (gpt-oss) added per row; a token's k outputs are then summed in slot order
@@ -346,7 +372,7 @@ static int moe_ffn(backend_cpu *b, const backend_layer *ly, int l, int T, int po
         if (ops_matmul_many(b->p, gate_up, 2, b->xe, n, b->mm_ws)) return -1;
         add_bias(b->h1, ly->b_gate ? ly->b_gate + (size_t)e * ffn : NULL, n, ffn);
         add_bias(b->h2, ly->b_up ? ly->b_up + (size_t)e * ffn : NULL, n, ffn);
-        for (int i = 0; i < n; i++) ffn_act(m, b->h1 + (size_t)i * ffn, b->h2 + (size_t)i * ffn, ffn);
+        ffn_act_rows(b->p, m, b->h1, b->h2, n, ffn);
         if (ops_matmul(b->p, &d, b->h1, b->de, n, dim, b->mm_ws)) return -1;
         add_bias(b->de, ly->b_down ? ly->b_down + (size_t)e * dim : NULL, n, dim);
         for (int i = 0; i < n; i++)
@@ -589,7 +615,7 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
         }
         ops_mm gate_up[2] = { { &ly->w_gate, b->h1, m->ffn }, { &ly->w_up, b->h2, m->ffn } };
         if (ops_matmul_many(p, gate_up, 2, b->xb, T, b->mm_ws)) goto kfail;
-        for (int t = 0; t < T; t++) ffn_act(m, b->h1 + (size_t)t * m->ffn, b->h2 + (size_t)t * m->ffn, m->ffn);
+        ffn_act_rows(p, m, b->h1, b->h2, T, m->ffn);
         if (ops_matmul(p, &ly->w_down, b->h1, b->xb, T, dim, b->mm_ws)) goto kfail;
         for (int t = 0; t < T; t++) {
             float *o = b->xb + (size_t)t * dim, *x = b->x + (size_t)t * dim;
