@@ -91,4 +91,15 @@
 #include "kernels/vec16_c.h"
 #endif
 
+#if VEC_ISA_NEON || VEC_ISA_C
+/* what the NEON and plain-C families compose from their other operations (the x86 families have a
+ * form of their own: vpermi2ps tables, the identity vi_code4, one-instruction broadcasts) */
+VEC_INLINE vec16 v_lutm32_get(vlutm32 t, vec16i idx) { return v_lutm_get(t, idx); }
+VEC_INLINE vec16 v_lutf32_get(vlutf32 t, vec16i idx) { return v_lutf_get(t, idx); }
+VEC_INLINE vlutf v_lutf_f16(const void *p, float base) { return v_lutf(v_half1(p), base, v_half1((const uint8_t *)p + 2)); }
+VEC_INLINE vlutf32 v_lutf32_f16(const void *p, float base) { return v_lutf_f16(p, base); }
+VEC_INLINE vec16i vi_code4(vec16i v) { return vi_and(v, vi_set1(15)); }
+VEC_INLINE vec16 v_set1_f16(const void *p) { return v_set1(v_half1(p)); }
+#endif
+
 #endif

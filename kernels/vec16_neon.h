@@ -168,12 +168,7 @@ VEC_INLINE vec16 v_lutf_get(vlutf t, vec16i idx) {
     }
     return r;
 }
-VEC_INLINE vec16 v_lutm32_get(vlutm32 t, vec16i idx) { return v_lutm_get(t, idx); }
-VEC_INLINE vec16 v_lutf32_get(vlutf32 t, vec16i idx) { return v_lutf_get(t, idx); }
-VEC_INLINE vlutf v_lutf_f16(const void *p, float base) { return v_lutf(v_half1(p), base, v_half1((const uint8_t *)p + 2)); }
-VEC_INLINE vlutf32 v_lutf32_f16(const void *p, float base) { return v_lutf_f16(p, base); }
-VEC_INLINE vec16i vi_code4(vec16i v) { return vi_and(v, vi_set1(15)); }
-VEC_INLINE vec16 v_set1_f16(const void *p) { return v_set1(v_half1(p)); }
+/* the 32-entry gets, v_lutf_f16, vi_code4, v_set1_f16: composed in vec16.h */
 VEC_INLINE vlutv v_lutv(float d, vec16 vals) {
     vlutv t;
     float32x4_t vd = vdupq_n_f32(d);
