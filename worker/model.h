@@ -64,13 +64,13 @@ typedef struct {
     float *out_norm;                      /* [dim] */
     backend_layer *layers;                /* [n_layer] (kernels/backend.h) */
     char sha256[65];                      /* of the whole file, hex */
-    gguf_file *g;                         /* owns the mapping the weights point into */
+    gguf_file *g;                         /* owns the mapping or copy the weights point into */
 } model;
 
-/* Loads path. Allocates *out (free with model_free), which keeps the file mapped. Returns 0, or -1
- * with one line in err naming the file and what is wrong (missing tensor, unsupported type,
- * shape mismatch, unknown architecture). warn (may be NULL) receives a non-fatal note, e.g. RoPE
- * scaling present. */
+/* Loads path. Allocates *out (free with model_free), which keeps the file mapped (model_load_as:
+ * or copied). Returns 0, or -1 with one line in err naming the file and what is wrong (missing
+ * tensor, unsupported type, shape mismatch, unknown architecture). warn (may be NULL) receives a
+ * non-fatal note, e.g. RoPE scaling present. */
 int model_load(const char *path, model **out, char *err, size_t errlen, char *warn, size_t warnlen);
 /* The same, the file held as hold says (gguf.h: mapped, or copied onto huge pages); model_load maps. */
 int model_load_as(const char *path, gguf_hold hold, model **out, char *err, size_t errlen, char *warn, size_t warnlen);
