@@ -64,8 +64,10 @@ int engine_mem_check(const engine_mem_need *need, const engine_mem_env *env, int
     /* sizes in long double: no product can wrap */
     long double kv = (long double)need->kv_per_token * n_ctx;
     long double per_arm = kv + need->scratch_bytes;
-    long double weights = !need->weights_copied ? (long double)need->weights_bytes + need->other_weights
-                          : need->other_weights ? (long double)need->other_weights : (long double)(arms - 1) * need->weights_bytes;
+    long double weights;   /* what the weights add (docs/DESIGN.md §1.2) */
+    if (!need->weights_copied) weights = (long double)need->weights_bytes + need->other_weights;   /* page cache, per file */
+    else if (need->other_weights) weights = need->other_weights;            /* the driver's sum of the other copies */
+    else weights = (long double)(arms - 1) * need->weights_bytes;           /* this file's; its own copy is made */
     long double total = arms * per_arm + weights;
     char each[64] = "";
     if (arms > 1) snprintf(each, sizeof each, " for each of %llu workers", (unsigned long long)arms);

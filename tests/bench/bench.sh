@@ -38,6 +38,8 @@ echo "CPU: $(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed "s/^ *//")
 cat worker/*.c driver/*.c proto/*.c kernels/*.c tests/*.c README.md | "$W" --model "$MODEL" --tokenize >"$TMP/all.ids"
 tr ' ' '\n' <"$TMP/all.ids" >"$TMP/all.col"
 ids() { head -n "$1" "$TMP/all.col" | tr '\n' ' ' >"$TMP/ids.$1"; echo "$TMP/ids.$1"; }
+# min_field KEY LINE BEST: the smaller of KEY=value in the worker's timing LINE and BEST (empty: none yet)
+min_field() { sed -E "s/.*$1=([0-9.]+).*/\\1/" <<<"$2" | awk -v b="$3" '{ print (b == "" || $1 < b) ? $1 : b }'; }
 
 LENS="512 2048 8192"; DEPTHS="512 8192"
 # each engine's figure: the best of REPEAT runs (the decode of 32 tokens moves by +-10 % from one run
@@ -59,8 +61,7 @@ section1() {
       pt=; dt=   # the best of BENCH_REPEAT runs, each phase on its own (as llamacpp_bench.py --repeat)
       for ((r = 0; r < REPEAT; r++)); do
         t=$("$w" --model "$MODEL" --kv $kv --threads 2 --prefill 512 --max-context $((L + 64)) --tokens-file "$(ids $L)" --max-new 33 --timing 2>&1 >/dev/null | grep "^timing:")
-        pt=$(sed -E 's/.*prefill_s=([0-9.]+).*/\1/' <<<"$t" | awk -v b="$pt" '{ print (b == "" || $1 < b) ? $1 : b }')
-        dt=$(sed -E 's/.*decode_s=([0-9.]+).*/\1/' <<<"$t" | awk -v b="$dt" '{ print (b == "" || $1 < b) ? $1 : b }')
+        pt=$(min_field prefill_s "$t" "$pt"); dt=$(min_field decode_s "$t" "$dt")
       done
       OURS[prefill,$kv,$L]=$(awk -v n=$L -v s=$pt 'BEGIN{printf "%.1f", n/s}')
       OURS[decode,$kv,$L]=$(awk -v s=$dt 'BEGIN{printf "%.1f", 32/s}')
