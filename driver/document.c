@@ -14,6 +14,7 @@
 #include <openssl/evp.h>
 
 #include "proto/errmsg.h"
+#include "proto/safeio.h"
 #include "proto/proto.h"
 #include "proto/tokfile.h"
 
@@ -48,10 +49,10 @@ static int buf_read_stream(buf *b, FILE *f, const char *name, char *err, size_t 
     return 0;
 }
 
-/* Reads a whole file into b. */
+/* Reads a whole regular file into b (a FIFO or device is refused before anything can block). */
 static int buf_read_file(buf *b, const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return errmsg_set(err, errlen, -1, "cannot open %s: %s", path, strerror(errno));
+    FILE *f = safeio_fopen_read(path, 0, NULL, err, errlen);
+    if (!f) return -1;
     int rc = buf_read_stream(b, f, path, err, errlen);
     fclose(f);
     return rc;

@@ -162,6 +162,13 @@ bad_input "a token id >= vocab" nz "vocabulary" sweep --model "$MODEL" --tokens-
 bad_input "--max-depth past the context" nz "context" sweep --model "$MODEL" --doc "$T/doc.txt" --max-depth 5000 --out "$T/b5" --quiet
 bad_input "an unknown KV format" 2 "unknown KV format" sweep --model "$MODEL" --arms f16,int9 --out "$T/b6" --quiet
 bad_input "a non-empty results folder" 2 "not empty" sweep --model "$MODEL" --doc "$T/doc.txt" --out "$R1" --quiet
+# a FIFO where the document is expected: refused at once, never a read that blocks (issue 22 F6)
+mkfifo "$T/doc.fifo"
+timeout 20 "$DRV" sweep --model "$MODEL" --doc "$T/doc.fifo" --arms f16,int8 --depths 1 --max-depth 100 \
+    --out "$T/b8" --quiet > /dev/null 2> "$T/fifo.err"
+rc=$?
+check "a FIFO as --doc: refused at once with one error (rc $rc: $(head -c 200 "$T/fifo.err"))" \
+    test $rc -ne 0 -a $rc -ne 124 -a "$(grep -c 'error:' "$T/fifo.err")" = 1 -a -n "$(grep 'FIFO' "$T/fifo.err")"
 check "failed runs left no results folder behind" test ! -e "$T/b3" -a ! -e "$T/b4" -a ! -e "$T/b5"
 
 # a different model behind a remote arm: exit 3, the differing field named
