@@ -342,7 +342,7 @@ double stats_mcnemar_mdd(size_t n_disc, size_t n_pairs, double alpha, double pow
  * each passage at the first and the deepest depth; needs n_num == n_den) one draw of n_num units
  * serves both, else n_num numerator and n_den denominator units are drawn independently; the
  * ratio is recomputed from the drawn units' sums and counts. Quantiles and fields as
- * stats_mean_ci_circular, p against ratio = 1, block = 1, n = units. Values must be finite and
+ * stats_mean_ci_circular, p against ratio = 1, block = 1, n = n_num. Values must be finite and
  * >= 0 (KL, rates) and the sample's denominator mean > 0; a resample whose denominator is 0
  * gives ratio +inf (it widens the upper end). Assumes the units are independent (units of
  * many positions each; ≥ ~8 units for a usable interval). boot [n_boot] as in

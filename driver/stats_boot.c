@@ -182,8 +182,7 @@ int stats_mean_ci_circular(const double *x, size_t n, size_t block, int n_boot,
     if (n == 1) {
         out->lo = out->hi = out->lo90 = out->hi90 = mean;
         out->se = 0.0;
-        out->p = stats_boot_p(t, n_boot, 0.0); /* all resamples = mean */
-        gsl_sort(t, 1, (size_t)n_boot);
+        out->p = 1.0; /* one value tests nothing (every resample is that value) */
     } else {
         boot_summary(t, n_boot, 0.0, out);
     }

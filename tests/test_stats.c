@@ -586,8 +586,9 @@ static void test_circular(void) {
     CHECK(fabs(o.lo - mean) < 1e-12 && fabs(o.hi - mean) < 1e-12 && o.se < 1e-12, "block = n: CI = [mean, mean]");
     stats_mean_ci_circular(x, N, 5 * N, 200, 1, NULL, &o);
     CHECK(o.block == N, "a block longer than n is cut to n");
-    stats_mean_ci_circular(x, 1, 0, 200, 1, NULL, &o);
-    CHECK(o.est == x[0] && o.lo == x[0] && o.hi90 == x[0] && o.se == 0 && o.p == 1, "n = 1: every bound is x");
+    stats_mean_ci_circular(x + 1, 1, 0, 200, 1, NULL, &o);
+    CHECK(o.est == x[1] && o.lo == x[1] && o.hi90 == x[1] && o.se == 0 && o.p == 1 && x[1] != 0,
+          "n = 1: every bound is x, p = 1");
 
     /* p-values: all resamples above 0 -> 2/(B+1); a series symmetric about 0 -> large */
     double pos[N];
