@@ -189,4 +189,168 @@ void stats_km_free(stats_km *km);
  * 1 when b + c = 0. Concordant pairs do not enter. NAN when b + c > 2^32 − 1. Allocates nothing. */
 double stats_mcnemar_exact(size_t b, size_t c);
 
+/* ---------------------------------------------------------------------------------------------
+ * D. Dependent series, paired comparisons, equivalence, multiplicity and power
+ *    (driver/stats_boot.c; docs/DESIGN.md §3.6.1). None of these is used by the report yet; the
+ *    functions of B stay as they are (the committed results folders use them).
+ * ------------------------------------------------------------------------------------------- */
+
+/* Politis & White (2004) automatic block length for the circular block bootstrap of the mean,
+ * with the correction of Patton, Politis & White (2009). For x [n] (finite):
+ *   ρ̂(k) = R̂(k)/R̂(0), R̂(k) = (1/n) Σ_{i<n−k} (x_i − x̄)(x_{i+k} − x̄);
+ *   K_n = max(5, ⌈√log10 n⌉), band c·√(log10 n / n) with c = 2 (STATS_PW_C),
+ *   m̂ = the smallest m >= 0 with |ρ̂(m+1)|, …, |ρ̂(m+K_n)| all inside the band, searched up to
+ *   M_max = ⌈√n⌉ + K_n (m̂ = M_max when there is none); M = min(2·m̂, M_max);
+ *   flat-top window λ(t) = 1 for |t| <= 1/2, 2(1 − |t|) for 1/2 < |t| <= 1, 0 beyond;
+ *   Ĝ = Σ_{|k|<=M} λ(k/M)·|k|·R̂(k), ĝ = Σ_{|k|<=M} λ(k/M)·R̂(k) (the long-run variance),
+ *   D̂_CB = (4/3)·ĝ², b_raw = (2·Ĝ²/D̂_CB)^(1/3)·n^(1/3);
+ *   block = ⌈b_raw⌉ clamped to [1, b_max], b_max = ⌈min(3√n, n/3)⌉.
+ * Lags are limited to n − 1 (for small n M_max shrinks). block = 1 (with b_raw = 0) when n < 4,
+ * when x is constant (R̂(0) = 0) or when ĝ <= 0 (a flat-top estimate can be negative: strong
+ * negative dependence, where blocks of 1 are conservative). Assumes a stationary, short-memory
+ * series: for long memory the rule and the block bootstrap under-cover (docs/DESIGN.md §3.6.1).
+ * Cost O(n·(√n + K_n)); allocates [M_max + K_n + 1] doubles, freed before return.
+ * Returns 0, or -1 (out->block = 0, the rest NAN / 0) on NULL, n == 0, a non-finite value or
+ * allocation failure. */
+#define STATS_PW_C 2.0
+typedef struct {
+    size_t block;       /* the block length to use, >= 1 */
+    double b_raw;       /* (2Ĝ²/D̂)^(1/3) n^(1/3) before rounding and clamping */
+    size_t m_hat, M;    /* the lag found and the window's bandwidth */
+    double G, g;        /* Ĝ and ĝ (units of x²) */
+    size_t b_max;       /* the cap */
+} stats_pw;
+int stats_pw_block(const double *x, size_t n, stats_pw *out);
+
+/* A bootstrap interval with both levels a comparison needs and a p-value. */
+typedef struct {
+    double est;          /* the statistic on the sample */
+    double lo, hi;       /* 95 % percentile interval (2.5 % and 97.5 % quantiles) */
+    double lo90, hi90;   /* 90 % percentile interval (5 % and 95 %): TOST at α = 0.05 */
+    double se;           /* standard deviation of the resampled statistics */
+    double p;            /* two-sided bootstrap p-value against the function's null (stats_boot_p) */
+    size_t n;            /* observations (or units) used */
+    size_t block;        /* block length used (1 for unit resampling) */
+} stats_boot;
+
+/* Circular moving-block bootstrap of the mean of x [n] (finite): each of n_boot resamples joins
+ * k = ⌈n/b⌉ blocks x[(s + t) mod n], t = 0 … b−1, with s uniform in [0, n) (gsl_rng mt19937
+ * seeded with `seed`), truncated to n values. Wrapping gives every position the same weight
+ * (the resampled mean's expectation is exactly x̄; stats_mean_ci's blocks under-weight both
+ * ends). block = 0 means stats_pw_block(x, n); a block longer than n is cut to n. Quantiles as
+ * stats_percentiles (type 7) of the sorted resampled means; p against mean = 0. n == 1 gives
+ * every bound = est, se = 0, p = 1. boot [n_boot] may be NULL; otherwise the caller's array
+ * receives the sorted resampled means (for stats_boot_p / stats_boot_p_tost). Assumes a
+ * stationary short-memory series (the coverage test: tests/test_coverage.c). Allocates
+ * [2n + 1 + n_boot] doubles, freed before return. Returns 0, or -1 (fields NAN) on NULL x or
+ * out, n == 0, n_boot < 1, a non-finite value or allocation failure. */
+int stats_mean_ci_circular(const double *x, size_t n, size_t block, int n_boot,
+                           unsigned long seed, double *boot, stats_boot *out);
+
+/* Paired comparison of a [n] and b [n] (the same positions or depths of two arms): the circular
+ * block bootstrap of the mean of d_i = a_i − b_i, exactly stats_mean_ci_circular(d, …) (block 0:
+ * stats_pw_block of d). est = mean(a) − mean(b); p against a zero mean difference. Per-depth
+ * pairs (few, treated as independent) take block = 1. Pairs are the caller's: drop non-finite
+ * pairs first (a non-finite value gives -1). Allocates [n] more doubles, freed before return. */
+int stats_paired_diff_ci(const double *a, const double *b, size_t n, size_t block, int n_boot,
+                         unsigned long seed, double *boot, stats_boot *out);
+
+/* Bootstrap p-values from sorted resampled statistics t [n_boot] (as returned in `boot`):
+ * stats_boot_p: two-sided, against θ0: with k_le = #{t <= θ0}, k_ge = #{t >= θ0},
+ *   p = min(1, 2·min(k_le + 1, k_ge + 1)/(n_boot + 1)) — the percentile interval's own test
+ *   (θ0 outside the 1−α interval ⇔ p <= α, up to quantile interpolation), with the usual +1 so
+ *   that p is never 0 (smallest 2/(n_boot + 1): for Holm over m tests at α, n_boot >= 2m/α).
+ * stats_boot_p_tost: TOST against the margin ±margin (margin > 0): p = max(p₋, p₊),
+ *   p₋ = (#{t <= −margin} + 1)/(n_boot + 1), p₊ = (#{t >= margin} + 1)/(n_boot + 1);
+ *   p <= α ⇔ "equivalent within ±margin" at α (the 1−2α interval inside (−margin, margin)).
+ * NAN on NULL, n_boot < 1, a NaN θ0 or margin <= 0 / NaN. Allocate nothing. */
+double stats_boot_p(const double *t, int n_boot, double theta0);
+double stats_boot_p_tost(const double *t, int n_boot, double margin);
+
+/* Holm–Bonferroni step-down adjustment of the m p-values p [m] into p_adj [m] (caller's array;
+ * p == p_adj is allowed). NaN entries are not tests: they stay NaN and do not count in m.
+ * With the m' finite p-values sorted p(1) <= … <= p(m'):
+ *   p_adj(i) = min(1, max_{j<=i} (m' − j + 1)·p(j));
+ * reject test i at family-wise level α iff p_adj_i <= α (controls the family-wise error rate
+ * under any dependence between the tests). Allocates [m] (p, index) pairs, freed before return.
+ * Returns the number of finite p-values, or -1 on NULL, a p outside [0, 1] or allocation
+ * failure (then p_adj is all NaN, also when it is p). */
+int stats_holm(const double *p, size_t m, double *p_adj);
+
+/* The words of a comparison of an arm with a reference (difference = arm − reference):
+ *   LOWER / HIGHER: a difference is detected (p <= α, or the 95 % interval excludes 0) and the
+ *     90 % interval is not inside the margin;
+ *   EQUIVALENT: the 90 % interval lies strictly inside (−M, M) (TOST at α = 0.05, each side)
+ *     and no difference is detected;
+ *   EQUIVALENT_LOWER / EQUIVALENT_HIGHER: both: a detected difference that is smaller than M;
+ *   NO_DETECTED_DIFFERENCE: neither: the data cannot tell (this is not "no difference");
+ *   NOT_COMPUTABLE: an input NaN.
+ * With margin <= 0 or NaN no equivalence is assessed (LOWER / HIGHER / NO_DETECTED_DIFFERENCE).
+ * For ratios (KL of two formats) pass logarithms: ln of the interval and M = ln(factor). */
+typedef enum {
+    STATS_NOT_COMPUTABLE = 0,
+    STATS_NO_DETECTED_DIFFERENCE,
+    STATS_LOWER,
+    STATS_HIGHER,
+    STATS_EQUIVALENT,
+    STATS_EQUIVALENT_LOWER,
+    STATS_EQUIVALENT_HIGHER
+} stats_verdict;
+
+/* Decides from a p-value (e.g. Holm-adjusted by stats_holm): difference detected iff p <= alpha
+ * (alpha in (0, 1)), its direction the sign of est (none when est == 0). */
+stats_verdict stats_verdict_p(double est, double p, double alpha, double lo90, double hi90,
+                              double margin);
+/* Decides from intervals alone: difference detected iff the 95 % interval [lo, hi] excludes 0. */
+stats_verdict stats_verdict_ci(double lo, double hi, double lo90, double hi90, double margin);
+/* "lower", "higher", "no detected difference", "equivalent within the margin",
+ * "lower, within the margin", "higher, within the margin", "not computable" (static strings). */
+const char *stats_verdict_word(stats_verdict v);
+/* The words with the margin written in: "equivalent within ±0.1", "lower, within ±0.1"
+ * (margin printed with %.3g); the others as stats_verdict_word. Writes at most size bytes
+ * into buf (always terminated when size > 0); returns snprintf's count, or -1 on NULL buf. */
+int stats_verdict_format(stats_verdict v, double margin, char *buf, size_t size);
+
+/* Power. z_q = Φ⁻¹(q). For an estimate with standard error se (> 0, finite), alpha in (0, 1)
+ * and power in (0, 1) (the defaults are α = 0.05, power = 0.8):
+ * stats_mdd: the smallest true difference that a two-sided test at alpha detects with the given
+ *   power (normal approximation, the far tail ignored): (z_{1−α/2} + z_power)·se
+ *   (2.80·se at the defaults).
+ * stats_tost_min_margin: the smallest margin M for which TOST at alpha (each side) says
+ *   "equivalent" with the given power when the true difference is 0:
+ *   (z_{1−α} + z_{(1+power)/2})·se (2.93·se at the defaults); a margin below it cannot be shown.
+ * NAN on bad input. */
+double stats_mdd(double se, double alpha, double power);
+double stats_tost_min_margin(double se, double alpha, double power);
+
+/* Paired proportions (McNemar): the smallest difference of success shares (b − c)/n_pairs that
+ * the test at alpha detects with the given power, given n_disc = b + c discordant pairs among
+ * n_pairs (conditional on n_disc; normal approximation with the null standard deviation, which
+ * overstates the required imbalance slightly, i.e. is conservative):
+ *   (z_{1−α/2} + z_power)·√n_disc / n_pairs.
+ * INFINITY when no imbalance can be detected: when the exact test cannot reach alpha at all
+ * (2·2^(−n_disc) > alpha: n_disc <= 5 at α = 0.05) or when the approximation asks for more than
+ * all discordant pairs in one direction ((z_{1−α/2} + z_power) > √n_disc). NAN on n_pairs == 0,
+ * n_disc > n_pairs or alpha / power outside (0, 1). Allocates nothing. */
+double stats_mcnemar_mdd(size_t n_disc, size_t n_pairs, double alpha, double power);
+
+/* Ratio of two pooled means with a bootstrap over whole units (passages, or blocks of positions
+ * within a depth bin): num [num_off[n_num]] holds the numerator's values, those of unit u in
+ * num[num_off[u] .. num_off[u+1]) (num_off [n_num + 1], num_off[0] = 0, non-decreasing); den /
+ * den_off / n_den likewise. est = (Σ num / #num) / (Σ den / #den). Each resample draws units
+ * with replacement (gsl_rng mt19937, seed): when paired (the same units measured in both, e.g.
+ * each passage at the first and the deepest depth; needs n_num == n_den) one draw of n_num units
+ * serves both, else n_num numerator and n_den denominator units are drawn independently; the
+ * ratio is recomputed from the drawn units' sums and counts. Quantiles and fields as
+ * stats_mean_ci_circular, p against ratio = 1, block = 1, n = n_num. Values must be finite and
+ * >= 0 (KL, rates) and the sample's denominator mean > 0; a resample whose denominator is 0
+ * gives ratio +inf (it widens the upper end). Assumes the units are independent (units of
+ * many positions each; ≥ ~8 units for a usable interval). boot [n_boot] as in
+ * stats_mean_ci_circular (may be NULL). Allocates [n_boot + 4·max(n_num, n_den)] doubles, freed
+ * before return. Returns 0, or -1 (fields NAN) on NULL, no unit, an empty side, bad offsets, a
+ * value that is negative or non-finite, a zero denominator, n_boot < 1 or allocation failure. */
+int stats_ratio_units_ci(const double *num, const size_t *num_off, size_t n_num,
+                         const double *den, const size_t *den_off, size_t n_den, int paired,
+                         int n_boot, unsigned long seed, double *boot, stats_boot *out);
+
 #endif

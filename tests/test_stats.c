@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <gsl/gsl_cdf.h>
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
@@ -445,6 +446,330 @@ static void test_logprob_repeat(void) {
     CHECK(stats_repeat_rate(c, 5, 4) == 0 && isnan(stats_repeat_rate(c, 3, 4)), "no repeat: 0; too short: NaN");
 }
 
+/* ---- part D: dependent series, comparisons, power ---- */
+
+/* x [n] = an AR(1) path (unit innovations, stationary start). */
+static void ar1_path(gsl_rng *rng, double phi, double *x, size_t n) {
+    double v = gsl_ran_gaussian(rng, 1.0) / sqrt(1.0 - phi * phi);
+    for (size_t i = 0; i < n; i++) {
+        if (i) v = phi * v + gsl_ran_gaussian(rng, 1.0);
+        x[i] = v;
+    }
+}
+
+static int cmp_size(const void *a, const void *b) {
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void test_pw_block(void) {
+    stats_pw pw;
+    /* Worked by hand: x = +1, −1, … (n = 16, mean 0, R(0) = 1, R(k) = (−1)^k (16−k)/16).
+     * Band 2·sqrt(log10(16)/16) = 0.549: |ρ(k)| < band first for k >= 8, so m̂ = 7; K_n = 5,
+     * M_max = 4 + 5 = 9, M = min(14, 9) = 9; λ(k/9) = 1, 1, 1, 1, 8/9, 6/9, 4/9, 2/9, 0. */
+    double alt[16];
+    for (int i = 0; i < 16; i++) alt[i] = i % 2 ? -1.0 : 1.0;
+    const double lam[10] = {1, 1, 1, 1, 1, 8.0 / 9, 6.0 / 9, 4.0 / 9, 2.0 / 9, 0};
+    double g = 1, G = 0;
+    for (int k = 1; k <= 9; k++) {
+        double rk = (k % 2 ? -1.0 : 1.0) * (16 - k) / 16.0;
+        g += 2 * lam[k] * rk;
+        G += 2 * lam[k] * k * rk;
+    }
+    /* g = 1/12, G = −1/12 by hand; b = (1.5 (G/g)²)^(1/3) 16^(1/3) = 2.884 -> 3 */
+    CHECK(fabs(g - 1.0 / 12) < 1e-12 && fabs(G + 1.0 / 12) < 1e-12, "hand sums g = 1/12, G = -1/12");
+    int rc = stats_pw_block(alt, 16, &pw);
+    CHECK(rc == 0 && pw.m_hat == 7 && pw.M == 9, "alternating n = 16: m_hat %zu (7), M %zu (9)", pw.m_hat, pw.M);
+    CHECK(fabs(pw.g - g) < 1e-12 && fabs(pw.G - G) < 1e-12, "alternating: g %.15g, G %.15g", pw.g, pw.G);
+    CHECK(fabs(pw.b_raw - cbrt(1.5) * cbrt(16.0)) < 1e-12 && pw.block == 3 && pw.b_max == 6,
+          "alternating: b_raw %.6f (2.884), block %zu (3), b_max %zu (6)", pw.b_raw, pw.block, pw.b_max);
+
+    double c[50];
+    for (int i = 0; i < 50; i++) c[i] = 2.5;
+    CHECK(stats_pw_block(c, 50, &pw) == 0 && pw.block == 1, "constant series: block 1");
+    CHECK(stats_pw_block(alt, 3, &pw) == 0 && pw.block == 1, "n = 3: block 1");
+    c[7] = NAN;
+    CHECK(stats_pw_block(c, 50, &pw) == -1 && pw.block == 0, "NaN refused");
+    CHECK(stats_pw_block(NULL, 5, &pw) == -1 && stats_pw_block(alt, 0, &pw) == -1 &&
+          stats_pw_block(alt, 5, NULL) == -1, "NULL / n = 0 refused");
+
+    /* A sine of period 32, n = 200: b_raw 73 is above the cap ceil(min(42.4, 66.7)) = 43;
+     * of period 4: the flat-top ĝ comes out negative, block 1. */
+    enum { N = 4000, S = 15 };
+    double *x = malloc(N * sizeof *x);
+    for (int i = 0; i < 200; i++) x[i] = sin(2 * M_PI * i / 32);
+    CHECK(stats_pw_block(x, 200, &pw) == 0 && pw.b_raw > 43 && pw.block == 43 && pw.b_max == 43,
+          "sine, period 32: b_raw %.1f capped at b_max = 43 (%zu)", pw.b_raw, pw.block);
+    for (int i = 0; i < 200; i++) x[i] = sin(2 * M_PI * i / 4);
+    CHECK(stats_pw_block(x, 200, &pw) == 0 && pw.g < 0 && pw.block == 1 && pw.b_raw == 0,
+          "sine, period 4: g %.3g < 0 -> block 1", pw.g);
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(rng, 5);
+
+    /* AR(1), theory (unit innovations): G/g = 2 phi/(1 − phi²), so
+     * b = (1.5 (G/g)²)^(1/3) n^(1/3): 22.0 (phi 0.5) and 81.3 (phi 0.9) at n = 4000.
+     * White noise: G = 0, block 1. Medians over S series. */
+    size_t b5[S], b9[S], b0[S];
+    int larger = 1;
+    for (int s = 0; s < S; s++) {
+        ar1_path(rng, 0.5, x, N);
+        stats_pw_block(x, N, &pw);
+        b5[s] = pw.block;
+        ar1_path(rng, 0.9, x, N);
+        stats_pw_block(x, N, &pw);
+        b9[s] = pw.block;
+        larger &= b9[s] > b5[s];
+        for (int i = 0; i < N; i++) x[i] = gsl_ran_gaussian(rng, 1.0);
+        stats_pw_block(x, N, &pw);
+        b0[s] = pw.block;
+    }
+    qsort(b5, S, sizeof *b5, cmp_size);
+    qsort(b9, S, sizeof *b9, cmp_size);
+    qsort(b0, S, sizeof *b0, cmp_size);
+    double t5 = cbrt(1.5 * pow(1.0 / 0.75, 2) * N), t9 = cbrt(1.5 * pow(1.8 / 0.19, 2) * N);
+    CHECK(fabs(b5[S / 2] / t5 - 1) < 0.35, "AR(1) 0.5, n = 4000: median block %zu vs theory %.1f", b5[S / 2], t5);
+    CHECK(fabs(b9[S / 2] / t9 - 1) < 0.35, "AR(1) 0.9, n = 4000: median block %zu vs theory %.1f", b9[S / 2], t9);
+    CHECK(larger, "phi = 0.9 gives a longer block than phi = 0.5 on every one of %d pairs", S);
+    CHECK(b0[S / 2] == 1 && b0[S - 1] <= 4, "white noise: median block %zu (1), max %zu (<= 4)", b0[S / 2], b0[S - 1]);
+    gsl_rng_free(rng);
+    free(x);
+}
+
+static void test_circular(void) {
+    stats_boot o, o2;
+    enum { B = 20000 };
+    double *t = malloc(B * sizeof *t);
+
+    /* Exact moments of the circular bootstrap mean, b | n: the k = n/b blocks are iid uniform
+     * over the n circular blocks, so E* = x̄ and Var* = (1/k)·(1/n) Σ_s (B̄_s − x̄)². */
+    enum { N = 24, BL = 4 };
+    double x[N];
+    for (int i = 0; i < N; i++) x[i] = sin(0.7 * i) + 0.05 * i * i;
+    double mean = 0;
+    for (int i = 0; i < N; i++) mean += x[i];
+    mean /= N;
+    double v = 0;
+    for (int s = 0; s < N; s++) {
+        double bm = 0;
+        for (int j = 0; j < BL; j++) bm += x[(s + j) % N];
+        bm /= BL;
+        v += (bm - mean) * (bm - mean);
+    }
+    v /= (double)N * (N / BL);
+    int rc = stats_mean_ci_circular(x, N, BL, B, 9, t, &o);
+    double m = 0, ss = 0;
+    for (int r = 0; r < B; r++) m += t[r];
+    m /= B;
+    for (int r = 0; r < B; r++) ss += (t[r] - m) * (t[r] - m);
+    ss /= B - 1;
+    CHECK(rc == 0 && fabs(o.est - mean) < 1e-12 && o.block == BL, "circular: est = mean, block as given");
+    CHECK(fabs(m - mean) < 4 * sqrt(v / B), "circular: E* %.6f = mean %.6f (every position weighs the same)", m, mean);
+    CHECK(fabs(ss / v - 1) < 0.05, "circular: Var* %.6g vs exact %.6g", ss, v);
+    CHECK(fabs(o.se - sqrt(ss)) < 1e-9 * sqrt(ss), "se = sd of the resampled means");
+    int sorted = 1;
+    for (int r = 1; r < B; r++) sorted &= t[r - 1] <= t[r];
+    CHECK(sorted && o.lo <= o.lo90 && o.lo90 < o.hi90 && o.hi90 <= o.hi && o.lo < mean && mean < o.hi,
+          "boot sorted; lo <= lo90 < hi90 <= hi around the mean");
+
+    /* the last position alone, b = 4, n = 16: circular weight 1/16 exactly (the old
+     * non-circular blocks reach it only from start 12: weight 1/13 of a block's, 0.0192) */
+    double e[16] = {0};
+    e[15] = 1;
+    stats_mean_ci_circular(e, 16, 4, B, 10, t, &o);
+    m = 0;
+    for (int r = 0; r < B; r++) m += t[r];
+    m /= B;
+    CHECK(fabs(m - 1.0 / 16) < 0.002, "last position's weight %.4f = 1/16", m);
+
+    /* block = n: every resample is a rotation, mean = x̄ */
+    stats_mean_ci_circular(x, N, N, 200, 1, t, &o);
+    CHECK(fabs(o.lo - mean) < 1e-12 && fabs(o.hi - mean) < 1e-12 && o.se < 1e-12, "block = n: CI = [mean, mean]");
+    stats_mean_ci_circular(x, N, 5 * N, 200, 1, NULL, &o);
+    CHECK(o.block == N, "a block longer than n is cut to n");
+    stats_mean_ci_circular(x + 1, 1, 0, 200, 1, NULL, &o);
+    CHECK(o.est == x[1] && o.lo == x[1] && o.hi90 == x[1] && o.se == 0 && o.p == 1 && x[1] != 0,
+          "n = 1: every bound is x, p = 1");
+
+    /* p-values: all resamples above 0 -> 2/(B+1); a series symmetric about 0 -> large */
+    double pos[N];
+    for (int i = 0; i < N; i++) pos[i] = 1 + 0.1 * sin(i);
+    stats_mean_ci_circular(pos, N, 2, 999, 3, NULL, &o);
+    CHECK(o.p == 2.0 / 1000, "a clearly positive mean: p = 2/(B+1) (%g)", o.p);
+    double sym[N];
+    for (int i = 0; i < N; i++) sym[i] = i % 2 ? -1 - 0.1 * i : 1 + 0.1 * (i + 1);
+    stats_mean_ci_circular(sym, N, 2, 999, 3, NULL, &o);
+    CHECK(fabs(o.est) < 1e-12 && o.p > 0.3, "a zero mean (pairs cancel): p = %.3f", o.p);
+
+    /* block 0 = the Politis–White block; reproducible */
+    enum { NA = 2000 };
+    double *a = malloc(NA * sizeof *a), *bb = malloc(NA * sizeof *bb), *d = malloc(NA * sizeof *d);
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(rng, 21);
+    ar1_path(rng, 0.7, a, NA);
+    ar1_path(rng, 0.7, bb, NA);
+    for (int i = 0; i < NA; i++) { bb[i] = 0.5 * a[i] + bb[i]; d[i] = a[i] - bb[i]; }
+    stats_pw pw;
+    stats_pw_block(a, NA, &pw);
+    stats_mean_ci_circular(a, NA, 0, 500, 4, NULL, &o);
+    stats_mean_ci_circular(a, NA, 0, 500, 4, NULL, &o2);
+    CHECK(o.block == pw.block && o.block > 1, "block 0 -> Politis-White block %zu", o.block);
+    CHECK(o.lo == o2.lo && o.hi == o2.hi && o.p == o2.p, "same seed: identical");
+
+    /* paired = the circular bootstrap of the differences, bit for bit */
+    stats_paired_diff_ci(a, bb, NA, 0, 500, 4, NULL, &o);
+    stats_mean_ci_circular(d, NA, 0, 500, 4, NULL, &o2);
+    double ma = 0, mb = 0;
+    for (int i = 0; i < NA; i++) { ma += a[i]; mb += bb[i]; }
+    CHECK(o.lo == o2.lo && o.hi == o2.hi && o.lo90 == o2.lo90 && o.block == o2.block && o.p == o2.p,
+          "paired: identical to the bootstrap of a − b");
+    CHECK(fabs(o.est - (ma - mb) / NA) < 1e-12, "paired: est = mean(a) − mean(b)");
+
+    /* bad input */
+    double bad[3] = {1, INFINITY, 2};
+    CHECK(stats_mean_ci_circular(bad, 3, 1, 10, 1, NULL, &o) == -1 && isnan(o.lo) && isnan(o.est),
+          "non-finite value refused, fields NaN");
+    CHECK(stats_mean_ci_circular(x, 0, 1, 10, 1, NULL, &o) == -1 &&
+          stats_mean_ci_circular(x, 5, 1, 0, 1, NULL, &o) == -1 &&
+          stats_mean_ci_circular(NULL, 5, 1, 10, 1, NULL, &o) == -1 &&
+          stats_paired_diff_ci(a, NULL, 5, 1, 10, 1, NULL, &o) == -1, "n = 0, n_boot = 0, NULL refused");
+    gsl_rng_free(rng);
+    free(a);
+    free(bb);
+    free(d);
+    free(t);
+}
+
+static void test_pvalues_holm(void) {
+    const double t[10] = {-3, -2, -1, 0, 1, 2, 3, 4, 5, 6};
+    /* θ0 = 0: 4 at or below, 7 at or above -> 2·5/11 */
+    CHECK(fabs(stats_boot_p(t, 10, 0) - 10.0 / 11) < 1e-15, "boot p at 0 = 10/11");
+    CHECK(fabs(stats_boot_p(t, 10, -2.5) - 4.0 / 11) < 1e-15, "boot p at -2.5 = 4/11");
+    CHECK(fabs(stats_boot_p(t, 10, 10) - 2.0 / 11) < 1e-15, "boot p beyond all = 2/11 (never 0)");
+    CHECK(stats_boot_p(t, 10, 2) == 1.0, "boot p capped at 1");
+    CHECK(fabs(stats_boot_p_tost(t, 10, 4) - 4.0 / 11) < 1e-15, "TOST p, margin 4: max(1, 4)/11");
+    CHECK(fabs(stats_boot_p_tost(t, 10, 7) - 1.0 / 11) < 1e-15, "TOST p, margin 7: 1/11");
+    CHECK(isnan(stats_boot_p_tost(t, 10, 0)) && isnan(stats_boot_p(NULL, 10, 0)) && isnan(stats_boot_p(t, 10, NAN)),
+          "bad margin / NULL / NaN null: NaN");
+
+    /* Holm by hand: sorted 0.005 (×4 = 0.02), 0.01 (×3 = 0.03), 0.03 (×2 = 0.06), 0.04
+     * (×1 = 0.04, raised to the running max 0.06). */
+    double p[5] = {0.01, 0.04, NAN, 0.03, 0.005}, adj[5];
+    int m = stats_holm(p, 5, adj);
+    CHECK(m == 4, "Holm: 4 finite p-values");
+    CHECK(fabs(adj[0] - 0.03) < 1e-15 && fabs(adj[1] - 0.06) < 1e-15 && isnan(adj[2]) &&
+          fabs(adj[3] - 0.06) < 1e-15 && fabs(adj[4] - 0.02) < 1e-15,
+          "Holm: %.3g %.3g %g %.3g %.3g (0.03 0.06 nan 0.06 0.02)", adj[0], adj[1], adj[2], adj[3], adj[4]);
+    double q[3] = {0.5, 0.6, 0.02};
+    stats_holm(q, 3, q);
+    CHECK(fabs(q[2] - 0.06) < 1e-15 && q[0] == 1.0 && q[1] == 1.0, "Holm in place, capped at 1");
+    double tie[2] = {0.02, 0.02};
+    stats_holm(tie, 2, tie);
+    CHECK(tie[0] == 0.04 && tie[1] == 0.04, "Holm: ties get the same adjusted value");
+    double badp[2] = {0.1, 1.5};
+    CHECK(stats_holm(badp, 2, adj) == -1 && isnan(adj[0]), "Holm: p > 1 refused");
+    CHECK(stats_holm(p, 0, adj) == 0, "Holm: an empty table");
+}
+
+static void test_verdicts(void) {
+    /* constructed intervals; margin 0.1 */
+    CHECK(stats_verdict_ci(-0.08, -0.02, -0.075, -0.025, 0.1) == STATS_EQUIVALENT_LOWER, "lower, within the margin");
+    CHECK(stats_verdict_ci(-0.3, -0.1, -0.28, -0.12, 0.1) == STATS_LOWER, "lower");
+    CHECK(stats_verdict_ci(-0.15, -0.01, -0.12, -0.02, 0.1) == STATS_LOWER, "lower, 90 %% CI crosses -M");
+    CHECK(stats_verdict_ci(0.02, 0.3, 0.03, 0.25, 0.1) == STATS_HIGHER, "higher");
+    CHECK(stats_verdict_ci(0.01, 0.05, 0.015, 0.045, 0.1) == STATS_EQUIVALENT_HIGHER, "higher, within the margin");
+    CHECK(stats_verdict_ci(-0.05, 0.05, -0.04, 0.04, 0.1) == STATS_EQUIVALENT, "equivalent");
+    CHECK(stats_verdict_ci(-0.2, 0.2, -0.15, 0.15, 0.1) == STATS_NO_DETECTED_DIFFERENCE, "no detected difference");
+    CHECK(stats_verdict_ci(-0.05, 0.12, -0.04, 0.1, 0.1) == STATS_NO_DETECTED_DIFFERENCE,
+          "a 90 %% bound on the margin is not inside it");
+    CHECK(stats_verdict_ci(-0.05, 0.05, -0.04, 0.04, 0) == STATS_NO_DETECTED_DIFFERENCE &&
+          stats_verdict_ci(-0.05, 0.05, -0.04, 0.04, NAN) == STATS_NO_DETECTED_DIFFERENCE &&
+          stats_verdict_ci(-0.3, -0.1, NAN, NAN, NAN) == STATS_LOWER, "no margin: no equivalence assessed");
+    CHECK(stats_verdict_ci(NAN, 0.1, -0.1, 0.1, 0.1) == STATS_NOT_COMPUTABLE &&
+          stats_verdict_ci(-0.1, 0.1, NAN, 0.1, 0.1) == STATS_NOT_COMPUTABLE, "NaN: not computable");
+    /* from p-values (Holm-adjusted): the 95 % CI excludes 0 but the adjusted p does not pass */
+    CHECK(stats_verdict_p(-0.2, 0.01, 0.05, -0.28, -0.12, 0.1) == STATS_LOWER, "p <= alpha, est < 0: lower");
+    CHECK(stats_verdict_p(-0.2, 0.08, 0.05, -0.28, -0.12, 0.1) == STATS_NO_DETECTED_DIFFERENCE,
+          "adjusted p above alpha: no detected difference");
+    CHECK(stats_verdict_p(0.02, 0.001, 0.05, 0.01, 0.03, 0.1) == STATS_EQUIVALENT_HIGHER, "p: higher, within");
+    CHECK(stats_verdict_p(0.0, 0.001, 0.05, -0.01, 0.01, 0.1) == STATS_EQUIVALENT, "est 0: no direction");
+    CHECK(stats_verdict_p(0.1, 0.01, 0, 0, 0.2, 0.1) == STATS_NOT_COMPUTABLE, "alpha 0: not computable");
+    char buf[64];
+    stats_verdict_format(STATS_EQUIVALENT, 0.1, buf, sizeof buf);
+    CHECK(strcmp(buf, "equivalent within ±0.1") == 0, "format: %s", buf);
+    stats_verdict_format(STATS_EQUIVALENT_LOWER, 0.0046, buf, sizeof buf);
+    CHECK(strcmp(buf, "lower, within ±0.0046") == 0, "format: %s", buf);
+    stats_verdict_format(STATS_NO_DETECTED_DIFFERENCE, 0.1, buf, sizeof buf);
+    CHECK(strcmp(buf, "no detected difference") == 0 && strcmp(stats_verdict_word(STATS_HIGHER), "higher") == 0 &&
+          strcmp(stats_verdict_word(STATS_NOT_COMPUTABLE), "not computable") == 0, "words");
+}
+
+static void test_power(void) {
+    double z975 = gsl_cdf_ugaussian_Pinv(0.975), z95 = gsl_cdf_ugaussian_Pinv(0.95);
+    double mdd = stats_mdd(1.0, 0.05, 0.8);
+    CHECK(fabs(mdd - 2.8015852) < 1e-6, "MDD(se 1) = 1.95996 + 0.84162 = %.7f", mdd);
+    /* its meaning: a true difference of mdd is detected with probability 0.8 */
+    double pw = gsl_cdf_ugaussian_P(mdd - z975) + gsl_cdf_ugaussian_P(-mdd - z975);
+    CHECK(fabs(pw - 0.8) < 0.001, "power at the MDD %.4f (0.8)", pw);
+    CHECK(fabs(stats_mdd(0.01, 0.05, 0.8) - 0.028015852) < 1e-8, "MDD scales with se");
+    double mm = stats_tost_min_margin(1.0, 0.05, 0.8);
+    CHECK(fabs(mm - 2.9264058) < 1e-6, "TOST margin(se 1) = 1.64485 + 1.28155 = %.7f", mm);
+    double pt = 2 * gsl_cdf_ugaussian_P(mm - z95) - 1;
+    CHECK(fabs(pt - 0.8) < 1e-9, "TOST power at true 0 with that margin %.6f (0.8)", pt);
+    CHECK(isnan(stats_mdd(0, 0.05, 0.8)) && isnan(stats_mdd(1, 1.5, 0.8)) && isnan(stats_tost_min_margin(-1, 0.05, 0.8)),
+          "bad se / alpha: NaN");
+    double mc = stats_mcnemar_mdd(100, 1000, 0.05, 0.8);
+    CHECK(fabs(mc - 0.028015852) < 1e-8, "McNemar MDD, 100 discordant of 1000: %.6f", mc);
+    CHECK(isinf(stats_mcnemar_mdd(5, 9, 0.05, 0.8)), "5 discordant: the exact test cannot reach 0.05");
+    CHECK(isinf(stats_mcnemar_mdd(7, 9, 0.05, 0.8)), "7 discordant: 2.80 > sqrt(7), no power");
+    CHECK(fabs(stats_mcnemar_mdd(8, 9, 0.05, 0.8) - 2.8015852 * sqrt(8) / 9) < 1e-6, "8 discordant: finite");
+    CHECK(isinf(stats_mcnemar_mdd(0, 9, 0.05, 0.8)) && isnan(stats_mcnemar_mdd(10, 9, 0.05, 0.8)) &&
+          isnan(stats_mcnemar_mdd(1, 0, 0.05, 0.8)), "none discordant: inf; bad counts: NaN");
+}
+
+static void test_ratio_units(void) {
+    stats_boot o;
+    /* num units {1, 2}, {3}; den units {1}, {1, 1}: est = (6/3)/(3/3) = 2 */
+    const double num[3] = {1, 2, 3}, den[3] = {1, 1, 1};
+    const size_t noff[3] = {0, 2, 3}, doff[3] = {0, 1, 3};
+    CHECK(stats_ratio_units_ci(num, noff, 2, den, doff, 2, 0, 500, 1, NULL, &o) == 0 && o.est == 2 &&
+          o.block == 1 && o.n == 2, "ratio est = 2");
+    /* resamples: num mean is 1.5 (unit 0 twice), 2 (both) or 3 (unit 1 twice); den always 1 */
+    CHECK(o.lo == 1.5 && o.hi == 3, "ratio CI [1.5, 3] (%g, %g)", o.lo, o.hi);
+    /* the same units on both sides, paired: every resample has ratio 1 */
+    CHECK(stats_ratio_units_ci(num, noff, 2, num, noff, 2, 1, 500, 1, NULL, &o) == 0 && o.lo == 1 &&
+          o.hi == 1 && o.p == 1, "paired identical sides: CI [1, 1], p = 1");
+    /* a zero-denominator resample gives +inf at the upper end */
+    const double z[2] = {0, 2}, one[2] = {1, 1};
+    const size_t o2[3] = {0, 1, 2};
+    CHECK(stats_ratio_units_ci(one, o2, 2, z, o2, 2, 0, 400, 2, NULL, &o) == 0 && o.est == 1 && isinf(o.hi) &&
+          o.lo == 0.5, "a zero denominator widens the upper end to inf (lo %g)", o.lo);
+    /* a trend that the units show: deepest bin 3x the first in each of 12 passages, paired */
+    enum { U = 12, L = 20 };
+    double a[U * L], b[U * L];
+    size_t off[U + 1];
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(rng, 8);
+    for (int u = 0; u <= U; u++) off[u] = (size_t)u * L;
+    for (int u = 0; u < U; u++) {
+        double level = gsl_ran_exponential(rng, 1.0);
+        for (int i = 0; i < L; i++) {
+            b[u * L + i] = level * gsl_ran_exponential(rng, 1.0);
+            a[u * L + i] = 3 * level * gsl_ran_exponential(rng, 1.0);
+        }
+    }
+    stats_ratio_units_ci(a, off, U, b, off, U, 1, 1000, 3, NULL, &o);
+    CHECK(o.lo > 1 && o.lo < 3 && o.hi > 3 && o.p < 0.01, "paired trend x3: [%.2f, %.2f], p %.3g", o.lo, o.hi, o.p);
+    const double neg[3] = {1, -2, 3};
+    const size_t bad_off[3] = {0, 3, 2};
+    CHECK(stats_ratio_units_ci(neg, noff, 2, den, doff, 2, 0, 10, 1, NULL, &o) == -1 && isnan(o.est),
+          "negative value refused");
+    CHECK(stats_ratio_units_ci(num, bad_off, 2, den, doff, 2, 0, 10, 1, NULL, &o) == -1, "decreasing offsets refused");
+    const double zz[3] = {0, 0, 0};
+    CHECK(stats_ratio_units_ci(num, noff, 2, zz, doff, 2, 0, 10, 1, NULL, &o) == -1, "zero denominator refused");
+    CHECK(stats_ratio_units_ci(num, noff, 2, den, doff, 1, 1, 10, 1, NULL, &o) == -1, "paired with unequal units refused");
+    gsl_rng_free(rng);
+}
+
 int main(void) {
     test_logprob_repeat();
     test_rows_closed_forms();
@@ -456,5 +781,11 @@ int main(void) {
     test_spearman();
     test_near_tie();
     test_km();
+    test_pw_block();
+    test_circular();
+    test_pvalues_holm();
+    test_verdicts();
+    test_power();
+    test_ratio_units();
     return check_done();
 }
