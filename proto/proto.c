@@ -1192,9 +1192,6 @@ int proto_listen_tls(const char *url, size_t recv_max, int timeout_ms, nng_pipe_
         return errmsg_set(err, errlen, PROTO_E_TRANSPORT, "listen on %s: nng_rep0_open: %s", url,
                     nng_strerror(rv));
     }
-    if ((rv = nng_rep0_open(s)) != 0)
-        return errmsg_set(err, errlen, PROTO_E_TRANSPORT, "listen on %s: nng_rep0_open: %s", url,
-                    nng_strerror(rv));
     if ((rv = nng_socket_set_size(*s, NNG_OPT_RECVMAXSZ, recv_max ? recv_max : PROTO_REQ_MAX))) {
         what = "set NNG_OPT_RECVMAXSZ"; goto fail;
     }

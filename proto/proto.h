@@ -73,6 +73,11 @@
 #define PROTO_ERRMSG_MAX   512          /* error reply message, NUL included */
 #define PROTO_REQ_MAX      ((size_t)64 << 20)  /* suggested request cap for the worker: 64 MiB */
 #define PROTO_SLACK        ((size_t)64 << 10)  /* bytes to add to a payload size for keys/headers */
+#define PROTO_REQ_FRAME_MAX ((size_t)4 * PROTO_MAX_TOKENS + (size_t)4 * PROTO_MAX_ROUTES + PROTO_SLACK)
+                           /* the largest request proto_encode makes (a prefill of PROTO_MAX_TOKENS
+                              int32 tokens pinned with PROTO_MAX_ROUTES int32 expert ids, 128 MiB; a
+                              tokenize text is at most half of it) plus PROTO_SLACK: a server whose nng frame limit is this can answer
+                              every such request, PROTO_E_TOOBIG when over its own cap */
 
 /* Status / error codes. 0 is success. Codes 1..6 and 9 travel in error replies; PROTO_E_TRANSPORT
  * and PROTO_E_TIMEOUT are local only (nng failures) and are never sent. */
@@ -268,7 +273,9 @@ int proto_decode(const void *buf, size_t len, size_t max_len, int is_reply, prot
 /* ---- transport over nng req/rep ------------------------------------------------------------ */
 
 /* Server side: open a rep0 socket, set NNG_OPT_RECVMAXSZ = recv_max (0 means PROTO_REQ_MAX; a
- * larger message makes nng drop that connection and the socket keeps serving), set
+ * larger message makes nng drop that connection and the socket keeps serving, so to answer an
+ * oversize request with PROTO_E_TOOBIG give a recv_max above proto_recv's max_len, e.g.
+ * PROTO_REQ_FRAME_MAX), set
  * NNG_OPT_RECVTIMEO and NNG_OPT_SENDTIMEO to timeout_ms (< 0: no timeout), and listen on url.
  * Returns 0 with *s open (close it with nng_close), or PROTO_E_TRANSPORT with a message naming url
  * and nng's error. */

@@ -1246,7 +1246,40 @@ static void test_listen_rules(void) {
     CHECK(rc == PROTO_E_TRANSPORT && strstr(err, "all three"), "one certificate option alone: %s", err);
 }
 
+/* nng sockets open in this process: the "socket" scopes of nng's statistics; -1 without them. */
+static int open_nng_sockets(void) {
+    nng_stat *all = NULL;
+    if (nng_stats_get(&all)) return -1;
+    int n = 0;
+    for (nng_stat *c = nng_stat_child(all); c; c = nng_stat_next(c)) n += !strcmp(nng_stat_name(c), "socket");
+    nng_stats_free(all);
+    return n;
+}
+
+/* proto_listen opens one socket and leaves none behind when closed, or when it fails (issue 23: it
+ * opened two and leaked the first). */
+static void test_listen_leak(void) {
+    char url[128], err[256];
+    snprintf(url, sizeof url, "ipc:///tmp/strata-test-%d-leak.ipc", (int)getpid());
+    int before = open_nng_sockets(), listened = 0, refused = 0, open_while = -1;
+    for (int i = 0; i < 20; i++) {
+        nng_socket s;
+        if (proto_listen(url, 0, 100, &s, err, sizeof err) == 0) {
+            listened++;
+            if (i == 0) open_while = open_nng_sockets();
+            nng_close(s);
+        }
+        refused += proto_listen("bogus://nowhere", 0, 100, &s, err, sizeof err) == PROTO_E_TRANSPORT;
+    }
+    int after = open_nng_sockets();
+    CHECK(before >= 0 && open_while == before + 1, "a listening proto_listen holds one nng socket (%d before, %d while)",
+          before, open_while);
+    CHECK(listened == 20 && refused == 20 && after == before,
+          "20 listen/close cycles and 20 failed listens leave no nng socket open (%d before, %d after)", before, after);
+}
+
 int main(void) {
+    test_listen_leak();
     test_listen_rules();
     test_roundtrip();
     test_wire_bytes();

@@ -7,10 +7,13 @@
  * Serving: one driver owns the worker at a time. The first connection whose hello is answered owns
  * the session (its nng pipe); every request from another connection gets a PROTO_E_BUSY error and
  * changes nothing. When the owner's connection closes the state is reset (n_past 0) and the next
- * hello takes over. At most SERVE_MAX_PIPES connections are kept (more are closed at once), and a
- * request frame is at most serve_recv_max() bytes, so idle or half-sent connections cannot pile up
- * memory. A tokenize request whose text could give more tokens than a reply carries is refused
- * before tokenising (tok_max_tokens). */
+ * hello takes over. At most SERVE_MAX_PIPES connections are kept: a new one replaces the oldest
+ * that is not the owner, and one that has not become the owner within --hello-timeout seconds
+ * (time spent on the owner's requests not counted) is closed, so connections that never say hello
+ * can neither lock the owner out nor stay. A request over serve_recv_max() bytes (and within nng's
+ * frame limit, PROTO_REQ_FRAME_MAX) gets a PROTO_E_TOOBIG reply on a connection that stays open;
+ * nng drops a larger frame with its connection. A tokenize request whose text could give more tokens
+ * than a reply carries is refused before tokenising (tok_max_tokens). */
 #include "proto/proto.h"
 #include "proto/errmsg.h"
 #include "proto/tokfile.h"
@@ -89,6 +92,10 @@ static void usage(FILE *f) {
         "                      can use the worker: a trusted network only)\n"
         "  --exit-on-stdin-eof exit when stdin closes (a worker started through ssh or srun ends with its\n"
         "                      driver; the driver's --launch passes it)\n"
+        "  --hello-timeout S   close a connection that has not become the owner (an answered hello) S seconds\n"
+        "                      after it connected, not counting time spent on the owner's requests (default\n"
+        "                      15: above the driver's 10 s wait for a hello reply). At most 4 connections are\n"
+        "                      kept; a new one replaces the oldest that is not the owner\n"
         "examples:\n"
         "  strata-worker --model m.gguf --kv int8 --prompt 'Once upon a time' --max-new 32\n"
         "  strata-worker --model m.gguf --kv f32 --tokens-file t.txt --dump-logits rows.bin\n"
@@ -310,16 +317,59 @@ static int handle(engine *e, const proto_msg *req, proto_msg *rep, void **owned1
 
 /* ---- serving ------------------------------------------------------------------------------- */
 
-#define SERVE_MAX_PIPES 4   /* the owner and a few more, which are told the worker is taken */
+#define SERVE_MAX_PIPES 4    /* the owner and a few more, which are told the worker is taken */
+#define SERVE_HELLO_S   15   /* default --hello-timeout: longer than the driver's 10 s wait for a hello
+                                reply, so a driver whose hello went unanswered retries on a new
+                                connection before this one is closed under it */
+_Static_assert(SERVE_MAX_PIPES >= 2, "a full table must hold a connection that is not the owner");
 
 /* Shared between the serving thread and nng's pipe callbacks (under mu). */
 typedef struct {
     pthread_mutex_t mu;
-    uint32_t pipes[SERVE_MAX_PIPES];  /* ids of the connections kept */
+    nng_pipe pipes[SERVE_MAX_PIPES];  /* the connections kept, oldest first */
+    int64_t since[SERVE_MAX_PIPES];   /* when each connected (idle_clock) */
     int n_pipes;
     uint32_t owner;                   /* pipe id of the session's owner, 0 = none */
     int owner_left;                   /* the owner's connection closed: reset before the next request */
+    uint64_t n_evicted;               /* connections closed to make room for a newer one */
+    int64_t busy_ms;                  /* time spent on the owner's requests, those done */
+    int64_t busy_from;                /* when the owner's request being served began, or -1 */
 } serve_state;
+
+/* The hello deadline's clock (ms): monotonic time less the time spent on the owner's requests. It
+ * stands still while the worker computes for its owner, so a hello that waits in the queue behind
+ * a long request is read before its connection has aged (under mu). */
+static int64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+static int64_t idle_clock(const serve_state *st) {
+    int64_t now = mono_ms();
+    return now - st->busy_ms - (st->busy_from >= 0 ? now - st->busy_from : 0);
+}
+
+/* Starts (busy 1) or ends (busy 0) the serving of an owner's request on the idle clock. */
+static void set_busy(serve_state *st, int busy) {
+    int64_t now = mono_ms();
+    pthread_mutex_lock(&st->mu);
+    if (busy) {
+        st->busy_from = now;
+    } else if (st->busy_from >= 0) {
+        st->busy_ms += now - st->busy_from;
+        st->busy_from = -1;
+    }
+    pthread_mutex_unlock(&st->mu);
+}
+
+/* Removes entry i of the table, keeping the order (under mu). */
+static void drop_pipe(serve_state *st, int i) {
+    for (int j = i + 1; j < st->n_pipes; j++) {
+        st->pipes[j - 1] = st->pipes[j];
+        st->since[j - 1] = st->since[j];
+    }
+    st->n_pipes--;
+}
 
 /* --exit-on-stdin-eof: 1 when stdin has reached its end (input that arrives is read and dropped).
  * Does not block. */
@@ -341,6 +391,8 @@ typedef struct {
     proto_tls tls;                    /* all NULL: no TLS */
     int allow_plain;                  /* --allow-plain-tcp */
     int exit_on_eof;                  /* --exit-on-stdin-eof */
+    int hello_s;                      /* --hello-timeout: seconds a connection may stay without
+                                         becoming the owner */
 } serve_opts;
 
 /* The URL a client dials, for the "listening" line: the bound port in place of port 0, and this
@@ -361,25 +413,58 @@ static void announce_url(const char *url, int port, char *out, size_t outlen) {
     snprintf(out, outlen, "%.*s%s:%d", (int)(hp - url), url, host, port);
 }
 
+/* A new connection is always kept: when the table is full, the oldest connection that is not the
+ * owner is closed to make room (a connection that has not said hello holds no session, and the
+ * owner's is never touched). So connections that never say hello cannot lock the owner out. */
 static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg) {
     serve_state *st = arg;
     uint32_t id = (uint32_t)nng_pipe_id(p);
-    int close_it = 0;
+    nng_pipe victim = NNG_PIPE_INITIALIZER;
     pthread_mutex_lock(&st->mu);
     if (ev == NNG_PIPE_EV_ADD_PRE) {
-        if (st->n_pipes < SERVE_MAX_PIPES) st->pipes[st->n_pipes++] = id;
-        else close_it = 1;
+        if (st->n_pipes == SERVE_MAX_PIPES) {
+            int v = 0;   /* exists: at most one entry is the owner */
+            while ((uint32_t)nng_pipe_id(st->pipes[v]) == st->owner) v++;
+            victim = st->pipes[v];
+            drop_pipe(st, v);
+            st->n_evicted++;
+        }
+        st->pipes[st->n_pipes] = p;
+        st->since[st->n_pipes++] = idle_clock(st);
     } else if (ev == NNG_PIPE_EV_REM_POST) {
         for (int i = 0; i < st->n_pipes; i++)
-            if (st->pipes[i] == id) { st->pipes[i] = st->pipes[--st->n_pipes]; break; }
+            if ((uint32_t)nng_pipe_id(st->pipes[i]) == id) { drop_pipe(st, i); break; }
         if (st->owner == id) { st->owner = 0; st->owner_left = 1; }
     }
     pthread_mutex_unlock(&st->mu);
-    if (close_it) nng_pipe_close(p);
+    if (nng_pipe_id(victim) > 0) nng_pipe_close(victim);   /* outside mu: its REM_POST takes it */
 }
 
-/* The request frame cap: a prefill of the whole context or a tokenize text (up to 16 MiB, which
- * gets a clear refusal when too long), never more than the protocol's 64 MiB. */
+/* Closes every connection that is not the owner and connected hello_ms or more ago on the idle
+ * clock: it did not say hello in time, or its hello was refused (BUSY). Called by the serving thread
+ * between requests (at least once a second when idle). Returns how many. */
+static int close_stale(serve_state *st, int64_t hello_ms) {
+    nng_pipe gone[SERVE_MAX_PIPES];
+    int n = 0;
+    pthread_mutex_lock(&st->mu);
+    int64_t now = idle_clock(st);
+    for (int i = 0; i < st->n_pipes;) {
+        if ((uint32_t)nng_pipe_id(st->pipes[i]) != st->owner && now - st->since[i] >= hello_ms) {
+            gone[n++] = st->pipes[i];
+            drop_pipe(st, i);
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&st->mu);
+    for (int i = 0; i < n; i++) nng_pipe_close(gone[i]);
+    return n;
+}
+
+/* The request cap (the decoder's max_len): a prefill of the whole context or a tokenize text (up to
+ * 16 MiB, which gets a clear refusal when too long), never more than the protocol's 64 MiB. nng's
+ * own frame limit is PROTO_REQ_FRAME_MAX, above it: a request between the two is read and answered
+ * PROTO_E_TOOBIG on its connection, which stays open (nng would drop the connection instead). */
 static size_t serve_recv_max(const engine *e) {
     size_t pre = (size_t)e->n_ctx * 4, cap = (size_t)PROTO_MAX_TOKENS * 4;
     if (pre < PROTO_MAX_TOKENS) pre = PROTO_MAX_TOKENS;
@@ -395,7 +480,7 @@ static int admit(serve_state *st, engine *e, const proto_msg *req, nng_pipe pipe
     if (st->owner_left) { st->owner_left = 0; reset = 1; }
     if (st->owner == 0 && req->type == PROTO_HELLO)
         for (int i = 0; i < st->n_pipes; i++)
-            if (st->pipes[i] == id) st->owner = id;   /* only a connection still open can own */
+            if ((uint32_t)nng_pipe_id(st->pipes[i]) == id) st->owner = id;   /* only a connection still open can own */
     owner = st->owner;
     ok = owner != 0 && owner == id;
     pthread_mutex_unlock(&st->mu);
@@ -422,12 +507,14 @@ static int serve(engine *e, const serve_opts *so, char *err, size_t errlen) {
     serve_state st;
     nng_listener lst;
     uint64_t refused = 0;   /* connections refused before they became pipes, as last logged */
+    uint64_t evicted = 0;   /* st.n_evicted as last logged */
     memset(&st, 0, sizeof st);
+    st.busy_from = -1;
     pthread_mutex_init(&st.mu, NULL);
     size_t recv_max = serve_recv_max(e);
     const proto_tls *tls = so->tls.cert ? &so->tls : NULL;
     if (proto_listen_url(so->url, tls != NULL, so->allow_plain, url, sizeof url, err, errlen) ||
-        proto_listen_tls(url, recv_max, 1000, on_pipe, &st, tls, &s, &lst, err, errlen)) {
+        proto_listen_tls(url, PROTO_REQ_FRAME_MAX, 1000, on_pipe, &st, tls, &s, &lst, err, errlen)) {
         pthread_mutex_destroy(&st.mu);
         return 1;
     }
@@ -449,6 +536,19 @@ static int serve(engine *e, const serve_opts *so, char *err, size_t errlen) {
                     "the CA did not sign, or not TLS)\n", (unsigned long long)(r - refused), r - refused > 1 ? "s" : "");
             refused = r;
         }
+        int stale = close_stale(&st, (int64_t)so->hello_s * 1000);
+        pthread_mutex_lock(&st.mu);
+        uint64_t ev = st.n_evicted;
+        pthread_mutex_unlock(&st.mu);
+        if (stale)
+            fprintf(stderr, "strata-worker: closed %d connection%s that did not become the owner (an answered hello) "
+                    "within %d s (--hello-timeout)\n", stale, stale > 1 ? "s" : "", so->hello_s);
+        if (ev > evicted) {
+            fprintf(stderr, "strata-worker: closed %llu connection%s without a hello to make room for newer ones "
+                    "(%d kept at most)\n", (unsigned long long)(ev - evicted), ev - evicted > 1 ? "s" : "",
+                    SERVE_MAX_PIPES);
+            evicted = ev;
+        }
         if (so->exit_on_eof && stdin_ended()) {   /* checked at least once a second (receive timeout) */
             fprintf(stderr, "strata-worker: stdin closed (--exit-on-stdin-eof): stopping\n");
             break;
@@ -456,12 +556,14 @@ static int serve(engine *e, const serve_opts *so, char *err, size_t errlen) {
         proto_msg req, rep;
         void *o1 = NULL, *o2 = NULL;
         nng_pipe pipe;
+        int owned = 0;   /* the owner's request: the idle clock stops while it is served */
         int rc = proto_recv_pipe(s, recv_max, &req, &pipe, err, errlen);
         if (rc == PROTO_E_TIMEOUT) continue;
         if (rc == PROTO_E_TRANSPORT) { fprintf(stderr, "strata-worker: %s\n", err); break; }
         if (rc) {
             proto_error(&rep, req.id, rc, "%s", err);
         } else if (admit(&st, e, &req, pipe, &rep)) {
+            set_busy(&st, owned = 1);
             done = handle(e, &req, &rep, &o1, &o2);
             if (done) proto_init(&rep, PROTO_SHUTDOWN, 1, req.id);
         }
@@ -475,6 +577,7 @@ static int serve(engine *e, const serve_opts *so, char *err, size_t errlen) {
             proto_error(&rep, req.id, PROTO_E_INTERNAL, "reply failed: %s", err);
             proto_reply(s, &rep, err2, sizeof err2);
         }
+        if (owned) set_busy(&st, 0);
         free(o1);
         free(o2);
         proto_msg_free(&req);
@@ -578,6 +681,8 @@ int main(int argc, char **argv) {
     const char *tokens_file = NULL, *prompt = NULL, *dump = NULL, *listen = NULL;
     serve_opts so;
     memset(&so, 0, sizeof so);
+    so.hello_s = SERVE_HELLO_S;
+    int hello_given = 0;
     int max_new = 0, tok_mode = 0, timing = 0;
     double temperature = 0;
     unsigned long long seed = 0;
@@ -592,6 +697,7 @@ int main(int argc, char **argv) {
         {"tls-key", 1, 0, 'Y'}, {"tls-ca", 1, 0, 'R'}, {"allow-plain-tcp", 0, 0, 'L'},
         {"exit-on-stdin-eof", 0, 0, 'E'},
         {"mem-other-weights", 1, 0, 'W'}, {"rope-angles", 1, 0, 'r'}, {"mmap-weights", 0, 0, 'M'},
+        {"hello-timeout", 1, 0, 'H'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
@@ -638,6 +744,7 @@ int main(int argc, char **argv) {
         case 'R': so.tls.ca = optarg; break;
         case 'L': so.allow_plain = 1; break;
         case 'E': so.exit_on_eof = 1; break;
+        case 'H': if (parse_int("--hello-timeout", optarg, 1, 3600, &so.hello_s)) return 2; hello_given = 1; break;
         case 'W': {
             char *end;
             errno = 0;
@@ -666,8 +773,9 @@ int main(int argc, char **argv) {
             fprintf(stderr, "strata-worker: cannot read %s: %s\n", tls_files[i], strerror(errno));
             return 2;
         }
-    if ((so.tls.cert || so.allow_plain || so.exit_on_eof) && !listen) {
-        fprintf(stderr, "strata-worker: --tls-*, --allow-plain-tcp and --exit-on-stdin-eof go with --listen URL\n");
+    if ((so.tls.cert || so.allow_plain || so.exit_on_eof || hello_given) && !listen) {
+        fprintf(stderr, "strata-worker: --tls-*, --allow-plain-tcp, --exit-on-stdin-eof and --hello-timeout go with "
+                "--listen URL\n");
         return 2;
     }
     if (listen) {   /* a bad URL or missing certificates: say so before loading the model */
