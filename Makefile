@@ -86,10 +86,13 @@ all: $(BINS)
 	@ln -sf $(BUILD)/strata-worker strata-worker
 	@ln -sf $(BUILD)/strata-driver strata-driver
 
-# Install what is missing (through sudo when not root); a stamp keeps later builds quiet.
+# Install what is missing (through sudo when not root); a stamp keeps later builds quiet. A package
+# installed for two architectures (the arm64 libraries of tests/neon.test.sh beside the native ones)
+# is ambiguous to `dpkg -s NAME`, so the native NAME:ARCH is asked too.
+DPKG_HAS = dpkg -s $(1) >/dev/null 2>&1 || dpkg -s $(1):$$(dpkg --print-architecture) >/dev/null 2>&1
 deps: $(BUILD)/.deps
 $(BUILD)/.deps:
-	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; for p in $(DEB_PKGS); do { $(call DPKG_HAS,$$p); } || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
@@ -100,7 +103,7 @@ $(BUILD)/.deps:
 
 test-deps: $(BUILD)/.deps-test
 $(BUILD)/.deps-test: | $(BUILD)/.deps
-	@missing=""; for p in $(TEST_DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; for p in $(TEST_DEB_PKGS); do { $(call DPKG_HAS,$$p); } || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages for the tests:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
