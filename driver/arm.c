@@ -38,7 +38,7 @@ static void sleep_ms(int ms) {
  * ========================================================================================== */
 
 /* 1..63 printable ASCII characters, none of: space " ' \ | ` , (report.h's rule for names). */
-int arm_name_ok(const char *s) {
+int arm_valid_name(const char *s) {
     size_t n = strlen(s);
     if (n == 0 || n >= ARM_NAME_MAX) return 0;
     for (size_t i = 0; i < n; i++) {
@@ -142,7 +142,7 @@ int arm_add_local(const char *list, arm **arms, int *n, char *err, size_t errlen
             return errmsg_set(err, errlen, ARM_E_SPEC, "arm spec '%.*s' is too long", (int)len, p);
         memcpy(item, p, len);
         item[len] = 0;
-        if (!arm_name_ok(item) || strchr(item, '#'))
+        if (!arm_valid_name(item) || strchr(item, '#'))
             return errmsg_set(err, errlen, ARM_E_SPEC, "bad arm spec '%s' (e.g. f16, int8, int8/f16, "
                            "k:int8, v:q4_0)", item);
         char name[ARM_NAME_MAX];
@@ -165,7 +165,7 @@ int arm_add_remote(const char *name_eq_url, arm **arms, int *n, char *err, size_
     memcpy(base, name_eq_url, (size_t)(eq - name_eq_url));
     base[eq - name_eq_url] = 0;
     const char *url = eq + 1;
-    if (!arm_name_ok(base) || strchr(base, '#'))
+    if (!arm_valid_name(base) || strchr(base, '#'))
         return errmsg_set(err, errlen, ARM_E_SPEC, "bad arm name '%s' in --arm (printable, no spaces, "
                        "quotes, commas or '#')", base);
     if (strncmp(url, "tcp://", 6) && strncmp(url, "ipc://", 6) && strncmp(url, "tls+tcp://", 10))
@@ -198,7 +198,7 @@ int arm_add_model(const char *arg, arm **arms, int *n, char *err, size_t errlen)
         *colon = 0;
     }
     snprintf(base, sizeof base, "%s", head);
-    if (!arm_name_ok(base) || strchr(base, '#'))
+    if (!arm_valid_name(base) || strchr(base, '#'))
         return errmsg_set(err, errlen, ARM_E_SPEC, "bad arm name '%s' in --arm-model %s (printable, no spaces, "
                           "quotes, commas, ':' or '#')", base, arg);
     char k[ARM_FMT_MAX], v[ARM_FMT_MAX], e2[256];

@@ -104,7 +104,7 @@ typedef struct {
 
 /* 1 when s is a valid arm or KV format name for the results folder: 1..ARM_NAME_MAX-1 printable
  * ASCII characters, none of: space " ' \ | ` , (report.h's rule). */
-int arm_name_ok(const char *s);
+int arm_valid_name(const char *s);
 
 /* Resolves one spec to K and V format names (kv_k, kv_v: ARM_FMT_MAX bytes each). ref_k/ref_v are
  * the reference arm's formats, needed for "k:" / "v:" specs (NULL when unknown: then those specs
@@ -234,7 +234,7 @@ int arm_check_handshake(const arm *arms, int n, FILE *out, char *notes, size_t n
 /* ---- what workers say (arm_check.c) --------------------------------------------------------- */
 
 /* Checks a hello reply before anything uses it: every string printable ASCII (kv_k and kv_v also
- * arm_name_ok: they label the arm in the results), n_vocab >= 1, bos in [-1, n_vocab), n_ctx in
+ * arm_valid_name: they label the arm in the results), n_vocab >= 1, bos in [-1, n_vocab), n_ctx in
  * [1, INT32_MAX], n_layer in [1, 4096], threads >= 1, n_expert <= 4096 with n_expert_used in
  * [1, n_expert] (both 0 for a dense model), kv_bytes_per_token <= INT64_MAX. Returns 0, or
  * ARM_E_REPLY with one line naming the field (not the arm) in err. */

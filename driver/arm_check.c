@@ -33,7 +33,7 @@ int arm_check_hello(const proto_hello_rep *h, char *err, size_t errlen) {
         { "device", h->device }, { "kv_layers", h->kv_layers } };
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
         if (str_ok(s[i].name, s[i].v, err, errlen)) return ARM_E_REPLY;
-    if (!arm_name_ok(h->kv_k) || !arm_name_ok(h->kv_v))
+    if (!arm_valid_name(h->kv_k) || !arm_valid_name(h->kv_v))
         return errmsg_set(err, errlen, ARM_E_REPLY, "hello reply: kv_k '%s' / kv_v '%s' is not a KV format name "
                           "(1..%d printable characters, no spaces, quotes, '|' or ',')", h->kv_k, h->kv_v,
                           ARM_NAME_MAX - 1);
@@ -204,7 +204,7 @@ int arm_ran_label(const arm *a, char *out, char *err, size_t errlen) {
     if (!strcmp(a->hello.kv_k, a->hello.kv_v)) snprintf(ran, sizeof ran, "%s", a->hello.kv_k);
     else snprintf(ran, sizeof ran, "%s/%s", a->hello.kv_k, a->hello.kv_v);
     snprintf(label, sizeof label, "%s[ran:%s]%s", base, ran, suffix);
-    if (strlen(label) >= ARM_NAME_MAX || !arm_name_ok(label))
+    if (strlen(label) >= ARM_NAME_MAX || !arm_valid_name(label))
         return errmsg_set(err, errlen, ARM_E_SPEC, "arm %s runs %s: its label %s does not fit in %d characters (give "
                           "it a shorter name)", a->name, ran, label, ARM_NAME_MAX - 1);
     snprintf(out, ARM_NAME_MAX, "%s", label);

@@ -8,7 +8,7 @@
 #     honest proxy finishes it;
 #   - F7: a remote arm named int8 whose worker runs f16 is refused with exit code 3 and one line
 #     naming the arm, int8 and f16; with --allow-kv-mismatch it runs, and depths.tsv, meta.json and
-#     README.md label it int8[ran:f16].
+#     README.md label it int8[ran:f16]; the same for needle (cells.tsv).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -82,6 +82,15 @@ check "meta.json: the arm is int8[ran:f16] with kv_k f16, and a warning names --
     python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); a = [x for x in m["arms"] if x["name"] == "int8[ran:f16]"]
 sys.exit(not (a and a[0]["kv_k"] == "f16" and a[0]["kv_v"] == "f16" and any("--allow-kv-mismatch" in w for w in m["warnings"])))' "$R/meta.json"
 check "README.md shows the label" grep -q 'int8\[ran:f16\]' "$R/README.md"
+# needle: the same rule and the same label (cells.tsv)
+bad_input "needle: the same remote arm is refused" 3 "remote arm int8 is named for K/V int8/int8 but its worker runs f16/f16" \
+    needle --model "$MODEL" --arms f16 --arm "int8=ipc://$T/f.ipc" --lengths 512 --positions 50 --out "$T/n1" --quiet
+"$DRV" needle --model "$MODEL" --arms f16 --arm "int8=ipc://$T/f.ipc" --lengths 512 --positions 50 --allow-kv-mismatch \
+    --out "$T/n2" --quiet > /dev/null 2> "$T/n2.err"
+rc=$?
+check "needle with --allow-kv-mismatch runs (rc $rc: $(grep error: "$T/n2.err"))" test $rc -eq 0
+check "needle's cells.tsv labels the arm int8[ran:f16]" grep -q 'int8\[ran:f16\]' "$T/n2/cells.tsv"
+check "needle keeps --allow-kv-mismatch for --resume (meta.json options)" grep -q '"allow_kv_mismatch": true' "$T/n2/meta.json"
 
 if [ "$skip" != 0 ]; then echo "$pass passed, $fail failed, $skip skipped"; else echo "$pass passed, $fail failed"; fi
 [ "$fail" = 0 ]
