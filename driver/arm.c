@@ -38,7 +38,7 @@ static void sleep_ms(int ms) {
  * ========================================================================================== */
 
 /* 1..63 printable ASCII characters, none of: space " ' \ | ` , (report.h's rule for names). */
-static int name_ok(const char *s) {
+int arm_valid_name(const char *s) {
     size_t n = strlen(s);
     if (n == 0 || n >= ARM_NAME_MAX) return 0;
     for (size_t i = 0; i < n; i++) {
@@ -142,7 +142,7 @@ int arm_add_local(const char *list, arm **arms, int *n, char *err, size_t errlen
             return errmsg_set(err, errlen, ARM_E_SPEC, "arm spec '%.*s' is too long", (int)len, p);
         memcpy(item, p, len);
         item[len] = 0;
-        if (!name_ok(item) || strchr(item, '#'))
+        if (!arm_valid_name(item) || strchr(item, '#'))
             return errmsg_set(err, errlen, ARM_E_SPEC, "bad arm spec '%s' (e.g. f16, int8, int8/f16, "
                            "k:int8, v:q4_0)", item);
         char name[ARM_NAME_MAX];
@@ -165,7 +165,7 @@ int arm_add_remote(const char *name_eq_url, arm **arms, int *n, char *err, size_
     memcpy(base, name_eq_url, (size_t)(eq - name_eq_url));
     base[eq - name_eq_url] = 0;
     const char *url = eq + 1;
-    if (!name_ok(base) || strchr(base, '#'))
+    if (!arm_valid_name(base) || strchr(base, '#'))
         return errmsg_set(err, errlen, ARM_E_SPEC, "bad arm name '%s' in --arm (printable, no spaces, "
                        "quotes, commas or '#')", base);
     if (strncmp(url, "tcp://", 6) && strncmp(url, "ipc://", 6) && strncmp(url, "tls+tcp://", 10))
@@ -198,7 +198,7 @@ int arm_add_model(const char *arg, arm **arms, int *n, char *err, size_t errlen)
         *colon = 0;
     }
     snprintf(base, sizeof base, "%s", head);
-    if (!name_ok(base) || strchr(base, '#'))
+    if (!arm_valid_name(base) || strchr(base, '#'))
         return errmsg_set(err, errlen, ARM_E_SPEC, "bad arm name '%s' in --arm-model %s (printable, no spaces, "
                           "quotes, commas, ':' or '#')", base, arg);
     char k[ARM_FMT_MAX], v[ARM_FMT_MAX], e2[256];
@@ -567,6 +567,8 @@ int arm_call(arm *a, proto_msg *req, proto_msg *rep, size_t max_len, char *err, 
     char e[600];
     req->id = a->next_id++;
     int rc = proto_call(a->sock, req, rep, max_len, e, sizeof e);
+    if (rc) a->n_past = -1;   /* a failed request may have moved the stream */
+    else if ((rc = arm_check_reply(a, req, rep, e, sizeof e))) proto_msg_free(rep);
     if (rc) errmsg_set(err, errlen, rc, "arm %s: %s", a->name, e);
     return rc;
 }
@@ -800,9 +802,16 @@ int arm_call_all(arm *arms, int n, const proto_msg *reqs, proto_msg *reps, size_
     }
     for (int i = 0; i < n; i++)
         if (started[i]) pthread_join(th[i], NULL);
+    /* every reply is checked against its request before anyone uses it */
+    for (int i = 0; i < n && !closed; i++) {
+        if (!started[i]) continue;
+        if (jobs[i].rc) arms[i].n_past = -1;
+        else if ((jobs[i].rc = arm_check_reply(&arms[i], &jobs[i].req, &reps[i], jobs[i].err, sizeof jobs[i].err)))
+            proto_msg_free(&reps[i]);
+    }
     if (closed) {
         for (int i = 0; i < n; i++)
-            if (started[i]) arms[i].connected = 0;
+            if (started[i]) arms[i].connected = 0, arms[i].n_past = -1;
         ret = errmsg_set(err, errlen, ARM_E_INTERRUPTED, "interrupted");
     } else if (!ret) {
         for (int i = 0; i < n; i++) {
@@ -969,9 +978,17 @@ int arm_check_handshake(const arm *arms, int n, FILE *out, char *notes, size_t n
             append(err, errlen, "%sarm %s was started with K/V %s/%s but reports %s/%s", bad ? "; " : "",
                    a->name, a->kv_k, a->kv_v, a->hello.kv_k, a->hello.kv_v);
             bad = 1;
+        } else if (a->opt && a->opt->allow_kv_mismatch) {
+            char label[ARM_NAME_MAX], e2[256];
+            if (arm_ran_label(a, label, e2, sizeof e2)) snprintf(label, sizeof label, "?");
+            append(notes, noteslen, "remote arm %s is named for K/V %s/%s but its worker runs %s/%s "
+                   "(--allow-kv-mismatch): the results label it %s\n", a->name, a->kv_k, a->kv_v, a->hello.kv_k,
+                   a->hello.kv_v, label);
         } else {
-            append(notes, noteslen, "remote arm %s is named for K/V %s/%s but its worker stores %s/%s\n",
-                   a->name, a->kv_k, a->kv_v, a->hello.kv_k, a->hello.kv_v);
+            append(err, errlen, "%sremote arm %s is named for K/V %s/%s but its worker runs %s/%s (give "
+                   "--allow-kv-mismatch to run it, labelled by what it runs)", bad ? "; " : "", a->name, a->kv_k,
+                   a->kv_v, a->hello.kv_k, a->hello.kv_v);
+            bad = 1;
         }
     }
     if (bad) return ARM_E_MISMATCH;

@@ -63,6 +63,8 @@ enum {
     ARM_E_MISMATCH    = 102,   /* handshakes differ in more than the KV formats */
     ARM_E_SPEC        = 103,   /* a bad arm spec, name or URL */
     ARM_E_SYSTEM      = 104,   /* fork/exec/file failure */
+    ARM_E_REPLY       = 105,   /* a reply whose values do not fit its request or the handshake
+                                  (arm_check_reply): nothing of it is used */
 };
 
 typedef struct arm_options arm_options;
@@ -93,9 +95,16 @@ typedef struct {
     const arm_options *opt;    /* NULL, or how to start and connect (arm_set_options) */
     int launched;              /* 1: started through arm_launch.launch (url "" until announced) */
     int out_fd, in_fd;         /* launched: the launcher's stdout (read) and stdin (write) pipes */
+    int64_t n_past;            /* the worker's stream length as its checked replies tell it (0 after
+                                * hello, which starts a fresh session); -1 unknown (after a failed
+                                * request, until a truncate says it) */
 } arm;
 
 /* ---- specs and names (pure) ---------------------------------------------------------------- */
+
+/* 1 when s is a valid arm or KV format name for the results folder: 1..ARM_NAME_MAX-1 printable
+ * ASCII characters, none of: space " ' \ | ` , (report.h's rule). */
+int arm_valid_name(const char *s);
 
 /* Resolves one spec to K and V format names (kv_k, kv_v: ARM_FMT_MAX bytes each). ref_k/ref_v are
  * the reference arm's formats, needed for "k:" / "v:" specs (NULL when unknown: then those specs
@@ -150,6 +159,8 @@ struct arm_options {
     int allow_overcommit;      /* local workers get --allow-overcommit */
     int rope_f32;              /* local workers get --rope-angles f32 (llama.cpp's f32 RoPE angles) */
     int mmap_weights;          /* local workers get --mmap-weights (they share the mapped model file) */
+    int allow_kv_mismatch;     /* a remote arm whose worker runs other K/V formats than its name says
+                                * is run (labelled by what it runs, arm_relabel_ran) instead of refused */
 };
 
 /* Sets arms[0..n).opt = o. */
@@ -185,15 +196,17 @@ int arm_connect(arm *a, int timeout_ms, int request_ms, size_t recv_max,
 /* Sets the receive cap (bytes) of a connected arm's socket. Returns 0 or PROTO_E_TRANSPORT. */
 int arm_set_recv_max(arm *a, size_t recv_max, char *err, size_t errlen);
 
-/* One request to one arm: gives *req the arm's next id and calls proto_call. *rep is the caller's
- * to proto_msg_free. Returns proto_call's code, with err prefixed by the arm's name. */
+/* One request to one arm: gives *req the arm's next id and calls proto_call, then checks the reply
+ * (arm_check_reply; a bad one is freed, *rep zeroed). *rep is the caller's to proto_msg_free.
+ * Returns proto_call's code or ARM_E_REPLY, with err prefixed by the arm's name. */
 int arm_call(arm *a, proto_msg *req, proto_msg *rep, size_t max_len, char *err, size_t errlen);
 
 /* Sends reqs[i] to arms[i] for every i with reqs[i].type != PROTO_NONE, all at once (one thread
  * per arm), and waits for every reply. The request ids are set here (reqs is not modified).
  * timeout_ms > 0 sets each called arm's send/receive timeout first (else the socket keeps its own).
  * reps[n] receives the replies (each zeroed when it failed or was not sent); the caller frees each
- * with proto_msg_free, also on failure. codes[n] (may be NULL) receives each arm's code (0 for
+ * with proto_msg_free, also on failure. Every reply is checked (arm_check_reply) before it is
+ * returned: a bad one is freed and its arm fails with ARM_E_REPLY. codes[n] (may be NULL) receives each arm's code (0 for
  * success and for arms not called). While waiting it checks *stop every 100 ms: when raised it
  * kills the local workers (their calls fail at once) and closes the remote arms' sockets, marks
  * them disconnected, and returns ARM_E_INTERRUPTED. Otherwise returns 0 when every call succeeded,
@@ -210,11 +223,51 @@ int arm_call_all(arm *arms, int n, const proto_msg *reqs, proto_msg *reps, size_
  * with the differences in err. Weight arms (own_model) need only the same tokenizer hash,
  * vocabulary size and BOS id (the other arms still the same model among themselves); each one is
  * noted in notes ("arm q8 runs its own model ...: the arms differ in weights, not only KV"). Differences that do not invalidate the comparison but deserve a
- * note (engine or git version, device, max context, a remote arm whose name disagrees with its
- * formats) are appended to notes as lines "...\n" (cut short at noteslen). Also checks that each
- * local arm reports the formats it was started with. Returns 0 or ARM_E_MISMATCH. */
+ * note (engine or git version, device, max context) are appended to notes as lines "...\n" (cut
+ * short at noteslen). Also checks that each local arm reports the formats it was started with, and
+ * that each remote arm named by a spec (int8, k:int8, ...) runs those formats (arm_kv_mismatch):
+ * one that does not is refused, unless its options allow it (allow_kv_mismatch: then a note says
+ * what it runs and the label arm_relabel_ran will give it). Returns 0 or ARM_E_MISMATCH. */
 int arm_check_handshake(const arm *arms, int n, FILE *out, char *notes, size_t noteslen,
                         char *err, size_t errlen);
+
+/* ---- what workers say (arm_check.c) --------------------------------------------------------- */
+
+/* Checks a hello reply before anything uses it: every string printable ASCII (kv_k and kv_v also
+ * arm_valid_name: they label the arm in the results), n_vocab >= 1, bos in [-1, n_vocab), n_ctx in
+ * [1, INT32_MAX], n_layer in [1, 4096], threads >= 1, n_expert <= 4096 with n_expert_used in
+ * [1, n_expert] (both 0 for a dense model), kv_bytes_per_token <= INT64_MAX. Returns 0, or
+ * ARM_E_REPLY with one line naming the field (not the arm) in err. */
+int arm_check_hello(const proto_hello_rep *h, char *err, size_t errlen);
+
+/* Checks rep, the successful reply to req, against the request and the arm's handshake (a->hello;
+ * for a hello reply, arm_check_hello) and keeps a->n_past up to date:
+ *   tokenize  every id in [0, n_vocab)
+ *   vocab     1 <= its n_vocab <= the hello's
+ *   prefill   n_vocab = the hello's; n_rows = 0 / 1 / n_tokens for rows none / last / all; n_past =
+ *             the stream's length + n_tokens (when known), <= n_ctx; experts: n_tokens x n_layer x
+ *             n_expert_used ids in [0, n_expert) when asked (and the model has experts), else none
+ *   generate  n tokens as asked, each in [0, n_vocab); gaps finite and >= 0; n_past = the length
+ *             + n - 1 (when known), <= n_ctx
+ *   truncate  n_past = depth
+ *   stats     n_past = the length (when known), <= n_ctx; kv_bytes = n_past x kv_bytes_per_token;
+ *             seconds finite and >= 0; counters <= INT64_MAX
+ * Returns 0, or ARM_E_REPLY with one line naming the reply and its field (not the arm: callers
+ * prefix it) in err; a->n_past is then unknown (-1). */
+int arm_check_reply(arm *a, const proto_msg *req, const proto_msg *rep, char *err, size_t errlen);
+
+/* 1 when a is a remote arm named by a spec whose formats (a->kv_k, a->kv_v) differ from the ones
+ * its worker reported in hello, else 0. */
+int arm_kv_mismatch(const arm *a);
+
+/* The label of an arm by what its worker runs, into out [ARM_NAME_MAX]: NAME[ran:K] (K/V when they
+ * differ) with NAME its name without a "#k" suffix, which follows the label: int8#2 running f16
+ * becomes int8[ran:f16]#2. Returns 0, or ARM_E_SPEC when it does not fit (or is not a valid name). */
+int arm_ran_label(const arm *a, char *out, char *err, size_t errlen);
+
+/* Renames every arm of arms[n] with arm_kv_mismatch to its arm_ran_label (the results then label
+ * it by what it ran). Returns 0, or ARM_E_SPEC (a label too long or taken by another arm). */
+int arm_relabel_ran(arm *arms, int n, char *err, size_t errlen);
 
 /* 0 when the arm's local worker has exited (it is reaped then), else 1 (also for remote arms). */
 int arm_alive(arm *a);

@@ -64,7 +64,7 @@ void needle_usage(FILE *f) {
         "  the --model arms are just f16), --threads N, --prefill N, --max-context N, --worker PATH,\n"
         "  --tls-cert F --tls-key F --tls-ca F (mutual TLS for tls+tcp:// arms), --launch TEMPLATE and\n"
         "  --launch-listen URL (start the local workers through srun/ssh), --allow-overcommit,\n"
-        "  --mmap-weights, --rope-angles exact|f32\n"
+        "  --mmap-weights, --rope-angles exact|f32, --allow-kv-mismatch\n"
         "output:\n"
         "  --out DIR           results folder (default results/<YYYY-MM-DD-HHMM>-<model>-needle)\n"
         "  --tag T, --force, --quiet, --chunk N (tokens per prefill request, default 1024)\n"
@@ -277,6 +277,7 @@ static int opts_from_meta(json_t *meta, needle_opts *o, char *err, size_t errlen
         if (OSTR(arm_keys[i].key)) workers_arm_opt(&o->ao, arm_keys[i].code, OSTR(arm_keys[i].key));
     if (json_is_true(json_object_get(op, "allow_overcommit"))) workers_arm_opt(&o->ao, 1006, NULL);
     if (json_is_true(json_object_get(op, "mmap_weights"))) workers_arm_opt(&o->ao, 1008, NULL);
+    if (json_is_true(json_object_get(op, "allow_kv_mismatch"))) workers_arm_opt(&o->ao, 1009, NULL);
 #undef OSTR
 #undef OINT
     return 0;
@@ -303,6 +304,7 @@ static json_t *opts_to_json(const needle_opts *o) {
         if (arm_strs[i][1]) json_object_set_new(j, arm_strs[i][0], json_string(arm_strs[i][1]));
     if (o->ao.allow_overcommit) json_object_set_new(j, "allow_overcommit", json_true());
     if (o->ao.mmap_weights) json_object_set_new(j, "mmap_weights", json_true());
+    if (o->ao.allow_kv_mismatch) json_object_set_new(j, "allow_kv_mismatch", json_true());
     json_object_set_new(j, "ref", json_string(o->ref));
     json_object_set_new(j, "lengths", L);
     json_object_set_new(j, "positions", P);
@@ -1466,16 +1468,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     /* ---- the workers' counters, the final meta.json, the report ---- */
     for (int a = 0; a < n_arms; a++) {
         if (!arms[a].connected || !arm_alive(&arms[a])) continue;
-        proto_msg req, rep;
-        char e2[256];
-        nng_socket_set_ms(arms[a].sock, NNG_OPT_RECVTIMEO, 5000);
-        nng_socket_set_ms(arms[a].sock, NNG_OPT_SENDTIMEO, 5000);
-        proto_init(&req, PROTO_STATS, 0, 0);
-        if (arm_call(&arms[a], &req, &rep, 4096, e2, sizeof e2) == 0) {
-            M.stats[a] = rep.stats_rep;
-            M.have_stats[a] = 1;
-        }
-        proto_msg_free(&rep);
+        M.have_stats[a] = workers_stats(&arms[a], &M.stats[a], warnings);
     }
     if (write_meta(&M, arms, n_arms, ref, cells_done, status, ret == EXIT_OK, err, sizeof err)) {
         cli_errorf("%s", err);

@@ -1691,16 +1691,7 @@ done:
         /* the workers' own counters, from the arms still connected (short timeout) */
         for (int a = 0; a < n; a++) {
             if (!arms[a].connected || !arm_alive(&arms[a]) || arm_proc_state(&arms[a]) == 'T') continue;
-            proto_msg req, rep;
-            char e2[256];
-            nng_socket_set_ms(arms[a].sock, NNG_OPT_RECVTIMEO, 5000);
-            nng_socket_set_ms(arms[a].sock, NNG_OPT_SENDTIMEO, 5000);
-            proto_init(&req, PROTO_STATS, 0, 0);
-            if (arm_call(&arms[a], &req, &rep, 4096, e2, sizeof e2) == 0) {
-                st.stats[a] = rep.stats_rep;
-                st.have_stats[a] = 1;
-            }
-            proto_msg_free(&rep);
+            st.have_stats[a] = workers_stats(&arms[a], &st.stats[a], c->warnings);
         }
         if (ret == SWEEP_INTERRUPTED)
             snprintf(e, sizeof e, "interrupted after %d of %d depths", st.k_done, c->n_depths);

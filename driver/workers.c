@@ -38,6 +38,7 @@ int workers_arm_opt(workers_arm_opts *a, int c, const char *arg) {
     case 1006: a->allow_overcommit = 1; return 1;
     case 1007: a->rope_angles = arg; return 1;
     case 1008: a->mmap_weights = 1; return 1;
+    case 1009: a->allow_kv_mismatch = 1; return 1;
     default: return 0;
     }
 }
@@ -69,7 +70,8 @@ int workers_arms_build(const char *list, const char *ref, const workers_arm_opts
     if (r < 0) return -1;
     *tls = (proto_tls){ a->tls_cert, a->tls_key, a->tls_ca };
     *opt = (arm_options){ a->tls_cert ? tls : NULL, a->launch, a->launch_listen, a->allow_overcommit,
-                          a->rope_angles && !strcmp(a->rope_angles, "f32"), a->mmap_weights };
+                          a->rope_angles && !strcmp(a->rope_angles, "f32"), a->mmap_weights,
+                          a->allow_kv_mismatch };
     arm_set_options(*arms, *n, opt);
     return r;
 }
@@ -129,6 +131,7 @@ int workers_start(arm *arms, int n, const workers_opts *o, const volatile sig_at
     char notes[4096] = "";
     if (arm_check_handshake(arms, n, o->quiet ? NULL : stderr, notes, sizeof notes, err, errlen))
         return WORKERS_MISMATCH;
+    if (arm_relabel_ran(arms, n, err, errlen)) return WORKERS_MISMATCH;   /* allowed: labelled by what they run */
     for (char *line = notes, *nl; *line; line = nl + 1) {
         if (!(nl = strchr(line, '\n'))) break;
         *nl = 0;
@@ -139,6 +142,24 @@ int workers_start(arm *arms, int n, const workers_opts *o, const volatile sig_at
         if (warnings && !seen) json_array_append_new(warnings, json_string(line));
     }
     return WORKERS_OK;
+}
+
+int workers_stats(arm *a, proto_stats_rep *out, json_t *warnings) {
+    proto_msg req, rep;
+    char e[700];
+    nng_socket_set_ms(a->sock, NNG_OPT_RECVTIMEO, 5000);
+    nng_socket_set_ms(a->sock, NNG_OPT_SENDTIMEO, 5000);
+    proto_init(&req, PROTO_STATS, 0, 0);
+    int rc = arm_call(a, &req, &rep, 4096, e, sizeof e);
+    if (!rc) *out = rep.stats_rep;
+    proto_msg_free(&rep);
+    if (rc == ARM_E_REPLY) {
+        char w[800];
+        snprintf(w, sizeof w, "%s: the worker's counters are left out of meta.json", e);
+        fprintf(stderr, "strata-driver: warning: %s\n", w);
+        if (warnings) json_array_append_new(warnings, json_string(w));
+    }
+    return rc == 0;
 }
 
 json_t *workers_arm_json(const arm *a) {

@@ -29,7 +29,8 @@ typedef struct {
 
 /* The command-line options that name a run's arms besides --arms and say how their workers start
  * and connect, the same for `sweep` and `needle`: --arm NAME=URL, --arm-model NAME[:SPEC]=FILE,
- * --tls-cert/--tls-key/--tls-ca, --launch, --launch-listen, --allow-overcommit, --mmap-weights, --rope-angles. Strings are
+ * --tls-cert/--tls-key/--tls-ca, --launch, --launch-listen, --allow-overcommit, --mmap-weights, --rope-angles,
+ * --allow-kv-mismatch. Strings are
  * borrowed (argv, or a resumed run's meta.json); the two arrays are malloc'd by workers_arm_opt and
  * freed by workers_arm_opts_free. */
 typedef struct {
@@ -42,13 +43,16 @@ typedef struct {
     int allow_overcommit;
     int mmap_weights;         /* local workers map the model file (shared) instead of copying it */
     const char *rope_angles;  /* NULL, "exact" or "f32" (checked by workers_arm_opts_check) */
+    int allow_kv_mismatch;    /* --allow-kv-mismatch: run a remote arm whose worker runs other K/V
+                               * formats than its name says, labelled by what it runs */
 } workers_arm_opts;
 
 /* Their getopt_long entries (the codes workers_arm_opt takes), for a command's option table. */
 #define WORKERS_ARM_LONGOPTS                                                                         \
     {"arm", 1, 0, 'A'}, {"arm-model", 1, 0, 'B'}, {"tls-cert", 1, 0, 1001}, {"tls-key", 1, 0, 1002}, \
     {"tls-ca", 1, 0, 1003}, {"launch", 1, 0, 1004}, {"launch-listen", 1, 0, 1005},                    \
-    {"allow-overcommit", 0, 0, 1006}, {"rope-angles", 1, 0, 1007}, {"mmap-weights", 0, 0, 1008}
+    {"allow-overcommit", 0, 0, 1006}, {"rope-angles", 1, 0, 1007}, {"mmap-weights", 0, 0, 1008},      \
+    {"allow-kv-mismatch", 0, 0, 1009}
 
 /* Takes getopt's code c and its argument: 1 when c is one of the options above (stored in *a), 0 when
  * it is not, -1 out of memory. */
@@ -72,7 +76,8 @@ int workers_arms_build(const char *list, const char *ref, const workers_arm_opts
 /* Outcomes (the driver's exit codes, §1.5). */
 enum { WORKERS_OK = 0, WORKERS_ERROR = 1, WORKERS_MISMATCH = 3, WORKERS_INTERRUPTED = 130 };
 
-/* Starts and dials arms[n] as above. tmpdir [tmplen] and *tmp_lock receive the temp dir and its
+/* Starts and dials arms[n] as above; a remote arm allowed to run other formats than its name says
+ * (--allow-kv-mismatch) is then renamed by what it runs (arm_relabel_ran). tmpdir [tmplen] and *tmp_lock receive the temp dir and its
  * lock (unchanged when every arm is remote: the caller initialises them to "" and -1 and releases
  * them with arm_tmpdir_remove, also after a failure); *launch (may be NULL) how the local workers
  * were started (for restarts). warnings (borrowed array, may be NULL) gets the handshake's notes.
@@ -80,6 +85,12 @@ enum { WORKERS_OK = 0, WORKERS_ERROR = 1, WORKERS_MISMATCH = 3, WORKERS_INTERRUP
  * in err. Allocates nothing the caller must free beyond the arms' own resources (arm_stop_all). */
 int workers_start(arm *arms, int n, const workers_opts *o, const volatile sig_atomic_t *stop, char *tmpdir,
                   size_t tmplen, int *tmp_lock, arm_launch *launch, json_t *warnings, char *err, size_t errlen);
+
+/* The worker's own counters at the end of a run (sweep and needle alike): a stats request to a
+ * connected arm with a 5 s timeout. Returns 1 with *out filled, or 0: no reply (the counters are
+ * then unavailable), or a reply whose values do not add up (arm_check_reply), which is also said on
+ * stderr and appended to warnings (may be NULL). */
+int workers_stats(arm *a, proto_stats_rep *out, json_t *warnings);
 
 /* Seconds on CLOCK_MONOTONIC. */
 double workers_now_s(void);

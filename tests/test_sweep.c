@@ -218,9 +218,28 @@ static void test_handshake(void) {
     CHECK(arm_check_handshake(a, 3, NULL, notes, sizeof notes, err, sizeof err) == ARM_E_MISMATCH &&
           strstr(err, "started with"), "a local worker reporting other formats than it was started with is refused");
     a[1].remote = 1;
+    notes[0] = err[0] = 0;
+    CHECK(arm_check_handshake(a, 3, NULL, notes, sizeof notes, err, sizeof err) == ARM_E_MISMATCH &&
+          strstr(err, "remote arm int8 is named for K/V int8/int8 but its worker runs f16/int8") &&
+          strstr(err, "--allow-kv-mismatch"),
+          "a remote worker whose name disagrees with its formats is refused, naming both (%s)", err);
+    arm_options allow = { .allow_kv_mismatch = 1 };
+    arm_set_options(a, 3, &allow);
     notes[0] = 0;
-    CHECK(arm_check_handshake(a, 3, NULL, notes, sizeof notes, err, sizeof err) == 0 && strstr(notes, "remote arm int8"),
-          "a remote worker whose name disagrees with its formats gets a note");
+    CHECK(arm_check_handshake(a, 3, NULL, notes, sizeof notes, err, sizeof err) == 0 &&
+          strstr(notes, "remote arm int8 is named for K/V int8/int8 but its worker runs f16/int8") &&
+          strstr(notes, "label it int8[ran:f16/int8]"),
+          "allowed (--allow-kv-mismatch): it passes with a note giving its label (%s)", notes);
+    CHECK(arm_relabel_ran(a, 3, err, sizeof err) == 0 && !strcmp(a[1].name, "int8[ran:f16/int8]") &&
+          !strcmp(a[0].name, "f16") && !strcmp(a[2].name, "f16#2"),
+          "arm_relabel_ran renames only that arm, by what it runs (%s)", a[1].name);
+    snprintf(a[1].name, sizeof a[1].name, "int8#2");
+    snprintf(a[1].hello.kv_k, sizeof a[1].hello.kv_k, "f16");
+    snprintf(a[1].hello.kv_v, sizeof a[1].hello.kv_v, "f16");
+    char label[ARM_NAME_MAX];
+    CHECK(arm_ran_label(&a[1], label, err, sizeof err) == 0 && !strcmp(label, "int8[ran:f16]#2"),
+          "a repeat's label keeps its #k suffix last: int8#2 running f16 -> int8[ran:f16]#2 (%s)", label);
+    arm_set_options(a, 3, NULL);
 
     /* a weight arm: the same tokenizer, vocabulary and BOS; the model may differ */
     make_arm(&a[0], "f16", "f16", "f16");
