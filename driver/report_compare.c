@@ -14,7 +14,11 @@ static void cmp_row(FILE *o, const char *name, const char *a, const char *b) {
 }
 
 static void cmp_setup(FILE *o, const char *name, const char *a, const char *b) {
-    fprintf(o, "| %s | %s | %s | %s |\n", name, a, b, strcmp(a, b) ? "**differs**" : "same");
+    fprintf(o, "| %s | ", name);
+    report_md_cell(o, a);   /* from meta.json: '|' escaped (control bytes were on loading) */
+    fputs(" | ", o);
+    report_md_cell(o, b);
+    fprintf(o, " | %s |\n", strcmp(a, b) ? "**differs**" : "same");
 }
 
 static void fork_median_text(const stats_km *k, int fork_n, char *buf, size_t len) {
