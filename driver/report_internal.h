@@ -313,11 +313,12 @@ int report_extra_summary(json_t *root, const report_results *R, const report_ext
  * Shared with other results folders (the needle bench, driver/report_needle.c)
  * ========================================================================================== */
 
-/* ---- untrusted input and safe output (report_io.c; docs/DESIGN.md §4.13) ------------------ */
+/* ---- untrusted input and safe output (report_io.c; docs/DESIGN.md §4.11) ------------------ */
 
-/* The bounds on what is read from a results folder: one TSV line (a forks.tsv row of two streams
- * of --fork tokens is 2 x 12 bytes per token at most: 1 MiB holds --fork 40000), and meta.json. */
-#define REPORT_LINE_MAX ((size_t)1 << 20)
+/* The bounds on what is read from a results folder: one TSV line (a forks.tsv or samples.tsv row
+ * holds two streams of --fork tokens, at most 11 bytes per token: 1.44 MB at the largest --fork,
+ * 65536), and meta.json. */
+#define REPORT_LINE_MAX ((size_t)2 << 20)
 #define REPORT_JSON_MAX ((size_t)64 << 20)
 
 /* Reads the JSON file path (at most REPORT_JSON_MAX bytes, a regular file, not a link) and escapes

@@ -1,6 +1,6 @@
 /* report_io.c — a results folder as untrusted input, and the files written into it.
  *
- * A results folder may come from someone else (docs/DESIGN.md §4.13): every file in it is opened
+ * A results folder may come from someone else (docs/DESIGN.md §4.11): every file in it is opened
  * through proto/safeio.h with SAFEIO_NOFOLLOW (a symbolic link, a FIFO, a device or a directory
  * where a file is expected is refused before any read can block), meta.json is read whole up to
  * REPORT_JSON_MAX and TSV lines up to REPORT_LINE_MAX, every string of meta.json has its control

@@ -625,6 +625,7 @@ static const report_fork *find_fork(const report_results *R, int arm, int depth)
     report_fork key;
     key.arm = arm;
     key.depth = depth;
+    if (!R->n_frows) return NULL;
     return bsearch(&key, R->frows, R->n_frows, sizeof *R->frows, cmp_fork_row);
 }
 
@@ -729,7 +730,7 @@ int report_results_load(const char *dir, report_results *R, char *err, size_t er
     }
     /* sort by (arm, key) and reject duplicates */
     qsort(R->drows, R->n_drows, sizeof *R->drows, cmp_depth_row);
-    qsort(R->frows, R->n_frows, sizeof *R->frows, cmp_fork_row);
+    if (R->n_frows) qsort(R->frows, R->n_frows, sizeof *R->frows, cmp_fork_row);   /* NULL when empty */
     if (R->n_prows) qsort(R->prows, R->n_prows, sizeof *R->prows, cmp_pos_row);
     for (size_t i = 1; i < R->n_drows; i++)
         if (R->drows[i].arm == R->drows[i - 1].arm && R->drows[i].depth == R->drows[i - 1].depth) {
@@ -776,6 +777,7 @@ const report_depth *report_find_depth(const report_results *R, int arm, int dept
     report_depth key;
     key.arm = arm;
     key.depth = depth;
+    if (!R->n_drows) return NULL;
     return bsearch(&key, R->drows, R->n_drows, sizeof *R->drows, cmp_depth_row);
 }
 const report_pos *report_find_pos(const report_results *R, int arm, int pos) {

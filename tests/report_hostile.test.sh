@@ -8,9 +8,10 @@
 #     every character their syntax allows: the render succeeds, nothing runs, the README's lines are
 #     not split; an arm name with a quote is refused with one error; a needle folder (a copy of a
 #     committed one) with the same tag renders and runs nothing;
-#   - F2: a depths.tsv of 4 MiB without a newline, a forks.tsv line over the bound, a meta.json over
-#     the bound: one error naming the bound, no memory growth (the driver runs under a 1 GiB limit);
-#   - F6: a FIFO at positions.tsv, meta.json or journal does not hang (the driver runs under timeout);
+#   - F2: a depths.tsv of 4 MiB without a newline, a forks.tsv line of 3 MiB (the bound is 2 MiB), a
+#     meta.json over its 64 MiB bound: one error naming the bound, no memory growth (the driver runs
+#     under a 1 GiB limit);
+#   - F6: a FIFO at positions.tsv, meta.json, forks.tsv or journal does not hang (the driver runs under timeout);
 #   - F8 and links: depths.tsv a link to /dev/zero is refused; a plots/ that links to another folder
 #     is refused with nothing written there; links planted at plots/*.dat, plots/gnuplot.log,
 #     README.md.tmp and summary.json are replaced, their targets left untouched.
@@ -159,10 +160,10 @@ cp -r "$T/f2" "$T/f2b"
 head -c $((4 << 20)) /dev/zero | tr '\0' a > "$T/f2/depths.tsv"
 render "$T/f2"
 one_error "F2: a depths.tsv of 4 MiB without a newline gives one error naming the bound" 'depths.tsv:1: line longer than [0-9]+ bytes'
-{ head -n 1 "$T/f2b/forks.tsv"; printf '10\tf32\t2\t0\t'; head -c $((2 << 20)) /dev/zero | tr '\0' 1; printf '\t1,2,3,4\n'; } \
+{ head -n 1 "$T/f2b/forks.tsv"; printf '10\tf32\t2\t0\t'; head -c $((3 << 20)) /dev/zero | tr '\0' 1; printf '\t1,2,3,4\n'; } \
     > "$T/f2b/forks.tsv.new" && mv "$T/f2b/forks.tsv.new" "$T/f2b/forks.tsv"
 render "$T/f2b"
-one_error "F2: a forks.tsv line of 2 MiB gives one error naming the bound" 'forks.tsv:2: line longer than'
+one_error "F2: a forks.tsv line of 3 MiB gives one error naming the bound" 'forks.tsv:2: line longer than'
 make_folder "$T/f2c" '"plain"'
 truncate -s $((65 << 20)) "$T/f2c/meta.json"   # sparse: its size alone must refuse it
 render "$T/f2c"
