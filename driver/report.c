@@ -599,6 +599,7 @@ int report_render(const char *dir, char *err, size_t errlen) {
     if (write_readme(dir, &R, &A, &X, drawn, err, errlen)) goto done;
     rc = 0;
 done:
+    if (rc) report_err_clean(err, errlen);   /* it may quote a field of the folder */
     report_extra_free(&X);
     report_analysis_free(&A, R.n_arms);
     report_results_free(&R);

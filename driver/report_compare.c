@@ -144,6 +144,7 @@ int report_compare(const char *dir1, const char *dir2, FILE *out, char *err, siz
     rc = ferror(out) ? -1 : 0;
     if (rc) report_set_err(err, errlen, "write error on the comparison output");
 done:
+    if (rc) report_err_clean(err, errlen);   /* it may quote a field of a folder */
     for (int k = 0; k < 2; k++) {
         report_extra_free(&E[k]);
         report_analysis_free(&A[k], R[k].n_arms);

@@ -345,6 +345,10 @@ char *report_gp_str(char *dst, size_t len, const char *s);
 void report_gp_data_put(FILE *g, const char *s);
 /* Writes s for a Markdown table cell: '|' as "\\|". */
 void report_md_cell(FILE *o, const char *s);
+/* Escapes the control bytes of the message in err [errlen] in place (safeio_escape): a message may
+ * quote a field of the folder, and goes to the terminal. The entry points (report_render,
+ * report_compare, needle_report_render, needle_report_compare) call it on failure. */
+void report_err_clean(char *err, size_t errlen);
 
 /* A folder output is written into, held open: files are created relative to fd. */
 typedef struct {

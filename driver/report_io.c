@@ -138,6 +138,13 @@ void report_md_cell(FILE *o, const char *s) {
     }
 }
 
+void report_err_clean(char *err, size_t errlen) {
+    if (!err || !errlen) return;
+    char raw[2048];
+    snprintf(raw, sizeof raw, "%s", err);
+    safeio_escape(err, errlen, raw);
+}
+
 /* ============================================================================================
  * The output folder
  * ========================================================================================== */

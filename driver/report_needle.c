@@ -824,16 +824,21 @@ static void md_text(FILE *o, const char *s, size_t n) {
 
 static void readme_setup(FILE *o, const nres *R, const nan_t *A) {
     fprintf(o, "## Setup\n\n| | |\n|---|---|\n");
-    fprintf(o, "| Model | `%s` — %s, ", R->model_path, R->model_arch);
+    /* strings from meta.json: control bytes were escaped on loading, '|' is escaped here */
+    fputs("| Model | `", o); report_md_cell(o, R->model_path); fputs("` — ", o); report_md_cell(o, R->model_arch);
+    fputs(", ", o);
     md_num(o, R->n_layer, " layers");
     fprintf(o, ", vocabulary ");
     md_num(o, R->n_vocab, "");
     fprintf(o, ", context ");
     md_num(o, R->n_ctx, "");
-    fprintf(o, " |\n| Model sha256 | `%s` |\n", R->model_sha);
-    fprintf(o, "| Chat template | %s", R->chat_template);
-    if (R->chat_system[0] && strcmp(R->chat_system, "unknown")) fprintf(o, " (default system message: \"%s\")", R->chat_system);
-    fprintf(o, " |\n| Reference arm | %s (K %s, V %s) |\n", R->arms[R->ref].name, R->arms[R->ref].kv_k, R->arms[R->ref].kv_v);
+    fputs(" |\n| Model sha256 | `", o); report_md_cell(o, R->model_sha); fputs("` |\n", o);
+    fputs("| Chat template | ", o); report_md_cell(o, R->chat_template);
+    if (R->chat_system[0] && strcmp(R->chat_system, "unknown")) {
+        fputs(" (default system message: \"", o); report_md_cell(o, R->chat_system); fputs("\")", o);
+    }
+    fprintf(o, " |\n| Reference arm | %s (K ", R->arms[R->ref].name);
+    report_md_cell(o, R->arms[R->ref].kv_k); fputs(", V ", o); report_md_cell(o, R->arms[R->ref].kv_v); fputs(") |\n", o);
     fprintf(o, "| Lengths | ");
     for (int i = 0; i < R->n_lengths; i++) {
         fprintf(o, "%s%d", i ? ", " : "", R->lengths[i]);
@@ -849,21 +854,25 @@ static void readme_setup(FILE *o, const nres *R, const nan_t *A) {
     for (int i = 0; i < R->n_tpl; i++) fprintf(o, "%s%s", i ? ", " : "", R->tpl_chat[i] ? "chat" : "raw");
     fprintf(o, " |\n| Seed | %ld (keys and haystack offsets; the same for every arm) |\n", R->seed);
     fprintf(o, "| Answer | %d greedy tokens; exact match = its first run of digits is the key |\n", R->gen);
-    fprintf(o, "| Corpus | `%s` — %s |\n", R->corpus_path, R->corpus_desc);
+    fputs("| Corpus | `", o); report_md_cell(o, R->corpus_path); fputs("` — ", o); report_md_cell(o, R->corpus_desc);
+    fputs(" |\n", o);
     fprintf(o, "| Cells | %zu rows in cells.tsv", R->n_rows);
     if (!isnan(R->n_cells_plan)) fprintf(o, " (%.0f cells × %d arms planned)", R->n_cells_plan, R->n_arms);
-    fprintf(o, "; status: %s%s |\n", R->status, R->sessions > 1 ? " (resumed)" : "");
+    fputs("; status: ", o); report_md_cell(o, R->status); fprintf(o, "%s |\n", R->sessions > 1 ? " (resumed)" : "");
     if (!isnan(R->prefill_tokens))
         fprintf(o, "| Cost | %.0f prompt tokens per arm, %.0f of them prefilled (consecutive prompts share their "
                 "longest common prefix) |\n", R->prompt_tokens, R->prefill_tokens);
-    fprintf(o, "| Engine | %s |\n| Git | `%s` |\n| Machine | %s |\n| Date | %s |\n", R->engine, R->git, R->machine, R->date);
+    fputs("| Engine | ", o); report_md_cell(o, R->engine); fputs(" |\n| Git | `", o); report_md_cell(o, R->git);
+    fputs("` |\n| Machine | ", o); report_md_cell(o, R->machine); fputs(" |\n| Date | ", o); report_md_cell(o, R->date);
+    fputs(" |\n", o);
     fprintf(o, "| Wall time | ");
     if (isnan(R->wall)) fprintf(o, "unknown");
     else fprintf(o, "%.1f s (%.1f min)", R->wall, R->wall / 60);
     if (!isnan(R->est_seconds)) fprintf(o, "; estimated before the run: %.0f s", R->est_seconds);
     fprintf(o, " |\n\n| Arm | K cache | V cache | KV bytes per token | Role |\n|---|---|---|---:|---|\n");
     for (int i = 0; i < R->n_arms; i++) {
-        fprintf(o, "| %s | %s | %s | ", R->arms[i].name, R->arms[i].kv_k, R->arms[i].kv_v);
+        fprintf(o, "| %s | ", R->arms[i].name);
+        report_md_cell(o, R->arms[i].kv_k); fputs(" | ", o); report_md_cell(o, R->arms[i].kv_v); fputs(" | ", o);
         md_num(o, R->arms[i].kv_bytes, "");
         fprintf(o, " | %s |\n", role_name[R->arms[i].role]);
     }
@@ -1180,6 +1189,7 @@ int needle_report_render(const char *dir, char *err, size_t errlen) {
     if (report_tmp_commit(&out, 0, err, errlen)) goto done;
     rc = 0;
 done:
+    if (rc) report_err_clean(err, errlen);   /* it may quote a field of the folder */
     free(cl);
     free(drawn);
     nan_free(&A, &R);
@@ -1192,7 +1202,11 @@ done:
  * ========================================================================================== */
 
 static void cmp_setup(FILE *o, const char *name, const char *a, const char *b) {
-    fprintf(o, "| %s | %s | %s | %s |\n", name, a, b, strcmp(a, b) ? "**differs**" : "same");
+    fprintf(o, "| %s | ", name);
+    report_md_cell(o, a);   /* from meta.json: '|' escaped (control bytes were on loading) */
+    fputs(" | ", o);
+    report_md_cell(o, b);
+    fprintf(o, " | %s |\n", strcmp(a, b) ? "**differs**" : "same");
 }
 
 static void list_text(const int *v, int n, char *buf, size_t len) {
@@ -1261,6 +1275,7 @@ int needle_report_compare(const char *dir1, const char *dir2, FILE *out, char *e
     fprintf(out, "\n");
     rc = ferror(out) ? errmsg_set(err, errlen, -1, "write error on the comparison output") : 0;
 done:
+    if (rc) report_err_clean(err, errlen);   /* it may quote a field of a folder */
     for (int k = 0; k < 2; k++) {
         nan_free(&A[k], &R[k]);
         nres_free(&R[k]);

@@ -6,8 +6,9 @@
 #     fields, warnings, an arm's own-weights path) holds gnuplot quoting and system() / backtick
 #     attempts with double and single quotes, backslashes and newlines; arm and format names hold
 #     every character their syntax allows: the render succeeds, nothing runs, the README's lines are
-#     not split; an arm name with a quote is refused with one error; a needle folder (a copy of a
-#     committed one) with the same tag renders and runs nothing;
+#     not split; an arm name with a quote is refused with one error; an error quoting a TSV field
+#     with ESC/BEL shows them escaped; a needle folder (a copy of a committed one) with the same tag
+#     renders and runs nothing;
 #   - F2: a depths.tsv of 4 MiB without a newline, a forks.tsv line of 3 MiB (the bound is 2 MiB), a
 #     meta.json over its 64 MiB bound: one error naming the bound, no memory growth (the driver runs
 #     under a 1 GiB limit);
@@ -134,6 +135,14 @@ sed -i 's/"name": "f16#2"/"name": "a\\"b`touch pwn7`"/' "$T/f1b/meta.json"
 render "$T/f1b"
 one_error "F1: an arm name holding a quote and a backtick is refused" 'arms\[3\] needs'
 no_pwn "F1: a refused arm name"
+
+# a TSV field with terminal control sequences: the error quoting it is escaped for the terminal
+make_folder "$T/f1c" '"plain"'
+printf '10\t\033]0;pwn\007\033[2J\t0\t0\t0\t1\t7\t7\t2.5\t2.5\t1.5\t0.75\t0.5\t4\t1\tnan\tnan\n' >> "$T/f1c/depths.tsv"
+render "$T/f1c"
+one_error "F1: an arm field holding ESC and BEL sequences is refused" 'is not in meta.json'
+check "F1: ... and the error shows them escaped (\\x1b), no raw ESC or BEL reaches the terminal" \
+    bash -c "grep -qF '\\x1b]0;pwn\\x07' '$T/err' && ! LC_ALL=C grep -qP '[\x1b\x07]' '$T/err'"
 
 # a needle folder (a committed one, copied) with the hostile tag
 NEEDLE=$(ls -d results/*needle* 2> /dev/null | head -1)

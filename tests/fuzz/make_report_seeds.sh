@@ -2,6 +2,7 @@
 # make_report_seeds.sh — the report reader fuzzer's seed corpus (tests/fuzz/corpus/report/): small
 # results folders as fuzz_report.c reads them, the files joined by NUL bytes in the order meta.json,
 # depths.tsv, forks.tsv, positions.tsv, cross.tsv, samples.tsv, cross_samples.tsv (later ones absent).
+# empty-forks.bin is not made here: the fuzzer found it (an empty forks.tsv), kept as a regression.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 exec python3 - << 'PY'
