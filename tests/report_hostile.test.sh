@@ -16,11 +16,13 @@
 #   - F8 and links: depths.tsv a link to /dev/zero is refused; a plots/ that links to another folder
 #     is refused with nothing written there; links planted at plots/*.dat, plots/gnuplot.log,
 #     README.md.tmp and summary.json are replaced, their targets left untouched.
-# DRV may name another driver (e.g. an older build, to see these checks fail there).
+# DRV may name another driver (e.g. an older build, to see these checks fail there); VLIMIT the
+# address-space limit in KiB (default 1 GiB; "unlimited" for an ASan build, which reserves more).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 DRV=${DRV:-$BUILD/strata-driver}
+VLIMIT=${VLIMIT:-1048576}
 . tests/lib.sh
 
 if [ ! -x "$DRV" ] || ! command -v gnuplot > /dev/null || ! command -v python3 > /dev/null; then
@@ -31,10 +33,10 @@ fi
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 
-# render DIR: the driver's report on DIR under a 10 s timeout and a 1 GiB address-space limit; rc in
+# render DIR: the driver's report on DIR under a 10 s timeout and the VLIMIT address-space limit; rc in
 # $rc, stderr in $T/err
 render() {
-    (ulimit -v 1048576; timeout 10 "$DRV" report "$1") > /dev/null 2> "$T/err"
+    (ulimit -v "$VLIMIT"; timeout 10 "$DRV" report "$1") > /dev/null 2> "$T/err"
     rc=$?
 }
 # one_error WHAT REGEX: the last render failed (not by the timeout) with exactly one error line
