@@ -7,8 +7,8 @@
 #     attempts with double and single quotes, backslashes and newlines; arm and format names hold
 #     every character their syntax allows: the render succeeds, nothing runs, the README's lines are
 #     not split; an arm name with a quote is refused with one error; an error quoting a TSV field
-#     with ESC/BEL shows them escaped; a needle folder (a copy of a committed one) with the same tag
-#     renders and runs nothing;
+#     with ESC/BEL shows them escaped; a "gnuplot" planted in plots/ does not run with "." in PATH;
+#     a needle folder (a copy of a committed one) with the same tag renders and runs nothing;
 #   - F2: a depths.tsv of 4 MiB without a newline, a forks.tsv line of 3 MiB (the bound is 2 MiB), a
 #     meta.json over its 64 MiB bound: one error naming the bound, no memory growth (the driver runs
 #     under a 1 GiB limit);
@@ -164,6 +164,16 @@ json.dump(m, open(p, "w"))' "$T/needle/meta.json"
 else
     skip=$((skip + 1)); echo "skip - no committed needle folder under results/"
 fi
+
+# a "gnuplot" planted in plots/ is not what runs, even with "." first in PATH
+make_folder "$T/f1d" '"plain"'
+mkdir "$T/f1d/plots"
+printf '#!/bin/sh\ntouch "%s/pwn8"\nexit 0\n' "$T" > "$T/f1d/plots/gnuplot"
+chmod +x "$T/f1d/plots/gnuplot"
+(ulimit -v "$VLIMIT"; PATH=".:$PATH" timeout 10 "$DRV" report "$T/f1d") > /dev/null 2> "$T/err"
+rc=$?
+check "F1: with . first in PATH, the render runs the real gnuplot (rc $rc: $(head -c 200 "$T/err"))" test $rc -eq 0
+no_pwn "F1: a gnuplot planted in plots/"
 
 # ---- F2: unbounded lines and files ---------------------------------------------------------------
 make_folder "$T/f2" '"plain"'
