@@ -140,7 +140,7 @@ void report_md_cell(FILE *o, const char *s) {
 
 void report_err_clean(char *err, size_t errlen) {
     if (!err || !errlen) return;
-    char raw[2048];
+    char raw[4096];
     snprintf(raw, sizeof raw, "%s", err);
     safeio_escape(err, errlen, raw);
 }
