@@ -253,6 +253,9 @@ int journal_append(journal *j, uint32_t type, const void *payload, size_t len, c
     size_t total = 0, done = 0;
     if (j->fd < 0 || j->broken)
         return errmsg_set(err, errlen, JOURNAL_E_IO, "%s: an earlier write failed, no more records", j->path);
+    if (j->file_size > j->size)
+        return errmsg_set(err, errlen, JOURNAL_E_IO, "%s: the bytes after its last valid record were not cut off",
+                          j->path);
     if (build_record(j->next_seq, type, payload, len, &rec, &total))
         return errmsg_set(err, errlen, JOURNAL_E_IO, "%s: cannot build a record of %zu bytes: %s", j->path,
                           len, strerror(errno));
@@ -265,6 +268,7 @@ int journal_append(journal *j, uint32_t type, const void *payload, size_t len, c
         return errmsg_set(err, errlen, JOURNAL_E_IO, "cannot write %s: %s", j->path, strerror(e));
     }
     j->size += total;
+    j->file_size = j->size;
     j->next_seq++;
     j->dirty = 1;
     return 0;
@@ -388,25 +392,8 @@ int journal_open(journal *j, const char *dir, unsigned char **data, size_t *data
         errmsg_set(err, errlen, rc, "%s: %s", j->path, e2);
         goto fail;
     }
-    /* the bytes after a damaged record are kept aside before the journal is cut there */
-    if (d->damaged) {
-        char saved[sizeof d->saved];
-        if (snprintf(saved, sizeof saved, "%s.damaged.%llu", j->path, (unsigned long long)valid) >= (int)sizeof saved) {
-            rc = errmsg_set(err, errlen, JOURNAL_E_IO, "path too long: %s", j->path);
-            goto fail;
-        }
-        if ((rc = journal_write_file(saved, *data + valid, *data_len - valid, e2, sizeof e2))) {
-            errmsg_set(err, errlen, rc, "%s is damaged at byte %zu; keeping what follows: %s", j->path, valid, e2);
-            goto fail;
-        }
-        snprintf(d->saved, sizeof d->saved, "%s", saved);
-    }
-    if (valid < *data_len && (ftruncate(j->fd, (off_t)valid) || fsync(j->fd))) {
-        rc = errmsg_set(err, errlen, JOURNAL_E_IO, "cannot cut %s after its last valid record: %s", j->path,
-                        strerror(errno));
-        goto fail;
-    }
     j->size = valid;
+    j->file_size = *data_len;
     j->next_seq = (uint32_t)*n;
     return 0;
 fail:
@@ -417,6 +404,28 @@ fail:
     *n = 0;
     journal_close(j);
     return rc;
+}
+
+int journal_cut(journal *j, journal_damage *d, const unsigned char *data, char *err, size_t errlen) {
+    char e2[512];
+    int rc;
+    if (j->fd < 0) return errmsg_set(err, errlen, JOURNAL_E_IO, "%s is not open", j->path);
+    if (j->file_size <= j->size) return 0;
+    /* the bytes after a damaged record are kept aside before the journal is cut there */
+    if (d->damaged && !d->saved[0]) {
+        char saved[sizeof d->saved];
+        if (snprintf(saved, sizeof saved, "%s.damaged.%llu", j->path, (unsigned long long)j->size) >= (int)sizeof saved)
+            return errmsg_set(err, errlen, JOURNAL_E_IO, "path too long: %s", j->path);
+        if ((rc = journal_write_file(saved, data + j->size, (size_t)(j->file_size - j->size), e2, sizeof e2)))
+            return errmsg_set(err, errlen, rc, "%s is damaged at byte %llu; keeping what follows: %s", j->path,
+                              (unsigned long long)j->size, e2);
+        snprintf(d->saved, sizeof d->saved, "%s", saved);
+    }
+    if (ftruncate(j->fd, (off_t)j->size) || fsync(j->fd))
+        return errmsg_set(err, errlen, JOURNAL_E_IO, "cannot cut %s after its last valid record: %s", j->path,
+                          strerror(errno));
+    j->file_size = j->size;
+    return 0;
 }
 
 int journal_read_header(const char *dir, char **payload, size_t *len, char *err, size_t errlen) {

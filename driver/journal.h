@@ -17,8 +17,9 @@
  * nothing valid follows it, it is a torn append (a crash or a full disk during the write); when
  * well-formed records follow it (found by the damaged record's own length, else by a bounded
  * search for the next sequence number), the file is damaged in the middle: the records after the
- * damage are reported (journal_damage) but not used, and journal_open saves the dropped bytes in
- * DIR/journal.damaged.<byte> before cutting them off.
+ * damage are reported (journal_damage) but not used. journal_open changes nothing in the file;
+ * journal_cut (once the caller has checked the journal) saves the bytes after a damaged record in
+ * DIR/journal.damaged.<byte> and cuts everything after the valid records off.
  *
  * The journal module knows nothing about sweeps: framing, checksums, the file and its lock.
  * A journal being written is locked (flock LOCK_EX), so a second driver cannot resume a folder
@@ -79,6 +80,7 @@ typedef struct {
     int fd;              /* -1 when closed; O_APPEND, flock'd LOCK_EX */
     uint32_t next_seq;
     uint64_t size;       /* bytes of whole records in the file */
+    uint64_t file_size;  /* bytes in the file; above size until journal_cut drops the rest */
     int dirty;           /* appended since the last journal_sync */
     int broken;          /* a write failed: no further appends */
     char path[4096];
@@ -91,13 +93,19 @@ int journal_create(journal *j, const char *dir, const void *header, size_t len, 
 
 /* Opens an existing DIR/journal for appending: locks it (JOURNAL_E_BUSY when another process
  * holds it), reads it whole into *data (malloc'd [*data_len]; the caller frees it after using
- * *recs), scans it (journal_scan) into *recs [*n] (caller frees; the records after a damage follow
- * them, d->n_later), saves the bytes after a damaged record in d->saved (journal_write_file), cuts
- * everything after the last valid record off the file (ftruncate + fsync) and positions the
- * journal there. Returns 0; JOURNAL_E_MISSING (no journal), JOURNAL_E_BUSY or JOURNAL_E_IO with a
- * message (j closed then, nothing allocated). */
+ * *recs) and scans it (journal_scan) into *recs [*n] (caller frees; the records after a damage
+ * follow them, d->n_later). The file is not changed: when bytes follow the valid records,
+ * journal_cut must drop them before anything is appended. Returns 0; JOURNAL_E_MISSING (no
+ * journal), JOURNAL_E_BUSY or JOURNAL_E_IO with a message (j closed then, nothing allocated). */
 int journal_open(journal *j, const char *dir, unsigned char **data, size_t *data_len,
                  journal_rec **recs, size_t *n, journal_damage *d, char *err, size_t errlen);
+
+/* After journal_open, once the caller has checked the journal: when d says the file was damaged in
+ * the middle, saves the bytes after the valid records (from data, journal_open's buffer) in
+ * DIR/journal.damaged.<byte> (named in d->saved, written durably); then cuts everything after the
+ * valid records off the file (ftruncate + fsync), so appends follow the last valid record.
+ * Nothing to cut: 0 at once. Returns 0 or JOURNAL_E_IO with a message. */
+int journal_cut(journal *j, journal_damage *d, const unsigned char *data, char *err, size_t errlen);
 
 /* Reads the payload of record 0 of DIR/journal (without locking) into *payload (malloc'd, NUL
  * added, [*len + 1]; caller frees). Returns 0, JOURNAL_E_MISSING, JOURNAL_E_CORRUPT (no valid

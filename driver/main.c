@@ -538,6 +538,9 @@ static int resume_opts(sweep_opts *o, json_t **hdr, char ***rargv, char *out_dir
         rc = EXIT_USAGE;
         goto done;
     }
+    if (o->dump_rows && !given.dump_rows)
+        fprintf(stderr, "strata-driver: note: the run's --dump-rows folder is not taken from the journal (give "
+                "--dump-rows DIR beside --resume to write rows)\n");
     /* where and how the workers run: the command line's only */
     free(o->ao.remote);
     o->ao.remote = given.ao.remote;

@@ -719,13 +719,19 @@ static int journal_start_resume(sweep_state *st, char *err, size_t errlen) {
     }
     const char *date = json_string_value(json_object_get(hdr, "date"));
     if (date) snprintf(st->date, sizeof st->date, "%s", date);
-    if (dmg.torn)
-        fprintf(stderr, "strata-driver: the journal's last record was incomplete (the run stopped while "
-                "writing it); it was dropped\n");
     /* every record is checked first; only then are the TSVs rebuilt (the folder is ours: the
      * journal is locked), so a journal that cannot be resumed destroys nothing */
     if ((ret = replay_records(st, recs, n_rec, 0, err, errlen))) goto done;
     st->k_journal = st->k_done;
+    /* the journal is this run's: a torn or damaged tail is cut off now (a damaged one kept aside) */
+    if (journal_cut(&st->jn, &dmg, data, e, sizeof e)) {
+        st->io_failed = 1;
+        ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: %s", e);
+        goto done;
+    }
+    if (dmg.torn)
+        fprintf(stderr, "strata-driver: the journal's last record was incomplete (the run stopped while "
+                "writing it); it was dropped\n");
     if (dmg.damaged) report_damage(st, &dmg, recs + n_rec);
     if ((ret = open_tsvs(st, err, errlen)) || (ret = replay_records(st, recs, n_rec, 1, err, errlen))) {
         st->io_failed = 1;   /* the TSVs could not be rebuilt (the journal is intact) */

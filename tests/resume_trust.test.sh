@@ -122,6 +122,23 @@ for what in payload length; do
         grep -q "journal damaged at record 5 (byte $off: .*): kept 2 of 6 depths, dropped 4; .* saved in $d/journal.damaged.$off" "$d.err"
     same_as_ref "$d" && ok "... results byte-identical to the clean run" || bad "... results byte-identical to the clean run"
 done
+# a damaged journal whose resume is refused (another document) is left as it was
+d=$T/dmg-refused
+cp -r "$T/ref" "$d"
+"$J" flip "$d/journal" $(( $(rec_off "$d/journal" 5) + 100 ))
+cp "$d/journal" "$T/dmg-refused.journal"
+cp "$T/doc.tok" "$T/doc.tok.orig"
+sed -i '1s/^[0-9]*/7/' "$T/doc.tok"
+"$DRV" sweep --resume "$d" --quiet 2> "$d.err"
+rc=$?
+cp "$T/doc.tok.orig" "$T/doc.tok"
+check "a damaged journal whose resume is refused (the document changed, rc $rc): journal unchanged, nothing saved aside" \
+    bash -c "[ $rc -eq 1 ] && cmp -s '$d/journal' '$T/dmg-refused.journal' && ! ls '$d' | grep -q damaged"
+"$DRV" sweep --resume "$d" --quiet 2> "$d.err"
+rc=$?
+check "... resumed with the document back: exit 0 (rc $rc), the damage reported then" \
+    bash -c "[ $rc -eq 0 ] && grep -q 'journal damaged at record 5' '$d.err'"
+same_as_ref "$d" && ok "... identical results" || bad "... identical results"
 # a killed run whose journal is then damaged in the middle
 d=$T/dmg-killed
 (STRATA_TEST_FAULT=die@16 "$DRV" sweep "${ARGS[@]}" --out "$d"; :) 2> /dev/null   # killed (SIGKILL)

@@ -155,9 +155,13 @@ static void test_damage(void) {
             struct stat st;
             char saved[600];
             snprintf(saved, sizeof saved, "%s.damaged.%zu", path, start[r]);
+            /* until journal_cut, the file is as it was and nothing appends */
+            int untouched = rc == 0 && stat(path, &st) == 0 && (size_t)st.st_size == full_len &&
+                            access(saved, F_OK) != 0 && journal_append(&j, JOURNAL_DEPTH, "x", 1, err, sizeof err) != 0;
+            if (rc == 0 && journal_cut(&j, &dm, data, err, sizeof err)) rc = -1;
             size_t slen = 0;
             unsigned char *sv = slurp(saved, &slen);
-            int ok = rc == 0 && n == (size_t)r && dm.damaged && !dm.torn && dm.at_record == (uint32_t)r &&
+            int ok = untouched && rc == 0 && n == (size_t)r && dm.damaged && !dm.torn && dm.at_record == (uint32_t)r &&
                      dm.at_byte == start[r] && dm.bytes == full_len - start[r] && dm.n_later == (size_t)(5 - r) &&
                      dm.later_complete && !strcmp(dm.saved, saved) && j.size == start[r] && j.next_seq == (uint32_t)r &&
                      stat(path, &st) == 0 && (size_t)st.st_size == start[r] && sv && slen == full_len - start[r];
@@ -184,7 +188,8 @@ static void test_damage(void) {
             unlink(saved);
         }
     CHECK(all_ok, "one byte flipped in a middle record (length, seq, type, payload, CRC; records 1-4): the "
-          "records before it kept, the ones after it found but not used, the rest saved aside and cut off");
+          "records before it kept, the ones after it found but not used; the file untouched until journal_cut "
+          "saves the rest aside and cuts it off");
     /* journal_read_header reads a damaged journal's header */
     full[start[3] + 12] ^= 1;
     spit(path, full, full_len);
@@ -233,8 +238,10 @@ static void test_truncation(void) {
         journal_damage dm;
         int rc = journal_open(&j, DIR_, &data, &dlen, &recs, &n, &dm, err, sizeof err);
         struct stat st;
-        int ok = rc == 0 && n == 5 && dm.torn == (cut > last_start) && !dm.damaged && j.size == last_start &&
-                 stat(path, &st) == 0 && (size_t)st.st_size == last_start && !memcmp(data, full, last_start);
+        int ok = rc == 0 && stat(path, &st) == 0 && (size_t)st.st_size == cut;   /* the open changes nothing */
+        ok &= rc == 0 && journal_cut(&j, &dm, data, err, sizeof err) == 0;
+        ok &= rc == 0 && n == 5 && dm.torn == (cut > last_start) && !dm.damaged && j.size == last_start &&
+              stat(path, &st) == 0 && (size_t)st.st_size == last_start && !memcmp(data, full, last_start);
         if (!ok && all_ok) printf("# cut at %zu: rc %d n %zu torn %d (%s)\n", cut, rc, n, dm.torn, err);
         all_ok &= ok;
         free(recs);
@@ -263,7 +270,8 @@ static void test_truncation(void) {
     journal_rec *recs = NULL;
     journal_damage dm;
     int rc = journal_open(&j, DIR_, &data, &dlen, &recs, &n, &dm, err, sizeof err);
-    CHECK(rc == 0 && n == 5 && dm.torn && !dm.damaged, "a bad CRC in the last record drops that record only");
+    CHECK(rc == 0 && n == 5 && dm.torn && !dm.damaged && journal_cut(&j, &dm, data, err, sizeof err) == 0 && !dm.saved[0] &&
+          j.size == full_len - (300 + JOURNAL_REC_OVERHEAD), "a bad CRC in the last record drops that record only, nothing saved aside");
     free(recs);
     free(data);
     journal_close(&j);
