@@ -11,7 +11,8 @@
 #     there, --resume says how many depths it kept and dropped, and the results are byte-identical
 #     to a clean run's;
 #   - the "continue with ... --resume" advice only where a resume can work: not when the journal
-#     header could not be written; a refused resume says how many depths its journal keeps.
+#     header could not be written, not for an arm with NaN logits (tests/gguf_nan.c makes its
+#     model); a refused resume says how many depths its journal keeps.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -161,6 +162,17 @@ if cc -shared -fPIC -o "$T/faultfs.so" tests/faultfs.c -ldl 2> "$T/cc.err"; then
         grep -q "kept 1 of 6 depths in $T/eio (continue with: strata-driver sweep --resume $T/eio)" "$T/eio.err"
 else
     bad "cannot build the fault shim: $(cat "$T/cc.err")"
+fi
+# an arm whose model gives NaN logits stops the sweep for good: a resume would meet it again
+if cc -std=c11 -D_GNU_SOURCE -O1 -I. -o "$T/gguf_nan" tests/gguf_nan.c 2> "$T/cc.err" &&
+   "$T/gguf_nan" "$MODEL" "$T/nan.gguf" output_norm.weight; then
+    "$DRV" sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms f16 --arm-model nan="$T/nan.gguf" --depths 3 \
+        --fork 4 --max-depth 60 --quiet --out "$T/nan" 2> "$T/nan.err"
+    rc=$?
+    check "an arm with NaN logits: exit 1 (rc $rc) naming it, no resume advice, the folder keeps 0 of 3 depths" \
+        bash -c "[ $rc -eq 1 ] && grep -q 'arm nan: non-finite' '$T/nan.err' && ! grep -q -- '--resume' '$T/nan.err' && grep -q 'keeps 0 of 3 depths' '$T/nan.err'"
+else
+    bad "cannot make the NaN model: $(cat "$T/cc.err")"
 fi
 d=$T/changed
 (STRATA_TEST_FAULT=die@11 "$DRV" sweep "${ARGS[@]}" --out "$d"; :) 2> /dev/null   # killed (SIGKILL)
