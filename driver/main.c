@@ -836,7 +836,7 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     fill_config(&sc, &o, tag, command_line, &doc, full_desc, tokens, n_tokens, depths, chunk, ref, out_dir, recv_max,
                 warnings, o.resume ? json_object_get(resume_hdr, "invocation") : invocation,
                 n_local ? &launch : NULL);
-    sweep_outcome so;
+    sweep_outcome so = { 0, -1, 0 };
     int rc = sweep_run(&sc, arms, n_arms, &so, err, sizeof err);
     depths_done = so.depths_done;
     if (rc == SWEEP_OK) { ret = EXIT_OK; status = "complete"; }

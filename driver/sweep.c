@@ -1615,6 +1615,7 @@ int sweep_run(const sweep_config *c, arm *arms, int n, sweep_outcome *out, char 
     sweep_state st;
     int ret = SWEEP_OK, started = 0;
     char e[2048] = "";
+    if (out) *out = (sweep_outcome){ 0, -1, 0 };
     memset(&st, 0, sizeof st);
     st.jn.fd = -1;
     st.meta_k = -1;
@@ -1638,7 +1639,6 @@ int sweep_run(const sweep_config *c, arm *arms, int n, sweep_outcome *out, char 
                           "experts, %u per token)", arms[c->ref].name, hr->n_expert, hr->n_expert_used);
     }
     st.F = c->cross_score ? sweep_f32_arm(arms, n, c->ref) : -1;
-    if (out) *out = (sweep_outcome){ 0, -1, 0 };
     st.k_journal = -1;
 
     st.t0 = workers_now_s();
