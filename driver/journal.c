@@ -476,7 +476,7 @@ done:
 int journal_in_use(const char *dir) {
     char path[4096];
     if (snprintf(path, sizeof path, "%s/%s", dir, JOURNAL_FILE) >= (int)sizeof path) return 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);   /* a FIFO must not block here */
     if (fd < 0) return 0;
     int busy = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
     close(fd);   /* releases a lock taken here */

@@ -30,6 +30,7 @@
 #include "driver/stats.h"
 #include "proto/errmsg.h"
 #include "proto/proto.h"
+#include "proto/safeio.h"
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_MISMATCH = 3, EXIT_INTERRUPTED = 130 };
 
@@ -1142,7 +1143,17 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
             goto done;
         }
         snprintf(mp, sizeof mp, "%s/meta.json", cli.resume);
-        if (!(resume_meta = json_load_file(mp, 0, &je))) { cli_errorf("--resume: cannot read %s: %s", mp, je.text); ret = EXIT_USAGE; goto done; }
+        /* a regular file of bounded size (not a FIFO or a link another user planted) */
+        char *mtext = NULL;
+        size_t mlen = 0;
+        if (safeio_read_all(mp, SAFEIO_NOFOLLOW, (size_t)64 << 20, &mtext, &mlen, err, sizeof err)) {
+            cli_errorf("--resume: %s", err);
+            ret = EXIT_USAGE;
+            goto done;
+        }
+        resume_meta = json_loadb(mtext, mlen, 0, &je);
+        free(mtext);
+        if (!resume_meta) { cli_errorf("--resume: cannot read %s: %s", mp, je.text); ret = EXIT_USAGE; goto done; }
         const char *kind = json_string_value(json_object_get(resume_meta, "kind"));
         if (!kind || strcmp(kind, "needle")) { cli_errorf("--resume: %s is not a needle run", mp); ret = EXIT_USAGE; goto done; }
         opts_defaults(&o);

@@ -108,6 +108,14 @@ rc=$?
 check "needle --resume with --launch given again: exit 0 (rc $rc), the cells of an uninterrupted run" \
     bash -c "[ $rc -eq 0 ] && [ \"\$(LC_ALL=C sort '$T/n/cells.tsv')\" = \"\$(LC_ALL=C sort '$T/n.cells')\" ]"
 
+# a FIFO where the journal or needle's meta.json should be: refused at once, no hang
+mkdir -p "$T/fifo" "$T/nfifo"
+mkfifo "$T/fifo/journal" "$T/nfifo/meta.json"
+timeout 20 "$DRV" sweep --resume "$T/fifo" --quiet 2> "$T/fifo.err"; rc1=$?
+timeout 20 "$DRV" needle --resume "$T/nfifo" --quiet 2> "$T/nfifo.err"; rc2=$?
+check "a FIFO as the journal / as needle's meta.json: --resume refuses at once (rc $rc1, $rc2), naming it" \
+    bash -c "[ $rc1 -eq 1 ] && [ $rc2 -eq 2 ] && grep -q 'journal' '$T/fifo.err' && grep -q 'FIFO' '$T/nfifo.err'"
+
 # ---- 4. a damaged middle record ends the journal; --resume salvages the rest --------------------------
 for what in payload length; do
     d=$T/dmg-$what
