@@ -7,6 +7,8 @@
 #     CRC recomputed: `sweep --resume` runs nothing of it, refuses naming the option, and changes
 #     nothing; a needle meta.json edited the same way is refused the same way;
 #   - a launched run (--launch) resumes only with --launch given again, and then byte-identically;
+#     a needle run with a remote arm only with its --arm NAME=URL given again; a FIFO as the
+#     journal or as needle's meta.json is refused at once;
 #   - one flipped byte in a middle journal record (its payload or its length): the journal ends
 #     there, --resume says how many depths it kept and dropped, and the results are byte-identical
 #     to a clean run's;
@@ -107,6 +109,20 @@ check "needle --resume of a meta.json edited to launch a command: refused naming
 rc=$?
 check "needle --resume with --launch given again: exit 0 (rc $rc), the cells of an uninterrupted run" \
     bash -c "[ $rc -eq 0 ] && [ \"\$(LC_ALL=C sort '$T/n/cells.tsv')\" = \"\$(LC_ALL=C sort '$T/n.cells')\" ]"
+
+# needle with a remote arm: its --arm NAME=URL is not taken from meta.json either
+"$WRK" --model "$MODEL" --kv int8 --threads 1 --listen tcp://127.0.0.1:0 > "$T/rw.out" 2> /dev/null &
+RW=$!
+for _ in $(seq 50); do grep -q '^strata-worker: listening ' "$T/rw.out" 2> /dev/null && break; sleep 0.1; done
+U=$(sed -n 's/^strata-worker: listening //p' "$T/rw.out" | head -n 1)
+"$DRV" "${NA[@]}" --arms f16 --arm int8="$U" --out "$T/nr" 2> /dev/null
+head -n 3 "$T/nr/cells.tsv" > "$T/nr/cells.cut" && mv "$T/nr/cells.cut" "$T/nr/cells.tsv"
+sed -i 's/"complete": true/"complete": false/' "$T/nr/meta.json"
+"$DRV" needle --resume "$T/nr" --quiet 2> "$T/nr1.err"; rc1=$?
+"$DRV" needle --resume "$T/nr" --quiet --arm int8="$U" 2> "$T/nr2.err"; rc2=$?
+kill $RW 2> /dev/null; wait $RW 2> /dev/null
+check "needle with a remote arm: resumed without its --arm refused naming it (rc $rc1); with it: exit 0 (rc $rc2)" \
+    bash -c "[ $rc1 -eq 2 ] && grep -q 'records --arm int8=URL' '$T/nr1.err' && [ $rc2 -eq 0 ] && [ \$(awk 'NR > 1' '$T/nr/cells.tsv' | wc -l) = 8 ]"
 
 # a FIFO where the journal or needle's meta.json should be: refused at once, no hang
 mkdir -p "$T/fifo" "$T/nfifo"
