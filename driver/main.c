@@ -38,6 +38,7 @@
 #include "driver/workers.h"
 #include "proto/errmsg.h"
 #include "proto/proto.h"
+#include "proto/safeio.h"
 
 #ifndef STRATA_GIT
 #define STRATA_GIT "unknown"
@@ -401,16 +402,18 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
     return 0;
 }
 
-/* Model file sanity before any worker starts: exists, regular, starts with "GGUF". */
+/* Model file sanity before any worker starts: exists, regular, starts with "GGUF". The open does
+ * not block: a FIFO or device is refused before anything is read (proto/safeio.h). */
 static int check_model(const char *path, char *err, size_t errlen) {
-    struct stat st;
-    if (stat(path, &st)) { snprintf(err, errlen, "model not found: %s: %s", path, strerror(errno)); return -1; }
-    if (!S_ISREG(st.st_mode)) { snprintf(err, errlen, "model %s is not a regular file", path); return -1; }
-    FILE *f = fopen(path, "rb");
+    char why[512];
+    int fd = safeio_open_regular(path, SAFEIO_OPTIONAL, NULL, why, sizeof why);
+    if (fd == SAFEIO_ABSENT) { snprintf(err, errlen, "model not found: %s: %s", path, strerror(ENOENT)); return -1; }
+    if (fd < 0) { snprintf(err, errlen, "model %s", why); return -1; }
     char magic[4] = { 0 };
-    if (!f) { snprintf(err, errlen, "cannot open model %s: %s", path, strerror(errno)); return -1; }
-    size_t got = fread(magic, 1, 4, f);
-    fclose(f);
+    ssize_t got;
+    do got = read(fd, magic, 4);
+    while (got < 0 && errno == EINTR);
+    close(fd);
     if (got != 4 || memcmp(magic, "GGUF", 4)) {
         snprintf(err, errlen, "model %s is not a GGUF file (it does not start with the magic \"GGUF\")", path);
         return -1;
