@@ -401,14 +401,14 @@ static int iq4nl_index(float a) {
 
 /* iq4_nl: blocks of { fp16 d; uint8 qs[16] }, as llama.cpp's CPU KV cache stores them (its copy
  * into the cache goes through ggml's quantize_row_iq4_nl -> quantize_row_iq4_nl_ref: no importance
- * weights and NO scale search; the 7-step search of the model-file quantiser, quantize_iq4_nl,
- * is not used there). For one block of 32: m = the signed value of largest magnitude (first on
- * ties); d0 = m / K[0] (f32, so m itself lands on K[0] = -127); L = the grid indices of
- * x * (1 / d0); d = the weighted least-squares scale of those indices, sum w K x / sum w K^2 with
- * w = x^2 (sequential f32 sums over j = 0..31, each term (w * K) * x or (w * K) * K). Stored:
- * fp16(d) and L as found with d0 (not recomputed with d). amax < 1e-15: d = 0 and L = 8 (ggml
- * writes d = 0 there and leaves L as the block before left it; with d = 0 every value decodes
- * to 0 either way). */
+ * weights and NO scale search; the model-file quantiser quantize_iq4_nl, with its search over 15
+ * trial scales (ntry = 7), is not used there). For one block of 32: m = the signed value of
+ * largest magnitude (first on ties); d0 = m / K[0] (f32, so m itself lands on K[0] = -127);
+ * L = the grid indices of x * (1 / d0); d = the weighted least-squares scale of those indices,
+ * sum w K x / sum w K^2 with w = x^2 (sequential f32 sums over j = 0..31, each term (w * K) * x
+ * or (w * K) * K). Stored: fp16(d) and L as found with d0 (not recomputed with d).
+ * amax < 1e-15: d = 0 and L = 8 (ggml writes d = 0 there and leaves L as the block before left
+ * it; with d = 0 every value decodes to 0 either way). */
 static void quant_iq4_nl(const float *x, uint8_t *dst, int h) {
     for (int b = 0; b < h / 32; b++) {
         const float *xb = x + 32 * b;                       /* [32] */
