@@ -55,8 +55,10 @@ Without llama-cpp-python (tests/.venv per tests/ref/README.md) the llama.cpp col
 to the gguf package and iq4nl_ref, and the script says so; the committed files were made WITH it,
 except iq4_nl.bin: regenerated for issue 22 without llama-cpp-python, from iq4nl_ref, checked
 equal (320/320 blocks) to quantize_row_iq4_nl_ref of ggml-quants.c from llama-cpp-python
-0.3.36's sources compiled alone into a small library (GGML_QUANTS_LIB; with and without
--march=native), the other files left as they were (without llama-cpp-python the gguf package's
+0.3.36's sources compiled alone into a small library (GGML_QUANTS_LIB; gcc -O2 -fPIC -shared,
+with and without -march=native, and four stubs that abort for the ggml_abort, ggml_row_size,
+ggml_type_name and ggml_type_size it links against but does not call here), the other files left
+as they were (without llama-cpp-python the gguf package's
 q4_0 q4_1 q5_0 q5_1 differ in the sign of some zero d / m: do not commit those).
 
 Rerun (from the repository root):
