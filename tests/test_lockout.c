@@ -13,6 +13,7 @@
  * The worker and driver are build/strata-worker and build/strata-driver beside this program's
  * directory (make test builds them first); run from the repository root. */
 #include "tests/check.h"
+#include "tests/proc.h"
 #include "proto/proto.h"
 
 #include <errno.h>
@@ -35,89 +36,6 @@
 
 static char worker[1024], driver[1024], tmpdir[64];
 static const char *model = "tests/fixtures/models/stories260K.gguf";
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
-
-/* Starts prog with args (NULL-terminated), stdout and stderr into tmpdir/<tag>.out/.err. */
-static pid_t spawn(const char *prog, const char *tag, const char *const *args) {
-    char out[128], errp[128];
-    snprintf(out, sizeof out, "%s/%s.out", tmpdir, tag);
-    snprintf(errp, sizeof errp, "%s/%s.err", tmpdir, tag);
-    const char *argv[40];
-    int k = 0;
-    argv[k++] = prog;
-    for (int i = 0; args[i] && k < 39; i++) argv[k++] = args[i];
-    argv[k] = NULL;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644), fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int fi = open("/dev/null", O_RDONLY);
-        if (fo < 0 || fe < 0 || fi < 0) _exit(126);
-        dup2(fi, 0);
-        dup2(fo, 1);
-        dup2(fe, 2);
-        execv(prog, (char *const *)argv);
-        _exit(127);
-    }
-    return pid;
-}
-
-/* Waits up to ms for pid; returns its status, or -1 (then it is killed and reaped). */
-static int wait_for(pid_t pid, int ms) {
-    int st;
-    for (int t = 0; t < ms; t += 10) {
-        if (waitpid(pid, &st, WNOHANG) == pid) return st;
-        sleep_ms(10);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, &st, 0);
-    return -1;
-}
-
-static int exit_code(int st) { return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1; }
-
-/* The contents of tmpdir/<tag>.<ext> (static buffer, one at a time). */
-static const char *slurp(const char *tag, const char *ext) {
-    static char buf[8192];
-    char path[128];
-    snprintf(path, sizeof path, "%s/%s.%s", tmpdir, tag, ext);
-    buf[0] = 0;
-    FILE *f = fopen(path, "r");
-    if (!f) return buf;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    return buf;
-}
-
-/* The URL in the "strata-worker: listening URL" line of worker pid (waits up to 20 s, or until it
- * exits; it is not reaped); 0 or -1. */
-static int listen_url(const char *tag, pid_t pid, char *url, size_t len) {
-    for (int t = 0; t < 2000; t++) {
-        siginfo_t si;
-        si.si_pid = 0;
-        if (!waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) && si.si_pid == pid) return -1;
-        const char *o = strstr(slurp(tag, "out"), "strata-worker: listening ");
-        const char *nl = o ? strchr(o, '\n') : NULL;
-        if (nl) {
-            o += strlen("strata-worker: listening ");
-            snprintf(url, len, "%.*s", (int)(nl - o), o);
-            return 0;
-        }
-        sleep_ms(10);
-    }
-    return -1;
-}
 
 /* A raw TCP connection to 127.0.0.1:port that sends nng's SP header as a req0 peer (header 1) or
  * nothing at all (header 0), then nothing more. Non-blocking. Returns the fd or -1. */
@@ -171,10 +89,10 @@ static void test_lockout(void) {
     snprintf(hs, sizeof hs, "%d", HELLO_S);
     const char *wargs[] = { "--model", model, "--kv", "int8", "--threads", "1", "--listen", "tcp://127.0.0.1:0",
                             "--hello-timeout", hs, NULL };
-    pid_t w = spawn(worker, "w", wargs);
-    if (listen_url("w", w, url, sizeof url)) {
-        CHECK(0, "the worker listens (%.300s)", slurp("w", "err"));
-        wait_for(w, 0);
+    pid_t w = proc_spawn(tmpdir, worker, "w", wargs);
+    if (proc_listen_url(tmpdir, "w", w, url, sizeof url)) {
+        CHECK(0, "the worker listens (%.300s)", proc_slurp(tmpdir, "w", "err"));
+        proc_wait_for(w, 0);
         return;
     }
     int port = atoi(strrchr(url, ':') + 1);
@@ -183,32 +101,32 @@ static void test_lockout(void) {
     int fds[N_SQUAT + N_SILENT], n = 0;
     for (int i = 0; i < N_SQUAT + N_SILENT; i++)
         if ((fds[n] = squat(port, i < N_SQUAT)) >= 0) n++;
-    sleep_ms(300);
+    proc_sleep_ms(300);
     char out[128], arm[300];
     snprintf(out, sizeof out, "%s/res", tmpdir);
     snprintf(arm, sizeof arm, "int8=%s", url);
     const char *dargs[] = { "sweep", "--model", model, "--doc", "tests/fixtures/stories260K/a.txt", "--arms", "f16",
                             "--arm", arm, "--threads", "1", "--depths", "3", "--fork", "6", "--quiet", "--out", out,
                             NULL };
-    double t0 = now_s();
-    int st = wait_for(spawn(driver, "drv", dargs), 60000);
-    double dt = now_s() - t0;
-    CHECK(n == N_SQUAT + N_SILENT && exit_code(st) == 0 && dt < 30,
+    double t0 = proc_now_s();
+    int st = proc_wait_for(proc_spawn(tmpdir, driver, "drv", dargs), 60000);
+    double dt = proc_now_s() - t0;
+    CHECK(n == N_SQUAT + N_SILENT && proc_exit_code(st) == 0 && dt < 30,
           "%d connections with only the SP header and %d silent ones: the driver's sweep through the worker exits 0 "
-          "(%d, %.1f s; %.300s)", N_SQUAT, N_SILENT, exit_code(st), dt, slurp("drv", "err"));
+          "(%d, %.1f s; %.300s)", N_SQUAT, N_SILENT, proc_exit_code(st), dt, proc_slurp(tmpdir, "drv", "err"));
     for (int i = 0; i < n; i++) close(fds[i]);
-    sleep_ms(300);   /* (the worker sees them go) */
+    proc_sleep_ms(300);   /* (the worker sees them go) */
 
     /* 2. again, with a protocol client: hello answered at once */
     n = 0;
     for (int i = 0; i < N_SQUAT; i++)
         if ((fds[n] = squat(port, 1)) >= 0) n++;
-    double t_squat = now_s();
-    sleep_ms(300);
+    double t_squat = proc_now_s();
+    proc_sleep_ms(300);
     nng_socket c;
-    t0 = now_s();
+    t0 = proc_now_s();
     int rc = client(url, &c, err, sizeof err);
-    dt = now_s() - t0;
+    dt = proc_now_s() - t0;
     CHECK(n == N_SQUAT && rc == 0 && dt < 3, "%d squatters: a client's hello is answered in %.2f s (%s)", n, dt,
           rc ? err : "ok");
 
@@ -216,10 +134,10 @@ static void test_lockout(void) {
     double closed_at[N_SQUAT];
     int n_closed = 0;
     for (int i = 0; i < n; i++) closed_at[i] = -1;
-    while (n_closed < n && now_s() - t_squat < HELLO_S + 4) {
+    while (n_closed < n && proc_now_s() - t_squat < HELLO_S + 4) {
         for (int i = 0; i < n; i++)
-            if (closed_at[i] < 0 && peer_closed(fds[i])) { closed_at[i] = now_s() - t_squat; n_closed++; }
-        sleep_ms(20);
+            if (closed_at[i] < 0 && peer_closed(fds[i])) { closed_at[i] = proc_now_s() - t_squat; n_closed++; }
+        proc_sleep_ms(20);
     }
     int early = 0;   /* closed before the deadline: only those that made room for newer connections */
     double last = 0;
@@ -237,10 +155,10 @@ static void test_lockout(void) {
     if (rc && (rc = client(url, &c, err, sizeof err))) {   /* the squatters are gone: an owner for what follows */
         CHECK(0, "a client's hello (%s)", err);
         kill(w, SIGKILL);
-        wait_for(w, 5000);
+        proc_wait_for(w, 5000);
         return;
     }
-    const char *we = slurp("w", "err");
+    const char *we = proc_slurp(tmpdir, "w", "err");
     CHECK(strstr(we, "did not become the owner") && strstr(we, "--hello-timeout") && strstr(we, "make room"),
           "the worker says it closed them (%.600s)", we);
 
@@ -253,10 +171,10 @@ static void test_lockout(void) {
     proto_init(&req, PROTO_TOKENIZE, 0, 3);
     req.tokenize_req.text = text;
     req.tokenize_req.n_text = big;
-    t0 = now_s();
+    t0 = proc_now_s();
     err[0] = 0;
     rc = proto_call(c, &req, &rep, 1 << 26, err, sizeof err);
-    dt = now_s() - t0;
+    dt = proc_now_s() - t0;
     proto_msg_free(&rep);
     free(text);
     CHECK(rc == PROTO_E_TOOBIG && strstr(err, "exceeds the limit") && dt < 10,
@@ -270,9 +188,9 @@ static void test_lockout(void) {
     rc = proto_call(c, &req, &rep, 1 << 20, err, sizeof err);
     proto_msg_free(&rep);
     nng_close(c);
-    st = wait_for(w, 5000);
-    CHECK(rc == 0 && exit_code(st) == 0, "the owner shuts the worker down (%s, exit %d)", rc ? err : "ok",
-          exit_code(st));
+    st = proc_wait_for(w, 5000);
+    CHECK(rc == 0 && proc_exit_code(st) == 0, "the owner shuts the worker down (%s, exit %d)", rc ? err : "ok",
+          proc_exit_code(st));
 }
 
 /* The driver given a document over the worker's receive cap: the worker's error, once. */
@@ -286,32 +204,33 @@ static void test_driver_toobig(void) {
     if (!f || fclose(f)) { CHECK(0, "write %s", doc); return; }
     const char *dargs[] = { "sweep", "--model", model, "--doc", doc, "--arms", "f16,int8", "--threads", "1", "--depths", "3",
                             "--fork", "6", "--quiet", "--out", out, NULL };
-    int st = wait_for(spawn(driver, "drvbig", dargs), 60000);
-    const char *e = slurp("drvbig", "err");
+    int st = proc_wait_for(proc_spawn(tmpdir, driver, "drvbig", dargs), 60000);
+    const char *e = proc_slurp(tmpdir, "drvbig", "err");
     int lines = 0;
     for (const char *p = e; (p = strstr(p, "error:")); p++) lines++;
-    CHECK(exit_code(st) > 0 && lines == 1 && strstr(e, "exceeds the limit") && !strstr(e, "reset"),
-          "the driver with a 20 MiB document prints the worker's too-big error once (exit %d: %.400s)", exit_code(st), e);
+    CHECK(proc_exit_code(st) > 0 && lines == 1 && strstr(e, "exceeds the limit") && !strstr(e, "reset"),
+          "the driver with a 20 MiB document prints the worker's too-big error once (exit %d: %.400s)",
+          proc_exit_code(st), e);
     unlink(doc);
 }
 
 static void test_usage(void) {
     const char *good[] = { "--model", model, "--listen", "tcp://127.0.0.1:0", "--hello-timeout", "3600", NULL };
-    pid_t w = spawn(worker, "usage1", good);
+    pid_t w = proc_spawn(tmpdir, worker, "usage1", good);
     char url[256];
-    int listens = listen_url("usage1", w, url, sizeof url) == 0;
+    int listens = proc_listen_url(tmpdir, "usage1", w, url, sizeof url) == 0;
     kill(w, SIGTERM);
-    int st = wait_for(w, 5000), refused = 0;
+    int st = proc_wait_for(w, 5000), refused = 0;
     const char *bad[] = { "0", "3601", "x" };
     for (int i = 0; i < 3; i++) {
         const char *args[] = { "--model", model, "--listen", "tcp://127.0.0.1:0", "--hello-timeout", bad[i], NULL };
-        refused += exit_code(wait_for(spawn(worker, "usage", args), 10000)) == 2;
+        refused += proc_exit_code(proc_wait_for(proc_spawn(tmpdir, worker, "usage", args), 10000)) == 2;
     }
     const char *nolisten[] = { "--model", model, "--hello-timeout", "5", "--prompt", "a", NULL };
-    refused += exit_code(wait_for(spawn(worker, "usage2", nolisten), 10000)) == 2;
-    CHECK(listens && exit_code(st) == 0 && refused == 4,
+    refused += proc_exit_code(proc_wait_for(proc_spawn(tmpdir, worker, "usage2", nolisten), 10000)) == 2;
+    CHECK(listens && proc_exit_code(st) == 0 && refused == 4,
           "--hello-timeout 3600: the worker listens (exit %d after SIGTERM: %.200s); 0, 3601, x and without "
-          "--listen: usage errors (%d of 4)", exit_code(st), slurp("usage1", "err"), refused);
+          "--listen: usage errors (%d of 4)", proc_exit_code(st), proc_slurp(tmpdir, "usage1", "err"), refused);
 }
 
 int main(int argc, char **argv) {

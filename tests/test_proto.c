@@ -3,6 +3,7 @@
  * session over ipc with a server thread (garbage, oversize, timeout, a crashing server). */
 #include "proto/proto.h"
 #include "tests/check.h"
+#include "tests/proc.h"
 
 #include <math.h>
 #include <msgpack.h>
@@ -15,17 +16,6 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 static long max_rss_kib(void) {
     struct rusage ru;
@@ -764,7 +754,7 @@ static void test_bombs(void) {
         {wide, w, PROTO_E_TOOBIG, "map of 100 arrays of 100 nils"},
     };
     long rss0 = max_rss_kib();
-    double t0 = now_s();
+    double t0 = proc_now_s();
     for (size_t i = 0; i < sizeof bombs / sizeof bombs[0]; i++) {
         proto_msg m;
         char err[256] = "";
@@ -772,7 +762,7 @@ static void test_bombs(void) {
         CHECK(rc == bombs[i].code && err[0], "bomb %s refused: code %d \"%s\"", bombs[i].name, rc, err);
         proto_msg_free(&m);
     }
-    double dt = now_s() - t0;
+    double dt = proc_now_s() - t0;
     long rss1 = max_rss_kib();
     CHECK(dt < 0.5, "all bombs refused in %.3f s", dt);
     CHECK(rss1 - rss0 < 32 * 1024, "peak RSS grew by %ld KiB (< 32 MiB)", rss1 - rss0);
@@ -872,7 +862,7 @@ static void *serve(void *arg) {
     nng_socket s;
     char err[256];
     uint64_t n_past = 0;
-    if (sv->delay_ms) sleep_ms(sv->delay_ms);
+    if (sv->delay_ms) proc_sleep_ms(sv->delay_ms);
     sv->listen_rc = proto_listen(sv->url, SERVER_RECV_MAX, 5000, &s, err, sizeof err);
     if (sv->listen_rc) { snprintf(sv->last_err, sizeof sv->last_err, "%s", err); return NULL; }
     for (;;) {
@@ -923,7 +913,7 @@ static void *serve(void *arg) {
             break;
         }
         case PROTO_GENERATE: {
-            if (req.generate_req.seed == 12345) sleep_ms(600);   /* slower than the client waits */
+            if (req.generate_req.seed == 12345) proc_sleep_ms(600);   /* slower than the client waits */
             uint32_t n = req.generate_req.n;
             rep.generate_rep.n = n;
             rep.generate_rep.tokens = malloc(4 * (size_t)n + 4);
@@ -974,9 +964,9 @@ static void test_live(void) {
     nng_socket c;
 
     /* nobody listens: dial times out */
-    double t0 = now_s();
+    double t0 = proc_now_s();
     int rc = proto_dial(none_url, 300, 1 << 20, &c, err, sizeof err);
-    double dt = now_s() - t0;
+    double dt = proc_now_s() - t0;
     CHECK(rc == PROTO_E_TIMEOUT && dt >= 0.25 && dt < 3.0,
           "dial with no listener: timeout after %.2f s (\"%s\")", dt, err);
 
@@ -985,9 +975,9 @@ static void test_live(void) {
     snprintf(sv.url, sizeof sv.url, "%s", url);
     pthread_t th;
     pthread_create(&th, NULL, serve, &sv);
-    t0 = now_s();
+    t0 = proc_now_s();
     rc = proto_dial(url, 5000, 1 << 20, &c, err, sizeof err);
-    dt = now_s() - t0;
+    dt = proc_now_s() - t0;
     CHECK(rc == 0 && dt >= 0.2, "dial retries until the server listens (%.2f s) (%s)", dt, rc ? err : "ok");
     if (rc) { pthread_join(th, NULL); return; }
 
@@ -1122,9 +1112,9 @@ static void test_live(void) {
     /* over nng's receive cap: nng drops the connection, the call fails, the server keeps serving */
     req.id = 10;
     req.prefill_req.n_tokens = 2000;  /* ~8 KB > SERVER_RECV_MAX */
-    t0 = now_s();
+    t0 = proc_now_s();
     rc = proto_call(c, &req, &rep, 1 << 20, err, sizeof err);
-    dt = now_s() - t0;
+    dt = proc_now_s() - t0;
     CHECK(rc == PROTO_E_TRANSPORT && dt < 3.0, "request over nng's receive cap: connection dropped (\"%s\")", err);
     proto_init(&req, PROTO_HELLO, 0, 11);
     rc = proto_call(c, &req, &rep, 1 << 20, err, sizeof err);
@@ -1146,9 +1136,9 @@ static void test_live(void) {
     proto_init(&req, PROTO_GENERATE, 0, 13);
     req.generate_req.n = 2;
     req.generate_req.seed = 12345;
-    t0 = now_s();
+    t0 = proc_now_s();
     rc = proto_call(c, &req, &rep, 1 << 20, err, sizeof err);
-    dt = now_s() - t0;
+    dt = proc_now_s() - t0;
     CHECK(rc == PROTO_E_TIMEOUT && dt >= 0.15, "slow reply: timeout after %.2f s (\"%s\")", dt, err);
     nng_socket_set_ms(c, NNG_OPT_RECVTIMEO, 5000);
     proto_init(&req, PROTO_HELLO, 0, 14);
@@ -1159,9 +1149,9 @@ static void test_live(void) {
     /* the server dies mid-request: the call fails at once (no resend, no waiting for a timeout) */
     proto_init(&req, PROTO_TRUNCATE, 0, 15);
     req.truncate_req.depth = 666;
-    t0 = now_s();
+    t0 = proc_now_s();
     rc = proto_call(c, &req, &rep, 1 << 20, err, sizeof err);
-    dt = now_s() - t0;
+    dt = proc_now_s() - t0;
     CHECK(rc == PROTO_E_TRANSPORT && dt < 2.0, "server died: transport error after %.2f s (\"%s\")", dt, err);
     pthread_join(th, NULL);
     CHECK(sv.n_bad == 3, "first server answered 3 bad requests with errors (got %d)", sv.n_bad);

@@ -27,6 +27,7 @@
 #include "kernels/fp16.h"
 #include "kernels/ops.h"
 #include "tests/check.h"
+#include "tests/proc.h"
 #include "worker/gguf.h"
 #include "kernels/quant.h"
 #include "kernels/vec16.h"
@@ -419,21 +420,16 @@ static void test_invalid(void) {
 }
 
 /* ---- 5. throughput (information) --------------------------------------------------------------- */
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Values per second dequantising one 4096-value row over and over for about 20 ms. */
 static double throughput(void (*fn)(uint32_t, const void *, float *, int64_t), uint32_t t,
                          const uint8_t *src, float *y) {
     int64_t reps = 0;
-    double t0 = now_s(), t1;
+    double t0 = proc_now_s(), t1;
     do {
         for (int k = 0; k < 64; k++) fn(t, src, y, 4096);
         reps += 64;
-        t1 = now_s();
+        t1 = proc_now_s();
     } while (t1 - t0 < 0.02);
     return (double)reps * 4096.0 / (t1 - t0);
 }

@@ -14,6 +14,7 @@
  * The worker is build/strata-worker beside this program's directory (make test builds it first). */
 #include "tests/check.h"
 #include "tests/gguf_edit.h"
+#include "tests/proc.h"
 #include "proto/proto.h"
 
 #include <errno.h>
@@ -34,68 +35,6 @@
 #include <unistd.h>
 
 static char worker[1024], tmpdir[64], model[512];
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
-
-/* Starts the worker with args (NULL-terminated), stdout and stderr into tmpdir/<tag>.out/.err. */
-static pid_t spawn(const char *tag, const char *const *args) {
-    char out[128], errp[128];
-    snprintf(out, sizeof out, "%s/%s.out", tmpdir, tag);
-    snprintf(errp, sizeof errp, "%s/%s.err", tmpdir, tag);
-    const char *argv[32];
-    int k = 0;
-    argv[k++] = worker;
-    for (int i = 0; args[i] && k < 31; i++) argv[k++] = args[i];
-    argv[k] = NULL;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644), fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int fi = open("/dev/null", O_RDONLY);
-        if (fo < 0 || fe < 0 || fi < 0) _exit(126);
-        dup2(fi, 0);
-        dup2(fo, 1);
-        dup2(fe, 2);
-        execv(worker, (char *const *)argv);
-        _exit(127);
-    }
-    return pid;
-}
-
-/* Waits up to ms for pid; returns its status, or -1 (then it is killed and reaped). */
-static int wait_for(pid_t pid, int ms) {
-    int st;
-    for (int t = 0; t < ms; t += 10) {
-        if (waitpid(pid, &st, WNOHANG) == pid) return st;
-        sleep_ms(10);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, &st, 0);
-    return -1;
-}
-
-/* The contents of tmpdir/<tag>.<ext> (static buffer, one at a time). */
-static const char *slurp(const char *tag, const char *ext) {
-    static char buf[8192];
-    char path[128];
-    snprintf(path, sizeof path, "%s/%s.%s", tmpdir, tag, ext);
-    buf[0] = 0;
-    FILE *f = fopen(path, "r");
-    if (!f) return buf;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    return buf;
-}
 
 static const char *describe(int st) {
     static char buf[64];
@@ -166,10 +105,10 @@ static void test_nonfinite(void) {
     char nan[256], err[600];
     if (make_nan_model(nan, sizeof nan)) { CHECK(0, "write the NaN model"); return; }
     const char *args[] = { "--model", nan, "--prompt", "Once upon a time", "--max-new", "4", NULL };
-    int st = wait_for(spawn("cli_nan", args), 20000);
+    int st = proc_wait_for(proc_spawn(tmpdir, worker, "cli_nan", args), 20000);
     char out[64];
-    snprintf(out, sizeof out, "%s", slurp("cli_nan", "out"));
-    const char *e = slurp("cli_nan", "err");
+    snprintf(out, sizeof out, "%s", proc_slurp(tmpdir, "cli_nan", "out"));
+    const char *e = proc_slurp(tmpdir, "cli_nan", "err");
     CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1 && out[0] == 0 && strstr(e, "non-finite"),
           "CLI --prompt --max-new on NaN logits: exit 1 with an error and no tokens (%s, stdout '%s', stderr %.200s)",
           describe(st), out, e);
@@ -177,7 +116,7 @@ static void test_nonfinite(void) {
     char url[128];
     snprintf(url, sizeof url, "ipc://%s/nan.ipc", tmpdir);
     const char *sargs[] = { "--model", nan, "--listen", url, NULL };
-    pid_t pid = spawn("srv_nan", sargs);
+    pid_t pid = proc_spawn(tmpdir, worker, "srv_nan", sargs);
     nng_socket s;
     int rc = client(url, &s, err, sizeof err);
     CHECK(rc == 0, "the NaN model's worker answers hello (%s)", rc ? err : "ok");
@@ -196,7 +135,7 @@ static void test_nonfinite(void) {
         nng_close(s);
     }
     kill(pid, SIGTERM);
-    wait_for(pid, 5000);
+    proc_wait_for(pid, 5000);
 }
 
 /* ---- the memory check ---------------------------------------------------------------------------- */
@@ -212,10 +151,10 @@ static void test_memory(void) {
     /* stories260K, f32 cache, 4M tokens: 5 GiB per worker; as one of 64 arms: 320 GiB */
     const char *a1[] = { "--model", model, "--kv", "f32", "--max-context", "4194304", "--mem-arms", "64",
                          "--prompt", "hi", "--max-new", "1", NULL };
-    double t0 = now_s();
-    int st = wait_for(spawn("mem1", a1), 20000);
-    double dt = now_s() - t0;
-    const char *e = slurp("mem1", "err");
+    double t0 = proc_now_s();
+    int st = proc_wait_for(proc_spawn(tmpdir, worker, "mem1", a1), 20000);
+    double dt = proc_now_s() - t0;
+    const char *e = proc_slurp(tmpdir, "mem1", "err");
     CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1 && strstr(e, "--max-context") && strstr(e, "64 workers") &&
           strstr(e, "--allow-overcommit") && dt < 5,
           "64 arms of a 5 GiB cache: refused in %.1f s before reserving it (%s: %.300s)", dt, describe(st), e);
@@ -225,18 +164,18 @@ static void test_memory(void) {
     }
     /* the case: SmolLM2 at 4M tokens (90 GiB of f16 cache) proceeded on a 24 GB machine */
     const char *a2[] = { "--model", smol, "--max-context", "4194304", "--prompt", "hi", "--max-new", "1", NULL };
-    t0 = now_s();
-    st = wait_for(spawn("mem2", a2), 60000);
-    dt = now_s() - t0;
-    e = slurp("mem2", "err");
+    t0 = proc_now_s();
+    st = proc_wait_for(proc_spawn(tmpdir, worker, "mem2", a2), 60000);
+    dt = proc_now_s() - t0;
+    e = proc_slurp(tmpdir, "mem2", "err");
     int big = strstr(e, "MemAvailable") != NULL;
     CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1 && big && dt < 10,
           "SmolLM2 --max-context 4194304: a clear error in %.1f s (%s: %.300s)", dt, describe(st), e);
     const char *a3[] = { "--model", smol, "--max-context", "4194304", "--allow-overcommit", "--prompt", "hi",
                          "--max-new", "1", NULL };
-    st = wait_for(spawn("mem3", a3), 60000);
+    st = proc_wait_for(proc_spawn(tmpdir, worker, "mem3", a3), 60000);
     CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "with --allow-overcommit it starts and runs (%s: %.200s)",
-          describe(st), slurp("mem3", "err"));
+          describe(st), proc_slurp(tmpdir, "mem3", "err"));
 }
 
 /* ---- the model file truncated under a running worker ------------------------------------------------ */
@@ -258,16 +197,16 @@ static void test_truncated(void) {
         if (!ok) { CHECK(0, "write %s", copy); return; }
         const char *args_map[] = { "--model", copy, "--listen", url, "--mmap-weights", NULL };
         const char *args_copy[] = { "--model", copy, "--listen", url, NULL };
-        pid_t pid = spawn(name, mapped ? args_map : args_copy);
+        pid_t pid = proc_spawn(tmpdir, worker, name, mapped ? args_map : args_copy);
         nng_socket c;
         int rc = client(url, &c, err, sizeof err);
         CHECK(rc == 0, "a worker on a copy of the model answers hello (%s; %s)", mapped ? "mapped" : "copied", rc ? err : "ok");
-        if (rc) { kill(pid, SIGKILL); wait_for(pid, 5000); return; }
+        if (rc) { kill(pid, SIGKILL); proc_wait_for(pid, 5000); return; }
         if (truncate(copy, 4096)) { CHECK(0, "truncate %s", copy); }
         rc = prefill(c, 8, 1, PROTO_ROWS_LAST, NULL, err, sizeof err);
         if (mapped) {
-            int st = wait_for(pid, 10000);
-            const char *e = slurp(name, "err");
+            int st = proc_wait_for(pid, 10000);
+            const char *e = proc_slurp(tmpdir, name, "err");
             CHECK(rc != 0 && st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1 && strstr(e, "truncated"),
                   "--mmap-weights: after the file is truncated the next prefill makes the worker exit 1 with a message "
                   "(%s: %.300s)", describe(st), e);
@@ -276,7 +215,7 @@ static void test_truncated(void) {
             CHECK(rc == 0 && alive, "copied weights: after the file is truncated the worker still prefills (rc %d: %s)",
                   rc, rc ? err : "ok");
             kill(pid, SIGKILL);
-            wait_for(pid, 5000);
+            proc_wait_for(pid, 5000);
         }
         nng_close(c);
     }
@@ -288,13 +227,13 @@ static void test_owner(void) {
     char url[128], err[600];
     snprintf(url, sizeof url, "ipc://%s/own.ipc", tmpdir);
     const char *args[] = { "--model", model, "--listen", url, NULL };
-    pid_t pid = spawn("own", args);
+    pid_t pid = proc_spawn(tmpdir, worker, "own", args);
     nng_socket a, b;
     uint64_t np = 0;
     int rc = client(url, &a, err, sizeof err);
     if (!rc) rc = prefill(a, 10, 1, PROTO_ROWS_NONE, &np, err, sizeof err);
     CHECK(rc == 0 && np == 10, "the first client says hello and prefills 10 tokens (%s)", rc ? err : "ok");
-    if (rc) { kill(pid, SIGKILL); wait_for(pid, 5000); return; }
+    if (rc) { kill(pid, SIGKILL); proc_wait_for(pid, 5000); return; }
     err[0] = 0;
     rc = client(url, &b, err, sizeof err);
     CHECK(rc == PROTO_E_BUSY && strstr(err, "owned by another driver"),
@@ -323,7 +262,7 @@ static void test_owner(void) {
         proto_init(&req, PROTO_HELLO, 0, 5);
         rc = proto_call(b, &req, &rep, 1 << 20, err, sizeof err);
         proto_msg_free(&rep);
-        if (rc) sleep_ms(20);
+        if (rc) proc_sleep_ms(20);
     }
     np = 99;
     if (!rc) rc = call_simple(b, PROTO_STATS, 0, &np, err, sizeof err);
@@ -332,7 +271,7 @@ static void test_owner(void) {
     err[0] = 0;
     rc = call_simple(b, PROTO_SHUTDOWN, 0, NULL, err, sizeof err);
     nng_close(b);
-    st = wait_for(pid, 5000);
+    st = proc_wait_for(pid, 5000);
     CHECK(rc == 0 && st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "its shutdown stops the worker (rc %d %s, %s)",
           rc, err, describe(st));
 }
@@ -371,11 +310,11 @@ static size_t raw_half_frame(int fd, uint64_t len, size_t part) {
     if (send(fd, h, 9, MSG_NOSIGNAL) != 9) return 0;
     static char chunk[1 << 16];
     size_t sent = 0;
-    double t0 = now_s();
-    while (sent < part && now_s() - t0 < 2) {
+    double t0 = proc_now_s();
+    while (sent < part && proc_now_s() - t0 < 2) {
         ssize_t k = send(fd, chunk, sizeof chunk, MSG_NOSIGNAL);
         if (k > 0) { sent += (size_t)k; continue; }
-        if (k < 0 && errno == EAGAIN) { sleep_ms(1); continue; }
+        if (k < 0 && errno == EAGAIN) { proc_sleep_ms(1); continue; }
         break;
     }
     return sent;
@@ -396,11 +335,11 @@ static void test_flood(void) {
     snprintf(path, sizeof path, "%s/flood.ipc", tmpdir);
     snprintf(url, sizeof url, "ipc://%s", path);
     const char *args[] = { "--model", model, "--listen", url, NULL };
-    pid_t pid = spawn("flood", args);
+    pid_t pid = proc_spawn(tmpdir, worker, "flood", args);
     nng_socket a;
     int rc = client(url, &a, err, sizeof err);
     CHECK(rc == 0, "the owner connects (%s)", rc ? err : "ok");
-    if (rc) { kill(pid, SIGKILL); wait_for(pid, 5000); return; }
+    if (rc) { kill(pid, SIGKILL); proc_wait_for(pid, 5000); return; }
     long rss0 = vm_rss_kb(pid);
     /* 30 connections, each claiming a frame just over nng's limit (PROTO_REQ_FRAME_MAX, 128 MiB + 64 KiB;
      * one under it is read and answered too-big) and sending 8 MiB of it */
@@ -412,7 +351,7 @@ static void test_flood(void) {
         fds[n_fd++] = fd;
         sent += raw_half_frame(fd, PROTO_REQ_FRAME_MAX + 1, 8u << 20);
     }
-    sleep_ms(300);
+    proc_sleep_ms(300);
     long rss1 = vm_rss_kb(pid);
     int closed = 0;
     for (int i = 0; i < n_fd; i++) closed += raw_closed(fds[i]);
@@ -429,7 +368,7 @@ static void test_flood(void) {
         fds[n_fd++] = fd;
         raw_half_frame(fd, 4u << 20, 1u << 20);
     }
-    sleep_ms(300);
+    proc_sleep_ms(300);
     long rss2 = vm_rss_kb(pid);
     closed = 0;
     for (int i = 0; i < n_fd; i++) closed += raw_closed(fds[i]);
@@ -450,10 +389,10 @@ static void test_flood(void) {
     proto_init(&req, PROTO_TOKENIZE, 0, 77);
     req.tokenize_req.text = text;
     req.tokenize_req.n_text = big;
-    double t0 = now_s();
+    double t0 = proc_now_s();
     err[0] = 0;
     rc = proto_call(a, &req, &rep, 1 << 26, err, sizeof err);
-    double dt = now_s() - t0;
+    double dt = proc_now_s() - t0;
     proto_msg_free(&rep);
     CHECK(rc == PROTO_E_TOOBIG && strstr(err, "at most") && dt < 2,
           "a 6 MiB tokenize text (up to 4 tokens a byte: over the 16M cap) is refused in %.2f s (rc %d: %s)", dt, rc, err);
@@ -496,7 +435,7 @@ static void test_flood(void) {
     }
     rc = call_simple(a, PROTO_SHUTDOWN, 0, NULL, err, sizeof err);
     nng_close(a);
-    int st = wait_for(pid, 5000);
+    int st = proc_wait_for(pid, 5000);
     CHECK(rc == 0 && st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "the worker answers shutdown and exits 0 (%s)",
           describe(st));
 }
