@@ -11,6 +11,7 @@
  *                                                       renames one)
  *   ge_finish(&o, &s, 32);                              padding + the source's data section
  *   ge_write(&o, path);  ge_free_out(&o);  ge_free_src(&s);
+ *   ge_put_file(&o, dir, name)                          ge_write to dir/name, then ge_free_out
  */
 #ifndef STRATA_GGUF_EDIT_H
 #define STRATA_GGUF_EDIT_H
@@ -192,12 +193,18 @@ static inline void ge_kv_arr(ge_out *o, const char *key, uint32_t elem_type, con
     ge_put(o, v, (size_t)n * elem_size);
     o->n_kv++;
 }
-/* Entry i of s under another key of klen bytes (NUL and any other byte allowed), value as is. */
+/* Bytes [from, to) of s, a metadata entry or a tensor info (both start with their name, a GGUF
+ * string), with that name replaced by name[len] (NUL and any other byte allowed). */
+static inline void ge_put_renamed(ge_out *o, const ge_src *s, size_t from, size_t to, const char *name, size_t len) {
+    size_t at = from + 8 + (size_t)ge_rd64(s->p + from);
+    ge_u64(o, len);
+    ge_put(o, name, len);
+    ge_put(o, s->p + at, to - at);
+}
+
+/* Entry i of s under another key of klen bytes, value as is. */
 static inline void ge_copy_kv_as(ge_out *o, const ge_src *s, int i, const char *key, size_t klen) {
-    size_t at = s->kv_key[i] + 8 + (size_t)ge_rd64(s->p + s->kv_key[i]);
-    ge_u64(o, klen);
-    ge_put(o, key, klen);
-    ge_put(o, s->p + at, s->kv_end[i] - at);
+    ge_put_renamed(o, s, s->kv_key[i], s->kv_end[i], key, klen);
     o->n_kv++;
 }
 
@@ -207,10 +214,7 @@ static inline void ge_copy_tensor(ge_out *o, const ge_src *s, int i) {
 }
 /* Tensor info i of s under another name of nlen bytes (dims, type, offset as is). */
 static inline void ge_copy_tensor_as(ge_out *o, const ge_src *s, int i, const char *name, size_t nlen) {
-    size_t at = s->t_info[i] + 8 + (size_t)ge_rd64(s->p + s->t_info[i]);
-    ge_u64(o, nlen);
-    ge_put(o, name, nlen);
-    ge_put(o, s->p + at, s->t_end[i] - at);
+    ge_put_renamed(o, s, s->t_info[i], s->t_end[i], name, nlen);
     o->n_t++;
 }
 static inline void ge_copy_tensors(ge_out *o, const ge_src *s) {
@@ -236,5 +240,15 @@ static inline int ge_write(const ge_out *o, const char *path) {
 }
 
 static inline void ge_free_out(ge_out *o) { free(o->p); memset(o, 0, sizeof *o); }
+
+/* Writes o to dir/name (a "# cannot write" line on stdout when that fails) and frees o; returns
+ * the path (a static buffer: one at a time, overwritten by the next call). */
+static inline const char *ge_put_file(ge_out *o, const char *dir, const char *name) {
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (ge_write(o, path)) printf("# cannot write %s\n", path);
+    ge_free_out(o);
+    return path;
+}
 
 #endif

@@ -14,6 +14,7 @@
  *   strings from a GGUF reach the terminal escaped (an architecture of ESC ] 0 ; … BEL ESC [ 2 J).
  * Crafted models are rewritten from the fixtures (tests/gguf_edit.h) into a temp dir. */
 #include "tests/check.h"
+#include "tests/proc.h"
 #include "tests/gguf_edit.h"
 #include "proto/tokfile.h"
 #include "worker/gguf.h"
@@ -34,20 +35,6 @@
 static char tmpdir[64], bindir[512];
 static ge_src stories, qwen2, qwen35, gptoss, gemma3;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static const char *put_file(ge_out *o, const char *name) {
-    static char path[128];
-    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
-    if (ge_write(o, path)) printf("# cannot write %s\n", path);
-    ge_free_out(o);
-    return path;
-}
-
 /* s with key replaced by (type, value bytes) (added when absent), written to tmpdir/name. */
 static const char *with_raw(const ge_src *s, const char *key, uint32_t type, const void *val, size_t len, const char *name) {
     ge_out o;
@@ -57,7 +44,7 @@ static const char *with_raw(const ge_src *s, const char *key, uint32_t type, con
     ge_kv_raw(&o, key, type, val, len);
     ge_copy_tensors(&o, s);
     ge_finish(&o, s, 32);
-    return put_file(&o, name);
+    return ge_put_file(&o, tmpdir, name);
 }
 
 static const char *with_str(const ge_src *s, const char *key, const char *v, size_t len, const char *name) {
@@ -201,7 +188,7 @@ static void test_names(void) {
     ge_copy_kv_as(&o, &stories, ge_find_kv(&stories, "llama.block_count"), "llama.block_count\0junk", 22);
     ge_copy_tensors(&o, &stories);
     ge_finish(&o, &stories, 32);
-    p = put_file(&o, "nulkey.gguf");
+    p = ge_put_file(&o, tmpdir, "nulkey.gguf");
     gguf_file *g = NULL;
     rc = gguf_open(p, &g, err, sizeof err);
     gguf_close(g);
@@ -215,7 +202,7 @@ static void test_names(void) {
         if (i == ti) ge_copy_tensor_as(&o, &stories, i, "output_norm.weight\x1b[2J", 22);
         else ge_copy_tensor(&o, &stories, i);
     ge_finish(&o, &stories, 32);
-    p = put_file(&o, "esctensor.gguf");
+    p = ge_put_file(&o, tmpdir, "esctensor.gguf");
     g = NULL;
     rc = gguf_open(p, &g, err, sizeof err);
     gguf_close(g);
@@ -287,13 +274,13 @@ static void test_tail(void) {
     ge_copy_tensors(&o, &stories);
     ge_finish(&o, &stories, 32);
     size_t n = o.n;
-    put_file(&o, "tail.gguf");
+    ge_put_file(&o, tmpdir, "tail.gguf");
     const off_t tail = (off_t)2 << 30;
     CHECK(truncate(path, (off_t)n + tail) == 0, "a model followed by 2 GiB of sparse zeros (%zu + 2^31 bytes)", n);
     gguf_file *g = NULL;
-    double t0 = now_s();
+    double t0 = proc_now_s();
     int rc = gguf_open_as(path, GGUF_HOLD_COPY, &g, err, sizeof err);
-    double dt = now_s() - t0;
+    double dt = proc_now_s() - t0;
     struct stat st;
     CHECK(rc == 0 && !stat(path, &st) && g->size == n && g->own_size <= n + ((size_t)4 << 20),
           "copied: %zu bytes in use of a %lld-byte file, %zu bytes mapped, in %.2f s (the model's, not the zeros)",
@@ -337,7 +324,7 @@ static void test_tail(void) {
     ge_finish(&o, &stories, 32);
     free(s);
     n = o.n;
-    put_file(&o, "bighead.gguf");
+    ge_put_file(&o, tmpdir, "bighead.gguf");
     snprintf(path, sizeof path, "%s/bighead.gguf", tmpdir);
     rc = truncate(path, (off_t)n + tail);
     gguf_file *c = NULL;

@@ -9,6 +9,7 @@
  *   tokenizer: tok_max_tokens bounds the output of pathological texts.
  * Crafted models are rewritten from stories260K (tests/gguf_edit.h) into a temp dir. */
 #include "tests/check.h"
+#include "tests/proc.h"
 #include "tests/gguf_edit.h"
 #include "kernels/ops.h"
 #include "kernels/pool.h"
@@ -29,12 +30,6 @@
 
 /* the committed fixtures (tests/fixtures/README.md); tests run from the repository root */
 static inline const char *fixtures(void) { return "tests/fixtures"; }
-
-static inline double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint32_t fbits(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
 static float bitsf(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
@@ -122,15 +117,6 @@ static void test_exp(void) {
 static char tmpdir[64];
 static ge_src src;          /* stories260K */
 
-/* Writes o to tmpdir/name; returns the path (static buffer, one at a time). */
-static const char *put_file(ge_out *o, const char *name) {
-    static char path[128];
-    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
-    if (ge_write(o, path)) printf("# cannot write %s\n", path);
-    ge_free_out(o);
-    return path;
-}
-
 /* stories260K with one metadata entry replaced by a u32 (added when absent). */
 static const char *with_u32(const char *key, uint32_t v, const char *name) {
     ge_out o;
@@ -140,7 +126,7 @@ static const char *with_u32(const char *key, uint32_t v, const char *name) {
     ge_kv_u32(&o, key, v);
     ge_copy_tensors(&o, &src);
     ge_finish(&o, &src, 32);
-    return put_file(&o, name);
+    return ge_put_file(&o, tmpdir, name);
 }
 
 /* the file is refused with want1 (and want2) in the message, mapped and copied alike */
@@ -181,7 +167,7 @@ static void test_gguf(void) {
     ge_copy_kv(&o, &src, ge_find_kv(&src, "general.architecture"));
     ge_copy_tensors(&o, &src);
     ge_finish(&o, &src, 32);
-    const char *p = put_file(&o, "dupkey.gguf");
+    const char *p = ge_put_file(&o, tmpdir, "dupkey.gguf");
     CHECK(open_fails(p, "duplicate", "general.architecture", err, sizeof err),
           "a duplicate metadata key is refused, naming it (%s)", err);
     /* a second output_norm.weight */
@@ -190,7 +176,7 @@ static void test_gguf(void) {
     ge_copy_tensors(&o, &src);
     ge_copy_tensor(&o, &src, ge_find_tensor(&src, "output_norm.weight"));
     ge_finish(&o, &src, 32);
-    p = put_file(&o, "duptensor.gguf");
+    p = ge_put_file(&o, tmpdir, "duptensor.gguf");
     CHECK(open_fails(p, "duplicate", "output_norm.weight", err, sizeof err),
           "a duplicate tensor name is refused, naming it (%s)", err);
     /* two general.alignment entries: refused (before, the parser used the last, lookups the first) */
@@ -200,7 +186,7 @@ static void test_gguf(void) {
     ge_kv_u32(&o, "general.alignment", 64);
     ge_copy_tensors(&o, &src);
     ge_finish(&o, &src, 64);
-    p = put_file(&o, "dupalign.gguf");
+    p = ge_put_file(&o, tmpdir, "dupalign.gguf");
     CHECK(open_fails(p, "duplicate", "general.alignment", err, sizeof err), "two general.alignment entries are refused (%s)", err);
     /* alignment 0, 48, a u64: refused; 64: the data section starts on 64 */
     p = with_u32("general.alignment", 0, "align0.gguf");
@@ -212,14 +198,14 @@ static void test_gguf(void) {
     ge_kv_u64(&o, "general.alignment", 32);
     ge_copy_tensors(&o, &src);
     ge_finish(&o, &src, 32);
-    p = put_file(&o, "align64bit.gguf");
+    p = ge_put_file(&o, tmpdir, "align64bit.gguf");
     CHECK(open_fails(p, "general.alignment", NULL, err, sizeof err), "a u64 general.alignment is refused (%s)", err);
     ge_begin(&o, &src);
     ge_copy_kvs(&o, &src, NULL);
     ge_kv_u32(&o, "general.alignment", 64);
     ge_copy_tensors(&o, &src);
     ge_finish(&o, &src, 64);
-    p = put_file(&o, "align64.gguf");
+    p = ge_put_file(&o, tmpdir, "align64.gguf");
     gguf_file *g = NULL;
     int rc = gguf_open(p, &g, err, sizeof err);
     CHECK(rc == 0 && g->alignment == 64 && ((const uint8_t *)g->tensors[0].data - g->base) % 64 == 0,
@@ -231,7 +217,7 @@ static void test_gguf(void) {
     ge_kv_u32(&o, "general.alignment", 512);
     ge_copy_tensors(&o, &src);
     ge_finish(&o, &src, 512);
-    p = put_file(&o, "align512.gguf");
+    p = ge_put_file(&o, tmpdir, "align512.gguf");
     CHECK(open_fails(p, "output.weight", "alignment", err, sizeof err),
           "a tensor offset that is not a multiple of general.alignment is refused (%s)", err);
 }
@@ -241,10 +227,10 @@ static void test_model_meta(void) {
     model *m = NULL;
     /* block_count 60,000,000 in a 1.2 MB file: refused before any allocation, at once */
     const char *p = with_u32("llama.block_count", 60000000u, "blocks.gguf");
-    double t0 = now_s();
+    double t0 = proc_now_s();
     err[0] = 0;
     int rc = model_load(p, &m, err, sizeof err, warn, sizeof warn);
-    double dt = now_s() - t0;
+    double dt = proc_now_s() - t0;
     model_free(m);
     m = NULL;
     CHECK(rc != 0 && strstr(err, "block_count") && dt < 1.0,
@@ -313,7 +299,7 @@ static void test_moe_meta(void) {
         ge_kv_u32(&o, cases[i].key, cases[i].v);
         ge_copy_tensors(&o, &moe);
         ge_finish(&o, &moe, 32);
-        const char *p = put_file(&o, "moe.gguf");
+        const char *p = ge_put_file(&o, tmpdir, "moe.gguf");
         err[0] = 0;
         int rc = model_load(p, &m, err, sizeof err, warn, sizeof warn);
         model_free(m);
@@ -329,7 +315,7 @@ static void test_moe_meta(void) {
     ge_copy_tensors(&o, &moe);
     ge_finish(&o, &moe, 32);
     err[0] = 0;
-    int rc = model_load(put_file(&o, "moe-noexp.gguf"), &m, err, sizeof err, warn, sizeof warn);
+    int rc = model_load(ge_put_file(&o, tmpdir, "moe-noexp.gguf"), &m, err, sizeof err, warn, sizeof warn);
     model_free(m);
     CHECK(rc != 0 && strstr(err, "missing metadata qwen3moe.expert_count"), "qwen3moe without expert_count: refused (%s)", err);
     ge_free_src(&moe);
@@ -364,7 +350,7 @@ static void test_gptoss_meta(void) {
             if (t != drop) ge_copy_tensor(&o, &oss, t);
         ge_finish(&o, &oss, 32);
         err[0] = 0;
-        int rc = model_load(put_file(&o, "oss.gguf"), &m, err, sizeof err, warn, sizeof warn);
+        int rc = model_load(ge_put_file(&o, tmpdir, "oss.gguf"), &m, err, sizeof err, warn, sizeof warn);
         if (last)
             CHECK(rc == 0 && m->layers[0].window == 16 && m->layers[1].window == 16 && m->layers[1].rope_local,
                   "gpt-oss with sliding_window_pattern 3: layers 0 and 1 both slide over 16 keys (%s)", rc ? err : "ok");
@@ -400,7 +386,7 @@ static void test_qwen2moe_meta(void) {
             if (t != drop) ge_copy_tensor(&o, &src2, t);
         ge_finish(&o, &src2, 32);
         err[0] = 0;
-        int rc = model_load(put_file(&o, "q2moe.gguf"), &m, err, sizeof err, warn, sizeof warn);
+        int rc = model_load(ge_put_file(&o, tmpdir, "q2moe.gguf"), &m, err, sizeof err, warn, sizeof warn);
         CHECK(rc != 0 && strstr(err, cases[i].want), "qwen2moe without %s: refused (%s)",
               cases[i].kv ? "its shared expert's width keys" : cases[i].tensor, err);
         model_free(m);
@@ -433,7 +419,7 @@ static void test_hybrid_meta(void) {
         ge_copy_tensors(&o, &hy);
         ge_finish(&o, &hy, 32);
         err[0] = 0;
-        int rc = model_load(put_file(&o, "hybrid.gguf"), &m, err, sizeof err, warn, sizeof warn);
+        int rc = model_load(ge_put_file(&o, tmpdir, "hybrid.gguf"), &m, err, sizeof err, warn, sizeof warn);
         model_free(m);
         CHECK(rc != 0 && strstr(err, cases[i].want), "qwen35 %s: refused naming %s (%s)", cases[i].what, cases[i].want, err);
     }
@@ -456,7 +442,7 @@ static void test_hybrid_meta(void) {
         ge_copy_tensors(&o, &hy);
         ge_finish(&o, &hy, 32);
         err[0] = 0;
-        int rc = model_load(put_file(&o, "hybrid-sec.gguf"), &m, err, sizeof err, warn, sizeof warn);
+        int rc = model_load(ge_put_file(&o, tmpdir, "hybrid-sec.gguf"), &m, err, sizeof err, warn, sizeof warn);
         model_free(m);
         CHECK(rc != 0 && strstr(err, k == 0 ? "leaves RoPE pair 1 of 4 unrotated" : "missing metadata qwen35.rope.dimension_sections"),
               "qwen35 %s: refused (%s)", k == 0 ? "sections [1, 0, 1, 0]" : "without rope.dimension_sections", err);
@@ -473,7 +459,7 @@ static void test_hybrid_meta(void) {
         ge_copy_tensors(&o, &hy);
         ge_finish(&o, &hy, 32);
         err[0] = 0;
-        int rc = model_load(put_file(&o, "hybrid-mtp.gguf"), &m, err, sizeof err, warn, sizeof warn);
+        int rc = model_load(ge_put_file(&o, tmpdir, "hybrid-mtp.gguf"), &m, err, sizeof err, warn, sizeof warn);
         CHECK(rc == 0 && m->n_layer == 4 && m->n_attn == 2, "qwen35 with one multi-token-prediction block: its 4 trunk "
               "layers load (%s)", rc ? err : "ok");
         model_free(m);
@@ -511,7 +497,7 @@ static void test_vocab_size(void) {
     }
     ge_copy_tensors(&o, &src);
     ge_finish(&o, &src, 32);
-    const char *p = put_file(&o, "bigvocab.gguf");
+    const char *p = ge_put_file(&o, tmpdir, "bigvocab.gguf");
     engine_config cfg = { p, KV_F16, KV_F16, 1, 64, 256, 0, 0 };
     engine *e = NULL;
     char err[512] = "", warn[256];
@@ -531,7 +517,7 @@ static const char *with_nan(const char *tensor, int row, int cols, const char *n
     int ti = ge_find_tensor(&src, tensor);
     float *d = (float *)(o.p + o.data_off + ge_tensor_offset(&src, ti));   /* F32 tensors, 32-aligned */
     for (int i = 0; i < cols; i++) d[(size_t)(row < 0 ? 0 : row) * cols + i] = NAN;
-    return put_file(&o, name);
+    return ge_put_file(&o, tmpdir, name);
 }
 
 static void test_nonfinite(void) {
@@ -727,7 +713,7 @@ static void test_pool_stress(void) {
         static atomic_int hits[64];
         pool_job job = { hits };
         long runs = 0, bad = 0;
-        double t0 = now_s();
+        double t0 = proc_now_s();
         srand(11);
         for (int r = 0; r < (nt == 2 ? 1500 : 400); r++) {
             int n = 1 + rand() % 64;
@@ -742,7 +728,7 @@ static void test_pool_stress(void) {
         }
         pool_free(p);
         CHECK(bad == 0, "pool of %d threads: %ld runs (half after the helpers slept) in %.1f s, every item exactly once",
-              nt, runs, now_s() - t0);
+              nt, runs, proc_now_s() - t0);
     }
     /* create / run / free cycles (a wake-up lost at start or at quit would hang here) */
     int ok = 1;
