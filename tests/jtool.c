@@ -1,23 +1,17 @@
-/* jtool.c — a journal editor for tests/resume.test.sh, standalone (its own bitwise CRC32C, no
- * strata code), so the tests can play a hostile or damaged journal (docs/DESIGN.md §4.10):
+/* jtool.c — a journal editor for tests/resume_trust.test.sh, standalone (the bitwise CRC32C of
+ * tests/crc32c_ref.h, no strata code), so the tests can play a hostile or damaged journal
+ * (docs/DESIGN.md §4.10):
  *   jtool list FILE                 one line per valid record: "seq type offset length"
  *   jtool header-sub FILE FIND REP  replaces the first FIND in record 0's payload (the JSON
  *                                   header) with REP and recomputes that record's CRC32C
  *   jtool flip FILE OFFSET          xors the byte at OFFSET with 0x01
- * Exit 0, or 1 with a message on stderr. Built by the test with cc. */
+ * Exit 0, or 1 with a message on stderr. Built by the test with cc (-I. for that header). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static uint32_t crc32c(const unsigned char *p, size_t n) {
-    uint32_t c = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (c & 1 ? 0x82F63B78u : 0);
-    }
-    return ~c;
-}
+#include "tests/crc32c_ref.h"
 
 static uint32_t get32(const unsigned char *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -60,7 +54,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "list") && argc == 3) {
         for (size_t off = 0, seq = 0; off + 16 <= n; seq++) {
             uint32_t L = get32(b + off);
-            if (L > n - off - 16 || get32(b + off + 4) != seq || crc32c(b + off, 12 + (size_t)L) != get32(b + off + 12 + L))
+            if (L > n - off - 16 || get32(b + off + 4) != seq || crc32c_ref(b + off, 12 + (size_t)L) != get32(b + off + 12 + L))
                 break;
             printf("%zu %u %zu %u\n", seq, get32(b + off + 8), off, L);
             off += 16 + (size_t)L;
@@ -80,7 +74,7 @@ int main(int argc, char **argv) {
         memcpy(o + at, argv[4], rl);
         memcpy(o + at + rl, b + at + fl, (12 + (size_t)L) - (at + fl));
         put32(o, (uint32_t)nl);
-        put32(o + 12 + nl, crc32c(o, 12 + nl));
+        put32(o + 12 + nl, crc32c_ref(o, 12 + nl));
         memcpy(o + 16 + nl, b + 16 + L, n - 16 - L);   /* the records after it, unchanged */
         rc = spit(argv[2], o, total) ? 1 : 0;
         free(o);

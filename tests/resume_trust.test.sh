@@ -25,7 +25,7 @@ WRK=$PWD/$BUILD/strata-worker
 need_engine
 export SOURCE_DATE_EPOCH=1700000000
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0
-if ! cc -std=c11 -O1 -o "$T/jtool" tests/jtool.c 2> "$T/cc.err"; then
+if ! cc -std=c11 -O1 -I. -o "$T/jtool" tests/jtool.c 2> "$T/cc.err"; then
     bad "cannot build tests/jtool.c: $(cat "$T/cc.err")"
     echo "$pass passed, $fail failed"
     exit 1

@@ -11,16 +11,7 @@
 
 #include "driver/journal.h"
 #include "tests/check.h"
-
-/* The CRC one bit at a time, straight from the definition. */
-static uint32_t crc32c_bitwise(const unsigned char *p, size_t n) {
-    uint32_t c = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (c & 1 ? 0x82F63B78u : 0);
-    }
-    return ~c;
-}
+#include "tests/crc32c_ref.h"
 
 static void test_crc(void) {
     CHECK(crc32c(0, "123456789", 9) == 0xE3069283u, "crc32c(\"123456789\") = 0xE3069283 (got 0x%08X)",
@@ -35,7 +26,7 @@ static void test_crc(void) {
     unsigned s = 12345;
     int same = 1;
     for (int i = 0; i < (int)sizeof buf; i++) buf[i] = (unsigned char)((s = s * 1103515245u + 12345u) >> 16);
-    for (size_t n = 0; n <= sizeof buf; n += 37) same &= crc32c(0, buf, n) == crc32c_bitwise(buf, n);
+    for (size_t n = 0; n <= sizeof buf; n += 37) same &= crc32c(0, buf, n) == crc32c_ref(buf, n);
     CHECK(same, "the table-driven CRC equals the bitwise definition on random buffers");
     CHECK(crc32c(crc32c(0, buf, 400), buf + 400, 600) == crc32c(0, buf, 1000), "the CRC continues across calls");
 }
@@ -77,6 +68,17 @@ static int write_sample(journal *j) {
         if (journal_append(j, JOURNAL_CHUNK + (uint32_t)(i % 2), p, sizes[i], err, sizeof err)) return -1;
     }
     return journal_sync(j, err, sizeof err);
+}
+
+/* Writes the sample journal in a fresh DIR_ and closes it; its path into path[len] and its bytes
+ * (malloc'd, [*n]) returned, or NULL. */
+static unsigned char *sample_file(char *path, size_t len, size_t *n) {
+    journal j;
+    fresh_dir();
+    if (write_sample(&j)) return NULL;
+    journal_close(&j);
+    snprintf(path, len, "%s/%s", DIR_, JOURNAL_FILE);
+    return slurp(path, n);
 }
 
 static void test_roundtrip(void) {
@@ -128,12 +130,9 @@ static void test_roundtrip(void) {
 static void test_damage(void) {
     journal j;
     char path[512], err[256] = "";
-    fresh_dir();
-    if (write_sample(&j)) return;
-    journal_close(&j);
-    snprintf(path, sizeof path, "%s/%s", DIR_, JOURNAL_FILE);
     size_t full_len = 0;
-    unsigned char *full = slurp(path, &full_len);
+    unsigned char *full = sample_file(path, sizeof path, &full_len);
+    if (!full) return;
     static const size_t sizes[6] = { 7, 0, 1, 17, 4000, 300 };
     size_t start[6], off = 0;
     for (int i = 0; i < 6; i++) { start[i] = off; off += sizes[i] + JOURNAL_REC_OVERHEAD; }
@@ -222,12 +221,9 @@ static void test_damage(void) {
 static void test_truncation(void) {
     journal j;
     char path[512], err[256] = "";
-    fresh_dir();
-    if (write_sample(&j)) return;
-    journal_close(&j);
-    snprintf(path, sizeof path, "%s/%s", DIR_, JOURNAL_FILE);
     size_t full_len = 0;
-    unsigned char *full = slurp(path, &full_len);
+    unsigned char *full = sample_file(path, sizeof path, &full_len);
+    if (!full) return;
     size_t last_start = full_len - (300 + JOURNAL_REC_OVERHEAD);
     int all_ok = 1, appended_ok = 1;
     for (size_t cut = last_start; cut < full_len; cut++) {
