@@ -45,8 +45,8 @@ for fam in neon c; do
     extra=""
     [ $fam = c ] && extra="-DVEC_FORCE_C"
     # objects rebuilt only when their source (or a header) is newer; two compilers at a time
-    srcs="$(ls kernels/*.c) worker/gguf.c tests/test_simd.c tests/test_kv.c tests/test_quant.c"
-    newest_h=$(ls -t kernels/*.h worker/gguf.h tests/check.h tests/proc.h | head -n 1)
+    srcs="$(ls kernels/*.c) worker/gguf.c proto/safeio.c tests/test_simd.c tests/test_kv.c tests/test_quant.c"
+    newest_h=$(ls -t kernels/*.h worker/gguf.h proto/safeio.h proto/errmsg.h tests/check.h tests/proc.h | head -n 1)
     for src in $srcs; do
         o=$dir/obj/$(echo "${src%.c}" | tr / _).o
         if [ ! -f "$o" ] || [ "$src" -nt "$o" ] || [ "$newest_h" -nt "$o" ]; then echo "$src $o"; fi
@@ -58,7 +58,7 @@ for fam in neon c; do
     built=1
     for t in test_simd test_kv test_quant; do
         objs="$(ls "$dir"/obj/kernels_*.o) $dir/obj/tests_$t.o"
-        [ $t = test_quant ] && objs="$objs $dir/obj/worker_gguf.o"
+        [ $t = test_quant ] && objs="$objs $dir/obj/worker_gguf.o $dir/obj/proto_safeio.o"
         # shellcheck disable=SC2086
         $CC_ARM -pthread -o "$dir/$t" $objs -lm >> "$T/cc-$fam.log" 2>&1 || built=0
     done

@@ -57,7 +57,7 @@ kill $pp; wait $pp 2> /dev/null
 "$PROXY" --proxy "ipc://$T/p.ipc" "ipc://$T/w.ipc" pass > "$T/p2.out" 2> "$T/p2.err" &
 BG="$BG $!"
 listening "$T/p2.out"
-"$DRV" sweep --resume "$R" --quiet > /dev/null 2> "$T/res.err"
+"$DRV" sweep --resume "$R" --arm "int8=ipc://$T/p.ipc" --quiet > /dev/null 2> "$T/res.err"
 rc=$?
 check "--resume through an honest proxy finishes the sweep (rc $rc: $(grep error: "$T/res.err"))" test $rc -eq 0
 check "then depths.tsv has all 4 depths" test "$(wc -l < "$R/depths.tsv")" -eq 5
