@@ -108,6 +108,10 @@ typedef struct {
     int n_sample_temps;
     double top_p;               /* nucleus cut of the sampled probes, in (0, 1] (1: none) */
     uint64_t sample_seed;       /* base seed of the sampled probes (sweep_sample_seed) */
+    int n_passages;             /* the controlled depth design (driver/passages.h): 0 off, else N
+                                   passages scored after every depth's prefix -> passages.tsv */
+    int passage_len;            /* L tokens each */
+    const int *passage_starts;  /* [n_passages] their first tokens (passages_plan) */
     /* output */
     const char *out_dir;        /* exists; the files are created (truncated) here */
     const char *dump_rows_dir;  /* NULL, or a directory for raw teacher-forced rows (tests):
