@@ -28,18 +28,18 @@ int passages_plan(size_t n_tokens, int D, int fork_n, uint64_t n_ctx, int N, int
     if (N < 1 || L < 1 || D < 0 || fork_n < 0 || !starts)
         return errmsg_set(err, errlen, -1, "--passages %d --passage-len %d: give at least one passage of at least "
                           "one token", N, L);
-    if ((uint64_t)D + (uint64_t)L > n_ctx)
-        return errmsg_set(err, errlen, -1, "--passage-len %d does not fit after the deepest prefix (%d tokens) in "
-                          "the context of %llu tokens: lower --max-depth or --passage-len", L, D,
-                          (unsigned long long)n_ctx);
     int64_t S = (int64_t)D + fork_n;
     int64_t A = (int64_t)n_tokens - 1 - S;   /* tokens after S that have a next token */
     if (A < (int64_t)N * L)
         return errmsg_set(err, errlen, -1, "the document is too short for --passages %d --passage-len %d: its %zu "
-                          "tokens leave %lld after the deepest prefix (%d) and the fork room (%d), fewer than the "
-                          "%lld the passages need (lower --max-depth, --passages or --passage-len, or use a longer "
+                          "tokens leave %lld with a next token after the deepest prefix (%d) and the fork room (%d), fewer "
+                          "than the %lld the passages need (lower --max-depth, --passages or --passage-len, or use a longer "
                           "document)", N, L, n_tokens, (long long)(A > 0 ? A : 0), D, fork_n,
-                          (long long)N * L + 1);
+                          (long long)N * L);
+    if ((uint64_t)D + (uint64_t)L > n_ctx)
+        return errmsg_set(err, errlen, -1, "--passage-len %d does not fit after the deepest prefix (%d tokens) in "
+                          "the context of %llu tokens: lower --max-depth or --passage-len", L, D,
+                          (unsigned long long)n_ctx);
     for (int j = 0; j < N; j++)
         starts[j] = (int)(S + (N > 1 ? (int64_t)j * (A - L) / (N - 1) : 0));
     return 0;

@@ -6,6 +6,7 @@
  *
  * Reading order: README.md sections; readme_write; writing the files; report_render. */
 #include "driver/report_internal.h"
+#include "driver/report_passages.h"
 
 #include <errno.h>
 #include <math.h>
@@ -570,6 +571,7 @@ int report_render(const char *dir, char *err, size_t errlen) {
     if (report_plots_render(dir, &R, &A, drawn, err, errlen)) goto done;
     if (write_summary(dir, &R, &A, &X, err, errlen)) goto done;
     if (write_readme(dir, &R, &A, &X, drawn, err, errlen)) goto done;
+    if (report_passages_render(dir, err, errlen)) goto done;   /* only with passages.tsv */
     rc = 0;
 done:
     report_extra_free(&X);
