@@ -71,8 +71,15 @@ FILE *passages_tsv_open(const char *dir, char *err, size_t errlen) {
 /* the depth, passage and start columns, then positions.tsv's row (the same writer) */
 int passages_tsv_row(FILE *f, int depth, int j, int start, int i, const char *arm, const stats_row *r) {
     if (!f || !r) return -1;
-    if (fprintf(f, "%d\t%d\t%d\t", depth, j, start) < 0) return -1;
-    return report_tsv_position_row(f, i, arm, r);
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *m = open_memstream(&buf, &n);   /* the row first: a refused one writes nothing */
+    int rc = !m || report_tsv_position_row(m, i, arm, r);
+    if (m && fclose(m)) rc = 1;
+    if (!rc && fprintf(f, "%d\t%d\t%d\t", depth, j, start) < 0) rc = 1;
+    if (!rc && fwrite(buf, 1, n, f) != n) rc = 1;
+    free(buf);
+    return rc ? -1 : 0;
 }
 
 /* ============================================================================================
