@@ -69,10 +69,12 @@ static void usage_sweep(FILE *f) {
         "document (one of; default --corpus kjv):\n"
         "  --corpus kjv        the King James Bible from Debian's bible-kjv package (" DOC_KJV_COMMAND ",\n"
         "                      verse labels stripped; ~1M tokens): the same text on every machine\n"
+        "  --corpus perldoc    technical prose: 14 pod files of Perl 5.36's documentation from Debian's\n"
+        "                      perl-doc package (" DOC_PERLDOC_DIR "), in a fixed order, sha256 checked\n"
         "  --corpus self       strata's own README.md, docs/*.md and C sources (changes with the code;\n"
         "                      a mix of prose and source code like the original experiment's)\n"
         "  --corpus DIR        the regular text files under DIR, sorted by path, concatenated\n"
-        "                      (a folder named kjv or self: write ./kjv)\n"
+        "                      (a folder named kjv, perldoc or self: write ./kjv)\n"
         "  --doc FILE          one text file\n"
         "  Text is tokenised by the reference worker (BOS added).\n"
         "  --tokens-file FILE  token ids, decimal, separated by commas or whitespace\n"
@@ -404,7 +406,7 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         cli_errorf("give at most one of --doc, --corpus, --tokens-file");
         return EXIT_USAGE;
     }
-    if (o->corpus && !o->corpus[0]) { cli_errorf("--corpus is empty: kjv, self or a folder"); return EXIT_USAGE; }
+    if (o->corpus && !o->corpus[0]) { cli_errorf("--corpus is empty: kjv, perldoc, self or a folder"); return EXIT_USAGE; }
     if (o->n_passages && o->pin_experts) {
         cli_errorf("--passages cannot be combined with --pin-experts (the passages' routing is not pinned)");
         return EXIT_USAGE;
@@ -778,6 +780,11 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
         fprintf(stderr, "strata-driver: warning: '%s' gave a text whose sha256 is not %s: results are not "
                 "comparable with runs on the standard text\n", DOC_KJV_COMMAND, DOC_KJV_SHA256);
         json_array_append_new(warnings, json_string("the KJV corpus differs from the standard text (sha256)"));
+    }
+    if (doc.perldoc_mismatch) {
+        fprintf(stderr, "strata-driver: warning: --corpus perldoc gave a text whose sha256 is not %s: results are "
+                "not comparable with runs on the standard text\n", DOC_PERLDOC_SHA256);
+        json_array_append_new(warnings, json_string("the perldoc corpus differs from the standard text (sha256)"));
     }
     tokens = doc.tokens;
     n_tokens = doc.n_tokens;

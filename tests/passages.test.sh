@@ -112,5 +112,19 @@ check "... with a verdict for int8 over 4 passages" \
 check "without --passages: no passages.tsv, no passages in meta.json or the README" \
     test ! -e "$T/plain/passages.tsv" -a "$(grep -c 'passages' "$T/plain/meta.json" "$T/plain/README.md" | awk -F: '{ s += $2 } END { print s }')" -eq 0
 
-echo "$pass passed, $fail failed"
+# ---- 6. the second text: --corpus perldoc (Debian's perl-doc, sha256 checked) ---------------------------
+if [ -f /usr/share/perl/5.36/pod/perlsec.pod ]; then
+    "$DRV" sweep --model "$MODEL" --corpus perldoc --arms f16,int8 --depths 2 --fork 4 --max-depth 100 \
+        --passages 4 --passage-len 16 --out "$T/perl" --quiet 2> "$T/perl.err"
+    rc=$?
+    check "--corpus perldoc --passages 4: exit 0 (rc $rc)" test $rc -eq 0
+    check "... meta.json names the package, its version and the standard text's sha256, and no warning" \
+        test "$(grep -c "perl-doc package (version $(dpkg-query -W -f='${Version}' perl-doc)).*sha256 of the text bd44ed266ccda99af956df64c3a9ada02380b1f769d60940e219f8cace365a52" "$T/perl/meta.json")" -eq 1 \
+             -a "$(grep -c 'differs from the standard text' "$T/perl/meta.json")" -eq 0
+else
+    echo "skip: --corpus perldoc needs Debian's perl-doc package (make installs it)"
+    skip=$((skip + 1))
+fi
+
+if [ $skip -gt 0 ]; then echo "$pass passed, $fail failed, $skip skipped"; else echo "$pass passed, $fail failed"; fi
 [ $fail -eq 0 ]
