@@ -89,6 +89,14 @@ for spec in die@8 die@16 die@40 tear@1 tear@3; do
         test $rc -eq 137 -a $rc2 -eq 0 -a $same_all -eq 1
 done
 
+# a worker killed while it scores a passage: restarted, the depth measured again, the same files
+STRATA_TEST_FAULT=kill@22:1 "$DRV" sweep "${ARGS[@]}" --out "$T/kw" 2> "$T/kw.err"
+rc=$?
+same_all=1
+for f in passages.tsv positions.tsv depths.tsv forks.tsv; do cmp -s "$T/ref/$f" "$T/kw/$f" || same_all=0; done
+check "a worker killed during the passages (kill@22:1): restarted, exit 0 (rc $rc), the TSVs byte-identical" \
+    test $rc -eq 0 -a $same_all -eq 1 -a "$(grep -c 'worker restarted' "$T/kw.err")" -ge 1
+
 # ---- 4. bad input: one clear error -------------------------------------------------------------------
 bad_input "a document too short for the passages" nz "the document is too short for --passages 8 --passage-len 1000" \
     sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms f16,int8 --depths 2 --fork 4 --max-depth 100 \
