@@ -621,6 +621,9 @@ static int plan_sweep(sweep_opts *o, arm *arms, int n_arms, int ref, size_t n_to
                           passages_plan(n_tokens, *D, o->fork_n, n_ctx, o->n_passages, o->passage_len,
                                         o->passage_starts, err, errlen)))
         return o->passage_starts ? -1 : errmsg_set(err, errlen, -1, "out of memory");
+    if (o->n_passages && o->n_passages < PASSAGES_RECOMMENDED && !o->quiet)
+        fprintf(stderr, "strata-driver: note: --passages %d: at least %d are recommended (the depth trend's "
+                "interval is a bootstrap over passages)\n", o->n_passages, PASSAGES_RECOMMENDED);
     *chunk = o->chunk;
     if (o->per_position && (size_t)*chunk * h->n_vocab * 4 > PP_ROWS_BYTES_MAX) {
         *chunk = (int)(PP_ROWS_BYTES_MAX / ((size_t)h->n_vocab * 4));
