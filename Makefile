@@ -5,8 +5,9 @@
 #   make run        the main job: default sweep on the default model and document
 #   make bench      speed figures and ratios
 #   make models     download the real models into $(STRATA_CACHE) (sha256 checked)
-#   make fuzz       libFuzzer on the GGUF reader, the protocol decoder and the tokenizers (clang;
-#                   FUZZ_SECONDS per target, default 60); make test replays their seed corpora
+#   make fuzz       libFuzzer on the GGUF reader, the protocol decoder, the tokenizers and the
+#                   report reader (clang; FUZZ_SECONDS per target, default 60); make test replays
+#                   their seed corpora
 #   make SAN=1 ...  the same under AddressSanitizer + UndefinedBehaviorSanitizer (build-san/)
 #   make ISA=avx2 ... the same built for AVX2 only (-march=haswell, build-avx2/) or ISA=c for plain C
 #                   (-march=x86-64, build-c/); `make bench ISA=avx2` also builds llama.cpp for AVX2
@@ -74,7 +75,7 @@ DRIVER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(DRIVER_SRC))
 # syntax (kernels/kvfmt.c: no compute, no dependencies), never the engine.
 DRIVER_SHARED_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(PROTO_SRC) kernels/kvfmt.c)
 TEST_SRC := $(wildcard tests/test_*.c)
-FUZZ_TARGETS := gguf proto tok
+FUZZ_TARGETS := gguf proto tok report
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC)) \
             $(patsubst %,$(BUILD)/tests/test_fuzz_%,$(FUZZ_TARGETS))
 BINS    := $(BUILD)/strata-worker $(BUILD)/strata-driver
@@ -151,6 +152,11 @@ $(BUILD)/tests/test_fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(BUILD)/lib
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDSAN) -DFUZZ_CORPUS='"tests/fuzz/corpus/$*"' -o $@ tests/fuzz/fuzz_$*.c tests/fuzz/replay.c \
 	    $(BUILD)/libengine.a $(LDLIBS)
+# the report reader is a driver module: it links libanalysis too
+$(BUILD)/tests/test_fuzz_report: tests/fuzz/fuzz_report.c tests/fuzz/replay.c $(BUILD)/libanalysis.a $(BUILD)/libengine.a | $(BUILD)/.deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDSAN) -DFUZZ_CORPUS='"tests/fuzz/corpus/report"' -o $@ tests/fuzz/fuzz_report.c tests/fuzz/replay.c \
+	    $(BUILD)/libanalysis.a $(BUILD)/libengine.a $(LDLIBS)
 
 test: all $(TEST_BIN) models test-deps
 	@BUILD=$(BUILD) bash tests/run.sh
@@ -191,9 +197,12 @@ FUZZ_CI ?=
 FUZZ_RUNS_gguf := 15000
 FUZZ_RUNS_proto := 500000
 FUZZ_RUNS_tok := 7000
+FUZZ_RUNS_report := 15000
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -I. -ffp-contract=off -fno-fast-math -pthread \
                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_LIB_SRC := $(ENGINE_SRC)
+# the report target: the driver's modules with what the driver links (no engine)
+FUZZ_LIB_SRC_report := $(DRIVER_SRC) $(PROTO_SRC) kernels/kvfmt.c
 # a long run (issue 15: >= 10 M executions per target), e.g.
 #   make fuzz FUZZ_TARGETS=tok FUZZ_SECONDS=7200 FUZZ_RUNS=10000000 \
 #        FUZZ_EXTRA='-O2 -fno-sanitize-coverage=trace-cmp'
@@ -207,11 +216,12 @@ fuzz: $(BUILD)/.deps
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq clang libclang-rt-14-dev >/dev/null; }
 	@mkdir -p build-fuzz
 	@for t in $(FUZZ_TARGETS); do \
-	  clang $(FUZZ_CFLAGS) $(FUZZ_EXTRA) -o build-fuzz/fuzz_$$t tests/fuzz/fuzz_$$t.c $(FUZZ_LIB_SRC) $(LDLIBS) || exit 1; \
+	  src="$(FUZZ_LIB_SRC)"; [ $$t = report ] && src="$(FUZZ_LIB_SRC_report)"; \
+  clang $(FUZZ_CFLAGS) $(FUZZ_EXTRA) -o build-fuzz/fuzz_$$t tests/fuzz/fuzz_$$t.c $$src $(LDLIBS) || exit 1; \
 	done
 	@for t in $(FUZZ_TARGETS); do \
 	  mkdir -p build-fuzz/corpus/$$t; echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
-	  runs=""; [ -n "$(FUZZ_RUNS)" ] && runs="-runs=$(FUZZ_RUNS)"; [ -n "$(FUZZ_CI)" ] && runs="-runs=$$(case $$t in gguf) echo $(FUZZ_RUNS_gguf);; proto) echo $(FUZZ_RUNS_proto);; *) echo $(FUZZ_RUNS_tok);; esac)"; \
+	  runs=""; [ -n "$(FUZZ_RUNS)" ] && runs="-runs=$(FUZZ_RUNS)"; [ -n "$(FUZZ_CI)" ] && runs="-runs=$$(case $$t in gguf) echo $(FUZZ_RUNS_gguf);; proto) echo $(FUZZ_RUNS_proto);; report) echo $(FUZZ_RUNS_report);; *) echo $(FUZZ_RUNS_tok);; esac)"; \
 	  build-fuzz/fuzz_$$t -seed=1 $$runs -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -malloc_limit_mb=1024 \
 	      -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/$$t- \
 	      build-fuzz/corpus/$$t tests/fuzz/corpus/$$t \

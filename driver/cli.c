@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proto/safeio.h"
+
 #define TAG_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-"
 
 void cli_errorf(const char *fmt, ...) {
@@ -110,4 +112,45 @@ int cli_render(int (*render)(const char *dir, char *err, size_t errlen), const c
     }
     if (!quiet) fprintf(stderr, "strata-driver: wrote %s/README.md\n", out_dir);
     return 0;
+}
+
+/* Appends " name" to missing [len] at *off and counts it. */
+static void add_missing(char *missing, size_t len, size_t *off, int *n, const char *name) {
+    int w = snprintf(missing + *off, len - *off, "%s%s", *off ? " " : "", name);
+    if (w > 0) *off = *off + (size_t)w < len ? *off + (size_t)w : len - 1;
+    (*n)++;
+}
+
+int cli_resume_missing(const workers_arm_opts *rec, const char *rec_worker, const workers_arm_opts *given,
+                       const char *given_worker, char *missing, size_t len) {
+    size_t off = 0;
+    int n = 0;
+    if (len) missing[0] = 0;
+    if (!len) return 0;
+    if (rec->launch && !given->launch) add_missing(missing, len, &off, &n, "--launch");
+    if (rec->launch_listen && !given->launch_listen) add_missing(missing, len, &off, &n, "--launch-listen");
+    if (rec_worker && !given_worker) add_missing(missing, len, &off, &n, "--worker");
+    if ((rec->tls_cert || rec->tls_key || rec->tls_ca) && !given->tls_cert)
+        add_missing(missing, len, &off, &n, "--tls-cert --tls-key --tls-ca");
+    for (int i = 0; i < rec->n_remote; i++) {
+        const char *eq = strchr(rec->remote[i], '=');
+        size_t nl = eq ? (size_t)(eq - rec->remote[i]) : strlen(rec->remote[i]);
+        int found = 0;
+        for (int k = 0; k < given->n_remote && !found; k++)
+            found = !strncmp(given->remote[k], rec->remote[i], nl) && given->remote[k][nl] == '=';
+        if (found) continue;
+        char name[128], esc[512], item[600];
+        snprintf(name, sizeof name, "%.*s", (int)(nl < sizeof name ? nl : sizeof name - 1), rec->remote[i]);
+        safeio_escape(esc, sizeof esc, name);
+        snprintf(item, sizeof item, "--arm %s=URL", esc);
+        add_missing(missing, len, &off, &n, item);
+    }
+    return n;
+}
+
+int cli_abs_path(const char *path, char *out, size_t outlen) {
+    char cwd[PATH_MAX];
+    if (path[0] == '/') return snprintf(out, outlen, "%s", path) < (int)outlen ? 0 : -1;
+    if (!getcwd(cwd, sizeof cwd)) return -1;
+    return snprintf(out, outlen, "%s/%s", cwd, path) < (int)outlen ? 0 : -1;
 }

@@ -6,6 +6,8 @@
 
 #include <stddef.h>
 
+#include "driver/workers.h"
+
 /* Prints "strata-driver: error: <message>\n" on stderr. */
 void cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -35,5 +37,19 @@ int cli_default_out_dir(const char *tag, char *out, size_t outlen);
 /* The end of a run: render(out_dir) writes the folder's README.md; says so on stderr unless quiet,
  * or prints one error line naming the raw results. 0 or -1. */
 int cli_render(int (*render)(const char *dir, char *err, size_t errlen), const char *out_dir, int quiet);
+
+/* --resume (sweep and needle; docs/DESIGN.md §4.10): the options that start processes or choose
+ * where code runs are never taken from the folder resumed, whose journal or meta.json anyone may
+ * have edited: --launch, --launch-listen, --worker, --tls-cert/--tls-key/--tls-ca and each remote
+ * arm's --arm NAME=URL come from the command line only. rec: the options the run recorded
+ * (rec_worker its --worker, or NULL); given: those beside --resume. Writes the recorded ones that
+ * were not given again into missing [len] (option names, space-separated; an --arm with its arm's
+ * name, escaped) and returns how many. */
+int cli_resume_missing(const workers_arm_opts *rec, const char *rec_worker, const workers_arm_opts *given,
+                       const char *given_worker, char *missing, size_t len);
+
+/* path made absolute against the current directory (not resolved: it need not exist) into out
+ * [outlen]. 0, or -1 when it does not fit or the current directory is unknown. */
+int cli_abs_path(const char *path, char *out, size_t outlen);
 
 #endif

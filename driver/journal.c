@@ -4,6 +4,7 @@
  * Reading order: CRC32C; scanning; the file; payload buffers. */
 #include "driver/journal.h"
 #include "proto/errmsg.h"
+#include "proto/safeio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -88,58 +89,102 @@ static void put_u32(unsigned char *p, uint32_t v) {
     p[3] = (unsigned char)(v >> 24);
 }
 
+/* The record at buf [off, len) when it is whole and valid with sequence number seq: its payload
+ * length into *L and NULL, else why it is not (and *L the length field, 0 when too short). */
+static const char *frame_check(const unsigned char *buf, size_t len, size_t off, uint32_t seq, uint32_t *L) {
+    size_t left = len - off;
+    *L = 0;
+    if (left < JOURNAL_REC_OVERHEAD) return "is incomplete";
+    *L = get_u32(buf + off);
+    if (*L > JOURNAL_MAX_PAYLOAD) return "has an impossible length";
+    if (left < (size_t)*L + JOURNAL_REC_OVERHEAD) return "is incomplete";
+    if (get_u32(buf + off + 4) != seq) return "has the wrong sequence number";
+    if (crc32c(0, buf + off, 12 + (size_t)*L) != get_u32(buf + off + 12 + *L)) return "fails its CRC32C";
+    return NULL;
+}
+
+/* The first offset in [from, len) where a valid record with sequence number seq starts, or len.
+ * Candidates must show seq and a plausible type and length before their CRC is computed; *budget
+ * (bytes of CRC work left) bounds the search on a crafted file. */
+static size_t frame_search(const unsigned char *buf, size_t len, size_t from, uint32_t seq, uint64_t *budget) {
+    for (size_t p = from; p + JOURNAL_REC_OVERHEAD <= len; p++) {
+        uint32_t L = get_u32(buf + p), type = get_u32(buf + p + 8);
+        if (get_u32(buf + p + 4) != seq || type == 0 || type > 255 || L > len - p - JOURNAL_REC_OVERHEAD) continue;
+        if (*budget < (uint64_t)L + 12) return len;
+        *budget -= (uint64_t)L + 12;
+        if (!frame_check(buf, len, p, seq, &L)) return p;
+    }
+    return len;
+}
+
+/* Appends the record at off (checked) to *r [*k] (capacity *cap). 0 or -1 (out of memory). */
+static int push_rec(journal_rec **r, size_t *k, size_t *cap, const unsigned char *buf, size_t off, uint32_t L,
+                    uint32_t seq) {
+    if (*k == *cap) {
+        journal_rec *nr = realloc(*r, 2 * *cap * sizeof *nr);
+        if (!nr) return -1;
+        *r = nr;
+        *cap *= 2;
+    }
+    (*r)[*k] = (journal_rec){ get_u32(buf + off + 8), seq, L, buf + off + 12, off };
+    (*k)++;
+    return 0;
+}
+
 int journal_scan(const unsigned char *buf, size_t len, journal_rec **recs, size_t *n,
-                 size_t *valid, int *torn, char *err, size_t errlen) {
+                 size_t *valid, journal_damage *d, char *err, size_t errlen) {
     size_t cap = 64, off = 0, k = 0;
+    uint32_t L = 0;
+    const char *why = NULL;
     journal_rec *r = malloc(cap * sizeof *r);   /* [cap] */
     *recs = NULL;
     *n = 0;
     *valid = 0;
-    *torn = 0;
+    memset(d, 0, sizeof *d);
     if (!r) return errmsg_set(err, errlen, JOURNAL_E_IO, "out of memory");
-    while (off < len) {
-        size_t left = len - off;
-        const char *why = NULL;
-        uint32_t L = 0;
-        if (left < JOURNAL_REC_OVERHEAD) why = "is incomplete";
-        else {
-            L = get_u32(buf + off);
-            if (L > JOURNAL_MAX_PAYLOAD) why = "has an impossible length";
-            else if (left < (size_t)L + JOURNAL_REC_OVERHEAD) why = "is incomplete";
-            else if (get_u32(buf + off + 4) != (uint32_t)k) why = "has the wrong sequence number";
-            else if (crc32c(0, buf + off, 12 + (size_t)L) != get_u32(buf + off + 12 + L))
-                why = "fails its CRC32C";
-        }
-        if (why) {
-            /* a torn append reaches the end of the file; a bad record with bytes after it is damage */
-            size_t extent = L > JOURNAL_MAX_PAYLOAD || left < JOURNAL_REC_OVERHEAD
-                                ? left : (size_t)L + JOURNAL_REC_OVERHEAD;
-            if (extent >= left) {
-                *torn = 1;
-                break;
-            }
-            free(r);
-            return errmsg_set(err, errlen, JOURNAL_E_CORRUPT, "record %zu at byte %zu %s and %zu bytes "
-                              "follow it: the journal is damaged", k, off, why, left - extent);
-        }
-        if (k == cap) {
-            journal_rec *nr = realloc(r, 2 * cap * sizeof *nr);
-            if (!nr) { free(r); return errmsg_set(err, errlen, JOURNAL_E_IO, "out of memory"); }
-            r = nr;
-            cap *= 2;
-        }
-        r[k].len = L;
-        r[k].seq = (uint32_t)k;
-        r[k].type = get_u32(buf + off + 8);
-        r[k].data = buf + off + 12;
-        r[k].offset = off;
-        k++;
+    while (off < len && !(why = frame_check(buf, len, off, (uint32_t)k, &L))) {
+        if (push_rec(&r, &k, &cap, buf, off, L, (uint32_t)k)) goto oom;
         off += (size_t)L + JOURNAL_REC_OVERHEAD;
     }
-    *recs = r;
     *n = k;
     *valid = off;
+    if (off < len) {
+        /* the failing record ends the journal; records after it tell damage from a torn append */
+        d->at_record = (uint32_t)k;
+        d->at_byte = off;
+        d->bytes = len - off;
+        d->why = why;
+        d->type_read = len - off >= 12 ? get_u32(buf + off + 8) : 0;
+        uint64_t budget = 4 * (uint64_t)len + ((uint64_t)1 << 20);
+        uint32_t seq = (uint32_t)k + 1;
+        size_t p = L <= JOURNAL_MAX_PAYLOAD && len - off > (size_t)L + JOURNAL_REC_OVERHEAD
+                       ? off + L + JOURNAL_REC_OVERHEAD : len;   /* by its own length first */
+        size_t k_all = k, base = off;
+        for (;;) {
+            uint32_t L2 = 0;
+            if (p >= len || frame_check(buf, len, p, seq, &L2)) {
+                if ((p = frame_search(buf, len, base + 1, seq, &budget)) >= len) break;
+                (void)frame_check(buf, len, p, seq, &L2);   /* valid: sets L2 */
+            }
+            if (push_rec(&r, &k_all, &cap, buf, p, L2, seq)) goto oom;
+            p += (size_t)L2 + JOURNAL_REC_OVERHEAD;
+            seq++;
+            if (p == len) { d->later_complete = 1; break; }
+            base = p;
+        }
+        d->n_later = k_all - k;
+        size_t extent = L <= JOURNAL_MAX_PAYLOAD && len - off >= JOURNAL_REC_OVERHEAD ? (size_t)L + JOURNAL_REC_OVERHEAD
+                                                                                       : len - off;
+        d->damaged = d->n_later > 0 || extent < len - off;
+        d->torn = !d->damaged;
+    }
+    *recs = r;
     return 0;
+oom:
+    free(r);
+    *n = 0;
+    *valid = 0;
+    return errmsg_set(err, errlen, JOURNAL_E_IO, "out of memory");
 }
 
 /* ============================================================================================
@@ -208,6 +253,9 @@ int journal_append(journal *j, uint32_t type, const void *payload, size_t len, c
     size_t total = 0, done = 0;
     if (j->fd < 0 || j->broken)
         return errmsg_set(err, errlen, JOURNAL_E_IO, "%s: an earlier write failed, no more records", j->path);
+    if (j->file_size > j->size)
+        return errmsg_set(err, errlen, JOURNAL_E_IO, "%s: the bytes after its last valid record were not cut off",
+                          j->path);
     if (build_record(j->next_seq, type, payload, len, &rec, &total))
         return errmsg_set(err, errlen, JOURNAL_E_IO, "%s: cannot build a record of %zu bytes: %s", j->path,
                           len, strerror(errno));
@@ -220,6 +268,7 @@ int journal_append(journal *j, uint32_t type, const void *payload, size_t len, c
         return errmsg_set(err, errlen, JOURNAL_E_IO, "cannot write %s: %s", j->path, strerror(e));
     }
     j->size += total;
+    j->file_size = j->size;
     j->next_seq++;
     j->dirty = 1;
     return 0;
@@ -305,21 +354,26 @@ static int read_whole(int fd, unsigned char **out, size_t *n) {
 }
 
 int journal_open(journal *j, const char *dir, unsigned char **data, size_t *data_len,
-                 journal_rec **recs, size_t *n, int *torn, char *err, size_t errlen) {
+                 journal_rec **recs, size_t *n, journal_damage *d, char *err, size_t errlen) {
     size_t valid = 0;
     int rc;
+    struct stat st;
     journal_init(j);
     *data = NULL;
     *recs = NULL;
     *n = 0;
     *data_len = 0;
-    *torn = 0;
+    memset(d, 0, sizeof *d);
     if (jpath(j, dir, err, errlen)) return JOURNAL_E_IO;
-    j->fd = open(j->path, O_RDWR | O_APPEND | O_CLOEXEC);
+    j->fd = open(j->path, O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (j->fd < 0) {
         int e = errno;
         return errmsg_set(err, errlen, e == ENOENT ? JOURNAL_E_MISSING : JOURNAL_E_IO, "cannot open %s: %s",
-                          j->path, strerror(e));
+                          j->path, e == ELOOP ? "it is a symbolic link" : strerror(e));
+    }
+    if (fstat(j->fd, &st) || !S_ISREG(st.st_mode) || fcntl(j->fd, F_SETFL, O_APPEND)) {
+        journal_close(j);
+        return errmsg_set(err, errlen, JOURNAL_E_IO, "%s is not a regular file", j->path);
     }
     if (flock(j->fd, LOCK_EX | LOCK_NB)) {
         int e = errno;
@@ -334,16 +388,12 @@ int journal_open(journal *j, const char *dir, unsigned char **data, size_t *data
         goto fail;
     }
     char e2[512];
-    if ((rc = journal_scan(*data, *data_len, recs, n, &valid, torn, e2, sizeof e2))) {
+    if ((rc = journal_scan(*data, *data_len, recs, n, &valid, d, e2, sizeof e2))) {
         errmsg_set(err, errlen, rc, "%s: %s", j->path, e2);
         goto fail;
     }
-    if (*torn && (ftruncate(j->fd, (off_t)valid) || fsync(j->fd))) {
-        rc = errmsg_set(err, errlen, JOURNAL_E_IO, "cannot cut the torn last record off %s: %s", j->path,
-                        strerror(errno));
-        goto fail;
-    }
     j->size = valid;
+    j->file_size = *data_len;
     j->next_seq = (uint32_t)*n;
     return 0;
 fail:
@@ -356,22 +406,44 @@ fail:
     return rc;
 }
 
+int journal_cut(journal *j, journal_damage *d, const unsigned char *data, char *err, size_t errlen) {
+    char e2[512];
+    int rc;
+    if (j->fd < 0) return errmsg_set(err, errlen, JOURNAL_E_IO, "%s is not open", j->path);
+    if (j->file_size <= j->size) return 0;
+    /* the bytes after a damaged record are kept aside before the journal is cut there */
+    if (d->damaged && !d->saved[0]) {
+        char saved[sizeof d->saved];
+        if (snprintf(saved, sizeof saved, "%s.damaged.%llu", j->path, (unsigned long long)j->size) >= (int)sizeof saved)
+            return errmsg_set(err, errlen, JOURNAL_E_IO, "path too long: %s", j->path);
+        if ((rc = journal_write_file(saved, data + j->size, (size_t)(j->file_size - j->size), e2, sizeof e2)))
+            return errmsg_set(err, errlen, rc, "%s is damaged at byte %llu; keeping what follows: %s", j->path,
+                              (unsigned long long)j->size, e2);
+        snprintf(d->saved, sizeof d->saved, "%s", saved);
+    }
+    if (ftruncate(j->fd, (off_t)j->size) || fsync(j->fd))
+        return errmsg_set(err, errlen, JOURNAL_E_IO, "cannot cut %s after its last valid record: %s", j->path,
+                          strerror(errno));
+    j->file_size = j->size;
+    return 0;
+}
+
 int journal_read_header(const char *dir, char **payload, size_t *len, char *err, size_t errlen) {
     journal j;
     unsigned char *data = NULL;
     size_t n = 0, valid = 0, dlen = 0;
     journal_rec *recs = NULL;
-    int torn = 0, rc;
+    journal_damage dmg;
+    int rc;
     *payload = NULL;
     *len = 0;
     journal_init(&j);
     if (jpath(&j, dir, err, errlen)) return JOURNAL_E_IO;
-    int fd = open(j.path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        return errmsg_set(err, errlen, e == ENOENT ? JOURNAL_E_MISSING : JOURNAL_E_IO, "cannot open %s: %s",
-                          j.path, strerror(e));
-    }
+    char e1[600];
+    int fd = safeio_open_regular(j.path, SAFEIO_NOFOLLOW | SAFEIO_OPTIONAL, NULL, e1, sizeof e1);
+    if (fd == SAFEIO_ABSENT) return errmsg_set(err, errlen, JOURNAL_E_MISSING, "cannot open %s: %s", j.path,
+                                               strerror(ENOENT));
+    if (fd < 0) return errmsg_set(err, errlen, JOURNAL_E_IO, "%s", e1);
     if (read_whole(fd, &data, &dlen)) {
         rc = errmsg_set(err, errlen, JOURNAL_E_IO, "cannot read %s: %s", j.path, strerror(errno));
         close(fd);
@@ -379,7 +451,7 @@ int journal_read_header(const char *dir, char **payload, size_t *len, char *err,
     }
     close(fd);
     char e2[512];
-    if ((rc = journal_scan(data, dlen, &recs, &n, &valid, &torn, e2, sizeof e2))) {
+    if ((rc = journal_scan(data, dlen, &recs, &n, &valid, &dmg, e2, sizeof e2))) {
         errmsg_set(err, errlen, rc, "%s: %s", j.path, e2);
         goto done;
     }
@@ -404,7 +476,7 @@ done:
 int journal_in_use(const char *dir) {
     char path[4096];
     if (snprintf(path, sizeof path, "%s/%s", dir, JOURNAL_FILE) >= (int)sizeof path) return 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);   /* a FIFO must not block here */
     if (fd < 0) return 0;
     int busy = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
     close(fd);   /* releases a lock taken here */

@@ -13,9 +13,13 @@
  *
  * Record 0 is the header; the payload layouts of the sweep's records are in sweep.c's "journal
  * records" section. Reading stops at the first record that is incomplete or fails its checks
- * (length, seq, CRC): when that record reaches the end of the file it is a torn append (a crash
- * or a full disk during the write) and is dropped; anywhere else the file is damaged and reading
- * fails.
+ * (length, seq, CRC): that record ends the journal, and the records before it are kept. When
+ * nothing valid follows it, it is a torn append (a crash or a full disk during the write); when
+ * well-formed records follow it (found by the damaged record's own length, else by a bounded
+ * search for the next sequence number), the file is damaged in the middle: the records after the
+ * damage are reported (journal_damage) but not used. journal_open changes nothing in the file;
+ * journal_cut (once the caller has checked the journal) saves the bytes after a damaged record in
+ * DIR/journal.damaged.<byte> and cuts everything after the valid records off.
  *
  * The journal module knows nothing about sweeps: framing, checksums, the file and its lock.
  * A journal being written is locked (flock LOCK_EX), so a second driver cannot resume a folder
@@ -50,19 +54,33 @@ typedef struct {
     uint64_t offset;             /* of the record's first byte in the file */
 } journal_rec;
 
-/* Scans a whole journal file buf [len]. On success *recs (malloc'd, [*n]; the caller frees it,
- * also when *n is 0) holds the valid records, *valid = the bytes they span (a prefix of buf), and
- * *torn = 1 when bytes after them form one incomplete or failing record that reaches the end of
- * the buffer (dropped), else 0. Returns 0, or JOURNAL_E_CORRUPT with a message naming the record
- * and offset when a failing record is followed by more bytes (*recs NULL then). */
+/* What a scan dropped after the valid records (all 0 when nothing was dropped). */
+typedef struct {
+    int torn;               /* 1: the dropped bytes hold no valid record: a torn append, cut off */
+    int damaged;            /* 1: a failing record with bytes after it (damage in the middle) */
+    uint32_t at_record;     /* the failing record's index (= the number of valid records) */
+    uint64_t at_byte;       /* its offset in the file */
+    uint64_t bytes;         /* bytes dropped (from at_byte to the end) */
+    uint32_t type_read;     /* the failing record's type field as read (0 when too short) */
+    const char *why;        /* "fails its CRC32C", ... (a static string), or NULL */
+    size_t n_later;         /* well-formed records found after the damage: recs[n .. n + n_later) */
+    int later_complete;     /* 1: they reach the end of the file (so n_later counts them all) */
+    char saved[4200];       /* journal_open: the file the dropped bytes were saved in ("" if none) */
+} journal_damage;
+
+/* Scans a whole journal file buf [len]. On success *recs (malloc'd, [*n + d->n_later]; the caller
+ * frees it, also when *n is 0) holds the valid records, then the records found after a damaged one
+ * (not part of the journal: for messages only); *valid = the bytes the valid records span (a
+ * prefix of buf); *d says what was dropped. Returns 0, or JOURNAL_E_IO (out of memory). */
 int journal_scan(const unsigned char *buf, size_t len, journal_rec **recs, size_t *n,
-                 size_t *valid, int *torn, char *err, size_t errlen);
+                 size_t *valid, journal_damage *d, char *err, size_t errlen);
 
 /* An open journal. */
 typedef struct {
     int fd;              /* -1 when closed; O_APPEND, flock'd LOCK_EX */
     uint32_t next_seq;
     uint64_t size;       /* bytes of whole records in the file */
+    uint64_t file_size;  /* bytes in the file; above size until journal_cut drops the rest */
     int dirty;           /* appended since the last journal_sync */
     int broken;          /* a write failed: no further appends */
     char path[4096];
@@ -75,16 +93,23 @@ int journal_create(journal *j, const char *dir, const void *header, size_t len, 
 
 /* Opens an existing DIR/journal for appending: locks it (JOURNAL_E_BUSY when another process
  * holds it), reads it whole into *data (malloc'd [*data_len]; the caller frees it after using
- * *recs), scans it (journal_scan) into *recs [*n] (caller frees), cuts a torn last record off
- * the file (ftruncate + fsync; *torn = 1) and positions the journal after the last valid record.
- * Returns 0; JOURNAL_E_MISSING (no journal), JOURNAL_E_BUSY, JOURNAL_E_CORRUPT or JOURNAL_E_IO
- * with a message (j closed then, nothing allocated). */
+ * *recs) and scans it (journal_scan) into *recs [*n] (caller frees; the records after a damage
+ * follow them, d->n_later). The file is not changed: when bytes follow the valid records,
+ * journal_cut must drop them before anything is appended. Returns 0; JOURNAL_E_MISSING (no
+ * journal), JOURNAL_E_BUSY or JOURNAL_E_IO with a message (j closed then, nothing allocated). */
 int journal_open(journal *j, const char *dir, unsigned char **data, size_t *data_len,
-                 journal_rec **recs, size_t *n, int *torn, char *err, size_t errlen);
+                 journal_rec **recs, size_t *n, journal_damage *d, char *err, size_t errlen);
+
+/* After journal_open, once the caller has checked the journal: when d says the file was damaged in
+ * the middle, saves the bytes after the valid records (from data, journal_open's buffer) in
+ * DIR/journal.damaged.<byte> (named in d->saved, written durably); then cuts everything after the
+ * valid records off the file (ftruncate + fsync), so appends follow the last valid record.
+ * Nothing to cut: 0 at once. Returns 0 or JOURNAL_E_IO with a message. */
+int journal_cut(journal *j, journal_damage *d, const unsigned char *data, char *err, size_t errlen);
 
 /* Reads the payload of record 0 of DIR/journal (without locking) into *payload (malloc'd, NUL
- * added, [*len + 1]; caller frees). Returns 0, JOURNAL_E_MISSING, JOURNAL_E_CORRUPT or
- * JOURNAL_E_IO with a message. */
+ * added, [*len + 1]; caller frees). Returns 0, JOURNAL_E_MISSING, JOURNAL_E_CORRUPT (no valid
+ * header record) or JOURNAL_E_IO with a message. */
 int journal_read_header(const char *dir, char **payload, size_t *len, char *err, size_t errlen);
 
 /* 1 when DIR/journal exists and a process holds its lock (a sweep is writing the folder), else 0. */

@@ -39,6 +39,7 @@
 #include "driver/workers.h"
 #include "proto/errmsg.h"
 #include "proto/proto.h"
+#include "proto/safeio.h"
 
 #ifndef STRATA_GIT
 #define STRATA_GIT "unknown"
@@ -159,9 +160,10 @@ static void usage_sweep(FILE *f) {
         "faults and resuming:\n"
         "  --resume DIR        continue the sweep of results folder DIR after a crash, an interrupt or a\n"
         "                      failure, with the options recorded there (only --quiet, --json,\n"
-        "                      --compare-threads, --request-timeout, --max-restarts, --worker and\n"
-        "                      --tls-cert/--tls-key/--tls-ca, e.g. renewed certificates, may be\n"
-        "                      given beside it);\n"
+        "                      --compare-threads, --request-timeout, --max-restarts, --dump-rows\n"
+        "                      may be given beside it); the options that start the workers or say\n"
+        "                      where they run (--launch, --launch-listen, --worker, --tls-*, --arm)\n"
+        "                      are never taken from DIR: give them again when the run had them;\n"
         "                      the results equal an uninterrupted run's\n"
         "  --request-timeout S a worker that does not answer one request within S seconds is restarted\n"
         "                      (default: 10x the time the measured rate predicts, 60 s to 6 h; 30 min\n"
@@ -272,6 +274,7 @@ typedef struct {
     const char *model, *doc, *corpus, *tokens_file, *arms_list, *ref, *out, *tag, *worker, *dump_rows;
     workers_arm_opts ao;     /* --arm, --arm-model, --tls-*, --launch, --launch-listen, --allow-overcommit */
     char tls_abs[3][PATH_MAX];   /* --resume: the --tls-* files given beside it, made absolute */
+    char worker_abs[PATH_MAX], dump_abs[PATH_MAX];   /* --resume: --worker, --dump-rows given, absolute */
     int depths, max_depth, fork_n, per_position, chunk, threads, prefill, max_context;
     int force, quiet, json;
     int cross_score;
@@ -339,8 +342,9 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
     o->passage_len = PASSAGES_LEN_DEFAULT;
     optind = 0;   /* 0: glibc re-initialises (a second argument vector is parsed for --resume) */
     while ((c = getopt_long(argc, argv, "m:o:qh", opts, NULL)) != -1) {
-        /* not a run option: may be given beside --resume (certificates renewed since the run began) */
-        int beside_resume = c > 255 ? c >= 1001 && c <= 1003 : strchr("qjwhZYMW", c) != NULL;
+        /* not a run option: may be given beside --resume; the ones that start the workers or say where
+         * they run (--launch, --launch-listen, --worker, --tls-*, --arm) must be, when the run had them */
+        int beside_resume = c > 255 ? c >= 1001 && c <= 1005 : strchr("qjwhZYMWAR", c) != NULL;
         if (!beside_resume) o->n_run_opts++;
         int taken = workers_arm_opt(&o->ao, c, optarg);
         if (taken < 0) { cli_errorf("out of memory"); return EXIT_RUNTIME; }
@@ -417,16 +421,18 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
     return 0;
 }
 
-/* Model file sanity before any worker starts: exists, regular, starts with "GGUF". */
+/* Model file sanity before any worker starts: exists, regular, starts with "GGUF". The open does
+ * not block: a FIFO or device is refused before anything is read (proto/safeio.h). */
 static int check_model(const char *path, char *err, size_t errlen) {
-    struct stat st;
-    if (stat(path, &st)) { snprintf(err, errlen, "model not found: %s: %s", path, strerror(errno)); return -1; }
-    if (!S_ISREG(st.st_mode)) { snprintf(err, errlen, "model %s is not a regular file", path); return -1; }
-    FILE *f = fopen(path, "rb");
+    char why[512];
+    int fd = safeio_open_regular(path, SAFEIO_OPTIONAL, NULL, why, sizeof why);
+    if (fd == SAFEIO_ABSENT) { snprintf(err, errlen, "model not found: %s: %s", path, strerror(ENOENT)); return -1; }
+    if (fd < 0) { snprintf(err, errlen, "model %s", why); return -1; }
     char magic[4] = { 0 };
-    if (!f) { snprintf(err, errlen, "cannot open model %s: %s", path, strerror(errno)); return -1; }
-    size_t got = fread(magic, 1, 4, f);
-    fclose(f);
+    ssize_t got;
+    do got = read(fd, magic, 4);
+    while (got < 0 && errno == EINTR);
+    close(fd);
     if (got != 4 || memcmp(magic, "GGUF", 4)) {
         snprintf(err, errlen, "model %s is not a GGUF file (it does not start with the magic \"GGUF\")", path);
         return -1;
@@ -475,33 +481,51 @@ static json_t *invocation_json(int argc, char **argv) {
 
 /* --resume DIR: replaces *o with the options recorded in DIR's journal (parsed again, in the
  * recorded working directory, which becomes the current one), keeping the few given beside
- * --resume. *hdr (the journal header; the caller json_decrefs it) and *rargv (malloc'd; the
- * caller frees it) hold the strings *o points into; out_dir [PATH_MAX] receives DIR's absolute
- * path; *command the original command line. Returns 0 or an exit code (message printed). */
+ * --resume. The options that start the workers or say where they run (cli_resume_missing) are
+ * never taken from the journal: they are the command line's, and a run that had them is refused
+ * unless they are given again. --dump-rows (a folder written to) is the command line's too.
+ * *hdr (the journal header; the caller json_decrefs it) and *rargv (malloc'd; the caller frees
+ * it) hold the strings *o points into; out_dir [PATH_MAX] receives DIR's absolute path; *command
+ * the original command line. Returns 0 or an exit code (message printed). */
 static int resume_opts(sweep_opts *o, json_t **hdr, char ***rargv, char *out_dir, const char **command) {
     char err[1024], *text = NULL;
     size_t len = 0;
-    sweep_opts given = *o;
-    if (o->n_run_opts) {
+    sweep_opts given = *o;   /* owns the --arm array from here on */
+    memset(&o->ao, 0, sizeof o->ao);
+    int rc = EXIT_RUNTIME;
+    if (given.n_run_opts) {
         cli_errorf("--resume DIR continues a run with the options recorded in DIR; beside it only --quiet, --json, "
-               "--request-timeout, --max-restarts, --compare-threads, --worker and --tls-* may be given");
-        return EXIT_USAGE;
+                   "--request-timeout, --max-restarts, --compare-threads, --dump-rows and the options that start the "
+                   "workers or say where they run (--worker, --launch, --launch-listen, --arm, --tls-*) may be given");
+        rc = EXIT_USAGE;
+        goto done;
     }
-    if (!realpath(o->resume, out_dir)) { cli_errorf("cannot resume %s: %s", o->resume, strerror(errno)); return EXIT_USAGE; }
-    /* certificates given now replace the recorded ones; absolute, as the run's directory becomes current */
-    const char *tls_given[3] = { o->ao.tls_cert, o->ao.tls_key, o->ao.tls_ca };
+    if (!realpath(given.resume, out_dir)) {
+        cli_errorf("cannot resume %s: %s", given.resume, strerror(errno));
+        rc = EXIT_USAGE;
+        goto done;
+    }
+    /* paths given now are absolute, as the run's directory becomes current */
+    const char *tls_given[3] = { given.ao.tls_cert, given.ao.tls_key, given.ao.tls_ca };
     for (int i = 0; i < 3 && tls_given[0]; i++)
         if (!realpath(tls_given[i], given.tls_abs[i])) {
             cli_errorf("cannot resume with %s: %s", tls_given[i], strerror(errno));
-            return EXIT_USAGE;
+            rc = EXIT_USAGE;
+            goto done;
         }
+    if ((given.worker && cli_abs_path(given.worker, given.worker_abs, sizeof given.worker_abs)) ||
+        (given.dump_rows && cli_abs_path(given.dump_rows, given.dump_abs, sizeof given.dump_abs))) {
+        cli_errorf("cannot resume: a path given beside --resume is too long");
+        rc = EXIT_USAGE;
+        goto done;
+    }
     if (journal_in_use(out_dir)) {
         cli_errorf("cannot resume %s: it is in use (another strata-driver is writing it)", out_dir);
-        return EXIT_RUNTIME;
+        goto done;
     }
     if (journal_read_header(out_dir, &text, &len, err, sizeof err)) {
         cli_errorf("cannot resume %s: %s", out_dir, err);
-        return EXIT_RUNTIME;
+        goto done;
     }
     *hdr = json_loadb(text, len, 0, NULL);
     free(text);
@@ -511,25 +535,55 @@ static int resume_opts(sweep_opts *o, json_t **hdr, char ***rargv, char *out_dir
     size_t n = json_array_size(av);
     if (!json_is_array(av) || n < 1 || !cwd) {
         cli_errorf("cannot resume %s: its journal does not record the command's arguments", out_dir);
-        return EXIT_RUNTIME;
+        goto done;
     }
-    if (!(*rargv = calloc(n + 1, sizeof **rargv))) { cli_errorf("out of memory"); return EXIT_RUNTIME; }
+    if (!(*rargv = calloc(n + 1, sizeof **rargv))) { cli_errorf("out of memory"); goto done; }
     for (size_t i = 0; i < n; i++) {
         const char *a = json_string_value(json_array_get(av, i));
-        if (!a) { cli_errorf("cannot resume %s: a recorded argument is not a string", out_dir); return EXIT_RUNTIME; }
+        if (!a) { cli_errorf("cannot resume %s: a recorded argument is not a string", out_dir); goto done; }
         (*rargv)[i] = (char *)a;
     }
     if (chdir(cwd)) {
         cli_errorf("cannot resume %s: the run's working directory %s: %s", out_dir, cwd, strerror(errno));
-        return EXIT_RUNTIME;
+        goto done;
     }
-    workers_arm_opts_free(&o->ao);
     memset(o, 0, sizeof *o);
-    int rc = parse_sweep_opts((int)n, *rargv, o);
-    if (rc) {
+    int prc = parse_sweep_opts((int)n, *rargv, o);
+    if (prc) {
         cli_errorf("cannot resume %s: its recorded options do not parse", out_dir);
-        return rc < 0 ? EXIT_RUNTIME : rc;
+        rc = prc < 0 ? EXIT_RUNTIME : prc;
+        goto done;
     }
+    char missing[1024];
+    int n_missing = cli_resume_missing(&o->ao, o->worker, &given.ao, given.worker, missing, sizeof missing);
+    if (n_missing) {
+        cli_errorf("cannot resume %s: its journal records %s, which a resume never takes from a journal (options "
+                   "that start the workers or say where they run): give %s again beside --resume", out_dir, missing,
+                   n_missing > 1 ? "them" : "it");
+        rc = EXIT_USAGE;
+        goto done;
+    }
+    if (o->dump_rows && !given.dump_rows)
+        fprintf(stderr, "strata-driver: note: the run's --dump-rows folder is not taken from the journal (give "
+                "--dump-rows DIR beside --resume to write rows)\n");
+    /* where and how the workers run: the command line's only */
+    free(o->ao.remote);
+    o->ao.remote = given.ao.remote;
+    o->ao.n_remote = given.ao.n_remote;
+    given.ao.remote = NULL;
+    given.ao.n_remote = 0;
+    o->ao.launch = given.ao.launch;
+    o->ao.launch_listen = given.ao.launch_listen;
+    memcpy(o->tls_abs, given.tls_abs, sizeof o->tls_abs);
+    o->ao.tls_cert = tls_given[0] ? o->tls_abs[0] : NULL;
+    o->ao.tls_key = tls_given[0] ? o->tls_abs[1] : NULL;
+    o->ao.tls_ca = tls_given[0] ? o->tls_abs[2] : NULL;
+    memcpy(o->worker_abs, given.worker_abs, sizeof o->worker_abs);
+    o->worker = given.worker ? o->worker_abs : NULL;
+    memcpy(o->dump_abs, given.dump_abs, sizeof o->dump_abs);
+    o->dump_rows = given.dump_rows ? o->dump_abs : NULL;
+    char e2[512];
+    if (workers_arm_opts_check(&o->ao, e2, sizeof e2)) { cli_errorf("%s", e2); rc = EXIT_USAGE; goto done; }
     o->out = out_dir;
     o->force = 0;
     o->resume = given.resume;
@@ -537,17 +591,13 @@ static int resume_opts(sweep_opts *o, json_t **hdr, char ***rargv, char *out_dir
     o->json |= given.json;
     if (given.request_timeout_s) o->request_timeout_s = given.request_timeout_s;
     if (given.max_restarts >= 0) o->max_restarts = given.max_restarts;
-    if (given.worker) o->worker = given.worker;
     if (given.compare_threads) o->compare_threads = given.compare_threads;
-    if (tls_given[0]) {
-        memcpy(o->tls_abs, given.tls_abs, sizeof o->tls_abs);
-        o->ao.tls_cert = o->tls_abs[0];
-        o->ao.tls_key = o->tls_abs[1];
-        o->ao.tls_ca = o->tls_abs[2];
-    }
     const char *cmd = json_string_value(json_object_get(*hdr, "command"));
     if (cmd) *command = cmd;
-    return 0;
+    rc = 0;
+done:
+    workers_arm_opts_free(&given.ao);
+    return rc;
 }
 
 /* The run's tag (--tag, else the model's name and the arms) into tag [taglen] and its results
@@ -834,20 +884,21 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
     fill_config(&sc, &o, tag, command_line, &doc, full_desc, tokens, n_tokens, depths, chunk, ref, out_dir, recv_max,
                 warnings, o.resume ? json_object_get(resume_hdr, "invocation") : invocation,
                 n_local ? &launch : NULL);
-    int rc = sweep_run(&sc, arms, n_arms, &depths_done, err, sizeof err);
+    sweep_outcome so = { 0, -1, 0 };
+    int rc = sweep_run(&sc, arms, n_arms, &so, err, sizeof err);
+    depths_done = so.depths_done;
     if (rc == SWEEP_OK) { ret = EXIT_OK; status = "complete"; }
-    else if (rc == SWEEP_INTERRUPTED) {
-        ret = EXIT_INTERRUPTED;
-        status = "interrupted";
-        fprintf(stderr, "strata-driver: interrupted: kept %d of %d depths in %s (continue with: strata-driver "
-                "sweep --resume %s)\n", depths_done, o.depths, out_dir, out_dir);
-    } else {
-        cli_errorf("%s", err);
-        char jpath[PATH_MAX + 16];
-        snprintf(jpath, sizeof jpath, "%s/%s", out_dir, JOURNAL_FILE);
-        if (access(jpath, F_OK) == 0)   /* refused before measuring: nothing to resume */
-            fprintf(stderr, "strata-driver: kept %d of %d depths in %s (continue with: strata-driver sweep --resume "
-                    "%s)\n", depths_done, o.depths, out_dir, out_dir);
+    else {
+        if (rc == SWEEP_INTERRUPTED) { ret = EXIT_INTERRUPTED; status = "interrupted"; }
+        else cli_errorf("%s", err);
+        /* the advice only where a resume can continue; the count is what the journal holds */
+        if (so.resumable)
+            fprintf(stderr, "strata-driver: %skept %d of %d depths in %s (continue with: strata-driver sweep "
+                    "--resume %s)\n", rc == SWEEP_INTERRUPTED ? "interrupted: " : "", so.depths_kept, o.depths,
+                    out_dir, out_dir);
+        else if (so.depths_kept >= 0)
+            fprintf(stderr, "strata-driver: %s keeps %d of %d depths%s\n", out_dir, so.depths_kept, o.depths,
+                    o.resume ? " (its journal is unchanged)" : "");
     }
 
     /* ---- stop the workers, keep their logs, render ---- */

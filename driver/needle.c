@@ -30,6 +30,7 @@
 #include "driver/stats.h"
 #include "proto/errmsg.h"
 #include "proto/proto.h"
+#include "proto/safeio.h"
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_MISMATCH = 3, EXIT_INTERRUPTED = 130 };
 
@@ -70,7 +71,9 @@ void needle_usage(FILE *f) {
         "  --tag T, --force, --quiet, --chunk N (tokens per prefill request, default 1024)\n"
         "  --dump-prompts DIR  (tests) write each prompt's token ids and its gold answer to DIR\n"
         "  --resume DIR        finish an interrupted run: options from DIR/meta.json, the cells already\n"
-        "                      in DIR/cells.tsv are skipped (--quiet, --threads, --worker may be given)\n"
+        "                      in DIR/cells.tsv are skipped (--quiet, --threads, --worker may be given;\n"
+        "                      --launch, --launch-listen, --tls-*, --arm are never taken from DIR:\n"
+        "                      give them again when the run had them)\n"
         "Before the run: the cost (cells, tokens per arm) and a time estimate from a calibration\n"
         "prefill; during it: progress with an ETA. Ctrl-C keeps every finished cell (exit 130).\n"
         "examples:\n"
@@ -177,7 +180,9 @@ static int parse_opts(int argc, char **argv, needle_opts *o, int *explicit_run_o
     *explicit_run_opts = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:o:qh", opts, NULL)) != -1) {
-        if (c > 255 || !strchr("tqwRUh", c)) (*explicit_run_opts)++;
+        /* beside --resume: --threads, --quiet, --worker, --dump-prompts and what says where the workers run */
+        int beside_resume = c > 255 ? c >= 1001 && c <= 1005 : strchr("tqwRUhA", c) != NULL;
+        if (!beside_resume) (*explicit_run_opts)++;
         int taken = workers_arm_opt(&o->ao, c, optarg);
         if (taken < 0) { cli_errorf("out of memory"); return EXIT_RUNTIME; }
         if (taken) continue;
@@ -1131,14 +1136,26 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     if (cli.resume) {
         char mp[PATH_MAX + 16];
         json_error_t je;
+        memset(&o.ao, 0, sizeof o.ao);   /* cli.ao keeps (and frees) what was given */
         if (explicit_opts) {
-            cli_errorf("--resume takes the run's options from its meta.json: only --quiet, --threads and "
-                   "--worker may be given with it");
+            cli_errorf("--resume takes the run's options from its meta.json: only --quiet, --threads, --worker and "
+                   "the options that say where the workers run (--launch, --launch-listen, --arm, --tls-*) may be "
+                   "given with it");
             ret = EXIT_USAGE;
             goto done;
         }
         snprintf(mp, sizeof mp, "%s/meta.json", cli.resume);
-        if (!(resume_meta = json_load_file(mp, 0, &je))) { cli_errorf("--resume: cannot read %s: %s", mp, je.text); ret = EXIT_USAGE; goto done; }
+        /* a regular file of bounded size (not a FIFO or a link another user planted) */
+        char *mtext = NULL;
+        size_t mlen = 0;
+        if (safeio_read_all(mp, SAFEIO_NOFOLLOW, (size_t)64 << 20, &mtext, &mlen, err, sizeof err)) {
+            cli_errorf("--resume: %s", err);
+            ret = EXIT_USAGE;
+            goto done;
+        }
+        resume_meta = json_loadb(mtext, mlen, 0, &je);
+        free(mtext);
+        if (!resume_meta) { cli_errorf("--resume: cannot read %s: %s", mp, je.text); ret = EXIT_USAGE; goto done; }
         const char *kind = json_string_value(json_object_get(resume_meta, "kind"));
         if (!kind || strcmp(kind, "needle")) { cli_errorf("--resume: %s is not a needle run", mp); ret = EXIT_USAGE; goto done; }
         opts_defaults(&o);
@@ -1146,8 +1163,28 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
         o.threads = cli.threads;
         o.worker = cli.worker;
         o.resume = cli.resume;
-        workers_arm_opts_free(&cli.ao);
         if (opts_from_meta(resume_meta, &o, err, sizeof err)) { cli_errorf("--resume: %s", err); goto done; }
+        /* the options that start the workers or say where they run: never meta.json's (anyone may have
+         * edited it), the command line's; a run that had them needs them again */
+        char missing[1024];
+        int n_missing = cli_resume_missing(&o.ao, NULL, &cli.ao, cli.worker, missing, sizeof missing);
+        if (n_missing) {
+            cli_errorf("--resume: %s/meta.json records %s, which a resume never takes from a results folder "
+                       "(options that start the workers or say where they run): give %s again beside --resume",
+                       cli.resume, missing, n_missing > 1 ? "them" : "it");
+            ret = EXIT_USAGE;
+            goto done;
+        }
+        free(o.ao.remote);
+        o.ao.remote = cli.ao.remote;
+        o.ao.n_remote = cli.ao.n_remote;
+        cli.ao.remote = NULL;
+        cli.ao.n_remote = 0;
+        o.ao.launch = cli.ao.launch;
+        o.ao.launch_listen = cli.ao.launch_listen;
+        o.ao.tls_cert = cli.ao.tls_cert;
+        o.ao.tls_key = cli.ao.tls_key;
+        o.ao.tls_ca = cli.ao.tls_ca;
         snprintf(out_dir, sizeof out_dir, "%s", cli.resume);
         const char *tg = json_string_value(json_object_get(resume_meta, "tag"));
         snprintf(tag, sizeof tag, "%s", tg ? tg : "needle");

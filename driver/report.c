@@ -27,13 +27,20 @@ static void md_num_or_unknown(FILE *o, double v, const char *unit) {
 
 static void readme_setup(FILE *o, const report_results *R, const report_analysis *A) {
     fprintf(o, "## Setup\n\n| | |\n|---|---|\n");
-    fprintf(o, "| Model | `%s` — %s, ", R->model_path, R->model_arch);
+    /* strings from meta.json: control bytes were escaped on loading, '|' is escaped here */
+    fputs("| Model | `", o);
+    report_md_cell(o, R->model_path);
+    fputs("` — ", o);
+    report_md_cell(o, R->model_arch);
+    fputs(", ", o);
     md_num_or_unknown(o, R->n_layer, " layers");
     fprintf(o, ", vocabulary ");
     md_num_or_unknown(o, R->n_vocab, "");
     fprintf(o, ", context ");
     md_num_or_unknown(o, R->n_ctx, "");
-    fprintf(o, " |\n| Model sha256 | `%s` |\n", R->model_sha);
+    fputs(" |\n| Model sha256 | `", o);
+    report_md_cell(o, R->model_sha);
+    fputs("` |\n", o);
     const report_arm *ra = &R->arms[R->ref];
     fprintf(o, "| Reference arm | %s (K %s, V %s) |\n", ra->name, ra->kv_k, ra->kv_v);
     if (R->floor >= 0)
@@ -44,17 +51,25 @@ static void readme_setup(FILE *o, const report_results *R, const report_analysis
     fprintf(o, "| Depths | ");
     if (R->n_depths == 0) fprintf(o, "unknown");
     for (int i = 0; i < R->n_depths; i++) fprintf(o, "%s%d", i ? ", " : "", R->depths[i]);
-    fprintf(o, " |\n| Document | `%s`, ", R->doc_path);
+    fputs(" |\n| Document | `", o);
+    report_md_cell(o, R->doc_path);
+    fputs("`, ", o);
     md_num_or_unknown(o, R->doc_tokens, " tokens");
-    fprintf(o, " — %s |\n", R->doc_desc);
+    fputs(" — ", o);
+    report_md_cell(o, R->doc_desc);
+    fputs(" |\n", o);
     fprintf(o, "| Fork probe | %d greedy tokens per depth and arm (temperature 0), KV truncated "
             "back after each probe |\n", R->fork_n);
     if (R->have_positions)
         fprintf(o, "| Per-position metrics | measured (%zu rows in positions.tsv) |\n", R->n_prows);
     else
         fprintf(o, "| Per-position metrics | not measured (no positions.tsv) |\n");
-    fprintf(o, "| Engine | %s |\n| Git | `%s` |\n| Machine | %s |\n| Date | %s |\n", R->engine,
-            R->git, R->machine, R->date);
+    const char *const rows[4][2] = {{"Engine", R->engine}, {"Git", R->git}, {"Machine", R->machine}, {"Date", R->date}};
+    for (int i = 0; i < 4; i++) {
+        fprintf(o, "| %s | %s", rows[i][0], i == 1 ? "`" : "");
+        report_md_cell(o, rows[i][1]);
+        fprintf(o, "%s |\n", i == 1 ? "`" : "");
+    }
     fprintf(o, "| Wall time | ");
     if (isnan(R->wall)) fprintf(o, "unknown");
     else fprintf(o, "%.1f s", R->wall);
@@ -66,7 +81,11 @@ static void readme_setup(FILE *o, const report_results *R, const report_analysis
         md_num_or_unknown(o, a->kv_bytes, "");
         fprintf(o, " | %s%s%s", report_arm_role(R, i), a->base >= 0 ? " of " : "",
                 a->base >= 0 ? R->arms[a->base].name : "");
-        if (a->weight_arm) fprintf(o, "; own weights `%s`", a->model_file[0] ? a->model_file : "?");
+        if (a->weight_arm) {
+            fputs("; own weights `", o);
+            report_md_cell(o, a->model_file[0] ? a->model_file : "?");
+            fputs("`", o);
+        }
         fprintf(o, " |\n");
     }
     int n_weight = 0;
@@ -502,26 +521,34 @@ typedef report_tmp_file tmp_file;
 /* Opens DIR/NAME.tmp for writing into out->f. Returns 0, or -1 with a message in err. */
 static int tmp_open(tmp_file *out, const char *dir, const char *name, char *err, size_t errlen) {
     out->f = NULL;
+    out->dir.fd = -1;
     if (report_path(out->path, sizeof out->path, dir, name, err, errlen)) return -1;
     snprintf(out->tmp, sizeof out->tmp, "%s.tmp", out->path);
-    out->f = fopen(out->tmp, "w");
+    snprintf(out->name, sizeof out->name, "%s", name);
+    snprintf(out->tmpname, sizeof out->tmpname, "%s.tmp", name);
+    /* created in the opened folder, never through a link planted at NAME.tmp (report_io.c) */
+    if (report_outdir_open(&out->dir, dir, NULL, err, errlen)) return -1;
+    out->f = report_outdir_create(&out->dir, out->tmpname, err, errlen);
     if (!out->f) {
-        report_set_err(err, errlen, "cannot create %s: %s", out->tmp, strerror(errno));
+        report_outdir_close(&out->dir);
         return -1;
     }
     return 0;
 }
 
-/* Closes out->f and renames tmp to path; failed = the caller's writing already failed. On any
- * failure tmp is removed. Returns 0, or -1 with a message in err. */
+/* Closes out->f and renames tmp to path (a link at path is replaced, not followed); failed = the
+ * caller's writing already failed. On any failure tmp is removed. Returns 0, or -1 with a message
+ * in err. */
 static int tmp_commit(tmp_file *out, int failed, char *err, size_t errlen) {
-    int bad = failed || ferror(out->f);
-    if (fclose(out->f) != 0 || bad || rename(out->tmp, out->path) != 0) {
+    int bad = failed || ferror(out->f), rc = 0;
+    if (fclose(out->f) != 0 || bad || renameat(out->dir.fd, out->tmpname, out->dir.fd, out->name) != 0) {
         report_set_err(err, errlen, "cannot write %s: %s", out->path, strerror(errno));
-        unlink(out->tmp);
-        return -1;
+        report_outdir_remove(&out->dir, out->tmpname);
+        rc = -1;
     }
-    return 0;
+    out->f = NULL;
+    report_outdir_close(&out->dir);
+    return rc;
 }
 
 static int write_readme(const char *dir, const report_results *R, const report_analysis *A,
@@ -574,6 +601,7 @@ int report_render(const char *dir, char *err, size_t errlen) {
     if (report_passages_render(dir, err, errlen)) goto done;   /* only with passages.tsv */
     rc = 0;
 done:
+    if (rc) report_err_clean(err, errlen);   /* it may quote a field of the folder */
     report_extra_free(&X);
     report_analysis_free(&A, R.n_arms);
     report_results_free(&R);

@@ -14,7 +14,11 @@ static void cmp_row(FILE *o, const char *name, const char *a, const char *b) {
 }
 
 static void cmp_setup(FILE *o, const char *name, const char *a, const char *b) {
-    fprintf(o, "| %s | %s | %s | %s |\n", name, a, b, strcmp(a, b) ? "**differs**" : "same");
+    fprintf(o, "| %s | ", name);
+    report_md_cell(o, a);   /* from meta.json: '|' escaped (control bytes were on loading) */
+    fputs(" | ", o);
+    report_md_cell(o, b);
+    fprintf(o, " | %s |\n", strcmp(a, b) ? "**differs**" : "same");
 }
 
 static void fork_median_text(const stats_km *k, int fork_n, char *buf, size_t len) {
@@ -140,6 +144,7 @@ int report_compare(const char *dir1, const char *dir2, FILE *out, char *err, siz
     rc = ferror(out) ? -1 : 0;
     if (rc) report_set_err(err, errlen, "write error on the comparison output");
 done:
+    if (rc) report_err_clean(err, errlen);   /* it may quote a field of a folder */
     for (int k = 0; k < 2; k++) {
         report_extra_free(&E[k]);
         report_analysis_free(&A[k], R[k].n_arms);

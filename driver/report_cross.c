@@ -234,19 +234,16 @@ static int load_file(const char *dir, const char *name, const char *header, int 
     char path[4096];
     *present = 0;
     if (report_path(path, sizeof path, dir, name, err, errlen)) return -1;
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        if (errno == ENOENT) return 0;
-        report_set_err(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return -1;
-    }
+    int absent = 0;
+    FILE *f = report_open_read(path, 1, &absent, err, errlen);   /* regular, not a link */
+    if (!f) return absent ? 0 : -1;
     *present = 1;
     x_ctx c = { path, 0, err, errlen };
     char *line = NULL;
     size_t cap = 0;
-    ssize_t got;
+    ssize_t got = 0;
     int rc = 0;
-    while (!rc && (got = getline(&line, &cap, f)) >= 0) {
+    while (!rc && (got = report_getline(&line, &cap, f, path, c.line + 1, err, errlen)) >= 0) {
         c.line++;
         if (got == 0 || line[got - 1] != '\n') break;   /* a torn last line: dropped */
         line[got - 1] = 0;
@@ -259,6 +256,7 @@ static int load_file(const char *dir, const char *name, const char *header, int 
         }
         rc = parse_line(&c, R, X, kind, line);
     }
+    if (!rc && got == -2) rc = -1;   /* a line over REPORT_LINE_MAX: err says so */
     if (!rc && ferror(f)) {
         report_set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
         rc = -1;

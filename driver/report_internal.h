@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include <jansson.h>
 
@@ -312,10 +313,66 @@ int report_extra_summary(json_t *root, const report_results *R, const report_ext
  * Shared with other results folders (the needle bench, driver/report_needle.c)
  * ========================================================================================== */
 
+/* ---- untrusted input and safe output (report_io.c; docs/DESIGN.md §4.11) ------------------ */
+
+/* The bounds on what is read from a results folder: one TSV line (a forks.tsv or samples.tsv row
+ * holds two streams of --fork tokens, at most 11 bytes per token: 1.44 MB at the largest --fork,
+ * 65536), and meta.json. */
+#define REPORT_LINE_MAX ((size_t)2 << 20)
+#define REPORT_JSON_MAX ((size_t)64 << 20)
+
+/* Reads the JSON file path (at most REPORT_JSON_MAX bytes, a regular file, not a link) and escapes
+ * the control bytes of every string in it (\xHH). Returns a new reference, or NULL with a message
+ * in err naming the file (and line). */
+json_t *report_json_load(const char *path, char *err, size_t errlen);
+/* Opens path for reading: a regular file, not a link (proto/safeio.h). optional: a missing file
+ * gives NULL with *absent = 1. NULL with a message in err otherwise. */
+FILE *report_open_read(const char *path, int optional, int *absent, char *err, size_t errlen);
+/* One line of at most REPORT_LINE_MAX bytes (safeio_getline): its length, -1 at the end, -2 (err
+ * set, naming path:lineno) for a longer line. */
+ssize_t report_getline(char **line, size_t *cap, FILE *f, const char *path, long lineno, char *err,
+                       size_t errlen);
+
+/* Writes s as the inside of a gnuplot double-quoted string: '"' and '\\' backslash-escaped, '`'
+ * (gnuplot's command substitution, active inside double quotes) and control bytes as octal
+ * escapes (\140). An ordinary string comes out unchanged (at most 4 KiB of escaped text). */
+void report_gp_put(FILE *g, const char *s);
+/* The same into dst [len] (cut before an escape when it does not fit; escaping can quadruple the
+ * length); returns dst. */
+char *report_gp_str(char *dst, size_t len, const char *s);
+/* Writes s for a double-quoted string field of a gnuplot data file: '"', '\\', '`' and control
+ * bytes become '_'. */
+void report_gp_data_put(FILE *g, const char *s);
+/* Writes s for a Markdown table cell: '|' as "\\|". */
+void report_md_cell(FILE *o, const char *s);
+/* Escapes the control bytes of the message in err [errlen] in place (safeio_escape): a message may
+ * quote a field of the folder, and goes to the terminal. The entry points (report_render,
+ * report_compare, needle_report_render, needle_report_compare) call it on failure. */
+void report_err_clean(char *err, size_t errlen);
+
+/* A folder output is written into, held open: files are created relative to fd. */
+typedef struct {
+    int fd;            /* O_DIRECTORY, -1 when closed */
+    char path[4096];   /* for messages */
+} report_outdir;
+/* Opens DIR (sub NULL: the results folder itself, which the user named), or DIR/sub, created when
+ * missing and refused when it is a symbolic link or not a folder. Returns 0, or -1 with err. */
+int report_outdir_open(report_outdir *d, const char *dir, const char *sub, char *err, size_t errlen);
+void report_outdir_close(report_outdir *d);
+/* Removes d/name (never what a link points to); a missing name is fine. Returns 0 or -1 (errno). */
+int report_outdir_remove(const report_outdir *d, const char *name);
+/* Creates d/name afresh for writing (the old name removed, then O_CREAT | O_EXCL | O_NOFOLLOW, mode
+ * 0644): a planted link or hard link is replaced, never written through. NULL with err on failure. */
+FILE *report_outdir_create(const report_outdir *d, const char *name, char *err, size_t errlen);
+/* 1 when d/name is a non-empty regular file (a link is not followed). */
+int report_outdir_nonempty(const report_outdir *d, const char *name);
+
 /* A file written as DIR/NAME.tmp and renamed to DIR/NAME once complete (report.c). */
 typedef struct {
     char path[4096];   /* DIR/NAME */
     char tmp[4200];    /* DIR/NAME.tmp */
+    char name[256], tmpname[264];  /* NAME, NAME.tmp */
+    report_outdir dir;
     FILE *f;
 } report_tmp_file;
 /* Opens DIR/NAME.tmp into out->f. Returns 0, or -1 with a message in err. */
@@ -324,8 +381,8 @@ int report_tmp_open(report_tmp_file *out, const char *dir, const char *name, cha
 /* Closes out->f and renames it into place (failed: the caller's writing failed; then, or on any
  * error, the temp file is removed). Returns 0, or -1 with a message in err. */
 int report_tmp_commit(report_tmp_file *out, int failed, char *err, size_t errlen);
-/* Runs "gnuplot NAME.gp" in pdir, its output appended to pdir/gnuplot.log (report_plots.c).
- * Returns 0, or -1 with a message in err. */
-int report_gnuplot_run(const char *pdir, const char *name, char *err, size_t errlen);
+/* Runs "gnuplot NAME.gp" in the plots folder pd, its output appended to its gnuplot.log
+ * (report_plots.c). Returns 0, or -1 with a message in err. */
+int report_gnuplot_run(const report_outdir *pd, const char *name, char *err, size_t errlen);
 
 #endif

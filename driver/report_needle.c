@@ -98,7 +98,6 @@ static int parse_ids(const char *s, int32_t **ids, size_t *n) {
 
 int needle_rows_read(const char *path, needle_row **rows, size_t *n, size_t *n_dropped, char *err,
                      size_t errlen) {
-    FILE *f = fopen(path, "r");
     char *line = NULL;
     size_t cap = 0, rcap = 0;
     long lineno = 0;
@@ -106,9 +105,10 @@ int needle_rows_read(const char *path, needle_row **rows, size_t *n, size_t *n_d
     *rows = NULL;
     *n = 0;
     if (n_dropped) *n_dropped = 0;
-    if (!f) return errmsg_set(err, errlen, -1, "cannot open %s: %s", path, strerror(errno));
+    FILE *f = report_open_read(path, 0, NULL, err, errlen);   /* regular, not a link; lines bounded */
+    if (!f) return -1;
     ssize_t len;
-    while ((len = getline(&line, &cap, f)) >= 0) {
+    while ((len = report_getline(&line, &cap, f, path, lineno + 1, err, errlen)) >= 0) {
         lineno++;
         if (len == 0 || line[len - 1] != '\n') {   /* cut off by a kill mid-write */
             if (n_dropped) (*n_dropped)++;
@@ -193,6 +193,7 @@ int needle_rows_read(const char *path, needle_row **rows, size_t *n, size_t *n_d
             goto done;
         }
     }
+    if (len == -2) goto done;   /* a line over REPORT_LINE_MAX: err says so */
     if (lineno == 0) { errmsg_set(err, errlen, -1, "%s is empty", path); goto done; }
     rc = 0;
 done:
@@ -277,7 +278,8 @@ static int cmp_int(const void *a, const void *b) {
 int needle_is_results(const char *dir) {
     char path[4096];
     if (snprintf(path, sizeof path, "%s/meta.json", dir) >= (int)sizeof path) return 0;
-    json_t *m = json_load_file(path, 0, NULL);
+    char err[16];
+    json_t *m = report_json_load(path, err, sizeof err);   /* bounded; any failure: not a needle folder */
     const char *k = m ? json_string_value(json_object_get(m, "kind")) : NULL;
     int yes = k && !strcmp(k, "needle");
     json_decref(m);
@@ -286,11 +288,9 @@ int needle_is_results(const char *dir) {
 
 static int nres_load(const char *dir, nres *R, char *err, size_t errlen) {
     char path[4096];
-    json_error_t je;
     memset(R, 0, sizeof *R);
     if (report_path(path, sizeof path, dir, "meta.json", err, errlen)) return -1;
-    if (!(R->meta = json_load_file(path, 0, &je)))
-        return errmsg_set(err, errlen, -1, "%s:%d: %s", path, je.line, je.text);
+    if (!(R->meta = report_json_load(path, err, errlen))) return -1;   /* bounded; control bytes escaped */
     json_t *m = R->meta, *model = json_object_get(m, "model"), *corpus = json_object_get(m, "corpus");
     json_t *op = json_object_get(m, "options"), *cost = json_object_get(m, "cost");
     const char *kind = json_string_value(json_object_get(m, "kind"));
@@ -686,9 +686,12 @@ static json_t *summary_build(const nres *R, const nan_t *A, const nclaim *cl, in
 /* The body of a heat-map script (the panels), written once per terminal. */
 static void heat_body(FILE *g, const nres *R, int a, int diff, const char *stem) {
     int panels = R->n_tpl;
-    fprintf(g, "set multiplot layout 1,%d title \"%s%s%s%s (%s)\"\n", panels,
-            diff ? "Accuracy difference " : "Retrieval accuracy, ", R->arms[a].name,
-            diff ? " − " : "", diff ? R->arms[R->ref].name : "", R->tag);
+    char title[600];   /* the folder's tag and arm names, escaped for gnuplot's strings */
+    snprintf(title, sizeof title, "%s%s%s%s (%s)", diff ? "Accuracy difference " : "Retrieval accuracy, ",
+             R->arms[a].name, diff ? " − " : "", diff ? R->arms[R->ref].name : "", R->tag);
+    fprintf(g, "set multiplot layout 1,%d title \"", panels);
+    report_gp_put(g, title);
+    fprintf(g, "\"\n");
     if (diff) {
         fprintf(g, "set cbrange [-1:1]\nset palette defined (-1 \"#b2182b\", 0 \"#f7f7f7\", 1 \"#2166ac\")\n");
     } else {
@@ -709,17 +712,17 @@ static void heat_body(FILE *g, const nres *R, int a, int diff, const char *stem)
     fprintf(g, "unset multiplot\n");
 }
 
-static int heat_write(const char *pdir, const nres *R, const nan_t *A, int a, int diff, int *drawn,
+static int heat_write(const report_outdir *pd, const nres *R, const nan_t *A, int a, int diff, int *drawn,
                       char *err, size_t errlen) {
-    char stem[64], path[4300];
+    char stem[64], name[128];
     snprintf(stem, sizeof stem, "%s_%d", diff ? "diff" : "accuracy", a);
     *drawn = 0;
     int any = 0;
     for (int ti = 0; ti < R->n_tpl; ti++) {
         const nstat *S = st_at(A, R, ti, a), *Q = st_at(A, R, ti, R->ref);
-        snprintf(path, sizeof path, "%s/%s_%s.dat", pdir, stem, R->tpl_chat[ti] ? "chat" : "raw");
-        FILE *d = fopen(path, "w");
-        if (!d) return errmsg_set(err, errlen, -1, "cannot create %s: %s", path, strerror(errno));
+        snprintf(name, sizeof name, "%s_%s.dat", stem, R->tpl_chat[ti] ? "chat" : "raw");
+        FILE *d = report_outdir_create(pd, name, err, errlen);   /* never through a planted link */
+        if (!d) return -1;
         fprintf(d, "# depth_index length_index %s label\n", diff ? "accuracy_difference" : "accuracy");
         for (int li = 0; li < R->n_lengths; li++)
             for (int pi = 0; pi < R->n_positions; pi++) {
@@ -735,12 +738,12 @@ static int heat_write(const char *pdir, const nres *R, const nan_t *A, int a, in
                 }
                 any = 1;
             }
-        if (fclose(d)) return errmsg_set(err, errlen, -1, "write error in %s", path);
+        if (fclose(d)) return errmsg_set(err, errlen, -1, "write error in %s/%s", pd->path, name);
     }
     if (!any) return 0;
-    snprintf(path, sizeof path, "%s/%s.gp", pdir, stem);
-    FILE *g = fopen(path, "w");
-    if (!g) return errmsg_set(err, errlen, -1, "cannot create %s: %s", path, strerror(errno));
+    snprintf(name, sizeof name, "%s.gp", stem);
+    FILE *g = report_outdir_create(pd, name, err, errlen);
+    if (!g) return -1;
     int w = 160 + 420 * R->n_tpl, h = 140 + 48 * R->n_lengths + 180;
     fprintf(g, "# %s.gp: rendered by strata (needle report); run: gnuplot %s.gp\n", stem, stem);
     fprintf(g, "set terminal pngcairo size %d,%d font \"DejaVu Sans,11\" noenhanced\nset output \"%s.png\"\n",
@@ -749,42 +752,48 @@ static int heat_write(const char *pdir, const nres *R, const nan_t *A, int a, in
     fprintf(g, "set terminal svg size %d,%d font \"DejaVu Sans,11\" noenhanced\nset output \"%s.svg\"\n", w, h, stem);
     heat_body(g, R, a, diff, stem);
     fprintf(g, "unset output\n");
-    if (fclose(g)) return errmsg_set(err, errlen, -1, "write error in %s", path);
+    if (fclose(g)) return errmsg_set(err, errlen, -1, "write error in %s/%s", pd->path, name);
     *drawn = 1;
     return 0;
 }
 
-/* drawn [2][n_arms]: accuracy / diff plots that exist. */
+/* drawn [2][n_arms]: accuracy / diff plots that exist. DIR/plots is opened once (refused when it
+ * is a symbolic link) and written through that descriptor (report_io.c). */
 static int plots_render(const char *dir, const nres *R, const nan_t *A, int *drawn, char *err, size_t errlen) {
-    char pdir[4096], path[4400];
-    if (report_path(pdir, sizeof pdir, dir, "plots", err, errlen)) return -1;
-    if (mkdir(pdir, 0755) && errno != EEXIST) return errmsg_set(err, errlen, -1, "cannot create %s: %s", pdir, strerror(errno));
-    snprintf(path, sizeof path, "%s/gnuplot.log", pdir);
-    FILE *lf = fopen(path, "w");
-    if (lf) fclose(lf);
+    char name[128];
+    report_outdir pd;
+    int rc = -1;
+    if (report_outdir_open(&pd, dir, "plots", err, errlen)) return -1;
+    FILE *lf = report_outdir_create(&pd, "gnuplot.log", err, errlen);
+    if (!lf) goto done;
+    fclose(lf);
     for (int diff = 0; diff < 2; diff++)
         for (int a = 0; a < R->n_arms; a++) {
             int *dr = &drawn[diff * R->n_arms + a];
             *dr = 0;
             static const char *const ext[] = {"gp", "png", "svg"};
             for (int e = 0; e < 3; e++) {
-                snprintf(path, sizeof path, "%s/%s_%d.%s", pdir, diff ? "diff" : "accuracy", a, ext[e]);
-                unlink(path);
+                snprintf(name, sizeof name, "%s_%d.%s", diff ? "diff" : "accuracy", a, ext[e]);
+                report_outdir_remove(&pd, name);
             }
             if (diff && a == R->ref) continue;
-            if (heat_write(pdir, R, A, a, diff, dr, err, errlen)) return -1;
+            if (heat_write(&pd, R, A, a, diff, dr, err, errlen)) goto done;
             if (!*dr) continue;
             char stem[64];
             snprintf(stem, sizeof stem, "%s_%d", diff ? "diff" : "accuracy", a);
-            if (report_gnuplot_run(pdir, stem, err, errlen)) return -1;
+            if (report_gnuplot_run(&pd, stem, err, errlen)) goto done;
             for (int e = 1; e < 3; e++) {
-                struct stat st;
-                snprintf(path, sizeof path, "%s/%s.%s", pdir, stem, ext[e]);
-                if (stat(path, &st) || st.st_size == 0)
-                    return errmsg_set(err, errlen, -1, "gnuplot did not write %s (see %s/gnuplot.log)", path, pdir);
+                snprintf(name, sizeof name, "%s.%s", stem, ext[e]);
+                if (!report_outdir_nonempty(&pd, name)) {
+                    errmsg_set(err, errlen, -1, "gnuplot did not write %s/%s (see %s/gnuplot.log)", pd.path, name, pd.path);
+                    goto done;
+                }
             }
         }
-    return 0;
+    rc = 0;
+done:
+    report_outdir_close(&pd);
+    return rc;
 }
 
 /* ============================================================================================
@@ -815,16 +824,21 @@ static void md_text(FILE *o, const char *s, size_t n) {
 
 static void readme_setup(FILE *o, const nres *R, const nan_t *A) {
     fprintf(o, "## Setup\n\n| | |\n|---|---|\n");
-    fprintf(o, "| Model | `%s` — %s, ", R->model_path, R->model_arch);
+    /* strings from meta.json: control bytes were escaped on loading, '|' is escaped here */
+    fputs("| Model | `", o); report_md_cell(o, R->model_path); fputs("` — ", o); report_md_cell(o, R->model_arch);
+    fputs(", ", o);
     md_num(o, R->n_layer, " layers");
     fprintf(o, ", vocabulary ");
     md_num(o, R->n_vocab, "");
     fprintf(o, ", context ");
     md_num(o, R->n_ctx, "");
-    fprintf(o, " |\n| Model sha256 | `%s` |\n", R->model_sha);
-    fprintf(o, "| Chat template | %s", R->chat_template);
-    if (R->chat_system[0] && strcmp(R->chat_system, "unknown")) fprintf(o, " (default system message: \"%s\")", R->chat_system);
-    fprintf(o, " |\n| Reference arm | %s (K %s, V %s) |\n", R->arms[R->ref].name, R->arms[R->ref].kv_k, R->arms[R->ref].kv_v);
+    fputs(" |\n| Model sha256 | `", o); report_md_cell(o, R->model_sha); fputs("` |\n", o);
+    fputs("| Chat template | ", o); report_md_cell(o, R->chat_template);
+    if (R->chat_system[0] && strcmp(R->chat_system, "unknown")) {
+        fputs(" (default system message: \"", o); report_md_cell(o, R->chat_system); fputs("\")", o);
+    }
+    fprintf(o, " |\n| Reference arm | %s (K ", R->arms[R->ref].name);
+    report_md_cell(o, R->arms[R->ref].kv_k); fputs(", V ", o); report_md_cell(o, R->arms[R->ref].kv_v); fputs(") |\n", o);
     fprintf(o, "| Lengths | ");
     for (int i = 0; i < R->n_lengths; i++) {
         fprintf(o, "%s%d", i ? ", " : "", R->lengths[i]);
@@ -840,21 +854,25 @@ static void readme_setup(FILE *o, const nres *R, const nan_t *A) {
     for (int i = 0; i < R->n_tpl; i++) fprintf(o, "%s%s", i ? ", " : "", R->tpl_chat[i] ? "chat" : "raw");
     fprintf(o, " |\n| Seed | %ld (keys and haystack offsets; the same for every arm) |\n", R->seed);
     fprintf(o, "| Answer | %d greedy tokens; exact match = its first run of digits is the key |\n", R->gen);
-    fprintf(o, "| Corpus | `%s` — %s |\n", R->corpus_path, R->corpus_desc);
+    fputs("| Corpus | `", o); report_md_cell(o, R->corpus_path); fputs("` — ", o); report_md_cell(o, R->corpus_desc);
+    fputs(" |\n", o);
     fprintf(o, "| Cells | %zu rows in cells.tsv", R->n_rows);
     if (!isnan(R->n_cells_plan)) fprintf(o, " (%.0f cells × %d arms planned)", R->n_cells_plan, R->n_arms);
-    fprintf(o, "; status: %s%s |\n", R->status, R->sessions > 1 ? " (resumed)" : "");
+    fputs("; status: ", o); report_md_cell(o, R->status); fprintf(o, "%s |\n", R->sessions > 1 ? " (resumed)" : "");
     if (!isnan(R->prefill_tokens))
         fprintf(o, "| Cost | %.0f prompt tokens per arm, %.0f of them prefilled (consecutive prompts share their "
                 "longest common prefix) |\n", R->prompt_tokens, R->prefill_tokens);
-    fprintf(o, "| Engine | %s |\n| Git | `%s` |\n| Machine | %s |\n| Date | %s |\n", R->engine, R->git, R->machine, R->date);
+    fputs("| Engine | ", o); report_md_cell(o, R->engine); fputs(" |\n| Git | `", o); report_md_cell(o, R->git);
+    fputs("` |\n| Machine | ", o); report_md_cell(o, R->machine); fputs(" |\n| Date | ", o); report_md_cell(o, R->date);
+    fputs(" |\n", o);
     fprintf(o, "| Wall time | ");
     if (isnan(R->wall)) fprintf(o, "unknown");
     else fprintf(o, "%.1f s (%.1f min)", R->wall, R->wall / 60);
     if (!isnan(R->est_seconds)) fprintf(o, "; estimated before the run: %.0f s", R->est_seconds);
     fprintf(o, " |\n\n| Arm | K cache | V cache | KV bytes per token | Role |\n|---|---|---|---:|---|\n");
     for (int i = 0; i < R->n_arms; i++) {
-        fprintf(o, "| %s | %s | %s | ", R->arms[i].name, R->arms[i].kv_k, R->arms[i].kv_v);
+        fprintf(o, "| %s | ", R->arms[i].name);
+        report_md_cell(o, R->arms[i].kv_k); fputs(" | ", o); report_md_cell(o, R->arms[i].kv_v); fputs(" | ", o);
         md_num(o, R->arms[i].kv_bytes, "");
         fprintf(o, " | %s |\n", role_name[R->arms[i].role]);
     }
@@ -1171,6 +1189,7 @@ int needle_report_render(const char *dir, char *err, size_t errlen) {
     if (report_tmp_commit(&out, 0, err, errlen)) goto done;
     rc = 0;
 done:
+    if (rc) report_err_clean(err, errlen);   /* it may quote a field of the folder */
     free(cl);
     free(drawn);
     nan_free(&A, &R);
@@ -1183,7 +1202,11 @@ done:
  * ========================================================================================== */
 
 static void cmp_setup(FILE *o, const char *name, const char *a, const char *b) {
-    fprintf(o, "| %s | %s | %s | %s |\n", name, a, b, strcmp(a, b) ? "**differs**" : "same");
+    fprintf(o, "| %s | ", name);
+    report_md_cell(o, a);   /* from meta.json: '|' escaped (control bytes were on loading) */
+    fputs(" | ", o);
+    report_md_cell(o, b);
+    fprintf(o, " | %s |\n", strcmp(a, b) ? "**differs**" : "same");
 }
 
 static void list_text(const int *v, int n, char *buf, size_t len) {
@@ -1252,6 +1275,7 @@ int needle_report_compare(const char *dir1, const char *dir2, FILE *out, char *e
     fprintf(out, "\n");
     rc = ferror(out) ? errmsg_set(err, errlen, -1, "write error on the comparison output") : 0;
 done:
+    if (rc) report_err_clean(err, errlen);   /* it may quote a field of a folder */
     for (int k = 0; k < 2; k++) {
         nan_free(&A[k], &R[k]);
         nres_free(&R[k]);

@@ -3,7 +3,8 @@
  * SVG. Test arms are drawn in palette colours, the noise-floor arm in grey under them.
  *
  * Reading order: file helpers; plot_write (data + script of one plot); gnuplot_run;
- * report_plots_render. */
+ * report_plots_render. Files are created through the opened plots folder (report_io.c) and every
+ * string from the folder is escaped before it reaches a script. */
 #include "driver/report_internal.h"
 
 #include <errno.h>
@@ -29,31 +30,31 @@ static void dat_num(FILE *f, double v, int log_axis) {
     else fprintf(f, " %.9g", v);
 }
 
-static FILE *plot_file(const char *pdir, const char *name, char *err, size_t errlen) {
-    char path[4200];
-    if (report_path(path, sizeof path, pdir, name, err, errlen)) return NULL;
-    FILE *f = fopen(path, "w");
-    if (!f) report_set_err(err, errlen, "cannot create %s: %s", path, strerror(errno));
-    return f;
+/* Creates pd/name afresh (a planted link is replaced, never written through: report_io.c). */
+static FILE *plot_file(const report_outdir *pd, const char *name, char *err, size_t errlen) {
+    return report_outdir_create(pd, name, err, errlen);
 }
 
 /* Closes *f and sets it to NULL; a failed close is a write error. Returns 0 or -1 with err. */
-static int plot_close(FILE **f, const char *pdir, const char *name, char *err, size_t errlen) {
+static int plot_close(FILE **f, const report_outdir *pd, const char *name, char *err, size_t errlen) {
     int rc = fclose(*f);
     *f = NULL;
     if (rc == 0) return 0;
-    report_set_err(err, errlen, "write error in %s/%s", pdir, name);
+    report_set_err(err, errlen, "write error in %s/%s", pd->path, name);
     return -1;
 }
 
-/* Script head: PNG terminal, common settings. */
+/* Script head: PNG terminal, common settings. The title holds the folder's tag: escaped
+ * (report_gp_put), like every label drawn from the folder. */
 static void gp_head(FILE *g, const char *name, const char *title, const char *xlabel,
                     const char *ylabel, int log_y) {
     fprintf(g, "# %s.gp: rendered by strata (report_render); run: gnuplot %s.gp\n", name, name);
     fprintf(g, "set terminal pngcairo size 1000,620 font \"DejaVu Sans,11\" noenhanced\n");
     fprintf(g, "set output \"%s.png\"\n", name);
     fprintf(g, "set datafile missing \"?\"\n");
-    fprintf(g, "set title \"%s\"\nset xlabel \"%s\"\nset ylabel \"%s\"\n", title, xlabel, ylabel);
+    fputs("set title \"", g);
+    report_gp_put(g, title);
+    fprintf(g, "\"\nset xlabel \"%s\"\nset ylabel \"%s\"\n", xlabel, ylabel);
     fprintf(g, "set grid\nset key outside top center horizontal box\n");
     if (log_y) fprintf(g, "set logscale y\nset format y \"%%.0e\"\n");
 }
@@ -91,11 +92,13 @@ static int rolling_median(const double *v, size_t n, size_t h, double *out) {
 }
 
 /* Writes the data and script of one plot; *drawn = 0 when there is nothing to draw. */
-static int plot_write(const char *pdir, int which, const report_results *R,
+static int plot_write(const report_outdir *pd, int which, const report_results *R,
                       const report_analysis *A, int *drawn, char *err, size_t errlen) {
     char fname[300], title[400];
     const char *name = plot_name[which];
-    const char *ref = A->ref_label;
+    /* labels as they go into the script: escaped for gnuplot's strings (report_io.c) */
+    char ref[4 * REPORT_LABEL_MAX + 1], label[4 * REPORT_LABEL_MAX + 1];
+    report_gp_str(ref, sizeof ref, A->ref_label);
     FILE *g = NULL, *d = NULL;
     int rc = -1, n_series = 0;
     char *plot = NULL, *lines = NULL; /* the "plot ..." command being built; lines drawn last */
@@ -120,6 +123,7 @@ static int plot_write(const char *pdir, int which, const report_results *R,
         if (!floor && !report_is_test_arm(R, i)) continue;
         const report_arm_an *X = &A->a[i];
         const char *col = floor ? FLOOR_COLOR : palette[i % N_PALETTE];
+        report_gp_str(label, sizeof label, X->label);
         snprintf(fname, sizeof fname, "%s_%d.dat", name, i);
 
         if (which == REPORT_PLOT_KL_DEPTH) {
@@ -130,7 +134,7 @@ static int plot_write(const char *pdir, int which, const report_results *R,
             int any = has_positive(kl, X->nd);
             free(kl);
             if (!any) continue;
-            if (!(d = plot_file(pdir, fname, err, errlen))) goto done;
+            if (!(d = plot_file(pd, fname, err, errlen))) goto done;
             fprintf(d, "# depth  %s  js  (? = zero or missing)\n", floor ? "kl_ref_arm" : "kl_arm_ref");
             for (size_t j = 0; j < X->nd; j++) {
                 const report_depth *r = &R->drows[X->d0 + j];
@@ -148,8 +152,8 @@ static int plot_write(const char *pdir, int which, const report_results *R,
             } else {
                 fprintf(pl, "%s\"%s\" using 1:2 with linespoints lw 2 pt 7 lc rgb \"%s\" title "
                         "\"KL(%s‖%s)\", \"%s\" using 1:3 with linespoints lw 1 dt 2 pt 6 lc rgb "
-                        "\"%s\" title \"JS(%s, %s)\"", n_series ? ", " : "", fname, col, X->label,
-                        ref, fname, col, X->label, ref);
+                        "\"%s\" title \"JS(%s, %s)\"", n_series ? ", " : "", fname, col, label,
+                        ref, fname, col, label, ref);
             }
         } else if (which == REPORT_PLOT_POSITIONS) {
             if (!X->np) continue;
@@ -163,7 +167,7 @@ static int plot_write(const char *pdir, int which, const report_results *R,
                 free(med);
                 continue;
             }
-            if (!(d = plot_file(pdir, fname, err, errlen))) { free(kl); free(med); goto done; }
+            if (!(d = plot_file(pd, fname, err, errlen))) { free(kl); free(med); goto done; }
             fprintf(d, "# pos  kl  rolling_median(window %zu)\n", 2 * h + 1);
             for (size_t j = 0; j < X->np; j++) {
                 fprintf(d, "%d", R->prows[X->p0 + j].pos);
@@ -173,9 +177,9 @@ static int plot_write(const char *pdir, int which, const report_results *R,
             }
             free(kl);
             free(med);
-            char lab[2 * REPORT_LABEL_MAX + 64];
+            char lab[8 * REPORT_LABEL_MAX + 64];
             if (floor) snprintf(lab, sizeof lab, "noise floor KL(%s‖fp32)", ref);
-            else snprintf(lab, sizeof lab, "KL(%s‖%s)", X->label, ref);
+            else snprintf(lab, sizeof lab, "KL(%s‖%s)", label, ref);
             /* points first (denser data: smaller, more transparent), median lines on top */
             int dense = X->np > 5000;
             fprintf(pl, "%s\"%s\" using 1:2 with points pt 7 ps %s lc rgb \"#%s%s\" title "
@@ -191,7 +195,7 @@ static int plot_write(const char *pdir, int which, const report_results *R,
             for (size_t j = 0; j < n; j++)
                 any |= (pos ? R->prows[X->p0 + j].kl_ar : R->drows[X->d0 + j].kl_ar) > 0.0;
             if (!any) continue;
-            if (!(d = plot_file(pdir, fname, err, errlen))) goto done;
+            if (!(d = plot_file(pd, fname, err, errlen))) goto done;
             fprintf(d, "# entropy_ref  kl_arm_ref  (%s)\n", pos ? "positions" : "depths");
             for (size_t j = 0; j < n; j++) {
                 double e = pos ? R->prows[X->p0 + j].ent : R->drows[X->d0 + j].ent;
@@ -202,25 +206,27 @@ static int plot_write(const char *pdir, int which, const report_results *R,
             }
             fprintf(pl, "%s\"%s\" using 1:2 with points pt 7 ps %s lc rgb \"#80%s\" title "
                     "\"KL(%s‖%s) at %s\"", n_series ? ", " : "", fname, pos ? "0.6" : "1.2",
-                    col + 1, X->label, ref, pos ? "positions" : "depths");
+                    col + 1, label, ref, pos ? "positions" : "depths");
         } else if (which == REPORT_PLOT_PARETO) {
             /* one point per arm: KV bytes per token, mean KL with its CI, the arm's name */
             const char *over;
             const stats_ci *c = report_arm_mean_kl(A, i, &over);
             if (isnan(R->arms[i].kv_bytes) || !(c->est > 0)) continue;
-            if (!(d = plot_file(pdir, fname, err, errlen))) goto done;
+            if (!(d = plot_file(pd, fname, err, errlen))) goto done;
             fprintf(d, "# kv_bytes_per_token  mean_kl  lo  hi  (over %s)  label\n%.9g", over, R->arms[i].kv_bytes);
             dat_num(d, c->est, 1);
             dat_num(d, c->lo > 0 ? c->lo : c->est, 1);
             dat_num(d, c->hi, 1);
-            fprintf(d, " \"%s\"\n", floor ? "fp32 (floor)" : X->label);
+            fputs(" \"", d);
+            report_gp_data_put(d, floor ? "fp32 (floor)" : X->label);   /* a data field, not a command */
+            fputs("\"\n", d);
             fprintf(pl, "%s\"%s\" using 1:2:3:4 with yerrorbars pt 7 ps 1.3 lc rgb \"%s\" title \"%s\", "
                     "\"%s\" using 1:2:5 with labels offset 0.8,0.8 left tc rgb \"%s\" notitle", n_series ? ", " : "",
-                    fname, col, floor ? "fp32 (noise floor)" : X->label, fname, col);
+                    fname, col, floor ? "fp32 (noise floor)" : label, fname, col);
         } else { /* REPORT_PLOT_FORKS */
             const stats_km *k = &X->dep.km;
             if (!k->n_obs) continue;
-            if (!(d = plot_file(pdir, fname, err, errlen))) goto done;
+            if (!(d = plot_file(pd, fname, err, errlen))) goto done;
             fprintf(d, "# i  S(i)  lo  hi   (Kaplan-Meier steps)\n0 1 1 1\n");
             double s = 1, lo = 1, hi = 1;
             for (size_t j = 0; j < k->n_steps; j++) {
@@ -229,22 +235,22 @@ static int plot_write(const char *pdir, int which, const report_results *R,
                 fprintf(d, "%d %.9g %.9g %.9g\n", k->time[j], s, lo, hi);
             }
             fprintf(d, "%d %.9g %.9g %.9g\n", R->fork_n, s, lo, hi);
-            char lab[2 * REPORT_LABEL_MAX + 64];
+            char lab[8 * REPORT_LABEL_MAX + 64];
             if (floor) snprintf(lab, sizeof lab, "fp32 vs %s (noise floor)", ref);
-            else snprintf(lab, sizeof lab, "%s vs %s", X->label, ref);
+            else snprintf(lab, sizeof lab, "%s vs %s", label, ref);
             fprintf(pl, "%s\"%s\" using 1:3:4 with filledcurves fc rgb \"%s\" fs transparent "
                     "solid 0.15 noborder notitle, \"%s\" using 1:2 with lines lw 2.5 lc rgb \"%s\" "
                     "title \"%s (%zu depths)\"", n_series ? ", " : "", fname, col, fname, col, lab,
                     k->n_obs);
         }
-        if (d && plot_close(&d, pdir, fname, err, errlen)) goto done;
+        if (d && plot_close(&d, pd, fname, err, errlen)) goto done;
         n_series++;
     }
     if (fflush(pl) != 0 || fflush(ll) != 0) goto oom;
     if (n_series == 0) { rc = 0; goto done; }
 
     snprintf(fname, sizeof fname, "%s.gp", name);
-    if (!(g = plot_file(pdir, fname, err, errlen))) goto done;
+    if (!(g = plot_file(pd, fname, err, errlen))) goto done;
     if (which == REPORT_PLOT_KL_DEPTH) {
         snprintf(title, sizeof title, "KL and JS vs depth (%s)", R->tag);
         gp_head(g, name, title, "Depth (tokens in the prefix)",
@@ -271,7 +277,7 @@ static int plot_write(const char *pdir, int which, const report_results *R,
     }
     fprintf(g, "plot %s%s\n", plot, lines);
     gp_tail(g, name);
-    if (plot_close(&g, pdir, fname, err, errlen)) goto done;
+    if (plot_close(&g, pd, fname, err, errlen)) goto done;
     *drawn = 1;
     rc = 0;
     goto done;
@@ -287,8 +293,29 @@ done:
     return rc;
 }
 
-/* Runs "gnuplot NAME.gp" in pdir, its output appended to pdir/gnuplot.log. */
-static int gnuplot_run(const char *pdir, const char *name, char *err, size_t errlen) {
+/* Executes gnuplot from the first absolute directory of $PATH that has it (in the child, after it
+ * entered the plots folder): a relative entry ("." or an empty one) would find a "gnuplot" planted
+ * in the results folder. Returns only when none could be executed. */
+static void exec_gnuplot(const char *script) {
+    const char *path = getenv("PATH");
+    char prog[4096];
+    if (!path || !*path) path = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *p = path;;) {
+        const char *c = strchr(p, ':');
+        size_t n = c ? (size_t)(c - p) : strlen(p);
+        if (n && p[0] == '/' && n + sizeof "/gnuplot" <= sizeof prog) {
+            memcpy(prog, p, n);
+            memcpy(prog + n, "/gnuplot", sizeof "/gnuplot");
+            execl(prog, "gnuplot", script, (char *)NULL);
+        }
+        if (!c) return;
+        p = c + 1;
+    }
+}
+
+/* Runs "gnuplot NAME.gp" in the plots folder pd (by its descriptor: the folder checked when it
+ * was opened), its output appended to pd/gnuplot.log. */
+static int gnuplot_run(const report_outdir *pd, const char *name, char *err, size_t errlen) {
     char script[300];
     snprintf(script, sizeof script, "%s.gp", name);
     fflush(NULL);
@@ -298,10 +325,10 @@ static int gnuplot_run(const char *pdir, const char *name, char *err, size_t err
         return -1;
     }
     if (pid == 0) {
-        if (chdir(pdir) != 0) _exit(126);
-        int fd = open("gnuplot.log", O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fchdir(pd->fd) != 0) _exit(126);
+        int fd = open("gnuplot.log", O_WRONLY | O_APPEND | O_NOFOLLOW);
         if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
-        execlp("gnuplot", "gnuplot", script, (char *)NULL);
+        exec_gnuplot(script);
         _exit(127);
     }
     int st;
@@ -311,52 +338,49 @@ static int gnuplot_run(const char *pdir, const char *name, char *err, size_t err
     if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
         report_set_err(err, errlen, "gnuplot not found on PATH (install gnuplot-nox)");
     else
-        report_set_err(err, errlen, "gnuplot failed on %s/%s (see %s/gnuplot.log)", pdir, script, pdir);
+        report_set_err(err, errlen, "gnuplot failed on %s/%s (see %s/gnuplot.log)", pd->path, script, pd->path);
     return -1;
-}
-
-static int file_nonempty(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
 }
 
 const char *report_plot_name(int p) {
     return p >= 0 && p < REPORT_N_PLOTS ? plot_name[p] : "unknown";
 }
 
-/* Writes and renders every plot (see report_internal.h). */
+/* Writes and renders every plot (see report_internal.h). DIR/plots is opened once and refused
+ * when it is a symbolic link; every file in it is created afresh through that descriptor. */
 int report_plots_render(const char *dir, const report_results *R, const report_analysis *A,
                         int *drawn, char *err, size_t errlen) {
-    char pdir[4096], path[4200];
-    if (report_path(pdir, sizeof pdir, dir, "plots", err, errlen)) return -1;
-    if (mkdir(pdir, 0755) != 0 && errno != EEXIST) {
-        report_set_err(err, errlen, "cannot create %s: %s", pdir, strerror(errno));
-        return -1;
-    }
-    snprintf(path, sizeof path, "%s/gnuplot.log", pdir);
-    FILE *lf = fopen(path, "w");  /* start a fresh log */
-    if (lf) fclose(lf);
+    char name[300];
+    report_outdir pd;
+    int rc = -1;
+    if (report_outdir_open(&pd, dir, "plots", err, errlen)) return -1;
+    FILE *lf = report_outdir_create(&pd, "gnuplot.log", err, errlen);  /* start a fresh log */
+    if (!lf) goto done;
+    fclose(lf);
     for (int p = 0; p < REPORT_N_PLOTS; p++) {
         static const char *const ext[] = {"gp", "png", "svg"};
         for (int e = 0; e < 3; e++) {
-            snprintf(path, sizeof path, "%s/%s.%s", pdir, plot_name[p], ext[e]);
-            unlink(path);
+            snprintf(name, sizeof name, "%s.%s", plot_name[p], ext[e]);
+            report_outdir_remove(&pd, name);
         }
-        if (plot_write(pdir, p, R, A, &drawn[p], err, errlen)) return -1;
+        if (plot_write(&pd, p, R, A, &drawn[p], err, errlen)) goto done;
         if (!drawn[p]) continue;
-        if (gnuplot_run(pdir, plot_name[p], err, errlen)) return -1;
+        if (gnuplot_run(&pd, plot_name[p], err, errlen)) goto done;
         for (int e = 1; e < 3; e++) {
-            snprintf(path, sizeof path, "%s/%s.%s", pdir, plot_name[p], ext[e]);
-            if (!file_nonempty(path)) {
-                report_set_err(err, errlen, "gnuplot did not write %s (see %s/gnuplot.log)", path,
-                               pdir);
-                return -1;
+            snprintf(name, sizeof name, "%s.%s", plot_name[p], ext[e]);
+            if (!report_outdir_nonempty(&pd, name)) {
+                report_set_err(err, errlen, "gnuplot did not write %s/%s (see %s/gnuplot.log)", pd.path,
+                               name, pd.path);
+                goto done;
             }
         }
     }
-    return 0;
+    rc = 0;
+done:
+    report_outdir_close(&pd);
+    return rc;
 }
 
-int report_gnuplot_run(const char *pdir, const char *name, char *err, size_t errlen) {
-    return gnuplot_run(pdir, name, err, errlen);
+int report_gnuplot_run(const report_outdir *pd, const char *name, char *err, size_t errlen) {
+    return gnuplot_run(pd, name, err, errlen);
 }

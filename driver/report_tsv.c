@@ -7,10 +7,12 @@
 #include "driver/report_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -47,9 +49,12 @@ static FILE *tsv_open(const char *dir, const char *name, const char *header, cha
                       size_t errlen) {
     char path[4096];
     if (report_path(path, sizeof path, dir, name, err, errlen)) return NULL;
-    FILE *f = fopen(path, "w");
+    /* never written through a link planted at the name (O_NOFOLLOW) */
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
         report_set_err(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
         return NULL;
     }
     if (fprintf(f, "%s\n", header) < 0) {
@@ -204,12 +209,8 @@ static void add_reason(report_results *R, const char *fmt, ...) {
 static int load_meta(const char *dir, report_results *R, char *err, size_t errlen) {
     char path[4096];
     if (report_path(path, sizeof path, dir, "meta.json", err, errlen)) return -1;
-    json_error_t je;
-    R->meta = json_load_file(path, 0, &je);
-    if (!R->meta) {
-        report_set_err(err, errlen, "%s:%d: %s", path, je.line, je.text);
-        return -1;
-    }
+    R->meta = report_json_load(path, err, errlen);   /* bounded; control bytes escaped */
+    if (!R->meta) return -1;
     json_t *m = R->meta;
     if (!json_is_object(m)) {
         report_set_err(err, errlen, "%s: top level is not a JSON object", path);
@@ -519,18 +520,15 @@ static int load_tsv(const char *dir, const char *name, int kind, int optional, r
     static const int nfields[] = {17, 10, 6};
     char path[4096];
     if (report_path(path, sizeof path, dir, name, err, errlen)) return -1;
-    FILE *fp = fopen(path, "r");
-    if (!fp) {
-        if (optional && errno == ENOENT) return 1;
-        report_set_err(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return -1;
-    }
+    int absent = 0;
+    FILE *fp = report_open_read(path, optional, &absent, err, errlen);   /* regular, not a link */
+    if (!fp) return absent ? 1 : -1;
     int rc = -1;
     char *line = NULL;
     size_t linecap = 0, cap = 0;
     tsv_ctx c = {path, 0, err, errlen};
     ssize_t len;
-    while ((len = getline(&line, &linecap, fp)) >= 0) {
+    while ((len = report_getline(&line, &linecap, fp, path, c.line + 1, err, errlen)) >= 0) {
         c.line++;
         /* the sweep ends every line with a newline: a last line without one was cut short by
          * a crash or a full disk (the header is kept when it is whole nonetheless) */
@@ -581,6 +579,7 @@ static int load_tsv(const char *dir, const char *name, int kind, int optional, r
             R->n_frows++;
         }
     }
+    if (len == -2) goto done;   /* a line over REPORT_LINE_MAX: err says so */
     if (ferror(fp)) {
         report_set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
         goto done;
@@ -626,6 +625,7 @@ static const report_fork *find_fork(const report_results *R, int arm, int depth)
     report_fork key;
     key.arm = arm;
     key.depth = depth;
+    if (!R->n_frows) return NULL;
     return bsearch(&key, R->frows, R->n_frows, sizeof *R->frows, cmp_fork_row);
 }
 
@@ -691,16 +691,20 @@ static int check_complete(const char *dir, report_results *R, char *err, size_t 
     /* what the sweep itself recorded */
     json_t *cj = json_object_get(R->meta, "complete");
     const char *status = json_string_value(json_object_get(R->meta, "status"));
+    char jp[4096];
+    struct stat jst;
+    /* the journal as a regular file only (journal_in_use opens it: a FIFO there would block) */
+    int journal_regular = snprintf(jp, sizeof jp, "%s/%s", dir, JOURNAL_FILE) < (int)sizeof jp &&
+                          lstat(jp, &jst) == 0 && S_ISREG(jst.st_mode);
     if (json_is_false(cj)) {
         if (status && !strcmp(status, "running"))
-            add_reason(R, "meta.json says the sweep is still \"running\"%s", journal_in_use(dir)
+            add_reason(R, "meta.json says the sweep is still \"running\"%s", journal_regular && journal_in_use(dir)
                        ? ", and a strata-driver is writing this folder now"
                        : ", but nothing is writing this folder: the driver was killed, or its machine stopped");
         else
             add_reason(R, "the sweep stopped: %s", status ? status : "meta.json says it is not complete");
     }
-    char jp[4096];
-    R->have_journal = snprintf(jp, sizeof jp, "%s/%s", dir, JOURNAL_FILE) < (int)sizeof jp && access(jp, F_OK) == 0;
+    R->have_journal = journal_regular;
     R->complete = R->n_reasons == 0;
     ret = 0;
     goto done;
@@ -726,7 +730,7 @@ int report_results_load(const char *dir, report_results *R, char *err, size_t er
     }
     /* sort by (arm, key) and reject duplicates */
     qsort(R->drows, R->n_drows, sizeof *R->drows, cmp_depth_row);
-    qsort(R->frows, R->n_frows, sizeof *R->frows, cmp_fork_row);
+    if (R->n_frows) qsort(R->frows, R->n_frows, sizeof *R->frows, cmp_fork_row);   /* NULL when empty */
     if (R->n_prows) qsort(R->prows, R->n_prows, sizeof *R->prows, cmp_pos_row);
     for (size_t i = 1; i < R->n_drows; i++)
         if (R->drows[i].arm == R->drows[i - 1].arm && R->drows[i].depth == R->drows[i - 1].depth) {
@@ -773,6 +777,7 @@ const report_depth *report_find_depth(const report_results *R, int arm, int dept
     report_depth key;
     key.arm = arm;
     key.depth = depth;
+    if (!R->n_drows) return NULL;
     return bsearch(&key, R->drows, R->n_drows, sizeof *R->drows, cmp_depth_row);
 }
 const report_pos *report_find_pos(const report_results *R, int arm, int pos) {

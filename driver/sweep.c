@@ -212,6 +212,9 @@ typedef struct {
     int k_done;               /* depths journalled */
     int pos_done;             /* every journalled measurement ends here: where work continues */
     int meta_k;               /* depths the meta.json on disk counts (-1: none written yet) */
+    int k_journal;            /* --resume: the DEPTH records its journal holds (-1: not read) */
+    int io_failed;            /* a write or fsync of meta.json or a TSV failed (a resume can continue) */
+    int gave_up;              /* a worker fault past --max-restarts, or its restart failed (likewise) */
     proto_msg *req, *rep;     /* [n] */
     int *codes;               /* [n] each arm's code from the last call */
     int *failed;              /* [n] arms whose worker died or hung in the last call */
@@ -362,9 +365,10 @@ static int write_meta(sweep_state *st, const char *status, int complete, char *e
     json_decref(root);
     int ret = 0;
     if (!text) ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory writing %s", path);
-    else if (journal_write_file(path, text, strlen(text), e, sizeof e))
+    else if (journal_write_file(path, text, strlen(text), e, sizeof e)) {
+        st->io_failed = 1;
         ret = errmsg_set(err, errlen, SWEEP_ERROR, "%s", e);
-    else st->meta_k = st->k_done;
+    } else st->meta_k = st->k_done;
     free(text);
     return ret;
 }
@@ -495,12 +499,16 @@ static int tsv_sync(sweep_state *st, char *err, size_t errlen) {
     static const char *const names[6] = { "depths.tsv", "forks.tsv", "positions.tsv", "cross.tsv", "samples.tsv",
                                           "cross_samples.tsv" };
     for (int i = 0; i < 6; i++)
-        if (f[i] && journal_fsync_stream(f[i]))
+        if (f[i] && journal_fsync_stream(f[i])) {
+            st->io_failed = 1;
             return errmsg_set(err, errlen, SWEEP_ERROR, "cannot write %s/%s: %s", st->c->out_dir, names[i],
                               strerror(errno));
-    if (st->passages && journal_fsync_stream(st->passages))
+        }
+    if (st->passages && journal_fsync_stream(st->passages)) {
+        st->io_failed = 1;
         return errmsg_set(err, errlen, SWEEP_ERROR, "cannot write %s/%s: %s", st->c->out_dir, PASSAGES_FILE,
                           strerror(errno));
+    }
     return 0;
 }
 
@@ -686,6 +694,33 @@ static int replay_records(sweep_state *st, const journal_rec *recs, size_t n_rec
     return ret;
 }
 
+/* --resume of a journal damaged in the middle (journal_open kept the records before the damage):
+ * says where, how many depths were kept and how many journalled after it are dropped (measured
+ * again), from the later records found after it (later [d->n_later]; their payloads are not trusted
+ * beyond the depth index). */
+static void report_damage(const sweep_state *st, const journal_damage *d, const journal_rec *later) {
+    const int n_depths = st->c->n_depths;
+    long last_k = -1;   /* the highest depth index the later records name */
+    for (size_t i = 0; i < d->n_later; i++)
+        if (later[i].type == JOURNAL_DEPTH && later[i].len >= 4) {
+            journal_rd rd = { later[i].data, later[i].len, 0, 0 };
+            long k = (long)jrd_u32(&rd);
+            if (k < n_depths && k > last_k) last_k = k;
+        }
+    long dropped = last_k >= st->k_done ? last_k + 1 - st->k_done : d->type_read == JOURNAL_DEPTH ? 1 : 0;
+    char how[128];
+    if (d->later_complete)
+        snprintf(how, sizeof how, "dropped %ld", dropped);
+    else if (d->type_read == JOURNAL_DEPTH || last_k >= 0)
+        snprintf(how, sizeof how, "dropped %ld or more", dropped);
+    else
+        snprintf(how, sizeof how, "dropped the records after it (how many depths they held is unknown)");
+    fprintf(stderr, "strata-driver: journal damaged at record %u (byte %llu: it %s): kept %d of %d depths, %s; the "
+            "%llu bytes from there on are saved in %s and the dropped depths are measured again\n", d->at_record,
+            (unsigned long long)d->at_byte, d->why ? d->why : "is damaged", st->k_done, n_depths, how,
+            (unsigned long long)d->bytes, d->saved);
+}
+
 /* --resume: opens (locks) the journal, checks that it belongs to this plan, rebuilds the TSVs
  * from its records (byte for byte what the sweep appended), restores the warnings, the depths and the
  * position reached, and records the resumption. */
@@ -694,12 +729,15 @@ static int journal_start_resume(sweep_state *st, char *err, size_t errlen) {
     unsigned char *data = NULL;
     size_t dlen = 0, n_rec = 0;
     journal_rec *recs = NULL;
-    int torn = 0, ret = 0;
+    journal_damage dmg;
+    int ret = 0;
     json_t *hdr = NULL, *plan = NULL;
     char e[700];
-    if (journal_open(&st->jn, c->out_dir, &data, &dlen, &recs, &n_rec, &torn, e, sizeof e))
+    if (journal_open(&st->jn, c->out_dir, &data, &dlen, &recs, &n_rec, &dmg, e, sizeof e))
         return errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: %s", e);
     st->jn_open = 1;
+    st->k_journal = 0;   /* what the journal holds, for the message when the resume is refused */
+    for (size_t r = 1; r < n_rec; r++) st->k_journal += recs[r].type == JOURNAL_DEPTH;
     json_error_t je;
     if (n_rec == 0 || recs[0].type != JOURNAL_HEADER ||
         !(hdr = json_loadb((const char *)recs[0].data, recs[0].len, 0, &je)) ||
@@ -716,14 +754,24 @@ static int journal_start_resume(sweep_state *st, char *err, size_t errlen) {
     }
     const char *date = json_string_value(json_object_get(hdr, "date"));
     if (date) snprintf(st->date, sizeof st->date, "%s", date);
-    if (torn)
-        fprintf(stderr, "strata-driver: the journal's last record was incomplete (the run stopped while "
-                "writing it); it was dropped\n");
     /* every record is checked first; only then are the TSVs rebuilt (the folder is ours: the
      * journal is locked), so a journal that cannot be resumed destroys nothing */
-    if (!(ret = replay_records(st, recs, n_rec, 0, err, errlen)) && !(ret = open_tsvs(st, err, errlen)))
-        ret = replay_records(st, recs, n_rec, 1, err, errlen);
-    if (ret) goto done;
+    if ((ret = replay_records(st, recs, n_rec, 0, err, errlen))) goto done;
+    st->k_journal = st->k_done;
+    /* the journal is this run's: a torn or damaged tail is cut off now (a damaged one kept aside) */
+    if (journal_cut(&st->jn, &dmg, data, e, sizeof e)) {
+        st->io_failed = 1;
+        ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: %s", e);
+        goto done;
+    }
+    if (dmg.torn)
+        fprintf(stderr, "strata-driver: the journal's last record was incomplete (the run stopped while "
+                "writing it); it was dropped\n");
+    if (dmg.damaged) report_damage(st, &dmg, recs + n_rec);
+    if ((ret = open_tsvs(st, err, errlen)) || (ret = replay_records(st, recs, n_rec, 1, err, errlen))) {
+        st->io_failed = 1;   /* the TSVs could not be rebuilt (the journal is intact) */
+        goto done;
+    }
     if ((ret = tsv_sync(st, err, errlen))) goto done;
     /* the resumption itself */
     char now[64];
@@ -1700,10 +1748,11 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
  * sweep_run
  * ========================================================================================== */
 
-int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *err, size_t errlen) {
+int sweep_run(const sweep_config *c, arm *arms, int n, sweep_outcome *out, char *err, size_t errlen) {
     sweep_state st;
     int ret = SWEEP_OK, started = 0;
     char e[2048] = "";
+    if (out) *out = (sweep_outcome){ 0, -1, 0 };
     memset(&st, 0, sizeof st);
     st.jn.fd = -1;
     st.meta_k = -1;
@@ -1733,7 +1782,7 @@ int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *e
     if (c->n_passages && (c->pin_experts || !c->passage_starts || c->passage_len < 1))
         return errmsg_set(err, errlen, SWEEP_ERROR, "--passages: %s", c->pin_experts ? "cannot be combined with "
                           "--pin-experts (the passages' routing is not pinned)" : "no passages planned");
-    if (depths_done) *depths_done = 0;
+    st.k_journal = -1;
 
     st.t0 = workers_now_s();
     time_t wall = c->date ? c->date : time(NULL);
@@ -1807,6 +1856,7 @@ int sweep_run(const sweep_config *c, arm *arms, int n, int *depths_done, char *e
         if (!ret) ret = run_depths(&st, e, sizeof e);
         if (ret != SWEEP_FAULT) break;
         ret = handle_fault(&st, e, sizeof e);
+        if (ret == SWEEP_ERROR) st.gave_up = 1;   /* past --max-restarts, or the restart failed */
         if (ret != SWEEP_FAULT) break;
         ret = SWEEP_OK;
     }
@@ -1823,13 +1873,20 @@ done:
         }
         journal_close(&st.jn);
         FILE *f[6] = { st.depths, st.forks, st.positions, st.cross, st.samples, st.cross_samples };
-        for (int i = 0; i < 6; i++)
-            if (f[i] && (journal_fsync_stream(f[i]) | fclose(f[i])) && ret == SWEEP_OK)
+        for (int i = 0; i < 6; i++) {
+            if (f[i] && ferror(f[i])) st.io_failed = 1;   /* a TSV write failed */
+            if (f[i] && (journal_fsync_stream(f[i]) | fclose(f[i])) && ret == SWEEP_OK) {
+                st.io_failed = 1;
                 ret = errmsg_set(e, sizeof e, SWEEP_ERROR, "cannot write the TSV files in %s: %s", c->out_dir,
                                  strerror(errno));
-        if (st.passages && (journal_fsync_stream(st.passages) | fclose(st.passages)) && ret == SWEEP_OK)
+            }
+        }
+        if (st.passages && ferror(st.passages)) st.io_failed = 1;
+        if (st.passages && (journal_fsync_stream(st.passages) | fclose(st.passages)) && ret == SWEEP_OK) {
+            st.io_failed = 1;
             ret = errmsg_set(e, sizeof e, SWEEP_ERROR, "cannot write %s/%s: %s", c->out_dir, PASSAGES_FILE,
                              strerror(errno));
+        }
     }
     if (started) {
         /* the workers' own counters, from the arms still connected (short timeout) */
@@ -1857,7 +1914,19 @@ done:
         }
     }
     if (ret != SWEEP_OK) errmsg_set(err, errlen, ret, "%s", e);
-    if (depths_done) *depths_done = started ? st.k_done : 0;   /* a refused resume measured nothing */
+    if (out) {
+        /* a refused resume measured nothing; its journal keeps what it held. A resume can continue
+         * after an interrupt, a worker fault, a failed write (the journal counts what was kept) or a
+         * lost connection to an arm; not after a refusal, a non-finite logit or a bad reply, which it
+         * would meet again */
+        int transport = 0;
+        for (int a = 0; started && st.codes && a < n; a++)
+            transport |= st.codes[a] == ARM_E_DIED || st.codes[a] == PROTO_E_TIMEOUT || st.codes[a] == PROTO_E_TRANSPORT;
+        out->depths_done = started ? st.k_done : 0;
+        out->depths_kept = started ? st.k_done : st.k_journal;
+        out->resumable = ret != SWEEP_OK && (started || st.io_failed) &&
+                         (ret == SWEEP_INTERRUPTED || st.io_failed || st.gave_up || st.jn.broken || transport);
+    }
     free(st.req);
     free(st.rep);
     free(st.codes);

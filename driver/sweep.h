@@ -146,6 +146,19 @@ typedef struct {
 
 enum { SWEEP_OK = 0, SWEEP_ERROR = 1, SWEEP_INTERRUPTED = 2 };
 
+/* What a sweep_run left in its folder, for the driver's closing lines. */
+typedef struct {
+    int depths_done;   /* depths journalled and written (over all sessions); 0 when the run did not
+                          start (a refused resume measured nothing and touched nothing) */
+    int depths_kept;   /* depths the folder's journal holds: depths_done once started; for a refused
+                          resume what its journal holds; -1 when unknown (no journal of this run) */
+    int resumable;     /* 1: `sweep --resume DIR` can continue: the journal is this run's and it
+                          stopped on an interrupt, a worker fault past the restarts, a failed write or
+                          a lost connection; 0 after success, a refusal (the journal header not
+                          written, the folder another driver's, the plan changed), a non-finite logit
+                          or a bad reply (a resume would meet them again) */
+} sweep_outcome;
+
 /* Request timeouts when none is given: before anything is measured SWEEP_TIMEOUT_FIRST_MS; then
  * SWEEP_TIMEOUT_FACTOR x the predicted time (the request's tokens x the slowest seconds per token
  * seen so far for its kind), clamped to [SWEEP_TIMEOUT_MIN_MS, SWEEP_TIMEOUT_MAX_MS]. */
@@ -167,10 +180,10 @@ int sweep_request_timeout_ms(double spt, double tokens, int override_ms);
  * disk and meta.json says complete: false); SWEEP_ERROR with one message in err (a worker fault
  * after the last allowed restart, a reply that did not match the request, a non-finite logit, a
  * write or fsync failure, a journal that does not belong to this plan), the measured rows again
- * kept. *depths_done (may be NULL) receives the number of depths journalled and written (over
- * all sessions when resuming). A worker may be restarted (arms[i] then holds the new process).
- * Allocates only scratch memory, freed before return. */
-int sweep_run(const sweep_config *cfg, arm *arms, int n_arms, int *depths_done, char *err,
+ * kept. *out (may be NULL) says what the folder keeps and whether a resume can continue. A worker
+ * may be restarted (arms[i] then holds the new process). Allocates only scratch memory, freed
+ * before return. */
+int sweep_run(const sweep_config *cfg, arm *arms, int n_arms, sweep_outcome *out, char *err,
               size_t errlen);
 
 #endif

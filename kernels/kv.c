@@ -399,21 +399,22 @@ static int iq4nl_index(float a) {
     return a - (float)iq4nl_grid[hi - 1] < (float)iq4nl_grid[hi] - a ? hi - 1 : hi;
 }
 
-/* iq4_nl: blocks of { fp16 d; uint8 qs[16] }. ggml's quantize_row_iq4_nl_impl for one block of 32
- * with no importance weights and ntry = 7: weights w = x^2; d0 = -m / K[0] (m = the signed value
- * of largest magnitude, first on ties); from the indices of x / d0, the least-squares scale
- * d = sum w K x / sum w K^2 with best = d * sum w K x; then for t = -7..7 the indices of
- * x * ((t + K[0]) / m) and their least-squares scale replace d when sumqx^2 > best * sumq2
- * (and sumq2 > 0). Stored: fp16(d), and the indices of x * (1 / d) with the f32 d.
- * All sums are sequential f32 over j = 0..31, each term (w * K) * x or (w * K) * K. */
+/* iq4_nl: blocks of { fp16 d; uint8 qs[16] }, as llama.cpp's CPU KV cache stores them (its copy
+ * into the cache goes through ggml's quantize_row_iq4_nl -> quantize_row_iq4_nl_ref: no importance
+ * weights and NO scale search; the model-file quantiser quantize_iq4_nl, with its search over 15
+ * trial scales (ntry = 7), is not used there). For one block of 32: m = the signed value of
+ * largest magnitude (first on ties); d0 = m / K[0] (f32, so m itself lands on K[0] = -127);
+ * L = the grid indices of x * (1 / d0); d = the weighted least-squares scale of those indices,
+ * sum w K x / sum w K^2 with w = x^2 (sequential f32 sums over j = 0..31, each term (w * K) * x
+ * or (w * K) * K). Stored: fp16(d) and L as found with d0 (not recomputed with d).
+ * amax < 1e-15: d = 0 and L = 8 (ggml writes d = 0 there and leaves L as the block before left
+ * it; with d = 0 every value decodes to 0 either way). */
 static void quant_iq4_nl(const float *x, uint8_t *dst, int h) {
     for (int b = 0; b < h / 32; b++) {
         const float *xb = x + 32 * b;                       /* [32] */
         uint8_t *ob = dst + 18 * b;                         /* [18] */
-        float w[32];                                        /* [32] weights */
         uint8_t L[32];                                      /* [32] grid indices */
         float amax = 0.0f, m = 0.0f, d = 0.0f;
-        for (int j = 0; j < 32; j++) w[j] = xb[j] * xb[j];
         for (int j = 0; j < 32; j++) {
             float ax = fabsf(xb[j]);
             if (ax > amax) {
@@ -422,36 +423,23 @@ static void quant_iq4_nl(const float *x, uint8_t *dst, int h) {
             }
         }
         if (amax >= 1e-15f) {
-            d = -m / (float)iq4nl_grid[0];
-            float id = 1.0f / d, sumqx = 0.0f, sumq2 = 0.0f;
+            float id = 1.0f / (m / (float)iq4nl_grid[0]), sumqx = 0.0f, sumq2 = 0.0f;
             for (int j = 0; j < 32; j++) {
-                float q = (float)iq4nl_grid[iq4nl_index(id * xb[j])];
-                sumqx += w[j] * q * xb[j];
-                sumq2 += w[j] * q * q;
+                float w = xb[j] * xb[j];
+                L[j] = (uint8_t)iq4nl_index(id * xb[j]);
+                float q = (float)iq4nl_grid[L[j]];
+                sumqx += w * q * xb[j];
+                sumq2 += w * q * q;
             }
             d = sumqx / sumq2;
-            float best = d * sumqx;
-            for (int t = -7; t <= 7; t++) {
-                id = (float)(t + iq4nl_grid[0]) / m;
-                sumqx = sumq2 = 0.0f;
-                for (int j = 0; j < 32; j++) {
-                    float q = (float)iq4nl_grid[iq4nl_index(id * xb[j])];
-                    sumqx += w[j] * q * xb[j];
-                    sumq2 += w[j] * q * q;
-                }
-                if (sumq2 > 0.0f && sumqx * sumqx > best * sumq2) {
-                    d = sumqx / sumq2;
-                    best = d * sumqx;
-                }
-            }
+        } else {
+            memset(L, 8, sizeof L);
         }
-        /* values near FLT_MAX make w infinite and the sums inf - inf: a NaN the hardware makes
-         * up, negative on x86 (the fixtures', ggml's) and positive on AArch64; every ISA stores
-         * x86's */
+        /* values near FLT_MAX make w infinite and the sums inf - inf or inf / inf: a NaN the
+         * hardware makes up, negative on x86 (the fixtures', ggml's) and positive on AArch64;
+         * every ISA stores x86's */
         if (d != d) d = fp16_bits_f32(0xFFC00000u);
         put16(ob, fp16_from_f32(d));
-        float id = d != 0.0f ? 1.0f / d : 0.0f;
-        for (int j = 0; j < 32; j++) L[j] = (uint8_t)iq4nl_index(id * xb[j]);
         for (int j = 0; j < 16; j++) ob[2 + j] = (uint8_t)(L[j] | L[j + 16] << 4);
     }
 }

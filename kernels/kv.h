@@ -51,8 +51,9 @@
  *          qh / qs as q5_0. value = q * d + m.
  *   iq4_nl h/32 blocks of { fp16 d; uint8 qs[16] }                      18 bytes per 32 (4.5 bits)
  *          q indexes the non-linear grid K = {-127 -104 -83 -65 -49 -35 -22 -10 1 13 25 38 53 69
- *          89 113}; value = d * K[q]; qs as q4_0. d is ggml's weighted least-squares search
- *          (weights x^2, 15 trial scales, see quant_iq4_nl in kv.c); amax < 1e-15 => d = 0, q = 8.
+ *          89 113}; value = d * K[q]; qs as q4_0. As llama.cpp's CPU cache stores it (ggml's
+ *          quantize_row_iq4_nl_ref, NO scale search): q from d0 = m / -127, d = their weighted
+ *          least-squares scale (weights x^2, see quant_iq4_nl in kv.c); amax < 1e-15 => d = 0, q = 8.
  *
  * Scaled 8-bit floats and 4-bit microscaling formats (bit-exact to the definitions below; checked
  * against a float64 Python implementation of them, tests/ref/make_kv_fixtures.py). "x / s" is the

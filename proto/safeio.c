@@ -162,6 +162,7 @@ char *safeio_escape(char *dst, size_t dstlen, const char *src) {
     const unsigned char *s = (const unsigned char *)(src ? src : "");
     while (*s) {
         size_t n = *s >= 0x20 && *s < 0x7f ? 1 : (*s >= 0x80 ? utf8_len(s) : 0);
+        if (n == 2 && s[0] == 0xc2 && s[1] < 0xa0) n = 0; /* U+0080..U+009F: the C1 controls (CSI …) */
         size_t need = n ? n : 4;
         if (o + need + 1 > dstlen) break;
         if (n) {

@@ -43,8 +43,8 @@ int safeio_read_all(const char *path, int flags, size_t max_bytes, char **out, s
 ssize_t safeio_getline(char **line, size_t *cap, FILE *f, size_t max_len, const char *name, long lineno,
                        char *err, size_t errlen);
 
-/* Writes text for a terminal: printable ASCII and UTF-8 pass, control bytes (ESC, BEL, CR, …) and
- * invalid bytes become \xHH. Output is always NUL-terminated; returns dst. A string from a GGUF,
+/* Writes text for a terminal: printable ASCII and UTF-8 pass, control bytes (ESC, BEL, CR, …), the C1
+ * controls U+0080..U+009F and invalid bytes become \xHH (byte by byte). Output is always NUL-terminated; returns dst. A string from a GGUF,
  * a worker or a results folder goes through this before it reaches stderr/stdout. */
 char *safeio_escape(char *dst, size_t dstlen, const char *src);
 

@@ -8,6 +8,7 @@
 
 #include "proto/errmsg.h"
 #include "proto/proto.h"
+#include "proto/safeio.h"
 
 int tokfile_parse(const char *name, const char *text, size_t len, int32_t **ids, size_t *n, char *err,
                   size_t errlen) {
@@ -19,8 +20,11 @@ int tokfile_parse(const char *name, const char *text, size_t len, int32_t **ids,
         char c = text[i];
         if (c == ',' || c == ' ' || c == '\n' || c == '\t' || c == '\r') { i++; continue; }
         if (c < '0' || c > '9') {
-            errmsg_set(err, errlen, -1, "%s: unexpected character '%c' at byte %zu (token ids are decimal, "
-                       "separated by commas or whitespace)", name, c, i);
+            char shown[8];   /* the byte as text, or \xHH: a file's bytes never reach a terminal raw */
+            if (c > 0x20 && c < 0x7f) snprintf(shown, sizeof shown, "%c", c);
+            else snprintf(shown, sizeof shown, "\\x%02x", (unsigned char)c);
+            errmsg_set(err, errlen, -1, "%s: unexpected character '%s' at byte %zu (token ids are decimal, "
+                       "separated by commas or whitespace)", name, shown, i);
             goto done;
         }
         long long x = 0;
@@ -47,26 +51,11 @@ done:
 }
 
 int tokfile_read(const char *path, int32_t **ids, size_t *n, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");             /* a pipe works too: read to EOF */
-    char *text = NULL;                       /* [cap] the file so far, len bytes used */
-    size_t len = 0, cap = 0, got;
-    int ret = -1;
-    if (!f) return errmsg_set(err, errlen, -1, "cannot open %s: %s", path, strerror(errno));
-    do {
-        if (len == cap) {
-            cap = cap ? 2 * cap : 65536;
-            char *nt = realloc(text, cap);
-            if (!nt) { errmsg_set(err, errlen, -1, "out of memory"); goto done; }
-            text = nt;
-        }
-        got = fread(text + len, 1, cap - len, f);
-        len += got;
-        if (len > PROTO_MAX_TEXT) { errmsg_set(err, errlen, -1, "%s: larger than 64 MiB", path); goto done; }
-    } while (got > 0);
-    if (ferror(f)) { errmsg_set(err, errlen, -1, "cannot read %s", path); goto done; }
-    ret = tokfile_parse(path, text, len, ids, n, err, errlen);
-done:
+    char *text = NULL;   /* the whole file, NUL after it */
+    size_t len = 0;
+    /* a regular file only: a FIFO or device is refused before any read could block */
+    if (safeio_read_all(path, 0, PROTO_MAX_TEXT, &text, &len, err, errlen)) return -1;
+    int ret = tokfile_parse(path, text, len, ids, n, err, errlen);
     free(text);
-    fclose(f);
     return ret;
 }

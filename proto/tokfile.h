@@ -8,9 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Reads path into *ids[*n] (malloc'd here; the caller frees with free()). Files over
- * PROTO_MAX_TEXT bytes are refused. Returns 0, or -1 with one clear message in err (nothing is
- * allocated then). */
+/* Reads path into *ids[*n] (malloc'd here; the caller frees with free()). path must be a regular
+ * file (a FIFO, device or directory is refused at once, not waited on: proto/safeio.h) of at most
+ * PROTO_MAX_TEXT bytes. Returns 0, or -1 with one clear message in err (nothing is allocated then). */
 int tokfile_read(const char *path, int32_t **ids, size_t *n, char *err, size_t errlen);
 
 /* The same parse over a buffer text[len] (need not be NUL-terminated); `name` names it in

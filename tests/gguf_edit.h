@@ -5,8 +5,10 @@
  *
  *   ge_src s;  ge_load(path, &s);                       the source, indexed
  *   ge_out o;  ge_begin(&o, &s);                        header with counts patched at the end
- *   ge_copy_kvs(&o, &s, skip);  ge_kv_u32(&o, "k", v);  metadata
- *   ge_copy_tensors(&o, &s);                            tensor infos (same offsets)
+ *   ge_copy_kvs(&o, &s, skip);  ge_kv_u32(&o, "k", v);  metadata (also _u64 _f32 _str _arr, and
+ *   ge_copy_kv_as: an entry under another key)
+ *   ge_copy_tensors(&o, &s);                            tensor infos (same offsets; ge_copy_tensor_as
+ *                                                       renames one)
  *   ge_finish(&o, &s, 32);                              padding + the source's data section
  *   ge_write(&o, path);  ge_free_out(&o);  ge_free_src(&s);
  */
@@ -172,9 +174,43 @@ static inline void ge_kv_raw(ge_out *o, const char *key, uint32_t type, const vo
 }
 static inline void ge_kv_u32(ge_out *o, const char *key, uint32_t v) { ge_kv_raw(o, key, 4, &v, 4); }
 static inline void ge_kv_u64(ge_out *o, const char *key, uint64_t v) { ge_kv_raw(o, key, 10, &v, 8); }
+static inline void ge_kv_f32(ge_out *o, const char *key, float v) { ge_kv_raw(o, key, 6, &v, 4); }
+/* A string value of len bytes (NUL and any other byte allowed). */
+static inline void ge_kv_str(ge_out *o, const char *key, const char *v, size_t len) {
+    ge_str(o, key);
+    ge_u32(o, 8);
+    ge_u64(o, len);
+    ge_put(o, v, len);
+    o->n_kv++;
+}
+/* An array of n elements of the numeric type elem_type, each elem_size bytes, from v. */
+static inline void ge_kv_arr(ge_out *o, const char *key, uint32_t elem_type, const void *v, uint64_t n, size_t elem_size) {
+    ge_str(o, key);
+    ge_u32(o, 9);
+    ge_u32(o, elem_type);
+    ge_u64(o, n);
+    ge_put(o, v, (size_t)n * elem_size);
+    o->n_kv++;
+}
+/* Entry i of s under another key of klen bytes (NUL and any other byte allowed), value as is. */
+static inline void ge_copy_kv_as(ge_out *o, const ge_src *s, int i, const char *key, size_t klen) {
+    size_t at = s->kv_key[i] + 8 + (size_t)ge_rd64(s->p + s->kv_key[i]);
+    ge_u64(o, klen);
+    ge_put(o, key, klen);
+    ge_put(o, s->p + at, s->kv_end[i] - at);
+    o->n_kv++;
+}
 
 static inline void ge_copy_tensor(ge_out *o, const ge_src *s, int i) {
     ge_put(o, s->p + s->t_info[i], s->t_end[i] - s->t_info[i]);
+    o->n_t++;
+}
+/* Tensor info i of s under another name of nlen bytes (dims, type, offset as is). */
+static inline void ge_copy_tensor_as(ge_out *o, const ge_src *s, int i, const char *name, size_t nlen) {
+    size_t at = s->t_info[i] + 8 + (size_t)ge_rd64(s->p + s->t_info[i]);
+    ge_u64(o, nlen);
+    ge_put(o, name, nlen);
+    ge_put(o, s->p + at, s->t_end[i] - at);
     o->n_t++;
 }
 static inline void ge_copy_tensors(ge_out *o, const ge_src *s) {

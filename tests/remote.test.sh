@@ -329,10 +329,10 @@ STRATA_TEST_FAULT=die@6 "$DRV" "${SW[@]}" --arms f16 --arm int8="$U" --tls-cert 
     --tls-key "$T/certs-old/driver.key" --tls-ca "$T/certs-old/ca.pem" --out "$T/tlsres" 2> /dev/null; rc0=$?
 mv "$T/certs-old/"* "$T/certs-new/"
 "$DRV" sweep --resume "$T/tlsres" --quiet 2> "$T/tlsres1.err"; rc1=$?
-(cd "$T/certs-new" && "$DRV" sweep --resume "$T/tlsres" --quiet --tls-cert driver.pem --tls-key driver.key \
+(cd "$T/certs-new" && "$DRV" sweep --resume "$T/tlsres" --quiet --arm int8="$U" --tls-cert driver.pem --tls-key driver.key \
     --tls-ca ca.pem 2> "$T/tlsres2.err"); rc2=$?
-check "sweep through TLS killed (rc $rc0), resumed with the recorded certificates gone: fails (rc $rc1); with them given beside --resume (relative paths): exit 0 (rc $rc2), results identical" \
-    bash -c "[ $rc0 -ne 0 ] && [ $rc1 -ne 0 ] && [ $rc2 -eq 0 ] && cmp -s '$T/tlsres/depths.tsv' '$T/ref/depths.tsv' && cmp -s '$T/tlsres/forks.tsv' '$T/ref/forks.tsv'"
+check "sweep through TLS killed (rc $rc0), resumed without its --arm and certificates (never taken from the journal): fails (rc $rc1); with them given beside --resume (relative paths): exit 0 (rc $rc2), results identical" \
+    bash -c "[ $rc0 -ne 0 ] && [ $rc1 -eq 2 ] && grep -q 'records --tls-cert --tls-key --tls-ca --arm int8=URL' '$T/tlsres1.err' && [ $rc2 -eq 0 ] && cmp -s '$T/tlsres/depths.tsv' '$T/ref/depths.tsv' && cmp -s '$T/tlsres/forks.tsv' '$T/ref/forks.tsv'"
 [ $rc2 -ne 0 ] && head -n 3 "$T/tlsres2.err"
 "$DRV" sweep --resume "$T/tlsres" --tls-cert "$T/certs-new/driver.pem" 2> "$T/tlsres3.err"; rc=$?
 check "--tls-cert alone beside --resume: usage error (rc $rc)" test $rc -eq 2
@@ -350,8 +350,8 @@ check "... meta.json records how the workers were started" \
 head -n 5 "$T/nsrun/cells.tsv" > "$T/nsrun/cells.cut" && mv "$T/nsrun/cells.cut" "$T/nsrun/cells.tsv"
 sed -i 's/"complete": true/"complete": false/' "$T/nsrun/meta.json"
 : > "$T/srun.log"
-PATH="$T/bin:$PATH" "$DRV" needle --resume "$T/nsrun" --quiet 2> "$T/nres.err"; rc=$?
-check "needle --resume of a launched run relaunches through srun (2 workers) and completes identically (rc $rc)" \
+PATH="$T/bin:$PATH" "$DRV" needle --resume "$T/nsrun" --quiet --launch 'srun -N1 -n1 {worker}' 2> "$T/nres.err"; rc=$?
+check "needle --resume of a launched run, --launch given again, relaunches through srun (2 workers) and completes identically (rc $rc)" \
     bash -c "[ $rc -eq 0 ] && [ \$(wc -l < '$T/srun.log') = 2 ] && cmp -s '$T/nsrun/cells.tsv' '$T/nref/cells.tsv'"
 [ $rc -ne 0 ] && head -n 5 "$T/nres.err"
 

@@ -807,11 +807,10 @@ static void test_ggml_types(void) {
         y[0] = 0; y[1] = 31; y[2] = 17; y[3] = 31; y[4] = 0; y[16] = 1;
         bytes_case(KV_Q5_1, "hand-worked (d = 1, m = 0)", x, 32, want, y);
     }
-    /* iq4_nl: a block whose values are the grid itself (x[j] = K[j % 16], so m = K[0] = -127 comes
-     * first) is fitted exactly: the trial scale t = 0 (and its neighbours, which pick the same
-     * indices) gives sumqx = sumq2, d = 1, best = sum x^4, the largest possible; so d = 1 (0x3c00)
-     * and q[j] = j % 16: qs[j] = j | j << 4. At half the size every product is halved exactly:
-     * d = 0.5 (0x3800), same qs. */
+    /* iq4_nl (no scale search, as llama.cpp's cache): a block whose values are the grid itself
+     * (x[j] = K[j % 16], so m = K[0] = -127 comes first): d0 = m / K[0] = 1, the indices of x / 1
+     * are j % 16, sumqx = sumq2 = sum x^4, d = 1 (0x3c00); qs[j] = j | j << 4. At half the size
+     * every product is halved exactly: d0 = d = 0.5 (0x3800), same qs. */
     {
         static const float K[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
         float x[64], y[64];
@@ -827,6 +826,19 @@ static void test_ggml_types(void) {
         uint8_t wz[18] = {0, 0};
         for (int j = 0; j < 16; j++) wz[2 + j] = 0x88;
         bytes_case(KV_IQ4_NL, "amax < 1e-15 -> d = 0, q = 8", z, 32, wz, NULL);
+        /* one value 1, the rest 0: m = 1, d0 = 1 / -127, x * (1 / d0) = -127 -> q 0, the zeros
+         * -> -0 -> q 8 (the upper of -10 / 1 on no tie: 1 is nearer); sumqx = 1 * -127 * 1,
+         * sumq2 = 1 * 127^2 (the zeros weigh 0): d = -1/127, fp16 0xa008. The 7-step search of the
+         * model-file quantiser would store d = 1/113 (0x2088) and q 15 instead (the first fit
+         * maps 1 to 113; no trial beats it strictly). */
+        float e[32] = {1};
+        uint8_t we[18] = {0x08, 0xa0, 0x80};
+        for (int j = 1; j < 16; j++) we[2 + j] = 0x88;
+        float ye[32];
+        float de = -0x1.02p-7f;                             /* fp16 0xa008 */
+        ye[0] = de * -127.0f;
+        for (int j = 1; j < 32; j++) ye[j] = de;
+        bytes_case(KV_IQ4_NL, "one value 1: d = -1/127, no scale search", e, 32, we, ye);
     }
 }
 

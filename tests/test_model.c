@@ -271,9 +271,9 @@ static void test_attention_split(pool *p) {
  * mxfp4: up to amax/4 per block of 32) moves each score by at most |q|_1 times it and the output by
  * the same order; each bound is about 3x the worst error seen over these cases (hd 64 / 256 where
  * they differ: f32: 2.5e-7, f16: 1.1e-4, bf16: 9.4e-4, int8: 2.3e-3, q8_0: 2.4e-3, fp8: 1.1e-2,
- * q4_0: 3.0e-2, q4_0r: 5.0e-2, q4_1: 2.7e-2 / 4.4e-2, q5_0: 2.4e-2, q5_1: 1.7e-2, iq4_nl: 3.4e-2,
- * e5m2: 2.6e-2, e4m3s: 1.4e-2, e5m2s: 2.8e-2, nvfp4: 5.4e-2, mxfp4: 6.2e-2 / 9.8e-2), so the
- * ordering of the formats is checked too. */
+ * q4_0: 3.0e-2, q4_0r: 5.0e-2, q4_1: 2.7e-2 / 4.4e-2, q5_0: 2.4e-2, q5_1: 1.7e-2,
+ * iq4_nl: 2.6e-2 / 2.8e-2, e5m2: 2.6e-2, e4m3s: 1.4e-2, e5m2s: 2.8e-2, nvfp4: 5.4e-2,
+ * mxfp4: 6.2e-2 / 9.8e-2), so the ordering of the formats is checked too. */
 #define TQ3_BOUND 0.3
 #define TQ4_BOUND 0.2
 #define KIVI4_BOUND 0.1

@@ -1,6 +1,7 @@
 /* test_report.c — builds small synthetic results folders in /tmp with the TSV writers, renders
  * them, and checks README.md, summary.json, the plots, determinism and error messages. */
 #include "driver/report.h"
+#include "driver/report_internal.h"   /* report_gp_str: escaping for gnuplot */
 #include "tests/check.h"
 
 #include <ctype.h>
@@ -547,8 +548,37 @@ static void test_incomplete(void) {
     free(md);
 }
 
+/* Strings from a results folder on their way into a gnuplot script, and the TSV writers with a link
+ * planted at their file (issue 22 F1, F8). */
+static void test_hostile(void) {
+    char b[256];
+    report_gp_str(b, sizeof b, "KL and JS vs depth (smollm2-135m-q4_1 ‖ f16, 8K)");
+    CHECK(!strcmp(b, "KL and JS vs depth (smollm2-135m-q4_1 ‖ f16, 8K)"), "gnuplot: an ordinary title is unchanged");
+    report_gp_str(b, sizeof b, "x\" ; system(\"touch p\") ; \\ `id` \n'q' @s");
+    CHECK(!strcmp(b, "x\\\" ; system(\\\"touch p\\\") ; \\\\ \\140id\\140 \\012'q' @s"),
+          "gnuplot: quote, backslash, backtick and newline escaped: %s", b);
+    report_gp_str(b, 6, "ab\"cd");
+    CHECK(!strcmp(b, "ab\\\"c"), "gnuplot: cut before an escape, never inside one: %s", b);
+    report_gp_str(b, 4, "ab`");
+    CHECK(!strcmp(b, "ab"), "gnuplot: an octal escape that does not fit is left out: %s", b);
+
+    const char *dir = "/tmp/strata_test_report_link";
+    char cmd[300], err[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s && echo keep > %s/victim && ln -s %s/victim %s/depths.tsv",
+             dir, dir, dir, dir, dir);
+    CHECK(system(cmd) == 0, "a folder with depths.tsv a link to another file");
+    FILE *f = report_tsv_open_depths(dir, err, sizeof err);
+    CHECK(!f && strstr(err, "depths.tsv"), "depths.tsv: a planted link is not written through: %s", f ? "opened" : err);
+    if (f) fclose(f);
+    snprintf(cmd, sizeof cmd, "grep -qx keep %s/victim", dir);
+    CHECK(system(cmd) == 0, "... and the file it points to is untouched");
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0, "cleanup");
+}
+
 int main(void) {
     test_formats();
+    test_hostile();
     test_writers();
     test_render();
     test_no_positions_identical_repeat();

@@ -8,6 +8,7 @@
  * Every read goes through a cursor that knows how many bytes are left. */
 #include "worker/gguf.h"
 #include "kernels/quant.h"
+#include "proto/safeio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,17 +24,18 @@
 typedef struct {
     const uint8_t *p;    /* next byte */
     const uint8_t *end;  /* one past the last byte */
+    int out;             /* set when a read needed bytes past end (gguf_open_as then reads more) */
 } cursor;
 
 static int rd(cursor *c, void *dst, size_t n) {
-    if ((size_t)(c->end - c->p) < n) return -1;
+    if ((size_t)(c->end - c->p) < n) { c->out = 1; return -1; }
     memcpy(dst, c->p, n);
     c->p += n;
     return 0;
 }
 
 static int skip(cursor *c, uint64_t n) {
-    if ((uint64_t)(c->end - c->p) < n) return -1;
+    if ((uint64_t)(c->end - c->p) < n) { c->out = 1; return -1; }
     c->p += n;
     return 0;
 }
@@ -91,13 +93,13 @@ static int parse_value(cursor *c, gguf_kv *kv, char *why, size_t whylen) {
     kv->data = c->p;
     es = gguf_vt_size(kv->arr_type);
     if (es) {
-        if (kv->n > (uint64_t)(c->end - c->p) / es) { snprintf(why, whylen, "array of %" PRIu64 " elements exceeds the file", kv->n); return -1; }
+        if (kv->n > (uint64_t)(c->end - c->p) / es) { c->out = 1; snprintf(why, whylen, "array of %" PRIu64 " elements exceeds the file", kv->n); return -1; }
         c->p += kv->n * es;
         return 0;
     }
     if (kv->arr_type != GGUF_VT_STRING) { snprintf(why, whylen, "unsupported array element type %u", kv->arr_type); return -1; }
     /* each string takes at least 8 bytes: bound the count before allocating */
-    if (kv->n > (uint64_t)(c->end - c->p) / 8) { snprintf(why, whylen, "string array of %" PRIu64 " exceeds the file", kv->n); return -1; }
+    if (kv->n > (uint64_t)(c->end - c->p) / 8) { c->out = 1; snprintf(why, whylen, "string array of %" PRIu64 " exceeds the file", kv->n); return -1; }
     kv->strs = malloc((kv->n ? kv->n : 1) * sizeof *kv->strs);
     kv->str_lens = malloc((kv->n ? kv->n : 1) * sizeof *kv->str_lens);
     if (!kv->strs || !kv->str_lens) { snprintf(why, whylen, "out of memory"); return -1; }
@@ -164,13 +166,65 @@ static int64_t find_sorted(const gguf_file *g, const uint64_t *order, uint64_t n
     return -1;
 }
 
+/* The name of a metadata type, for messages. */
+const char *gguf_vt_name(uint32_t type) {
+    static const char *const names[] = { "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array",
+                                         "u64", "i64", "f64" };
+    return type < sizeof names / sizeof names[0] ? names[type] : "an unknown type";
+}
+
+/* What kv holds, for messages: "string", "array of f32". */
+static const char *found_type(const gguf_kv *kv, char *buf, size_t buflen) {
+    if (kv->type == GGUF_VT_ARRAY) snprintf(buf, buflen, "array of %s", gguf_vt_name(kv->arr_type));
+    else snprintf(buf, buflen, "%s", gguf_vt_name(kv->type));
+    return buf;
+}
+
+static int type_error(const gguf_kv *kv, const char *expected, char *err, size_t errlen) {
+    char found[48];
+    fmt_err(err, errlen, "metadata %s: expected %s, found %s", kv->key, expected, found_type(kv, found, sizeof found));
+    return -1;
+}
+
+/* s[len] escaped for a message (NUL bytes shown as \x00), at most about 64 bytes of it. */
+static const char *show_bytes(const uint8_t *s, uint64_t len, char *buf, size_t buflen) {
+    char piece[65];
+    size_t o = 0;
+    buf[0] = 0;
+    for (uint64_t i = 0; i < len && i < 64 && o + 5 < buflen;) {
+        size_t k = 0;
+        while (i + k < len && i + k < 64 && k < 64 && s[i + k]) { piece[k] = (char)s[i + k]; k++; }
+        piece[k] = 0;
+        safeio_escape(buf + o, buflen - o, piece);
+        o += strlen(buf + o);
+        i += k;
+        if (i < len && i < 64 && !s[i] && o + 5 < buflen) { memcpy(buf + o, "\\x00", 5); o += 4; i++; }
+    }
+    return buf;
+}
+
+/* Keys and tensor names: no NUL (a C string would end there) and no control byte. */
+static int check_name(const uint8_t *s, uint64_t len, const char *label, const char *what, uint64_t i, char *err,
+                      size_t errlen) {
+    for (uint64_t k = 0; k < len; k++)
+        if (s[k] < 0x20 || s[k] == 0x7f) {
+            char shown[300];
+            fmt_err(err, errlen, "%s: %s %" PRIu64 " '%s' holds the byte 0x%02x (NUL and control bytes are refused)",
+                    label, what, i, show_bytes(s, len, shown, sizeof shown), s[k]);
+            return -1;
+        }
+    return 0;
+}
+
 /* general.alignment, the one place it is read: absent = 32; else a u32 power of two, at most 1 MiB. */
 static int read_alignment(gguf_file *g, const char *label, char *err, size_t errlen) {
     const gguf_kv *kv = gguf_find(g, "general.alignment");
     uint32_t a = 32;
     if (kv) {
         if (kv->type != GGUF_VT_UINT32) {
-            fmt_err(err, errlen, "%s: general.alignment is not a u32 (type %u)", label, kv->type);
+            char why[200];
+            type_error(kv, "a u32", why, sizeof why);
+            fmt_err(err, errlen, "%s: %s", label, why);
             return -1;
         }
         memcpy(&a, kv->data, 4);
@@ -183,32 +237,56 @@ static int read_alignment(gguf_file *g, const char *label, char *err, size_t err
     return 0;
 }
 
-static int parse(gguf_file *g, const char *label, char *err, size_t errlen) {
-    cursor c = { g->base, g->base + g->size };
+/* Frees what a parse built (keys, names, string tables, the indexes); g->base stays. */
+static void free_parsed(gguf_file *g) {
+    for (uint64_t i = 0; g->kv && i < g->n_kv; i++) {
+        free(g->kv[i].key);
+        free(g->kv[i].strs);
+        free(g->kv[i].str_lens);
+    }
+    for (uint64_t i = 0; g->tensors && i < g->n_tensors; i++) free(g->tensors[i].name);
+    free(g->kv);
+    free(g->tensors);
+    free(g->kv_order);
+    free(g->t_order);
+    g->kv = NULL;
+    g->tensors = NULL;
+    g->kv_order = g->t_order = NULL;
+    g->n_kv = g->n_tensors = 0;
+}
+
+/* The header from g->base[g->size]: metadata, alignment, tensor infos, and where the data section
+ * starts (g->data_off) and ends (g->used: the end of the last tensor's data rounded up to the
+ * alignment, at most g->file_size). The tensors are not placed yet (place_tensors). On failure
+ * *out_of_bytes says whether the header ran past g->size (more bytes may make it parse). */
+static int parse_header(gguf_file *g, const char *label, int *out_of_bytes, char *err, size_t errlen) {
+    cursor c = { g->base, g->base + g->size, 0 };
     char why[160] = "";
     uint32_t magic;
+    int rc = -1;
     if (rd(&c, &magic, 4) || memcmp(&magic, "GGUF", 4) != 0) {
         fmt_err(err, errlen, "%s: not a GGUF file (bad magic)", label);
-        return -1;
+        goto done;
     }
     if (rd(&c, &g->version, 4) || rd(&c, &g->n_tensors, 8) || rd(&c, &g->n_kv, 8)) {
         fmt_err(err, errlen, "%s: truncated GGUF header", label);
-        return -1;
+        goto done;
     }
     if (g->version < 2 || g->version > 3) {
         fmt_err(err, errlen, "%s: unsupported GGUF version %u (2 and 3 are read)", label, g->version);
-        return -1;
+        goto done;
     }
     /* a kv takes >= 8+4+1 bytes, a tensor info >= 8+4+4+8 bytes: bound counts by what is left */
     uint64_t left = (uint64_t)(c.end - c.p);
     if (g->n_kv > left / 13 || g->n_tensors > left / 24) {
+        c.out = 1;
         fmt_err(err, errlen, "%s: header claims %" PRIu64 " metadata entries and %" PRIu64 " tensors, more than the file holds",
                 label, g->n_kv, g->n_tensors);
-        return -1;
+        goto done;
     }
     g->kv = calloc(g->n_kv ? g->n_kv : 1, sizeof *g->kv);
     g->tensors = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *g->tensors);
-    if (!g->kv || !g->tensors) { fmt_err(err, errlen, "%s: out of memory", label); return -1; }
+    if (!g->kv || !g->tensors) { fmt_err(err, errlen, "%s: out of memory", label); goto done; }
 
     for (uint64_t i = 0; i < g->n_kv; i++) {
         gguf_kv *kv = &g->kv[i];
@@ -216,43 +294,45 @@ static int parse(gguf_file *g, const char *label, char *err, size_t errlen) {
         uint64_t klen;
         if (rd_str(&c, &key, &klen) || klen > 65535) {
             fmt_err(err, errlen, "%s: metadata key %" PRIu64 " truncated or too long", label, i);
-            return -1;
+            goto done;
         }
-        if (!(kv->key = dup_str(key, klen))) { fmt_err(err, errlen, "%s: out of memory", label); return -1; }
+        if (check_name(key, klen, label, "metadata key", i, err, errlen)) goto done;
+        if (!(kv->key = dup_str(key, klen))) { fmt_err(err, errlen, "%s: out of memory", label); goto done; }
         if (rd(&c, &kv->type, 4) || parse_value(&c, kv, why, sizeof why)) {
             fmt_err(err, errlen, "%s: metadata '%s': %s", label, kv->key, why[0] ? why : "truncated");
-            return -1;
+            goto done;
         }
     }
     if (index_names(g->n_kv, &g->kv_order, g, kv_name, label, "metadata key", err, errlen) ||
         read_alignment(g, label, err, errlen))
-        return -1;
+        goto done;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         gguf_tensor *t = &g->tensors[i];
         const uint8_t *name;
         uint64_t nlen;
         if (rd_str(&c, &name, &nlen) || nlen > 65535) {
             fmt_err(err, errlen, "%s: tensor %" PRIu64 " name truncated or too long", label, i);
-            return -1;
+            goto done;
         }
-        if (!(t->name = dup_str(name, nlen))) { fmt_err(err, errlen, "%s: out of memory", label); return -1; }
+        if (check_name(name, nlen, label, "tensor name", i, err, errlen)) goto done;
+        if (!(t->name = dup_str(name, nlen))) { fmt_err(err, errlen, "%s: out of memory", label); goto done; }
         if (rd(&c, &t->n_dims, 4) || t->n_dims < 1 || t->n_dims > 4) {
             fmt_err(err, errlen, "%s: tensor '%s': bad or truncated n_dims", label, t->name);
-            return -1;
+            goto done;
         }
         for (int d = 0; d < 4; d++) t->ne[d] = 1;
         uint64_t nel = 1;
         for (uint32_t d = 0; d < t->n_dims; d++) {
-            if (rd(&c, &t->ne[d], 8)) { fmt_err(err, errlen, "%s: tensor '%s': truncated dims", label, t->name); return -1; }
+            if (rd(&c, &t->ne[d], 8)) { fmt_err(err, errlen, "%s: tensor '%s': truncated dims", label, t->name); goto done; }
             if (t->ne[d] == 0 || t->ne[d] > (1ull << 40) || nel > UINT64_MAX / t->ne[d]) {
                 fmt_err(err, errlen, "%s: tensor '%s': bad dimension %" PRIu64, label, t->name, t->ne[d]);
-                return -1;
+                goto done;
             }
             nel *= t->ne[d];
         }
         if (rd(&c, &t->type, 4) || rd(&c, &t->offset, 8)) {
             fmt_err(err, errlen, "%s: tensor '%s': truncated info", label, t->name);
-            return -1;
+            goto done;
         }
         /* size: known types only; an unknown type gets nbytes 0 and is named by the model loader */
         if (quant_supported(t->type)) {
@@ -261,20 +341,35 @@ static int parse(gguf_file *g, const char *label, char *err, size_t errlen) {
             if (rb == 0 || rows > UINT64_MAX / rb) {
                 fmt_err(err, errlen, "%s: tensor '%s': row of %" PRIu64 " values does not fit type %s",
                         label, t->name, t->ne[0], quant_type_name(t->type));
-                return -1;
+                goto done;
             }
             t->nbytes = rows * rb;
         }
     }
-    if (index_names(g->n_tensors, &g->t_order, g, tensor_name, label, "tensor name", err, errlen)) return -1;
-    /* data section starts at the next multiple of alignment */
+    if (index_names(g->n_tensors, &g->t_order, g, tensor_name, label, "tensor name", err, errlen)) goto done;
+    /* the data section starts at the next multiple of alignment; it ends where the last tensor's
+     * data does, rounded up (saturating: an offset past the file is refused by place_tensors) */
     uint64_t off = (uint64_t)(c.p - g->base);
     uint64_t data_off = (off + g->alignment - 1) / g->alignment * g->alignment;
-    if (data_off > g->size) {
-        if (g->n_tensors) { fmt_err(err, errlen, "%s: truncated before the tensor data", label); return -1; }
-        data_off = g->size;
+    if (data_off > g->file_size && g->n_tensors) { fmt_err(err, errlen, "%s: truncated before the tensor data", label); goto done; }
+    uint64_t end = data_off;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const gguf_tensor *t = &g->tensors[i];
+        uint64_t e = t->offset > UINT64_MAX - data_off - t->nbytes ? UINT64_MAX : data_off + t->offset + t->nbytes;
+        if (e > end) end = e;
     }
-    uint64_t data_size = g->size - data_off;
+    end = end > UINT64_MAX - g->alignment ? UINT64_MAX : (end + g->alignment - 1) / g->alignment * g->alignment;
+    g->data_off = data_off;
+    g->used = end < g->file_size ? (size_t)end : g->file_size;
+    rc = 0;
+done:
+    *out_of_bytes = c.out;
+    return rc;
+}
+
+/* Checks every tensor's data against g->base[g->size] and its alignment, and points it there. */
+static int place_tensors(gguf_file *g, const char *label, char *err, size_t errlen) {
+    uint64_t data_size = g->data_off < g->size ? g->size - g->data_off : 0;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         gguf_tensor *t = &g->tensors[i];
         if (t->offset > data_size || t->nbytes > data_size - t->offset) {
@@ -287,19 +382,17 @@ static int parse(gguf_file *g, const char *label, char *err, size_t errlen) {
                     label, t->name, t->offset, g->alignment);
             return -1;
         }
-        t->data = g->base + data_off + t->offset;
+        t->data = g->base + g->data_off + t->offset;
     }
     return 0;
 }
 
-static int open_common(gguf_file *g, const char *label, gguf_file **out, char *err, size_t errlen) {
-    if (parse(g, label, err, errlen)) {
-        gguf_close(g);
-        *out = NULL;
-        return -1;
-    }
-    *out = g;
-    return 0;
+/* Parses g->base[g->size] (the whole file: mapped or in memory), then holds only the bytes in use. */
+static int parse_whole(gguf_file *g, const char *label, char *err, size_t errlen) {
+    int out_of_bytes;
+    if (parse_header(g, label, &out_of_bytes, err, errlen)) return -1;
+    g->size = g->used;
+    return place_tensors(g, label, err, errlen);
 }
 
 int gguf_open_mem(const void *buf, size_t size, gguf_file **out, char *err, size_t errlen) {
@@ -308,73 +401,94 @@ int gguf_open_mem(const void *buf, size_t size, gguf_file **out, char *err, size
     if (!g) { fmt_err(err, errlen, "out of memory"); return -1; }
     g->fd = -1;
     g->base = buf;
-    g->size = size;
-    return open_common(g, "<memory>", out, err, errlen);
+    g->size = g->file_size = size;
+    if (parse_whole(g, "<memory>", err, errlen)) {
+        gguf_close(g);
+        return -1;
+    }
+    *out = g;
+    return 0;
 }
 
-/* The file's bytes in private anonymous memory: the region starts on a 2 MiB boundary and is
- * advised for transparent huge pages, so the decode's stream over the weights takes one TLB entry
- * per 2 MiB instead of per 4 KiB (kernels/NOTES.md change 26). *own / *own_size: the whole
- * mapping, for munmap. */
-static int read_copy(int fd, const char *path, size_t size, void **own, size_t *own_size, const uint8_t **base,
-                     char *err, size_t errlen) {
-    const size_t huge = (size_t)2 << 20;
-    size_t len = (size + huge - 1) / huge * huge + huge;   /* room to align the start */
-    uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) { fmt_err(err, errlen, "%s: cannot allocate %zu bytes for the weights: %s", path, size, strerror(errno)); return -1; }
-    uint8_t *a = m + (huge - (uintptr_t)m % huge) % huge;
-    (void)madvise(a, len - (size_t)(a - m), MADV_HUGEPAGE);   /* advice only: refused where THP is off */
-    for (size_t got = 0; got < size;) {
-        ssize_t r = pread(fd, a + got, size - got, (off_t)got);
+/* Reads bytes [from, to) of the file into dst + from. */
+static int read_range(int fd, const char *path, uint8_t *dst, size_t from, size_t to, char *err, size_t errlen) {
+    for (size_t got = from; got < to;) {
+        ssize_t r = pread(fd, dst + got, to - got, (off_t)got);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
-            fmt_err(err, errlen, "%s: read failed at byte %zu of %zu: %s", path, got, size, r ? strerror(errno) : "the file shrank");
-            munmap(m, len);
+            fmt_err(err, errlen, "%s: read failed at byte %zu of %zu: %s", path, got, to, r ? strerror(errno) : "the file shrank");
             return -1;
         }
         got += (size_t)r;
     }
-    *own = m;
-    *own_size = len;
-    *base = a;
     return 0;
 }
 
-int gguf_open_as(const char *path, gguf_hold hold, gguf_file **out, char *err, size_t errlen) {
-    struct stat st;
-    *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) { fmt_err(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return -1; }
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-        fmt_err(err, errlen, "%s: not a regular file", path);
-        close(fd);
-        return -1;
+/* GGUF_HOLD_COPY: the file's bytes in use in private anonymous memory. The region starts on a
+ * 2 MiB boundary and is advised for transparent huge pages, so the decode's stream over the
+ * weights takes one TLB entry per 2 MiB instead of per 4 KiB (kernels/NOTES.md change 26). The
+ * header is read in growing pieces (4 MiB, then doubling) until it parses; then the data up to
+ * g->used, and the reservation past it is given back: g->own / g->own_size is what stays mapped. */
+static int open_copy(gguf_file *g, int fd, const char *path, char *err, size_t errlen) {
+    const size_t huge = (size_t)2 << 20;
+    size_t fsize = g->file_size;
+    size_t len = (fsize + huge - 1) / huge * huge + huge;   /* room to align the start; untouched pages cost nothing */
+    uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) { fmt_err(err, errlen, "%s: cannot allocate %zu bytes for the weights: %s", path, fsize, strerror(errno)); return -1; }
+    g->own = m;
+    g->own_size = len;
+    uint8_t *a = m + (huge - (uintptr_t)m % huge) % huge;
+    (void)madvise(a, len - (size_t)(a - m), MADV_HUGEPAGE);   /* advice only: refused where THP is off */
+    g->base = a;
+    size_t have = 0, want = fsize < ((size_t)4 << 20) ? fsize : (size_t)4 << 20;
+    for (;;) {
+        int out_of_bytes = 0;
+        if (read_range(fd, path, a, have, want, err, errlen)) return -1;
+        have = g->size = want;
+        if (!parse_header(g, path, &out_of_bytes, err, errlen)) break;
+        if (!out_of_bytes || have == fsize) return -1;
+        free_parsed(g);
+        want = have > fsize / 2 ? fsize : 2 * have;
     }
-    if (st.st_size < 24) {
-        fmt_err(err, errlen, "%s: not a GGUF file (%lld bytes)", path, (long long)st.st_size);
+    if (g->used > have && read_range(fd, path, a, have, g->used, err, errlen)) return -1;
+    g->size = g->used;
+    size_t keep = ((size_t)(a - m) + g->size + huge - 1) / huge * huge;
+    if (keep < len && !munmap(m + keep, len - keep)) g->own_size = keep;
+    return place_tensors(g, path, err, errlen);
+}
+
+/* GGUF_HOLD_MAP: the file mapped read-only; only g->size bytes of it are read. */
+static int open_map(gguf_file *g, int fd, const char *path, char *err, size_t errlen) {
+    void *m = mmap(NULL, g->file_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) { fmt_err(err, errlen, "%s: mmap failed: %s", path, strerror(errno)); return -1; }
+    g->fd = fd;
+    g->base = m;
+    g->map_len = g->size = g->file_size;
+    return parse_whole(g, path, err, errlen);
+}
+
+int gguf_open_as(const char *path, gguf_hold hold, gguf_file **out, char *err, size_t errlen) {
+    *out = NULL;
+    off_t fsize = 0;
+    int fd = safeio_open_regular(path, 0, &fsize, err, errlen);   /* a FIFO is refused, not waited on */
+    if (fd < 0) return -1;
+    if (fsize < 24 || (uint64_t)fsize > SIZE_MAX / 2) {
+        fmt_err(err, errlen, "%s: not a GGUF file (%lld bytes)", path, (long long)fsize);
         close(fd);
         return -1;
     }
     gguf_file *g = calloc(1, sizeof *g);
     if (!g) { close(fd); fmt_err(err, errlen, "out of memory"); return -1; }
-    g->size = (size_t)st.st_size;
     g->fd = -1;
-    if (hold == GGUF_HOLD_COPY) {
-        int rc = read_copy(fd, path, g->size, &g->own, &g->own_size, &g->base, err, errlen);
-        close(fd);
-        if (rc) { free(g); return -1; }
-    } else {
-        void *m = mmap(NULL, g->size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) {
-            fmt_err(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
-            close(fd);
-            free(g);
-            return -1;
-        }
-        g->fd = fd;
-        g->base = m;
+    g->file_size = (size_t)fsize;
+    int rc = hold == GGUF_HOLD_COPY ? open_copy(g, fd, path, err, errlen) : open_map(g, fd, path, err, errlen);
+    if (g->fd < 0) close(fd);   /* the copy is made, or the mapping failed */
+    if (rc) {
+        gguf_close(g);
+        return -1;
     }
-    return open_common(g, path, out, err, errlen);
+    *out = g;
+    return 0;
 }
 
 int gguf_open(const char *path, gguf_file **out, char *err, size_t errlen) {
@@ -383,19 +497,10 @@ int gguf_open(const char *path, gguf_file **out, char *err, size_t errlen) {
 
 void gguf_close(gguf_file *g) {
     if (!g) return;
-    for (uint64_t i = 0; g->kv && i < g->n_kv; i++) {
-        free(g->kv[i].key);
-        free(g->kv[i].strs);
-        free(g->kv[i].str_lens);
-    }
-    for (uint64_t i = 0; g->tensors && i < g->n_tensors; i++) free(g->tensors[i].name);
-    free(g->kv);
-    free(g->tensors);
-    free(g->kv_order);
-    free(g->t_order);
+    free_parsed(g);
     if (g->own) munmap(g->own, g->own_size);
     if (g->fd >= 0) {
-        munmap((void *)g->base, g->size);
+        munmap((void *)g->base, g->map_len);
         close(g->fd);
     }
     free(g);
@@ -411,56 +516,133 @@ const gguf_tensor *gguf_tensor_find(const gguf_file *g, const char *name) {
     return i < 0 ? NULL : &g->tensors[i];
 }
 
-int gguf_get_i64(const gguf_file *g, const char *key, int64_t *out) {
-    const gguf_kv *kv = gguf_find(g, key);
-    if (!kv) return -1;
+/* ---- checked metadata reads ------------------------------------------------------------------ */
+
+/* An integer value: 0, -1 when kv is not an integer type, -2 when a u64 exceeds INT64_MAX. */
+static int kv_int(const gguf_kv *kv, int64_t *out) {
     const uint8_t *d = kv->data;
     switch (kv->type) {
-    case GGUF_VT_UINT8: case GGUF_VT_BOOL: { uint8_t v; memcpy(&v, d, 1); *out = v; return 0; }
+    case GGUF_VT_UINT8: { uint8_t v; memcpy(&v, d, 1); *out = v; return 0; }
     case GGUF_VT_INT8: { int8_t v; memcpy(&v, d, 1); *out = v; return 0; }
     case GGUF_VT_UINT16: { uint16_t v; memcpy(&v, d, 2); *out = v; return 0; }
     case GGUF_VT_INT16: { int16_t v; memcpy(&v, d, 2); *out = v; return 0; }
     case GGUF_VT_UINT32: { uint32_t v; memcpy(&v, d, 4); *out = v; return 0; }
     case GGUF_VT_INT32: { int32_t v; memcpy(&v, d, 4); *out = v; return 0; }
-    case GGUF_VT_UINT64: { uint64_t v; memcpy(&v, d, 8); if (v > INT64_MAX) return -1; *out = (int64_t)v; return 0; }
+    case GGUF_VT_UINT64: { uint64_t v; memcpy(&v, d, 8); if (v > INT64_MAX) return -2; *out = (int64_t)v; return 0; }
     case GGUF_VT_INT64: { int64_t v; memcpy(&v, d, 8); *out = v; return 0; }
     default: return -1;
     }
 }
 
-int gguf_get_f64(const gguf_file *g, const char *key, double *out) {
+int gguf_meta_int(const gguf_file *g, const char *key, int64_t lo, int64_t hi, int64_t *out, char *err, size_t errlen) {
     const gguf_kv *kv = gguf_find(g, key);
-    if (!kv) return -1;
-    if (kv->type == GGUF_VT_FLOAT32) { float v; memcpy(&v, kv->data, 4); *out = v; return 0; }
-    if (kv->type == GGUF_VT_FLOAT64) { double v; memcpy(&v, kv->data, 8); *out = v; return 0; }
-    int64_t i;
-    if (gguf_get_i64(g, key, &i)) return -1;
-    *out = (double)i;
+    int64_t v = 0;
+    if (!kv) return GGUF_ABSENT;
+    int r = kv_int(kv, &v);
+    if (r == -1) return type_error(kv, "an integer", err, errlen);
+    if (r == -2 || v < lo || v > hi) {
+        if (r == -2) fmt_err(err, errlen, "metadata %s is outside [%" PRId64 ", %" PRId64 "] (a u64 above 2^63)", key, lo, hi);
+        else fmt_err(err, errlen, "metadata %s = %" PRId64 " is outside [%" PRId64 ", %" PRId64 "]", key, v, lo, hi);
+        return -1;
+    }
+    *out = v;
     return 0;
 }
 
-int gguf_get_str(const gguf_file *g, const char *key, const char **s, uint64_t *len) {
+int gguf_meta_float(const gguf_file *g, const char *key, double lo, double hi, double *out, char *err, size_t errlen) {
     const gguf_kv *kv = gguf_find(g, key);
-    if (!kv || kv->type != GGUF_VT_STRING) return -1;
+    double v;
+    if (!kv) return GGUF_ABSENT;
+    if (kv->type == GGUF_VT_FLOAT32) { float f; memcpy(&f, kv->data, 4); v = f; }
+    else if (kv->type == GGUF_VT_FLOAT64) memcpy(&v, kv->data, 8);
+    else {
+        int64_t i;
+        int r = kv_int(kv, &i);
+        if (r == -1) return type_error(kv, "a float", err, errlen);
+        v = r == -2 ? 0x1p64 : (double)i;
+    }
+    if (!(v >= lo && v <= hi)) {   /* NaN fails both */
+        fmt_err(err, errlen, "metadata %s = %g is outside [%g, %g]", key, v, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int gguf_meta_bool(const gguf_file *g, const char *key, int *out, char *err, size_t errlen) {
+    const gguf_kv *kv = gguf_find(g, key);
+    int64_t v;
+    if (!kv) return GGUF_ABSENT;
+    if (kv->type == GGUF_VT_BOOL) v = kv->data[0];
+    else if (kv_int(kv, &v)) return type_error(kv, "a bool", err, errlen);
+    if (v != 0 && v != 1) {
+        fmt_err(err, errlen, "metadata %s = %" PRId64 " is not a bool (0 or 1)", key, v);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+int gguf_meta_str(const gguf_file *g, const char *key, const char **s, uint64_t *len, char *err, size_t errlen) {
+    const gguf_kv *kv = gguf_find(g, key);
+    if (!kv) return GGUF_ABSENT;
+    if (kv->type != GGUF_VT_STRING) return type_error(kv, "a string", err, errlen);
     *s = (const char *)kv->data;
     *len = kv->str_len;
     return 0;
 }
 
-int gguf_get_strz(const gguf_file *g, const char *key, char *buf, size_t buflen) {
-    const char *s;
-    uint64_t len;
-    if (!buflen || gguf_get_str(g, key, &s, &len)) return -1;
-    if (len > buflen - 1) len = buflen - 1;
+int gguf_meta_name(const gguf_file *g, const char *key, char *buf, size_t buflen, char *err, size_t errlen) {
+    const char *s = NULL;
+    uint64_t len = 0;
+    int rc = gguf_meta_str(g, key, &s, &len, err, errlen);
+    if (rc) return rc;
+    char shown[300];
+    if (!buflen || len > buflen - 1) {
+        fmt_err(err, errlen, "metadata %s: a name of %" PRIu64 " bytes, longer than %zu ('%s')", key, len,
+                buflen ? buflen - 1 : 0, show_bytes((const uint8_t *)s, len, shown, sizeof shown));
+        return -1;
+    }
+    for (uint64_t i = 0; i < len; i++) {
+        unsigned char b = (unsigned char)s[i];
+        if (b < 0x21 || b > 0x7e) {
+            fmt_err(err, errlen, "metadata %s: '%s' holds the byte 0x%02x (a name is printable ASCII: no NUL, space, "
+                    "control or escape byte)", key, show_bytes((const uint8_t *)s, len, shown, sizeof shown), b);
+            return -1;
+        }
+    }
     memcpy(buf, s, len);
     buf[len] = 0;
     return 0;
 }
 
-int gguf_get_arr(const gguf_file *g, const char *key, uint32_t arr_type, const void **data, uint64_t *n) {
+int gguf_meta_arr(const gguf_file *g, const char *key, uint32_t elem_types, const void **data, uint64_t *n,
+                  uint32_t *elem_type, char *err, size_t errlen) {
     const gguf_kv *kv = gguf_find(g, key);
-    if (!kv || kv->type != GGUF_VT_ARRAY || kv->arr_type != arr_type) return -1;
-    *data = kv->data;
+    if (!kv) return GGUF_ABSENT;
+    if (kv->type != GGUF_VT_ARRAY || kv->arr_type > 31 || !(elem_types & (1u << kv->arr_type))) {
+        char want[96];
+        size_t o = (size_t)snprintf(want, sizeof want, "an array of");
+        int k = 0, total = 0;
+        for (uint32_t t = 0; t < 32; t++) total += (elem_types >> t) & 1;
+        for (uint32_t t = 0; t < 32 && o < sizeof want; t++)
+            if (elem_types & (1u << t)) {
+                k++;
+                o += (size_t)snprintf(want + o, sizeof want - o, "%s%s", k == 1 ? " " : k == total ? " or " : ", ", gguf_vt_name(t));
+            }
+        return type_error(kv, want, err, errlen);
+    }
+    *data = kv->arr_type == GGUF_VT_STRING ? NULL : kv->data;
     *n = kv->n;
+    if (elem_type) *elem_type = kv->arr_type;
+    return 0;
+}
+
+int gguf_get_strz(const gguf_file *g, const char *key, char *buf, size_t buflen) {
+    const gguf_kv *kv = gguf_find(g, key);
+    if (!buflen || !kv || kv->type != GGUF_VT_STRING) return -1;
+    uint64_t len = kv->str_len > buflen - 1 ? buflen - 1 : kv->str_len;
+    memcpy(buf, kv->data, len);
+    buf[len] = 0;
     return 0;
 }

@@ -16,6 +16,7 @@
  * than a reply carries is refused before tokenising (tok_max_tokens). */
 #include "proto/proto.h"
 #include "proto/errmsg.h"
+#include "proto/safeio.h"
 #include "proto/tokfile.h"
 #include "worker/engine.h"
 
@@ -179,7 +180,8 @@ static int fill_vocab(engine *e, proto_vocab_rep *v, void **pieces, void **ints,
     o[V] = (int32_t)n;
     const char *tpl = NULL;
     uint64_t tlen = 0;
-    if (gguf_get_str(e->m->g, "tokenizer.chat_template", &tpl, &tlen) || tlen > PROTO_MAX_TEMPLATE) tlen = 0;
+    if (gguf_meta_str(e->m->g, "tokenizer.chat_template", &tpl, &tlen, NULL, 0) || tlen > PROTO_MAX_TEMPLATE)
+        tlen = 0;   /* its type was checked at load (tok_load) */
     v->n_vocab = (uint32_t)V;
     v->pieces = p;
     v->n_pieces = n;
@@ -597,6 +599,13 @@ static int serve(engine *e, const serve_opts *so, char *err, size_t errlen) {
     return 0;
 }
 
+/* Prints "strata-worker: <what><msg>" on stderr with msg escaped (safeio_escape): messages about a
+ * model carry strings from its file (names, keys, values), which must not reach a terminal raw. */
+static void print_escaped(const char *what, const char *msg) {
+    char shown[4 * 1024 + 1];
+    fprintf(stderr, "strata-worker: %s%s\n", what, safeio_escape(shown, sizeof shown, msg));
+}
+
 static int write_dump(const char *path, const float *rows, size_t n, int vocab, char *err, size_t errlen) {
     FILE *f = fopen(path, "wb");
     if (!f) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
@@ -803,9 +812,10 @@ int main(int argc, char **argv) {
     sb.sa_flags = SA_SIGINFO | SA_RESETHAND;
     sigaction(SIGBUS, &sb, NULL);
     if (engine_create_mix(&cfg, kv_k_mix, kv_v_mix, &mem, &e, err, sizeof err, warn, sizeof warn)) goto done;
-    if (warn[0]) fprintf(stderr, "strata-worker: warning: %s\n", warn);
+    if (warn[0]) print_escaped("warning: ", warn);
     if (e->m->n_attn < e->m->n_layer) {   /* a hybrid model: say which layers the KV formats reach */
-        fprintf(stderr, "strata-worker: %s: KV cache in layers", e->m->arch_name);
+        char arch[4 * sizeof e->m->arch_name];
+        fprintf(stderr, "strata-worker: %s: KV cache in layers", safeio_escape(arch, sizeof arch, e->m->arch_name));
         for (int l = 0; l < e->m->n_layer; l++)
             if (!e->m->layers[l].recurrent) fprintf(stderr, " %d", l);
         fprintf(stderr, " (%d of %d); the other layers are linear attention with f32 recurrent state (KV formats "
@@ -854,7 +864,7 @@ int main(int argc, char **argv) {
                 (unsigned long long)engine_huge_bytes());
     ret = 0;
 done:
-    if (ret == 1) fprintf(stderr, "strata-worker: error: %s\n", err[0] ? err : "failed");
+    if (ret == 1) print_escaped("error: ", err[0] ? err : "failed");
 done_quiet:
     free(toks);
     free(rows);

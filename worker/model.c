@@ -2,6 +2,7 @@
 #include "worker/model.h"
 #include "kernels/quant.h"
 
+#include <float.h>
 #include <math.h>
 #include <openssl/evp.h>
 #include <stdarg.h>
@@ -28,32 +29,61 @@ static int fail(loader *L, const char *fmt, ...) {
     return -1;
 }
 
-/* "<arch>.<key>" as an integer in [lo, hi]; def when absent (def < 0 means required). The limits
- * (model.h's MODEL_MAX_*) keep every product of two hyperparameters inside an int. */
+/* "<arch>.<key>" as an integer in [lo, hi]; def when absent (def < 0 means required). A present key
+ * of another type, or out of range, is an error naming it (gguf_meta_int). The limits (model.h's
+ * MODEL_MAX_*) keep every product of two hyperparameters inside an int. */
 static int meta_int(loader *L, const char *arch, const char *key, int64_t def, int64_t lo, int64_t hi, int *out) {
-    char full[128];
-    int64_t v;
+    char full[128], why[320];
+    int64_t v = def;
     snprintf(full, sizeof full, "%s.%s", arch, key);
-    if (gguf_get_i64(L->g, full, &v)) {
-        if (gguf_find(L->g, full)) return fail(L, "metadata %s is not an integer in range", full);
-        if (def < 0) return fail(L, "missing metadata %s", full);
-        v = def;
-    }
-    if (v < lo || v > hi)
+    int rc = gguf_meta_int(L->g, full, lo, hi, &v, why, sizeof why);
+    if (rc < 0) return fail(L, "%s", why);
+    if (rc == GGUF_ABSENT && def < 0) return fail(L, "missing metadata %s", full);
+    if (v < lo || v > hi)   /* a default derived from other keys */
         return fail(L, "metadata %s = %lld is outside [%lld, %lld]", full, (long long)v, (long long)lo, (long long)hi);
     *out = (int)v;
     return 0;
 }
 
-/* "<arch>.<key>" as a finite float in [lo, hi]; def when absent. */
+/* "<arch>.<key>" as a finite float in [lo, hi]; def when absent; another type is an error. */
 static int meta_float(loader *L, const char *arch, const char *key, double def, double lo, double hi, float *out) {
-    char full[128];
-    double v;
+    char full[128], why[320];
+    double v = def;
     snprintf(full, sizeof full, "%s.%s", arch, key);
-    if (gguf_get_f64(L->g, full, &v)) v = def;
+    if (gguf_meta_float(L->g, full, lo, hi, &v, why, sizeof why) < 0) return fail(L, "%s", why);
     float f = (float)v;
     if (!isfinite(f) || f < lo || f > hi) return fail(L, "metadata %s = %g is outside [%g, %g]", full, f, lo, hi);
     *out = f;
+    return 0;
+}
+
+/* A name-valued key ("general.architecture", "<arch>.rope.scaling.type") into buf: printable ASCII
+ * (gguf_meta_name). Returns 0, GGUF_ABSENT, or -1 with the message in L. */
+static int meta_name(loader *L, const char *key, char *buf, size_t buflen) {
+    char why[400];
+    int rc = gguf_meta_name(L->g, key, buf, buflen, why, sizeof why);
+    return rc < 0 ? fail(L, "%s", why) : rc;
+}
+
+/* An array-valued key whose elements have one of the types in elem_types (1u << GGUF_VT_*). */
+static int meta_arr(loader *L, const char *key, uint32_t elem_types, const void **data, uint64_t *n, uint32_t *type) {
+    char why[320];
+    int rc = gguf_meta_arr(L->g, key, elem_types, data, n, type, why, sizeof why);
+    return rc < 0 ? fail(L, "%s", why) : rc;
+}
+
+/* Every tensor blk.N.* must have N < block_count: a file with more blocks than its metadata says
+ * is refused (running the first block_count of them would measure another model). */
+static int check_blocks(loader *L, const char *arch, int n_block) {
+    for (uint64_t i = 0; i < L->g->n_tensors; i++) {
+        const char *nm = L->g->tensors[i].name;
+        if (strncmp(nm, "blk.", 4) || nm[4] < '0' || nm[4] > '9') continue;
+        uint64_t b = 0;
+        for (const char *p = nm + 4; *p >= '0' && *p <= '9'; p++) b = b > UINT32_MAX ? b : b * 10 + (uint64_t)(*p - '0');
+        if (b >= (uint64_t)n_block)
+            return fail(L, "tensor %s belongs to block %llu, but %s.block_count is %d (a file with more blocks than its "
+                        "metadata says is refused)", nm, (unsigned long long)b, arch, n_block);
+    }
     return 0;
 }
 
@@ -253,12 +283,13 @@ static int gptoss_windows(loader *L, model *m) {
     if (meta_int(L, a, "attention.sliding_window", -1, 1, MODEL_MAX_CTX, &window)) return -1;
     char key[96];
     snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", a);
-    const void *arr;
-    uint64_t na;
+    const void *arr = NULL;
+    uint64_t na = 0;
     const gguf_kv *kv = gguf_find(L->g, key);
-    if (kv && kv->type == GGUF_VT_ARRAY) {
-        if (gguf_get_arr(L->g, key, GGUF_VT_BOOL, &arr, &na) || na != (uint64_t)m->n_layer)
-            return fail(L, "metadata %s is not an array of %d bools", key, m->n_layer);
+    if (kv && kv->type == GGUF_VT_ARRAY) {   /* one bool per layer; else an integer period */
+        if (meta_arr(L, key, 1u << GGUF_VT_BOOL, &arr, &na, NULL)) return -1;
+        if (na != (uint64_t)m->n_layer) return fail(L, "metadata %s has %llu entries, not one per layer (%d)", key,
+                                                    (unsigned long long)na, m->n_layer);
         for (int l = 0; l < m->n_layer; l++) {
             m->layers[l].window = ((const uint8_t *)arr)[l] ? window : 0;
             m->layers[l].rope_local = ((const uint8_t *)arr)[l] != 0;
@@ -298,17 +329,14 @@ static int load_hybrid(loader *L, model *m) {
         return fail(L, "metadata %s.ssm: (2 x group_count + time_step_rank) x state_size exceeds %d", a, MODEL_MAX_QKV);
     char key[96];
     snprintf(key, sizeof key, "%s.attention.recurrent_layers", a);
-    if (gguf_find(L->g, key)) {
-        const void *data;
-        uint64_t n;
-        static const uint32_t types[3] = { GGUF_VT_BOOL, GGUF_VT_INT32, GGUF_VT_UINT32 };
-        uint32_t type = 0;
-        n = 0;
-        for (int i = 0; i < 3 && !n; i++)
-            if (!gguf_get_arr(L->g, key, types[i], &data, &n)) type = types[i];
-            else n = 0;
+    const void *data = NULL;
+    uint64_t n = 0;
+    uint32_t type = 0;
+    int rc = meta_arr(L, key, 1u << GGUF_VT_BOOL | 1u << GGUF_VT_INT32 | 1u << GGUF_VT_UINT32, &data, &n, &type);
+    if (rc < 0) return -1;
+    if (rc == 0) {
         if (n < (uint64_t)m->n_layer)   /* it may go on over the multi-token-prediction blocks */
-            return fail(L, "metadata %s is not an array of %d bools or integers", key, m->n_layer);
+            return fail(L, "metadata %s has %llu entries, fewer than the %d layers", key, (unsigned long long)n, m->n_layer);
         for (int l = 0; l < m->n_layer; l++) {   /* the array may sit unaligned in the mapping */
             uint32_t v = 0;
             if (type == GGUF_VT_BOOL) v = ((const uint8_t *)data)[l];
@@ -321,16 +349,16 @@ static int load_hybrid(loader *L, model *m) {
         for (int l = 0; l < m->n_layer; l++) m->layers[l].recurrent = (l + 1) % interval != 0;
     }
     snprintf(key, sizeof key, "%s.rope.dimension_sections", a);
-    const void *sd;
-    uint64_t ns;
+    const void *sd = NULL;
+    uint64_t ns = 0;
     int sec[4] = { 0, 0, 0, 0 };
-    if (!gguf_get_arr(L->g, key, GGUF_VT_INT32, &sd, &ns) || !gguf_get_arr(L->g, key, GGUF_VT_UINT32, &sd, &ns)) {
-        for (uint64_t i = 0; i < ns && i < 4; i++) memcpy(&sec[i], (const uint8_t *)sd + 4 * i, 4);
-    } else {
-        return fail(L, "missing metadata %s (4 integers)", key);
-    }
-    int total = sec[0] + sec[1] + sec[2] + sec[3];
-    if (sec[0] < 0 || sec[1] < 0 || sec[2] < 0 || sec[3] < 0 || total <= 0 || total > m->n_rot / 2)
+    rc = meta_arr(L, key, 1u << GGUF_VT_INT32 | 1u << GGUF_VT_UINT32, &sd, &ns, NULL);
+    if (rc < 0) return -1;
+    if (rc == GGUF_ABSENT) return fail(L, "missing metadata %s (4 integers)", key);
+    for (uint64_t i = 0; i < ns && i < 4; i++) memcpy(&sec[i], (const uint8_t *)sd + 4 * i, 4);
+    int64_t sum = (int64_t)sec[0] + sec[1] + sec[2] + sec[3];   /* u32 entries may be huge: no int overflow */
+    int total = sum > 0 && sum <= m->n_rot / 2 ? (int)sum : 0;
+    if (sec[0] < 0 || sec[1] < 0 || sec[2] < 0 || sec[3] < 0 || total <= 0)
         return fail(L, "metadata %s = [%d, %d, %d, %d] does not fit rope.dimension_count %d", key, sec[0], sec[1],
                     sec[2], sec[3], m->n_rot);
     for (int i = 0; i < m->n_rot / 2; i++) {   /* llama.cpp's interleaved sections, text positions */
@@ -355,8 +383,9 @@ int model_load_as(const char *path, gguf_hold hold, model **out, char *err, size
     if (!m) { snprintf(err, errlen, "out of memory"); return -1; }
     if (gguf_open_as(path, hold, &m->g, err, errlen)) goto fail;
     L.g = m->g;
-    if (gguf_get_strz(m->g, "general.architecture", m->arch_name, sizeof m->arch_name)) {
-        fail(&L, "missing general.architecture");
+    int rc = meta_name(&L, "general.architecture", m->arch_name, sizeof m->arch_name);
+    if (rc) {
+        if (rc == GGUF_ABSENT) fail(&L, "missing general.architecture");
         goto fail;
     }
     const char *a = m->arch_name;
@@ -377,7 +406,7 @@ int model_load_as(const char *path, gguf_hold hold, model **out, char *err, size
 
     int moe = m->arch == ARCH_QWEN3MOE || m->arch == ARCH_GPTOSS || m->arch == ARCH_QWEN2MOE || m->arch == ARCH_QWEN35MOE;
     int hybrid = m->arch == ARCH_QWEN35 || m->arch == ARCH_QWEN35MOE;
-    if (meta_int(&L, a, "block_count", -1, 1, MODEL_MAX_LAYER, &m->n_layer) ||
+    if (meta_int(&L, a, "block_count", -1, 1, MODEL_MAX_LAYER, &m->n_layer) || check_blocks(&L, a, m->n_layer) ||
         meta_int(&L, a, "embedding_length", -1, 1, MODEL_MAX_DIM, &m->dim) ||
         meta_int(&L, a, "attention.head_count", -1, 1, MODEL_MAX_HEADS, &m->n_head) ||
         meta_int(&L, a, "feed_forward_length", moe ? 0 : -1, moe ? 0 : 1, MODEL_MAX_FFN, &m->ffn) ||
@@ -435,7 +464,7 @@ int model_load_as(const char *path, gguf_hold hold, model **out, char *err, size
         fail(&L, "rope.dimension_count %d does not fit head dim %d", m->n_rot, m->hd);
         goto fail;
     }
-    if (meta_float(&L, a, "attention.layer_norm_rms_epsilon", 1e-5, 0, 1, &m->eps)) goto fail;
+    if (meta_float(&L, a, "attention.layer_norm_rms_epsilon", 1e-5, FLT_MIN, 1, &m->eps)) goto fail;   /* > 0 */
     m->neox = m->arch != ARCH_LLAMA;
     m->emb_scale = m->arch == ARCH_GEMMA3 ? sqrtf((float)m->dim) : 1.0f;
     m->attn_scale = 1.0f / sqrtf((float)m->hd);
@@ -455,7 +484,9 @@ int model_load_as(const char *path, gguf_hold hold, model **out, char *err, size
     char stype[32];
     char key[96];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
-    if (gguf_get_strz(m->g, key, stype, sizeof stype)) snprintf(stype, sizeof stype, "linear");
+    rc = meta_name(&L, key, stype, sizeof stype);
+    if (rc < 0) goto fail;
+    if (rc == GGUF_ABSENT) snprintf(stype, sizeof stype, "linear");
     float factor;
     if (meta_float(&L, a, "rope.scaling.factor", 0.0, 0, 1e6, &factor)) goto fail;
     if (factor == 0 && meta_float(&L, a, "rope.scale_linear", 0.0, 0, 1e6, &factor)) goto fail;

@@ -16,6 +16,7 @@
 #include <pcre2.h>
 
 #include <limits.h>
+#include <math.h>
 #include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -282,17 +283,44 @@ static int name_in_list(const char *name, const char *list) {
 
 /* ---------------------------------------------------------------- loading */
 
-/* Reads an optional id key: its value if present and < n_vocab, else def (or -1 if def is not). */
-static int read_id(const gguf_file *g, const char *key, int def, int n_vocab) {
-    int64_t x;
-    if (gguf_get_i64(g, key, &x) == 0 && x >= 0 && x < n_vocab) return (int)x;
-    return def < n_vocab ? def : -1;
+/* An optional special-token id key into *id: its value, which must be an integer in [0, n_vocab)
+ * when present; def when absent or "none" (-1, or its u32 spelling 4294967295: llama.cpp's
+ * LLAMA_TOKEN_NULL, which stories260K's padding and separator ids hold), or -1 if def is not in the
+ * vocabulary. Any other value outside the vocabulary is refused. */
+static int read_id(const gguf_file *g, const char *key, int def, int n_vocab, int *id, char *err, size_t errlen) {
+    int64_t x = def;
+    int rc = gguf_meta_int(g, key, INT64_MIN, INT64_MAX, &x, err, errlen);
+    if (rc < 0) return -1;
+    if (rc == GGUF_ABSENT || x == -1 || x == UINT32_MAX) {
+        *id = def < n_vocab ? def : -1;
+        return 0;
+    }
+    if (x < 0 || x >= n_vocab)
+        return fail(err, errlen, "metadata %s = %lld is outside the vocabulary [0, %d)", key, (long long)x, n_vocab);
+    *id = (int)x;
+    return 0;
 }
 
-static int read_flag(const gguf_file *g, const char *key, int def) {
-    int64_t x;
-    if (gguf_get_i64(g, key, &x) == 0) return x != 0;
-    return def;
+/* Every tokenizer.ggml.*_token_id key (pad, sep, cls, mask, eot, fim_*, …: those strata does not
+ * use as well) must hold an id in the vocabulary. */
+static int check_special_ids(const gguf_file *g, int n_vocab, char *err, size_t errlen) {
+    static const char pre[] = "tokenizer.ggml.", suf[] = "_token_id";
+    for (uint64_t i = 0; i < g->n_kv; i++) {
+        const char *k = g->kv[i].key;
+        size_t n = strlen(k);
+        int id;
+        if (n > sizeof pre - 1 + sizeof suf - 1 && !strncmp(k, pre, sizeof pre - 1) &&
+            !strcmp(k + n - (sizeof suf - 1), suf) && read_id(g, k, -1, n_vocab, &id, err, errlen))
+            return -1;
+    }
+    return 0;
+}
+
+/* An optional flag: a bool (or integer 0/1) when present, else def. */
+static int read_flag(const gguf_file *g, const char *key, int def, int *out, char *err, size_t errlen) {
+    int rc = gguf_meta_bool(g, key, out, err, errlen);
+    if (rc == GGUF_ABSENT) *out = def;
+    return rc < 0 ? -1 : 0;
 }
 
 static void put_u32(EVP_MD_CTX *c, uint32_t x) {
@@ -385,10 +413,13 @@ static int load_tokens(tok_vocab *v, const gguf_kv *kv, char *err, size_t errlen
 }
 
 static int load_merges(tok_vocab *v, const gguf_file *g, char *err, size_t errlen) {
+    const void *unused;
+    uint64_t nm;
+    int rc = gguf_meta_arr(g, "tokenizer.ggml.merges", 1u << GGUF_VT_STRING, &unused, &nm, NULL, err, errlen);
+    if (rc < 0) return -1;
+    if (rc == GGUF_ABSENT) return fail(err, errlen, "BPE vocab has no tokenizer.ggml.merges");
     const gguf_kv *kv = gguf_find(g, "tokenizer.ggml.merges");
-    if (!kv) return fail(err, errlen, "BPE vocab has no tokenizer.ggml.merges");
-    if (kv->type != GGUF_VT_ARRAY || kv->arr_type != GGUF_VT_STRING || kv->n > INT32_MAX)
-        return fail(err, errlen, "tokenizer.ggml.merges is not a string array");
+    if (kv->n > INT32_MAX) return fail(err, errlen, "tokenizer.ggml.merges has %llu entries", (unsigned long long)kv->n);
     v->n_merges = (int)kv->n;
     size_t total = 0;
     for (int i = 0; i < v->n_merges; i++) {
@@ -430,8 +461,9 @@ static int load_merges(tok_vocab *v, const gguf_file *g, char *err, size_t errle
 
 static int load_pre(tok_vocab *v, const gguf_file *g, char *err, size_t errlen) {
     char pre[64] = "";
-    if (gguf_get_strz(g, "tokenizer.ggml.pre", pre, sizeof pre) != 0 || !pre[0])
-        snprintf(pre, sizeof pre, "default");   /* llama.cpp warns and uses the default */
+    int rc = gguf_meta_name(g, "tokenizer.ggml.pre", pre, sizeof pre, err, errlen);
+    if (rc < 0) return -1;
+    if (rc == GGUF_ABSENT || !pre[0]) snprintf(pre, sizeof pre, "default");   /* llama.cpp warns and uses the default */
     const tok_pre_def *d = NULL;
     for (size_t i = 0; i < sizeof tok_pres / sizeof tok_pres[0]; i++)
         if (name_in_list(pre, tok_pres[i].names)) d = &tok_pres[i];
@@ -498,10 +530,14 @@ int tok_load(const gguf_file *g, tok_vocab **out, char *err, size_t errlen) {
     tok_vocab *v = calloc(1, sizeof *v);
     if (!v) return fail(err, errlen, "out of memory");
     char model[32] = "";
-    if (gguf_get_strz(g, "tokenizer.ggml.model", model, sizeof model) != 0) {
-        fail(err, errlen, "no tokenizer.ggml.model in the GGUF metadata");
+    int rc = gguf_meta_name(g, "tokenizer.ggml.model", model, sizeof model, err, errlen);
+    if (rc) {
+        if (rc == GGUF_ABSENT) fail(err, errlen, "no tokenizer.ggml.model in the GGUF metadata");
         goto bad;
     }
+    const char *tpl;   /* not used here (the handshake sends it), but a template of another type is refused */
+    uint64_t tpl_len;
+    if (gguf_meta_str(g, "tokenizer.chat_template", &tpl, &tpl_len, err, errlen) < 0) goto bad;
     if (strcmp(model, "llama") == 0) v->kind = TOK_SPM;
     else if (strcmp(model, "gpt2") == 0) v->kind = TOK_BPE;
     else {
@@ -509,11 +545,14 @@ int tok_load(const gguf_file *g, tok_vocab **out, char *err, size_t errlen) {
         goto bad;
     }
 
-    const gguf_kv *tk = gguf_find(g, "tokenizer.ggml.tokens");
-    if (!tk || tk->type != GGUF_VT_ARRAY || tk->arr_type != GGUF_VT_STRING) {
-        fail(err, errlen, "no tokenizer.ggml.tokens string array in the GGUF metadata");
+    const void *data;
+    uint64_t n;
+    rc = gguf_meta_arr(g, "tokenizer.ggml.tokens", 1u << GGUF_VT_STRING, &data, &n, NULL, err, errlen);
+    if (rc) {
+        if (rc == GGUF_ABSENT) fail(err, errlen, "no tokenizer.ggml.tokens string array in the GGUF metadata");
         goto bad;
     }
+    const gguf_kv *tk = gguf_find(g, "tokenizer.ggml.tokens");
     if (tk->n < 1 || tk->n > INT32_MAX / 2) {
         fail(err, errlen, "tokenizer.ggml.tokens has %llu entries", (unsigned long long)tk->n);
         goto bad;
@@ -524,25 +563,37 @@ int tok_load(const gguf_file *g, tok_vocab **out, char *err, size_t errlen) {
     v->score = calloc((size_t)v->n_vocab, sizeof *v->score);
     v->type = malloc((size_t)v->n_vocab);
     if (!v->score || !v->type) { fail(err, errlen, "out of memory"); goto bad; }
-    const void *data;
-    uint64_t n;
-    if (gguf_find(g, "tokenizer.ggml.scores")) {
-        if (gguf_get_arr(g, "tokenizer.ggml.scores", GGUF_VT_FLOAT32, &data, &n) || n != (uint64_t)v->n_vocab) {
-            fail(err, errlen, "tokenizer.ggml.scores is not a float32 array of %d", v->n_vocab);
+    rc = gguf_meta_arr(g, "tokenizer.ggml.scores", 1u << GGUF_VT_FLOAT32, &data, &n, NULL, err, errlen);
+    if (rc < 0) goto bad;
+    if (rc == 0) {
+        if (n != (uint64_t)v->n_vocab) {
+            fail(err, errlen, "tokenizer.ggml.scores has %llu entries, not one per token (%d)", (unsigned long long)n, v->n_vocab);
             goto bad;
         }
         memcpy(v->score, data, (size_t)v->n_vocab * sizeof(float));
+        for (int i = 0; i < v->n_vocab; i++)   /* a NaN would make the merge order undefined */
+            if (!isfinite(v->score[i])) {
+                fail(err, errlen, "tokenizer.ggml.scores[%d] is %g (NaN and infinite scores are refused)", i, v->score[i]);
+                goto bad;
+            }
     }
     memset(v->type, TOK_TYPE_NORMAL, (size_t)v->n_vocab);   /* no type array: all normal */
-    if (gguf_find(g, "tokenizer.ggml.token_type")) {
-        if (gguf_get_arr(g, "tokenizer.ggml.token_type", GGUF_VT_INT32, &data, &n) || n != (uint64_t)v->n_vocab) {
-            fail(err, errlen, "tokenizer.ggml.token_type is not an int32 array of %d", v->n_vocab);
+    rc = gguf_meta_arr(g, "tokenizer.ggml.token_type", 1u << GGUF_VT_INT32, &data, &n, NULL, err, errlen);
+    if (rc < 0) goto bad;
+    if (rc == 0) {
+        if (n != (uint64_t)v->n_vocab) {
+            fail(err, errlen, "tokenizer.ggml.token_type has %llu entries, not one per token (%d)", (unsigned long long)n,
+                 v->n_vocab);
             goto bad;
         }
         for (int i = 0; i < v->n_vocab; i++) {
             int32_t t;
             memcpy(&t, (const char *)data + 4 * (size_t)i, 4);
-            v->type[i] = (int8_t)(t >= 0 && t <= TOK_TYPE_BYTE ? t : TOK_TYPE_UNDEFINED);
+            if (t < TOK_TYPE_UNDEFINED || t > TOK_TYPE_BYTE) {
+                fail(err, errlen, "tokenizer.ggml.token_type[%d] = %d is not a token type (0 .. 6)", i, (int)t);
+                goto bad;
+            }
+            v->type[i] = (int8_t)t;
         }
     }
     /* end-of-generation texts are control tokens whatever the file says: llama.cpp overrides the
@@ -557,9 +608,10 @@ int tok_load(const gguf_file *g, tok_vocab **out, char *err, size_t errlen) {
     }
 
     if (v->kind == TOK_SPM) {
-        v->bos = read_id(g, "tokenizer.ggml.bos_token_id", 1, v->n_vocab);
-        v->eos = read_id(g, "tokenizer.ggml.eos_token_id", 2, v->n_vocab);
-        v->unk = read_id(g, "tokenizer.ggml.unknown_token_id", 0, v->n_vocab);
+        if (read_id(g, "tokenizer.ggml.bos_token_id", 1, v->n_vocab, &v->bos, err, errlen) ||
+            read_id(g, "tokenizer.ggml.eos_token_id", 2, v->n_vocab, &v->eos, err, errlen) ||
+            read_id(g, "tokenizer.ggml.unknown_token_id", 0, v->n_vocab, &v->unk, err, errlen))
+            goto bad;
         v->add_bos = 1;
         v->add_space_prefix = 1;
         for (int b = 0; b < 256; b++) {
@@ -573,13 +625,16 @@ int tok_load(const gguf_file *g, tok_vocab **out, char *err, size_t errlen) {
         }
     } else {
         if (load_merges(v, g, err, errlen) || load_pre(v, g, err, errlen)) goto bad;
-        v->bos = read_id(g, "tokenizer.ggml.bos_token_id", 11, v->n_vocab);
-        v->eos = read_id(g, "tokenizer.ggml.eos_token_id", 11, v->n_vocab);
-        v->unk = read_id(g, "tokenizer.ggml.unknown_token_id", -1, v->n_vocab);
+        if (read_id(g, "tokenizer.ggml.bos_token_id", 11, v->n_vocab, &v->bos, err, errlen) ||
+            read_id(g, "tokenizer.ggml.eos_token_id", 11, v->n_vocab, &v->eos, err, errlen) ||
+            read_id(g, "tokenizer.ggml.unknown_token_id", -1, v->n_vocab, &v->unk, err, errlen))
+            goto bad;
     }
-    v->add_bos = read_flag(g, "tokenizer.ggml.add_bos_token", v->add_bos);
-    v->add_eos = read_flag(g, "tokenizer.ggml.add_eos_token", 0);
-    v->add_space_prefix = read_flag(g, "tokenizer.ggml.add_space_prefix", v->add_space_prefix);
+    if (check_special_ids(g, v->n_vocab, err, errlen) ||
+        read_flag(g, "tokenizer.ggml.add_bos_token", v->add_bos, &v->add_bos, err, errlen) ||
+        read_flag(g, "tokenizer.ggml.add_eos_token", 0, &v->add_eos, err, errlen) ||
+        read_flag(g, "tokenizer.ggml.add_space_prefix", v->add_space_prefix, &v->add_space_prefix, err, errlen))
+        goto bad;
     if (build_specials(v, err, errlen)) goto bad;
     if (compute_hash(v)) { fail(err, errlen, "sha256 failed"); goto bad; }
     *out = v;

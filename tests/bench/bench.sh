@@ -14,11 +14,21 @@
 #      SmolLM2's and Gemma 3's vocabulary (tests/bench/bench_compare.c).
 #   5. weight types: dequantisation and decode dot values/s per type, 1 thread (tests/bench/bench_quant.c).
 #   6. endurance: two listening workers serve 20 sequential sweeps; their RSS after each (endurance.sh).
+# The peer is built with explicit instruction-set flags from /proc/cpuinfo, not GGML_NATIVE (which
+# trusts every listed flag: on a VM that lists AMX but cannot run it llama.cpp died with SIGILL), AMX
+# only with BENCH_LLAMA_AMX=1 (tests/bench/llama_peer.sh); if it dies all the same, one line says so
+# (SIGILL: exit 132) and strata's figures still come out in the table. BENCH_LLAMA_FLAGS_ONLY=1
+# prints the flags the peer would be built with and stops (a dry run: nothing is built or run).
 # BENCH_QUICK=1 skips llama.cpp and the 8K lengths; BENCH_SHORT=1 only the 8K lengths;
 # BENCH_RATIOS_ONLY=1 stops after section 1; BENCH_REPEAT=N (default 3): section 1 takes each engine's
 # best of N runs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. tests/bench/llama_peer.sh   # lcpp_cmake_isa, lcpp_exit_note
+if [ "${BENCH_LLAMA_FLAGS_ONLY:-0}" = 1 ]; then
+  echo "native: $(lcpp_cmake_isa)"
+  exit 0
+fi
 BUILD=${BUILD:-build}
 # ISA=avx2 (make bench ISA=avx2): strata was built with -march=haswell into build-avx2, and
 # llama.cpp is built into its own venv with its native detection off and AVX2/FMA/F16C on, so any
@@ -33,6 +43,7 @@ trap 'rm -rf "$TMP"' EXIT
 load() { cut -d' ' -f1 /proc/loadavg; }
 echo "strata bench  $(date -u +%FT%TZ)  git $(git rev-parse --short HEAD)  $(nproc) cores  load $(load)  ISA ${ISA:-native}"
 echo "CPU: $(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed "s/^ *//"); flags: $(grep -m1 -o -w -E "avx512f|avx2|fma|f16c" /proc/cpuinfo | sort -u | tr "\n" " ")"
+[ "${BENCH_QUICK:-0}" = 1 ] || { [ -n "$ISA" ] && [ "$ISA" != avx2 ]; } || echo "llama.cpp peer build (native): $(lcpp_cmake_isa)"
 
 # a long token stream: the repository's sources tokenised by the model
 cat worker/*.c driver/*.c proto/*.c kernels/*.c tests/*.c README.md | "$W" --model "$MODEL" --tokenize >"$TMP/all.ids"
@@ -70,49 +81,49 @@ section1() {
   done
   [ "${BENCH_QUICK:-0}" = 1 ] && return 0
 
-  # llama.cpp on the same model, threads and lengths, built into its venv on first use
-  local py=$venv/bin/python
+  # llama.cpp on the same model, threads and lengths, built into its venv on first use with
+  # cmake_isa, which is recorded in $venv/strata-llama-cmake; a venv built otherwise (e.g. by
+  # tests/ref/README.md's GGML_NATIVE=ON setup) is used as it is, with a note
+  local py=$venv/bin/python stamp=$venv/strata-llama-cmake rc=0 built
+  : >"$TMP/lcpp.$label.jsonl"
   if ! "$py" -c 'import llama_cpp' 2>/dev/null; then
     echo "(building llama-cpp-python into $venv with $cmake_isa: takes 10-15 minutes)"
     [ -x "$py" ] || python3 -m venv "$venv"
     # --no-cache-dir: pip's wheel cache does not key on CMAKE_ARGS, so a wheel built for one ISA
     # would be reused for the other
-    CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="$cmake_isa -DLLAVA_BUILD=OFF" \
-        "$py" -m pip install -q --no-cache-dir numpy gguf llama-cpp-python==0.3.36
+    if CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="$cmake_isa -DLLAVA_BUILD=OFF" \
+        "$py" -m pip install -q --no-cache-dir numpy gguf llama-cpp-python==0.3.36; then
+      echo "$cmake_isa" >"$stamp"
+    else
+      rc=$?
+      echo "llama-cpp-python did not build (pip exit $rc): no llama.cpp figures for [$label]"
+    fi
+  fi
+  built=$(cat "$stamp" 2>/dev/null || echo "unrecorded flags")
+  [ "$built" = "$cmake_isa" ] || [ $rc != 0 ] ||
+    echo "(note: $venv's llama.cpp was built with $built, not $cmake_isa; remove $venv to rebuild it)"
+  if [ $rc = 0 ]; then
+    echo
+    echo "== [$label] llama.cpp (llama-cpp-python in $venv), same model, 2 threads, n_batch 512, flash attention as it defaults, best of $REPEAT"
+    "$py" tests/bench/llamacpp_bench.py --model "$MODEL" --threads 2 --prefill "${LENS// /,}" --depths "${DEPTHS// /,}" \
+        --kv f16,q8_0 --fa auto --repeat "$REPEAT" >"$TMP/lcpp.$label.jsonl" || rc=$?
+    lcpp_exit_note $rc
   fi
   echo
-  echo "== [$label] llama.cpp (llama-cpp-python in $venv), same model, 2 threads, n_batch 512, flash attention as it defaults, best of $REPEAT"
-  "$py" tests/bench/llamacpp_bench.py --model "$MODEL" --threads 2 --prefill "${LENS// /,}" --depths "${DEPTHS// /,}" \
-      --kv f16,q8_0 --fa auto --repeat "$REPEAT" >"$TMP/lcpp.$label.jsonl" || true
-  echo
-  echo "== [$label] ratios strata / llama.cpp (> 1: strata is faster)"
-  "$py" - "$TMP/lcpp.$label.jsonl" <<PYEOF
-import json, sys
-ours = {$(for k in "${!OURS[@]}"; do printf '"%s": %s, ' "$k" "${OURS[$k]}"; done)}
-print("  | phase | L | strata kv | tok/s | llama.cpp kv | tok/s | ratio |")
-print("  |---|---:|---|---:|---|---:|---:|")
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if "error" in r: print("  llama.cpp refused", r.get("kv"), r.get("flash_attn"), r["error"]); continue
-    kv = "f16" if r["kv"] == "f16" else "int8"
-    L = r["tokens"] if r["phase"] == "prefill" else r["depth"]
-    key = f'{r["phase"]},{kv},{L}'
-    if key in ours:
-        print(f'  | {r["phase"]} {"at" if r["phase"]=="decode" else "of"} | {L} | {kv} | {ours[key]:.1f} | {r["kv"]} | '
-              f'{r["tokens_per_s"]:.1f} | {ours[key]/r["tokens_per_s"]:.2f} |')
-PYEOF
+  echo "== [$label] ratios strata / llama.cpp (> 1: strata is faster; \"-\": no llama.cpp figure)"
+  lcpp_ratio_table "$TMP/lcpp.$label.jsonl" "$DEPTHS" "$(for k in "${!OURS[@]}"; do printf '%s=%s ' "$k" "${OURS[$k]}"; done)"
 }
 
 # ISA=avx2: the native table first, then the AVX2 one (strata -march=haswell, llama.cpp with its
 # native detection off and AVX2/FMA/F16C on), so any x86 machine measures the AVX2 ratio
 if [ "${ISA:-}" = avx2 ]; then
-  section1 native build tests/.venv "-DGGML_NATIVE=ON"
+  section1 native build tests/.venv "$(lcpp_cmake_isa)"
   section1 avx2 "$BUILD" tests/.venv-avx2 "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF"
 elif [ -n "${ISA:-}" ]; then
   echo "(ISA=$ISA: no llama.cpp build for it; strata's figures only)"
   BENCH_QUICK=1 section1 "$ISA" "$BUILD" "" ""
 else
-  section1 native "$BUILD" tests/.venv "-DGGML_NATIVE=ON"
+  section1 native "$BUILD" tests/.venv "$(lcpp_cmake_isa)"
 fi
 
 # BENCH_RATIOS_ONLY=1: section 1 only (the strata / llama.cpp tables)

@@ -27,9 +27,15 @@ Where each expected byte comes from (the implementations are independent of kern
                    llama-cpp-python builds (imatrix NULL = quantize_row_*_ref), called through
                    ctypes; ALSO required equal to gguf.quants.quantize() (PyPI gguf), else the
                    script stops.
-  iq4_nl           llama.cpp's ggml_quantize_chunk() as above; ALSO required equal to
-                   iq4nl_ref() below, a float32 transliteration of ggml's published algorithm
-                   (the gguf package only dequantises IQ4_NL).
+  iq4_nl           iq4nl_ref() below: a float32 transliteration of what llama.cpp's CPU KV
+                   cache writes, ggml's quantize_row_iq4_nl_ref (NO scale search; NOT
+                   ggml_quantize_chunk's quantize_iq4_nl, the model-file quantiser with its
+                   7-step search, which differs on 124 of the 160 rows); ALSO required equal to
+                   ggml's own row quantiser when one is found (load_iq4nl_row: llama-cpp-python's
+                   libggml-cpu quantize_row_iq4_nl, the cache's from_float, or libggml-base's
+                   quantize_row_iq4_nl_ref, or GGML_QUANTS_LIB=PATH), called once per row, the
+                   indices of d = 0 blocks not compared (ggml leaves them stale). The gguf package
+                   only dequantises IQ4_NL.
   e5m2 e4m3s e5m2s nvfp4 mxfp4
                    the spec implementations below in float64 / exact arithmetic (nearest value of
                    the format's table, ties to the even code, saturation), from kv.h's definitions:
@@ -46,7 +52,14 @@ spec tables below times the scale (one f32 product; exact for nvfp4 and mxfp4) f
 mxfp4's also required equal to gguf.quants.dequantize() up to the sign of zero (gguf's table has
 no -0).
 Without llama-cpp-python (tests/.venv per tests/ref/README.md) the llama.cpp columns fall back
-to the gguf package and iq4nl_ref, and the script says so; the committed files were made WITH it.
+to the gguf package and iq4nl_ref, and the script says so; the committed files were made WITH it,
+except iq4_nl.bin: regenerated for issue 22 without llama-cpp-python, from iq4nl_ref, checked
+equal (320/320 blocks) to quantize_row_iq4_nl_ref of ggml-quants.c from llama-cpp-python
+0.3.36's sources compiled alone into a small library (GGML_QUANTS_LIB; gcc -O2 -fPIC -shared,
+with and without -march=native, and four stubs that abort for the ggml_abort, ggml_row_size,
+ggml_type_name and ggml_type_size it links against but does not call here), the other files left
+as they were (without llama-cpp-python the gguf package's
+q4_0 q4_1 q5_0 q5_1 differ in the sign of some zero d / m: do not commit those).
 
 Rerun (from the repository root):
     tests/.venv/bin/python tests/ref/make_kv_fixtures.py
@@ -157,6 +170,44 @@ def load_ggml():
     return lib
 
 
+def load_iq4nl_row():
+    """llama.cpp's KV-cache writer for iq4_nl, as (description, C function) or None: ggml-cpu's
+    quantize_row_iq4_nl (the type's from_float, what a copy into an iq4_nl cache calls; it calls
+    quantize_row_iq4_nl_ref) from llama-cpp-python's libggml-cpu, else quantize_row_iq4_nl_ref
+    from its libggml-base; GGML_QUANTS_LIB=PATH names a library that exports
+    quantize_row_iq4_nl_ref instead (e.g. ggml's ggml-quants.c compiled alone)."""
+    cands = []
+    if os.environ.get("GGML_QUANTS_LIB"):
+        cands.append((os.environ["GGML_QUANTS_LIB"], "quantize_row_iq4_nl_ref"))
+    else:
+        try:
+            import llama_cpp
+            libdir = os.path.join(os.path.dirname(llama_cpp.__file__), "lib")
+            cands += [(p, "quantize_row_iq4_nl") for p in sorted(glob.glob(os.path.join(libdir, "libggml-cpu*.so*")))]
+            cands += [(p, "quantize_row_iq4_nl_ref") for p in sorted(glob.glob(os.path.join(libdir, "libggml-base.so*")))]
+        except ImportError:
+            pass
+    for path, sym in cands:
+        try:
+            f = getattr(ctypes.CDLL(path), sym)
+        except (OSError, AttributeError):
+            continue
+        f.restype = None
+        f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+        return f"{sym} of {os.path.basename(path)}", f
+    return None
+
+
+def ggml_iq4nl_rows(f, x):
+    """x [rows, h] -> [rows, h / 32 * 18]: f called once per row (k = h), as the cache copy does."""
+    rows, h = x.shape
+    src = np.ascontiguousarray(x, dtype=f32)
+    dst = np.zeros((rows, h // 32 * 18), dtype=np.uint8)
+    for r in range(rows):
+        f(src[r].ctypes.data, dst[r].ctypes.data, h)
+    return dst
+
+
 def ggml_quantize(lib, qtype, x):
     rows, h = x.shape
     bs, ts = gguf.constants.GGML_QUANT_SIZES[qtype]
@@ -167,7 +218,7 @@ def ggml_quantize(lib, qtype, x):
     return dst
 
 
-# ---- iq4_nl: ggml's algorithm in float32 ------------------------------------------------------
+# ---- iq4_nl: llama.cpp's cache quantiser (quantize_row_iq4_nl_ref) in float32 ------------------
 
 IQ4NL = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113]
 
@@ -190,36 +241,29 @@ def best_index(a):
 
 
 def iq4nl_block(xb):
-    """one block of 32 float32 values -> 18 bytes (quantize_row_iq4_nl_impl, ntry 7, no imatrix)."""
+    """one block of 32 float32 values -> 18 bytes, as llama.cpp's CPU cache stores it:
+    quantize_row_iq4_nl -> quantize_row_iq4_nl_ref, i.e. quantize_row_iq4_nl_impl with no
+    importance weights and ntry = -1 (NO scale search): d0 = m / K[0] (m the first value of
+    largest magnitude), the indices L of x / d0 (x * f32(1 / d0)), then d = sum w K x / sum w K^2
+    with w = x^2 over those indices; L is kept as found with d0. A block with amax < 1e-15 gets
+    d = 0 and L = 8 (ggml leaves L as the block before left it; every value decodes to 0)."""
     with np.errstate(all="ignore"):
-        w = [f32(v * v) for v in xb]
         amax, m = f32(0), f32(0)
         for v in xb:
             if abs(v) > amax:
                 amax, m = abs(v), v
         d = f32(0)
+        L = [8] * 32
         if amax >= f32(1e-15):
-            d = f32(-m / f32(IQ4NL[0]))
-            idd = f32(f32(1) / d)
+            idd = f32(f32(1) / f32(m / f32(IQ4NL[0])))
             sqx = sq2 = f32(0)
             for j in range(32):
-                q = f32(IQ4NL[best_index(f32(idd * xb[j]))])
-                sqx = f32(sqx + f32(f32(w[j] * q) * xb[j]))
-                sq2 = f32(sq2 + f32(f32(w[j] * q) * q))
+                w = f32(xb[j] * xb[j])
+                L[j] = best_index(f32(idd * xb[j]))
+                q = f32(IQ4NL[L[j]])
+                sqx = f32(sqx + f32(f32(w * q) * xb[j]))
+                sq2 = f32(sq2 + f32(f32(w * q) * q))
             d = f32(sqx / sq2)
-            best = f32(d * sqx)
-            for t in range(-7, 8):
-                idd = f32(f32(t + IQ4NL[0]) / m)
-                sqx = sq2 = f32(0)
-                for j in range(32):
-                    q = f32(IQ4NL[best_index(f32(idd * xb[j]))])
-                    sqx = f32(sqx + f32(f32(w[j] * q) * xb[j]))
-                    sq2 = f32(sq2 + f32(f32(w[j] * q) * q))
-                if sq2 > 0 and f32(sqx * sqx) > f32(best * sq2):
-                    d = f32(sqx / sq2)
-                    best = f32(d * sqx)
-        idd = f32(f32(1) / d) if d != 0 else f32(0)
-        L = [best_index(f32(idd * v)) for v in xb]
     out = bytearray(np.array([d], dtype=np.float16).view(np.uint8).tobytes())
     out += bytes(L[j] | L[j + 16] << 4 for j in range(16))
     return bytes(out)
@@ -610,15 +654,21 @@ def main():
             g = l
         out[name] = g
     r = iq4nl_ref(x)
-    if lib:
-        l = ggml_quantize(lib, T.IQ4_NL, x)
-        nd = int(np.sum(np.any(l != r, axis=1)))
-        print(f"iq4_nl: llama.cpp vs iq4nl_ref: {nd} of {rows} rows differ")
-        if nd:
-            bad = np.nonzero(np.any(l != r, axis=1))[0]
-            print("rows", bad[:10], l[bad[0]][:18], r[bad[0]][:18])
+    row_fn = load_iq4nl_row()
+    print("iq4_nl cache writer:", row_fn[0] if row_fn else "NOT found: iq4nl_ref alone")
+    if row_fn:
+        l = ggml_iq4nl_rows(row_fn[1], x)
+        # ggml leaves the indices of an amax < 1e-15 block (d = 0) as the block before left them
+        # (stack memory for a row's first block); those 16 bytes decode to 0 whatever they are
+        lb, rb = l.reshape(-1, 18).copy(), r.reshape(-1, 18)
+        tiny = np.max(np.abs(x.reshape(-1, 32)), axis=1) < f32(1e-15)
+        lb[tiny, 2:] = rb[tiny, 2:]
+        bad = np.nonzero(np.any(lb != rb, axis=1))[0]
+        print(f"iq4_nl: llama.cpp's cache writer vs iq4nl_ref: {len(bad)} of {len(rb)} blocks differ "
+              f"({int(np.sum(tiny))} blocks with amax < 1e-15: d compared, indices not)")
+        if len(bad):
+            print("blocks", bad[:10], lb[bad[0]].tolist(), rb[bad[0]].tolist())
             sys.exit("iq4_nl: llama.cpp and iq4nl_ref disagree")
-        r = l
     out["iq4_nl"] = r
     out["e5m2"] = spec_e5m2(x)
     out["e4m3s"] = spec_scaled(x, E4M3, 448.0)
