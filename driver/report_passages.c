@@ -111,7 +111,7 @@ static int rp_parse(char *line, rp_rows *R) {
 static int rp_load(const char *path, rp_rows *R, char *err, size_t errlen) {
     int absent = 0;
     char e[512];
-    FILE *f = safeio_fopen_read(path, SAFEIO_OPTIONAL, &absent, e, sizeof e);
+    FILE *f = report_open_read(path, 1, &absent, e, sizeof e);   /* regular, not a link */
     if (!f) return absent ? 1 : errmsg_set(err, errlen, -1, "%s", e);
     char *line = NULL;
     size_t cap = 0;
@@ -288,7 +288,7 @@ int report_passages_render(const char *dir, char *err, size_t errlen) {
     if (fclose(m) && rc == 0) rc = errmsg_set(err, errlen, -1, "out of memory");
     if (rc == 1) rc = 0;   /* no passages.tsv: the README stays as it is */
     else if (rc == 0) {
-        if (safeio_read_all(readme, 0, (size_t)64 << 20, &old, &n_old, e, sizeof e))
+        if (safeio_read_all(readme, SAFEIO_NOFOLLOW, (size_t)64 << 20, &old, &n_old, e, sizeof e))
             rc = errmsg_set(err, errlen, -1, "%s", e);
         report_tmp_file t;
         if (!rc && !(rc = report_tmp_open(&t, dir, "README.md", err, errlen))) {

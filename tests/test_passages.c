@@ -169,6 +169,15 @@ int main(void) {
     CHECK(rc == -1, "an arm name with '|' (it would break the table) is refused");
     free(s);
 
+    char lnk[300];   /* a passages.tsv that is a symbolic link is refused, not followed */
+    snprintf(lnk, sizeof lnk, "%s/linked.tsv", dir);
+    write_tsv(path, depths, grow, 4, 8, 16, 0.0, NULL);
+    CHECK(symlink(path, lnk) == 0, "symlink");
+    s = section(lnk, &rc, err, sizeof err);
+    CHECK(rc == -1 && strstr(err, "symbolic link"), "a linked passages.tsv is refused (%s)", err);
+    free(s);
+    unlink(lnk);
+
     unlink(path);
     s = section(path, &rc, err, sizeof err);
     CHECK(rc == 1 && s && !s[0], "no passages.tsv: nothing written (rc %d)", rc);
