@@ -39,7 +39,7 @@ export STRATA_CACHE
 
 # Debian packages the build, the tests and the main job need.
 DEB_PKGS := libnng-dev libmsgpack-dev libgsl-dev libpcre2-dev libutf8proc-dev libjansson-dev \
-            libssl-dev gnuplot-nox python3 python3-pip python3-venv unzip bible-kjv \
+            libssl-dev gnuplot-nox python3 python3-pip python3-venv unzip bible-kjv perl-doc \
             openssl iproute2 util-linux
 
 # What only `make test` needs besides: the AArch64 cross compiler and qemu-user, with which

@@ -181,6 +181,55 @@ static int load_kjv(doc_t *d, buf *text, char *err, size_t errlen) {
     return 0;
 }
 
+/* The installed version of a Debian package (dpkg-query) into out[len]; "unknown" when it cannot
+ * be asked. */
+static void deb_version(const char *pkg, char *out, size_t len) {
+    char cmd[256];
+    snprintf(out, len, "unknown");
+    snprintf(cmd, sizeof cmd, "dpkg-query -W -f='${Version}' %s 2>/dev/null", pkg);
+    FILE *p = popen(cmd, "r");
+    if (!p) return;
+    char v[128] = "";
+    size_t got = fread(v, 1, sizeof v - 1, p);
+    v[got] = 0;
+    int st = pclose(p);
+    int ok = got > 0 && st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    for (size_t i = 0; ok && i < got; i++)   /* a version: printable, no spaces */
+        ok = v[i] > 32 && v[i] < 127 && v[i] != '"' && v[i] != '\\';
+    if (ok) snprintf(out, len, "%s", v);
+}
+
+/* --corpus perldoc: DOC_PERLDOC_FILES of DOC_PERLDOC_DIR, concatenated in that order. */
+static int load_perldoc(doc_t *d, buf *text, char *err, size_t errlen) {
+    char names[] = DOC_PERLDOC_FILES, p[PATH_MAX];
+    strlist l = { 0 };
+    int used = 0, ret = -1;
+    for (char *save = NULL, *w = strtok_r(names, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s.pod", DOC_PERLDOC_DIR, w);
+        if (stat(p, &st) || !S_ISREG(st.st_mode)) {
+            errmsg_set(err, errlen, -1, "--corpus perldoc needs Debian's perl-doc package (%s is missing): install "
+                       "it (apt-get install perl-doc; make does), or choose another document", p);
+            goto done;
+        }
+        if (strlist_add(&l, p)) { errmsg_set(err, errlen, -1, "out of memory"); goto done; }
+    }
+    if (concat_files(l.p, l.n, text, &used, err, errlen)) goto done;
+    char sha[65], ver[128];
+    doc_sha256_hex(text->p, text->n, sha);
+    deb_version("perl-doc", ver, sizeof ver);
+    d->perldoc_mismatch = strcmp(sha, DOC_PERLDOC_SHA256) != 0;
+    snprintf(d->path, sizeof d->path, "perldoc");
+    snprintf(d->desc, sizeof d->desc, "Perl's documentation from Debian's perl-doc package (version %s): the %d pod "
+             "files %s of %s concatenated in that order, %zu bytes, sha256 of the text %s%s", ver, used,
+             DOC_PERLDOC_FILES, DOC_PERLDOC_DIR, text->n, sha,
+             d->perldoc_mismatch ? " (NOT the text strata's committed results measured: " DOC_PERLDOC_SHA256 ")" : "");
+    ret = 0;
+done:
+    strlist_free(&l);
+    return ret;
+}
+
 /* --corpus DIR: every regular text file under DIR, sorted by path. */
 static int load_dir(const char *dir, doc_t *d, buf *text, char *err, size_t errlen) {
     strlist l = { 0 };
@@ -261,6 +310,8 @@ int doc_load(const char *doc_file, const char *corpus, const char *tokens_file, 
         }
     } else if (!corpus || !strcmp(corpus, "kjv")) {
         rc = load_kjv(d, &text, err, errlen);
+    } else if (!strcmp(corpus, "perldoc")) {
+        rc = load_perldoc(d, &text, err, errlen);
     } else if (!strcmp(corpus, "self")) {
         rc = load_self(repo_root, d, &text, err, errlen);
     } else {

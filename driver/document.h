@@ -5,6 +5,10 @@
  *                      `bible -f Gen1:1-Rev22:21`, verse labels ("Ge1:1 ") stripped, one verse per
  *                      line, 4,137,850 bytes; the same text on every machine and for every version
  *                      of strata (its sha256 is checked against DOC_KJV_SHA256)
+ *   --corpus perldoc   technical prose: Perl 5.36's documentation from Debian's perl-doc package,
+ *                      the pod files DOC_PERLDOC_FILES of DOC_PERLDOC_DIR concatenated in that order
+ *                      (1,305,123 bytes, sha256 checked against DOC_PERLDOC_SHA256; the package
+ *                      version goes into the description)
  *   --corpus self      strata's own README.md, docs (*.md) and C sources (changes with the code)
  *   --corpus DIR       every regular text file under DIR, sorted by path, concatenated
  *   --doc FILE         one text file
@@ -23,6 +27,14 @@
 /* the program that prints it, and its arguments */
 #define DOC_KJV_COMMAND "bible -f Gen1:1-Rev22:21"
 
+/* --corpus perldoc: the files (DOC_PERLDOC_DIR/NAME.pod, in this order: an introduction, the
+ * language reference, the regular expressions, references and objects, modules, IPC, security),
+ * and the sha256 of their concatenation with Debian 12's perl-doc 5.36.0-7+deb12u4 */
+#define DOC_PERLDOC_DIR "/usr/share/perl/5.36/pod"
+#define DOC_PERLDOC_FILES "perlintro perlsyn perldata perlop perlsub perlfunc perlvar perlre perlretut " \
+                          "perlref perlobj perlmod perlipc perlsec"
+#define DOC_PERLDOC_SHA256 "bd44ed266ccda99af956df64c3a9ada02380b1f769d60940e219f8cace365a52"
+
 typedef struct {
     char *text;          /* [n_text + 1] malloc'd, NUL-terminated; NULL for token ids */
     size_t n_text;
@@ -31,10 +43,11 @@ typedef struct {
     char path[PATH_MAX]; /* the file, folder or corpus measured ("kjv" for the Bible) */
     char desc[1024];     /* one line for meta.json: what it is, its size, the sha256 of the text */
     int kjv_mismatch;    /* 1: --corpus kjv produced a text other than DOC_KJV_SHA256 */
+    int perldoc_mismatch;/* 1: --corpus perldoc produced a text other than DOC_PERLDOC_SHA256 */
 } doc_t;
 
 /* Loads the document named by at most one of doc_file, corpus, tokens_file (all NULL: the
- * default, corpus "kjv"). repo_root is strata's source tree, for --corpus self. Fills *d (the
+ * default, corpus "kjv"; "perldoc" and "self" are the other named corpora). repo_root is strata's source tree, for --corpus self. Fills *d (the
  * caller frees with doc_free, also after an error). Returns 0, or -1 with one clear message. */
 int doc_load(const char *doc_file, const char *corpus, const char *tokens_file, const char *repo_root,
              doc_t *d, char *err, size_t errlen);

@@ -38,7 +38,7 @@
 
 /* Record types. */
 enum { JOURNAL_HEADER = 1, JOURNAL_CHUNK = 2, JOURNAL_DEPTH = 3, JOURNAL_WARNING = 4,
-       JOURNAL_RESUME = 5 };
+       JOURNAL_RESUME = 5, JOURNAL_PASSAGES = 6 };
 
 /* Error codes (beside 0). */
 enum { JOURNAL_E_IO = 1, JOURNAL_E_CORRUPT = 2, JOURNAL_E_BUSY = 3, JOURNAL_E_MISSING = 4 };

@@ -31,6 +31,7 @@
 #include "driver/arm.h"
 #include "driver/cli.h"
 #include "driver/document.h"
+#include "driver/passages.h"
 #include "driver/journal.h"
 #include "driver/needle.h"
 #include "driver/report.h"
@@ -69,10 +70,12 @@ static void usage_sweep(FILE *f) {
         "document (one of; default --corpus kjv):\n"
         "  --corpus kjv        the King James Bible from Debian's bible-kjv package (" DOC_KJV_COMMAND ",\n"
         "                      verse labels stripped; ~1M tokens): the same text on every machine\n"
+        "  --corpus perldoc    technical prose: 14 pod files of Perl 5.36's documentation from Debian's\n"
+        "                      perl-doc package (" DOC_PERLDOC_DIR "), in a fixed order, sha256 checked\n"
         "  --corpus self       strata's own README.md, docs/*.md and C sources (changes with the code;\n"
         "                      a mix of prose and source code like the original experiment's)\n"
         "  --corpus DIR        the regular text files under DIR, sorted by path, concatenated\n"
-        "                      (a folder named kjv or self: write ./kjv)\n"
+        "                      (a folder named kjv, perldoc or self: write ./kjv)\n"
         "  --doc FILE          one text file\n"
         "  Text is tokenised by the reference worker (BOS added).\n"
         "  --tokens-file FILE  token ids, decimal, separated by commas or whitespace\n"
@@ -139,6 +142,12 @@ static void usage_sweep(FILE *f) {
         "  --pin-experts=FILE  the same with a routing file: when FILE exists every arm, the\n"
         "                      reference too, replays the experts recorded in it (same model and\n"
         "                      document); otherwise the reference's routing is recorded into it\n"
+        "  --passages N        the controlled depth design (docs/DESIGN.md): N passages of --passage-len\n"
+        "                      tokens from the document beyond the deepest prefix are scored after every\n"
+        "                      depth's prefix (and once after none) -> passages.tsv; N >= 4 recommended\n"
+        "                      (the depth trend's interval is a bootstrap over passages); without\n"
+        "                      --max-depth the deepest prefix leaves room for them\n"
+        "  --passage-len L     tokens per passage (default 256)\n"
         "  --chunk N           tokens per prefill request (default 512; capped so one arm's rows\n"
         "                      stay under 256 MiB in per-position mode)\n"
         "output:\n"
@@ -269,6 +278,8 @@ typedef struct {
     int depths, max_depth, fork_n, per_position, chunk, threads, prefill, max_context;
     int force, quiet, json;
     int cross_score;
+    int n_passages, passage_len;   /* --passages N (0: off), --passage-len L */
+    int *passage_starts;     /* [n_passages] planned (plan_sweep; freed by cmd_sweep) */
     int pin_experts;         /* --pin-experts[=FILE] */
     const char *pin_file;    /* its FILE, or NULL */
     double sample_temps[SWEEP_MAX_TEMPS];   /* [n_sample_temps] the positive ones of --sample-temps */
@@ -318,7 +329,8 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         {"json", 0, 0, 'j'}, {"dump-rows", 1, 0, 'R'}, {"help", 0, 0, 'h'}, {"resume", 1, 0, 'Z'},
         {"request-timeout", 1, 0, 'Y'}, {"max-restarts", 1, 0, 'M'}, {"cross-score", 0, 0, 'S'},
         {"sample-temps", 1, 0, 'e'}, {"top-p", 1, 0, 'u'}, {"seed", 1, 0, 'd'}, {"compare-threads", 1, 0, 'W'},
-        {"pin-experts", optional_argument, 0, 1100}, WORKERS_ARM_LONGOPTS, {0, 0, 0, 0}};
+        {"pin-experts", optional_argument, 0, 1100}, {"passages", 1, 0, 1101}, {"passage-len", 1, 0, 1102},
+        WORKERS_ARM_LONGOPTS, {0, 0, 0, 0}};
     int c;
     o->depths = 16;
     o->fork_n = 32;
@@ -327,6 +339,7 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
     o->max_restarts = -1;
     o->top_p = 1.0;
     o->seed = 20250101u;
+    o->passage_len = PASSAGES_LEN_DEFAULT;
     optind = 0;   /* 0: glibc re-initialises (a second argument vector is parsed for --resume) */
     while ((c = getopt_long(argc, argv, "m:o:qh", opts, NULL)) != -1) {
         /* not a run option: may be given beside --resume; the ones that start the workers or say where
@@ -364,6 +377,8 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         case 'W': if (cli_parse_int("--compare-threads", optarg, 1, SWEEP_COMPARE_THREADS_MAX, &o->compare_threads)) return EXIT_USAGE; break;
         case 'S': o->cross_score = 1; break;
         case 1100: o->pin_experts = 1; o->pin_file = optarg; break;
+        case 1101: if (cli_parse_int("--passages", optarg, 0, PASSAGES_MAX, &o->n_passages)) return EXIT_USAGE; break;
+        case 1102: if (cli_parse_int("--passage-len", optarg, 1, PASSAGES_LEN_MAX, &o->passage_len)) return EXIT_USAGE; break;
         case 'e': if (parse_temps(optarg, o)) return EXIT_USAGE; break;
         case 'u': {
             char *end;
@@ -395,7 +410,11 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         cli_errorf("give at most one of --doc, --corpus, --tokens-file");
         return EXIT_USAGE;
     }
-    if (o->corpus && !o->corpus[0]) { cli_errorf("--corpus is empty: kjv, self or a folder"); return EXIT_USAGE; }
+    if (o->corpus && !o->corpus[0]) { cli_errorf("--corpus is empty: kjv, perldoc, self or a folder"); return EXIT_USAGE; }
+    if (o->n_passages && o->pin_experts) {
+        cli_errorf("--passages cannot be combined with --pin-experts (the passages' routing is not pinned)");
+        return EXIT_USAGE;
+    }
     char e2[512];
     if (workers_arm_opts_check(&o->ao, e2, sizeof e2)) { cli_errorf("%s", e2); return EXIT_USAGE; }
     if (o->tag && cli_check_tag(o->tag)) return EXIT_USAGE;
@@ -633,15 +652,28 @@ static int tokenize_doc(arm *ref, const doc_t *doc, int32_t **tokens, size_t *n,
  * frees), the deepest D, the chunk (lowered in per-position mode so that one arm's rows stay
  * under PP_ROWS_BYTES_MAX) and the reply cap, which every arm's socket gets. Returns 0 or -1 with
  * a message in err. */
-static int plan_sweep(const sweep_opts *o, arm *arms, int n_arms, int ref, size_t n_tokens, int **depths, int *D,
+static int plan_sweep(sweep_opts *o, arm *arms, int n_arms, int ref, size_t n_tokens, int **depths, int *D,
                       int *chunk, size_t *recv_max, char *err, size_t errlen) {
     const proto_hello_rep *h = &arms[ref].hello;
     uint64_t n_ctx = h->n_ctx;
     for (int i = 0; i < n_arms; i++)
         if (arms[i].hello.n_ctx < n_ctx) n_ctx = arms[i].hello.n_ctx;
-    if ((*D = sweep_max_depth(n_tokens, o->max_depth, n_ctx, o->fork_n, o->depths, err, errlen)) < 0) return -1;
+    /* --passages without --max-depth: the deepest prefix leaves room for the passages after it */
+    int max_depth = o->max_depth;
+    if (o->n_passages && !max_depth) {
+        max_depth = passages_default_max_depth(n_tokens, n_ctx, o->fork_n, o->n_passages, o->passage_len);
+        if (max_depth < o->depths) max_depth = 0;   /* too short: passages_plan says so */
+    }
+    if ((*D = sweep_max_depth(n_tokens, max_depth, n_ctx, o->fork_n, o->depths, err, errlen)) < 0) return -1;
     if (!(*depths = malloc(sizeof(int) * (size_t)o->depths)) || sweep_depths(*D, o->depths, *depths))
         return errmsg_set(err, errlen, -1, "cannot plan %d depths over %d tokens", o->depths, *D);
+    if (o->n_passages && (!(o->passage_starts = malloc(sizeof(int) * (size_t)o->n_passages)) ||
+                          passages_plan(n_tokens, *D, o->fork_n, n_ctx, o->n_passages, o->passage_len,
+                                        o->passage_starts, err, errlen)))
+        return o->passage_starts ? -1 : errmsg_set(err, errlen, -1, "out of memory");
+    if (o->n_passages && o->n_passages < PASSAGES_RECOMMENDED && !o->quiet)
+        fprintf(stderr, "strata-driver: note: --passages %d: at least %d are recommended (the depth trend's "
+                "interval is a bootstrap over passages)\n", o->n_passages, PASSAGES_RECOMMENDED);
     *chunk = o->chunk;
     if (o->per_position && (size_t)*chunk * h->n_vocab * 4 > PP_ROWS_BYTES_MAX) {
         *chunk = (int)(PP_ROWS_BYTES_MAX / ((size_t)h->n_vocab * 4));
@@ -664,6 +696,8 @@ static int plan_sweep(const sweep_opts *o, arm *arms, int n_arms, int ref, size_
      * (MoE) the routing of a chunk */
     size_t max_rows = (size_t)(o->per_position ? *chunk : 1);
     if (o->cross_score && (size_t)o->fork_n > max_rows) max_rows = (size_t)o->fork_n;
+    size_t pass_rows = (size_t)(o->passage_len < *chunk ? o->passage_len : *chunk);   /* a passage request */
+    if (o->n_passages && pass_rows > max_rows) max_rows = pass_rows;
     *recv_max = (size_t)h->n_vocab * 4 * max_rows + (size_t)o->fork_n * 8 + (size_t)*chunk * per_tok * 4 + PROTO_SLACK;
     for (int i = 0; i < n_arms; i++)
         if (arm_set_recv_max(&arms[i], *recv_max, err, errlen)) return -1;
@@ -700,6 +734,9 @@ static void fill_config(sweep_config *c, const sweep_opts *o, const char *tag, c
     c->n_sample_temps = o->n_sample_temps;
     c->top_p = o->top_p;
     c->sample_seed = o->seed;
+    c->n_passages = o->n_passages;
+    c->passage_len = o->passage_len;
+    c->passage_starts = o->passage_starts;
     c->out_dir = out_dir;
     c->dump_rows_dir = o->dump_rows;
     c->quiet = o->quiet;
@@ -797,6 +834,11 @@ static int cmd_sweep(int argc, char **argv, const char *command_line) {
                 "comparable with runs on the standard text\n", DOC_KJV_COMMAND, DOC_KJV_SHA256);
         json_array_append_new(warnings, json_string("the KJV corpus differs from the standard text (sha256)"));
     }
+    if (doc.perldoc_mismatch) {
+        fprintf(stderr, "strata-driver: warning: --corpus perldoc gave a text whose sha256 is not %s: results are "
+                "not comparable with runs on the standard text\n", DOC_PERLDOC_SHA256);
+        json_array_append_new(warnings, json_string("the perldoc corpus differs from the standard text (sha256)"));
+    }
     tokens = doc.tokens;
     n_tokens = doc.n_tokens;
     doc.tokens = NULL;
@@ -877,6 +919,7 @@ done:
     doc_free(&doc);
     free(tokens);
     free(depths);
+    free(o.passage_starts);
     workers_arm_opts_free(&o.ao);
     json_decref(warnings);
     if (g_stop && ret != EXIT_OK) ret = EXIT_INTERRUPTED;

@@ -6,6 +6,7 @@
  *
  * Reading order: README.md sections; readme_write; writing the files; report_render. */
 #include "driver/report_internal.h"
+#include "driver/report_passages.h"
 
 #include <errno.h>
 #include <math.h>
@@ -597,6 +598,7 @@ int report_render(const char *dir, char *err, size_t errlen) {
     if (report_plots_render(dir, &R, &A, drawn, err, errlen)) goto done;
     if (write_summary(dir, &R, &A, &X, err, errlen)) goto done;
     if (write_readme(dir, &R, &A, &X, drawn, err, errlen)) goto done;
+    if (report_passages_render(dir, err, errlen)) goto done;   /* only with passages.tsv */
     rc = 0;
 done:
     if (rc) report_err_clean(err, errlen);   /* it may quote a field of the folder */

@@ -22,6 +22,7 @@
 #include <openssl/evp.h>
 
 #include "driver/journal.h"
+#include "driver/passages.h"
 #include "driver/pinfile.h"
 #include "driver/workers.h"
 #include "driver/report.h"
@@ -202,6 +203,9 @@ typedef struct {
     int extra;                /* either of them: DEPTH records carry their lines */
     int xsamp;                /* both of them: DEPTH records also carry cross_samples.tsv's lines */
     int F;                    /* the f32 scorer (sweep_f32_arm), -1: none */
+    FILE *passages;           /* passages.tsv (cfg.n_passages): DEPTH records carry its lines too */
+    int pass_base;            /* the passages' baseline depth (passages_base_depth), -1: none */
+    int pass_base_done;       /* the baseline is journalled (a PASSAGES record) */
     int32_t *greedy;          /* [n][fork_n] each arm's greedy fork tokens of the current depth */
     journal jn;
     int jn_open;
@@ -341,6 +345,9 @@ static int write_meta(sweep_state *st, const char *status, int complete, char *e
         json_object_set_new(root, "cross_f32_arm", st->F >= 0 ? json_string(arms[st->F].name) : json_null());
     }
     put_sample_opts(root, c);
+    if (c->n_passages)
+        json_object_set_new(root, "passages", passages_json(c->n_passages, c->passage_len, st->pass_base,
+                                                            c->passage_starts));
     json_object_set_new(root, "wall_seconds", json_real(st->wall_prev + workers_now_s() - st->t0));
     struct rusage ru;   /* the driver's own memory: O(chunk x vocab x arms) in per-position mode */
     if (getrusage(RUSAGE_SELF, &ru) == 0)
@@ -388,6 +395,10 @@ static int row_finite(const float *row, int n) {
  *            depth k (0-based) complete: its rows of positions [from, depth), depth and fork rows
  *   WARNING  u32 arm (0xFFFFFFFF: none), str text      a warning of the sweep (meta.json)
  *   RESUME   u32 depths_done, u32 position, str date     a --resume started here
+ *   PASSAGES u32 depth, str passages                     --passages: the baseline's passages.tsv
+ *            lines (the passages after the base prefix), before any CHUNK or DEPTH record; with
+ *            --passages a DEPTH record also ends (before the routing) with str passages, the
+ *            depth's passages.tsv lines
  * wall = seconds the sweep has run, over all sessions, when the record was written.
  * ========================================================================================== */
 
@@ -462,6 +473,7 @@ static json_t *plan_json(const sweep_config *c, const arm *arms, int n) {
     if (c->pin_experts) json_object_set_new(p, "pin_experts", json_true());
     if (c->pin_file) json_object_set_new(p, "pin_experts_file", json_string(c->pin_file));
     put_sample_opts(p, c);
+    if (c->n_passages) json_object_set_new(p, "passages", passages_json(c->n_passages, c->passage_len, 0, NULL));
     for (int i = 0; i < n; i++) {
         const proto_hello_rep *h = &arms[i].hello;
         json_array_append_new(ja, json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "name", arms[i].name,
@@ -492,6 +504,11 @@ static int tsv_sync(sweep_state *st, char *err, size_t errlen) {
             return errmsg_set(err, errlen, SWEEP_ERROR, "cannot write %s/%s: %s", st->c->out_dir, names[i],
                               strerror(errno));
         }
+    if (st->passages && journal_fsync_stream(st->passages)) {
+        st->io_failed = 1;
+        return errmsg_set(err, errlen, SWEEP_ERROR, "cannot write %s/%s: %s", st->c->out_dir, PASSAGES_FILE,
+                          strerror(errno));
+    }
     return 0;
 }
 
@@ -503,7 +520,8 @@ static int open_tsvs(sweep_state *st, char *err, size_t errlen) {
         (c->per_position && !(st->positions = report_tsv_open_positions(c->out_dir, err, errlen))) ||
         (c->cross_score && !(st->cross = report_tsv_open_cross(c->out_dir, err, errlen))) ||
         (c->n_sample_temps && !(st->samples = report_tsv_open_samples(c->out_dir, err, errlen))) ||
-        (st->xsamp && !(st->cross_samples = report_tsv_open_cross_samples(c->out_dir, err, errlen))))
+        (st->xsamp && !(st->cross_samples = report_tsv_open_cross_samples(c->out_dir, err, errlen))) ||
+        (c->n_passages && !(st->passages = passages_tsv_open(c->out_dir, err, errlen))))
         return SWEEP_ERROR;
     return 0;
 }
@@ -577,6 +595,7 @@ static int replay_records(sweep_state *st, const journal_rec *recs, size_t n_rec
     const sweep_config *c = st->c;
     int ret = 0;
     st->k_done = st->pos_done = 0;
+    st->pass_base_done = 0;
     st->wall_prev = 0;
     for (int a = 0; st->moe && a < st->n; a++) st->route_n[a] = st->route_diff[a] = 0;
     for (size_t r = 1; r < n_rec && !ret; r++) {
@@ -613,6 +632,8 @@ static int replay_records(sweep_state *st, const journal_rec *recs, size_t n_rec
                 ts = jrd_str(&rd, &ls);
             }
             if (st->xsamp) txs = jrd_str(&rd, &lxs);
+            uint32_t lq = 0;
+            const unsigned char *tq = c->n_passages ? jrd_str(&rd, &lq) : NULL;
             replay_routing(st, &rd);
             if (rd.bad || (int)k != st->k_done || k >= (uint32_t)c->n_depths || (int)depth != c->depths[k] ||
                 (int)from != st->pos_done || (lp && !c->per_position)) {
@@ -627,9 +648,23 @@ static int replay_records(sweep_state *st, const journal_rec *recs, size_t n_rec
                 ret = tsv_put(st->samples, "samples.tsv", c, ts, ls, err, errlen);
             if (apply && !ret && st->xsamp)
                 ret = tsv_put(st->cross_samples, "cross_samples.tsv", c, txs, lxs, err, errlen);
+            if (apply && !ret && c->n_passages) ret = tsv_put(st->passages, PASSAGES_FILE, c, tq, lq, err, errlen);
             st->k_done++;
             st->pos_done = (int)depth;
             st->wall_prev = wall;
+            break;
+        }
+        case JOURNAL_PASSAGES: {   /* the passages' baseline: before anything else is measured */
+            uint32_t depth = jrd_u32(&rd);
+            tp = jrd_str(&rd, &lp);
+            if (rd.bad || !c->n_passages || st->pass_base_done || st->k_done || st->pos_done ||
+                (int)depth != st->pass_base) {
+                ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu (the passages' "
+                                 "baseline) does not belong where it is", r);
+                break;
+            }
+            if (apply) ret = tsv_put(st->passages, PASSAGES_FILE, c, tp, lp, err, errlen);
+            st->pass_base_done = 1;
             break;
         }
         case JOURNAL_WARNING: {
@@ -1441,13 +1476,108 @@ static int cross_score(sweep_state *st, int d, FILE *out, char *err, size_t errl
     return rc;
 }
 
+/* ---- the passages (driver/passages.h): passages_ops on the sweep's own requests ---- */
+
+/* passages_ops.score: every arm prefills tokens [start, start + m) after its `at` tokens, all rows;
+ * compared (compare_block: next = token start + i + 1) and checked as per-position rows are */
+static int pass_score(void *ctx, int at, int start, int m, const stats_row **out, const float *const **rows,
+                      char *err, size_t errlen) {
+    sweep_state *st = ctx;
+    const sweep_config *c = st->c;
+    const int n = st->n, V = st->V;
+    char what[200];
+    for (int a = 0; a < n; a++) {
+        proto_init(&st->req[a], PROTO_PREFILL, 0, 0);
+        st->req[a].prefill_req.tokens = (int32_t *)(c->tokens + start);
+        st->req[a].prefill_req.n_tokens = (size_t)m;
+        st->req[a].prefill_req.rows = PROTO_ROWS_ALL;
+    }
+    snprintf(what, sizeof what, "a prefill request (passage tokens %d..%d after %d tokens)", start, start + m - 1, at);
+    int rc = call(st, KIND_PREFILL, m, what, err, errlen);
+    if (rc) return rc;
+    for (int a = 0; a < n && !rc; a++)
+        rc = check_prefill(&st->arms[a], &st->rep[a], (uint64_t)(at + m), (uint32_t)V, (uint32_t)m, err, errlen);
+    for (int a = 0; a < n; a++) st->rows[a] = st->rep[a].prefill_rep.logits;
+    if (!rc) rc = compare_block(st, st->rows, start, m, st->pr, st->bad, st->next, err, errlen);
+    for (int i = 0; i < m && !rc; i++) {
+        for (int a = 0; a < n; a++) st->rows[a] = st->rep[a].prefill_rep.logits + (size_t)i * V;
+        rc = check_position(st, st->rows, st->bad + (size_t)i * n, at + i, at, err, errlen);
+    }
+    for (int a = 0; a < n; a++) st->rows[a] = st->rep[a].prefill_rep.logits;
+    if (rc) free_reps(st->rep, n);
+    *out = st->pr;
+    *rows = st->rows;
+    return rc;
+}
+
+static void pass_release(void *ctx) {
+    sweep_state *st = ctx;
+    free_reps(st->rep, st->n);
+}
+
+static int pass_truncate(void *ctx, int depth, char *err, size_t errlen) {
+    return truncate_arms(ctx, depth, NULL, "back to the depth after a passage", err, errlen);
+}
+
+/* The passages after the d tokens of the prefix (every arm truncated to d first, and back at d
+ * after): their passages.tsv lines into tq (opened here; the caller frees it). */
+static int run_passages(sweep_state *st, int d, textbuf *tq, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    const char **names = malloc(sizeof *names * (size_t)st->n);   /* [n] */
+    int rc = 0;
+    if (!names || tb_open(tq)) rc = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory");
+    for (int a = 0; !rc && a < st->n; a++) names[a] = st->arms[a].name;
+    if (!rc) rc = truncate_arms(st, d, NULL, "to the depth before its passages", err, errlen);
+    passages_ops ops = { st, st->n, c->ref, st->V, names, pass_score, pass_release, pass_truncate };
+    if (!rc) rc = passages_measure(&ops, d, c->passage_starts, c->n_passages, c->passage_len, c->chunk, tq->f,
+                                   c->dump_rows_dir, err, errlen);
+    if (rc < 0) rc = SWEEP_ERROR;
+    if (!rc && tb_close(tq)) rc = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory formatting %s rows", PASSAGES_FILE);
+    free(names);
+    return rc;
+}
+
+/* The passages' baseline (every arm at 0): prefill the base prefix, score the passages, truncate
+ * to 0; journalled (a PASSAGES record, synced) before its lines reach passages.tsv. */
+static int passages_baseline(sweep_state *st, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    const int b = st->pass_base;
+    textbuf tq = { 0 };
+    int rc = 0;
+    if (st->pos_done != 0)
+        return errmsg_set(err, errlen, SWEEP_ERROR, "the journal holds positions but not the passages' baseline");
+    if (b > 0) {
+        rc = prefill_step(st, NULL, 0, b, PROTO_ROWS_NONE, 0, "a prefill request (the passages' base prefix)", err,
+                          errlen);
+        for (int a = 0; a < st->n && !rc; a++)
+            rc = check_prefill(&st->arms[a], &st->rep[a], (uint64_t)b, (uint32_t)st->V, 0, err, errlen);
+        if (!rc) free_reps(st->rep, st->n);
+    }
+    if (!rc) rc = run_passages(st, b, &tq, err, errlen);
+    if (!rc) rc = truncate_arms(st, 0, NULL, "to 0 after the passages' baseline", err, errlen);
+    if (!rc) {
+        journal_buf jb = { 0 };
+        jbuf_u32(&jb, (uint32_t)b);
+        jbuf_str(&jb, tq.p ? tq.p : "", tq.n);
+        rc = jn_append(st, JOURNAL_PASSAGES, &jb, err, errlen);
+        free(jb.p);
+    }
+    if (!rc) rc = jn_sync(st, err, errlen);
+    if (!rc) rc = tsv_put(st->passages, PASSAGES_FILE, c, tq.p, tq.n, err, errlen);
+    if (!rc) rc = tsv_sync(st, err, errlen);
+    if (!rc) st->pass_base_done = 1;
+    tb_free(&tq);
+    return rc;
+}
+
 /* Measures depths k_done.. from position pos_done on, journalling as it goes. */
 static int run_depths(sweep_state *st, char *err, size_t errlen) {
     const sweep_config *c = st->c;
     const int n = st->n, V = st->V, R = c->ref;
     char what[160];
-    textbuf tp = { 0 }, td = { 0 }, tf = { 0 }, tx = { 0 }, ts = { 0 }, txs = { 0 };
+    textbuf tp = { 0 }, td = { 0 }, tf = { 0 }, tx = { 0 }, ts = { 0 }, txs = { 0 }, tq = { 0 };
     int ret = 0;
+    if (st->pass_base >= 0 && !st->pass_base_done && (ret = passages_baseline(st, err, errlen))) return ret;
     for (int k = st->k_done; k < c->n_depths && !ret; k++) {
         const int d = c->depths[k], from = st->pos_done;
         /* ---- prefill [from, d) in chunks; per-position rows journalled chunk by chunk ---- */
@@ -1556,6 +1686,9 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
             if (ret) break;
         }
 
+        /* ---- optional: the passages after the prefix [0, d) (passages.tsv) ---- */
+        if (c->n_passages && (ret = run_passages(st, d, &tq, err, errlen))) break;
+
         /* ---- depth k complete: journal (synced), then the TSVs, then meta.json counts it ---- */
         journal_buf b = { 0 };
         jbuf_u32(&b, (uint32_t)k);
@@ -1570,6 +1703,7 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
             jbuf_str(&b, ts.p ? ts.p : "", ts.n);
         }
         if (st->xsamp) jbuf_str(&b, txs.p ? txs.p : "", txs.n);
+        if (c->n_passages) jbuf_str(&b, tq.p ? tq.p : "", tq.n);
         jbuf_routing(st, &b);
         ret = jn_append(st, JOURNAL_DEPTH, &b, err, errlen);
         free(b.p);
@@ -1582,6 +1716,7 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
         if (!ret && st->extra) ret = tsv_put(st->samples, "samples.tsv", c, ts.p, ts.n, err, errlen);
         if (!ret && st->xsamp)
             ret = tsv_put(st->cross_samples, "cross_samples.tsv", c, txs.p, txs.n, err, errlen);
+        if (!ret && c->n_passages) ret = tsv_put(st->passages, PASSAGES_FILE, c, tq.p, tq.n, err, errlen);
         if (!ret) ret = tsv_sync(st, err, errlen);
         tb_free(&tp);
         tb_free(&td);
@@ -1589,6 +1724,7 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
         tb_free(&tx);
         tb_free(&ts);
         tb_free(&txs);
+        tb_free(&tq);
         if (ret) break;
         st->k_done = k + 1;
         st->pos_done = d;
@@ -1604,6 +1740,7 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
     tb_free(&tx);
     tb_free(&ts);
     tb_free(&txs);
+    tb_free(&tq);
     return ret;
 }
 
@@ -1639,6 +1776,12 @@ int sweep_run(const sweep_config *c, arm *arms, int n, sweep_outcome *out, char 
                           "experts, %u per token)", arms[c->ref].name, hr->n_expert, hr->n_expert_used);
     }
     st.F = c->cross_score ? sweep_f32_arm(arms, n, c->ref) : -1;
+    st.pass_base = -1;   /* the passages' baseline: when its base prefix is shorter than the first depth */
+    if (c->n_passages && passages_base_depth(c->tokens, c->n_tokens, hr->bos) < c->depths[0])
+        st.pass_base = passages_base_depth(c->tokens, c->n_tokens, hr->bos);
+    if (c->n_passages && (c->pin_experts || !c->passage_starts || c->passage_len < 1))
+        return errmsg_set(err, errlen, SWEEP_ERROR, "--passages: %s", c->pin_experts ? "cannot be combined with "
+                          "--pin-experts (the passages' routing is not pinned)" : "no passages planned");
     st.k_journal = -1;
 
     st.t0 = workers_now_s();
@@ -1737,6 +1880,12 @@ done:
                 ret = errmsg_set(e, sizeof e, SWEEP_ERROR, "cannot write the TSV files in %s: %s", c->out_dir,
                                  strerror(errno));
             }
+        }
+        if (st.passages && ferror(st.passages)) st.io_failed = 1;
+        if (st.passages && (journal_fsync_stream(st.passages) | fclose(st.passages)) && ret == SWEEP_OK) {
+            st.io_failed = 1;
+            ret = errmsg_set(e, sizeof e, SWEEP_ERROR, "cannot write %s/%s: %s", c->out_dir, PASSAGES_FILE,
+                             strerror(errno));
         }
     }
     if (started) {

@@ -13,7 +13,9 @@
  *   every arm (common random numbers, kernels/sample.h) -> samples.tsv; (cfg.cross_score) every
  *   arm's greedy continuation scored teacher-forced by the reference and the f32 arm (truncate
  *   them to d_k - 1, prefill [token d_k - 1, continuation] with every row) -> cross.tsv; then
- *   truncate back to d_k again.
+ *   truncate back to d_k again; (cfg.n_passages) every arm scores each target passage after the
+ *   prefix and is truncated back to d_k (driver/passages.h; once at the start after the base
+ *   prefix too) -> passages.tsv.
  * Journal (journal.h, records in sweep.c): every per-position chunk and every completed depth is
  * appended to DIR/journal as a checksummed record holding exactly the TSV lines it adds; a depth's
  * record is fsync'd before the TSVs get its lines, before meta.json counts it and before the
@@ -108,6 +110,10 @@ typedef struct {
     int n_sample_temps;
     double top_p;               /* nucleus cut of the sampled probes, in (0, 1] (1: none) */
     uint64_t sample_seed;       /* base seed of the sampled probes (sweep_sample_seed) */
+    int n_passages;             /* the controlled depth design (driver/passages.h): 0 off, else N
+                                   passages scored after every depth's prefix -> passages.tsv */
+    int passage_len;            /* L tokens each */
+    const int *passage_starts;  /* [n_passages] their first tokens (passages_plan) */
     /* output */
     const char *out_dir;        /* exists; the files are created (truncated) here */
     const char *dump_rows_dir;  /* NULL, or a directory for raw teacher-forced rows (tests):

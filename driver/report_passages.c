@@ -1,0 +1,302 @@
+/* report_passages.c — the depth verdict from passages.tsv (see report_passages.h).
+ *
+ * Reading order: loading the rows; one arm's table and trend; the section; appending it to the
+ * README. */
+#include "driver/report_passages.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver/passages.h"
+#include "driver/report.h"
+#include "driver/report_internal.h"
+#include "driver/stats.h"
+#include "proto/errmsg.h"
+#include "proto/safeio.h"
+
+#define RP_MAX_ARMS 64
+#define RP_LINE_MAX 4096
+#define RP_MAX_ROWS (64u << 20)   /* rows read at most (a hostile file cannot exhaust memory) */
+
+/* One passages.tsv row, what the section uses of it. */
+typedef struct {
+    int arm, depth, j, i;
+    double kl, dnll;   /* kl_arm_ref clamped at 0; nll_arm - nll_ref */
+    int same;
+} rp_row;
+
+typedef struct {
+    rp_row *r;         /* [n] */
+    size_t n, cap;
+    char names[RP_MAX_ARMS][REPORT_NAME_MAX];
+    int n_arms;
+} rp_rows;
+
+/* ============================================================================================
+ * Loading
+ * ========================================================================================== */
+
+/* Arm names as the TSVs allow them: 1..63 printable ASCII without space " ' \ | ` , */
+static int rp_name_ok(const char *s) {
+    size_t n = strlen(s);
+    if (n == 0 || n >= REPORT_NAME_MAX) return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= 32 || c >= 127 || strchr("\"'\\|`,", c)) return 0;
+    }
+    return 1;
+}
+
+static int rp_int(const char *s, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < 0 || v > INT32_MAX) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int rp_num(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    *out = strtod(s, &end);
+    return end == s || *end ? -1 : 0;
+}
+
+/* Parses one line (no newline) into R. Returns 0 or -1 (malformed). */
+static int rp_parse(char *line, rp_rows *R) {
+    char *f[13];
+    int nf = 0;
+    for (char *p = line; nf < 13;) {
+        f[nf++] = p;
+        char *t = strchr(p, '\t');
+        if (!t) break;
+        *t = 0;
+        p = t + 1;
+    }
+    if (nf != 13 || strchr(f[12], '\t')) return -1;
+    rp_row w;
+    int start;
+    double kl, nll_arm, nll_ref, x;
+    if (rp_int(f[0], &w.depth) || rp_int(f[1], &w.j) || rp_int(f[2], &start) || rp_int(f[3], &w.i) ||
+        !rp_name_ok(f[4]) || rp_num(f[5], &kl) || rp_num(f[6], &x) || rp_num(f[7], &x) || rp_int(f[8], &w.same) ||
+        w.same > 1 || rp_num(f[9], &nll_arm) || rp_num(f[10], &nll_ref) || rp_num(f[11], &x) || rp_num(f[12], &x) ||
+        !isfinite(kl) || w.j >= PASSAGES_MAX)
+        return -1;
+    w.kl = kl > 0 ? kl : 0;
+    w.dnll = nll_arm - nll_ref;
+    w.arm = -1;
+    for (int a = 0; a < R->n_arms && w.arm < 0; a++)
+        if (!strcmp(R->names[a], f[4])) w.arm = a;
+    if (w.arm < 0) {
+        if (R->n_arms == RP_MAX_ARMS) return -1;
+        snprintf(R->names[R->n_arms], REPORT_NAME_MAX, "%s", f[4]);
+        w.arm = R->n_arms++;
+    }
+    if (R->n == R->cap) {
+        if (R->n >= RP_MAX_ROWS) return -1;
+        size_t cap = R->cap ? 2 * R->cap : 4096;
+        rp_row *np = realloc(R->r, cap * sizeof *np);
+        if (!np) return -1;
+        R->r = np;
+        R->cap = cap;
+    }
+    R->r[R->n++] = w;
+    return 0;
+}
+
+/* Reads the file into R. Returns 0, 1 (no file) or -1 with a message. */
+static int rp_load(const char *path, rp_rows *R, char *err, size_t errlen) {
+    int absent = 0;
+    char e[512];
+    FILE *f = report_open_read(path, 1, &absent, e, sizeof e);   /* regular, not a link */
+    if (!f) return absent ? 1 : errmsg_set(err, errlen, -1, "%s", e);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    long lineno = 0;
+    int rc = 0;
+    while (!rc && (len = safeio_getline(&line, &cap, f, RP_LINE_MAX, path, lineno + 1, e, sizeof e)) != -1) {
+        lineno++;
+        if (len == -2) { rc = errmsg_set(err, errlen, -1, "%s", e); break; }
+        if (len == 0 || line[len - 1] != '\n') break;   /* a torn last line: dropped */
+        line[len - 1] = 0;
+        if (lineno == 1) {
+            if (strcmp(line, PASSAGES_HEADER))
+                rc = errmsg_set(err, errlen, -1, "%s:1: not the passages.tsv header", path);
+            continue;
+        }
+        if (rp_parse(line, R)) rc = errmsg_set(err, errlen, -1, "%s:%ld: malformed row", path, lineno);
+    }
+    if (!rc && ferror(f)) rc = errmsg_set(err, errlen, -1, "cannot read %s", path);
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+static int rp_cmp(const void *pa, const void *pb) {
+    const rp_row *a = pa, *b = pb;
+    if (a->arm != b->arm) return a->arm < b->arm ? -1 : 1;
+    if (a->depth != b->depth) return a->depth < b->depth ? -1 : 1;
+    if (a->j != b->j) return a->j < b->j ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+/* ============================================================================================
+ * One arm
+ * ========================================================================================== */
+
+/* The rows of one depth: r [n], sorted by passage. */
+typedef struct {
+    const rp_row *r;
+    size_t n;
+    int depth, n_pass;
+} rp_depth;
+
+/* The trend of one arm: the deepest depth's mean KL over the first's, paired bootstrap over the
+ * passages both hold. Returns 0, or -1 (not computable: passages differ, KL 0 at the first). */
+static int rp_trend(const rp_depth *d0, const rp_depth *dk, stats_boot *out) {
+    double *num = malloc(sizeof *num * (dk->n + 1)), *den = malloc(sizeof *den * (d0->n + 1));
+    size_t *noff = malloc(sizeof *noff * ((size_t)dk->n_pass + 1)), *doff = malloc(sizeof *doff * ((size_t)d0->n_pass + 1));
+    int rc = -1;
+    if (!num || !den || !noff || !doff || d0->n_pass != dk->n_pass) goto done;
+    size_t un = 0, ud = 0;
+    noff[0] = doff[0] = 0;
+    for (size_t k = 0; k < dk->n; k++) {
+        if (k && dk->r[k].j != dk->r[k - 1].j) noff[++un] = k;
+        num[k] = dk->r[k].kl;
+    }
+    noff[++un] = dk->n;
+    for (size_t k = 0; k < d0->n; k++) {
+        if (k && d0->r[k].j != d0->r[k - 1].j) doff[++ud] = k;
+        den[k] = d0->r[k].kl;
+    }
+    doff[++ud] = d0->n;
+    for (size_t u = 0; u < un; u++)   /* the same passages in the same order */
+        if (dk->r[noff[u]].j != d0->r[doff[u]].j) goto done;
+    rc = stats_ratio_units_ci(num, noff, un, den, doff, ud, 1, STATS_BOOT_B, STATS_BOOT_SEED, NULL, out);
+done:
+    free(num);
+    free(den);
+    free(noff);
+    free(doff);
+    return rc;
+}
+
+/* The table and the verdict of arm a (its rows r [n], sorted by depth and passage). */
+static int rp_arm(FILE *o, const char *name, const rp_row *r, size_t n) {
+    rp_depth *D = calloc(n ? n : 1, sizeof *D);   /* at most one depth per row */
+    int nd = 0;
+    if (!D) return -1;
+    for (size_t k = 0; k < n;) {
+        size_t e = k;
+        int np = 0;
+        for (; e < n && r[e].depth == r[k].depth; e++) np += e == k || r[e].j != r[e - 1].j;
+        D[nd++] = (rp_depth){ r + k, e - k, r[k].depth, np };
+        k = e;
+    }
+    fprintf(o, "### %s\n\n| Depth | Passages | Rows | Mean KL(arm‖ref) | Top-1 agreement | Δ NLL as PPL change |\n"
+            "|---|---|---|---|---|---|\n", name);
+    int all_zero = 1;
+    for (int k = 0; k < nd; k++) {
+        double kl = 0, same = 0, dn = 0;
+        for (size_t q = 0; q < D[k].n; q++) {
+            kl += D[k].r[q].kl;
+            same += D[k].r[q].same;
+            dn += D[k].r[q].dnll;
+            all_zero &= D[k].r[q].kl == 0;
+        }
+        char b1[32], dep[32];
+        report_fmt_sig2(kl / D[k].n, b1, sizeof b1);
+        report_fmt_depth(D[k].depth, dep, sizeof dep);
+        double ppl = expm1(dn / D[k].n) * 100;
+        fprintf(o, "| %s | %d | %zu | %s | %.2f %% | ", dep, D[k].n_pass, D[k].n, b1, 100.0 * same / D[k].n);
+        if (isfinite(ppl)) fprintf(o, "%+.3f %% |\n", ppl);
+        else fprintf(o, "%s |\n", REPORT_NA);
+    }
+    fprintf(o, "\n");
+    /* the trend: the deepest depth with the first depth's passages and rows, against the first */
+    int last = nd - 1;
+    while (last > 0 && (D[last].n != D[0].n || D[last].n_pass != D[0].n_pass)) last--;
+    char d0s[32], dks[32];
+    report_fmt_depth(D[0].depth, d0s, sizeof d0s);
+    report_fmt_depth(D[last].depth, dks, sizeof dks);
+    stats_boot b;
+    if (nd < 2 || last == 0) {
+        fprintf(o, "Trend: not computable (fewer than two depths with the same passages).\n\n");
+    } else if (all_zero) {
+        fprintf(o, "Trend: **identical to the reference** (KL 0 at every passage row of every depth).\n\n");
+    } else if (rp_trend(&D[0], &D[last], &b)) {
+        fprintf(o, "Trend: not computable (KL is 0 at depth %s, or the passages differ between depths %s and %s).\n\n",
+                d0s, d0s, dks);
+    } else {
+        char est[32], lo[32], hi[32];
+        report_fmt_sig2(b.est, est, sizeof est);
+        report_fmt_sig2(b.lo, lo, sizeof lo);
+        report_fmt_sig2(b.hi, hi, sizeof hi);
+        const char *word = b.lo > 1 ? "grows with depth" : b.hi < 1 ? "falls with depth" : "no detected change";
+        fprintf(o, "Trend: %s: KL(arm‖ref) **%s (×%s [%s, %s])** from depth %s to depth %s: the ratio of the mean "
+                "KL over the same %d passages, 95 %% CI from a paired bootstrap over the passages as units (%d "
+                "resamples)%s.\n\n", name, word, est, lo, hi, d0s, dks, D[0].n_pass, STATS_BOOT_B,
+                D[0].n_pass < PASSAGES_RECOMMENDED ? "; fewer than 4 passages: the interval is not reliable" : "");
+    }
+    free(D);
+    return 0;
+}
+
+/* ============================================================================================
+ * The section
+ * ========================================================================================== */
+
+int report_passages_section(FILE *o, const char *tsv_path, char *err, size_t errlen) {
+    rp_rows R;
+    memset(&R, 0, sizeof R);
+    int rc = rp_load(tsv_path, &R, err, errlen);
+    if (rc) { free(R.r); return rc; }
+    qsort(R.r, R.n, sizeof *R.r, rp_cmp);
+    fprintf(o, "## Depth from passages\n\nThe controlled depth design (`--passages`): the same target passages, "
+            "taken from the document beyond the deepest prefix, scored teacher-forced after each depth's prefix "
+            "(the first depth: after the base prefix alone, the document's BOS token or nothing), so a change "
+            "with depth is a within-passage difference, not a change of content. Per depth: the mean over every "
+            "passage row, top-1 agreement, and Δ NLL = mean(NLL arm − NLL ref) as the perplexity change "
+            "exp(Δ NLL) − 1. The trend is the ratio of the deepest depth's mean KL to the first depth's; its "
+            "95 %% interval comes from a bootstrap over passages (the units: the same passages at both depths, "
+            "paired), not over positions. Words: grows with depth (the interval above 1), falls with depth "
+            "(below 1), no detected change (it contains 1).\n\n");
+    if (!R.n) fprintf(o, "passages.tsv holds no rows.\n\n");
+    for (size_t k = 0; k < R.n && !rc;) {
+        size_t e = k;
+        while (e < R.n && R.r[e].arm == R.r[k].arm) e++;
+        if (rp_arm(o, R.names[R.r[k].arm], R.r + k, e - k)) rc = errmsg_set(err, errlen, -1, "out of memory");
+        k = e;
+    }
+    free(R.r);
+    return rc;
+}
+
+int report_passages_render(const char *dir, char *err, size_t errlen) {
+    char path[4096], readme[4096], e[600];
+    snprintf(path, sizeof path, "%s/%s", dir, PASSAGES_FILE);
+    snprintf(readme, sizeof readme, "%s/README.md", dir);
+    char *sec = NULL, *old = NULL;
+    size_t n_sec = 0, n_old = 0;
+    FILE *m = open_memstream(&sec, &n_sec);
+    if (!m) return errmsg_set(err, errlen, -1, "out of memory");
+    int rc = report_passages_section(m, path, err, errlen);
+    if (fclose(m) && rc == 0) rc = errmsg_set(err, errlen, -1, "out of memory");
+    if (rc == 1) rc = 0;   /* no passages.tsv: the README stays as it is */
+    else if (rc == 0) {
+        if (safeio_read_all(readme, SAFEIO_NOFOLLOW, (size_t)64 << 20, &old, &n_old, e, sizeof e))
+            rc = errmsg_set(err, errlen, -1, "%s", e);
+        report_tmp_file t;
+        if (!rc && !(rc = report_tmp_open(&t, dir, "README.md", err, errlen))) {
+            int bad = fwrite(old, 1, n_old, t.f) != n_old || fwrite(sec, 1, n_sec, t.f) != n_sec;
+            rc = report_tmp_commit(&t, bad, err, errlen);
+        }
+    }
+    free(sec);
+    free(old);
+    return rc;
+}
