@@ -513,7 +513,7 @@ static void test_greedy_chain(const char *name) {
     snprintf(mpath, sizeof mpath, "%s/models/stories260K.gguf", fixtures());
     if (gguf_open(path, &g, err, sizeof err)) { CHECK(0, "open %s", path); return; }
     const gguf_tensor *tt = gguf_tensor_find(g, "tokens"), *tl = gguf_tensor_find(g, "logits");
-    engine_config cfg = { mpath, KV_F32, KV_F32, 2, 64, 0, 0, 0 };
+    engine_config cfg = { mpath, KV_F32, KV_F32, 2, 64, 0, 0, 0, NULL, 0, 0 };
     if (!tt || !tl || engine_create(&cfg, &e, err, sizeof err, warn, sizeof warn)) { CHECK(0, "%s: engine", name); gguf_close(g); return; }
     int n = (int)tt->ne[0], V = e->m->n_vocab;
     const int32_t *tok = tt->data;
