@@ -21,7 +21,8 @@
 #     row asked, as --dump-logits asks them): llama.cpp computes the last layer for the asked rows
 #     only, so a row's bits also depend on how many rows its forward asked for (docs/DESIGN.md
 #     §1.1.1);
-#   - bad --backend / format combinations give one clear error each (worker and driver).
+#   - bad --backend / format combinations give one clear error each (worker and driver), and so
+#     does a truncation a llama arm cannot do (a hybrid model's recurrent state).
 # Time: ~30 s after the build (SmolLM2 runs use 1 thread: llama.cpp's thread pool spins, which on a
 # loaded 2-core machine costs more than the second thread gains).
 set -u
@@ -137,6 +138,13 @@ wbad "worker --backend llama, quantised V with flash attention off is refused" 1
 wbad "worker --flash-attn without --backend llama is refused" 2 "go with --backend llama" --flash-attn on
 wbad "worker --kv-rotation maybe is refused" 2 "--kv-rotation: on or off" --backend llama --kv-rotation maybe
 wbad "worker --backend llama --rope-angles f32 is refused" 2 "llama.cpp computes its own" --backend llama --rope-angles f32
+# a hybrid model (rand-qwen35: linear-attention layers): llama.cpp cannot cut its recurrent state
+# back, so the first truncation (after the first fork probe) stops the run with one line
+cat tests/fixtures/texts/*.txt | "$WRK" --model tests/fixtures/models/rand-qwen35.gguf --tokenize > "$T/q.tok"
+bad_input "driver: a llama arm on a hybrid model refuses the partial truncation with one line" 1 \
+    "arm llama:f16: llama backend: this model's recurrent state .* cannot be cut back from depth 53 to 50" \
+    sweep --model tests/fixtures/models/rand-qwen35.gguf --tokens-file "$T/q.tok" --arms f16,llama:f16 --depths 2 \
+    --max-depth 100 --fork 4 --out "$T/bad2" --quiet
 bad_input "driver: arm llama:int8 fails with the worker's one line" 1 "arm llama:int8: .*'int8' is not one llama.cpp stores" \
     sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms f16,llama:int8 --depths 2 --max-depth 100 --fork 2 \
     --out "$T/bad1" --quiet
