@@ -21,8 +21,9 @@
 #     row asked, as --dump-logits asks them): llama.cpp computes the last layer for the asked rows
 #     only, so a row's bits also depend on how many rows its forward asked for (docs/DESIGN.md
 #     §1.1.1);
-#   - bad --backend / format combinations give one clear error each (worker and driver), and so
-#     does a truncation a llama arm cannot do (a hybrid model's recurrent state).
+#   - the same on a hybrid model (rand-qwen35), whose recurrent state llama.cpp cannot cut back: the
+#     backend's branch points (docs/DESIGN.md §1.1.1);
+#   - bad --backend / format combinations give one clear error each (worker and driver).
 # Time: ~30 s after the build (SmolLM2 runs use 1 thread: llama.cpp's thread pool spins, which on a
 # loaded 2-core machine costs more than the second thread gains).
 set -u
@@ -138,13 +139,29 @@ wbad "worker --backend llama, quantised V with flash attention off is refused" 1
 wbad "worker --flash-attn without --backend llama is refused" 2 "go with --backend llama" --flash-attn on
 wbad "worker --kv-rotation maybe is refused" 2 "--kv-rotation: on or off" --backend llama --kv-rotation maybe
 wbad "worker --backend llama --rope-angles f32 is refused" 2 "llama.cpp computes its own" --backend llama --rope-angles f32
-# a hybrid model (rand-qwen35: linear-attention layers): llama.cpp cannot cut its recurrent state
-# back, so the first truncation (after the first fork probe) stops the run with one line
-cat tests/fixtures/texts/*.txt | "$WRK" --model tests/fixtures/models/rand-qwen35.gguf --tokenize > "$T/q.tok"
-bad_input "driver: a llama arm on a hybrid model refuses the partial truncation with one line" 1 \
-    "arm llama:f16: llama backend: this model's recurrent state .* cannot be cut back from depth 53 to 50" \
-    sweep --model tests/fixtures/models/rand-qwen35.gguf --tokens-file "$T/q.tok" --arms f16,llama:f16 --depths 2 \
-    --max-depth 100 --fork 4 --out "$T/bad2" --quiet
+# a hybrid model (rand-qwen35: linear-attention layers 0 and 2): llama.cpp cannot cut its recurrent
+# state back, so the backend keeps a branch point (sequence 1) where each fork probe begins; one
+# pass = separate runs for its llama arm too
+Q=tests/fixtures/models/rand-qwen35.gguf
+cat tests/fixtures/texts/*.txt | "$WRK" --model "$Q" --tokenize > "$T/q.tok"
+"$DRV" sweep --model "$Q" --tokens-file "$T/q.tok" --arms f16,llama:f16 --ref f16 --depths 3 --max-depth 300 \
+    --fork 8 --per-position --out "$T/q" --dump-rows "$T/qrows" --quiet 2> "$T/q.err"
+rc=$?
+check "rand-qwen35 (hybrid): sweep --arms f16,llama:f16 exits 0, truncating after every fork probe (rc $rc)" test $rc -eq 0
+[ $rc -ne 0 ] && cat "$T/q.err"
+same=0; same_tok=0
+for d in 100 200 300; do
+    tr ' ' '\n' < "$T/q.tok" | grep . | head -n "$d" > "$T/prefix.tok"
+    "$WRK" --model "$Q" --backend llama --kv f16 --threads 1 --tokens-file "$T/prefix.tok" --dump-logits "$T/dump.bin" \
+        --max-new 8 > "$T/gen.txt" 2> "$T/w.err"
+    tail -c $((512 * 4)) "$T/dump.bin" | cmp -s - "$T/qrows/llama_f16-$d.f32" && same=$((same + 1))
+    want=$(tr ' ' ',' < "$T/gen.txt")
+    got=$(awk -F'\t' -v d="$d" '$1 == d && $2 == "llama:f16" { print $5; exit }' "$T/q/forks.tsv")
+    [ -n "$want" ] && [ "$want" = "$got" ] && same_tok=$((same_tok + 1))
+done
+check "rand-qwen35 llama:f16: rows at depths 100 200 300 (each after a fork and a return to its branch point) = from-scratch runs ($same/3)" \
+    test $same -eq 3
+check "rand-qwen35 llama:f16: fork tokens = from-scratch greedy generation ($same_tok/3)" test $same_tok -eq 3
 bad_input "driver: arm llama:int8 fails with the worker's one line" 1 "arm llama:int8: .*'int8' is not one llama.cpp stores" \
     sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms f16,llama:int8 --depths 2 --max-depth 100 --fork 2 \
     --out "$T/bad1" --quiet

@@ -9,8 +9,12 @@
  *             the requested rows only, so llama.cpp computes and keeps only those logit rows; the
  *             context is made with n_batch = n_ubatch = max_tokens, so one forward is one ubatch
  *             and its logit buffer is max_tokens x n_vocab floats (host memory O(chunk x vocab))
- *   truncate  llama_memory_seq_rm(seq 0, depth, end); a recurrent or hybrid model cannot drop part
- *             of its state there, which is refused with one line (no branches via seq_cp yet)
+ *   truncate  llama_memory_seq_rm(seq 0, depth, end). A recurrent or hybrid model cannot drop part
+ *             of its state there; it gets a branch point instead: when a single-token forward (a
+ *             generation step) follows a longer one or a truncation, sequence 0 is first copied to
+ *             sequence 1 (llama_memory_seq_cp), and a truncation back to that depth (the end of a
+ *             fork probe) drops sequence 0 and copies sequence 1 back: the state of before, exactly.
+ *             A truncation to any other depth of such a model is refused with one line
  *   route     pinning or reporting MoE experts: refused (the next forward fails with one line)
  *   KV        one K and one V type for all layers (llama.cpp has no per-layer formats): f32 f16 bf16
  *             q8_0 q4_0 q4_1 iq4_nl q5_0 q5_1; strata's other formats, mixes and rotation modifiers
@@ -44,7 +48,9 @@ typedef struct {
     int have_batch;
     int n_vocab, n_ctx, max_tokens, threads;
     int n_past;                   /* positions of sequence 0 in llama.cpp's memory */
-    int recurrent;                /* recurrent or hybrid: no partial truncation */
+    int recurrent;                /* recurrent or hybrid: no partial truncation, branch points */
+    int branch_pos;               /* recurrent: sequence 1 holds sequence 0 as it was at this depth, or -1 */
+    int last_T;                   /* tokens of the last forward (0 after a truncation) */
     int route_asked;              /* backend_route asked for pinned or reported experts */
     uint64_t kv_bpt;
     int fa_off_seen;              /* llama.cpp said flash attention is off after all */
@@ -155,17 +161,23 @@ static int llama_truncate_impl(backend *base, int depth, char *err, size_t errle
     }
     if (depth == b->n_past) return 0;
     b->log_err[0] = 0;
-    /* depth 0: the whole sequence (which a recurrent memory can always drop) */
-    if (!llama_memory_seq_rm(b->mem, 0, depth ? depth : -1, -1)) {
-        if (b->recurrent)
+    if (depth == 0) {                 /* every sequence, whole (which any memory can drop) */
+        llama_memory_seq_rm(b->mem, -1, -1, -1);
+        b->branch_pos = -1;
+    } else if (b->recurrent) {        /* only back to the branch point, never a partial cut */
+        if (depth != b->branch_pos) {
             snprintf(err, errlen, "llama backend: this model's recurrent state (a recurrent or hybrid model) cannot "
-                     "be cut back from depth %d to %d in llama.cpp (branches via seq_cp are not implemented): run it "
-                     "on strata's own backend, or without truncation", b->n_past, depth);
-        else
-            fail(b, err, errlen, "llama backend: llama_memory_seq_rm failed");
-        return -1;
+                     "be cut back from depth %d to %d in llama.cpp, only to where its last generation began (%d): run "
+                     "it on strata's own backend", b->n_past, depth, b->branch_pos);
+            return -1;
+        }
+        llama_memory_seq_rm(b->mem, 0, -1, -1);
+        llama_memory_seq_cp(b->mem, 1, 0, -1, -1);
+    } else if (!llama_memory_seq_rm(b->mem, 0, depth, -1)) {
+        return fail(b, err, errlen, "llama backend: llama_memory_seq_rm failed");
     }
     b->n_past = depth;
+    b->last_T = 0;
     return 0;
 }
 
@@ -222,6 +234,7 @@ static int llama_create(const backend_model *m, const backend_config *cfg, backe
     b->max_tokens = cfg->max_tokens;
     b->threads = cfg->threads;
     b->kv_bpt = bpt;
+    b->branch_pos = -1;
     llama_log_set(on_log, b);
     llama_backend_init();
     if (cfg->llama_rot_off) setenv("LLAMA_ATTN_ROT_DISABLE", "1", 1);
@@ -250,7 +263,7 @@ static int llama_create(const backend_model *m, const backend_config *cfg, backe
     struct llama_context_params cp = llama_context_default_params();
     cp.n_ctx = (uint32_t)cfg->n_ctx;
     cp.n_batch = cp.n_ubatch = (uint32_t)cfg->max_tokens;
-    cp.n_seq_max = 1;
+    cp.n_seq_max = b->recurrent ? 2 : 1;   /* sequence 1: the branch point */
     cp.n_threads = cp.n_threads_batch = cfg->threads;
     cp.flash_attn_type = cfg->flash_attn == BACKEND_FA_ON    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
                          : cfg->flash_attn == BACKEND_FA_OFF ? LLAMA_FLASH_ATTN_TYPE_DISABLED
@@ -320,6 +333,11 @@ static int llama_forward(backend *base, const int32_t *tokens, int T, int pos0, 
             return -1;
         }
     if (pos0 < b->n_past && llama_truncate_impl(base, pos0, err, errlen)) return -1;
+    if (b->recurrent && T == 1 && b->last_T != 1) {   /* a generation begins: keep a branch point */
+        llama_memory_seq_rm(b->mem, 1, -1, -1);
+        llama_memory_seq_cp(b->mem, 0, 1, -1, -1);
+        b->branch_pos = pos0;
+    }
     struct llama_batch *bt = &b->batch;
     bt->n_tokens = T;
     for (int i = 0; i < T; i++) {
@@ -340,6 +358,7 @@ static int llama_forward(backend *base, const int32_t *tokens, int T, int pos0, 
         return fail(b, err, errlen, what);
     }
     b->n_past = pos0 + T;
+    b->last_T = T;
     for (int i = 0; i < n_rows; i++) {
         const float *src = llama_get_logits_ith(b->ctx, rows[i]);
         if (!src) return fail(b, err, errlen, "llama backend: llama.cpp returned no logits for a requested row");
