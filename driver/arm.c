@@ -73,6 +73,20 @@ static const char *spec_backend(const char *spec, char *backend, size_t len) {
     return llama ? spec + 6 : spec;
 }
 
+/* The KV formats a llama:SPEC arm may name: llama.cpp's cache types (kernels/llama/backend_llama.c
+ * maps them; its worker refuses any other), checked here so a bad arm stops the run before any
+ * worker starts. 1 when name is one of them, plain (no mix, no rotation). */
+#define LLAMA_FMT_NAMES "f32 f16 bf16 q8_0 q4_0 q4_1 iq4_nl q5_0 q5_1"
+static int llama_fmt_ok(const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = LLAMA_FMT_NAMES; *p;) {
+        size_t l = strcspn(p, " ");
+        if (l == n && !strncmp(p, name, n)) return 1;
+        p += l + (p[l] == ' ');
+    }
+    return 0;
+}
+
 int arm_spec_parse(const char *spec, const char *ref_k, const char *ref_v, char *kv_k, char *kv_v,
                    char *err, size_t errlen) {
     char a[ARM_FMT_MAX], b[ARM_FMT_MAX], why[512];
@@ -278,6 +292,11 @@ int arm_resolve_formats(arm *arms, int n, const char *ref_name, char *err, size_
         int rc = arm_spec_parse(base, rk[0] ? rk : NULL, rv[0] ? rv : NULL, a->kv_k, a->kv_v, e2, sizeof e2);
         if (rc && !a->remote) return -errmsg_set(err, errlen, ARM_E_SPEC, "arm '%s': %s", a->name, e2);
         if (rc) a->kv_k[0] = a->kv_v[0] = 0;
+        const char *bad = !strcmp(a->backend, "llama") ? !llama_fmt_ok(a->kv_k) ? a->kv_k : !llama_fmt_ok(a->kv_v) ? a->kv_v
+                                                                                               : NULL : NULL;
+        if (bad)
+            return -errmsg_set(err, errlen, ARM_E_SPEC, "arm '%s': llama.cpp stores one K and one V format for all layers, "
+                               "one of " LLAMA_FMT_NAMES ", not '%s'", a->name, bad);
     }
     return ref;
 }

@@ -162,9 +162,14 @@ done
 check "rand-qwen35 llama:f16: rows at depths 100 200 300 (each after a fork and a return to its branch point) = from-scratch runs ($same/3)" \
     test $same -eq 3
 check "rand-qwen35 llama:f16: fork tokens = from-scratch greedy generation ($same_tok/3)" test $same_tok -eq 3
-bad_input "driver: arm llama:int8 fails with the worker's one line" 1 "arm llama:int8: .*'int8' is not one llama.cpp stores" \
+bad_input "driver: arm llama:int8 is refused before any worker starts, naming llama.cpp's formats" 2 \
+    "arm 'llama:int8': llama.cpp stores one K and one V format for all layers, one of f32 f16 bf16 q8_0 q4_0 q4_1 iq4_nl q5_0 q5_1, not 'int8'" \
     sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms f16,llama:int8 --depths 2 --max-depth 100 --fork 2 \
     --out "$T/bad1" --quiet
+bad_input "driver: a llama arm with a per-layer mix is refused" 2 "arm 'llama:q8_0\+f16@0': .* not 'q8_0\+f16@0'" \
+    sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms f16,llama:q8_0+f16@0 --depths 2 --max-depth 100 --fork 2 \
+    --out "$T/bad2" --quiet
+check "... and neither run left a results folder" bash -c "[ ! -e '$T/bad1/meta.json' ] && [ ! -e '$T/bad2/meta.json' ]"
 
 echo "$pass passed, $fail failed$([ $skip -gt 0 ] && echo ", $skip skipped")"
 [ $fail -eq 0 ]
