@@ -353,8 +353,9 @@ static int llama_forward(backend *base, const int32_t *tokens, int T, int pos0, 
     if (rc) {
         char what[128];
         snprintf(what, sizeof what, "llama backend: llama_decode of %d tokens at position %d failed (%d)", T, pos0, rc);
-        /* what it stored of this batch (a fatal error keeps the ubatches done) goes again */
-        llama_memory_seq_rm(b->mem, 0, pos0 ? pos0 : -1, -1);
+        /* what it stored of this batch (a fatal error keeps the ubatches done) goes again; a recurrent
+         * state cannot be cut (and a hybrid one would lose only its attention part): left as it is */
+        if (!b->recurrent) llama_memory_seq_rm(b->mem, 0, pos0 ? pos0 : -1, -1);
         return fail(b, err, errlen, what);
     }
     b->n_past = pos0 + T;
