@@ -11,6 +11,8 @@
 #     tokens; on SmolLM2 (when it is in the cache, `make models`) q8_0, q4_0 and K q8_0 / V f16, and
 #     q8_0 with llama.cpp's K/V rotation off (--kv-rotation off = LLAMA_ATTN_ROT_DISABLE=1), which
 #     differs from the rotated rows;
+#   - strata f32 and llama.cpp f32 (flash attention off) on the all-F32 rand-llama: max |dlogit| within
+#     test_real's bound for that model (1e-4);
 #   - truncation: llama.cpp's rows after dropping positions >= 40 and prefilling them again are the
 #     rows of one pass, byte for byte (libllama alone, then through the worker in the sweep below);
 #   - a sweep with arms f16,llama:f16 on stories260K runs, its README names each arm's engine, its
@@ -62,6 +64,23 @@ for fa in on off auto; do
         "$MODEL" "$T/t200.tok" 256 64 f16 f16 $fa
 done
 same_rows "stories260K f32: worker rows = libllama's" "$MODEL" "$T/t200.tok" 256 64 f32 f32 auto
+
+# strata f32 beside llama.cpp f32 (flash attention off, as tests/test_real's llama.cpp fixtures were
+# made) on an all-F32 model: within test_real's bound for rand-llama, 1e-4 (only the summation
+# order differs)
+R=tests/fixtures/models/rand-llama.gguf
+cat tests/fixtures/texts/*.txt | "$WRK" --model "$R" --tokenize | tr ' ' '\n' | grep . | head -n 200 > "$T/rl.tok"
+"$WRK" --model "$R" --kv f32 --max-context 256 --threads 1 --tokens-file "$T/rl.tok" --dump-logits "$T/rs.bin" 2> "$T/w.err"
+"$WRK" --model "$R" --backend llama --flash-attn off --kv f32 --max-context 256 --threads 1 --tokens-file "$T/rl.tok" \
+    --dump-logits "$T/rl.bin" 2>> "$T/w.err"
+maxd=$(python3 -c 'import struct, sys
+a, b = (open(f, "rb").read() for f in sys.argv[1:3])
+assert a[:8] == b[:8] and len(a) == len(b) and len(a) > 8
+n = (len(a) - 8) // 4
+print(max(abs(p - q) for p, q in zip(struct.unpack("%df" % n, a[8:]), struct.unpack("%df" % n, b[8:]))))' \
+    "$T/rs.bin" "$T/rl.bin" 2> /dev/null)
+check "rand-llama f32: strata and llama.cpp rows within 1e-4 over 200 positions (max |dlogit| ${maxd:-none})" \
+    python3 -c "import sys; sys.exit(0 if '$maxd' and float('$maxd') <= 1e-4 else 1)"
 
 if [ -f "$SMOL" ]; then
     cat tests/fixtures/texts/*.txt | "$WRK" --model "$SMOL" --tokenize | tr ' ' '\n' | grep . | head -n 64 > "$T/s.tok"
