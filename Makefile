@@ -1,6 +1,13 @@
 # strata — build, test, run.
 #   make            build strata-worker and strata-driver (installs missing Debian packages first)
-#   make test       build and run every test; closing line "N passed, N failed"
+#   make test       build and run every test; closing line "N passed, N failed" (first builds llama.cpp
+#                   as `make llama` does, so that tests/llama.test.sh runs; cached after the first time)
+#   make llama      llama.cpp's libllama (the pinned llama-cpp-python 0.3.36 sdist from PyPI, sha256
+#                   checked, built static for the CPU into $(STRATA_CACHE)/llama-0c1e570-HASH: 10-25
+#                   minutes the first time) and strata-worker relinked with the llama backend
+#                   (--backend llama); later builds link it in as long as it is in the cache.
+#                   LLAMA_CMAKE="..." extra CMake flags (part of the cache key); LLAMA_DIR=PREFIX an
+#                   existing install of the same pinned version instead
 #   make check-long longer checks (fault injection at 100 random points of a sweep)
 #   make run        the main job: default sweep on the default model and document
 #   make bench      speed figures and ratios
@@ -80,7 +87,7 @@ TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC)) \
             $(patsubst %,$(BUILD)/tests/test_fuzz_%,$(FUZZ_TARGETS))
 BINS    := $(BUILD)/strata-worker $(BUILD)/strata-driver
 
-.PHONY: all deps test-deps test check-long run bench models clean fuzz fuzz-seeds
+.PHONY: all deps test-deps test test-run check-long run bench models clean fuzz fuzz-seeds llama
 # keep the test and bench objects (make would delete them as intermediates of a chain)
 .SECONDARY:
 all: $(BINS)
@@ -139,8 +146,53 @@ $(BUILD)/libanalysis.a: $(DRIVER_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/strata-worker: $(BUILD)/obj/worker/main.o $(BUILD)/libengine.a
-	$(CC) $(CFLAGS) $(LDSAN) -o $@ $^ $(LDLIBS)
+# ---- llama.cpp as a second backend (kernels/llama/, docs/DESIGN.md §1.1.1) ----------------------
+# LLAMA_DIR: the install prefix of the pinned libllama (include/, lib/): given, or the cache's build
+# for these LLAMA_CMAKE flags when there is one (kernels/llama/build.sh --where: no build). When set,
+# strata-worker gets kernels/backend.c compiled with -DSTRATA_LLAMA and kernels/llama/backend_llama.c
+# ahead of libengine.a (whose plain backend.o the linker then leaves out) and the static libraries;
+# the tests and the driver never link llama.cpp. $(BUILD)/.llama-dir holds the choice, so that a
+# change relinks.
+LLAMA_CMAKE ?=
+LLAMA_LDLIBS ?=
+ifeq ($(origin LLAMA_DIR),undefined)
+LLAMA_DIR := $(shell bash kernels/llama/build.sh --where "$(STRATA_CACHE)" "$(LLAMA_CMAKE)" 2>/dev/null)
+endif
+LLAMA_OBJ  :=
+LLAMA_LIBS :=
+ifneq ($(LLAMA_DIR),)
+LLAMA_LIB  := $(firstword $(wildcard $(LLAMA_DIR)/lib/libllama.a $(LLAMA_DIR)/lib64/libllama.a))
+LLAMA_LIBD := $(patsubst %/,%,$(dir $(LLAMA_LIB)))
+# libllama, ggml, its device backends (ggml-cpu, and what LLAMA_CMAKE added), ggml-base last
+LLAMA_LIBS := $(LLAMA_LIB) $(LLAMA_LIBD)/libggml.a \
+              $(filter-out %/libggml-base.a,$(wildcard $(LLAMA_LIBD)/libggml-*.a)) $(LLAMA_LIBD)/libggml-base.a \
+              $(LLAMA_LDLIBS) -lstdc++ -ldl
+LLAMA_OBJ  := $(BUILD)/obj-llama/kernels/backend.o $(BUILD)/obj-llama/kernels/llama/backend_llama.o
+$(BUILD)/obj-llama/kernels/backend.o: kernels/backend.c $(BUILD)/.llama-dir | $(BUILD)/.deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DSTRATA_LLAMA -MMD -MP -c $< -o $@
+$(BUILD)/obj-llama/kernels/llama/backend_llama.o: kernels/llama/backend_llama.c $(BUILD)/.llama-dir | $(BUILD)/.deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -isystem $(LLAMA_DIR)/include -MMD -MP -c $< -o $@
+# libllama called directly, for tests/llama.test.sh (rows the worker must reproduce)
+$(BUILD)/tests/llama_direct: tests/llama_direct.c $(BUILD)/.llama-dir | $(BUILD)/.deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -isystem $(LLAMA_DIR)/include -o $@ $< $(LLAMA_LIBS) -lpthread -lm
+endif
+$(BUILD)/.llama-dir: .FORCE
+	@mkdir -p $(BUILD); [ "$$(cat $@ 2>/dev/null)" = "$(LLAMA_DIR)" ] || echo "$(LLAMA_DIR)" > $@
+
+llama: | $(BUILD)/.deps
+ifeq ($(origin LLAMA_DIR),file)
+	@dir=$$(bash kernels/llama/build.sh "$(STRATA_CACHE)" "$(LLAMA_CMAKE)" | tail -n 1) && [ -n "$$dir" ] && \
+	  $(MAKE) --no-print-directory LLAMA_DIR="$$dir" all $(BUILD)/tests/llama_direct
+else
+	@bash kernels/llama/build.sh --check "$(LLAMA_DIR)" >/dev/null && \
+	  $(MAKE) --no-print-directory all $(BUILD)/tests/llama_direct
+endif
+
+$(BUILD)/strata-worker: $(BUILD)/obj/worker/main.o $(LLAMA_OBJ) $(BUILD)/libengine.a $(BUILD)/.llama-dir
+	$(CC) $(CFLAGS) $(LDSAN) -o $@ $(filter-out %/.llama-dir,$^) $(LDLIBS) $(LLAMA_LIBS)
 $(BUILD)/strata-driver: $(BUILD)/obj/driver/main.o $(BUILD)/libanalysis.a $(DRIVER_SHARED_OBJ)
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $^ $(LDLIBS)
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/libanalysis.a $(BUILD)/libengine.a
@@ -158,7 +210,12 @@ $(BUILD)/tests/test_fuzz_report: tests/fuzz/fuzz_report.c tests/fuzz/replay.c $(
 	$(CC) $(CFLAGS) $(LDSAN) -DFUZZ_CORPUS='"tests/fuzz/corpus/report"' -o $@ tests/fuzz/fuzz_report.c tests/fuzz/replay.c \
 	    $(BUILD)/libanalysis.a $(BUILD)/libengine.a $(LDLIBS)
 
-test: all $(TEST_BIN) models test-deps
+# llama.cpp first (a sub-make, which then finds it and links it in), so that tests/llama.test.sh
+# runs; when it cannot be built (no network, no cmake) that test skips and says why
+test:
+	@$(MAKE) --no-print-directory llama || echo "warning: llama.cpp could not be built (above): tests/llama.test.sh will skip"
+	@$(MAKE) --no-print-directory test-run
+test-run: all $(TEST_BIN) models test-deps
 	@BUILD=$(BUILD) bash tests/run.sh
 
 # longer checks, not in `make test`: faults at FAULT_POINTS (default 100) random points of a sweep,
@@ -239,4 +296,4 @@ fuzz-seeds: $(BUILD)/libengine.a
 clean:
 	rm -rf build build-* strata-worker strata-driver
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/obj-llama -name '*.d' 2>/dev/null)

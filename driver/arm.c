@@ -62,12 +62,35 @@ static int spec_error(const char *fmt, const char *spec, const char *why, char *
     if ((fmt[0] >= '0' && fmt[0] <= '9') || fmt[0] == 'h' || fmt[0] == '-')
         return errmsg_set(err, errlen, ARM_E_SPEC, "'%s' is not a KV format: arms are separated by commas, so "
                           "list layers or heads as separate items (f16@0+f16@29, not f16@0,29)", spec);
-    return errmsg_set(err, errlen, ARM_E_SPEC, "%s (arm specs: F, K/V, k:F, v:F)", why);
+    return errmsg_set(err, errlen, ARM_E_SPEC, "%s (arm specs: F, K/V, k:F, v:F, llama:SPEC)", why);
+}
+
+/* The engine prefix of a spec: "llama:SPEC" gives backend "llama" (into backend [len], when not NULL)
+ * and returns SPEC; any other spec is strata's own engine (backend "") and is returned whole. */
+static const char *spec_backend(const char *spec, char *backend, size_t len) {
+    int llama = !strncmp(spec, "llama:", 6);
+    if (backend && len) snprintf(backend, len, "%s", llama ? "llama" : "");
+    return llama ? spec + 6 : spec;
+}
+
+/* The KV formats a llama:SPEC arm may name: llama.cpp's cache types (kernels/llama/backend_llama.c
+ * maps them; its worker refuses any other), checked here so a bad arm stops the run before any
+ * worker starts. 1 when name is one of them, plain (no mix, no rotation). */
+#define LLAMA_FMT_NAMES "f32 f16 bf16 q8_0 q4_0 q4_1 iq4_nl q5_0 q5_1"
+static int llama_fmt_ok(const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = LLAMA_FMT_NAMES; *p;) {
+        size_t l = strcspn(p, " ");
+        if (l == n && !strncmp(p, name, n)) return 1;
+        p += l + (p[l] == ' ');
+    }
+    return 0;
 }
 
 int arm_spec_parse(const char *spec, const char *ref_k, const char *ref_v, char *kv_k, char *kv_v,
                    char *err, size_t errlen) {
     char a[ARM_FMT_MAX], b[ARM_FMT_MAX], why[512];
+    spec = spec_backend(spec, NULL, 0);
     const char *slash = strchr(spec, '/');
     if (!strncmp(spec, "k:", 2) || !strncmp(spec, "v:", 2)) {
         int is_k = spec[0] == 'k';
@@ -265,9 +288,15 @@ int arm_resolve_formats(arm *arms, int n, const char *ref_name, char *err, size_
         }
         if (a->own_model) snprintf(base, sizeof base, "%s", a->spec);
         else name_base(a->name, base);
+        if (!a->remote) spec_backend(base, a->backend, sizeof a->backend);
         int rc = arm_spec_parse(base, rk[0] ? rk : NULL, rv[0] ? rv : NULL, a->kv_k, a->kv_v, e2, sizeof e2);
         if (rc && !a->remote) return -errmsg_set(err, errlen, ARM_E_SPEC, "arm '%s': %s", a->name, e2);
         if (rc) a->kv_k[0] = a->kv_v[0] = 0;
+        const char *bad = !strcmp(a->backend, "llama") ? !llama_fmt_ok(a->kv_k) ? a->kv_k : !llama_fmt_ok(a->kv_v) ? a->kv_v
+                                                                                               : NULL : NULL;
+        if (bad)
+            return -errmsg_set(err, errlen, ARM_E_SPEC, "arm '%s': llama.cpp stores one K and one V format for all layers, "
+                               "one of " LLAMA_FMT_NAMES ", not '%s'", a->name, bad);
     }
     return ref;
 }
@@ -374,9 +403,10 @@ int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
     snprintf(ctx, sizeof ctx, "%d", l->max_context);
     snprintf(arms, sizeof arms, "%d", l->mem_arms);
     snprintf(other, sizeof other, "%llu", (unsigned long long)a->mem_other);
-    const char *argv[30];
+    const char *argv[32];
     int k = 0;
     argv[k++] = l->worker;
+    if (a->backend[0]) { argv[k++] = "--backend"; argv[k++] = a->backend; }
     argv[k++] = "--model"; argv[k++] = a->model[0] ? a->model : l->model;
     argv[k++] = "--kv-k"; argv[k++] = a->kv_k;
     argv[k++] = "--kv-v"; argv[k++] = a->kv_v;
@@ -385,7 +415,7 @@ int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
     if (l->max_context > 0) { argv[k++] = "--max-context"; argv[k++] = ctx; }
     if (l->mem_arms > 1) { argv[k++] = "--mem-arms"; argv[k++] = arms; }
     if (o && o->allow_overcommit) argv[k++] = "--allow-overcommit";
-    if (o && o->rope_f32) { argv[k++] = "--rope-angles"; argv[k++] = "f32"; }
+    if (o && o->rope_f32 && !a->backend[0]) { argv[k++] = "--rope-angles"; argv[k++] = "f32"; }   /* strata's RoPE */
     if (o && o->mmap_weights) argv[k++] = "--mmap-weights";
     if (a->mem_other) { argv[k++] = "--mem-other-weights"; argv[k++] = other; }
     argv[k++] = "--listen"; argv[k++] = url;

@@ -15,6 +15,11 @@
  *                +roth of the whole head); in a mix, q4_0+rot@1-28+f16 or q4_0@1-28+rot+f16
  *   kivi4-g16-r64  KIVI-style 4-bit (kivi.h: K per channel over groups of 16 tokens, V per token,
  *                the 64+ most recent tokens in f16); kivi2 / kivi4 alone: G 32, R 128
+ *   llama:SPEC   any form above run by llama.cpp instead of strata's own engine: the worker is
+ *                started with --backend llama (a strata-worker built by `make llama`; llama.cpp's
+ *                formats only: f32 f16 bf16 q8_0 q4_0 q4_1 iq4_nl q5_0 q5_1, no mixes), e.g.
+ *                llama:f16, llama:q8_0/f16; the arm's name keeps the prefix, so every table says
+ *                which engine ran it
  * Weight arms (--arm-model, arm_add_model): "NAME=FILE" runs FILE instead of the run's --model, with
  * the reference arm's K and V formats; "NAME:SPEC=FILE" with SPEC's (any form above). NAME is free
  * (printable, no spaces, quotes, commas, ':', '#', '='); FILE is everything after the first '='.
@@ -81,6 +86,8 @@ typedef struct {
                                 * handshake requires the same tokenizer only, not the same weights */
     uint64_t mem_other;        /* local: bytes of the other arms' model files (weight arms), which its
                                 * worker's memory check counts too (--mem-other-weights); 0 = none */
+    char backend[16];          /* local: the worker's --backend ("llama" for a llama:SPEC arm), "" for
+                                * strata's own (no option passed) */
     char spec[ARM_NAME_MAX];   /* a weight arm's KV spec ("" = the reference arm's formats); other
                                 * arms' spec is their name without the "#k" suffix */
     pid_t pid;                 /* local worker while it runs; 0 before spawn / after reaping */
@@ -106,7 +113,8 @@ typedef struct {
  * ASCII characters, none of: space " ' \ | ` , (report.h's rule). */
 int arm_valid_name(const char *s);
 
-/* Resolves one spec to K and V format names (kv_k, kv_v: ARM_FMT_MAX bytes each). ref_k/ref_v are
+/* Resolves one spec to K and V format names (kv_k, kv_v: ARM_FMT_MAX bytes each); a "llama:" prefix
+ * (the engine, not a format) is skipped here: arm_resolve_formats sets the arm's backend. ref_k/ref_v are
  * the reference arm's formats, needed for "k:" / "v:" specs (NULL when unknown: then those specs
  * are an error). Allocates nothing. Returns 0, or ARM_E_SPEC with a message in err. */
 int arm_spec_parse(const char *spec, const char *ref_k, const char *ref_v, char *kv_k, char *kv_v,

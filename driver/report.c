@@ -88,6 +88,22 @@ static void readme_setup(FILE *o, const report_results *R, const report_analysis
         }
         fprintf(o, " |\n");
     }
+    /* arms run by llama.cpp (llama:SPEC): which engine ran each arm, said only when one did (the
+     * README of a strata-only run stays as it was) */
+    int n_llama = 0;
+    for (int i = 0; i < R->n_arms; i++) n_llama += !strncmp(R->arms[i].device, "llama.cpp", 9);
+    if (n_llama) {
+        fprintf(o, "\nEngines: ");
+        for (int i = 0; i < R->n_arms; i++) {
+            const report_arm *a = &R->arms[i];
+            int ll = !strncmp(a->device, "llama.cpp", 9);
+            fprintf(o, "%s%s %s (`%s`)", i ? "; " : "", a->name, ll ? "llama.cpp" : "strata",
+                    a->device[0] ? a->device : "?");
+        }
+        fprintf(o, ". The llama.cpp arms measure llama.cpp's own KV cache and kernels (`llama:SPEC` arms, "
+                "`--backend llama`): they differ from strata's arms in the engine as well as the KV format, and "
+                "llama.cpp is not batch-invariant in every configuration (docs/DESIGN.md §1.1.1).\n");
+    }
     int n_weight = 0;
     for (int i = 0; i < R->n_arms; i++) n_weight += R->arms[i].weight_arm;
     if (n_weight)

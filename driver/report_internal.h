@@ -41,6 +41,8 @@ typedef struct {
     int base;          /* the arm this one repeats ("f16#2" -> index of "f16"), or -1 */
     int weight_arm;    /* 1: it ran its own model file (--arm-model; meta.json "weight_arm") */
     char model_file[256];  /* then that file's last path component (meta.json arms[i].model.path) */
+    char device[128];  /* what ran it (meta.json arms[i].device: "cpu-avx2", "llama.cpp-0c1e570-cpu+fa-on+rot-off"),
+                        * "" when absent */
     double route_n, route_diff;  /* MoE: routing decisions compared with the reference's and those
                                     that differed (meta.json arms[i].routing), NAN when absent */
 } report_arm;

@@ -278,6 +278,8 @@ static int load_meta(const char *dir, report_results *R, char *err, size_t errle
         A->kv_bytes = jnum(a, "kv_bytes_per_token");
         A->base = -1;
         A->weight_arm = json_is_true(json_object_get(a, "weight_arm"));
+        const char *dv = json_string_value(json_object_get(a, "device"));
+        if (dv) snprintf(A->device, sizeof A->device, "%s", dv);
         json_t *rt = json_object_get(a, "routing");   /* MoE only */
         A->route_n = json_is_object(rt) ? jnum(rt, "decisions") : NAN;
         A->route_diff = json_is_object(rt) ? jnum(rt, "differ") : NAN;

@@ -6,15 +6,30 @@
 #include <string.h>
 
 /* Every implementation this build has; the first is the default. */
-static const backend_impl *const impls[] = { &backend_cpu_impl };
+static const backend_impl *const impls[] = {
+    &backend_cpu_impl,
+#ifdef STRATA_LLAMA
+    &backend_llama_impl,   /* kernels/llama/backend_llama.c, linked by `make llama` */
+#endif
+};
 
 int backend_create(const backend_model *m, const backend_config *cfg, backend **out, char *err, size_t errlen) {
     *out = NULL;
     const char *kind = cfg->kind ? cfg->kind : impls[0]->kind;
     for (size_t i = 0; i < sizeof impls / sizeof impls[0]; i++)
         if (!strcmp(kind, impls[i]->kind)) return impls[i]->create(m, cfg, out, err, errlen);
-    snprintf(err, errlen, "backend '%s' is not in this build (cpu is)", kind);
+    if (!strcmp(kind, "llama"))
+        snprintf(err, errlen, "backend 'llama' is not in this build: `make llama` builds llama.cpp (cached) and a "
+                 "strata-worker with it (README: \"Your llama.cpp as an arm\")");
+    else
+        snprintf(err, errlen, "backend '%s' is not in this build (cpu is)", kind);
     return -1;
+}
+
+int backend_available(const char *kind) {
+    for (size_t i = 0; i < sizeof impls / sizeof impls[0]; i++)
+        if (!strcmp(kind, impls[i]->kind)) return 1;
+    return 0;
 }
 
 int backend_forward(backend *b, const int32_t *tokens, int T, int pos0, const int *rows, int n_rows,

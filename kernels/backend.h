@@ -17,7 +17,9 @@
  *     backend_free
  *
  * Implementations: kernels/backend_cpu.c ("cpu", kernels/ops.c + kernels/cache.c on a thread
- * pool). Adding one: docs/DESIGN.md §1.1. Results must not depend on the backend's batching or
+ * pool) and, in a build with libllama (`make llama`), kernels/llama/backend_llama.c ("llama":
+ * llama.cpp runs the passes; it is not batch-invariant in every configuration, docs/DESIGN.md
+ * §1.1.1). Adding one: docs/DESIGN.md §1.1. Results must not depend on the backend's batching or
  * threading: the same (model, KV formats, tokens, positions) give the same bits whatever the
  * chunk (docs/DESIGN.md §2.5). Different backends may differ from each other; the handshake's
  * `device` field (backend_name) tells arms apart.
@@ -161,8 +163,12 @@ typedef struct {
  * with that message and nothing reserved). */
 typedef int (*backend_mem_check_fn)(void *ctx, const backend_need *need, char *err, size_t errlen);
 
+/* Flash attention on a backend that has the choice (llama): its default (auto), on, off. */
+enum { BACKEND_FA_AUTO = 0, BACKEND_FA_ON = 1, BACKEND_FA_OFF = 2 };
+
 typedef struct {
-    const char *kind;                     /* "cpu", or NULL for the default (cpu) */
+    const char *kind;                     /* "cpu", "llama" (in a build with it), or NULL for the
+                                           * default (cpu) */
     const kv_fmt *kv_k, *kv_v;            /* [n_layer][n_kv] each layer's and KV head's K and V
                                            * format (copied); a linear-attention layer's cells are
                                            * ignored (it has no KV cache) */
@@ -171,6 +177,12 @@ typedef struct {
     int threads;                          /* >= 1 (the cpu backend's pool) */
     backend_mem_check_fn mem_check;       /* NULL: no check */
     void *mem_ctx;                        /* passed to mem_check */
+    /* for a backend that reads the model file itself (llama: llama.cpp loads the GGUF; the cpu
+     * backend uses only the backend_model and ignores these) */
+    const char *model_path;               /* the GGUF the backend_model was loaded from */
+    const char *device;                   /* the kind's device ("cpu"), NULL for its default */
+    int flash_attn;                       /* BACKEND_FA_* */
+    int llama_rot_off;                    /* 1: llama.cpp's rotation of quantised K/V off */
 } backend_config;
 
 /* ---- the interface ----------------------------------------------------------------------------- */
@@ -221,5 +233,8 @@ int backend_threads(const backend *b);
 
 /* Frees everything create allocated; NULL is a no-op. */
 void backend_free(backend *b);
+
+/* 1 if this build has the implementation of that kind ("cpu" always; "llama" with `make llama`). */
+int backend_available(const char *kind);
 
 #endif

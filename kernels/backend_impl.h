@@ -30,5 +30,7 @@ struct backend_impl {
 
 /* kernels/backend_cpu.c */
 extern const backend_impl backend_cpu_impl;
+/* kernels/llama/backend_llama.c (only in a build with -DSTRATA_LLAMA: `make llama`) */
+extern const backend_impl backend_llama_impl;
 
 #endif

@@ -137,7 +137,20 @@ static int engine_backend(engine *e, const char *kv_k_mix, const char *kv_v_mix,
     backend_model net;
     model_net(e->m, &net);
     mem_ctx mc = { e, mem };
-    backend_config bc = { NULL, f, f + nc, e->n_ctx, cfg->chunk, cfg->threads, mem_check, &mc };
+    /* "llama:cpu" -> kind "llama", device "cpu" */
+    char kind[32] = "cpu";
+    const char *dev = NULL, *colon = cfg->backend ? strchr(cfg->backend, ':') : NULL;
+    if (cfg->backend) {
+        size_t kl = colon ? (size_t)(colon - cfg->backend) : strlen(cfg->backend);
+        if (kl >= sizeof kind) { snprintf(err, errlen, "unknown backend '%.40s'", cfg->backend); goto done; }
+        memcpy(kind, cfg->backend, kl);
+        kind[kl] = 0;
+        dev = colon ? colon + 1 : NULL;
+    }
+    backend_config bc = { .kind = kind, .kv_k = f, .kv_v = f + nc, .n_ctx = e->n_ctx, .max_tokens = cfg->chunk,
+                          .threads = cfg->threads, .mem_check = mem_check, .mem_ctx = &mc,
+                          .model_path = cfg->model_path, .device = dev, .flash_attn = cfg->flash_attn,
+                          .llama_rot_off = cfg->kv_rot_off };
     rc = backend_create(&net, &bc, &e->b, err, errlen);
 done:
     free(f);
@@ -165,8 +178,10 @@ int engine_create_mix(const engine_config *cfg, const char *kv_k_mix, const char
     if (!e) { snprintf(err, errlen, "out of memory"); return -1; }
     e->cfg = *cfg;
     e->base_depth = -1;
+    /* llama.cpp maps the file itself: strata's loader maps it too, so the pages are shared */
+    if (cfg->backend && strcmp(cfg->backend, "cpu")) e->cfg.mmap_weights = 1;
     if (cfg->threads < 1 || cfg->chunk < 1) { snprintf(err, errlen, "threads and prefill chunk must be >= 1"); goto fail; }
-    if (model_load_as(cfg->model_path, cfg->mmap_weights ? GGUF_HOLD_MAP : GGUF_HOLD_COPY, &e->m, err, errlen, warn,
+    if (model_load_as(cfg->model_path, e->cfg.mmap_weights ? GGUF_HOLD_MAP : GGUF_HOLD_COPY, &e->m, err, errlen, warn,
                       warnlen)) goto fail;
     e->m->rope_global.f32_angles = e->m->rope_local.f32_angles = cfg->rope_f32_angles ? 1 : 0;
     if (tok_load(e->m->g, &e->tok, err, errlen)) goto fail;

@@ -53,6 +53,13 @@ static void usage(FILE *f) {
         "                      G tokens, V per token, the recent ones in f16; kivi4-g32-r128 = kivi4);\n"
         "                      tq3 / tq4: whole-head rotation + 3 / 4-bit Lloyd-Max codebook\n"
         "  --kv-k FMT, --kv-v FMT   set K and V separately\n"
+        "  --backend B         what runs the forward passes: cpu (strata's own, the default) or llama /\n"
+        "                      llama:cpu (llama.cpp's libllama, in a build made by `make llama`; its KV\n"
+        "                      formats: f32 f16 bf16 q8_0 q4_0 q4_1 iq4_nl q5_0 q5_1, one K and one V for\n"
+        "                      all layers; it is not batch-invariant in every configuration)\n"
+        "  --flash-attn M      llama backend: on, off or auto (llama.cpp's default); a quantised V needs it\n"
+        "  --kv-rotation R     llama backend: on (llama.cpp's default: it rotates quantised K/V of head dims\n"
+        "                      that are multiples of 64) or off (LLAMA_ATTN_ROT_DISABLE=1 for this process)\n"
         "  --prefill N         prefill chunk size in tokens (default 512)\n"
         "  --rope-angles A     exact (default: each angle in double, no drift with depth) or f32 (in f32\n"
         "                      as llama.cpp computes them, for parity with it; drifts with depth); the\n"
@@ -684,7 +691,7 @@ done:
 }
 
 int main(int argc, char **argv) {
-    engine_config cfg = { NULL, KV_F16, KV_F16, 2, 512, 0, 0, 0 };
+    engine_config cfg = { NULL, KV_F16, KV_F16, 2, 512, 0, 0, 0, NULL, BACKEND_FA_AUTO, 0 };
     const char *kv_k_mix = NULL, *kv_v_mix = NULL;   /* per-layer / per-head formats, when given */
     engine_mem_opts mem = { 1, 0, 0 };
     const char *tokens_file = NULL, *prompt = NULL, *dump = NULL, *listen = NULL;
@@ -706,8 +713,10 @@ int main(int argc, char **argv) {
         {"tls-key", 1, 0, 'Y'}, {"tls-ca", 1, 0, 'R'}, {"allow-plain-tcp", 0, 0, 'L'},
         {"exit-on-stdin-eof", 0, 0, 'E'},
         {"mem-other-weights", 1, 0, 'W'}, {"rope-angles", 1, 0, 'r'}, {"mmap-weights", 0, 0, 'M'},
-        {"hello-timeout", 1, 0, 'H'},
+        {"hello-timeout", 1, 0, 'H'}, {"backend", 1, 0, 'B'}, {"flash-attn", 1, 0, 'F'},
+        {"kv-rotation", 1, 0, 'X'},
         {0, 0, 0, 0}};
+    int llama_opt = 0, rope_given = 0;   /* --flash-attn / --kv-rotation given; --rope-angles given */
     int c;
     while ((c = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
         switch (c) {
@@ -728,7 +737,28 @@ int main(int argc, char **argv) {
             break;
         }
         case 'p': if (parse_int("--prefill", optarg, 1, 1 << 16, &cfg.chunk)) return 2; break;
+        case 'B':
+            if (strcmp(optarg, "cpu") && strcmp(optarg, "llama") && strncmp(optarg, "llama:", 6)) {
+                fprintf(stderr, "strata-worker: --backend: cpu, llama or llama:DEVICE (llama:cpu), got '%s'\n", optarg);
+                return 2;
+            }
+            cfg.backend = optarg;
+            break;
+        case 'F':
+            llama_opt = 1;
+            if (!strcmp(optarg, "auto")) cfg.flash_attn = BACKEND_FA_AUTO;
+            else if (!strcmp(optarg, "on")) cfg.flash_attn = BACKEND_FA_ON;
+            else if (!strcmp(optarg, "off")) cfg.flash_attn = BACKEND_FA_OFF;
+            else { fprintf(stderr, "strata-worker: --flash-attn: on, off or auto, got '%s'\n", optarg); return 2; }
+            break;
+        case 'X':
+            llama_opt = 1;
+            if (!strcmp(optarg, "on")) cfg.kv_rot_off = 0;
+            else if (!strcmp(optarg, "off")) cfg.kv_rot_off = 1;
+            else { fprintf(stderr, "strata-worker: --kv-rotation: on or off, got '%s'\n", optarg); return 2; }
+            break;
         case 'r':
+            rope_given = 1;
             if (!strcmp(optarg, "exact")) cfg.rope_f32_angles = 0;
             else if (!strcmp(optarg, "f32")) cfg.rope_f32_angles = 1;
             else { fprintf(stderr, "strata-worker: --rope-angles: exact or f32, got '%s'\n", optarg); return 2; }
@@ -771,6 +801,21 @@ int main(int argc, char **argv) {
     }
     if (!cfg.model_path) { fprintf(stderr, "strata-worker: --model FILE is required\n"); usage(stderr); return 2; }
     if (optind < argc) { fprintf(stderr, "strata-worker: unexpected argument '%s'\n", argv[optind]); return 2; }
+    int is_llama = cfg.backend && strcmp(cfg.backend, "cpu");
+    if (llama_opt && !is_llama) {
+        fprintf(stderr, "strata-worker: --flash-attn and --kv-rotation go with --backend llama\n");
+        return 2;
+    }
+    if (is_llama && !backend_available("llama")) {
+        fprintf(stderr, "strata-worker: --backend llama: this strata-worker was built without llama.cpp: `make llama` "
+                "builds it (libllama, cached) and relinks the worker with it (README: \"Your llama.cpp as an arm\")\n");
+        return 2;
+    }
+    if (is_llama && rope_given) {
+        fprintf(stderr, "strata-worker: --rope-angles is strata's own RoPE: llama.cpp computes its own angles "
+                "(--backend llama)\n");
+        return 2;
+    }
     int n_tls = !!so.tls.cert + !!so.tls.key + !!so.tls.ca;
     if (n_tls != 0 && n_tls != 3) {
         fprintf(stderr, "strata-worker: TLS needs all three of --tls-cert, --tls-key and --tls-ca\n");
@@ -860,7 +905,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "timing: prefill_tokens=%llu prefill_s=%.6f decode_tokens=%llu decode_s=%.6f peak_rss=%llu "
                 "weights=%s huge_bytes=%llu\n",
                 (unsigned long long)e->prefill_tokens, e->prefill_seconds, (unsigned long long)e->decode_tokens,
-                e->decode_seconds, (unsigned long long)engine_peak_rss(), cfg.mmap_weights ? "mmap" : "copy",
+                e->decode_seconds, (unsigned long long)engine_peak_rss(), e->cfg.mmap_weights ? "mmap" : "copy",
                 (unsigned long long)engine_huge_bytes());
     ret = 0;
 done:

@@ -1,0 +1,369 @@
+/* backend_llama.c — the "llama" implementation of kernels/backend.h: llama.cpp's C library
+ * (libllama, the pinned commit of kernels/llama/build.sh) runs the forward passes and holds the KV
+ * cache, so an arm measures what the user's own engine does. The only file of strata that includes
+ * llama.h; compiled into strata-worker only when that library is built (`make llama`,
+ * docs/DESIGN.md §1.1.1).
+ *
+ * What it maps:
+ *   forward   one llama_batch of the T tokens (sequence 0, positions pos0..), output flags set on
+ *             the requested rows only, so llama.cpp computes and keeps only those logit rows; the
+ *             context is made with n_batch = n_ubatch = max_tokens, so one forward is one ubatch
+ *             and its logit buffer is max_tokens x n_vocab floats (host memory O(chunk x vocab))
+ *   truncate  llama_memory_seq_rm(seq 0, depth, end). A recurrent or hybrid model cannot drop part
+ *             of its state there; it gets a branch point instead: when a single-token forward (a
+ *             generation step) follows a longer one or a truncation, sequence 0 is first copied to
+ *             sequence 1 (llama_memory_seq_cp), and a truncation back to that depth (the end of a
+ *             fork probe) drops sequence 0 and copies sequence 1 back: the state of before, exactly.
+ *             A truncation to any other depth of such a model is refused with one line
+ *   route     pinning or reporting MoE experts: refused (the next forward fails with one line)
+ *   KV        one K and one V type for all layers (llama.cpp has no per-layer formats): f32 f16 bf16
+ *             q8_0 q4_0 q4_1 iq4_nl q5_0 q5_1; strata's other formats, mixes and rotation modifiers
+ *             are refused. llama.cpp's own Hadamard rotation of quantised K / V (head dims that are
+ *             multiples of 64) stays on unless cfg->llama_rot_off: that sets the environment
+ *             variable LLAMA_ATTN_ROT_DISABLE=1, which llama.cpp reads when it makes a KV cache
+ *             (src/llama-kv-cache.cpp), so the setting is per process (a worker has one backend).
+ * Weights: llama.cpp maps the GGUF itself (the engine's own loader maps the same file, so the
+ * pages are shared); no extra buffer types (use_extra_bufts = false: no AMX or repacked weights),
+ * no device offload (the "cpu" device; the devices list is empty).
+ * What llama.cpp resolved (flash attention under "auto", the K/V rotation) is read from its log
+ * lines, the only place it says so; backend_name reports the effective settings, e.g.
+ * "llama.cpp-0c1e570-cpu+fa-on+rot-off". llama.cpp's log is otherwise silenced; its last error line
+ * becomes the message of a failed create or forward. */
+#include "kernels/backend_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llama.h"
+
+#define LLAMA_COMMIT "0c1e570"
+
+typedef struct {
+    backend base;                 /* first: a pointer to this is a backend pointer */
+    struct llama_model *model;
+    struct llama_context *ctx;
+    llama_memory_t mem;
+    struct llama_batch batch;     /* [max_tokens] tokens, positions, sequence ids, output flags */
+    int have_batch;
+    int n_vocab, n_ctx, max_tokens, threads;
+    int n_past;                   /* positions of sequence 0 in llama.cpp's memory */
+    int recurrent;                /* recurrent or hybrid: no partial truncation, branch points */
+    int branch_pos;               /* recurrent: sequence 1 holds sequence 0 as it was at this depth, or -1 */
+    int last_T;                   /* tokens of the last forward (0 after a truncation) */
+    int route_asked;              /* backend_route asked for pinned or reported experts */
+    uint64_t kv_bpt;
+    int fa_off_seen;              /* llama.cpp said flash attention is off after all */
+    int rot_seen;                 /* llama.cpp said it rotates K or V */
+    char name[96];
+    char log_err[256];            /* llama.cpp's last error line */
+} llama_backend;
+
+/* ---- llama.cpp's log --------------------------------------------------------------------------- */
+
+/* The log callback (process-wide in llama.cpp, pointed at the one backend of this process): keeps
+ * the last error line and notes the two facts it only logs; prints nothing. */
+static void on_log(enum ggml_log_level level, const char *text, void *ud) {
+    llama_backend *b = ud;
+    if (!b || !text) return;
+    if (level == GGML_LOG_LEVEL_ERROR) {
+        size_t n = strcspn(text, "\n");
+        if (n >= sizeof b->log_err) n = sizeof b->log_err - 1;
+        memcpy(b->log_err, text, n);
+        b->log_err[n] = 0;
+    }
+    if (strstr(text, "Flash Attention not supported") || strstr(text, "flash_attn is not compatible"))
+        b->fa_off_seen = 1;
+    if (strstr(text, "attn_rot_k = 1") || strstr(text, "attn_rot_v = 1")) b->rot_seen = 1;
+}
+
+static void log_quiet(enum ggml_log_level level, const char *text, void *ud) {
+    (void)level;
+    (void)text;
+    (void)ud;
+}
+
+/* "what: llama.cpp's last error line" or just "what" when it logged none. */
+static int fail(llama_backend *b, char *err, size_t errlen, const char *what) {
+    if (b && b->log_err[0]) snprintf(err, errlen, "%s: llama.cpp: %s", what, b->log_err);
+    else snprintf(err, errlen, "%s", what);
+    return -1;
+}
+
+/* ---- KV formats -------------------------------------------------------------------------------- */
+
+#define LLAMA_KV_NAMES "f32 f16 bf16 q8_0 q4_0 q4_1 iq4_nl q5_0 q5_1"
+
+/* strata's format -> llama.cpp's cache type; 0 and *t set, or -1 */
+static int kv_type(kv_fmt f, enum ggml_type *t) {
+    static const struct { kv_fmt f; enum ggml_type t; } map[] = {
+        { KV_F32, GGML_TYPE_F32 },   { KV_F16, GGML_TYPE_F16 },   { KV_BF16, GGML_TYPE_BF16 },
+        { KV_Q8_0, GGML_TYPE_Q8_0 }, { KV_Q4_0, GGML_TYPE_Q4_0 }, { KV_Q4_1, GGML_TYPE_Q4_1 },
+        { KV_IQ4_NL, GGML_TYPE_IQ4_NL }, { KV_Q5_0, GGML_TYPE_Q5_0 }, { KV_Q5_1, GGML_TYPE_Q5_1 },
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (map[i].f == f) { *t = map[i].t; return 0; }
+    return -1;
+}
+
+/* The one format of K (v = 0) or V (v = 1) over every attention layer and KV head of cells
+ * [n_layer][n_kv], as llama.cpp's type in *t. Returns 0, or -1 with one line. */
+static int uniform_type(const backend_model *m, const kv_fmt *cells, int v, enum ggml_type *t, char *err,
+                        size_t errlen) {
+    const char *what = v ? "V" : "K";
+    int have = 0;
+    kv_fmt f0 = KV_F16;
+    for (int l = 0; l < m->n_layer; l++) {
+        if (m->layers[l].recurrent) continue;
+        for (int h = 0; h < m->n_kv; h++) {
+            kv_fmt f = cells[(size_t)l * m->n_kv + h];
+            if (!have) { f0 = f; have = 1; }
+            else if (f != f0) {
+                snprintf(err, errlen, "llama backend: llama.cpp stores one %s format in every layer and head; a mix "
+                         "(%s in one place, %s in another) is for strata's own backend", what, kv_fmt_name(f0),
+                         kv_fmt_name(f));
+                return -1;
+            }
+        }
+    }
+    if (kv_type(f0, t)) {
+        char nm[64];
+        kv_fmt_format(f0, nm, sizeof nm);
+        snprintf(err, errlen, "llama backend: %s format '%s' is not one llama.cpp stores (it takes " LLAMA_KV_NAMES
+                 "; its own rotation of quantised K/V: --kv-rotation on|off)", what, nm);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the interface ----------------------------------------------------------------------------- */
+
+static void llama_free_impl(backend *base) {
+    llama_backend *b = (llama_backend *)base;
+    if (b->have_batch) llama_batch_free(b->batch);
+    if (b->ctx) llama_free(b->ctx);
+    if (b->model) llama_model_free(b->model);
+    llama_log_set(log_quiet, NULL);   /* the callback pointed at b */
+    llama_backend_free();
+    free(b);
+}
+
+static int llama_create(const backend_model *m, const backend_config *cfg, backend **out, char *err, size_t errlen);
+
+static int llama_forward(backend *base, const int32_t *tokens, int T, int pos0, const int *rows, int n_rows,
+                         float *logits, char *err, size_t errlen);
+
+static int llama_truncate_impl(backend *base, int depth, char *err, size_t errlen) {
+    llama_backend *b = (llama_backend *)base;
+    if (depth < 0 || depth > b->n_past) {
+        snprintf(err, errlen, "cannot truncate to depth %d: the stream holds %d tokens", depth, b->n_past);
+        return -1;
+    }
+    if (depth == b->n_past) return 0;
+    b->log_err[0] = 0;
+    if (depth == 0) {                 /* every sequence, whole (which any memory can drop) */
+        llama_memory_seq_rm(b->mem, -1, -1, -1);
+        b->branch_pos = -1;
+    } else if (b->recurrent) {        /* only back to the branch point, never a partial cut */
+        if (depth != b->branch_pos) {
+            snprintf(err, errlen, "llama backend: this model's recurrent state (a recurrent or hybrid model) cannot "
+                     "be cut back from depth %d to %d in llama.cpp, only to where its last generation began (%d): run "
+                     "it on strata's own backend", b->n_past, depth, b->branch_pos);
+            return -1;
+        }
+        llama_memory_seq_rm(b->mem, 0, -1, -1);
+        llama_memory_seq_cp(b->mem, 1, 0, -1, -1);
+    } else if (!llama_memory_seq_rm(b->mem, 0, depth, -1)) {
+        return fail(b, err, errlen, "llama backend: llama_memory_seq_rm failed");
+    }
+    b->n_past = depth;
+    b->last_T = 0;
+    return 0;
+}
+
+static void llama_route(backend *base, const int32_t *pin, int32_t *used) {
+    llama_backend *b = (llama_backend *)base;
+    b->route_asked = pin != NULL || used != NULL;
+}
+
+static uint64_t llama_kv_bpt(const backend *base) { return ((const llama_backend *)base)->kv_bpt; }
+static const char *llama_name(const backend *base) { return ((const llama_backend *)base)->name; }
+static int llama_threads(const backend *base) { return ((const llama_backend *)base)->threads; }
+
+const backend_impl backend_llama_impl = {
+    "llama", llama_create, llama_forward, llama_truncate_impl, llama_route, llama_kv_bpt, llama_name,
+    llama_threads, llama_free_impl,
+};
+
+static int llama_create(const backend_model *m, const backend_config *cfg, backend **out, char *err, size_t errlen) {
+    *out = NULL;
+    const char *dev = cfg->device && cfg->device[0] ? cfg->device : "cpu";
+    if (strcmp(dev, "cpu")) {
+        snprintf(err, errlen, "llama backend: device '%s' is not supported yet (llama:cpu is; CUDA, Vulkan and Metal "
+                 "devices are future work)", dev);
+        return -1;
+    }
+    if (!cfg->model_path) { snprintf(err, errlen, "llama backend: no model file given"); return -1; }
+    if (cfg->threads < 1 || cfg->max_tokens < 1 || cfg->n_ctx < 1) {
+        snprintf(err, errlen, "llama backend: threads, prefill chunk and context must be >= 1");
+        return -1;
+    }
+    enum ggml_type tk, tv;
+    if (uniform_type(m, cfg->kv_k, 0, &tk, err, errlen) || uniform_type(m, cfg->kv_v, 1, &tv, err, errlen)) return -1;
+    if (ggml_is_quantized(tv) && cfg->flash_attn == BACKEND_FA_OFF) {
+        snprintf(err, errlen, "llama backend: llama.cpp stores a quantised V (%s) only with flash attention: "
+                 "--flash-attn on or auto", ggml_type_name(tv));
+        return -1;
+    }
+    /* what the cache holds per token: K and V rows of every attention layer, all KV heads */
+    uint64_t bpt = 0;
+    int64_t row = (int64_t)m->hd * m->n_kv;
+    for (int l = 0; l < m->n_layer; l++)
+        if (!m->layers[l].recurrent) bpt += (uint64_t)ggml_row_size(tk, row) + (uint64_t)ggml_row_size(tv, row);
+    if (cfg->mem_check) {
+        /* scratch: llama.cpp's logit buffer (max_tokens rows) and, as an estimate, as much again for its
+         * compute buffers */
+        backend_need need = { bpt, 2ull * 4 * (uint64_t)cfg->max_tokens * (uint64_t)m->n_vocab };
+        if (cfg->mem_check(cfg->mem_ctx, &need, err, errlen)) return -1;
+    }
+
+    llama_backend *b = calloc(1, sizeof *b);
+    if (!b) { snprintf(err, errlen, "out of memory"); return -1; }
+    b->base.impl = &backend_llama_impl;
+    b->n_ctx = cfg->n_ctx;
+    b->max_tokens = cfg->max_tokens;
+    b->threads = cfg->threads;
+    b->kv_bpt = bpt;
+    b->branch_pos = -1;
+    llama_log_set(on_log, b);
+    llama_backend_init();
+    if (cfg->llama_rot_off) setenv("LLAMA_ATTN_ROT_DISABLE", "1", 1);
+    else unsetenv("LLAMA_ATTN_ROT_DISABLE");
+
+    struct llama_model_params mp = llama_model_default_params();
+    ggml_backend_dev_t no_devices[1] = { NULL };   /* the cpu: no device to offload to */
+    mp.devices = no_devices;
+    mp.n_gpu_layers = 0;
+    mp.split_mode = LLAMA_SPLIT_MODE_NONE;
+    mp.use_extra_bufts = false;
+    b->model = llama_model_load_from_file(cfg->model_path, mp);
+    if (!b->model) {
+        fail(b, err, errlen, "llama backend: llama.cpp could not load the model");
+        goto fail;
+    }
+    b->recurrent = llama_model_is_recurrent(b->model) || llama_model_is_hybrid(b->model);
+    b->n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(b->model));
+    if (b->n_vocab != m->n_vocab || llama_model_n_layer(b->model) != m->n_layer) {
+        snprintf(err, errlen, "llama backend: llama.cpp reads the model as %d tokens and %d layers, strata's loader "
+                 "as %d and %d: the logit rows would not line up", b->n_vocab, llama_model_n_layer(b->model),
+                 m->n_vocab, m->n_layer);
+        goto fail;
+    }
+
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = (uint32_t)cfg->n_ctx;
+    cp.n_batch = cp.n_ubatch = (uint32_t)cfg->max_tokens;
+    cp.n_seq_max = b->recurrent ? 2 : 1;   /* sequence 1: the branch point */
+    cp.n_threads = cp.n_threads_batch = cfg->threads;
+    cp.flash_attn_type = cfg->flash_attn == BACKEND_FA_ON    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
+                         : cfg->flash_attn == BACKEND_FA_OFF ? LLAMA_FLASH_ATTN_TYPE_DISABLED
+                                                             : LLAMA_FLASH_ATTN_TYPE_AUTO;
+    cp.type_k = tk;
+    cp.type_v = tv;
+    cp.offload_kqv = false;
+    cp.op_offload = false;
+    cp.no_perf = true;
+    cp.swa_full = true;        /* sliding-window layers keep every position: truncation anywhere is exact */
+    cp.kv_unified = true;
+    cp.embeddings = false;
+    b->ctx = llama_init_from_model(b->model, cp);
+    if (!b->ctx) {
+        fail(b, err, errlen, "llama backend: llama.cpp could not make its context");
+        goto fail;
+    }
+    if ((int64_t)llama_n_ctx(b->ctx) < cfg->n_ctx) {
+        snprintf(err, errlen, "llama backend: llama.cpp gave a context of %u tokens, %d were asked",
+                 llama_n_ctx(b->ctx), cfg->n_ctx);
+        goto fail;
+    }
+    b->mem = llama_get_memory(b->ctx);
+    b->batch = llama_batch_init(cfg->max_tokens, 0, 1);
+    b->have_batch = 1;
+    if (!b->batch.token || !b->batch.pos || !b->batch.seq_id || !b->batch.logits) {
+        snprintf(err, errlen, "out of memory (prefill chunk %d)", cfg->max_tokens);
+        goto fail;
+    }
+    int fa = cfg->flash_attn != BACKEND_FA_OFF && !b->fa_off_seen;
+    snprintf(b->name, sizeof b->name, "llama.cpp-" LLAMA_COMMIT "-%s+fa-%s+rot-%s", dev, fa ? "on" : "off",
+             b->rot_seen ? "on" : "off");
+    b->log_err[0] = 0;
+    *out = &b->base;
+    return 0;
+fail:
+    llama_free_impl(&b->base);
+    return -1;
+}
+
+static int llama_forward(backend *base, const int32_t *tokens, int T, int pos0, const int *rows, int n_rows,
+                         float *logits, char *err, size_t errlen) {
+    llama_backend *b = (llama_backend *)base;
+    if (b->route_asked) {
+        b->route_asked = 0;
+        snprintf(err, errlen, "llama backend: llama.cpp's expert routing cannot be pinned or reported (strata's own "
+                 "backend does that)");
+        return -1;
+    }
+    if (T < 1 || T > b->max_tokens) {
+        snprintf(err, errlen, "forward of %d tokens: 1..%d per call", T, b->max_tokens);
+        return -1;
+    }
+    if (pos0 < 0 || pos0 > b->n_past || pos0 > b->n_ctx - T) {
+        snprintf(err, errlen, "forward at positions %d..%d: the stream holds %d tokens, the context %d", pos0,
+                 pos0 + T - 1, b->n_past, b->n_ctx);
+        return -1;
+    }
+    for (int i = 0; i < T; i++)
+        if (tokens[i] < 0 || tokens[i] >= b->n_vocab) {
+            snprintf(err, errlen, "token id %d at index %d is outside the vocabulary [0, %d)", tokens[i], i, b->n_vocab);
+            return -1;
+        }
+    for (int i = 0; i < n_rows; i++)
+        if (rows[i] < 0 || rows[i] >= T || (i && rows[i] <= rows[i - 1])) {
+            snprintf(err, errlen, "row index %d (of %d) is outside the chunk of %d tokens or out of order", rows[i], i, T);
+            return -1;
+        }
+    if (pos0 < b->n_past && llama_truncate_impl(base, pos0, err, errlen)) return -1;
+    if (b->recurrent && T == 1 && b->last_T != 1) {   /* a generation begins: keep a branch point */
+        llama_memory_seq_rm(b->mem, 1, -1, -1);
+        llama_memory_seq_cp(b->mem, 0, 1, -1, -1);
+        b->branch_pos = pos0;
+    }
+    struct llama_batch *bt = &b->batch;
+    bt->n_tokens = T;
+    for (int i = 0; i < T; i++) {
+        bt->token[i] = tokens[i];
+        bt->pos[i] = pos0 + i;
+        bt->n_seq_id[i] = 1;
+        bt->seq_id[i][0] = 0;
+        bt->logits[i] = 0;
+    }
+    for (int i = 0; i < n_rows; i++) bt->logits[rows[i]] = 1;
+    b->log_err[0] = 0;
+    int rc = llama_decode(b->ctx, *bt);
+    if (rc) {
+        char what[128];
+        snprintf(what, sizeof what, "llama backend: llama_decode of %d tokens at position %d failed (%d)", T, pos0, rc);
+        /* what it stored of this batch (a fatal error keeps the ubatches done) goes again; a recurrent
+         * state cannot be cut (and a hybrid one would lose only its attention part): left as it is */
+        if (!b->recurrent) llama_memory_seq_rm(b->mem, 0, pos0 ? pos0 : -1, -1);
+        return fail(b, err, errlen, what);
+    }
+    b->n_past = pos0 + T;
+    b->last_T = T;
+    for (int i = 0; i < n_rows; i++) {
+        const float *src = llama_get_logits_ith(b->ctx, rows[i]);
+        if (!src) return fail(b, err, errlen, "llama backend: llama.cpp returned no logits for a requested row");
+        memcpy(logits + (size_t)i * b->n_vocab, src, sizeof(float) * (size_t)b->n_vocab);
+    }
+    return 0;
+}
