@@ -28,7 +28,7 @@ static void readme_setup(FILE *o, const report_results *R, const report_analysis
     fprintf(o, "## Setup\n\n| | |\n|---|---|\n");
     /* strings from meta.json: control bytes were escaped on loading, '|' is escaped here */
     fputs("| Model | `", o);
-    report_md_cell(o, R->model_path);
+    report_md_cell(o, report_model_name(R));
     fputs("` — ", o);
     report_md_cell(o, R->model_arch);
     fputs(", ", o);
@@ -319,7 +319,7 @@ static void readme_stats(FILE *o, const report_results *R, const report_analysis
  * ========================================================================================== */
 
 static void readme_write(FILE *o, const report_results *R, const report_analysis *A,
-                         const report_extra *X, const int *drawn) {
+                         const report_extra *X, const report_verdicts *V, const int *drawn) {
     const char *ref = A->ref_label;
     fprintf(o, "# strata results: %s\n\n", R->tag);
 
@@ -349,10 +349,12 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
         fprintf(o, "> **Note:** meta.json says per-position streaming was on, but positions.tsv "
                 "is missing or empty.\n\n");
 
+    report_verdicts_readme(o, R, A, V);   /* the answer first: only the loud warnings above it */
+
     fprintf(o, "What KV-cache precision does to the next-token distribution and to greedy "
             "continuations, against the %s reference, on %s. Divergences are in nats; "
             "\"fork\" is the first of %d greedily generated tokens at which an arm's stream "
-            "differs from the reference's.\n\n", ref, R->model_path, R->fork_n);
+            "differs from the reference's.\n\n", ref, report_model_name(R), R->fork_n);
 
     readme_setup(o, R, A);
 
@@ -362,6 +364,7 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
         fprintf(o, "\n");
     }
 
+    report_bins_readme(o, R, A, V);
     fprintf(o, "## Depth tables\n\nThe original table's columns (KL(arm‖ref) and JS of the "
             "teacher-forced next-token distribution at position depth−1; whether the top-1 token "
             "agrees; the fork token index, or \"identical\" when all %d greedy tokens agree), then "
@@ -404,26 +407,27 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
     report_extra_readme(o, R, A, X);
 
     fprintf(o, "## What the numbers support\n\nDefinitions (k = %.0f, ε = %.2g):\n\n"
-            "- *Indistinguishable over depths / positions*: supported when the upper end of the "
-            "CI of mean KL(arm‖%s) is at most k × the mean noise floor KL(%s‖fp32) over the same "
-            "rows; not supported when the lower end is above it; otherwise inconclusive.\n"
-            "- *Within the floor at every depth*: at every depth KL(arm‖%s) ≤ k × KL(%s‖fp32) "
-            "at that depth and the arm's fork index is not earlier than the fp32 arm's "
-            "(identical counts as %d).\n"
-            "- *Grows with depth*: the slope CI of log10 KL per 1,000 tokens is above 0 "
-            "(not supported when below 0; inconclusive when it contains 0).\n"
+            "- *Distinguishable in distribution over depths / positions*: supported when the lower end of the "
+            "CI of mean KL(arm‖%s) is above k × the mean noise floor KL(%s‖fp32) over the same rows; not "
+            "supported when the upper end is at most that; otherwise inconclusive. Distinguishable is not "
+            "worse: the practical verdicts are in \"The answer first\".\n"
+            "- *Above the floor at every depth*: at every depth KL(arm‖%s) > k × KL(%s‖fp32) at that depth "
+            "(the evidence also counts the depths where the arm forks earlier than fp32).\n"
+            "- *Grows with depth*: the ratio of the deepest depth bin's mean KL to the first bin's, over "
+            "positions (\"Depth bins\"), is above 1 (not supported when below 1; inconclusive when its CI "
+            "contains 1); not estimated without positions.tsv.\n"
             "- *Top-1 ≥ 99%%*: the Wilson lower bound is ≥ 99%% (not supported when the upper "
             "bound is below 99%%), over positions when measured, else over depths.\n"
-            "- *Flips at near ties*: more than half of the top-1 flips are at rows whose "
-            "reference top-1/top-2 logit gap is < ε.\n"
+            "- *Flips at near ties more often than fp32*: the Wilson interval of the arm's top-1 flip rate "
+            "among near ties (reference top-1/top-2 logit gap < ε) lies above fp32's at the same rows.\n"
             "- *Larger where uncertain*: the Spearman CI of (KL, reference entropy) is above 0.\n\n",
-            REPORT_FLOOR_FACTOR, REPORT_NEAR_TIE_EPS, ref, ref, ref, ref, R->fork_n);
+            REPORT_FLOOR_FACTOR, REPORT_NEAR_TIE_EPS, ref, ref, ref, ref);
     fprintf(o, "| Claim | Verdict | Evidence |\n|---|---|---|\n");
     int n_claims = 0;
     for (int i = 0; i < R->n_arms; i++) {
         if (!report_is_test_arm(R, i)) continue;
         report_claim cl[REPORT_MAX_CLAIMS];
-        int nc = report_arm_claims(R, A, i, cl);
+        int nc = report_arm_claims(R, A, V, i, cl);
         for (int c = 0; c < nc; c++, n_claims++)
             fprintf(o, "| %s | **%s** | %s |\n", cl[c].claim, report_verdict_name(cl[c].verdict),
                     cl[c].evidence);
@@ -551,17 +555,18 @@ static int tmp_commit(tmp_file *out, int failed, char *err, size_t errlen) {
 }
 
 static int write_readme(const char *dir, const report_results *R, const report_analysis *A,
-                        const report_extra *X, const int *drawn, char *err, size_t errlen) {
+                        const report_extra *X, const report_verdicts *V, const int *drawn, char *err,
+                        size_t errlen) {
     tmp_file out;
     if (tmp_open(&out, dir, "README.md", err, errlen)) return -1;
-    readme_write(out.f, R, A, X, drawn);
+    readme_write(out.f, R, A, X, V, drawn);
     return tmp_commit(&out, 0, err, errlen);
 }
 
 static int write_summary(const char *dir, const report_results *R, const report_analysis *A,
-                         const report_extra *X, char *err, size_t errlen) {
-    json_t *root = report_summary_build(R, A);
-    if (root && report_extra_summary(root, R, X)) {
+                         const report_extra *X, const report_verdicts *V, char *err, size_t errlen) {
+    json_t *root = report_summary_build(R, A, V);
+    if (root && (report_extra_summary(root, R, X) || report_verdicts_summary(root, R, A, V))) {
         json_decref(root);
         root = NULL;
     }
@@ -585,21 +590,30 @@ static int write_summary(const char *dir, const report_results *R, const report_
  * ========================================================================================== */
 
 int report_render(const char *dir, char *err, size_t errlen) {
+    return report_render_opts_run(dir, NULL, err, errlen);
+}
+
+int report_render_opts_run(const char *dir, const report_render_opts *opts, char *err, size_t errlen) {
     report_results R;
     report_analysis A = {0};
     report_extra X = {0};
+    report_verdicts V = {0};
+    report_margins m;
     int drawn[REPORT_N_PLOTS] = {0};
     int rc = -1;
     if (!dir) { report_set_err(err, errlen, "no results directory"); return -1; }
     if (report_results_load(dir, &R, err, errlen)) goto done;
     if (report_extra_load(dir, &R, &X, err, errlen)) goto done;
     if (report_analysis_run(&R, &A, err, errlen)) goto done;
+    report_margins_get(&R, opts, &m);
+    if (report_verdicts_run(&R, &A, &X, &m, &V, err, errlen)) goto done;
     if (report_plots_render(dir, &R, &A, drawn, err, errlen)) goto done;
-    if (write_summary(dir, &R, &A, &X, err, errlen)) goto done;
-    if (write_readme(dir, &R, &A, &X, drawn, err, errlen)) goto done;
+    if (write_summary(dir, &R, &A, &X, &V, err, errlen)) goto done;
+    if (write_readme(dir, &R, &A, &X, &V, drawn, err, errlen)) goto done;
     rc = 0;
 done:
     if (rc) report_err_clean(err, errlen);   /* it may quote a field of the folder */
+    report_verdicts_free(&V, R.n_arms);
     report_extra_free(&X);
     report_analysis_free(&A, R.n_arms);
     report_results_free(&R);
