@@ -469,6 +469,10 @@ void report_bins_readme(FILE *o, const report_results *R, const report_analysis 
 /* Adds "verdicts" to the summary root. Returns 0 or -1 (out of memory). */
 int report_verdicts_summary(json_t *root, const report_results *R, const report_analysis *A,
                             const report_verdicts *V);
+/* Paired difference of the mean KL(arm‖ref) of arms a and b at the keys both measured (positions
+ * when both have them, circular Politis–White blocks; else depths, block 1): *out (est = a − b) and
+ * its two-sided bootstrap p against 0 (NAN when nothing pairs). Returns 0, or -1 out of memory. */
+int report_paired_kl(const report_results *R, const report_analysis *A, int a, int b, stats_boot *out, double *p);
 /* The model as the README names it: the last path component of meta.json's model path. */
 const char *report_model_name(const report_results *R);
 

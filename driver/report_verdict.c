@@ -310,3 +310,39 @@ void report_verdicts_free(report_verdicts *V, int n_arms) {
     free(V->v);
     V->v = NULL;
 }
+
+/* ============================================================================================
+ * Paired comparisons of two arms (the "Formats by size" table)
+ * ========================================================================================== */
+
+int report_paired_kl(const report_results *R, const report_analysis *A, int a, int b, stats_boot *out, double *p) {
+    const report_arm_an *X = &A->a[a], *Y = &A->a[b];
+    int pos = X->np > 0 && Y->np > 0;
+    size_t n = pos ? X->np : X->nd, k = 0;
+    double *x = malloc((n ? n : 1) * sizeof *x), *y = malloc((n ? n : 1) * sizeof *y);   /* [n] */
+    double *boot = malloc(STATS_BOOT_B * sizeof *boot);                                    /* [B] */
+    int rc = -1;
+    *out = boot_none;
+    *p = NAN;
+    if (!x || !y || !boot) goto done;
+    for (size_t j = 0; j < n; j++) {
+        double u, w;
+        if (pos) {
+            const report_pos *r = &R->prows[X->p0 + j], *s = report_find_pos(R, b, r->pos);
+            if (!s) continue;
+            u = r->kl_ar; w = s->kl_ar;
+        } else {
+            const report_depth *r = &R->drows[X->d0 + j], *s = report_find_depth(R, b, r->depth);
+            if (!s) continue;
+            u = r->kl_ar; w = s->kl_ar;
+        }
+        if (!isfinite(u) || !isfinite(w)) continue;
+        x[k] = u; y[k++] = w;
+    }
+    if (k && !stats_paired_diff_ci(x, y, k, pos ? 0 : 1, STATS_BOOT_B, STATS_BOOT_SEED, boot, out))
+        *p = stats_boot_p(boot, STATS_BOOT_B, 0.0);
+    rc = 0;
+done:
+    free(x); free(y); free(boot);
+    return rc;
+}

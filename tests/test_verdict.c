@@ -186,6 +186,14 @@ static void test_positions(void) {
     CHECK(contains(md, "RoPE angles: `exact` (the default"), "RoPE angle mode stated");
     CHECK(!contains(md, "within 10x the noise floor)") && !contains(md, "flips happen mostly at near ties"),
           "the old 10x-floor 'indistinguishable' claim and the near-tie share headline are gone");
+    /* Formats by size: paired differences with Holm, and the words */
+    CHECK(contains(md, "| q8_0 | q8_0 / q8_0 | 1100 |") && contains(md, "**lower** than int8: "),
+          "sizes: flat (1e-3) paired against grow (1.5e-3 on average): lower");
+    CHECK(contains(md, "**no detected difference** from bf16: "), "sizes: far and near, the same mean KL: "
+          "no detected difference");
+    CHECK(contains(md, "**lower** than q4_0: ") && contains(md, "Holm over the 4 comparisons"),
+          "sizes: the floor (1e-6) against far: lower, Holm over 4 comparisons");
+    CHECK(!contains(md, "no gain"), "never 'no gain'");
     free(g); free(f); free(n); free(x); free(md);
 
     /* margins from the command line */
