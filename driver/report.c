@@ -374,7 +374,8 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
     }
     if (R->per_position == 1 && !R->have_positions)
         fprintf(o, "> **Note:** meta.json says per-position streaming was on, but positions.tsv "
-                "is missing or empty.\n\n");
+                "is missing or empty (a folder whose positions.tsv was too big to commit lacks it on a fresh "
+                "clone): every statistic below is over the depth rows only.\n\n");
 
     report_verdicts_readme(o, R, A, V);   /* the answer first: only the loud warnings above it */
 
