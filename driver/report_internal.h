@@ -389,11 +389,11 @@ int report_gnuplot_run(const report_outdir *pd, const char *name, char *err, siz
 
 
 /* ============================================================================================
- * Verdicts: "The answer first" and the per-depth-bin table (report_verdict.c, docs/DESIGN.md §4.13)
+ * Verdicts: "The answer first" and the per-depth-bin table (report_verdict.c, docs/DESIGN.md §4.15)
  * ========================================================================================== */
 
 /* Defaults of the margins (report --margin-ppl / --margin-top1, sweep records them in meta.json
- * "margins"; docs/DESIGN.md §4.13 gives the reasons). */
+ * "margins"; docs/DESIGN.md §4.15 gives the reasons). */
 #define REPORT_MARGIN_PPL_DEFAULT 1.0   /* TOST margin on the PPL change, percent */
 #define REPORT_MARGIN_TOP1_DEFAULT 1.0  /* TOST margin on top-1 agreement, percentage points */
 #define REPORT_FAR_FACTOR 10.0          /* "distinguishable in distribution": KL CI lower end > 10 x floor */

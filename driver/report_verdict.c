@@ -1,5 +1,5 @@
 /* report_verdict.c — the verdicts a results README opens with ("The answer first") and the
- * per-depth-bin table (docs/DESIGN.md §4.13): for every test arm against the reference,
+ * per-depth-bin table (docs/DESIGN.md §4.15): for every test arm against the reference,
  *   (1) distribution: mean KL with a circular block bootstrap interval, × the fp32 floor, its
  *       place on the ladder of the other arms of the run, "distinguishable in distribution" when
  *       the interval's lower end is above REPORT_FAR_FACTOR × the floor;

@@ -1,5 +1,5 @@
 /* report_verdict_md.c — the verdicts of report_verdict.c as text: the README's "The answer first"
- * (right after the title) and "Depth bins", and summary.json's "verdicts" (docs/DESIGN.md §4.13).
+ * (right after the title) and "Depth bins", and summary.json's "verdicts" (docs/DESIGN.md §4.15).
  * Allocates nothing that outlives a call. */
 #include "driver/report_internal.h"
 

@@ -108,7 +108,7 @@ typedef struct {
     int n_sample_temps;
     double top_p;               /* nucleus cut of the sampled probes, in (0, 1] (1: none) */
     uint64_t sample_seed;       /* base seed of the sampled probes (sweep_sample_seed) */
-    /* recorded in meta.json for the report only (docs/DESIGN.md §4.13): 0 = not given */
+    /* recorded in meta.json for the report only (docs/DESIGN.md §4.15): 0 = not given */
     double margin_ppl, margin_top1;   /* "margins": {"ppl_pct", "top1_pp"} */
     const char *rope_angles;    /* "exact" or "f32" (NULL: exact), meta.json "rope_angles" */
     /* output */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # rerender.test.sh — every committed results folder re-renders byte-identical from what git holds
-# (issue 26 item 8; docs/DESIGN.md §4.13): for each results/*/ with a meta.json (the hand-written
+# (issue 26 item 8; docs/DESIGN.md §4.15): for each results/*/ with a meta.json (the hand-written
 # llama.cpp comparison has none and is skipped), the files git tracks there are copied out of the
 # index (`git checkout-index`, so ignored files such as a 10 MB positions.tsv that a fresh clone
 # lacks are not used), `strata-driver report` renders the copy, and README.md and summary.json must

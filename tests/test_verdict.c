@@ -1,5 +1,5 @@
 /* test_verdict.c — hand-made results folders whose verdicts are known, rendered, and the words of
- * "The answer first" and "Depth bins" checked (docs/DESIGN.md §4.13):
+ * "The answer first" and "Depth bins" checked (docs/DESIGN.md §4.15):
  *   grow  (int8): per-position KL that doubles from the first depth bin to the last -> "grows";
  *   flat  (q8_0): the same noise around a constant mean -> "no detected difference";
  *   near  (bf16): Δ NLL +0.0005 nats/token (PPL +0.05 %), no flip -> "within ±1 % PPL", "within ±1 pp";
