@@ -392,7 +392,7 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
         fprintf(o, "\n");
     }
 
-    report_bins_readme(o, R, A, V);
+    report_bins_readme(o, R, A, V, drawn[REPORT_N_PLOTS]);
     fprintf(o, "## Depth tables\n\nThe original table's columns (KL(arm‖ref) and JS of the "
             "teacher-forced next-token distribution at position depth−1; whether the top-1 token "
             "agrees; the fork token index, or \"identical\" when all %d greedy tokens agree), then "
@@ -627,7 +627,7 @@ int report_render_opts_run(const char *dir, const report_render_opts *opts, char
     report_extra X = {0};
     report_verdicts V = {0};
     report_margins m;
-    int drawn[REPORT_N_PLOTS] = {0};
+    int drawn[REPORT_N_PLOTS + 1] = {0};   /* [REPORT_N_PLOTS]: plots/kl_bins (report_verdict_md.c) */
     int rc = -1;
     if (!dir) { report_set_err(err, errlen, "no results directory"); return -1; }
     if (report_results_load(dir, &R, err, errlen)) goto done;
@@ -636,6 +636,7 @@ int report_render_opts_run(const char *dir, const report_render_opts *opts, char
     report_margins_get(&R, opts, &m);
     if (report_verdicts_run(&R, &A, &X, &m, &V, err, errlen)) goto done;
     if (report_plots_render(dir, &R, &A, drawn, err, errlen)) goto done;
+    if (report_bins_plot(dir, &R, &A, &V, &drawn[REPORT_N_PLOTS], err, errlen)) goto done;
     if (write_summary(dir, &R, &A, &X, &V, err, errlen)) goto done;
     if (write_readme(dir, &R, &A, &X, &V, drawn, err, errlen)) goto done;
     rc = 0;

@@ -465,7 +465,12 @@ void report_verdicts_free(report_verdicts *V, int n_arms);
 void report_verdicts_readme(FILE *o, const report_results *R, const report_analysis *A,
                             const report_verdicts *V);
 void report_bins_readme(FILE *o, const report_results *R, const report_analysis *A,
-                        const report_verdicts *V);
+                        const report_verdicts *V, int drawn);
+/* DIR/plots/kl_bins.{gp,png,svg} and kl_bins_<arm>.dat: mean KL per depth bin with its 95 % band
+ * (nothing, and *drawn = 0, without depth bins; the old .gp/.png/.svg are removed first). Returns 0,
+ * or -1 with a message in err. */
+int report_bins_plot(const char *dir, const report_results *R, const report_analysis *A,
+                     const report_verdicts *V, int *drawn, char *err, size_t errlen);
 /* Adds "verdicts" to the summary root. Returns 0 or -1 (out of memory). */
 int report_verdicts_summary(json_t *root, const report_results *R, const report_analysis *A,
                             const report_verdicts *V);

@@ -216,7 +216,86 @@ void report_verdicts_readme(FILE *o, const report_results *R, const report_analy
     fprintf(o, "`%s.\n\n", ex ? "" : " (the default; the run did not set `--rope-angles`)");
 }
 
-void report_bins_readme(FILE *o, const report_results *R, const report_analysis *A, const report_verdicts *V) {
+/* ============================================================================================
+ * plots/kl_bins: mean KL per depth bin with its 95 % band, one series per arm
+ * ========================================================================================== */
+
+static const char *const bin_palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
+                                          "#8c564b", "#e377c2", "#17becf"};
+
+int report_bins_plot(const char *dir, const report_results *R, const report_analysis *A,
+                     const report_verdicts *V, int *drawn, char *err, size_t errlen) {
+    static const char *const ext[] = {"gp", "png", "svg"};
+    report_outdir pd;
+    char name[64];
+    int rc = -1, n = 0;
+    FILE *g = NULL, *d = NULL;
+    *drawn = 0;
+    if (report_outdir_open(&pd, dir, "plots", err, errlen)) return -1;
+    for (int e = 0; e < 3; e++) {
+        snprintf(name, sizeof name, "kl_bins.%s", ext[e]);
+        report_outdir_remove(&pd, name);
+    }
+    for (int a = 0; a < R->n_arms; a++) n += V->v[a].valid && V->v[a].n_bins > 0;
+    if (!n) { rc = 0; goto done; }
+    g = report_outdir_create(&pd, "kl_bins.gp", err, errlen);
+    if (!g) goto done;
+    fprintf(g, "# kl_bins.gp: rendered by strata (report_render); run: gnuplot kl_bins.gp\n"
+            "set terminal pngcairo size 1000,620 font \"DejaVu Sans,11\" noenhanced\n"
+            "set output \"kl_bins.png\"\nset datafile missing \"?\"\nset title \"Mean KL per depth bin, 95%% "
+            "band (");
+    report_gp_put(g, R->tag);
+    fprintf(g, ")\"\nset xlabel \"Position (middle of the depth bin)\"\nset ylabel \"Mean KL(arm‖ref) (nats, log "
+            "scale)\"\nset grid\nset key outside top center horizontal box\nset logscale y\nset format y \"%%.0e\"\n"
+            "set style fill transparent solid 0.2 noborder\nplot ");
+    int k = 0;
+    for (int a = 0; a < R->n_arms; a++) {
+        const report_arm_verdict *v = &V->v[a];
+        if (!v->valid || !v->n_bins) continue;
+        snprintf(name, sizeof name, "kl_bins_%d.dat", a);
+        d = report_outdir_create(&pd, name, err, errlen);
+        if (!d) goto done;
+        fprintf(d, "# position_mid mean_kl lo hi\n");
+        for (int b = 0; b < v->n_bins; b++) {
+            const report_bin *B = &v->bins[b];
+            double x[3] = {B->kl.est, B->kl.lo, B->kl.hi};
+            fprintf(d, "%.1f", 0.5 * (B->lo + B->hi - 1));
+            for (int j = 0; j < 3; j++)
+                if (isfinite(x[j]) && x[j] > 0) fprintf(d, " %.9g", x[j]);
+                else fputs(" ?", d);
+            fputc('\n', d);
+        }
+        int bad = fclose(d) != 0;
+        d = NULL;
+        if (bad) { report_set_err(err, errlen, "write error in %s/%s", pd.path, name); goto done; }
+        const char *col = a == R->floor ? "#7f7f7f" : bin_palette[k % 8];
+        fprintf(g, "%s\"%s\" using 1:3:4 with filledcurves lc rgb \"%s\" notitle, \"%s\" using 1:2 with linespoints "
+                "lw 2 pt 7 lc rgb \"%s\" title \"", k ? ", " : "", name, col, name, col);
+        report_gp_put(g, A->a[a].label);
+        fputs("\"", g);
+        k++;
+    }
+    fprintf(g, "\nset terminal svg size 1000,620 font \"DejaVu Sans,11\" noenhanced\n"
+            "set output \"kl_bins.svg\"\nreplot\nunset output\n");
+    int bad = fclose(g) != 0;
+    g = NULL;
+    if (bad) { report_set_err(err, errlen, "write error in %s/kl_bins.gp", pd.path); goto done; }
+    if (report_gnuplot_run(&pd, "kl_bins", err, errlen)) goto done;
+    *drawn = report_outdir_nonempty(&pd, "kl_bins.png") && report_outdir_nonempty(&pd, "kl_bins.svg");
+    if (!*drawn) {
+        report_set_err(err, errlen, "gnuplot did not write %s/kl_bins.png (see gnuplot.log)", pd.path);
+        goto done;
+    }
+    rc = 0;
+done:
+    if (d) fclose(d);
+    if (g) fclose(g);
+    report_outdir_close(&pd);
+    return rc;
+}
+
+void report_bins_readme(FILE *o, const report_results *R, const report_analysis *A, const report_verdicts *V,
+                        int drawn) {
     int any = 0;
     for (int a = 0; a < R->n_arms; a++) any |= V->v[a].valid && V->v[a].n_bins > 0;
     if (!any) return;
@@ -225,6 +304,9 @@ void report_bins_readme(FILE *o, const report_results *R, const report_analysis 
             "agreement, Δ NLL as PPL change (exp(mean Δ NLL) − 1), and the top-1 flip rate among the near ties "
             "(positions whose reference top-1/top-2 gap is < %.2g; Wilson interval). Each bin is a different "
             "stretch of the text.\n\n", A->ref_label, REPORT_NEAR_TIE_EPS);
+    if (drawn)
+        fprintf(o, "Mean KL per bin with its 95 %% band ([SVG](plots/kl_bins.svg), [script](plots/kl_bins.gp)):\n\n"
+                "![Mean KL per depth bin](plots/kl_bins.png)\n\n");
     for (int a = 0; a < R->n_arms; a++) {
         const report_arm_verdict *v = &V->v[a];
         if (!v->valid || !v->n_bins) continue;

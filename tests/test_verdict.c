@@ -34,6 +34,15 @@ static char *slurp(const char *path) {
     return buf;
 }
 
+static int file_nonempty(const char *dir, const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    int c = f ? fgetc(f) : EOF;
+    if (f) fclose(f);
+    return c != EOF;
+}
+
 static int contains(const char *hay, const char *needle) { return hay && strstr(hay, needle) != NULL; }
 
 /* The README's block of one arm in "The answer first": from "**LABEL** (arm NAME" to the blank line. */
@@ -182,6 +191,8 @@ static void test_positions(void) {
           "far: KL 1000x the floor is distinguishable in distribution");
     CHECK(x && contains(x, "Ladder of the 4 other arms of this run: "), "ladder over the run's other arms");
     CHECK(contains(md, "## Depth bins") && contains(md, "| 700–799 | 100 |"), "depth-bin table, one row per bin");
+    CHECK(contains(md, "![Mean KL per depth bin](plots/kl_bins.png)") && file_nonempty(dir, "plots/kl_bins.png") &&
+          file_nonempty(dir, "plots/kl_bins.svg"), "the depth-bin plot with its bands, drawn and embedded");
     CHECK(contains(md, "`int8` here is strata's own format") && contains(md, "8.25 bits"), "int8 defined");
     CHECK(contains(md, "RoPE angles: `exact` (the default"), "RoPE angle mode stated");
     CHECK(!contains(md, "within 10x the noise floor)") && !contains(md, "flips happen mostly at near ties"),
@@ -223,6 +234,7 @@ static void test_depths_only_meta_margin_fork(void) {
     char *x = arm_block(md, "q4_0", "far");
     CHECK(contains(md, "a trend is not fitted to 8 single positions"), "depth rows only: no trend verdict");
     CHECK(!contains(md, "## Depth bins"), "depth rows only: no depth-bin table");
+    CHECK(!file_nonempty(dir, "plots/kl_bins.png"), "depth rows only: no depth-bin plot");
     CHECK(contains(md, "PPL ±50 %") && contains(md, "from meta.json"), "margins from meta.json");
     CHECK(x && contains(x, "over the 4 of 8 depths where the greedy text forked"),
           "fork cost over the forked depths only (4 of 8)");
