@@ -635,6 +635,9 @@ int report_render_opts_run(const char *dir, const report_render_opts *opts, char
     if (report_analysis_run(&R, &A, err, errlen)) goto done;
     report_margins_get(&R, opts, &m);
     if (report_verdicts_run(&R, &A, &X, &m, &V, err, errlen)) goto done;
+    /* The controlled depth design (passages.tsv, its own renderer) plugs in here: pointing
+     * V.v[a].from_passages at its report_depth_trend makes it the source of arm a's depth verdict
+     * ("The answer first", line 3) instead of the depth bins of positions.tsv. */
     if (report_plots_render(dir, &R, &A, drawn, err, errlen)) goto done;
     if (report_bins_plot(dir, &R, &A, &V, &drawn[REPORT_N_PLOTS], err, errlen)) goto done;
     if (write_summary(dir, &R, &A, &X, &V, err, errlen)) goto done;
