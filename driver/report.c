@@ -634,6 +634,8 @@ int report_render_opts_run(const char *dir, const report_render_opts *opts, char
     if (report_extra_load(dir, &R, &X, err, errlen)) goto done;
     if (report_analysis_run(&R, &A, err, errlen)) goto done;
     report_margins_get(&R, opts, &m);
+    const char *msrc;
+    X.margin_nats = report_fork_margin(&R, &X, m.ppl_pct, &msrc);
     if (report_verdicts_run(&R, &A, &X, &m, &V, err, errlen)) goto done;
     /* The controlled depth design (passages.tsv, its own renderer) plugs in here: pointing
      * V.v[a].from_passages at its report_depth_trend makes it the source of arm a's depth verdict

@@ -263,7 +263,6 @@ void report_fmt_fork(int fork, int censored, char *buf, size_t len);
  * Cross-scoring and sampled forks (report_cross.c): cross.tsv and samples.tsv when present
  * ========================================================================================== */
 
-#define REPORT_CROSS_EQ_NATS 0.1   /* "equivalent": the CI of mean Δ NLL/token within ±0.1 nats */
 
 /* One cross.tsv row, or cross_samples.tsv row (arm = index into report_results.arms). */
 typedef struct {
@@ -290,6 +289,8 @@ typedef struct {
     size_t ns;
     double *temps;                  /* [n_temps] the temperatures of samples.tsv, first appearance order */
     int n_temps;
+    double margin_nats;             /* the Δ NLL/token equivalence margin of the cross tables (report_fork_margin;
+                                       report_extra_load sets the default's) */
 } report_extra;
 
 /* Reads DIR/cross.tsv and DIR/samples.tsv when they exist (rows of depths R did not load are
@@ -478,6 +479,9 @@ int report_verdicts_summary(json_t *root, const report_results *R, const report_
  * when both have them, circular Politis–White blocks; else depths, block 1): *out (est = a − b) and
  * its two-sided bootstrap p against 0 (NAN when nothing pairs). Returns 0, or -1 out of memory. */
 int report_paired_kl(const report_results *R, const report_analysis *A, int a, int b, stats_boot *out, double *p);
+/* The fork-cost margin in nats per token (§4.15): ln(1 + ppl_pct/100), or the f32 arm's largest |Δ NLL|
+ * over the depths where its own greedy text forked (cross.tsv) when that is larger; *src says which. */
+double report_fork_margin(const report_results *R, const report_extra *X, double ppl_pct, const char **src);
 /* The model as the README names it: the last path component of meta.json's model path. */
 const char *report_model_name(const report_results *R);
 

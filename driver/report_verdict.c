@@ -203,34 +203,42 @@ done:
     return rc;
 }
 
+double report_fork_margin(const report_results *R, const report_extra *X, double ppl_pct, const char **src) {
+    double m = log1p(ppl_pct / 100.0), f32_max = NAN;
+    *src = "the PPL margin in nats";
+    for (size_t i = 0; X->have_cross && i < X->nx; i++) {
+        const report_cross_row *r = &X->x[i];
+        double delta = r->ref_nll_arm - r->ref_nll_ref;
+        if (r->arm == R->floor && R->floor >= 0 && !r->censored && isfinite(delta) &&
+            (isnan(f32_max) || fabs(delta) > f32_max))
+            f32_max = fabs(delta);
+    }
+    if (!isnan(f32_max) && f32_max > m) {
+        m = f32_max;
+        *src = "the fp32 arm's largest |Δ| over its own forks";
+    }
+    return m;
+}
+
 /* Δ NLL of the arm's greedy text under the reference, over the depths where it forked. */
 static int fork_compute(const report_results *R, const report_extra *X, const report_margins *m, int a,
                         report_arm_verdict *v) {
     v->fork = boot_none;
     v->v_fork = STATS_NOT_COMPUTABLE;
-    v->fork_margin = log1p(m->ppl_pct / 100.0);
-    v->fork_margin_src = "the PPL margin in nats";
+    v->fork_margin = report_fork_margin(R, X, m->ppl_pct, &v->fork_margin_src);
     if (!X->have_cross) return 0;
     double *d = malloc((X->nx ? X->nx : 1) * sizeof *d);   /* [nx] */
     if (!d) return -1;
     size_t n = 0;
-    double f32_max = NAN;
     for (size_t i = 0; i < X->nx; i++) {
         const report_cross_row *r = &X->x[i];
         double delta = r->ref_nll_arm - r->ref_nll_ref;
-        if (r->arm == a) {
-            v->have_fork = 1;
-            v->n_fork_depths++;
-            if (!r->censored && isfinite(delta)) d[n++] = delta;
-        } else if (r->arm == R->floor && !r->censored && isfinite(delta)) {
-            if (isnan(f32_max) || fabs(delta) > f32_max) f32_max = fabs(delta);
-        }
+        if (r->arm != a) continue;
+        v->have_fork = 1;
+        v->n_fork_depths++;
+        if (!r->censored && isfinite(delta)) d[n++] = delta;
     }
     v->n_forked = n;
-    if (!isnan(f32_max) && f32_max > v->fork_margin) {
-        v->fork_margin = f32_max;
-        v->fork_margin_src = "the fp32 arm's largest |Δ| over its own forks";
-    }
     if (n) {
         stats_mean_ci_circular(d, n, 1, STATS_BOOT_B, STATS_BOOT_SEED, NULL, &v->fork);
         v->v_fork = stats_verdict_ci(v->fork.lo, v->fork.hi, v->fork.lo90, v->fork.hi90, v->fork_margin);

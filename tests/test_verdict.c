@@ -240,6 +240,11 @@ static void test_depths_only_meta_margin_fork(void) {
           "fork cost over the forked depths only (4 of 8)");
     CHECK(x && contains(x, "+0.250 [") && contains(x, "**higher, within ±0.405 nats/token**"),
           "fork cost: the forked mean +0.250 (not 0.125, diluted by the identical depths");
+    CHECK(contains(md, "| q4_0 | 8 | 4 | +0.250 [+0.230, +0.270] | higher, within the margin | — | not measured |"),
+          "cross table: Δ over the 4 forked depths, TOST words, no f32 scorer: not measured");
+    CHECK(contains(md, "| q8_0 | 8 | 0 | — | nothing forked | — | nothing forked |"),
+          "cross table: an arm that never forked");
+    CHECK(contains(md, "against ±0.405 nats per token"), "cross table: the margin written (ln 1.5 from meta.json's 50 %%)");
     free(x); free(md);
 }
 
