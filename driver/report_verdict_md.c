@@ -35,10 +35,11 @@ static void fmt_boot(const stats_boot *b, char *buf, size_t len) {
 static double ppl(double dnll) { return 100.0 * expm1(dnll); }
 
 /* The RoPE angle mode of the run: meta.json "rope_angles", else the --rope-angles of its
- * invocation, else the default. */
-static const char *rope_mode(const report_results *R, int *explicit_) {
+ * invocation, else an arm's device "+rope-f32"; NULL when the folder does not say (before exact
+ * angles became the default, git cb1ace0, every run used llama.cpp's f32 angles, and its meta.json
+ * does not record them). */
+static const char *rope_mode(const report_results *R) {
     json_t *r = json_object_get(R->meta, "rope_angles");
-    *explicit_ = 1;
     if (json_is_string(r)) return json_string_value(r);
     json_t *argv = json_object_get(json_object_get(R->meta, "invocation"), "argv");
     for (size_t i = 0; i + 1 < json_array_size(argv); i++) {
@@ -47,8 +48,12 @@ static const char *rope_mode(const report_results *R, int *explicit_) {
             return json_string_value(json_array_get(argv, i + 1));
         if (a && !strncmp(a, "--rope-angles=", 14)) return a + 14;
     }
-    *explicit_ = 0;
-    return "exact";
+    json_t *arms = json_object_get(R->meta, "arms");
+    for (size_t i = 0; i < json_array_size(arms); i++) {
+        const char *dev = json_string_value(json_object_get(json_array_get(arms, i), "device"));
+        if (dev && strstr(dev, "+rope-f32")) return "f32";
+    }
+    return NULL;
 }
 
 static int uses_format(const report_results *R, const char *f) {
@@ -209,11 +214,15 @@ void report_verdicts_readme(FILE *o, const report_results *R, const report_analy
         fprintf(o, " `int8` here is strata's own format: symmetric absmax groups of 64 values (one group per head "
                 "when the head dimension is at most 64) with one fp16 scale each, 8.25 bits per value at 64-value "
                 "groups (kernels/kv.h) — not llama.cpp's q8_0 (32-value blocks, 8.5 bits).");
-    int ex;
-    const char *rm = rope_mode(R, &ex);
-    fputs(" RoPE angles: `", o);
-    report_md_cell(o, rm);
-    fprintf(o, "`%s.\n\n", ex ? "" : " (the default; the run did not set `--rope-angles`)");
+    const char *rm = rope_mode(R);
+    if (rm) {
+        fputs(" RoPE angles: `", o);
+        report_md_cell(o, rm);
+        fprintf(o, "`%s.\n\n", !strcmp(rm, "f32") ? " (llama.cpp's f32 angles)" : !strcmp(rm, "exact")
+                ? " (double precision, rounded once)" : "");
+    } else {
+        fprintf(o, " RoPE angles: not recorded in this folder's meta.json.\n\n");
+    }
 }
 
 /* ============================================================================================

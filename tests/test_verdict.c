@@ -194,7 +194,8 @@ static void test_positions(void) {
     CHECK(contains(md, "![Mean KL per depth bin](plots/kl_bins.png)") && file_nonempty(dir, "plots/kl_bins.png") &&
           file_nonempty(dir, "plots/kl_bins.svg"), "the depth-bin plot with its bands, drawn and embedded");
     CHECK(contains(md, "`int8` here is strata's own format") && contains(md, "8.25 bits"), "int8 defined");
-    CHECK(contains(md, "RoPE angles: `exact` (the default"), "RoPE angle mode stated");
+    CHECK(contains(md, "RoPE angles: not recorded in this folder's meta.json."),
+          "RoPE angle mode: a folder that does not record it says so (no guess)");
     CHECK(!contains(md, "within 10x the noise floor)") && !contains(md, "flips happen mostly at near ties"),
           "the old 10x-floor 'indistinguishable' claim and the near-tie share headline are gone");
     /* Formats by size: paired differences with Holm, and the words */

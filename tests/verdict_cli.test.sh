@@ -31,7 +31,7 @@ m = json.load(open('$T/m/meta.json'))
 sys.exit(0 if m.get('margins') == {'ppl_pct': 2.5, 'top1_pp': 3.0} and m.get('rope_angles') == 'exact' else 1)"
 check "README opens with the answer" test "$(sed -n 3p "$T/m/README.md")" = "## The answer first"
 check "README: margins from meta.json" grep -q "from meta.json.*PPL ±2.5 %, top-1 agreement ±3 percentage" "$T/m/README.md"
-check "README: the RoPE mode recorded (not the default's guess)" grep -q 'RoPE angles: `exact`\.$' "$T/m/README.md"
+check "README: the RoPE mode recorded (not the default's guess)" grep -q 'RoPE angles: `exact` (double precision' "$T/m/README.md"
 check "README: the model by file name" grep -q 'on `stories260K.gguf` (sha256' "$T/m/README.md"
 check "README: the Setup names the file, the path appears only in the Reproduce command" \
     test "$(grep -c '^| Model | `stories260K.gguf`' "$T/m/README.md")" = 1 -a "$(grep -c "$MODEL" "$T/m/README.md")" = 1
@@ -47,7 +47,7 @@ for args in "--margin-ppl abc" "--margin-ppl 0" "--margin-top1 100" "--margins 1
 done
 "$DRV" sweep --model "$MODEL" --corpus tests/fixtures/texts --arms f16,int8 --depths 2 --max-depth 100 \
     --fork 4 --rope-angles f32 --out "$T/r" --quiet 2> "$T/r.err"
-check "sweep --rope-angles f32: the README names it" grep -q 'RoPE angles: `f32`\.$' "$T/r/README.md"
+check "sweep --rope-angles f32: the README names it" grep -q "RoPE angles: \`f32\` (llama.cpp's f32 angles)" "$T/r/README.md"
 "$DRV" sweep --model "$MODEL" --corpus tests/fixtures/texts --arms f16,int8 --margin-ppl -1 --out "$T/x" > /dev/null 2> "$T/x.err"
 rc=$?
 check "sweep --margin-ppl -1: exit 2 (rc $rc)" test $rc -eq 2
