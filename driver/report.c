@@ -180,7 +180,7 @@ const stats_ci *report_arm_mean_kl(const report_analysis *A, int i, const char *
 
 /* "Formats by size": the arms in increasing KV bytes per token, with bits per stored value (from
  * an fp16 or fp32 arm's size, when the run has one) beside their divergence. Only with 2 or more. */
-static void readme_sizes(FILE *o, const report_results *R, const report_analysis *A) {
+static void readme_sizes(FILE *o, const report_results *R, const report_analysis *A, const report_verdicts *V) {
     int *idx = malloc(sizeof *idx * (size_t)(R->n_arms ? R->n_arms : 1));   /* [n_arms] */
     int n = idx ? report_size_order(R, idx) : 0;
     if (n < 2) { free(idx); return; }
@@ -201,7 +201,7 @@ static void readme_sizes(FILE *o, const report_results *R, const report_analysis
         for (int k = 0; k < n; k++) pa[k] = NAN;
     fprintf(o, "## Formats by size\n\nEvery arm with a KV size, smallest first: bits per stored value (KV bytes "
             "per token × 8 / the values per token, from the fp16 or fp32 arm's size) against the mean divergence "
-            "from the reference (over positions when measured, else over depths; 95%% CI), same top-1, the "
+            "from the reference (over positions when measured, else over depths; 95%% circular block bootstrap interval, as in the answer), same top-1, the "
             "median fork, and the arm against the one above it (the next smaller): the paired difference of "
             "mean KL over the %s both measured (circular block bootstrap, %s), with its words at a family-wise "
             "5%% level (Holm over the %d comparisons of this table): *lower*, *higher* or *no detected "
@@ -215,7 +215,10 @@ static void readme_sizes(FILE *o, const report_results *R, const report_analysis
         const report_arm_an *X = &A->a[i];
         const char *over;
         char kl[96], t1[96], bits[32], fk[64], cmp[640];
-        report_fmt_ci(report_arm_mean_kl(A, i, &over), kl, sizeof kl);
+        const stats_boot *vk = &V->v[i].kl;   /* the answer's interval: circular, Politis–White blocks */
+        stats_ci kc = {vk->est, vk->lo, vk->hi, vk->n};
+        (void)over;
+        report_fmt_ci(V->v[i].valid ? &kc : report_arm_mean_kl(A, i, &over), kl, sizeof kl);
         report_fmt_pct_ci(X->np ? &X->pos.top1 : &X->dep.top1, t1, sizeof t1);
         if (isnan(per_value)) snprintf(bits, sizeof bits, REPORT_NA);
         else snprintf(bits, sizeof bits, "%.2f", R->arms[i].kv_bytes * 8 / per_value);
@@ -427,7 +430,10 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
             "with streams identical for all %d tokens right-censored, Greenwood band. "
             "Percentiles: linear interpolation between order statistics "
             "(gsl_stats_quantile_from_sorted_data). The Wilson and Spearman intervals assume "
-            "independent rows, which positions are not: read them as too narrow.\n\n",
+            "independent rows, which positions are not: read them as too narrow. So are these moving-block "
+            "intervals over positions (KL stays correlated far beyond ⌈n^(1/3)⌉ positions): \"The answer "
+            "first\", \"Depth bins\" and \"Formats by size\" use circular blocks of the Politis–White length "
+            "instead, which are wider.\n\n",
             STATS_BOOT_B, (unsigned long)STATS_BOOT_SEED, R->fork_n);
     for (int i = 0; i < R->n_arms; i++)
         if (report_is_test_arm(R, i)) readme_stats(o, R, A, i);
@@ -470,7 +476,7 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
     if (!n_claims) fprintf(o, "| (no test arm) | **not measured** | |\n");
     fprintf(o, "\n");
 
-    readme_sizes(o, R, A);
+    readme_sizes(o, R, A, V);
     fprintf(o, "## Plots\n\n");
     static const char *const captions[REPORT_N_PLOTS] = {
         "KL and JS vs depth (log scale); grey: the noise floor KL(ref‖fp32) and the band up to "
