@@ -201,8 +201,8 @@ static void readme_sizes(FILE *o, const report_results *R, const report_analysis
         for (int k = 0; k < n; k++) pa[k] = NAN;
     fprintf(o, "## Formats by size\n\nEvery arm with a KV size, smallest first: bits per stored value (KV bytes "
             "per token × 8 / the values per token, from the fp16 or fp32 arm's size) against the mean divergence "
-            "from the reference (over positions when measured, else over depths; 95%% circular block bootstrap interval, as in the answer), same top-1, the "
-            "median fork, and the arm against the one above it (the next smaller): the paired difference of "
+            "from the reference (over positions when measured, else over depths; 95%% circular block "
+            "bootstrap interval, as in the answer), same top-1, the median fork, and the arm against the one above it (the next smaller): the paired difference of "
             "mean KL over the %s both measured (circular block bootstrap, %s), with its words at a family-wise "
             "5%% level (Holm over the %d comparisons of this table): *lower*, *higher* or *no detected "
             "difference* (which is not \"no difference\"). The plot kl_bytes below draws the same.\n\n"
