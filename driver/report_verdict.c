@@ -120,7 +120,7 @@ static const stats_boot boot_none = {NAN, NAN, NAN, NAN, NAN, NAN, NAN, 0, 0};
  * The verdicts of one arm
  * ========================================================================================== */
 
-/* The depth bins: the sweep's depths from meta.json (else those of depths.tsv) as bin ends. */
+/* The depth bins: the sweep's depths from meta.json as bin ends (none when meta.json has no depths). */
 static int bins_compute(const report_results *R, const vcols *c, report_arm_verdict *v) {
     int nd = R->n_depths;
     const int *ends = R->depths;
