@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -131,6 +132,8 @@ static void usage_sweep(FILE *f) {
         "  --max-depth N       deepest prefix (default: min(tokens - 1, n_ctx - fork))\n"
         "  --fork N            greedy tokens per fork probe (default 32)\n"
         "  --per-position      stream every position's rows and write positions.tsv\n"
+        "  --margin-ppl PCT    equivalence margin of the report's PPL verdict, percent (default 1; meta.json)\n"
+        "  --margin-top1 PP    equivalence margin of the report's top-1 verdict, percentage points (default 1)\n"
         "  --cross-score       score every arm's greedy continuation teacher-forced under the reference\n"
         "                      arm and the f32 arm (NLL per token, repetition rate) -> cross.tsv\n"
         "  --sample-temps LIST sampled fork probes at these temperatures (e.g. 0,0.3,0.7,1; 0 is the\n"
@@ -189,9 +192,12 @@ static void usage_sweep(FILE *f) {
 
 static void usage_report(FILE *f) {
     fprintf(f,
-        "usage: strata-driver report DIR\n"
+        "usage: strata-driver report DIR [--margin-ppl PCT] [--margin-top1 PP]\n"
         "Re-renders DIR/README.md, DIR/summary.json and DIR/plots/ from DIR/meta.json and the TSVs\n"
         "(no model needed); a needle folder (meta.json \"kind\": \"needle\") from its cells.tsv.\n"
+        "  --margin-ppl PCT    equivalence margin on the PPL change, percent (default: meta.json's, else 1)\n"
+        "  --margin-top1 PP    equivalence margin on top-1 agreement, percentage points (default: meta.json's,\n"
+        "                      else 1)\n"
         "example:\n"
         "  strata-driver report results/2025-01-01-stories260K-f16-int8\n");
 }
@@ -282,6 +288,7 @@ typedef struct {
     int cross_score;
     int n_passages, passage_len;   /* --passages N (0: off), --passage-len L */
     int *passage_starts;     /* [n_passages] planned (plan_sweep; freed by cmd_sweep) */
+    double margin_ppl, margin_top1;   /* --margin-ppl, --margin-top1 (0: not given), for the report */
     int pin_experts;         /* --pin-experts[=FILE] */
     const char *pin_file;    /* its FILE, or NULL */
     double sample_temps[SWEEP_MAX_TEMPS];   /* [n_sample_temps] the positive ones of --sample-temps */
@@ -332,6 +339,7 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         {"request-timeout", 1, 0, 'Y'}, {"max-restarts", 1, 0, 'M'}, {"cross-score", 0, 0, 'S'},
         {"sample-temps", 1, 0, 'e'}, {"top-p", 1, 0, 'u'}, {"seed", 1, 0, 'd'}, {"compare-threads", 1, 0, 'W'},
         {"pin-experts", optional_argument, 0, 1100}, {"passages", 1, 0, 1101}, {"passage-len", 1, 0, 1102},
+        {"margin-ppl", 1, 0, 1103}, {"margin-top1", 1, 0, 1104},
         WORKERS_ARM_LONGOPTS, {0, 0, 0, 0}};
     int c;
     o->depths = 16;
@@ -381,6 +389,18 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
         case 1100: o->pin_experts = 1; o->pin_file = optarg; break;
         case 1101: if (cli_parse_int("--passages", optarg, 0, PASSAGES_MAX, &o->n_passages)) return EXIT_USAGE; break;
         case 1102: if (cli_parse_int("--passage-len", optarg, 1, PASSAGES_LEN_MAX, &o->passage_len)) return EXIT_USAGE; break;
+        case 1103: case 1104: {
+            char *end;
+            errno = 0;
+            double v = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !(v > 0 && v < 100)) {
+                cli_errorf("%s '%s': give a number in (0, 100)", c == 1103 ? "--margin-ppl" : "--margin-top1", optarg);
+                return EXIT_USAGE;
+            }
+            if (c == 1103) o->margin_ppl = v;
+            else o->margin_top1 = v;
+            break;
+        }
         case 'e': if (parse_temps(optarg, o)) return EXIT_USAGE; break;
         case 'u': {
             char *end;
@@ -730,6 +750,9 @@ static void fill_config(sweep_config *c, const sweep_opts *o, const char *tag, c
     c->compare_threads = o->compare_threads ? o->compare_threads
                          : ncpu < 1 ? 1 : ncpu > SWEEP_COMPARE_THREADS_MAX ? SWEEP_COMPARE_THREADS_MAX : (int)ncpu;
     c->cross_score = o->cross_score;
+    c->margin_ppl = o->margin_ppl;
+    c->margin_top1 = o->margin_top1;
+    c->rope_angles = o->ao.rope_angles;
     c->pin_experts = o->pin_experts;
     c->pin_file = o->pin_file;
     c->sample_temps = o->sample_temps;
@@ -934,10 +957,23 @@ done:
 
 static int cmd_report(int argc, char **argv) {
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { usage_report(stdout); return EXIT_OK; }
-    if (argc != 2 || argv[1][0] == '-') { usage_report(stderr); return EXIT_USAGE; }
+    if (argc < 2 || argv[1][0] == '-' || argc % 2 != 0) { usage_report(stderr); return EXIT_USAGE; }
+    report_render_opts ro = {NAN, NAN};
+    for (int i = 2; i + 1 < argc; i += 2) {
+        char *end = NULL;
+        double v = strtod(argv[i + 1], &end);
+        int ppl = !strcmp(argv[i], "--margin-ppl"), top1 = !strcmp(argv[i], "--margin-top1");
+        if ((!ppl && !top1) || end == argv[i + 1] || *end || !(v > 0 && v < 100)) {
+            cli_errorf("report: %s '%s': expected --margin-ppl or --margin-top1 with a number in (0, 100)",
+                       argv[i], argv[i + 1]);
+            return EXIT_USAGE;
+        }
+        if (ppl) ro.margin_ppl = v;
+        else ro.margin_top1 = v;
+    }
     char err[2048];
     if (needle_is_results(argv[1]) ? needle_report_render(argv[1], err, sizeof err)
-                                   : report_render(argv[1], err, sizeof err)) {
+                                   : report_render_opts_run(argv[1], &ro, err, sizeof err)) {
         cli_errorf("%s", err);
         return EXIT_RUNTIME;
     }

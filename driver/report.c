@@ -29,7 +29,7 @@ static void readme_setup(FILE *o, const report_results *R, const report_analysis
     fprintf(o, "## Setup\n\n| | |\n|---|---|\n");
     /* strings from meta.json: control bytes were escaped on loading, '|' is escaped here */
     fputs("| Model | `", o);
-    report_md_cell(o, R->model_path);
+    report_md_cell(o, report_model_name(R));
     fputs("` — ", o);
     report_md_cell(o, R->model_arch);
     fputs(", ", o);
@@ -197,7 +197,7 @@ const stats_ci *report_arm_mean_kl(const report_analysis *A, int i, const char *
 
 /* "Formats by size": the arms in increasing KV bytes per token, with bits per stored value (from
  * an fp16 or fp32 arm's size, when the run has one) beside their divergence. Only with 2 or more. */
-static void readme_sizes(FILE *o, const report_results *R, const report_analysis *A) {
+static void readme_sizes(FILE *o, const report_results *R, const report_analysis *A, const report_verdicts *V) {
     int *idx = malloc(sizeof *idx * (size_t)(R->n_arms ? R->n_arms : 1));   /* [n_arms] */
     int n = idx ? report_size_order(R, idx) : 0;
     if (n < 2) { free(idx); return; }
@@ -207,27 +207,57 @@ static void readme_sizes(FILE *o, const report_results *R, const report_analysis
             if (!strcmp(R->arms[i].kv_k, "f16")) per_value = R->arms[i].kv_bytes / 2;
             else if (!strcmp(R->arms[i].kv_k, "f32")) per_value = R->arms[i].kv_bytes / 4;
         }
+    /* each arm against the next smaller one: paired differences, Holm across the table */
+    stats_boot *pd = calloc((size_t)n, sizeof *pd);   /* [n] */
+    double *pv = malloc(sizeof *pv * (size_t)n), *pa = malloc(sizeof *pa * (size_t)n);   /* [n] */
+    if (!pd || !pv || !pa) { free(pd); free(pv); free(pa); free(idx); return; }
+    pv[0] = NAN;
+    for (int k = 1; k < n; k++)
+        if (report_paired_kl(R, A, idx[k], idx[k - 1], &pd[k], &pv[k])) pv[k] = NAN;
+    if (stats_holm(pv, (size_t)n, pa) < 0)
+        for (int k = 0; k < n; k++) pa[k] = NAN;
     fprintf(o, "## Formats by size\n\nEvery arm with a KV size, smallest first: bits per stored value (KV bytes "
             "per token × 8 / the values per token, from the fp16 or fp32 arm's size) against the mean divergence "
-            "from the reference (over positions when measured, else over depths; 95%% CI), same top-1 and the "
-            "median fork. The plot kl_bytes below draws the same.\n\n"
-            "| Arm | K / V | KV bytes per token | Bits per value | Mean KL(arm‖%s) | Same top-1 | Median fork |\n"
-            "|---|---|---:|---:|---:|---:|---:|\n", A->ref_label);
+            "from the reference (over positions when measured, else over depths; 95%% circular block "
+            "bootstrap interval, as in the answer), same top-1, the median fork, and the arm against the one above it (the next smaller): the paired difference of "
+            "mean KL over the %s both measured (circular block bootstrap, %s), with its words at a family-wise "
+            "5%% level (Holm over the %d comparisons of this table): *lower*, *higher* or *no detected "
+            "difference* (which is not \"no difference\"). The plot kl_bytes below draws the same.\n\n"
+            "| Arm | K / V | KV bytes per token | Bits per value | Mean KL(arm‖%s) | Same top-1 | Median fork | "
+            "vs the row above: Δ mean KL [95%%], Holm p |\n"
+            "|---|---|---:|---:|---:|---:|---:|---|\n", R->have_positions ? "positions" : "depths",
+            R->have_positions ? "Politis–White blocks" : "block 1", n - 1, A->ref_label);
     for (int k = 0; k < n; k++) {
         int i = idx[k];
         const report_arm_an *X = &A->a[i];
         const char *over;
-        char kl[96], t1[96], bits[32], fk[64];
-        report_fmt_ci(report_arm_mean_kl(A, i, &over), kl, sizeof kl);
+        char kl[96], t1[96], bits[32], fk[64], cmp[640];
+        const stats_boot *vk = &V->v[i].kl;   /* the answer's interval: circular, Politis–White blocks */
+        stats_ci kc = {vk->est, vk->lo, vk->hi, vk->n};
+        (void)over;
+        report_fmt_ci(V->v[i].valid ? &kc : report_arm_mean_kl(A, i, &over), kl, sizeof kl);
         report_fmt_pct_ci(X->np ? &X->pos.top1 : &X->dep.top1, t1, sizeof t1);
         if (isnan(per_value)) snprintf(bits, sizeof bits, REPORT_NA);
         else snprintf(bits, sizeof bits, "%.2f", R->arms[i].kv_bytes * 8 / per_value);
         if (!X->dep.km.n_obs) snprintf(fk, sizeof fk, REPORT_NA);
         else if (isnan(X->dep.km.median)) snprintf(fk, sizeof fk, "not reached");
         else snprintf(fk, sizeof fk, "%.0f", X->dep.km.median);
-        fprintf(o, "| %s%s | %s / %s | %.0f | %s | %s | %s | %s |\n", X->label, i == R->floor ? " (floor)" : "",
-                R->arms[i].kv_k, R->arms[i].kv_v, R->arms[i].kv_bytes, bits, kl, t1, fk);
+        if (k == 0 || isnan(pa[k])) snprintf(cmp, sizeof cmp, REPORT_NA);
+        else {
+            stats_ci c = {pd[k].est, pd[k].lo, pd[k].hi, pd[k].n};
+            char d[96];
+            report_fmt_ci(&c, d, sizeof d);
+            stats_verdict v = stats_verdict_p(pd[k].est, pa[k], 0.05, pd[k].lo90, pd[k].hi90, 0);
+            snprintf(cmp, sizeof cmp, "**%s** than %s: %s, p = %.2g", stats_verdict_word(v),
+                     A->a[idx[k - 1]].label, d, pa[k]);
+            if (v == STATS_NO_DETECTED_DIFFERENCE)
+                snprintf(cmp, sizeof cmp, "**no detected difference** from %s: %s, p = %.2g", A->a[idx[k - 1]].label,
+                         d, pa[k]);
+        }
+        fprintf(o, "| %s%s | %s / %s | %.0f | %s | %s | %s | %s | %s |\n", X->label, i == R->floor ? " (floor)" : "",
+                R->arms[i].kv_k, R->arms[i].kv_v, R->arms[i].kv_bytes, bits, kl, t1, fk, cmp);
     }
+    free(pd); free(pv); free(pa);
     fprintf(o, "\n");
     free(idx);
 }
@@ -336,7 +366,7 @@ static void readme_stats(FILE *o, const report_results *R, const report_analysis
  * ========================================================================================== */
 
 static void readme_write(FILE *o, const report_results *R, const report_analysis *A,
-                         const report_extra *X, const int *drawn) {
+                         const report_extra *X, const report_verdicts *V, const int *drawn) {
     const char *ref = A->ref_label;
     fprintf(o, "# strata results: %s\n\n", R->tag);
 
@@ -364,12 +394,15 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
     }
     if (R->per_position == 1 && !R->have_positions)
         fprintf(o, "> **Note:** meta.json says per-position streaming was on, but positions.tsv "
-                "is missing or empty.\n\n");
+                "is missing or empty (a folder whose positions.tsv was too big to commit lacks it on a fresh "
+                "clone): every statistic below is over the depth rows only.\n\n");
+
+    report_verdicts_readme(o, R, A, V);   /* the answer first: only the loud warnings above it */
 
     fprintf(o, "What KV-cache precision does to the next-token distribution and to greedy "
             "continuations, against the %s reference, on %s. Divergences are in nats; "
             "\"fork\" is the first of %d greedily generated tokens at which an arm's stream "
-            "differs from the reference's.\n\n", ref, R->model_path, R->fork_n);
+            "differs from the reference's.\n\n", ref, report_model_name(R), R->fork_n);
 
     readme_setup(o, R, A);
 
@@ -379,6 +412,7 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
         fprintf(o, "\n");
     }
 
+    report_bins_readme(o, R, A, V, drawn[REPORT_N_PLOTS]);
     fprintf(o, "## Depth tables\n\nThe original table's columns (KL(arm‖ref) and JS of the "
             "teacher-forced next-token distribution at position depth−1; whether the top-1 token "
             "agrees; the fork token index, or \"identical\" when all %d greedy tokens agree), then "
@@ -413,7 +447,10 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
             "with streams identical for all %d tokens right-censored, Greenwood band. "
             "Percentiles: linear interpolation between order statistics "
             "(gsl_stats_quantile_from_sorted_data). The Wilson and Spearman intervals assume "
-            "independent rows, which positions are not: read them as too narrow.\n\n",
+            "independent rows, which positions are not: read them as too narrow. So are these moving-block "
+            "intervals over positions (KL stays correlated far beyond ⌈n^(1/3)⌉ positions): \"The answer "
+            "first\", \"Depth bins\" and \"Formats by size\" use circular blocks of the Politis–White length "
+            "instead, which are wider.\n\n",
             STATS_BOOT_B, (unsigned long)STATS_BOOT_SEED, R->fork_n);
     for (int i = 0; i < R->n_arms; i++)
         if (report_is_test_arm(R, i)) readme_stats(o, R, A, i);
@@ -421,26 +458,27 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
     report_extra_readme(o, R, A, X);
 
     fprintf(o, "## What the numbers support\n\nDefinitions (k = %.0f, ε = %.2g):\n\n"
-            "- *Indistinguishable over depths / positions*: supported when the upper end of the "
-            "CI of mean KL(arm‖%s) is at most k × the mean noise floor KL(%s‖fp32) over the same "
-            "rows; not supported when the lower end is above it; otherwise inconclusive.\n"
-            "- *Within the floor at every depth*: at every depth KL(arm‖%s) ≤ k × KL(%s‖fp32) "
-            "at that depth and the arm's fork index is not earlier than the fp32 arm's "
-            "(identical counts as %d).\n"
-            "- *Grows with depth*: the slope CI of log10 KL per 1,000 tokens is above 0 "
-            "(not supported when below 0; inconclusive when it contains 0).\n"
+            "- *Distinguishable in distribution over depths / positions*: supported when the lower end of the "
+            "CI of mean KL(arm‖%s) is above k × the mean noise floor KL(%s‖fp32) over the same rows; not "
+            "supported when the upper end is at most that; otherwise inconclusive. Distinguishable is not "
+            "worse: the practical verdicts are in \"The answer first\".\n"
+            "- *Above the floor at every depth*: at every depth KL(arm‖%s) > k × KL(%s‖fp32) at that depth "
+            "(the evidence also counts the depths where the arm forks earlier than fp32).\n"
+            "- *Grows with depth*: the ratio of the deepest depth bin's mean KL to the first bin's, over "
+            "positions (\"Depth bins\"), is above 1 (not supported when below 1; inconclusive when its CI "
+            "contains 1); not estimated without positions.tsv.\n"
             "- *Top-1 ≥ 99%%*: the Wilson lower bound is ≥ 99%% (not supported when the upper "
             "bound is below 99%%), over positions when measured, else over depths.\n"
-            "- *Flips at near ties*: more than half of the top-1 flips are at rows whose "
-            "reference top-1/top-2 logit gap is < ε.\n"
+            "- *Flips at near ties more often than fp32*: the Wilson interval of the arm's top-1 flip rate "
+            "among near ties (reference top-1/top-2 logit gap < ε) lies above fp32's at the same rows.\n"
             "- *Larger where uncertain*: the Spearman CI of (KL, reference entropy) is above 0.\n\n",
-            REPORT_FLOOR_FACTOR, REPORT_NEAR_TIE_EPS, ref, ref, ref, ref, R->fork_n);
+            REPORT_FLOOR_FACTOR, REPORT_NEAR_TIE_EPS, ref, ref, ref, ref);
     fprintf(o, "| Claim | Verdict | Evidence |\n|---|---|---|\n");
     int n_claims = 0;
     for (int i = 0; i < R->n_arms; i++) {
         if (!report_is_test_arm(R, i)) continue;
         report_claim cl[REPORT_MAX_CLAIMS];
-        int nc = report_arm_claims(R, A, i, cl);
+        int nc = report_arm_claims(R, A, V, i, cl);
         for (int c = 0; c < nc; c++, n_claims++)
             fprintf(o, "| %s | **%s** | %s |\n", cl[c].claim, report_verdict_name(cl[c].verdict),
                     cl[c].evidence);
@@ -455,7 +493,7 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
     if (!n_claims) fprintf(o, "| (no test arm) | **not measured** | |\n");
     fprintf(o, "\n");
 
-    readme_sizes(o, R, A);
+    readme_sizes(o, R, A, V);
     fprintf(o, "## Plots\n\n");
     static const char *const captions[REPORT_N_PLOTS] = {
         "KL and JS vs depth (log scale); grey: the noise floor KL(ref‖fp32) and the band up to "
@@ -568,17 +606,18 @@ static int tmp_commit(tmp_file *out, int failed, char *err, size_t errlen) {
 }
 
 static int write_readme(const char *dir, const report_results *R, const report_analysis *A,
-                        const report_extra *X, const int *drawn, char *err, size_t errlen) {
+                        const report_extra *X, const report_verdicts *V, const int *drawn, char *err,
+                        size_t errlen) {
     tmp_file out;
     if (tmp_open(&out, dir, "README.md", err, errlen)) return -1;
-    readme_write(out.f, R, A, X, drawn);
+    readme_write(out.f, R, A, X, V, drawn);
     return tmp_commit(&out, 0, err, errlen);
 }
 
 static int write_summary(const char *dir, const report_results *R, const report_analysis *A,
-                         const report_extra *X, char *err, size_t errlen) {
-    json_t *root = report_summary_build(R, A);
-    if (root && report_extra_summary(root, R, X)) {
+                         const report_extra *X, const report_verdicts *V, char *err, size_t errlen) {
+    json_t *root = report_summary_build(R, A, V);
+    if (root && (report_extra_summary(root, R, X) || report_verdicts_summary(root, R, A, V))) {
         json_decref(root);
         root = NULL;
     }
@@ -602,22 +641,37 @@ static int write_summary(const char *dir, const report_results *R, const report_
  * ========================================================================================== */
 
 int report_render(const char *dir, char *err, size_t errlen) {
+    return report_render_opts_run(dir, NULL, err, errlen);
+}
+
+int report_render_opts_run(const char *dir, const report_render_opts *opts, char *err, size_t errlen) {
     report_results R;
     report_analysis A = {0};
     report_extra X = {0};
-    int drawn[REPORT_N_PLOTS] = {0};
+    report_verdicts V = {0};
+    report_margins m;
+    int drawn[REPORT_N_PLOTS + 1] = {0};   /* [REPORT_N_PLOTS]: plots/kl_bins (report_verdict_md.c) */
     int rc = -1;
     if (!dir) { report_set_err(err, errlen, "no results directory"); return -1; }
     if (report_results_load(dir, &R, err, errlen)) goto done;
     if (report_extra_load(dir, &R, &X, err, errlen)) goto done;
     if (report_analysis_run(&R, &A, err, errlen)) goto done;
+    report_margins_get(&R, opts, &m);
+    const char *msrc;
+    X.margin_nats = report_fork_margin(&R, &X, m.ppl_pct, &msrc);
+    if (report_verdicts_run(&R, &A, &X, &m, &V, err, errlen)) goto done;
+    /* The controlled depth design (passages.tsv, its own renderer) plugs in here: pointing
+     * V.v[a].from_passages at its report_depth_trend makes it the source of arm a's depth verdict
+     * ("The answer first", line 3) instead of the depth bins of positions.tsv. */
     if (report_plots_render(dir, &R, &A, drawn, err, errlen)) goto done;
-    if (write_summary(dir, &R, &A, &X, err, errlen)) goto done;
-    if (write_readme(dir, &R, &A, &X, drawn, err, errlen)) goto done;
+    if (report_bins_plot(dir, &R, &A, &V, &drawn[REPORT_N_PLOTS], err, errlen)) goto done;
+    if (write_summary(dir, &R, &A, &X, &V, err, errlen)) goto done;
+    if (write_readme(dir, &R, &A, &X, &V, drawn, err, errlen)) goto done;
     if (report_passages_render(dir, err, errlen)) goto done;   /* only with passages.tsv */
     rc = 0;
 done:
     if (rc) report_err_clean(err, errlen);   /* it may quote a field of the folder */
+    report_verdicts_free(&V, R.n_arms);
     report_extra_free(&X);
     report_analysis_free(&A, R.n_arms);
     report_results_free(&R);

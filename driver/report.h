@@ -104,6 +104,13 @@ int report_tsv_sample_row(FILE *f, int depth, const char *arm, double temperatur
  * Returns 0, or -1 with a message in err (malformed input names the file and line).
  * Everything allocated is freed before return. */
 int report_render(const char *dir, char *err, size_t errlen);
+/* report_render with settings: the verdict margins (docs/DESIGN.md §4.15). A field that is NAN
+ * (or opts NULL) takes meta.json's "margins" value, else the default. */
+typedef struct {
+    double margin_ppl;   /* percent PPL change */
+    double margin_top1;  /* percentage points of top-1 agreement */
+} report_render_opts;
+int report_render_opts_run(const char *dir, const report_render_opts *opts, char *err, size_t errlen);
 
 /* Side-by-side comparison of two results dirs as Markdown on out: setup differences, and for
  * every arm name present in both, the summary statistics and the depth-by-depth KL / fork.

@@ -15,7 +15,7 @@ const char *report_verdict_name(int verdict) {
 }
 
 /* Up to REPORT_MAX_CLAIMS claims per arm, written into out; returns the count. */
-int report_arm_claims(const report_results *R, const report_analysis *A, int i,
+int report_arm_claims(const report_results *R, const report_analysis *A, const report_verdicts *V, int i,
                       report_claim *out) {
     const report_arm_an *X = &A->a[i];
     const char *lab = X->label, *ref = A->ref_label;
@@ -24,13 +24,13 @@ int report_arm_claims(const report_results *R, const report_analysis *A, int i,
     int n = 0;
     report_claim *C;
 
-    /* 1. within k x the noise floor, over depths and over positions */
+    /* 1. far above k x the noise floor (distinguishable in distribution), over depths and positions */
     for (int set = 0; set < 2; set++) {
         const report_set *s = set ? &X->pos : &X->dep;
         const char *where = set ? "positions" : "depths";
         C = &out[n++];
-        snprintf(C->claim, sizeof C->claim, "%s is indistinguishable from %s over the %s "
-                 "(mean KL within %.0fx the noise floor)", lab, ref, where, k);
+        snprintf(C->claim, sizeof C->claim, "%s is distinguishable in distribution from %s over the %s "
+                 "(the CI of mean KL lies above %.0fx the noise floor)", lab, ref, where, k);
         if (set && !X->np) {
             C->verdict = V_NOT_MEASURED;
             snprintf(C->evidence, sizeof C->evidence, "per-position metrics were not streamed");
@@ -42,50 +42,47 @@ int report_arm_claims(const report_results *R, const report_analysis *A, int i,
             continue;
         }
         double lim = k * s->floor_mean;
-        C->verdict = s->kl.hi <= lim ? V_SUPPORTED : s->kl.lo > lim ? V_NOT_SUPPORTED : V_INCONCLUSIVE;
+        C->verdict = s->kl.lo > lim ? V_SUPPORTED : s->kl.hi <= lim ? V_NOT_SUPPORTED : V_INCONCLUSIVE;
         report_fmt_ci(&s->kl, a, sizeof a);
         report_fmt_sig2(s->floor_mean, b, sizeof b);
         report_fmt_sig2(lim, c, sizeof c);
-        snprintf(C->evidence, sizeof C->evidence, "mean KL(%s‖%s) %s vs floor %s (limit %s)",
-                 lab, ref, a, b, c);
+        snprintf(C->evidence, sizeof C->evidence, "mean KL(%s‖%s) %s vs floor %s (%.0fx: %s); whether it "
+                 "matters is the practical verdict of \"The answer first\"", lab, ref, a, b, k, c);
     }
 
-    /* 2. per depth: KL <= k x floor and fork not earlier than the floor arm's */
+    /* 2. per depth: KL above k x floor; forks earlier than the floor arm's */
     C = &out[n++];
-    snprintf(C->claim, sizeof C->claim, "%s stays within %.0fx the noise floor at every depth, "
-             "and its greedy stream forks no earlier than fp32's", lab, k);
+    snprintf(C->claim, sizeof C->claim, "%s is above %.0fx the noise floor at every depth", lab, k);
     if (R->floor < 0) {
         C->verdict = V_NOT_MEASURED;
         snprintf(C->evidence, sizeof C->evidence, "no f32 noise-floor arm");
     } else {
-        size_t n_ok = 0, n_cmp = 0, n_kl_bad = 0, n_fork_bad = 0;
+        size_t n_cmp = 0, n_above = 0, n_fork_early = 0;
         for (size_t j = 0; j < X->nd; j++) {
             const report_depth *d = &R->drows[X->d0 + j];
             if (isnan(X->floor_kl[j])) continue;
             n_cmp++;
-            int kl_ok = d->kl_ar <= k * X->floor_kl[j];
-            int fork_ok = d->fork >= X->floor_fork[j];
-            n_kl_bad += !kl_ok;
-            n_fork_bad += !fork_ok;
-            n_ok += kl_ok && fork_ok;
+            n_above += d->kl_ar > k * X->floor_kl[j];
+            n_fork_early += d->fork < X->floor_fork[j];
         }
-        C->verdict = n_cmp == 0 ? V_NOT_MEASURED : n_ok == n_cmp ? V_SUPPORTED : V_NOT_SUPPORTED;
-        snprintf(C->evidence, sizeof C->evidence, "holds at %zu of %zu depths (KL above the limit "
-                 "at %zu, earlier fork at %zu)", n_ok, n_cmp, n_kl_bad, n_fork_bad);
+        C->verdict = n_cmp == 0 ? V_NOT_MEASURED : n_above == n_cmp ? V_SUPPORTED : V_NOT_SUPPORTED;
+        snprintf(C->evidence, sizeof C->evidence, "above at %zu of %zu depths; the greedy stream forks "
+                 "earlier than fp32's at %zu", n_above, n_cmp, n_fork_early);
     }
 
-    /* 3. KL trend with depth */
+    /* 3. KL trend with depth: the ratio of the deepest depth bin to the first (positions only) */
     C = &out[n++];
-    snprintf(C->claim, sizeof C->claim, "KL(%s‖%s) grows with depth", lab, ref);
-    const stats_fit *f = &X->dep.slope;
-    if (isnan(f->slope)) {
+    snprintf(C->claim, sizeof C->claim, "KL(%s‖%s) grows with depth (deepest depth bin / first)", lab, ref);
+    const report_arm_verdict *v = V && V->v ? &V->v[i] : NULL;
+    if (!v || !v->over_positions || isnan(v->ratio.est)) {
         C->verdict = V_NOT_MEASURED;
-        snprintf(C->evidence, sizeof C->evidence, "fewer than 3 depths");
+        snprintf(C->evidence, sizeof C->evidence, "not estimated: %s", X->np ? "fewer than two depth bins"
+                 : "no positions.tsv, and a trend is not fitted to single depth positions");
     } else {
-        C->verdict = f->lo > 0 ? V_SUPPORTED : f->hi < 0 ? V_NOT_SUPPORTED : V_INCONCLUSIVE;
-        report_fmt_slope(f, a, sizeof a);
-        snprintf(C->evidence, sizeof C->evidence, "slope of log10 KL %s decades per 1,000 "
-                 "tokens%s", a, f->hi < 0 ? " (it shrinks)" : f->lo > 0 ? "" : " (CI contains 0)");
+        C->verdict = v->v_ratio == STATS_HIGHER ? V_SUPPORTED : v->v_ratio == STATS_LOWER ? V_NOT_SUPPORTED
+                     : V_INCONCLUSIVE;
+        snprintf(C->evidence, sizeof C->evidence, "ratio x%.2g [%.2g, %.2g]: %s", v->ratio.est, v->ratio.lo,
+                 v->ratio.hi, stats_verdict_word(v->v_ratio));
     }
 
     /* 4. top-1 agreement >= 99% (positions when measured, else depths) */
@@ -99,19 +96,20 @@ int report_arm_claims(const report_results *R, const report_analysis *A, int i,
     report_fmt_pct_ci(&s->top1, a, sizeof a);
     snprintf(C->evidence, sizeof C->evidence, "agreement %s over %zu %s (Wilson)", a, s->n, where);
 
-    /* 5. flips concentrate at near ties */
+    /* 5. flips among near ties, against the fp32 arm's rate at the same rows */
     C = &out[n++];
-    snprintf(C->claim, sizeof C->claim, "%s's top-1 flips happen mostly at near ties "
-             "(reference top-2 gap < %.2g)", lab, REPORT_NEAR_TIE_EPS);
-    if (s->tie.n_flips == 0) {
+    snprintf(C->claim, sizeof C->claim, "%s flips the top-1 at near ties (reference top-2 gap < %.2g) more "
+             "often than fp32 does", lab, REPORT_NEAR_TIE_EPS);
+    if (!v || !v->n_near || R->floor < 0 || isnan(v->floor_near_rate.est)) {
         C->verdict = V_NOT_MEASURED;
-        snprintf(C->evidence, sizeof C->evidence, "no top-1 flips over the %s", where);
+        snprintf(C->evidence, sizeof C->evidence, "%s", !v || !v->n_near ? "no near ties" : "no f32 arm");
     } else {
-        C->verdict = s->tie.share_flips_near > 0.5 ? V_SUPPORTED : V_NOT_SUPPORTED;
-        report_fmt_share(s->tie.share_flips_near, a, sizeof a);
-        report_fmt_share(s->tie.share_pos_near, b, sizeof b);
-        snprintf(C->evidence, sizeof C->evidence, "%zu of %zu flips (%s) at near ties, which "
-                 "are %s of the %s", s->tie.n_flips_near, s->tie.n_flips, a, b, where);
+        C->verdict = v->near_rate.lo > v->floor_near_rate.hi ? V_SUPPORTED
+                     : v->near_rate.hi < v->floor_near_rate.lo ? V_NOT_SUPPORTED : V_INCONCLUSIVE;
+        report_fmt_pct_ci(&v->near_rate, a, sizeof a);
+        report_fmt_pct_ci(&v->floor_near_rate, b, sizeof b);
+        snprintf(C->evidence, sizeof C->evidence, "%zu flips among %zu near ties, %s; fp32 %s (Wilson)",
+                 v->n_near_flips, v->n_near, a, b);
     }
 
     /* 6. KL larger where the reference is uncertain */

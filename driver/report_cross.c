@@ -275,6 +275,7 @@ static int cmp_cross(const void *a, const void *b) {
 
 int report_extra_load(const char *dir, const report_results *R, report_extra *X, char *err, size_t errlen) {
     memset(X, 0, sizeof *X);
+    X->margin_nats = log1p(REPORT_MARGIN_PPL_DEFAULT / 100.0);   /* report_render sets the run's */
     if (load_file(dir, "cross.tsv", REPORT_CROSS_HEADER, 0, R, X, &X->have_cross, err, errlen) ||
         load_file(dir, "samples.tsv", REPORT_SAMPLES_HEADER, 1, R, X, &X->have_samples, err, errlen) ||
         load_file(dir, "cross_samples.tsv", REPORT_CROSS_SAMPLES_HEADER, 2, R, X, &X->have_cross_samples, err, errlen))
@@ -299,48 +300,64 @@ static void mean_ci(const double *x, size_t n, stats_ci *out) {
     free(v);
 }
 
-/* The cross-scoring summary of arm a (rows X->x sorted by arm, depth). */
+/* The cross-scoring summary of arm a (rows X->x sorted by arm, depth). Δ over the forked depths
+ * only (where the texts are identical Δ = 0 by construction, which would dilute the mean), a
+ * circular bootstrap with block 1 (depths far apart); repetition over every depth. */
 typedef struct {
     size_t n, n_forked;
     stats_ci d_ref, d_f32;         /* Δ NLL per token: arm's text − the reference's, by ref / by f32 */
+    stats_boot b_ref, b_f32;       /* the same with the 90 % interval of the verdict */
     stats_ci rep_arm, rep_ref;
 } cross_sum;
+
+static void boot_forked(const double *x, size_t n, stats_boot *b, stats_ci *c) {
+    double *v = malloc(sizeof *v * (n ? n : 1));   /* [n] the finite values */
+    size_t m = 0;
+    for (size_t i = 0; v && i < n; i++)
+        if (isfinite(x[i])) v[m++] = x[i];
+    memset(b, 0, sizeof *b);
+    b->est = b->lo = b->hi = b->lo90 = b->hi90 = b->se = b->p = NAN;
+    if (v && m) stats_mean_ci_circular(v, m, 1, STATS_BOOT_B, STATS_BOOT_SEED, NULL, b);
+    *c = (stats_ci){ b->est, b->lo, b->hi, m };
+    free(v);
+}
 
 /* Over the rows x [nx] of arm a at temperature T (cross.tsv's rows have T = 0). */
 static int cross_summary(const report_cross_row *x, size_t nx, int a, double T, cross_sum *s) {
     memset(s, 0, sizeof *s);
     size_t n = 0;
     for (size_t i = 0; i < nx; i++) n += x[i].arm == a && x[i].temperature == T;
-    double *buf = malloc(sizeof *buf * 4 * (n ? n : 1));   /* [4][n] Δ ref, Δ f32, rep arm, rep ref */
+    double *buf = malloc(sizeof *buf * 4 * (n ? n : 1));   /* [4][n] Δ ref, Δ f32 (forked), rep arm, rep ref */
     if (!buf) return -1;
-    size_t k = 0;
+    size_t k = 0, f = 0;
     for (size_t i = 0; i < nx; i++) {
         const report_cross_row *r = &x[i];
         if (r->arm != a || r->temperature != T) continue;
-        buf[k] = r->ref_nll_arm - r->ref_nll_ref;
-        buf[n + k] = r->f32_nll_arm - r->f32_nll_ref;
+        if (!r->censored) {
+            buf[f] = r->ref_nll_arm - r->ref_nll_ref;
+            buf[n + f] = r->f32_nll_arm - r->f32_nll_ref;
+            f++;
+        }
         buf[2 * n + k] = r->rep_arm;
         buf[3 * n + k] = r->rep_ref;
-        s->n_forked += !r->censored;
         k++;
     }
     s->n = n;
-    mean_ci(buf, n, &s->d_ref);
-    mean_ci(buf + n, n, &s->d_f32);
+    s->n_forked = f;
+    boot_forked(buf, f, &s->b_ref, &s->d_ref);
+    boot_forked(buf + n, f, &s->b_f32, &s->d_f32);
     mean_ci(buf + 2 * n, n, &s->rep_arm);
     mean_ci(buf + 3 * n, n, &s->rep_ref);
     free(buf);
     return 0;
 }
 
-/* The verdict on "the arm's text is as likely as the reference's under the scorer": the CI of
- * the mean Δ within ±REPORT_CROSS_EQ_NATS. */
-static const char *cross_verdict(const stats_ci *c) {
-    if (isnan(c->est) || isnan(c->lo)) return "not measured";
-    if (c->lo >= -REPORT_CROSS_EQ_NATS && c->hi <= REPORT_CROSS_EQ_NATS) return "equivalent";
-    if (c->lo > REPORT_CROSS_EQ_NATS) return "less likely";
-    if (c->hi < -REPORT_CROSS_EQ_NATS) return "more likely";
-    return "inconclusive";
+/* The words on "the arm's diverged text is as likely as the reference's under the scorer": TOST
+ * against ±X->margin_nats (report_fork_margin, docs/DESIGN.md §4.15) on the forked depths' mean. */
+static const char *cross_verdict(const report_extra *X, const stats_boot *b, size_t n_forked) {
+    if (!n_forked) return "nothing forked";
+    if (isnan(b->est) || isnan(b->lo)) return "not measured";
+    return stats_verdict_word(stats_verdict_ci(b->lo, b->hi, b->lo90, b->hi90, X->margin_nats));
 }
 
 /* Forks of arm a at temperature T (0: the greedy probe, from forks.tsv): counts and KM. */
@@ -416,12 +433,16 @@ static void readme_cross(FILE *o, const report_results *R, const report_analysis
         fmt_ci3(&s.d_ref, dr, sizeof dr);
         fmt_ci3(&s.d_f32, df, sizeof df);
         fprintf(o, "| %s | %zu | %zu | %s | %s | %s | %s | %.3f / %.3f |\n", A->a[a].label, s.n, s.n_forked, dr,
-                cross_verdict(&s.d_ref), df, cross_verdict(&s.d_f32), s.rep_arm.est, s.rep_ref.est);
+                cross_verdict(X, &s.b_ref, s.n_forked), df, cross_verdict(X, &s.b_f32, s.n_forked), s.rep_arm.est, s.rep_ref.est);
     }
-    fprintf(o, "\nMeans over depths with a moving-block bootstrap 95%% interval (%d resamples, seed %lu). "
-            "Verdict: *equivalent* when the interval lies within ±%.2g nats per token, *less likely* / "
-            "*more likely* when it lies entirely above / below that band, else *inconclusive*.\n\n",
-            STATS_BOOT_B, (unsigned long)STATS_BOOT_SEED, REPORT_CROSS_EQ_NATS);
+    fprintf(o, "\nΔ: the mean over the depths where the texts forked only (where they are identical Δ = 0 by "
+            "construction), with a circular bootstrap 95%% interval (block 1 over the depths, %d resamples, seed "
+            "%lu). Verdict: TOST at 5%% each side against ±%.3g nats per token (docs/DESIGN.md §4.15: the PPL "
+            "margin in nats, or the fp32 arm's largest |Δ| over its own forks when larger) — *higher* (the scorer "
+            "finds the arm's text less likely), *lower*, *no detected difference*, *equivalent within the "
+            "margin* (or *higher / lower, within the margin*); *nothing forked* when the texts never diverged. "
+            "Repetition: the mean over all depths.\n\n",
+            STATS_BOOT_B, (unsigned long)STATS_BOOT_SEED, X->margin_nats);
     for (int a = 0; a < R->n_arms; a++) {
         if (a == R->ref || R->arms[a].base >= 0) continue;
         int any = 0;
@@ -470,11 +491,11 @@ static void readme_cross_samples(FILE *o, const report_results *R, const report_
             fmt_ci3(&s.d_ref, dr, sizeof dr);
             fmt_ci3(&s.d_f32, df, sizeof df);
             fprintf(o, "| %s | %g | %zu | %zu | %s | %s | %s | %s | %.3f / %.3f |\n", A->a[a].label, X->temps[j],
-                    s.n, s.n_forked, dr, cross_verdict(&s.d_ref), df, cross_verdict(&s.d_f32), s.rep_arm.est,
+                    s.n, s.n_forked, dr, cross_verdict(X, &s.b_ref, s.n_forked), df, cross_verdict(X, &s.b_f32, s.n_forked), s.rep_arm.est,
                     s.rep_ref.est);
         }
     }
-    fprintf(o, "\nMeans over depths, intervals and verdicts as in *Cross-scored continuations*.\n\n");
+    fprintf(o, "\nΔ over the forked depths, intervals and verdicts as in *Cross-scored continuations*.\n\n");
 }
 
 static void readme_samples(FILE *o, const report_results *R, const report_analysis *A, const report_extra *X) {
@@ -530,7 +551,7 @@ static void cross_cell(const report_extra *X, int a, int f32, char *buf, size_t 
     char ci[96];
     fmt_ci3(c, ci, sizeof ci);
     if (isnan(c->est)) snprintf(buf, len, "%s", ci);
-    else snprintf(buf, len, "%s (%s)", ci, cross_verdict(c));
+    else snprintf(buf, len, "%s (%s)", ci, cross_verdict(X, f32 ? &s.b_f32 : &s.b_ref, s.n_forked));
 }
 
 /* One folder's cell of a sampled-fork row at temperature T: "rate [lo, hi], median m", or REPORT_NA. */
@@ -594,8 +615,8 @@ int report_extra_summary(json_t *root, const report_results *R, const report_ext
             json_array_append_new(arr, json_pack("{s:s,s:I,s:I,s:o,s:s,s:o,s:s,s:o,s:o}", "arm", R->arms[a].name,
                                                  "n", (json_int_t)s.n, "n_forked", (json_int_t)s.n_forked,
                                                  "delta_nll_ref", jci(&s.d_ref), "verdict_ref",
-                                                 cross_verdict(&s.d_ref), "delta_nll_f32", jci(&s.d_f32),
-                                                 "verdict_f32", cross_verdict(&s.d_f32), "repetition_arm",
+                                                 cross_verdict(X, &s.b_ref, s.n_forked), "delta_nll_f32", jci(&s.d_f32),
+                                                 "verdict_f32", cross_verdict(X, &s.b_f32, s.n_forked), "repetition_arm",
                                                  jci(&s.rep_arm), "repetition_ref", jci(&s.rep_ref)));
         }
         if (!arr || json_object_set_new(root, "cross_scoring", arr)) return -1;
@@ -627,9 +648,9 @@ int report_extra_summary(json_t *root, const report_results *R, const report_ext
                 json_array_append_new(arr, json_pack("{s:s,s:f,s:I,s:I,s:o,s:s,s:o,s:s,s:o,s:o}", "arm",
                                                      R->arms[a].name, "temperature", X->temps[j], "n", (json_int_t)s.n,
                                                      "n_forked", (json_int_t)s.n_forked, "delta_nll_ref",
-                                                     jci(&s.d_ref), "verdict_ref", cross_verdict(&s.d_ref),
+                                                     jci(&s.d_ref), "verdict_ref", cross_verdict(X, &s.b_ref, s.n_forked),
                                                      "delta_nll_f32", jci(&s.d_f32), "verdict_f32",
-                                                     cross_verdict(&s.d_f32), "repetition_arm", jci(&s.rep_arm),
+                                                     cross_verdict(X, &s.b_f32, s.n_forked), "repetition_arm", jci(&s.rep_arm),
                                                      "repetition_ref", jci(&s.rep_ref)));
             }
         }

@@ -197,7 +197,9 @@ typedef struct {
 
 /* The claims about test arm i (definitions in the README), written into out
  * [REPORT_MAX_CLAIMS]; returns their count. Allocates nothing. */
-int report_arm_claims(const report_results *R, const report_analysis *A, int i, report_claim *out);
+typedef struct report_verdicts report_verdicts;
+int report_arm_claims(const report_results *R, const report_analysis *A, const report_verdicts *V, int i,
+                      report_claim *out);
 /* "supported", "not supported", "inconclusive" or "not measured" (a static string). */
 const char *report_verdict_name(int verdict);
 
@@ -207,7 +209,7 @@ const char *report_verdict_name(int verdict);
 
 /* Builds the summary document: a new reference the caller json_decrefs; NULL when out of
  * memory. */
-json_t *report_summary_build(const report_results *R, const report_analysis *A);
+json_t *report_summary_build(const report_results *R, const report_analysis *A, const report_verdicts *V);
 
 /* ============================================================================================
  * Plots (report_plots.c)
@@ -263,7 +265,6 @@ void report_fmt_fork(int fork, int censored, char *buf, size_t len);
  * Cross-scoring and sampled forks (report_cross.c): cross.tsv and samples.tsv when present
  * ========================================================================================== */
 
-#define REPORT_CROSS_EQ_NATS 0.1   /* "equivalent": the CI of mean Δ NLL/token within ±0.1 nats */
 
 /* One cross.tsv row, or cross_samples.tsv row (arm = index into report_results.arms). */
 typedef struct {
@@ -290,6 +291,8 @@ typedef struct {
     size_t ns;
     double *temps;                  /* [n_temps] the temperatures of samples.tsv, first appearance order */
     int n_temps;
+    double margin_nats;             /* the Δ NLL/token equivalence margin of the cross tables (report_fork_margin;
+                                       report_extra_load sets the default's) */
 } report_extra;
 
 /* Reads DIR/cross.tsv and DIR/samples.tsv when they exist (rows of depths R did not load are
@@ -386,5 +389,102 @@ int report_tmp_commit(report_tmp_file *out, int failed, char *err, size_t errlen
 /* Runs "gnuplot NAME.gp" in the plots folder pd, its output appended to its gnuplot.log
  * (report_plots.c). Returns 0, or -1 with a message in err. */
 int report_gnuplot_run(const report_outdir *pd, const char *name, char *err, size_t errlen);
+
+
+/* ============================================================================================
+ * Verdicts: "The answer first" and the per-depth-bin table (report_verdict.c, docs/DESIGN.md §4.15)
+ * ========================================================================================== */
+
+/* Defaults of the margins (report --margin-ppl / --margin-top1, sweep records them in meta.json
+ * "margins"; docs/DESIGN.md §4.15 gives the reasons). */
+#define REPORT_MARGIN_PPL_DEFAULT 1.0   /* TOST margin on the PPL change, percent */
+#define REPORT_MARGIN_TOP1_DEFAULT 1.0  /* TOST margin on top-1 agreement, percentage points */
+#define REPORT_FAR_FACTOR 10.0          /* "distinguishable in distribution": KL CI lower end > 10 x floor */
+
+typedef struct {
+    double ppl_pct, top1_pp;   /* the margins used */
+    const char *src;           /* "the command line", "meta.json" or "the default" */
+} report_margins;
+
+/* One depth bin: positions [lo, hi) (the sweep's depth intervals: [0, d1), [d1, d2), ...). */
+typedef struct {
+    int lo, hi;
+    size_t n;
+    stats_boot kl;             /* mean KL(arm‖ref), circular block bootstrap (Politis–White) */
+    double top1;               /* share of positions with the same top-1 */
+    double dnll, ppl_pct;      /* mean Δ NLL and exp(mean Δ NLL) − 1 in percent */
+    size_t n_near, n_near_flips;
+    stats_ci near_rate;        /* flips among near ties (Wilson) */
+} report_bin;
+
+/* A depth trend measured elsewhere: the controlled passage design (passages.tsv, its own
+ * renderer). When report_arm_verdict.from_passages is non-NULL, the depth verdict is taken from
+ * it instead of the depth bins of positions.tsv. */
+typedef struct {
+    stats_boot ratio;          /* mean KL at the deepest depth / at the first, paired over passages */
+    int n_passages, depth_first, depth_last;
+} report_depth_trend;
+
+/* The verdicts on one test arm against the reference. */
+typedef struct {
+    int valid;                 /* 0: not a test arm or nothing measured */
+    int over_positions;        /* 1: over positions.tsv, 0: over depths.tsv (block 1) */
+    size_t n;
+    stats_boot kl;             /* mean KL(arm‖ref) */
+    double floor;              /* mean floor KL(ref‖f32) over the same rows, NAN without */
+    stats_boot dnll;           /* mean Δ NLL (arm − ref), nats/token */
+    stats_verdict v_ppl;       /* TOST against ln(1 + margin_ppl/100) */
+    stats_boot dtop1;          /* top-1 agreement − 1 (the reference agrees with itself) */
+    stats_verdict v_top1;      /* TOST against margin_top1/100 */
+    size_t n_near, n_near_flips;
+    stats_ci near_rate;        /* flips among near ties (Wilson) */
+    stats_ci floor_near_rate;  /* the f32 arm's, same rows (NAN without) */
+    report_bin *bins;          /* [n_bins], positions only */
+    int n_bins;
+    stats_boot ratio;          /* deepest bin / first bin (whole blocks within each bin) */
+    stats_verdict v_ratio;     /* on ln ratio: higher = grows with depth */
+    const report_depth_trend *from_passages;   /* the plug for passages.tsv: NULL for now */
+    int have_fork;             /* cross.tsv rows for this arm */
+    size_t n_fork_depths, n_forked;
+    stats_boot fork;           /* Δ NLL of the arm's text under the reference, forked depths only */
+    double fork_margin;
+    const char *fork_margin_src;
+    stats_verdict v_fork;
+} report_arm_verdict;
+
+struct report_verdicts {
+    report_margins m;
+    report_arm_verdict *v;     /* [n_arms] */
+};
+
+/* Reads the margins: opts' when set (finite, > 0), else meta.json's "margins", else the defaults. */
+void report_margins_get(const report_results *R, const report_render_opts *opts, report_margins *m);
+/* Computes every test arm's verdicts. Allocates V->v and the bins (report_verdicts_free, also
+ * after a failure). Returns 0, or -1 with a message in err. */
+int report_verdicts_run(const report_results *R, const report_analysis *A, const report_extra *X,
+                        const report_margins *m, report_verdicts *V, char *err, size_t errlen);
+void report_verdicts_free(report_verdicts *V, int n_arms);
+/* README: "The answer first" (right after the title) and "Depth bins" (positions only). */
+void report_verdicts_readme(FILE *o, const report_results *R, const report_analysis *A,
+                            const report_verdicts *V);
+void report_bins_readme(FILE *o, const report_results *R, const report_analysis *A,
+                        const report_verdicts *V, int drawn);
+/* DIR/plots/kl_bins.{gp,png,svg} and kl_bins_<arm>.dat: mean KL per depth bin with its 95 % band
+ * (nothing, and *drawn = 0, without depth bins; the old .gp/.png/.svg are removed first). Returns 0,
+ * or -1 with a message in err. */
+int report_bins_plot(const char *dir, const report_results *R, const report_analysis *A,
+                     const report_verdicts *V, int *drawn, char *err, size_t errlen);
+/* Adds "verdicts" to the summary root. Returns 0 or -1 (out of memory). */
+int report_verdicts_summary(json_t *root, const report_results *R, const report_analysis *A,
+                            const report_verdicts *V);
+/* Paired difference of the mean KL(arm‖ref) of arms a and b at the keys both measured (positions
+ * when both have them, circular Politis–White blocks; else depths, block 1): *out (est = a − b) and
+ * its two-sided bootstrap p against 0 (NAN when nothing pairs). Returns 0, or -1 out of memory. */
+int report_paired_kl(const report_results *R, const report_analysis *A, int a, int b, stats_boot *out, double *p);
+/* The fork-cost margin in nats per token (§4.15): ln(1 + ppl_pct/100), or the f32 arm's largest |Δ NLL|
+ * over the depths where its own greedy text forked (cross.tsv) when that is larger; *src says which. */
+double report_fork_margin(const report_results *R, const report_extra *X, double ppl_pct, const char **src);
+/* The model as the README names it: the last path component of meta.json's model path. */
+const char *report_model_name(const report_results *R);
 
 #endif

@@ -64,7 +64,7 @@ static json_t *jset(const report_set *s, int with_depth) {
 }
 
 /* Builds the summary document (see report_internal.h). */
-json_t *report_summary_build(const report_results *R, const report_analysis *A) {
+json_t *report_summary_build(const report_results *R, const report_analysis *A, const report_verdicts *V) {
     json_t *root = json_object();
     if (!root) return NULL;
     json_object_set_new(root, "strata_summary_version", json_integer(1));
@@ -128,7 +128,7 @@ json_t *report_summary_build(const report_results *R, const report_analysis *A) 
         json_object_set_new(o, "over_positions", X->np ? jset(&X->pos, 0) : json_null());
         if (!report_is_test_arm(R, i)) continue;
         report_claim cl[REPORT_MAX_CLAIMS];
-        int nc = report_arm_claims(R, A, i, cl);
+        int nc = report_arm_claims(R, A, V, i, cl);
         for (int c = 0; c < nc; c++)
             json_array_append_new(claims, json_pack("{s:s,s:s,s:s,s:s}", "arm", a->name, "claim",
                 cl[c].claim, "verdict", report_verdict_name(cl[c].verdict), "evidence",

@@ -348,6 +348,13 @@ static int write_meta(sweep_state *st, const char *status, int complete, char *e
     if (c->n_passages)
         json_object_set_new(root, "passages", passages_json(c->n_passages, c->passage_len, st->pass_base,
                                                             c->passage_starts));
+    json_object_set_new(root, "rope_angles", json_string(c->rope_angles ? c->rope_angles : "exact"));
+    if (c->margin_ppl > 0 || c->margin_top1 > 0) {
+        json_t *mg = json_object();
+        if (c->margin_ppl > 0) json_object_set_new(mg, "ppl_pct", json_real(c->margin_ppl));
+        if (c->margin_top1 > 0) json_object_set_new(mg, "top1_pp", json_real(c->margin_top1));
+        json_object_set_new(root, "margins", mg);
+    }
     json_object_set_new(root, "wall_seconds", json_real(st->wall_prev + workers_now_s() - st->t0));
     struct rusage ru;   /* the driver's own memory: O(chunk x vocab x arms) in per-position mode */
     if (getrusage(RUSAGE_SELF, &ru) == 0)

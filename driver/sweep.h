@@ -114,6 +114,9 @@ typedef struct {
                                    passages scored after every depth's prefix -> passages.tsv */
     int passage_len;            /* L tokens each */
     const int *passage_starts;  /* [n_passages] their first tokens (passages_plan) */
+    /* recorded in meta.json for the report only (docs/DESIGN.md §4.15): 0 = not given */
+    double margin_ppl, margin_top1;   /* "margins": {"ppl_pct", "top1_pp"} */
+    const char *rope_angles;    /* "exact" or "f32" (NULL: exact), meta.json "rope_angles" */
     /* output */
     const char *out_dir;        /* exists; the files are created (truncated) here */
     const char *dump_rows_dir;  /* NULL, or a directory for raw teacher-forced rows (tests):

@@ -219,12 +219,14 @@ static void test_render(void) {
     CHECK(contains(md, "(plots/positions_kl.png)"), "positions plot embedded");
     CHECK(contains(md, "## What the numbers support"), "claims section");
     /* kq: mean KL 3e-6 * 8.5 = 2.55e-5, floor mean 0.99 * 2e-6 * 8.5 = 1.68e-5, limit 10x = 1.7e-4 */
-    CHECK(contains(md, "| K:int8,V:f16 is indistinguishable from fp16 over the depths (mean KL within "
-                       "10x the noise floor) | **supported** |"), "kq within 10x floor over depths: supported");
+    CHECK(contains(md, "| K:int8,V:f16 is distinguishable in distribution from fp16 over the depths (the CI of "
+                       "mean KL lies above 10x the noise floor) | **not supported** |"),
+          "kq within 10x floor over depths: distinguishable not supported");
     /* int8: 0.00026 at 15K is above 10 x 2.97e-5? no: 2.6e-4 < 2.97e-4, but 1e-4 > 10 x 2e-6 at 1024 */
-    CHECK(contains(md, "| int8 stays within 10x the noise floor at every depth, and its greedy stream "
-                       "forks no earlier than fp32's | **not supported** |"), "int8 per-depth floor claim: not supported");
-    CHECK(contains(md, "| KL(int8‖fp16) grows with depth | **supported** |"), "int8 KL grows with depth (slope CI > 0)");
+    CHECK(contains(md, "| int8 is above 10x the noise floor at every depth | **not supported** | above at 15 of "
+                       "16 depths"), "int8 per-depth floor claim: not supported (15 of 16)");
+    CHECK(contains(md, "| KL(int8‖fp16) grows with depth (deepest depth bin / first) | **not measured** |"),
+          "int8 trend: not estimated from positions inside one depth bin");
     CHECK(contains(md, "- synthetic data"), "sweep warnings listed");
     CHECK(contains(md, "**not supported** | KL or JS != 0 or top-1 differs at 1 of 16 depths (largest KL "
                        "1e-07); greedy streams differ at 1 depths (first at depth 7168, token 30); "
@@ -299,7 +301,7 @@ static void test_no_positions_identical_repeat(void) {
     CHECK(!contains(md, "WARNING"), "identical repeat: no warning");
     CHECK(contains(md, "| f16#2 | f16 | **bit-identical**"), "repeat check says bit-identical");
     CHECK(contains(md, "Per-position metrics | not measured"), "setup: positions not measured");
-    CHECK(contains(md, "over the positions (mean KL within 10x the noise floor) | **not measured**"),
+    CHECK(contains(md, "over the positions (the CI of mean KL lies above 10x the noise floor) | **not measured**"),
           "positions claim not measured");
     CHECK(file_size(dir, "plots/positions_kl.png") < 0, "no positions plot");
     CHECK(file_size(dir, "plots/kl_depth.png") > 1000, "KL plot present");
