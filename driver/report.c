@@ -649,6 +649,7 @@ int report_render_opts_run(const char *dir, const report_render_opts *opts, char
     report_analysis A = {0};
     report_extra X = {0};
     report_verdicts V = {0};
+    report_depth_trend *trends = NULL;   /* [R.n_arms] (passages.tsv), freed here */
     report_margins m;
     int drawn[REPORT_N_PLOTS + 1] = {0};   /* [REPORT_N_PLOTS]: plots/kl_bins (report_verdict_md.c) */
     int rc = -1;
@@ -660,9 +661,17 @@ int report_render_opts_run(const char *dir, const report_render_opts *opts, char
     const char *msrc;
     X.margin_nats = report_fork_margin(&R, &X, m.ppl_pct, &msrc);
     if (report_verdicts_run(&R, &A, &X, &m, &V, err, errlen)) goto done;
-    /* The controlled depth design (passages.tsv, its own renderer) plugs in here: pointing
-     * V.v[a].from_passages at its report_depth_trend makes it the source of arm a's depth verdict
-     * ("The answer first", line 3) instead of the depth bins of positions.tsv. */
+    /* The controlled depth design (passages.tsv, its own renderer), when the folder has it, is the
+     * source of each arm's depth verdict ("The answer first", line 3) instead of the depth bins of
+     * positions.tsv: V.v[a].from_passages points at its trend. */
+    trends = calloc((size_t)(R.n_arms > 0 ? R.n_arms : 1), sizeof *trends);   /* [n_arms] */
+    if (!trends) { report_set_err(err, errlen, "out of memory"); goto done; }
+    for (int a = 0; a < R.n_arms; a++) {
+        if (!V.v[a].valid) continue;
+        int t = report_passages_trend(dir, R.arms[a].name, &trends[a], err, errlen);
+        if (t < 0) goto done;
+        if (t == 0) V.v[a].from_passages = &trends[a];
+    }
     if (report_plots_render(dir, &R, &A, drawn, err, errlen)) goto done;
     if (report_bins_plot(dir, &R, &A, &V, &drawn[REPORT_N_PLOTS], err, errlen)) goto done;
     if (write_summary(dir, &R, &A, &X, &V, err, errlen)) goto done;
@@ -671,6 +680,7 @@ int report_render_opts_run(const char *dir, const report_render_opts *opts, char
     rc = 0;
 done:
     if (rc) report_err_clean(err, errlen);   /* it may quote a field of the folder */
+    free(trends);
     report_verdicts_free(&V, R.n_arms);
     report_extra_free(&X);
     report_analysis_free(&A, R.n_arms);

@@ -185,28 +185,60 @@ done:
     return rc;
 }
 
-/* The table and the verdict of arm a (its rows r [n], sorted by depth and passage). */
-static int rp_arm(FILE *o, const char *name, const rp_row *r, size_t n) {
+/* Splits one arm's rows r [n] (sorted by depth and passage) into its depths D [*nd] (calloc'd
+ * here, at most n; the caller frees). */
+static rp_depth *rp_depths(const rp_row *r, size_t n, int *nd) {
     rp_depth *D = calloc(n ? n : 1, sizeof *D);   /* at most one depth per row */
-    int nd = 0;
-    if (!D) return -1;
+    *nd = 0;
+    if (!D) return NULL;
     for (size_t k = 0; k < n;) {
         size_t e = k;
         int np = 0;
         for (; e < n && r[e].depth == r[k].depth; e++) np += e == k || r[e].j != r[e - 1].j;
-        D[nd++] = (rp_depth){ r + k, e - k, r[k].depth, np };
+        D[(*nd)++] = (rp_depth){ r + k, e - k, r[k].depth, np };
         k = e;
     }
+    return D;
+}
+
+enum { RP_TREND_OK, RP_TREND_FEW, RP_TREND_ZERO, RP_TREND_NONE };
+
+/* The trend over D [nd]: the deepest depth with the first depth's passages and rows, against the
+ * first, into t. Returns RP_TREND_OK, RP_TREND_FEW (fewer than two such depths), RP_TREND_ZERO
+ * (KL 0 at every row: identical to the reference) or RP_TREND_NONE (KL 0 at the first depth, or
+ * the passages differ). */
+static int rp_arm_trend(const rp_depth *D, int nd, report_depth_trend *t) {
+    int last = nd - 1;
+    while (last > 0 && (D[last].n != D[0].n || D[last].n_pass != D[0].n_pass)) last--;
+    memset(t, 0, sizeof *t);
+    t->n_passages = nd ? D[0].n_pass : 0;
+    t->depth_first = nd ? D[0].depth : 0;
+    t->depth_last = nd ? D[last].depth : 0;
+    if (nd < 2 || last == 0) return RP_TREND_FEW;
+    int all_zero = 1;
+    for (int k = 0; k < nd; k++)
+        for (size_t q = 0; q < D[k].n; q++) all_zero &= D[k].r[q].kl == 0;
+    if (all_zero) return RP_TREND_ZERO;
+    return rp_trend(&D[0], &D[last], &t->ratio) ? RP_TREND_NONE : RP_TREND_OK;
+}
+
+const char *report_passages_word(const report_depth_trend *t) {
+    return t->ratio.lo > 1 ? "grows with depth" : t->ratio.hi < 1 ? "falls with depth" : "no detected change";
+}
+
+/* The table and the verdict of arm a (its rows r [n], sorted by depth and passage). */
+static int rp_arm(FILE *o, const char *name, const rp_row *r, size_t n) {
+    int nd = 0;
+    rp_depth *D = rp_depths(r, n, &nd);
+    if (!D) return -1;
     fprintf(o, "### %s\n\n| Depth | Passages | Rows | Mean KL(arm‖ref) | Top-1 agreement | Δ NLL as PPL change |\n"
             "|---|---|---|---|---|---|\n", name);
-    int all_zero = 1;
     for (int k = 0; k < nd; k++) {
         double kl = 0, same = 0, dn = 0;
         for (size_t q = 0; q < D[k].n; q++) {
             kl += D[k].r[q].kl;
             same += D[k].r[q].same;
             dn += D[k].r[q].dnll;
-            all_zero &= D[k].r[q].kl == 0;
         }
         char b1[32], dep[32];
         report_fmt_sig2(kl / D[k].n, b1, sizeof b1);
@@ -217,30 +249,27 @@ static int rp_arm(FILE *o, const char *name, const rp_row *r, size_t n) {
         else fprintf(o, "%s |\n", REPORT_NA);
     }
     fprintf(o, "\n");
-    /* the trend: the deepest depth with the first depth's passages and rows, against the first */
-    int last = nd - 1;
-    while (last > 0 && (D[last].n != D[0].n || D[last].n_pass != D[0].n_pass)) last--;
+    report_depth_trend t;
+    int tr = rp_arm_trend(D, nd, &t);
     char d0s[32], dks[32];
-    report_fmt_depth(D[0].depth, d0s, sizeof d0s);
-    report_fmt_depth(D[last].depth, dks, sizeof dks);
-    stats_boot b;
-    if (nd < 2 || last == 0) {
+    report_fmt_depth(t.depth_first, d0s, sizeof d0s);
+    report_fmt_depth(t.depth_last, dks, sizeof dks);
+    if (tr == RP_TREND_FEW) {
         fprintf(o, "Trend: not computable (fewer than two depths with the same passages).\n\n");
-    } else if (all_zero) {
+    } else if (tr == RP_TREND_ZERO) {
         fprintf(o, "Trend: **identical to the reference** (KL 0 at every passage row of every depth).\n\n");
-    } else if (rp_trend(&D[0], &D[last], &b)) {
+    } else if (tr == RP_TREND_NONE) {
         fprintf(o, "Trend: not computable (KL is 0 at depth %s, or the passages differ between depths %s and %s).\n\n",
                 d0s, d0s, dks);
     } else {
         char est[32], lo[32], hi[32];
-        report_fmt_sig2(b.est, est, sizeof est);
-        report_fmt_sig2(b.lo, lo, sizeof lo);
-        report_fmt_sig2(b.hi, hi, sizeof hi);
-        const char *word = b.lo > 1 ? "grows with depth" : b.hi < 1 ? "falls with depth" : "no detected change";
+        report_fmt_sig2(t.ratio.est, est, sizeof est);
+        report_fmt_sig2(t.ratio.lo, lo, sizeof lo);
+        report_fmt_sig2(t.ratio.hi, hi, sizeof hi);
         fprintf(o, "Trend: %s: KL(arm‖ref) **%s (×%s [%s, %s])** from depth %s to depth %s: the ratio of the mean "
                 "KL over the same %d passages, 95 %% CI from a paired bootstrap over the passages as units (%d "
-                "resamples)%s.\n\n", name, word, est, lo, hi, d0s, dks, D[0].n_pass, STATS_BOOT_B,
-                D[0].n_pass < PASSAGES_RECOMMENDED ? "; fewer than 4 passages: the interval is not reliable" : "");
+                "resamples)%s.\n\n", name, report_passages_word(&t), est, lo, hi, d0s, dks, t.n_passages, STATS_BOOT_B,
+                t.n_passages < PASSAGES_RECOMMENDED ? "; fewer than 4 passages: the interval is not reliable" : "");
     }
     free(D);
     return 0;
@@ -298,5 +327,29 @@ int report_passages_render(const char *dir, char *err, size_t errlen) {
     }
     free(sec);
     free(old);
+    return rc;
+}
+
+int report_passages_trend(const char *dir, const char *arm, report_depth_trend *out, char *err, size_t errlen) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, PASSAGES_FILE);
+    rp_rows R;
+    memset(&R, 0, sizeof R);
+    int rc = rp_load(path, &R, err, errlen);
+    if (rc) { free(R.r); return rc; }   /* 1: no passages.tsv */
+    qsort(R.r, R.n, sizeof *R.r, rp_cmp);
+    rc = 1;
+    size_t k = 0;
+    while (k < R.n && strcmp(R.names[R.r[k].arm], arm)) k++;
+    size_t e = k;
+    while (e < R.n && R.r[e].arm == R.r[k].arm) e++;
+    if (k < R.n) {
+        int nd = 0;
+        rp_depth *D = rp_depths(R.r + k, e - k, &nd);
+        if (!D) rc = errmsg_set(err, errlen, -1, "out of memory");
+        else rc = rp_arm_trend(D, nd, out) == RP_TREND_OK ? 0 : 1;
+        free(D);
+    }
+    free(R.r);
     return rc;
 }

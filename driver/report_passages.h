@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "driver/report_internal.h"
+
 /* Writes the section for the passages.tsv at tsv_path to o. Returns 0 (written), 1 (there is no
  * such file: nothing written) or -1 with a message naming the file and line (a malformed row).
  * A last line without its newline (a run killed while writing) is dropped. Allocates only
@@ -26,5 +28,15 @@ int report_passages_section(FILE *o, const char *tsv_path, char *err, size_t err
 /* When DIR/passages.tsv exists: appends the section to DIR/README.md (rewritten through a temp
  * file and a rename). Returns 0 (also when there is no passages.tsv), or -1 with a message. */
 int report_passages_render(const char *dir, char *err, size_t errlen);
+
+/* The trend of arm `arm` from DIR/passages.tsv into *out, for "The answer first" (the depth verdict's
+ * source when the folder has passages). Returns 0 (out filled), 1 (no passages.tsv, no rows of
+ * that arm, or no trend computable: fewer than two depths with the same passages, KL 0) or -1 with
+ * a message (a malformed file). Allocates only scratch memory. */
+int report_passages_trend(const char *dir, const char *arm, report_depth_trend *out, char *err, size_t errlen);
+
+/* The verdict's words for a computed trend: "grows with depth" (lo > 1), "falls with depth"
+ * (hi < 1) or "no detected change". */
+const char *report_passages_word(const report_depth_trend *t);
 
 #endif
