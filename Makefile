@@ -40,12 +40,12 @@ ifneq ($(SAN),)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDSAN   := -fsanitize=address,undefined
 endif
-LDLIBS  := -lnng -lmsgpackc -lgsl -lgslcblas -lpcre2-8 -lutf8proc -ljansson -lcrypto -lpthread -lm
+LDLIBS  := -lnng -lmsgpackc -lgsl -lgslcblas -lpcre2-8 -lutf8proc -ljansson -lcrypto -lz -lpthread -lm
 STRATA_CACHE ?= $(HOME)/.cache/strata
 export STRATA_CACHE
 
 # Debian packages the build, the tests and the main job need.
-DEB_PKGS := libnng-dev libmsgpack-dev libgsl-dev libpcre2-dev libutf8proc-dev libjansson-dev \
+DEB_PKGS := libnng-dev libmsgpack-dev libgsl-dev libpcre2-dev libutf8proc-dev libjansson-dev zlib1g-dev \
             libssl-dev gnuplot-nox python3 python3-pip python3-venv unzip bible-kjv perl-doc \
             openssl iproute2 util-linux
 

@@ -330,8 +330,12 @@ int report_extra_summary(json_t *root, const report_results *R, const report_ext
  * the control bytes of every string in it (\xHH). Returns a new reference, or NULL with a message
  * in err naming the file (and line). */
 json_t *report_json_load(const char *path, char *err, size_t errlen);
-/* Opens path for reading: a regular file, not a link (proto/safeio.h). optional: a missing file
- * gives NULL with *absent = 1. NULL with a message in err otherwise. */
+/* Opens path for reading: a regular file, not a link (proto/safeio.h). When path is missing and
+ * path.gz exists (a per-position file kept compressed in git), that is read instead, decompressed
+ * through zlib, at most REPORT_GZ_MAX bytes after decompression (more is a read error: the loaders'
+ * ferror checks report it). optional: a missing file (and .gz) gives NULL with *absent = 1. NULL
+ * with a message in err otherwise. The stream is the caller's to fclose. */
+#define REPORT_GZ_MAX ((unsigned long long)2 << 30)
 FILE *report_open_read(const char *path, int optional, int *absent, char *err, size_t errlen);
 /* One line of at most REPORT_LINE_MAX bytes (safeio_getline): its length, -1 at the end, -2 (err
  * set, naming path:lineno) for a longer line. */

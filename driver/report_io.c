@@ -19,6 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
 #include "proto/safeio.h"
 
 /* ============================================================================================
@@ -91,8 +93,87 @@ json_t *report_json_load(const char *path, char *err, size_t errlen) {
     return m;
 }
 
+/* A gzip stream behind a stdio FILE (fopencookie): reads stop with EFBIG past REPORT_GZ_MAX. */
+typedef struct {
+    gzFile g;
+    unsigned long long left;   /* decompressed bytes still allowed */
+} gz_cookie;
+
+static ssize_t gz_cookie_read(void *cookie, char *buf, size_t n) {
+    gz_cookie *c = cookie;
+    if (c->left == 0) {
+        char probe;
+        if (gzread(c->g, &probe, 1) == 0 && gzeof(c->g)) return 0;
+        errno = EFBIG;   /* a decompression bomb, or a file over the bound */
+        return -1;
+    }
+    if (n > c->left) n = (size_t)c->left;
+    if (n > (1u << 30)) n = 1u << 30;
+    int r = gzread(c->g, buf, (unsigned)n);
+    int zerr = Z_OK;
+    if (r == 0) gzerror(c->g, &zerr);   /* a stream cut short ends in Z_BUF_ERROR, not a clean end */
+    if (r < 0 || (zerr != Z_OK && zerr != Z_STREAM_END)) {
+        errno = EIO;
+        return -1;
+    }
+    c->left -= (unsigned long long)r;
+    return r;
+}
+
+static int gz_cookie_close(void *cookie) {
+    gz_cookie *c = cookie;
+    int rc = gzclose(c->g) == Z_OK ? 0 : EOF;
+    free(c);
+    return rc;
+}
+
+/* Opens the regular file gzpath (not a link) as a decompressing stream; NULL (err set), or NULL with
+ * *absent = 1 when it does not exist. */
+static FILE *open_gz(const char *gzpath, int *absent, char *err, size_t errlen) {
+    *absent = 0;
+    int fd = safeio_open_regular(gzpath, SAFEIO_NOFOLLOW | SAFEIO_OPTIONAL, NULL, err, errlen);
+    if (fd == SAFEIO_ABSENT) {
+        *absent = 1;
+        return NULL;
+    }
+    if (fd < 0) return NULL;
+    gz_cookie *c = calloc(1, sizeof *c);
+    gzFile g = c ? gzdopen(fd, "rb") : NULL;
+    if (!g) {
+        free(c);
+        close(fd);
+        report_set_err(err, errlen, "%s: cannot open for decompression", gzpath);
+        return NULL;
+    }
+    c->g = g;
+    c->left = REPORT_GZ_MAX;
+    cookie_io_functions_t io = { .read = gz_cookie_read, .write = NULL, .seek = NULL, .close = gz_cookie_close };
+    FILE *f = fopencookie(c, "r", io);
+    if (!f) {
+        gz_cookie_close(c);
+        report_set_err(err, errlen, "%s: out of memory", gzpath);
+    }
+    return f;
+}
+
 FILE *report_open_read(const char *path, int optional, int *absent, char *err, size_t errlen) {
-    return safeio_fopen_read(path, SAFEIO_NOFOLLOW | (optional ? SAFEIO_OPTIONAL : 0), absent, err, errlen);
+    int miss = 0;
+    if (absent) *absent = 0;
+    FILE *f = safeio_fopen_read(path, SAFEIO_NOFOLLOW | SAFEIO_OPTIONAL, &miss, err, errlen);
+    if (f || !miss) return f;
+    char gz[4096];
+    if ((size_t)snprintf(gz, sizeof gz, "%s.gz", path) >= sizeof gz) {
+        report_set_err(err, errlen, "%s: path too long", path);
+        return NULL;
+    }
+    f = open_gz(gz, &miss, err, errlen);
+    if (f || !miss) return f;
+    if (optional) {
+        if (absent) *absent = 1;
+        return NULL;
+    }
+    report_set_err(err, errlen, "cannot open %s: %s", path, strerror(ENOENT));
+    return NULL;
 }
 
 ssize_t report_getline(char **line, size_t *cap, FILE *f, const char *path, long lineno, char *err,
