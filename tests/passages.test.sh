@@ -116,7 +116,7 @@ check "the README has the passages' depth section" grep -q '^## Depth from passa
 check "... with a verdict for int8 over 4 passages" \
     grep -Eq 'int8.*(grows with depth|falls with depth|no detected change) \(×' "$T/ref/README.md"
 check "... and the answer first takes its depth line from the passages (the controlled design decides)" \
-    grep -Eq '^- \*\*Depth \(controlled design, passages.tsv\):\*\* KL (grows with depth|falls with depth|no detected change): the same 4 passages' "$T/ref/README.md"
+    grep -Eq '^- \*\*Depth \(controlled design, passages.tsv\):\*\* KL:? (grows with depth|falls with depth|no detected change): the same 4 passages' "$T/ref/README.md"
 "$DRV" sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms f16,int8 --depths 2 --fork 4 --max-depth 100 \
     --out "$T/plain" --quiet 2> /dev/null
 check "without --passages: no passages.tsv, no passages in meta.json or the README" \
