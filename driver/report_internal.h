@@ -425,8 +425,13 @@ typedef struct {
  * renderer). When report_arm_verdict.from_passages is non-NULL, the depth verdict is taken from
  * it instead of the depth bins of positions.tsv. */
 typedef struct {
-    stats_boot ratio;          /* mean KL at the deepest depth / at the first, paired over passages */
+    stats_boot ratio;          /* mean KL at the deepest depth / at the first depth with context (the
+                                * sweep's first depth; the baseline when there is no other), paired
+                                * over passages */
     int n_passages, depth_first, depth_last;
+    int have_base;             /* 1: a baseline (no context, or BOS only) was scored besides */
+    int depth_base;            /* its depth (0 or 1) */
+    stats_boot from_base;      /* deepest / baseline (another regime: no context at all) */
 } report_depth_trend;
 
 /* The verdicts on one test arm against the reference. */

@@ -210,16 +210,23 @@ enum { RP_TREND_OK, RP_TREND_FEW, RP_TREND_ZERO, RP_TREND_NONE };
 static int rp_arm_trend(const rp_depth *D, int nd, report_depth_trend *t) {
     int last = nd - 1;
     while (last > 0 && (D[last].n != D[0].n || D[last].n_pass != D[0].n_pass)) last--;
+    /* the first depth with context: the baseline (depth 0, or 1 = BOS only) is another regime, so the
+     * headline ratio starts at the sweep's first depth when there is one between them */
+    int first = last >= 2 && D[0].depth <= 1 && D[1].n == D[0].n && D[1].n_pass == D[0].n_pass ? 1 : 0;
     memset(t, 0, sizeof *t);
     t->n_passages = nd ? D[0].n_pass : 0;
-    t->depth_first = nd ? D[0].depth : 0;
+    t->depth_first = nd ? D[first].depth : 0;
     t->depth_last = nd ? D[last].depth : 0;
     if (nd < 2 || last == 0) return RP_TREND_FEW;
     int all_zero = 1;
     for (int k = 0; k < nd; k++)
         for (size_t q = 0; q < D[k].n; q++) all_zero &= D[k].r[q].kl == 0;
     if (all_zero) return RP_TREND_ZERO;
-    return rp_trend(&D[0], &D[last], &t->ratio) ? RP_TREND_NONE : RP_TREND_OK;
+    if (first == 1) {
+        t->depth_base = D[0].depth;
+        t->have_base = rp_trend(&D[0], &D[last], &t->from_base) == 0;
+    }
+    return rp_trend(&D[first], &D[last], &t->ratio) ? RP_TREND_NONE : RP_TREND_OK;
 }
 
 const char *report_passages_word(const report_depth_trend *t) {
@@ -270,6 +277,16 @@ static int rp_arm(FILE *o, const char *name, const rp_row *r, size_t n) {
                 "KL over the same %d passages, 95 %% CI from a paired bootstrap over the passages as units (%d "
                 "resamples)%s.\n\n", name, report_passages_word(&t), est, lo, hi, d0s, dks, t.n_passages, STATS_BOOT_B,
                 t.n_passages < PASSAGES_RECOMMENDED ? "; fewer than 4 passages: the interval is not reliable" : "");
+        if (t.have_base) {
+            char bs[32];
+            report_fmt_depth(t.depth_base, bs, sizeof bs);
+            report_fmt_sig2(t.from_base.est, est, sizeof est);
+            report_fmt_sig2(t.from_base.lo, lo, sizeof lo);
+            report_fmt_sig2(t.from_base.hi, hi, sizeof hi);
+            fprintf(o, "From the baseline (depth %s: %s) to depth %s: ×%s [%s, %s], the same bootstrap; the "
+                    "baseline is another regime, so the trend above starts at the first depth with context.\n\n",
+                    bs, t.depth_base ? "the BOS token alone" : "no context at all", dks, est, lo, hi);
+        }
     }
     free(D);
     return 0;

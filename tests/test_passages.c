@@ -113,7 +113,10 @@ int main(void) {
     write_tsv(path, depths, grow, 4, 8, 16, 0.01, NULL);
     char *s = section(path, &rc, err, sizeof err);
     CHECK(rc == 0 && s && strstr(s, "## Depth from passages") && strstr(s, "### int8"), "the section renders (rc %d)", rc);
-    CHECK(s && strstr(s, "**grows with depth (×8.0 ["), "KL doubling with depth: \"grows with depth (×8.0 [lo, hi])\"");
+    CHECK(s && strstr(s, "**grows with depth (×4.0 [") && strstr(s, "from depth 100 to depth 300"),
+          "KL doubling with depth: \"grows with depth (×4.0 [lo, hi])\" from the first depth with context");
+    CHECK(s && strstr(s, "From the baseline (depth 1: the BOS token alone) to depth 300: ×8.0 ["),
+          "... and the ratio from the baseline (BOS only), another regime, beside it");
     CHECK(s && strstr(s, "same 8 passages") && strstr(s, "bootstrap over the passages as units"),
           "... states the number of passages and that the CI is over passages");
     CHECK(s && strstr(s, "| 300 | 8 | 128 | 0.0") && strstr(s, "| +1.005 % |"),
@@ -129,7 +132,7 @@ int main(void) {
 
     write_tsv(path, depths, fall, 4, 8, 16, 0.0, NULL);
     s = section(path, &rc, err, sizeof err);
-    CHECK(rc == 0 && s && strstr(s, "**falls with depth (×0.12 ["), "halving KL: \"falls with depth (×0.12 ...)\"");
+    CHECK(rc == 0 && s && strstr(s, "**falls with depth (×0.25 ["), "halving KL: \"falls with depth (×0.25 ...)\"");
     free(s);
 
     /* noisy but flat: the passages' own KL differs between depths, the means do not */
