@@ -1,6 +1,7 @@
 /* arm.c — the driver's arms: spec parsing, spawning and dialling workers, the handshake check,
  * concurrent requests, stopping and reaping. See arm.h. */
 #include "driver/arm.h"
+#include "driver/report.h"
 #include "proto/errmsg.h"
 
 #include <errno.h>
@@ -39,13 +40,7 @@ static void sleep_ms(int ms) {
 
 /* 1..63 printable ASCII characters, none of: space " ' \ | ` , (report.h's rule for names). */
 int arm_valid_name(const char *s) {
-    size_t n = strlen(s);
-    if (n == 0 || n >= ARM_NAME_MAX) return 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c <= 32 || c >= 127 || strchr("\"'\\|`,", c)) return 0;
-    }
-    return 1;
+    return report_name_ok(s);   /* ARM_NAME_MAX == REPORT_NAME_MAX */
 }
 
 /* a format name or a mix (kvfmt.h; its layers and heads are checked by the worker against the

@@ -47,6 +47,9 @@
 #define REPORT_FLOOR_FACTOR 10.0  /* "within the noise floor" = KL <= 10 x KL(ref‖f32) */
 #define REPORT_NEAR_TIE_EPS 0.5   /* near tie: reference top-1/top-2 logit gap < 0.5 */
 #define REPORT_NAME_MAX 64
+/* 1 when s is a valid arm or format name: 1..REPORT_NAME_MAX-1 printable ASCII characters, none of:
+ * space " ' \ | ` , (what every TSV and README of a results folder may hold). */
+int report_name_ok(const char *s);
 
 /* ---- writers (used by the sweep) ---------------------------------------------------------- */
 

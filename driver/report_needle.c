@@ -29,22 +29,13 @@
  * cells.tsv
  * ========================================================================================== */
 
-static int arm_name_ok(const char *s) {
-    size_t n = strlen(s);
-    if (n == 0 || n >= 64) return 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c <= 32 || c >= 127 || strchr("\"'\\|`,", c)) return 0;
-    }
-    return 1;
-}
 
 static void write_ids(FILE *f, const int32_t *ids, size_t n) {
     for (size_t i = 0; i < n; i++) fprintf(f, "%s%d", i ? "," : "", ids[i]);
 }
 
 int needle_row_write(FILE *f, const needle_row *r) {
-    if (!arm_name_ok(r->arm)) return -1;
+    if (!report_name_ok(r->arm)) return -1;
     fprintf(f, "%d\t%d\t%d\t%s\t%u\t%s\t%d\t", r->length, r->position, r->trial,
             r->chat ? "chat" : "raw", r->key, r->arm, r->exact ? 1 : 0);
     needle_escape(f, r->answer, strlen(r->answer));
@@ -156,7 +147,7 @@ int needle_rows_read(const char *path, needle_row **rows, size_t *n, size_t *n_d
         int chat = !strcmp(fld[3], "chat") ? 1 : !strcmp(fld[3], "raw") ? 0 : -1;
         errno = 0;
         double lp = strtod(fld[8], &end);
-        if (bad || chat < 0 || errno || end == fld[8] || *end || !arm_name_ok(fld[5]) || v[6] >= v[5]) {
+        if (bad || chat < 0 || errno || end == fld[8] || *end || !report_name_ok(fld[5]) || v[6] >= v[5]) {
             errmsg_set(err, errlen, -1, "%s:%ld: a value is malformed or out of range", path, lineno);
             goto done;
         }
@@ -350,7 +341,7 @@ static int nres_load(const char *dir, nres *R, char *err, size_t errlen) {
     for (int i = 0; i < R->n_arms; i++) {
         json_t *a = json_array_get(arms, (size_t)i);
         const char *nm = json_string_value(json_object_get(a, "name"));
-        if (!nm || !arm_name_ok(nm)) return errmsg_set(err, errlen, -1, "%s: arm %d has no valid name", path, i);
+        if (!nm || !report_name_ok(nm)) return errmsg_set(err, errlen, -1, "%s: arm %d has no valid name", path, i);
         snprintf(R->arms[i].name, sizeof R->arms[i].name, "%s", nm);
         snprintf(R->arms[i].kv_k, sizeof R->arms[i].kv_k, "%s", jstr(a, "kv_k"));
         snprintf(R->arms[i].kv_v, sizeof R->arms[i].kv_v, "%s", jstr(a, "kv_v"));

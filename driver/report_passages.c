@@ -38,16 +38,6 @@ typedef struct {
  * Loading
  * ========================================================================================== */
 
-/* Arm names as the TSVs allow them: 1..63 printable ASCII without space " ' \ | ` , */
-static int rp_name_ok(const char *s) {
-    size_t n = strlen(s);
-    if (n == 0 || n >= REPORT_NAME_MAX) return 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c <= 32 || c >= 127 || strchr("\"'\\|`,", c)) return 0;
-    }
-    return 1;
-}
 
 static int rp_int(const char *s, int *out) {
     char *end;
@@ -81,7 +71,7 @@ static int rp_parse(char *line, rp_rows *R) {
     int start;
     double kl, nll_arm, nll_ref, x;
     if (rp_int(f[0], &w.depth) || rp_int(f[1], &w.j) || rp_int(f[2], &start) || rp_int(f[3], &w.i) ||
-        !rp_name_ok(f[4]) || rp_num(f[5], &kl) || rp_num(f[6], &x) || rp_num(f[7], &x) || rp_int(f[8], &w.same) ||
+        !report_name_ok(f[4]) || rp_num(f[5], &kl) || rp_num(f[6], &x) || rp_num(f[7], &x) || rp_int(f[8], &w.same) ||
         w.same > 1 || rp_num(f[9], &nll_arm) || rp_num(f[10], &nll_ref) || rp_num(f[11], &x) || rp_num(f[12], &x) ||
         !isfinite(kl) || w.j >= PASSAGES_MAX)
         return -1;

@@ -24,8 +24,7 @@
  * Names and numbers
  * ========================================================================================== */
 
-/* Arm and format names: 1..63 printable ASCII, none of: space " ' \ | ` , (see report.h). */
-static int name_ok(const char *s) {
+int report_name_ok(const char *s) {
     size_t n = s ? strlen(s) : 0;
     if (n == 0 || n >= REPORT_NAME_MAX) return 0;
     for (size_t i = 0; i < n; i++) {
@@ -86,7 +85,7 @@ FILE *report_tsv_open_cross_samples(const char *dir, char *err, size_t errlen) {
 
 int report_tsv_depth_row(FILE *f, int depth, const char *arm, const stats_row *r, int fork,
                          int censored, double fork_gap_arm, double fork_gap_ref) {
-    if (!f || !r || !name_ok(arm)) return -1;
+    if (!f || !r || !report_name_ok(arm)) return -1;
     int rc = fprintf(f, "%d\t%s", depth, arm) < 0;
     rc |= put_num(f, r->kl_arm_ref) | put_num(f, r->kl_ref_arm) | put_num(f, r->js);
     rc |= fprintf(f, "\t%d\t%d\t%d", r->top1_arm == r->top1_ref, r->top1_arm, r->top1_ref) < 0;
@@ -99,7 +98,7 @@ int report_tsv_depth_row(FILE *f, int depth, const char *arm, const stats_row *r
 }
 
 int report_tsv_position_row(FILE *f, int pos, const char *arm, const stats_row *r) {
-    if (!f || !r || !name_ok(arm)) return -1;
+    if (!f || !r || !report_name_ok(arm)) return -1;
     int rc = fprintf(f, "%d\t%s", pos, arm) < 0;
     rc |= put_num(f, r->kl_arm_ref) | put_num(f, r->kl_ref_arm) | put_num(f, r->js);
     rc |= fprintf(f, "\t%d", r->top1_arm == r->top1_ref) < 0;
@@ -118,7 +117,7 @@ static int put_tokens(FILE *f, const int32_t *tok, int n) {
 
 int report_tsv_fork_row(FILE *f, int depth, const char *arm, int fork, int censored,
                         const int32_t *tok_arm, int n_arm, const int32_t *tok_ref, int n_ref) {
-    if (!f || !name_ok(arm) || n_arm < 0 || n_ref < 0 || (n_arm && !tok_arm) || (n_ref && !tok_ref))
+    if (!f || !report_name_ok(arm) || n_arm < 0 || n_ref < 0 || (n_arm && !tok_arm) || (n_ref && !tok_ref))
         return -1;
     int rc = fprintf(f, "%d\t%s\t%d\t%d", depth, arm, fork, censored ? 1 : 0) < 0;
     rc |= put_tokens(f, tok_arm, n_arm) | put_tokens(f, tok_ref, n_ref);
@@ -137,13 +136,13 @@ static int put_cross(FILE *f, const report_cross_vals *v) {
 }
 
 int report_tsv_cross_row(FILE *f, int depth, const char *arm, const report_cross_vals *v) {
-    if (!f || !v || !name_ok(arm)) return -1;
+    if (!f || !v || !report_name_ok(arm)) return -1;
     int rc = fprintf(f, "%d\t%s", depth, arm) < 0;
     return rc || put_cross(f, v) ? -1 : 0;
 }
 
 int report_tsv_cross_sample_row(FILE *f, int depth, const char *arm, double temperature, const report_cross_vals *v) {
-    if (!f || !v || !name_ok(arm)) return -1;
+    if (!f || !v || !report_name_ok(arm)) return -1;
     int rc = fprintf(f, "%d\t%s", depth, arm) < 0;
     rc |= put_num(f, temperature);
     return rc || put_cross(f, v) ? -1 : 0;
@@ -152,7 +151,7 @@ int report_tsv_cross_sample_row(FILE *f, int depth, const char *arm, double temp
 int report_tsv_sample_row(FILE *f, int depth, const char *arm, double temperature, double top_p,
                           uint64_t seed, int fork, int censored, const int32_t *tok_arm,
                           const int32_t *tok_ref, int n) {
-    if (!f || !name_ok(arm) || n < 0 || (n && (!tok_arm || !tok_ref))) return -1;
+    if (!f || !report_name_ok(arm) || n < 0 || (n && (!tok_arm || !tok_ref))) return -1;
     int rc = fprintf(f, "%d\t%s", depth, arm) < 0;
     rc |= put_num(f, temperature) | put_num(f, top_p);
     rc |= fprintf(f, "\t%llu\t%d\t%d", (unsigned long long)seed, fork, censored ? 1 : 0) < 0;
@@ -262,7 +261,7 @@ static int load_meta(const char *dir, report_results *R, char *err, size_t errle
     for (int i = 0; i < R->n_arms; i++) {
         json_t *a = json_array_get(arms, (size_t)i);
         const char *name = jstr(a, "name"), *k = jstr(a, "kv_k"), *v = jstr(a, "kv_v");
-        if (!json_is_object(a) || !name_ok(name) || !name_ok(k) || !name_ok(v)) {
+        if (!json_is_object(a) || !report_name_ok(name) || !report_name_ok(k) || !report_name_ok(v)) {
             report_set_err(err, errlen, "%s: arms[%d] needs \"name\", \"kv_k\", \"kv_v\" (1..63 "
                            "printable characters, no spaces, quotes, '|' or ',')", path, i);
             return -1;
