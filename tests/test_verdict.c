@@ -8,6 +8,7 @@
  * positions); the fork cost over forked depths only (cross.tsv). */
 #include "driver/report.h"
 #include "driver/report_internal.h"
+#include "proto/safeio.h"
 #include "tests/check.h"
 
 #include <math.h>
@@ -21,17 +22,11 @@
 #define BIN 100          /* positions per bin: depths 100, 200, ..., 800 */
 #define N_POS (N_BIN * BIN)
 
+/* The whole file at path (malloc'd, NUL-terminated; the caller frees), or NULL. */
 static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); buf = NULL; }
-    if (buf) buf[n] = 0;
-    fclose(f);
-    return buf;
+    char *buf = NULL, e[256];
+    size_t n = 0;
+    return safeio_read_all(path, 0, (size_t)1 << 30, &buf, &n, e, sizeof e) ? NULL : buf;
 }
 
 static int file_nonempty(const char *dir, const char *name) {
