@@ -451,8 +451,7 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
             "(gsl_stats_quantile_from_sorted_data). The Wilson and Spearman intervals assume "
             "independent rows, which positions are not: read them as too narrow. Per-position KL has long "
             "memory (correlated hundreds of positions apart), which no block length fixes: a block "
-            "interval over positions is a lower bound on the uncertainty, and a depth trend is "
-            "bootstrapped over passages where the run has them.\n\n",
+            "interval over positions is a lower bound on the uncertainty (docs/DESIGN.md §3.6.1).\n\n",
             STATS_BOOT_B, (unsigned long)STATS_BOOT_SEED, R->fork_n);
     for (int i = 0; i < R->n_arms; i++)
         if (report_is_test_arm(R, i)) readme_stats(o, R, A, i);

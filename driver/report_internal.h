@@ -425,10 +425,12 @@ typedef struct {
  * renderer). When report_arm_verdict.from_passages is non-NULL, the depth verdict is taken from
  * it instead of the depth bins of positions.tsv. */
 typedef struct {
-    stats_boot ratio;          /* mean KL at the deepest depth / at the first depth with context (the
-                                * sweep's first depth; the baseline when there is no other), paired
-                                * over passages */
-    int n_passages, depth_first, depth_last;
+    stats_boot ratio;          /* the trend: exp(b·ln(depth_last/depth_first)), b the least-squares
+                                * slope of ln(mean KL) on ln(depth) over every depth with context
+                                * from depth_first to depth_last (all n_depths of them), paired
+                                * bootstrap over passages */
+    stats_boot endpoint;       /* mean KL at depth_last / at depth_first alone, the same bootstrap */
+    int n_passages, depth_first, depth_last, n_depths;
     int have_base;             /* 1: a baseline (no context, or BOS only) was scored besides */
     int depth_base;            /* its depth (0 or 1) */
     stats_boot from_base;      /* deepest / baseline (another regime: no context at all) */

@@ -16,6 +16,10 @@
 #include "proto/errmsg.h"
 #include "proto/safeio.h"
 
+#include <gsl/gsl_rng.h>
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
+
 #define RP_MAX_ARMS 64
 #define RP_LINE_MAX 4096
 #define RP_MAX_ROWS (64u << 20)   /* rows read at most (a hostile file cannot exhaust memory) */
@@ -175,6 +179,87 @@ done:
     return rc;
 }
 
+/* Least-squares slope of y [n] on x [n]; NAN when the x are all equal. */
+static double rp_slope(const double *x, const double *y, int n) {
+    double mx = 0, my = 0, sxx = 0, sxy = 0;
+    for (int k = 0; k < n; k++) { mx += x[k]; my += y[k]; }
+    mx /= n;
+    my /= n;
+    for (int k = 0; k < n; k++) {
+        sxx += (x[k] - mx) * (x[k] - mx);
+        sxy += (x[k] - mx) * (y[k] - my);
+    }
+    return sxx > 0 ? sxy / sxx : NAN;
+}
+
+/* The ratio a log-log fit implies over D[first..last] (every depth holding the first's passages in
+ * the same order): m[u][k] = passage u's mean KL at depth k; the estimate fits ln(mean_u m[u][k]) on
+ * ln(depth_k); a resample draws passages with replacement, the same draw at every depth (paired),
+ * and refits. exp(slope·ln(d_last/d_first)); 95 % and 90 % percentile intervals over STATS_BOOT_B
+ * resamples (seed STATS_BOOT_SEED); p against 1. Returns 0, or -1 (fewer than 3 depths, the
+ * passages differ, a mean KL <= 0 in the data, no memory). */
+static int rp_fit(const rp_depth *D, int first, int last, stats_boot *out) {
+    int nk = last - first + 1, np = D[first].n_pass, rc = -1;
+    memset(out, 0, sizeof *out);
+    out->est = out->lo = out->hi = out->lo90 = out->hi90 = out->se = out->p = NAN;
+    if (nk < 3 || np < 1) return -1;
+    double *m = calloc((size_t)np * (size_t)nk, sizeof *m); /* [np][nk] per-passage mean KL */
+    double *x = malloc(sizeof *x * (size_t)nk), *y = malloc(sizeof *y * (size_t)nk); /* [nk] */
+    double *t = malloc(sizeof *t * STATS_BOOT_B);                                     /* [B] */
+    int *pick = malloc(sizeof *pick * (size_t)np);                                   /* [np] */
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    if (!m || !x || !y || !t || !pick || !rng) goto done;
+    gsl_rng_set(rng, STATS_BOOT_SEED);
+    for (int k = 0; k < nk; k++) {
+        const rp_depth *d = &D[first + k];
+        if (d->n_pass != np || d->n != D[first].n) goto done;
+        x[k] = log((double)(d->depth > 0 ? d->depth : 1));
+        size_t q = 0;
+        for (int u = 0; u < np; u++) {
+            size_t q0 = q;
+            if (q >= d->n || d->r[q].j != D[first].r[q].j) goto done;
+            for (; q < d->n && d->r[q].j == d->r[q0].j; q++) m[(size_t)u * nk + k] += d->r[q].kl;
+            m[(size_t)u * nk + k] /= (double)(q - q0);
+        }
+    }
+    double span = x[nk - 1] - x[0];
+    for (int rep = -1; rep < STATS_BOOT_B; rep++) {   /* rep -1: the estimate, every passage once */
+        for (int u = 0; u < np; u++) pick[u] = rep < 0 ? u : (int)gsl_rng_uniform_int(rng, (unsigned long)np);
+        for (int k = 0; k < nk; k++) {
+            double s = 0;
+            for (int u = 0; u < np; u++) s += m[(size_t)pick[u] * nk + k];
+            y[k] = s > 0 ? log(s / np) : -INFINITY;
+        }
+        int finite = 1;
+        for (int k = 0; k < nk; k++) finite &= isfinite(y[k]);
+        double r = finite ? exp(rp_slope(x, y, nk) * span) : NAN;
+        if (rep < 0) {
+            if (!isfinite(r)) goto done;
+            out->est = r;
+        } else {
+            t[rep] = isfinite(r) ? r : out->est;   /* a resample of passages with KL 0 everywhere */
+        }
+    }
+    rc = 0;
+done:
+    if (rc == 0) {
+        gsl_sort(t, 1, STATS_BOOT_B);
+        out->lo = gsl_stats_quantile_from_sorted_data(t, 1, STATS_BOOT_B, 0.025);
+        out->hi = gsl_stats_quantile_from_sorted_data(t, 1, STATS_BOOT_B, 0.975);
+        out->lo90 = gsl_stats_quantile_from_sorted_data(t, 1, STATS_BOOT_B, 0.05);
+        out->hi90 = gsl_stats_quantile_from_sorted_data(t, 1, STATS_BOOT_B, 0.95);
+        out->p = stats_boot_p(t, STATS_BOOT_B, 1.0);
+        out->n = (size_t)np;
+    }
+    gsl_rng_free(rng);
+    free(m);
+    free(x);
+    free(y);
+    free(t);
+    free(pick);
+    return rc;
+}
+
 /* Splits one arm's rows r [n] (sorted by depth and passage) into its depths D [*nd] (calloc'd
  * here, at most n; the caller frees). */
 static rp_depth *rp_depths(const rp_row *r, size_t n, int *nd) {
@@ -216,7 +301,12 @@ static int rp_arm_trend(const rp_depth *D, int nd, report_depth_trend *t) {
         t->depth_base = D[0].depth;
         t->have_base = rp_trend(&D[0], &D[last], &t->from_base) == 0;
     }
-    return rp_trend(&D[first], &D[last], &t->ratio) ? RP_TREND_NONE : RP_TREND_OK;
+    t->n_depths = last - first + 1;
+    if (rp_trend(&D[first], &D[last], &t->endpoint)) return RP_TREND_NONE;
+    /* the trend from every depth with context; with two depths only, the endpoint ratio is it */
+    if (t->n_depths < 3) t->ratio = t->endpoint;
+    else if (rp_fit(D, first, last, &t->ratio)) return RP_TREND_NONE;
+    return RP_TREND_OK;
 }
 
 const char *report_passages_word(const report_depth_trend *t) {
@@ -263,10 +353,19 @@ static int rp_arm(FILE *o, const char *name, const rp_row *r, size_t n) {
         report_fmt_sig2(t.ratio.est, est, sizeof est);
         report_fmt_sig2(t.ratio.lo, lo, sizeof lo);
         report_fmt_sig2(t.ratio.hi, hi, sizeof hi);
-        fprintf(o, "Trend: %s: KL(arm‖ref) **%s (×%s [%s, %s])** from depth %s to depth %s: the ratio of the mean "
-                "KL over the same %d passages, 95 %% CI from a paired bootstrap over the passages as units (%d "
-                "resamples)%s.\n\n", name, report_passages_word(&t), est, lo, hi, d0s, dks, t.n_passages, STATS_BOOT_B,
-                t.n_passages < PASSAGES_RECOMMENDED ? "; fewer than 4 passages: the interval is not reliable" : "");
+        fprintf(o, "Trend: %s: KL(arm‖ref) **%s (×%s [%s, %s])** from depth %s to depth %s: the ratio a least-squares "
+                "fit of ln(mean KL) on ln(depth) over the %d depths implies across that span, the mean over the same %d "
+                "passages at each depth, 95 %% CI from a paired bootstrap over the passages as units (%d "
+                "resamples)%s.", name, report_passages_word(&t), est, lo, hi, d0s, dks, t.n_depths, t.n_passages,
+                STATS_BOOT_B, t.n_passages < PASSAGES_RECOMMENDED ? "; fewer than 4 passages: the interval is not reliable" : "");
+        if (t.n_depths >= 3) {
+            report_fmt_sig2(t.endpoint.est, est, sizeof est);
+            report_fmt_sig2(t.endpoint.lo, lo, sizeof lo);
+            report_fmt_sig2(t.endpoint.hi, hi, sizeof hi);
+            fprintf(o, " The two end depths alone: ×%s [%s, %s] (one depth's content can move it; the fit uses every depth).",
+                    est, lo, hi);
+        }
+        fprintf(o, "\n\n");
         if (t.have_base) {
             char bs[32];
             report_fmt_depth(t.depth_base, bs, sizeof bs);

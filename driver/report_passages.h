@@ -4,10 +4,11 @@
  *
  * Per non-reference arm (the order of first appearance in passages.tsv), a table by depth: the
  * number of passages, mean KL(arm‖ref) over every passage row, top-1 agreement, and Δ NLL as the
- * perplexity change exp(mean(nll_arm − nll_ref)) − 1. Then the trend: the ratio of the deepest
- * depth's mean KL to the first depth's (the baseline), with a 95 % interval from a paired
- * bootstrap over passages as units (stats_ratio_units_ci: the same passages at both depths;
- * STATS_BOOT_B resamples, seed STATS_BOOT_SEED). Words: "grows with depth (×R [lo, hi])" when
+ * perplexity change exp(mean(nll_arm − nll_ref)) − 1. Then the trend: the ratio a least-squares fit
+ * of ln(mean KL) on ln(depth) over every depth with context implies across the span, with a 95 %
+ * interval from a paired bootstrap over passages as units (the same resampled passages at every
+ * depth; STATS_BOOT_B resamples, seed STATS_BOOT_SEED), and beside it the ratio of the two end
+ * depths alone (stats_ratio_units_ci, the same pairing). Words: "grows with depth (×R [lo, hi])" when
  * lo > 1, "falls with depth (×R [lo, hi])" when hi < 1, else "no detected change (×R [lo, hi])".
  * KL values below 0 (rounding, ~1e-17) count as 0.
  */

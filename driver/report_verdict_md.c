@@ -136,10 +136,11 @@ static void line_depth(FILE *o, const report_results *R, const report_verdicts *
     if (v->from_passages) {   /* the controlled design (passages.tsv) decides when present */
         const report_depth_trend *t = v->from_passages;
         fprintf(o, "- **Depth (controlled design, passages.tsv):** KL%s %s: the same %d passages scored after "
-                "%d and after %d tokens of context, mean KL ratio ×%.2g [%.2g, %.2g] (95 %% CI, paired bootstrap "
-                "over the passages; see *Depth from passages*).\n", t->ratio.lo > 1 || t->ratio.hi < 1 ? "" : ":",
-                report_passages_word(t), t->n_passages,
-                t->depth_last, t->depth_first, t->ratio.est, t->ratio.lo, t->ratio.hi);
+                "each of %d depths from %d to %d tokens of context, a log-log fit's ratio over that span ×%.2g "
+                "[%.2g, %.2g] (95 %% CI, paired bootstrap over the passages; the two end depths alone ×%.2g "
+                "[%.2g, %.2g]; see *Depth from passages*).\n", t->ratio.lo > 1 || t->ratio.hi < 1 ? "" : ":",
+                report_passages_word(t), t->n_passages, t->n_depths, t->depth_first, t->depth_last,
+                t->ratio.est, t->ratio.lo, t->ratio.hi, t->endpoint.est, t->endpoint.lo, t->endpoint.hi);
         return;
     }
     if (!v->over_positions) {

@@ -107,15 +107,19 @@ int main(void) {
     if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
     snprintf(path, sizeof path, "%s/passages.tsv", dir);
     int depths[4] = { 1, 100, 200, 300 };
-    double grow[4] = { 0.001, 0.002, 0.004, 0.008 }, flat[4] = { 0.003, 0.003, 0.003, 0.003 },
-           fall[4] = { 0.008, 0.004, 0.002, 0.001 };
+    /* power laws in depth over the depths with context (100, 200, 300): KL ∝ d² and KL ∝ 1/d, so
+     * the log-log fit's ratio over the span is exactly (300/100)² = 9 and 1/3; spike: KL high at
+     * the first depth only, where the fit (0.48, by hand) and the two ends alone (0.50) differ */
+    double grow[4] = { 0.001, 0.002, 0.008, 0.018 }, flat[4] = { 0.003, 0.003, 0.003, 0.003 },
+           fall[4] = { 0.008, 0.006, 0.003, 0.002 }, spike[4] = { 0.001, 0.004, 0.002, 0.002 };
 
     write_tsv(path, depths, grow, 4, 8, 16, 0.01, NULL);
     char *s = section(path, &rc, err, sizeof err);
     CHECK(rc == 0 && s && strstr(s, "## Depth from passages") && strstr(s, "### int8"), "the section renders (rc %d)", rc);
-    CHECK(s && strstr(s, "**grows with depth (×4.0 [") && strstr(s, "from depth 100 to depth 300"),
-          "KL doubling with depth: \"grows with depth (×4.0 [lo, hi])\" from the first depth with context");
-    CHECK(s && strstr(s, "From the baseline (depth 1: the BOS token alone) to depth 300: ×8.0 ["),
+    CHECK(s && strstr(s, "**grows with depth (×9.0 [") && strstr(s, "from depth 100 to depth 300") &&
+              strstr(s, "over the 3 depths implies"),
+          "KL ∝ depth²: \"grows with depth (×9.0 [lo, hi])\", the fit over the 3 depths with context");
+    CHECK(s && strstr(s, "From the baseline (depth 1: the BOS token alone) to depth 300: ×18 ["),
           "... and the ratio from the baseline (BOS only), another regime, beside it");
     CHECK(s && strstr(s, "same 8 passages") && strstr(s, "bootstrap over the passages as units"),
           "... states the number of passages and that the CI is over passages");
@@ -132,7 +136,13 @@ int main(void) {
 
     write_tsv(path, depths, fall, 4, 8, 16, 0.0, NULL);
     s = section(path, &rc, err, sizeof err);
-    CHECK(rc == 0 && s && strstr(s, "**falls with depth (×0.25 ["), "halving KL: \"falls with depth (×0.25 ...)\"");
+    CHECK(rc == 0 && s && strstr(s, "**falls with depth (×0.33 ["), "KL ∝ 1/depth: \"falls with depth (×0.33 ...)\"");
+    free(s);
+
+    write_tsv(path, depths, spike, 4, 8, 16, 0.0, NULL);
+    s = section(path, &rc, err, sizeof err);
+    CHECK(rc == 0 && s && strstr(s, "(×0.48 [") && strstr(s, "The two end depths alone: ×0.50 ["),
+          "a spike at the first depth: the fit (×0.48) uses every depth, the ends alone (×0.50) beside it");
     free(s);
 
     /* noisy but flat: the passages' own KL differs between depths, the means do not */
