@@ -124,7 +124,8 @@ int report_compare(const char *dir1, const char *dir2, FILE *out, char *err, siz
  * report_fmt_sig2: 2 significant digits; "0" for 0; fixed notation for 1e-4 <= |v| < 1000
  * (0.00026, 0.19, 1.1, 42), else %.1e (5.5e-05, 1.2e+03); REPORT_NA ("—": does not apply) for
  * NaN, "∞" / "−∞" for infinities: a table never shows "nan" or "inf".
- * report_fmt_depth: the exact count below 10,000, else thousands rounded to nearest ("15K"). */
+ * report_fmt_depth: the exact count below 10,000, else whole thousands rounded down ("15K" for
+ * 15360, "32K" for 32512: never past the depth measured). */
 void report_fmt_sig2(double v, char *buf, size_t len);
 void report_fmt_depth(int depth, char *buf, size_t len);
 

@@ -47,7 +47,7 @@ void report_fmt_sig2(double v, char *buf, size_t len) {
 
 void report_fmt_depth(int depth, char *buf, size_t len) {
     if (depth < 10000) snprintf(buf, len, "%d", depth);
-    else snprintf(buf, len, "%dK", (depth + 500) / 1000);
+    else snprintf(buf, len, "%dK", depth / 1000);   /* rounded down: never past the depth measured */
 }
 
 void report_fmt_ci(const stats_ci *c, char *buf, size_t len) {

@@ -168,6 +168,7 @@ static void test_formats(void) {
     report_fmt_depth(9999, b, sizeof b); CHECK(!strcmp(b, "9999"), "depth 9999 -> %s", b);
     report_fmt_depth(10000, b, sizeof b); CHECK(!strcmp(b, "10K"), "depth 10000 -> %s", b);
     report_fmt_depth(15360, b, sizeof b); CHECK(!strcmp(b, "15K"), "depth 15360 -> %s", b);
+    report_fmt_depth(32512, b, sizeof b); CHECK(!strcmp(b, "32K"), "depth 32512 -> %s (rounded down, not 33K)", b);
 }
 
 static void test_writers(void) {
