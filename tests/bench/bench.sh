@@ -119,9 +119,10 @@ section1() {
 
 # 0. the roofline (issue 25): the machine's limits (tests/bench/bench_roof.c) and, for each model,
 #    KV format, thread count and depth, strata's decode rate against what the memory could feed
-#    (bandwidth / (weight bytes + KV bytes read per token)) and its prefill rate against the FMA
-#    peak of the widest family the CPU has (2·matmul params + 2·n_layer·n_head·head_dim·L flops per
-#    token at L: QKᵀ and PV over the causal half). Gemma 3: 1 layer in 6 reads the whole context,
+#    (bandwidth / (weight bytes + KV bytes read per token)) and its prefill rate against the f32 FMA
+#    peak of the widest family the CPU has (2·the layers' matrix params per token, the output head
+#    for the one row the prefill returns, and 2·n_head·head_dim·L² per layer for QKᵀ and PV over the
+#    causal half; strata keeps activations in f32, so the f32 FMA peak is its roof). Gemma 3: 1 layer in 6 reads the whole context,
 #    the others the last `window` positions. BENCH_DEEP=1 adds depth 32K; BENCH_ROOF_ONLY=1 stops
 #    after this section.
 roofline() {
@@ -158,7 +159,9 @@ roofline() {
               dec = 32 / dt; dlim = bw / (wb + kvb)
               # prefill flops over L tokens: matrices + attention (global layers over L, local over the window)
               att = 2 * nh * hd * (ng * L * L + nloc * (win > 0 && win < L ? (2 * L - win) * win : L * L))
-              fl = 2 * P * L + att; pre = L / pt; plim = peak * 1e9 / (fl / L)
+              hp = f(m, "head_params")
+              fl = 2 * P * L + 2 * hp + att; pre = L / pt; plim = peak * 1e9 / (fl / L)   # the head for the last row only
+              dlim = bw / (wb + kvb)
               printf "  %-6s %2d %6d %10.1f %10.1f %6.0f%% %10.1f %10.1f %6.0f%%\n", kv, T, L, pre, plim, 100 * pre / plim, dec, dlim, 100 * dec / dlim
             }'
         done

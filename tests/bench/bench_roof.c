@@ -7,7 +7,9 @@
  *                           of fused multiply-adds per thread, 2 flops each per lane, best of 5
  *   model weight_bytes=B    bytes a decode step reads from the weights: every tensor, except the
  *                           token embedding when an output matrix exists (one row of it is read)
- *   model matmul_params=N   elements of the matrices a token multiplies (2·N flops per token)
+ *   model matmul_params=N   elements of the layers' matrices a token multiplies (2·N flops per
+ *                           token); head_params= the output matrix's (every decode token; a prefill
+ *                           computes it for the rows it returns only)
  *   model n_layer= n_head= n_head_kv= head_dim= n_embd=   the attention's shape; window= and
  *                           global_layers= (Gemma 3: 1 layer in 6 reads the whole context, the
  *                           others the last `window` positions; otherwise window=0, all global)
@@ -91,45 +93,54 @@ typedef struct {
     float out;
 } roof_fma_job;
 
-/* ROOF_ITERS rounds of ROOF_CHAINS independent FMAs of one lane. */
+/* Twelve named accumulators (not an array, which the compiler may keep in memory and so time
+ * store forwarding instead of the FMA units): ROOF_FMA_STEP(FMA) advances every chain once. */
+#define ROOF_FMA_STEP(FMA)                                                                   \
+    do {                                                                                     \
+        a0 = FMA(a0, m, k); a1 = FMA(a1, m, k); a2 = FMA(a2, m, k); a3 = FMA(a3, m, k);     \
+        a4 = FMA(a4, m, k); a5 = FMA(a5, m, k); a6 = FMA(a6, m, k); a7 = FMA(a7, m, k);     \
+        a8 = FMA(a8, m, k); a9 = FMA(a9, m, k); a10 = FMA(a10, m, k); a11 = FMA(a11, m, k); \
+    } while (0)
+
+/* ROOF_ITERS / 4 rounds of the chains on one lane (scalar is slow). */
 static float roof_fma_c(void) {
-    float a[ROOF_CHAINS];
-    for (int c = 0; c < ROOF_CHAINS; c++) a[c] = (float)c * 0.001f;
+    /* distinct starts: identical chains would be merged into one by the compiler */
+    float a0 = 0.01f, a1 = 0.02f, a2 = 0.03f, a3 = 0.04f, a4 = 0.05f, a5 = 0.06f, a6 = 0.07f,
+          a7 = 0.08f, a8 = 0.09f, a9 = 0.10f, a10 = 0.11f, a11 = 0.12f;
     const float m = 0.999999f, k = 1e-7f;
-    for (long i = 0; i < ROOF_ITERS / 4; i++) /* a quarter: scalar is slow */
-        for (int c = 0; c < ROOF_CHAINS; c++) a[c] = fmaf(a[c], m, k);
-    float s = 0;
-    for (int c = 0; c < ROOF_CHAINS; c++) s += a[c];
-    return s;
+    for (long i = 0; i < ROOF_ITERS / 4; i++) ROOF_FMA_STEP(fmaf);
+    return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;
 }
 
 #if defined(__x86_64__)
 __attribute__((target("avx2,fma"))) static float roof_fma_avx2(void) {
-    __m256 a[ROOF_CHAINS];
-    for (int c = 0; c < ROOF_CHAINS; c++) a[c] = _mm256_set1_ps((float)c * 0.001f);
+    __m256 a0 = _mm256_set1_ps(0.01f), a1 = _mm256_set1_ps(0.02f), a2 = _mm256_set1_ps(0.03f),
+           a3 = _mm256_set1_ps(0.04f), a4 = _mm256_set1_ps(0.05f), a5 = _mm256_set1_ps(0.06f),
+           a6 = _mm256_set1_ps(0.07f), a7 = _mm256_set1_ps(0.08f), a8 = _mm256_set1_ps(0.09f),
+           a9 = _mm256_set1_ps(0.10f), a10 = _mm256_set1_ps(0.11f), a11 = _mm256_set1_ps(0.12f);
     const __m256 m = _mm256_set1_ps(0.999999f), k = _mm256_set1_ps(1e-7f);
-    for (long i = 0; i < ROOF_ITERS; i++)
-        for (int c = 0; c < ROOF_CHAINS; c++) a[c] = _mm256_fmadd_ps(a[c], m, k);
-    float s = 0, v[8];
-    for (int c = 0; c < ROOF_CHAINS; c++) {
-        _mm256_storeu_ps(v, a[c]);
-        s += v[0];
-    }
-    return s;
+    for (long i = 0; i < ROOF_ITERS; i++) ROOF_FMA_STEP(_mm256_fmadd_ps);
+    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                             _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
+    s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
+    float v[8];
+    _mm256_storeu_ps(v, s);
+    return v[0];
 }
 
 __attribute__((target("avx512f"))) static float roof_fma_avx512(void) {
-    __m512 a[ROOF_CHAINS];
-    for (int c = 0; c < ROOF_CHAINS; c++) a[c] = _mm512_set1_ps((float)c * 0.001f);
+    __m512 a0 = _mm512_set1_ps(0.01f), a1 = _mm512_set1_ps(0.02f), a2 = _mm512_set1_ps(0.03f),
+           a3 = _mm512_set1_ps(0.04f), a4 = _mm512_set1_ps(0.05f), a5 = _mm512_set1_ps(0.06f),
+           a6 = _mm512_set1_ps(0.07f), a7 = _mm512_set1_ps(0.08f), a8 = _mm512_set1_ps(0.09f),
+           a9 = _mm512_set1_ps(0.10f), a10 = _mm512_set1_ps(0.11f), a11 = _mm512_set1_ps(0.12f);
     const __m512 m = _mm512_set1_ps(0.999999f), k = _mm512_set1_ps(1e-7f);
-    for (long i = 0; i < ROOF_ITERS; i++)
-        for (int c = 0; c < ROOF_CHAINS; c++) a[c] = _mm512_fmadd_ps(a[c], m, k);
-    float s = 0, v[16];
-    for (int c = 0; c < ROOF_CHAINS; c++) {
-        _mm512_storeu_ps(v, a[c]);
-        s += v[0];
-    }
-    return s;
+    for (long i = 0; i < ROOF_ITERS; i++) ROOF_FMA_STEP(_mm512_fmadd_ps);
+    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                             _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
+    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
+    float v[16];
+    _mm512_storeu_ps(v, s);
+    return v[0];
 }
 #endif
 
@@ -182,13 +193,16 @@ static int roof_model(const char *path) {
     int rc = 1;
     if (gguf_get_strz(g, "general.architecture", arch, sizeof arch) != 0) goto done;
     int tied = gguf_tensor_find(g, "output.weight") == NULL;
-    uint64_t bytes = 0, params = 0;
+    uint64_t bytes = 0, params = 0, head = 0;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
         int embd = strcmp(t->name, "token_embd.weight") == 0;
+        int is_head = tied ? embd : strcmp(t->name, "output.weight") == 0;
+        uint64_t ne = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
         if (!embd || tied) bytes += t->nbytes;
         else bytes += t->nbytes / (t->ne[1] ? t->ne[1] : 1);
-        if (t->n_dims >= 2 && (!embd || tied)) params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+        if (is_head) head = ne;
+        else if (t->n_dims >= 2 && !embd) params += ne;
     }
     int64_t nl = 0, nh = 0, nkv = 0, ne = 0, hd = 0;
     snprintf(key, sizeof key, "%s.block_count", arch);
@@ -206,9 +220,9 @@ static int roof_model(const char *path) {
     snprintf(key, sizeof key, "%s.attention.sliding_window", arch);
     if (strcmp(arch, "gemma3") == 0 && gguf_meta_int(g, key, 1, INT32_MAX, &window, err, sizeof err) == 0)
         global = nl / 6;
-    printf("model weight_bytes=%llu matmul_params=%llu n_layer=%lld n_head=%lld n_head_kv=%lld "
+    printf("model weight_bytes=%llu matmul_params=%llu head_params=%llu n_layer=%lld n_head=%lld n_head_kv=%lld "
            "head_dim=%lld n_embd=%lld tied=%d window=%lld global_layers=%lld\n", (unsigned long long)bytes,
-           (unsigned long long)params, (long long)nl, (long long)nh, (long long)nkv, (long long)hd,
+           (unsigned long long)params, (unsigned long long)head, (long long)nl, (long long)nh, (long long)nkv, (long long)hd,
            (long long)ne, tied, (long long)window, (long long)global);
     rc = 0;
 done:
