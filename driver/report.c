@@ -438,19 +438,21 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
         fprintf(o, "\n");
     }
 
-    fprintf(o, "## Statistics\n\n95%% confidence intervals in brackets. Means and medians: "
-            "moving-block bootstrap (%d resamples, block length ceil(n^(1/3)) rows in depth or "
-            "position order, because neighbouring positions are correlated; mt19937 seed %lu; "
-            "percentile interval). Top-1 agreement: Wilson score interval. Slope: least squares "
+    fprintf(o, "## Statistics\n\n95%% confidence intervals in brackets. Means: circular block "
+            "bootstrap (%d resamples, mt19937 seed %lu) over rows in depth or position order with the "
+            "Politis–White block length, because neighbouring positions are correlated, its draws "
+            "spread to a Student-t interval on the blocks' degrees of freedom (docs/DESIGN.md §3.6.1: "
+            "93–95 %% coverage on simulated AR(1) series); medians: moving blocks of the same length, "
+            "percentile interval. Top-1 agreement: Wilson score interval. Slope: least squares "
             "of log10(max(KL, 1e-12)) on depth in thousands of tokens, Student t interval. "
             "Spearman ρ: Fisher z interval with variance 1.06/(n−3). Median fork: Kaplan–Meier "
             "with streams identical for all %d tokens right-censored, Greenwood band. "
             "Percentiles: linear interpolation between order statistics "
             "(gsl_stats_quantile_from_sorted_data). The Wilson and Spearman intervals assume "
-            "independent rows, which positions are not: read them as too narrow. So are these moving-block "
-            "intervals over positions (KL stays correlated far beyond ⌈n^(1/3)⌉ positions): \"The answer "
-            "first\", \"Depth bins\" and \"Formats by size\" use circular blocks of the Politis–White length "
-            "instead, which are wider.\n\n",
+            "independent rows, which positions are not: read them as too narrow. Per-position KL has long "
+            "memory (correlated hundreds of positions apart), which no block length fixes: a block "
+            "interval over positions is a lower bound on the uncertainty, and a depth trend is "
+            "bootstrapped over passages where the run has them.\n\n",
             STATS_BOOT_B, (unsigned long)STATS_BOOT_SEED, R->fork_n);
     for (int i = 0; i < R->n_arms; i++)
         if (report_is_test_arm(R, i)) readme_stats(o, R, A, i);
@@ -506,9 +508,8 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
         "per token"};
     for (int p = 0; p < REPORT_N_PLOTS; p++) {
         if (drawn[p])
-            fprintf(o, "%s ([SVG](plots/%s.svg), [script](plots/%s.gp)):\n\n![%s](plots/%s.png)\n\n",
-                    captions[p], report_plot_name(p), report_plot_name(p), captions[p],
-                    report_plot_name(p));
+            fprintf(o, "%s ([script](plots/%s.gp)):\n\n![%s](plots/%s.png)\n\n", captions[p],
+                    report_plot_name(p), captions[p], report_plot_name(p));
         else
             fprintf(o, "%s: %s.\n\n", captions[p],
                     p == REPORT_PLOT_POSITIONS && !R->have_positions
@@ -546,8 +547,8 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
     if (R->have_positions) fprintf(o, "`positions.tsv` (%zu rows).\n", R->n_prows);
     else fprintf(o, "no `positions.tsv`.\n");
     fprintf(o, "- Derived (generated, do not edit): `README.md`, `summary.json` (every statistic "
-            "above, machine-readable), `plots/*.gp` (one gnuplot script per plot, with its "
-            "`.dat` files), `plots/*.png`, `plots/*.svg`.\n");
+            "above, machine-readable), `plots/*.gp` (one gnuplot script per plot) and `plots/*.png`; "
+            "`report` also writes each plot's `.dat` data and an `.svg`, which git does not keep.\n");
     fprintf(o, "- Engine %s, git `%s`, model sha256 `%s`, run on %s, %s.\n", R->engine, R->git,
             R->model_sha, R->machine, R->date);
     json_t *res = json_object_get(R->meta, "resumes");

@@ -82,7 +82,9 @@ static int cols_alloc(report_cols *c, size_t n) {
     return 0;
 }
 
-/* Mean/median CIs of the finite values of v [n] (NaNs dropped, order kept). */
+/* Mean/median CIs of the finite values of v [n] (NaNs dropped, order kept): the mean's from the
+ * circular block bootstrap with the Politis–White block (stats_mean_ci_circular, docs/DESIGN.md
+ * §3.6.1), the median's from moving blocks of that same length. */
 static int ci_finite(const double *v, size_t n, int median, stats_ci *out) {
     double *t = malloc((n ? n : 1) * sizeof *t); /* [n] */
     if (!t) return -1;
@@ -92,8 +94,15 @@ static int ci_finite(const double *v, size_t n, int median, stats_ci *out) {
     out->est = out->lo = out->hi = NAN;
     out->n = 0;
     if (m) {
-        if (median) stats_median_ci(t, m, 0, STATS_BOOT_B, STATS_BOOT_SEED, out);
-        else stats_mean_ci(t, m, 0, STATS_BOOT_B, STATS_BOOT_SEED, out);
+        if (median) {
+            stats_pw pw;
+            size_t b = stats_pw_block(t, m, &pw) == 0 ? pw.block : 0;
+            stats_median_ci(t, m, b, STATS_BOOT_B, STATS_BOOT_SEED, out);
+        } else {
+            stats_boot o;
+            stats_mean_ci_circular(t, m, 0, STATS_BOOT_B, STATS_BOOT_SEED, NULL, &o);
+            *out = (stats_ci){o.est, o.lo, o.hi, o.n};
+        }
     }
     free(t);
     return 0;

@@ -289,14 +289,18 @@ int report_extra_load(const char *dir, const report_results *R, report_extra *X,
  * Statistics
  * ========================================================================================== */
 
-/* The mean of x [n] (NaN dropped) with the moving-block bootstrap CI of the other means. */
+/* The mean of x [n] (NaN dropped) with its circular block bootstrap CI (Politis–White block,
+ * stats_mean_ci_circular), as every other mean of the report. */
 static void mean_ci(const double *x, size_t n, stats_ci *out) {
     double *v = malloc(sizeof *v * (n ? n : 1));   /* [n] the finite values */
     size_t m = 0;
+    stats_boot o;
     for (size_t i = 0; v && i < n; i++)
         if (isfinite(x[i])) v[m++] = x[i];
-    if (!v || !m || stats_mean_ci(v, m, 0, STATS_BOOT_B, STATS_BOOT_SEED, out))
+    if (!v || !m || stats_mean_ci_circular(v, m, 0, STATS_BOOT_B, STATS_BOOT_SEED, NULL, &o))
         *out = (stats_ci){ NAN, NAN, NAN, 0 };
+    else
+        *out = (stats_ci){ o.est, o.lo, o.hi, o.n };
     free(v);
 }
 

@@ -1266,9 +1266,9 @@ static void readme_write(FILE *o, const nres *R, const nan_t *A, const nclaim *c
             if (!drawn[diff * R->n_arms + a]) continue;
             char stem[64];
             snprintf(stem, sizeof stem, "%s_%d", diff ? "diff" : "accuracy", a);
-            fprintf(o, "%s %s%s%s by length and depth ([SVG](plots/%s.svg), [script](plots/%s.gp)):\n\n"
+            fprintf(o, "%s %s%s%s by length and depth ([script](plots/%s.gp)):\n\n"
                     "![%s](plots/%s.png)\n\n", diff ? "Accuracy difference" : "Accuracy of", R->arms[a].name,
-                    diff ? " − " : "", diff ? R->arms[R->ref].name : "", stem, stem, stem, stem);
+                    diff ? " − " : "", diff ? R->arms[R->ref].name : "", stem, stem, stem);
         }
 
     fprintf(o, "## Method\n\n");
@@ -1306,8 +1306,8 @@ static void readme_write(FILE *o, const nres *R, const nan_t *A, const nclaim *c
             "needed): `strata-driver report <this folder>`.\n\n", R->command);
     fprintf(o, "## Provenance\n\n- Raw data: `meta.json`, `cells.tsv` (%zu rows: one per cell, template and arm)%s.\n",
             R->n_rows, R->n_dropped ? "; a cut-off last line was ignored" : "");
-    fprintf(o, "- Derived (generated, do not edit): `README.md`, `summary.json`, `plots/*.gp` with their `.dat` "
-            "files, `plots/*.png`, `plots/*.svg`.\n");
+    fprintf(o, "- Derived (generated, do not edit): `README.md`, `summary.json`, `plots/*.gp` and `plots/*.png`; "
+            "`report` also writes each plot's `.dat` data and an `.svg`, which git does not keep.\n");
     fprintf(o, "- Engine %s, git `%s`, model sha256 `%s`, corpus sha256 `%s`, run on %s, %s.\n", R->engine,
             R->git, R->model_sha, R->corpus_sha, R->machine, R->date);
 }

@@ -317,7 +317,7 @@ void report_bins_readme(FILE *o, const report_results *R, const report_analysis 
             "(positions whose reference top-1/top-2 gap is < %.2g; Wilson interval). Each bin is a different "
             "stretch of the text.\n\n", A->ref_label, REPORT_NEAR_TIE_EPS);
     if (drawn)
-        fprintf(o, "Mean KL per bin with its 95 %% band ([SVG](plots/kl_bins.svg), [script](plots/kl_bins.gp)):\n\n"
+        fprintf(o, "Mean KL per bin with its 95 %% band ([script](plots/kl_bins.gp)):\n\n"
                 "![Mean KL per depth bin](plots/kl_bins.png)\n\n");
     for (int a = 0; a < R->n_arms; a++) {
         const report_arm_verdict *v = &V->v[a];

@@ -4,7 +4,8 @@
 # llama.cpp comparison has none and is skipped), the files git tracks there are copied out of the
 # index (`git checkout-index`, so ignored files such as a 10 MB positions.tsv that a fresh clone
 # lacks are not used), `strata-driver report` renders the copy, and README.md and summary.json must
-# equal git's. A change to the renderer must therefore re-render and commit the folders. Run by
+# equal git's. A change to the renderer must therefore re-render and commit the folders. Every
+# link of a README names a tracked file, and no .dat/.svg (which report regenerates) is tracked. Run by
 # tests/run.sh from the repo root with $BUILD set; prints its own closing line "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -37,7 +38,18 @@ for d in $(git ls-files 'results/*/meta.json' | sed 's|/meta.json$||' | sort); d
             bad "$name: $f differs from git's (re-render the folder: strata-driver report $d, and commit)"
         fi
     done
+    # no link to a file that is not there (issue 26 item 8): every relative Markdown link and
+    # image of the README names a file git holds in the folder
+    missing=""
+    for l in $(git show ":$d/README.md" 2> /dev/null | grep -o '](\([^)#:]*\))' | sed 's/^](//; s/)$//' | sort -u); do
+        git ls-files --error-unmatch "$d/$l" > /dev/null 2>&1 || missing="$missing $l"
+    done
+    [ -z "$missing" ] && ok "$name: every link of README.md names a tracked file" ||
+        bad "$name: README.md links files git does not hold:$missing"
 done
 [ "$n" -gt 0 ] && ok "$n committed folders checked" || bad "no committed results folder found"
+# what report regenerates and no README shows is not kept in git
+extra=$(git ls-files 'results/*/plots/*.dat' 'results/*/plots/*.svg' 'results/*/plots/gnuplot.log' | head -3)
+[ -z "$extra" ] && ok "no .dat, .svg or gnuplot.log under results/ in git" || bad "tracked, though report regenerates them: $extra"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

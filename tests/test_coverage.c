@@ -2,9 +2,9 @@
  * Politis–White block length) cover a known mean about 95 % of the time on autocorrelated
  * series? Seeded simulations, REPS replications each, BOOT resamples (docs/DESIGN.md §3.6.1):
  *   AR(1) with phi = 0.5 (n = 1000) and phi = 0.9 (n = 4000) (x_t = mu + phi (x_{t-1} − mu) + e_t,
- *   e_t ~ N(0, 1), the first value from the stationary law): coverage must lie in [90 %, 97 %].
- *   The issue asked for [93 %, 97 %]; the block bootstrap gives 91–92 % at these n (its variance
- *   is biased low by about G/(g·b)), and DESIGN says what else was tried;
+ *   e_t ~ N(0, 1), the first value from the stationary law): coverage must lie in [93 %, 97 %]
+ *   (the resampled means spread to a Student-t interval on the flat-top long-run variance; the
+ *   plain percentile interval gave 91–92 %); white noise (phi = 0, n = 1000) likewise;
  *   the old rule (stats_mean_ci: non-circular blocks of ⌈n^(1/3)⌉) on phi = 0.9, n = 1000 must
  *   cover under 85 %, and the new one at least 10 points more on the same series;
  *   a long-memory series, ARFIMA(0, d, 0) with d = 0.3 (autocorrelation ~ k^(2d−1): 0.04 at lag
@@ -223,14 +223,20 @@ int main(void) {
 
     int rc = coverage(GEN_AR1, 0.5, 1000, CI_CIRCULAR_PW, 1, &r);
     report("AR(1) phi 0.5, n 1000, circular PW", &r);
-    CHECK(rc == 0 && r.coverage >= 0.90 && r.coverage <= 0.97,
-          "AR(1) phi = 0.5, n = 1000: 95 %% circular-PW intervals cover %.1f %% (90-97; nominal 95)",
+    CHECK(rc == 0 && r.coverage >= 0.93 && r.coverage <= 0.97,
+          "AR(1) phi = 0.5, n = 1000: 95 %% circular-PW intervals cover %.1f %% (93-97; nominal 95)",
           100 * r.coverage);
 
     rc = coverage(GEN_AR1, 0.9, 4000, CI_CIRCULAR_PW, 2, &r);
     report("AR(1) phi 0.9, n 4000, circular PW", &r);
-    CHECK(rc == 0 && r.coverage >= 0.90 && r.coverage <= 0.97,
-          "AR(1) phi = 0.9, n = 4000: 95 %% circular-PW intervals cover %.1f %% (90-97; nominal 95)",
+    CHECK(rc == 0 && r.coverage >= 0.93 && r.coverage <= 0.97,
+          "AR(1) phi = 0.9, n = 4000: 95 %% circular-PW intervals cover %.1f %% (93-97; nominal 95)",
+          100 * r.coverage);
+
+    rc = coverage(GEN_AR1, 0.0, 1000, CI_CIRCULAR_PW, 6, &r);
+    report("white noise, n 1000, circular PW", &r);
+    CHECK(rc == 0 && r.coverage >= 0.93 && r.coverage <= 0.97,
+          "white noise, n = 1000: 95 %% intervals cover %.1f %% (93-97: the widening does not over-cover)",
           100 * r.coverage);
 
     /* the old rule and the new one on the same series */

@@ -564,7 +564,9 @@ static void test_circular(void) {
     ss /= B - 1;
     CHECK(rc == 0 && fabs(o.est - mean) < 1e-12 && o.block == BL, "circular: est = mean, block as given");
     CHECK(fabs(m - mean) < 4 * sqrt(v / B), "circular: E* %.6f = mean %.6f (every position weighs the same)", m, mean);
-    CHECK(fabs(ss / v - 1) < 0.05, "circular: Var* %.6g vs exact %.6g", ss, v);
+    /* ... spread by t_{0.975, k−1} / z_{0.975} (the small-sample widening, docs/DESIGN.md §3.6.1) */
+    double wf = gsl_cdf_tdist_Pinv(0.975, N / BL - 1) / gsl_cdf_ugaussian_Pinv(0.975);
+    CHECK(fabs(ss / (v * wf * wf) - 1) < 0.05, "circular: Var* %.6g vs exact %.6g x (t/z)^2 %.4f", ss, v, wf * wf);
     CHECK(fabs(o.se - sqrt(ss)) < 1e-9 * sqrt(ss), "se = sd of the resampled means");
     int sorted = 1;
     for (int r = 1; r < B; r++) sorted &= t[r - 1] <= t[r];

@@ -14,6 +14,9 @@
 #      SmolLM2's and Gemma 3's vocabulary (tests/bench/bench_compare.c).
 #   5. weight types: dequantisation and decode dot values/s per type, 1 thread (tests/bench/bench_quant.c).
 #   6. endurance: two listening workers serve 20 sequential sweeps; their RSS after each (endurance.sh).
+#   (after 1) the roofline: read bandwidth and FMA peak measured in the same run, and each decode /
+#      prefill figure as a fraction of its limit (SmolLM2 and Gemma 3, f16 / int8 / q4_0, 1 and 2
+#      threads, depths 512 / 8K, 32K with BENCH_DEEP=1; BENCH_ROOF_ONLY=1 runs it alone).
 # The peer is built with explicit instruction-set flags from /proc/cpuinfo, not GGML_NATIVE (which
 # trusts every listed flag: on a VM that lists AMX but cannot run it llama.cpp died with SIGILL), AMX
 # only with BENCH_LLAMA_AMX=1 (tests/bench/llama_peer.sh); if it dies all the same, one line says so
@@ -114,6 +117,58 @@ section1() {
   lcpp_ratio_table "$TMP/lcpp.$label.jsonl" "$DEPTHS" "$(for k in "${!OURS[@]}"; do printf '%s=%s ' "$k" "${OURS[$k]}"; done)"
 }
 
+# 0. the roofline (issue 25): the machine's limits (tests/bench/bench_roof.c) and, for each model,
+#    KV format, thread count and depth, strata's decode rate against what the memory could feed
+#    (bandwidth / (weight bytes + KV bytes read per token)) and its prefill rate against the FMA
+#    peak of the widest family the CPU has (2·matmul params + 2·n_layer·n_head·head_dim·L flops per
+#    token at L: QKᵀ and PV over the causal half). Gemma 3: 1 layer in 6 reads the whole context,
+#    the others the last `window` positions. BENCH_DEEP=1 adds depth 32K; BENCH_ROOF_ONLY=1 stops
+#    after this section.
+roofline() {
+  local w=$BUILD/strata-worker m model lim kv T L t pt dt
+  echo
+  echo "== roofline: limits measured now (tests/bench/bench_roof.c), 1 and 2 threads"
+  "$BUILD/bench/bench_roof" "$MODEL" 2 >"$TMP/roof" || { echo "  bench_roof failed"; return 0; }
+  grep '^roof' "$TMP/roof" | sed 's/^roof /  /' | tr '\n' ' '; echo
+  local depths="512 8192"; [ "${BENCH_DEEP:-0}" = 1 ] && depths="512 8192 32768"
+  depths=${BENCH_ROOF_DEPTHS:-$depths}   # e.g. "64" for a smoke run
+  for model in "$MODEL" "$CACHE/gemma-3-270m-q4_k_m.gguf"; do
+    [ -f "$model" ] || { echo "  (no $model: make models)"; continue; }
+    m=$("$BUILD/bench/bench_roof" "$model" 1 2>/dev/null | grep '^model' | head -1)
+    [ -n "$m" ] || continue
+    echo "  $(basename "$model"): $m"
+    printf '  %-6s %2s %6s %10s %10s %7s %10s %10s %7s\n' kv thr L prefill/s roof/s frac decode/s roof/s frac
+    for kv in f16 int8 q4_0; do
+      for T in 1 2; do
+        for L in $depths; do
+          t=$("$w" --model "$model" --kv $kv --threads $T --prefill 512 --max-context $((L + 64)) --tokens-file "$(ids $L)" --max-new 33 --timing 2>&1 >/dev/null | grep "^timing:") || true
+          [ -n "$t" ] || { echo "  $kv T$T L$L: no timing"; continue; }
+          pt=$(min_field prefill_s "$t" ""); dt=$(min_field decode_s "$t" "")
+          awk -v kv=$kv -v T=$T -v L=$L -v pt=$pt -v dt=$dt -v m="$m" -v roof="$(grep '^roof' "$TMP/roof" | tr '\n' ' ')" '
+            function f(s, k,  r) { r = s; if (!sub(".*" k "=", "", r)) return 0; sub(/ .*/, "", r); return r + 0 }
+            BEGIN {
+              wb = f(m, "weight_bytes"); P = f(m, "matmul_params"); nl = f(m, "n_layer"); nh = f(m, "n_head")
+              nkv = f(m, "n_head_kv"); hd = f(m, "head_dim"); win = f(m, "window"); ng = f(m, "global_layers")
+              bpv = kv == "f16" ? 2 : kv == "int8" ? 8.25 / 8 : 4.5 / 8
+              # KV bytes read per decode token at depth L: K and V of every layer over what it attends to
+              nloc = nl - ng; ctxl = (win > 0 && win < L) ? win : L
+              kvb = 2 * nkv * hd * bpv * (ng * L + nloc * ctxl)
+              bw = f(roof, "bw_" T) * 1e9
+              peak = f(roof, "fma_avx512_" T); if (peak == 0) peak = f(roof, "fma_avx2_" T); if (peak == 0) peak = f(roof, "fma_c_" T)
+              dec = 32 / dt; dlim = bw / (wb + kvb)
+              # prefill flops over L tokens: matrices + attention (global layers over L, local over the window)
+              att = 2 * nh * hd * (ng * L * L + nloc * (win > 0 && win < L ? (2 * L - win) * win : L * L))
+              fl = 2 * P * L + att; pre = L / pt; plim = peak * 1e9 / (fl / L)
+              printf "  %-6s %2d %6d %10.1f %10.1f %6.0f%% %10.1f %10.1f %6.0f%%\n", kv, T, L, pre, plim, 100 * pre / plim, dec, dlim, 100 * dec / dlim
+            }'
+        done
+      done
+    done
+  done
+}
+
+[ "${BENCH_ROOF_ONLY:-0}" = 1 ] && { roofline; exit 0; }
+
 # ISA=avx2: the native table first, then the AVX2 one (strata -march=haswell, llama.cpp with its
 # native detection off and AVX2/FMA/F16C on), so any x86 machine measures the AVX2 ratio
 if [ "${ISA:-}" = avx2 ]; then
@@ -128,6 +183,7 @@ fi
 
 # BENCH_RATIOS_ONLY=1: section 1 only (the strata / llama.cpp tables)
 [ "${BENCH_RATIOS_ONLY:-0}" = 1 ] && exit 0
+roofline
 
 # 2. attention alone
 echo
