@@ -54,7 +54,10 @@ void needle_usage(FILE *f) {
         "  --positions LIST    needle depths in percent of the haystack (default 0,25,50,75,100)\n"
         "  --keys K            needles per prompt (default 1; 2..%d: labelled keys \"for Paris\", ...,\n"
         "                      spread evenly, the one at p %% is asked for)\n"
-        "  --trials T          trials per (length, depth), each with its own haystack (default 1)\n"
+        "  --trials T          trials per (length, depth), each with its own haystack: a stretch of the\n"
+        "                      corpus drawn from (seed, trial), apart from the other trials' (default 3;\n"
+        "                      the tests count a (trial, length, depth) cell, its templates together, as\n"
+        "                      one unit, and a run of 1 trial rests on one haystack)\n"
         "  --seed S            keys and haystack offsets (default 1; the same for every arm)\n"
         "  --template T        raw, chat or both (default both when the GGUF has a chat template\n"
         "                      (ChatML or Gemma), else raw)\n"
@@ -154,7 +157,7 @@ static void opts_defaults(needle_opts *o) {
     memset(o, 0, sizeof *o);
     o->ref = "f16";
     o->keys = 1;
-    o->trials = 1;
+    o->trials = 3;
     o->gen = 12;
     o->chunk = 1024;
     o->seed = 1;
@@ -457,22 +460,30 @@ typedef struct {
     int tpl_chat[2];     /* [n_templates]: 0 raw, 1 chat */
     int capped;          /* some length was capped at the context */
     int cap_len;
+    size_t *hay_off, *hay_end;   /* [trials] the bytes [off, end) of the corpus each trial reads */
+    int trials;
+    int hay_overlap;     /* a trial's haystack shares text with an earlier one (short corpus) */
 } nplan;
 
 static void plan_free(nplan *p) {
     for (int i = 0; p->c && i < p->n; i++) { free(p->c[i].prompt); free(p->c[i].gold); }
     free(p->c);
+    free(p->hay_off);
+    free(p->hay_end);
     memset(p, 0, sizeof *p);
 }
 
-/* The haystack tokens of trial t: the corpus from the trial's line on, at least `need` tokens. */
-static int hay_tokens(const ntok *T, const doc_t *doc, uint64_t seed, int trial, size_t need,
-                      int32_t **ids, size_t *n, size_t *offset, char *err, size_t errlen) {
-    size_t bytes = need * 8 + 4096;
-    size_t off = needle_hay_offset(seed, trial, doc->text, doc->n_text, bytes);
-    *offset = off;
+/* The bytes of corpus a haystack of `need` tokens is tokenised from (at first; doubled when short). */
+static size_t hay_span(size_t need) { return need * 8 + 4096; }
+
+/* The haystack tokens of trial t: the corpus from byte off (a line start) on, at least `need`
+ * tokens; *end = the end of the bytes tokenised. */
+static int hay_tokens(const ntok *T, const doc_t *doc, size_t off, int trial, size_t need,
+                      int32_t **ids, size_t *n, size_t *end_out, char *err, size_t errlen) {
+    size_t bytes = hay_span(need);
     for (;;) {
         size_t end = off + bytes < doc->n_text ? off + bytes : doc->n_text;
+        *end_out = end;
         char *s = strndup(doc->text + off, end - off);
         if (!s) return errmsg_set(err, errlen, -1, "out of memory");
         int rc = encode_piece(T, s, 0, ids, n, err, errlen);
@@ -511,16 +522,25 @@ static int plan_build(const needle_opts *o, const ntok *T, const doc_t *doc, uin
     if (o->tpl != TPL_CHAT) P->tpl_chat[P->n_templates++] = 0;
     if (o->tpl != TPL_RAW) P->tpl_chat[P->n_templates++] = 1;
     P->n = o->n_lengths * o->n_positions * o->trials * P->n_templates;
-    if (!(P->c = calloc((size_t)P->n, sizeof *P->c))) return errmsg_set(err, errlen, -1, "out of memory");
+    P->trials = o->trials;
+    P->c = calloc((size_t)P->n, sizeof *P->c);
+    P->hay_off = calloc((size_t)o->trials, sizeof *P->hay_off);
+    P->hay_end = calloc((size_t)o->trials, sizeof *P->hay_end);
+    if (!P->c || !P->hay_off || !P->hay_end) return errmsg_set(err, errlen, -1, "out of memory");
     int maxL = 0;
     for (int i = 0; i < o->n_lengths; i++) maxL = o->lengths[i] > maxL ? o->lengths[i] : maxL;
 
     int w = 0;
     for (int t = 0; t < o->trials; t++) {
-        size_t off;
+        int clash;
         free(hay);
         hay = NULL;
-        if (hay_tokens(T, doc, o->seed, t, (size_t)maxL, &hay, &n_hay, &off, err, errlen)) goto done;
+        /* each trial its own stretch of the corpus: drawn from (seed, t), away from the earlier ones */
+        P->hay_off[t] = needle_hay_place(o->seed, t, doc->text, doc->n_text, hay_span((size_t)maxL),
+                                         P->hay_off, P->hay_end, t, &clash);
+        P->hay_overlap |= clash;
+        if (hay_tokens(T, doc, P->hay_off[t], t, (size_t)maxL, &hay, &n_hay, &P->hay_end[t], err, errlen))
+            goto done;
         for (int ti = 0; ti < P->n_templates; ti++) {
             int chat = P->tpl_chat[ti];
             for (int li = 0; li < o->n_lengths; li++) {
@@ -717,6 +737,11 @@ static int write_meta(const nmeta *M, const arm *arms, int n, int ref, int cells
     json_object_set_new(root, "templates", tpls);
     json_object_set_new(grid, "cells", json_integer(M->P->n));
     json_object_set_new(grid, "length_cap", M->P->capped ? json_integer(M->P->cap_len) : json_null());
+    json_t *hs = json_array();
+    for (int t = 0; t < M->P->trials; t++)
+        json_array_append_new(hs, json_pack("{s:i,s:I,s:I}", "trial", t, "offset", (json_int_t)M->P->hay_off[t],
+                                            "end", (json_int_t)M->P->hay_end[t]));
+    json_object_set_new(grid, "haystacks", hs);
     json_object_set_new(root, "plan", grid);
     if (M->calibration) json_object_set(root, "calibration", M->calibration);
     if (M->cost) json_object_set(root, "cost", M->cost);
@@ -1323,6 +1348,11 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
         char w[256];
         snprintf(w, sizeof w, "prompt lengths above %d tokens were capped at %d (context %llu minus the "
                  "generated tokens)", P.cap_len, P.cap_len, (unsigned long long)n_ctx);
+        if (!o.quiet) fprintf(stderr, "strata-driver: note: %s\n", w);
+        if (!o.resume) json_array_append_new(warnings, json_string(w));
+    }
+    if (P.hay_overlap) {
+        const char *w = "the corpus is too short for disjoint haystacks: some trials share text";
         if (!o.quiet) fprintf(stderr, "strata-driver: note: %s\n", w);
         if (!o.resume) json_array_append_new(warnings, json_string(w));
     }

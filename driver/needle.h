@@ -78,6 +78,18 @@ const char *needle_label_name(int i);
  * in the rest. */
 size_t needle_hay_offset(uint64_t seed, int trial, const char *text, size_t n, size_t need);
 
+/* The same draw from a stream also mixed with attempt (attempt 0 is needle_hay_offset's). */
+size_t needle_hay_offset_try(uint64_t seed, int trial, int attempt, const char *text, size_t n, size_t need);
+
+/* Where trial t's haystack starts so that it does not share text with the earlier trials': the
+ * first of attempts 0 .. NEEDLE_HAY_ATTEMPTS − 1 (needle_hay_offset_try with need = span) whose
+ * [off, off + span) overlaps none of [prev_off[j], prev_end[j]) (j < n_prev); attempt 0 with
+ * *overlaps = 1 when every attempt overlaps (a corpus too short for disjoint haystacks). Depends
+ * on (seed, t, the earlier trials) only, so trial t is the same whatever --trials is. */
+#define NEEDLE_HAY_ATTEMPTS 64
+size_t needle_hay_place(uint64_t seed, int trial, const char *text, size_t n, size_t span,
+                        const size_t *prev_off, const size_t *prev_end, int n_prev, int *overlaps);
+
 /* ============================================================================================
  * Templates (pure)
  * ========================================================================================== */
@@ -204,6 +216,39 @@ int needle_row_write(FILE *f, const needle_row *r);
 int needle_rows_read(const char *path, needle_row **rows, size_t *n, size_t *n_dropped, char *err,
                      size_t errlen);
 void needle_rows_free(needle_row *rows, size_t n);
+
+/* ============================================================================================
+ * The retrieval test over units (driver/needle_stats.c; docs/DESIGN.md §9.5)
+ *
+ * A unit is one (trial, length, depth) cell with its templates (raw and chat twins count as one
+ * unit). Per unit, x = Σ over its templates (arm exact − reference exact), an integer in
+ * [−NEEDLE_STATS_XMAX, NEEDLE_STATS_XMAX]; the unit's accuracy difference is x / templates.
+ * ========================================================================================== */
+
+#define NEEDLE_STATS_XMAX 2   /* templates per unit: raw and chat */
+
+/* Exact sign-flip test of H0 "the arm and the reference are exchangeable within each unit": under
+ * H0 each unit's x keeps or flips its sign with probability ½, independently; S = Σ x [n];
+ * two-sided p = P(|S*| >= |S|) (1 when S = 0), the distribution of S* by convolution. With x in
+ * {−1, 0, 1} (one template) this is McNemar's exact test (stats_mcnemar_exact). Above 65536 for
+ * Σ|x| the normal approximation 2·Q((|S| − ½)/√Σx²) is used. Allocates [2Σ|x| + 1] doubles twice,
+ * freed before return. NAN on x NULL with n > 0, an x outside ±NEEDLE_STATS_XMAX or no memory. */
+double needle_stats_signflip_p(const int *x, size_t n);
+
+/* The grid's power: the smallest accuracy difference (a share, arm − reference) that the sign-flip
+ * test at alpha detects with the given power on n_units units of n_tpl templates, in the most
+ * favourable case (every discordant unit differs in one template and in the same direction):
+ * q / n_tpl, q the smallest share of discordant units with P(Binomial(n_units, q) >= m) >= power,
+ * m the fewest one-way units that reach alpha (2·2^(−m) <= alpha: 6 at 0.05). Any other pattern
+ * needs a larger difference, so no difference below this can be detected with that power.
+ * INFINITY when n_units < m (no power at all), NAN on bad input. Allocates nothing. */
+double needle_stats_grid_mdd(size_t n_units, int n_tpl, double alpha, double power);
+
+/* The one-sided (1 − alpha) Clopper–Pearson upper bound on the share of discordant units (k_disc
+ * of n_units differ in at least one template): Beta⁻¹(1 − alpha; k + 1, n − k), 1 when k = n. As
+ * |accuracy difference| <= that share, "equivalent within M" at level alpha holds when the bound
+ * is below M. NAN on n_units == 0, k_disc > n_units or alpha outside (0, 1). */
+double needle_stats_disc_bound(size_t k_disc, size_t n_units, double alpha);
 
 /* ============================================================================================
  * The command (driver/needle.c)

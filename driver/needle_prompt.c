@@ -79,13 +79,32 @@ int needle_cell_keys(uint64_t seed, int length, int position, int trial, int k, 
 }
 
 size_t needle_hay_offset(uint64_t seed, int trial, const char *text, size_t n, size_t need) {
+    return needle_hay_offset_try(seed, trial, 0, text, n, need);
+}
+
+size_t needle_hay_offset_try(uint64_t seed, int trial, int attempt, const char *text, size_t n, size_t need) {
     if (n <= need) return 0;
     uint64_t st = mix(mix(seed, 0x686179ull /* "hay" */), (uint64_t)(uint32_t)trial);
+    if (attempt > 0) st = mix(st, (uint64_t)(uint32_t)attempt);   /* attempt 0: the original draw */
     size_t off = (size_t)draw_below(&st, (uint64_t)(n - need) + 1);
     if (off == 0 || text[off - 1] == '\n') return off;
     const char *nl = memchr(text + off, '\n', n - off);
     if (!nl || (size_t)(nl + 1 - text) >= n) return 0;
     return (size_t)(nl + 1 - text);
+}
+
+size_t needle_hay_place(uint64_t seed, int trial, const char *text, size_t n, size_t span,
+                        const size_t *prev_off, const size_t *prev_end, int n_prev, int *overlaps) {
+    *overlaps = 0;
+    for (int att = 0; att < NEEDLE_HAY_ATTEMPTS; att++) {
+        size_t off = needle_hay_offset_try(seed, trial, att, text, n, span);
+        size_t end = off + span < n ? off + span : n;
+        int clash = 0;
+        for (int j = 0; j < n_prev && !clash; j++) clash = off < prev_end[j] && prev_off[j] < end;
+        if (!clash) return off;
+    }
+    *overlaps = n_prev > 0;
+    return needle_hay_offset_try(seed, trial, 0, text, n, span);
 }
 
 /* ============================================================================================

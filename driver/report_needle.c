@@ -1,8 +1,10 @@
 /* report_needle.c — the results folder of the needle bench (docs/DESIGN.md §9): cells.tsv rows
- * written and read back, the statistics (accuracy with Wilson intervals, McNemar's exact test of
- * each arm against the reference, the mean difference of the gold key's log-probability with a
- * bootstrap interval), summary.json, README.md, heat maps through gnuplot, and the comparison of
- * two needle folders.
+ * written and read back, the statistics (accuracy with Wilson intervals; against the reference,
+ * over units — one (trial, length, depth) cell with its raw and chat twins — the exact sign-flip
+ * test of retrieval with the grid's power and a Clopper–Pearson equivalence bound
+ * (driver/needle_stats.c), and the mean difference of the gold key's log-probability with a
+ * bootstrap over units, TOST and its power; Holm over the arms), summary.json, README.md, heat maps
+ * through gnuplot, and the comparison of two needle folders.
  *
  * Reading order: cells.tsv; loading a folder; the analysis; claims; summary.json; plots;
  * README.md; needle_report_render; needle_report_compare. */
@@ -19,9 +21,11 @@
 
 #include <jansson.h>
 
-#define NEEDLE_LOGPROB_EPS 0.1    /* "as likely": the Δ log-prob CI within ±0.1 nats (~10 %) */
-#define NEEDLE_ALPHA       0.05   /* McNemar: "differs" below this p */
-#define NEEDLE_EQ_SHARE    0.05   /* "as often": also |b - c| at most this share of the paired cells */
+#define NEEDLE_LOGPROB_EPS 0.1    /* the log-prob margin: equivalent when the 90 % interval of the
+                                     mean Δ log-prob lies within ±0.1 nats (~10 %) */
+#define NEEDLE_ALPHA       0.05   /* every test; Holm over the arms of a set */
+#define NEEDLE_POWER       0.8    /* the power at which the smallest detectable difference is given */
+#define NEEDLE_EQ_SHARE    0.05   /* the retrieval margin: ±5 points of accuracy */
 #define N_FIELDS           14
 #define MAX_SHOWN_DISAGREE 12     /* cells listed where an arm and the reference disagree */
 
@@ -398,8 +402,16 @@ typedef struct {
     /* against the reference, over the cells both have */
     size_t pairs, b, c;             /* b: only this arm right; c: only the reference right */
     size_t ref_exact;               /* the reference's successes on those pairs */
-    double p;                       /* McNemar exact, NAN for the reference */
-    stats_ci dlp;                   /* mean Δ log-prob (arm − ref), bootstrap */
+    /* over units: (trial, length, depth) with the set's templates together */
+    size_t units, disc_units;       /* units with a pair; units where a template's outcome differs */
+    double diff;                    /* mean over units of the accuracy difference (arm − ref) */
+    double p, p_holm;               /* exact sign-flip test over units; Holm over the set's arms */
+    double mdd;                     /* the grid's smallest detectable |diff| (INFINITY: no power) */
+    double bound;                   /* Clopper–Pearson 95 % bound on |diff| (discordant units) */
+    stats_verdict v_acc;            /* lower / higher / no detected difference / equivalent */
+    stats_boot dlp;                 /* mean Δ log-prob (arm − ref) over units, bootstrap over units */
+    double dlp_holm, dlp_mdd;       /* its p Holm-adjusted; stats_mdd of its se */
+    stats_verdict v_lp;
     double *g_dlp;                  /* [grid] mean Δ log-prob per grid cell, NAN without pairs */
     size_t identical;               /* same greedy tokens and bit-identical log-prob */
     double mean_lp;                 /* mean log-prob of the gold key (this arm, all its cells) */
@@ -409,6 +421,7 @@ typedef struct {
     int n_sets;                     /* n_tpl, + 1 (pooled) when there are two templates */
     nstat *s;                       /* [n_sets][n_arms] */
     double *prompt_mean;            /* [n_lengths] mean prompt tokens (reference rows) */
+    double margin_acc;              /* NEEDLE_EQ_SHARE, or NAN on one haystack (not assessed) */
 } nan_t;
 
 static nstat *st_at(const nan_t *A, const nres *R, int set, int a) { return &A->s[(size_t)set * (size_t)R->n_arms + (size_t)a]; }
@@ -430,17 +443,38 @@ static void nan_free(nan_t *A, const nres *R) {
     memset(A, 0, sizeof *A);
 }
 
+/* Holm over the arms of one set, for the retrieval p (kind 0) or the log-prob p (kind 1). */
+static int holm_set(const nres *R, nan_t *A, int set, int kind) {
+    double *p = malloc((size_t)R->n_arms * sizeof *p);   /* [n_arms] NAN for the reference */
+    if (!p) return -1;
+    for (int a = 0; a < R->n_arms; a++) {
+        const nstat *S = st_at(A, R, set, a);
+        p[a] = a == R->ref ? NAN : kind ? S->dlp.p : S->p;
+    }
+    int rc = stats_holm(p, (size_t)R->n_arms, p) < 0 ? -1 : 0;
+    for (int a = 0; a < R->n_arms; a++) {
+        nstat *S = st_at(A, R, set, a);
+        if (kind) S->dlp_holm = p[a];
+        else S->p_holm = p[a];
+    }
+    free(p);
+    return rc;
+}
+
 static int nan_run(const nres *R, nan_t *A, char *err, size_t errlen) {
     memset(A, 0, sizeof *A);
     size_t G = (size_t)R->n_lengths * (size_t)R->n_positions;
-    size_t cells = (size_t)R->n_tpl * G * (size_t)R->trials;
+    size_t units = G * (size_t)R->trials;
     A->n_sets = R->n_tpl + (R->n_tpl > 1);
-    double *d = malloc((cells ? cells : 1) * sizeof *d);   /* [cells] Δ log-prob scratch */
+    /* equivalence needs independent units: not assessed on one haystack */
+    A->margin_acc = R->trials > 1 ? NEEDLE_EQ_SHARE : NAN;
+    double *d = malloc((units ? units : 1) * sizeof *d);    /* [units] Δ log-prob per unit */
+    int *x = malloc((units ? units : 1) * sizeof *x);       /* [units] Σ exact differences, scaled */
     double *gs = calloc(G, sizeof *gs);                     /* [G] */
     size_t *gc = calloc(G, sizeof *gc);                     /* [G] */
     A->s = calloc((size_t)A->n_sets * (size_t)R->n_arms, sizeof *A->s);
     A->prompt_mean = calloc((size_t)R->n_lengths, sizeof *A->prompt_mean);
-    if (!d || !gs || !gc || !A->s || !A->prompt_mean) goto oom;
+    if (!d || !x || !gs || !gc || !A->s || !A->prompt_mean) goto oom;
     for (int li = 0; li < R->n_lengths; li++) {
         double sum = 0;
         size_t k = 0;
@@ -453,7 +487,7 @@ static int nan_run(const nres *R, nan_t *A, char *err, size_t errlen) {
         A->prompt_mean[li] = k ? sum / (double)k : NAN;
     }
     for (int set = 0; set < A->n_sets; set++) {
-        int t0 = set < R->n_tpl ? set : 0, t1 = set < R->n_tpl ? set + 1 : R->n_tpl;
+        int t0 = set < R->n_tpl ? set : 0, t1 = set < R->n_tpl ? set + 1 : R->n_tpl, K = t1 - t0;
         for (int a = 0; a < R->n_arms; a++) {
             nstat *S = st_at(A, R, set, a);
             S->g_n = calloc(G, sizeof *S->g_n);
@@ -462,13 +496,16 @@ static int nan_run(const nres *R, nan_t *A, char *err, size_t errlen) {
             if (!S->g_n || !S->g_exact || !S->g_dlp) goto oom;
             memset(gs, 0, G * sizeof *gs);
             memset(gc, 0, G * sizeof *gc);
-            size_t nd = 0;
+            size_t nu = 0;
+            long xsum = 0;
             double lps = 0;
-            for (int ti = t0; ti < t1; ti++)
-                for (int li = 0; li < R->n_lengths; li++)
-                    for (int pi = 0; pi < R->n_positions; pi++)
-                        for (int t = 0; t < R->trials; t++) {
-                            size_t g = (size_t)li * (size_t)R->n_positions + (size_t)pi;
+            for (int li = 0; li < R->n_lengths; li++)
+                for (int pi = 0; pi < R->n_positions; pi++)
+                    for (int t = 0; t < R->trials; t++) {
+                        size_t g = (size_t)li * (size_t)R->n_positions + (size_t)pi;
+                        int ux = 0, un = 0, udisc = 0;   /* this unit: Σ differences, twins, any differs */
+                        double ud = 0;
+                        for (int ti = t0; ti < t1; ti++) {
                             const needle_row *r = cell_row(R, ti, li, pi, t, a);
                             const needle_row *q = cell_row(R, ti, li, pi, t, R->ref);
                             if (!r) continue;
@@ -482,27 +519,56 @@ static int nan_run(const nres *R, nan_t *A, char *err, size_t errlen) {
                             S->ref_exact += (size_t)q->exact;
                             S->b += r->exact && !q->exact;
                             S->c += !r->exact && q->exact;
-                            d[nd++] = r->logprob - q->logprob;
+                            ux += r->exact - q->exact;
+                            udisc |= r->exact != q->exact;
+                            un++;
+                            ud += r->logprob - q->logprob;
                             gs[g] += r->logprob - q->logprob;
                             gc[g]++;
                             S->identical += !memcmp(&r->logprob, &q->logprob, sizeof(double)) &&
                                             r->n_gen == q->n_gen &&
                                             !memcmp(r->gen, q->gen, r->n_gen * sizeof *r->gen);
                         }
+                        if (!un) continue;
+                        /* the unit's accuracy difference ux / un, in steps of 1 / K */
+                        x[nu] = ux * (K / un);
+                        xsum += x[nu];
+                        d[nu] = ud / un;
+                        S->disc_units += (size_t)udisc;
+                        nu++;
+                    }
+            S->units = nu;
             S->mean_lp = S->n ? lps / (double)S->n : NAN;
             S->acc = (stats_ci){NAN, NAN, NAN, 0};
             if (S->n) stats_wilson(S->exact, S->n, &S->acc);
-            S->p = a == R->ref || !S->pairs ? NAN : stats_mcnemar_exact(S->b, S->c);
-            S->dlp = (stats_ci){NAN, NAN, NAN, 0};
-            /* cells are independent draws: the plain bootstrap (blocks of 1) */
-            if (nd && stats_mean_ci(d, nd, 1, STATS_BOOT_B, STATS_BOOT_SEED, &S->dlp)) goto oom;
+            S->p = S->diff = S->mdd = S->bound = S->p_holm = S->dlp_holm = S->dlp_mdd = NAN;
+            S->dlp = (stats_boot){NAN, NAN, NAN, NAN, NAN, NAN, NAN, 0, 0};
+            if (a != R->ref && nu) {
+                S->p = needle_stats_signflip_p(x, nu);
+                if (isnan(S->p)) goto oom;
+                S->diff = (double)xsum / ((double)K * (double)nu);
+                S->mdd = needle_stats_grid_mdd(nu, K, NEEDLE_ALPHA, NEEDLE_POWER);
+                S->bound = needle_stats_disc_bound(S->disc_units, nu, NEEDLE_ALPHA);
+                /* units are independent draws: the bootstrap over units (blocks of 1) */
+                if (stats_mean_ci_circular(d, nu, 1, STATS_BOOT_B, STATS_BOOT_SEED, NULL, &S->dlp)) goto oom;
+                S->dlp_mdd = stats_mdd(S->dlp.se, NEEDLE_ALPHA, NEEDLE_POWER);
+            }
             for (size_t g = 0; g < G; g++) S->g_dlp[g] = gc[g] ? gs[g] / (double)gc[g] : NAN;
         }
+        if (holm_set(R, A, set, 0) || holm_set(R, A, set, 1)) goto oom;
+        for (int a = 0; a < R->n_arms; a++) {
+            nstat *S = st_at(A, R, set, a);
+            S->v_acc = S->v_lp = STATS_NOT_COMPUTABLE;
+            if (a == R->ref || !S->units) continue;
+            S->v_acc = stats_verdict_p(S->diff, S->p_holm, NEEDLE_ALPHA, -S->bound, S->bound, A->margin_acc);
+            S->v_lp = stats_verdict_p(S->dlp.est, S->dlp_holm, NEEDLE_ALPHA, S->dlp.lo90, S->dlp.hi90,
+                                      R->trials > 1 ? NEEDLE_LOGPROB_EPS : NAN);
+        }
     }
-    free(d); free(gs); free(gc);
+    free(d); free(x); free(gs); free(gc);
     return 0;
 oom:
-    free(d); free(gs); free(gc);
+    free(d); free(x); free(gs); free(gc);
     return errmsg_set(err, errlen, -1, "out of memory (or non-finite log-probabilities) in the analysis");
 }
 
@@ -510,13 +576,12 @@ oom:
  * Claims: what the numbers support (definitions in the README)
  * ========================================================================================== */
 
-enum { V_SUPPORTED, V_NOT_SUPPORTED, V_INCONCLUSIVE, V_NOT_MEASURED };
-
 typedef struct {
     char arm[64], set[8];
-    int kind;                       /* 0: retrieves as often, 1: the key as likely */
-    int verdict;
-    char claim[512], evidence[512];
+    int kind;                       /* 0: retrieval, 1: the key's log-probability */
+    stats_verdict verdict;          /* STATS_NOT_COMPUTABLE: not measured */
+    char words[64];                 /* stats_verdict_format, or "not measured" */
+    char claim[512], evidence[1024];
 } nclaim;
 
 static void fmt_pct(double v, char *buf, size_t len) {
@@ -531,21 +596,58 @@ static void fmt_p(double p, char *buf, size_t len) {
     else snprintf(buf, len, "%.1e", p);
 }
 
-static void fmt_lp_ci(const stats_ci *c, char *buf, size_t len) {
+static void fmt_lp_ci(const stats_boot *c, char *buf, size_t len) {
     if (isnan(c->est)) snprintf(buf, len, REPORT_NA);
     else if (isnan(c->lo)) snprintf(buf, len, "%+.3g", c->est);
     else snprintf(buf, len, "%+.3g [%+.3g, %+.3g]", c->est, c->lo, c->hi);
 }
 
-/* 1 when the arm's and the reference's accuracies differ by at most NEEDLE_EQ_SHARE of the paired
- * cells (|b - c| <= share x pairs): with McNemar's p >= alpha, "as often" is then supported; a
- * larger gap that the test cannot call (too few cells) is inconclusive. */
-static int close_enough(const nstat *S) {
-    double gap = S->b > S->c ? (double)(S->b - S->c) : (double)(S->c - S->b);
-    return gap <= NEEDLE_EQ_SHARE * (double)S->pairs + 1e-9;
+/* "20 units (raw and chat twins together) on 1 haystack" */
+static void fmt_units(const nres *R, const nan_t *A, int set, size_t units, char *buf, size_t len) {
+    int pooled = set >= R->n_tpl;
+    snprintf(buf, len, "%zu unit%s%s on %d haystack%s", units, units == 1 ? "" : "s",
+             pooled ? " (raw and chat twins together)" : "", R->trials, R->trials == 1 ? "" : "s");
+    (void)A;
 }
 
-/* Two claims per test arm and set: retrieval as often (McNemar) and the key as likely (Δ log-prob). */
+/* The retrieval test's power: the grid's smallest detectable difference, and what it means at the
+ * margin. */
+static void fmt_power_acc(const nstat *S, char *buf, size_t len) {
+    if (isinf(S->mdd))
+        snprintf(buf, len, "no power: %zu units cannot reach p ≤ %.2g however they differ", S->units, NEEDLE_ALPHA);
+    else if (isnan(S->mdd))
+        snprintf(buf, len, "power not computable");
+    else if (S->mdd > NEEDLE_EQ_SHARE)
+        snprintf(buf, len, "no power at the ±%.0f-point margin: the grid cannot detect a difference smaller "
+                 "than %.0f points (%.0f %% power, at best)", 100 * NEEDLE_EQ_SHARE, 100 * S->mdd, 100 * NEEDLE_POWER);
+    else
+        snprintf(buf, len, "%.0f %% power, at best, for a difference of %.1f points or more", 100 * NEEDLE_POWER,
+                 100 * S->mdd);
+}
+
+static void fmt_power_lp(const nstat *S, char *buf, size_t len) {
+    if (isnan(S->dlp_mdd))
+        snprintf(buf, len, "the per-unit differences do not vary: no standard error, no power estimate");
+    else if (S->dlp_mdd > NEEDLE_LOGPROB_EPS)
+        snprintf(buf, len, "no power at the ±%.2g-nat margin: the grid cannot detect a shift smaller than "
+                 "%.2g nats (%.0f %% power)", NEEDLE_LOGPROB_EPS, S->dlp_mdd, 100 * NEEDLE_POWER);
+    else
+        snprintf(buf, len, "%.0f %% power for a shift of %.2g nats or more", 100 * NEEDLE_POWER, S->dlp_mdd);
+}
+
+/* The verdict in the report's words, the margin written in with its unit ("equivalent within ±5
+ * points", "lower, within ±0.1 nats"); "not measured" without units. */
+static void verdict_words(stats_verdict v, int kind, char *buf, size_t len) {
+    if (v == STATS_NOT_COMPUTABLE) { snprintf(buf, len, "not measured"); return; }
+    stats_verdict_format(v, kind ? NEEDLE_LOGPROB_EPS : 100 * NEEDLE_EQ_SHARE, buf, len);
+    if (v == STATS_EQUIVALENT || v == STATS_EQUIVALENT_LOWER || v == STATS_EQUIVALENT_HIGHER) {
+        size_t k = strlen(buf);
+        snprintf(buf + k, len - k, kind ? " nats" : " points");
+    }
+}
+
+/* Two claims per test arm and set: retrieval (the sign-flip test over units, the Clopper–Pearson
+ * bound for equivalence) and the key's log-probability (bootstrap over units, TOST). */
 static int make_claims(const nres *R, const nan_t *A, nclaim *out, int max) {
     int n = 0;
     const char *ref = R->arms[R->ref].name;
@@ -553,42 +655,45 @@ static int make_claims(const nres *R, const nan_t *A, nclaim *out, int max) {
         for (int a = 0; a < R->n_arms; a++) {
             if (a == R->ref || n + 2 > max) continue;
             const nstat *S = st_at(A, R, set, a);
-            const char *sn = set_name(R, A, set);
-            char pa[32], pb[32], pp[32], ci[96];
-            nclaim *C = &out[n++];
-            snprintf(C->arm, sizeof C->arm, "%s", R->arms[a].name);
-            snprintf(C->set, sizeof C->set, "%s", sn);
-            C->kind = 0;
-            snprintf(C->claim, sizeof C->claim, "%s retrieves the key as often as %s (%s prompts)",
-                     R->arms[a].name, ref, sn);
-            fmt_pct(S->pairs ? (double)(S->ref_exact + S->b - S->c) / (double)S->pairs : NAN, pa, sizeof pa);
-            fmt_pct(S->pairs ? (double)S->ref_exact / (double)S->pairs : NAN, pb, sizeof pb);
-            fmt_p(S->p, pp, sizeof pp);
-            if (!S->pairs) {
-                C->verdict = V_NOT_MEASURED;
-                snprintf(C->evidence, sizeof C->evidence, "no cell measured on both arms");
-            } else {
-                C->verdict = S->p < NEEDLE_ALPHA ? V_NOT_SUPPORTED : close_enough(S) ? V_SUPPORTED : V_INCONCLUSIVE;
-                snprintf(C->evidence, sizeof C->evidence, "%s vs %s of %zu paired cells; %zu only %s "
-                         "right, %zu only %s right; McNemar exact p = %s", pa, pb, S->pairs, S->b,
-                         R->arms[a].name, S->c, ref, pp);
-            }
-            C = &out[n++];
-            snprintf(C->arm, sizeof C->arm, "%s", R->arms[a].name);
-            snprintf(C->set, sizeof C->set, "%s", sn);
-            C->kind = 1;
-            snprintf(C->claim, sizeof C->claim, "the key is as likely under %s as under %s (%s prompts; "
-                     "mean Δ log-prob within ±%.2g nats)", R->arms[a].name, ref, sn, NEEDLE_LOGPROB_EPS);
-            fmt_lp_ci(&S->dlp, ci, sizeof ci);
-            if (isnan(S->dlp.lo)) {
-                C->verdict = V_NOT_MEASURED;
-                snprintf(C->evidence, sizeof C->evidence, "no paired cells");
-            } else {
-                double e = NEEDLE_LOGPROB_EPS;
-                C->verdict = S->dlp.lo >= -e && S->dlp.hi <= e ? V_SUPPORTED
-                             : S->dlp.lo > e || S->dlp.hi < -e ? V_NOT_SUPPORTED : V_INCONCLUSIVE;
-                snprintf(C->evidence, sizeof C->evidence, "mean Δ log-prob (%s − %s) %s nats over %zu "
-                         "cells", R->arms[a].name, ref, ci, S->dlp.n);
+            const char *sn = set_name(R, A, set), *nm = R->arms[a].name;
+            char pa[32], pb[32], pp[32], ph[32], ci[96], un[128], pw[256], bd[32];
+            fmt_units(R, A, set, S->units, un, sizeof un);
+            for (int kind = 0; kind < 2; kind++) {
+                nclaim *C = &out[n++];
+                snprintf(C->arm, sizeof C->arm, "%s", nm);
+                snprintf(C->set, sizeof C->set, "%s", sn);
+                C->kind = kind;
+                C->verdict = kind ? S->v_lp : S->v_acc;
+                verdict_words(C->verdict, kind, C->words, sizeof C->words);
+                snprintf(C->claim, sizeof C->claim, kind ? "the key's log-probability under %s vs %s (%s prompts)"
+                                                         : "retrieval by %s vs %s (%s prompts)", nm, ref, sn);
+                if (!S->units) {
+                    snprintf(C->evidence, sizeof C->evidence, "no cell measured on both arms");
+                    continue;
+                }
+                if (!kind) {
+                    fmt_pct((double)(S->ref_exact + S->b - S->c) / (double)S->pairs, pa, sizeof pa);
+                    fmt_pct((double)S->ref_exact / (double)S->pairs, pb, sizeof pb);
+                    fmt_p(S->p, pp, sizeof pp);
+                    fmt_p(S->p_holm, ph, sizeof ph);
+                    fmt_pct(S->bound, bd, sizeof bd);
+                    fmt_power_acc(S, pw, sizeof pw);
+                    snprintf(C->evidence, sizeof C->evidence, "%s vs %s of %zu cells; %zu of %s differ; exact "
+                             "sign-flip test over units p = %s (Holm: %s); |difference| ≤ %s (Clopper–Pearson "
+                             "95 %% bound on the differing units; margin ±%.0f points%s); %s", pa, pb, S->pairs,
+                             S->disc_units, un, pp, ph, bd, 100 * NEEDLE_EQ_SHARE,
+                             isnan(A->margin_acc) ? ", not assessed on one haystack" : "", pw);
+                } else {
+                    fmt_lp_ci(&S->dlp, ci, sizeof ci);
+                    fmt_p(S->dlp.p, pp, sizeof pp);
+                    fmt_p(S->dlp_holm, ph, sizeof ph);
+                    fmt_power_lp(S, pw, sizeof pw);
+                    snprintf(C->evidence, sizeof C->evidence, "mean Δ log-prob (%s − %s) %s nats over %s; "
+                             "bootstrap over units p = %s (Holm: %s); 90 %% interval [%+.3g, %+.3g] against "
+                             "the margin ±%.2g nats (TOST%s); %s", nm, ref, ci, un, pp, ph, S->dlp.lo90,
+                             S->dlp.hi90, NEEDLE_LOGPROB_EPS, R->trials > 1 ? "" : ", not assessed on one haystack",
+                             pw);
+                }
             }
         }
     return n;
@@ -605,9 +710,18 @@ static json_t *jci(const stats_ci *c) {
                      "n", (json_int_t)c->n);
 }
 
+static json_t *jboot(const stats_boot *c) {
+    return json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I}", "est", jreal(c->est), "lo", jreal(c->lo), "hi",
+                     jreal(c->hi), "lo90", jreal(c->lo90), "hi90", jreal(c->hi90), "se", jreal(c->se), "p",
+                     jreal(c->p), "n", (json_int_t)c->n);
+}
+
+/* INFINITY ("no power") as the string "inf": JSON has no infinity. */
+static json_t *jreal_inf(double v) { return isinf(v) ? json_string("inf") : jreal(v); }
+
 static json_t *summary_build(const nres *R, const nan_t *A, const nclaim *cl, int n_cl) {
     json_t *root = json_object(), *arms = json_array(), *claims = json_array(), *L = json_array(), *P = json_array();
-    json_object_set_new(root, "strata_needle_summary_version", json_integer(1));
+    json_object_set_new(root, "strata_needle_summary_version", json_integer(2));
     json_object_set_new(root, "tag", json_string(R->tag));
     json_object_set_new(root, "date", json_string(R->date));
     json_object_set_new(root, "ref", json_string(R->arms[R->ref].name));
@@ -623,12 +737,18 @@ static json_t *summary_build(const nres *R, const nan_t *A, const nclaim *cl, in
     json_object_set_new(root, "trials", json_integer(R->trials));
     json_object_set_new(root, "cells_rows", json_integer((json_int_t)R->n_rows));
     json_object_set_new(root, "complete", json_boolean(R->complete));
+    json_object_set_new(root, "haystacks", json_integer(R->trials));
     json_object_set_new(root, "settings", json_pack(
-        "{s:f,s:s,s:i,s:I,s:s,s:s,s:f,s:f,s:f}", "ci_level", 0.95, "accuracy_ci", "Wilson score",
+        "{s:f,s:s,s:s,s:i,s:I,s:s,s:s,s:s,s:s,s:s,s:f,s:f,s:f,s:f,s:b}", "ci_level", 0.95, "accuracy_ci",
+        "Wilson score", "unit", "one (trial, length, depth) cell; its raw and chat twins together",
         "bootstrap_resamples", STATS_BOOT_B, "bootstrap_seed", (json_int_t)STATS_BOOT_SEED,
-        "delta_logprob_ci", "percentile bootstrap of the mean over cells (blocks of 1)",
-        "paired_test", "McNemar exact: two-sided binomial on the discordant cells",
-        "alpha", NEEDLE_ALPHA, "logprob_eps_nats", NEEDLE_LOGPROB_EPS, "accuracy_eps", NEEDLE_EQ_SHARE));
+        "delta_logprob_ci", "circular bootstrap of the mean over units (blocks of 1); TOST on its 90 % interval",
+        "paired_test", "exact sign-flip test of the per-unit accuracy differences (McNemar's exact test with "
+        "one template)", "equivalence", "one-sided 95 % Clopper-Pearson bound on the share of differing units",
+        "power", "the smallest difference detected with this power; retrieval: at best (one-way discordance)",
+        "multiplicity", "Holm over the arms of a set, per test", "alpha", NEEDLE_ALPHA, "power_level",
+        NEEDLE_POWER, "logprob_eps_nats", NEEDLE_LOGPROB_EPS, "accuracy_eps", NEEDLE_EQ_SHARE,
+        "equivalence_assessed", R->trials > 1));
     for (int a = 0; a < R->n_arms; a++) {
         json_t *ja = json_object(), *sets = json_object();
         json_object_set_new(ja, "name", json_string(R->arms[a].name));
@@ -651,11 +771,20 @@ static json_t *summary_build(const nres *R, const nan_t *A, const nclaim *cl, in
                         (json_int_t)S->g_exact[g], "delta_logprob_mean", jreal(S->g_dlp[g])));
                 }
             json_object_set_new(js, "grid", grid);
-            if (a != R->ref)
-                json_object_set_new(js, "vs_ref", json_pack("{s:I,s:I,s:I,s:I,s:o,s:o,s:I}", "pairs",
+            if (a != R->ref) {
+                char w0[64], w1[64];
+                verdict_words(S->v_acc, 0, w0, sizeof w0);
+                verdict_words(S->v_lp, 1, w1, sizeof w1);
+                json_object_set_new(js, "vs_ref", json_pack(
+                    "{s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:o,s:o,s:o,s:o,s:s,s:o,s:o,s:o,s:s,s:I}", "pairs",
                     (json_int_t)S->pairs, "only_arm", (json_int_t)S->b, "only_ref", (json_int_t)S->c,
-                    "ref_exact", (json_int_t)S->ref_exact, "mcnemar_p", jreal(S->p), "delta_logprob_mean",
-                    jci(&S->dlp), "identical", (json_int_t)S->identical));
+                    "ref_exact", (json_int_t)S->ref_exact, "units", (json_int_t)S->units, "differing_units",
+                    (json_int_t)S->disc_units, "accuracy_diff", jreal(S->diff), "signflip_p", jreal(S->p),
+                    "signflip_p_holm", jreal(S->p_holm), "accuracy_mdd", jreal_inf(S->mdd), "accuracy_bound",
+                    jreal(S->bound), "accuracy_verdict", w0, "delta_logprob_mean", jboot(&S->dlp),
+                    "delta_logprob_p_holm", jreal(S->dlp_holm), "delta_logprob_mdd", jreal(S->dlp_mdd),
+                    "logprob_verdict", w1, "identical", (json_int_t)S->identical));
+            }
             json_object_set_new(sets, set_name(R, A, set), js);
         }
         json_object_set_new(ja, "sets", sets);
@@ -664,7 +793,7 @@ static json_t *summary_build(const nres *R, const nan_t *A, const nclaim *cl, in
     json_object_set_new(root, "arms", arms);
     for (int i = 0; i < n_cl; i++)
         json_array_append_new(claims, json_pack("{s:s,s:s,s:s,s:s,s:s}", "arm", cl[i].arm, "set", cl[i].set,
-            "claim", cl[i].claim, "verdict", report_verdict_name(cl[i].verdict), "evidence", cl[i].evidence));
+            "claim", cl[i].claim, "verdict", cl[i].words, "evidence", cl[i].evidence));
     json_object_set_new(root, "claims", claims);
     return root;
 }
@@ -841,6 +970,15 @@ static void readme_setup(FILE *o, const nres *R, const nan_t *A) {
     fprintf(o, " of the haystack, backed up to a sentence boundary |\n");
     fprintf(o, "| Needles per prompt | %d%s |\n", R->keys, R->keys > 1 ? " (labelled by city; the one at the depth is asked for, the others spread evenly)" : "");
     fprintf(o, "| Trials | %d per (length, depth, template), each with its own haystack |\n", R->trials);
+    json_t *hs = json_object_get(json_object_get(R->meta, "plan"), "haystacks");
+    fprintf(o, "| Haystacks | ");
+    if (!json_is_array(hs) || !json_array_size(hs)) fprintf(o, "%d (offsets not recorded in meta.json)", R->trials);
+    for (size_t i = 0; json_is_array(hs) && i < json_array_size(hs) && i < 16; i++) {
+        json_t *h = json_array_get(hs, i);
+        fprintf(o, "%strial %.0f from byte %.0f", i ? ", " : "", jnum(h, "trial"), jnum(h, "offset"));
+    }
+    if (json_is_array(hs) && json_array_size(hs) > 16) fprintf(o, ", … (%zu in meta.json)", json_array_size(hs));
+    fprintf(o, " of the corpus |\n");
     fprintf(o, "| Templates | ");
     for (int i = 0; i < R->n_tpl; i++) fprintf(o, "%s%s", i ? ", " : "", R->tpl_chat[i] ? "chat" : "raw");
     fprintf(o, " |\n| Seed | %ld (keys and haystack offsets; the same for every arm) |\n", R->seed);
@@ -916,26 +1054,44 @@ static void readme_accuracy(FILE *o, const nres *R, const nan_t *A) {
 
 static void readme_paired(FILE *o, const nres *R, const nan_t *A) {
     const char *ref = R->arms[R->ref].name;
-    fprintf(o, "## Paired statistics\n\nEach arm against %s on the same cells. *b*: cells only the arm "
-            "answers exactly; *c*: cells only %s does. McNemar's exact test: two-sided binomial test of "
-            "b against b + c with probability ½ (concordant cells carry no information about a "
-            "difference). Δ log-prob: the arm's log-probability of the key minus %s's, per cell, mean "
-            "with a percentile bootstrap 95%% interval (%d resamples, seed %lu; cells are independent "
-            "draws, so blocks of 1). *Identical*: same greedy tokens and a bit-identical log-prob.\n\n",
-            ref, ref, ref, STATS_BOOT_B, (unsigned long)STATS_BOOT_SEED);
-    fprintf(o, "| Arm | Prompts | Pairs | Accuracy arm / %s | b | c | McNemar p | Mean Δ log-prob (nats) | Identical |\n"
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|\n", ref);
+    fprintf(o, "## Paired statistics\n\nEach arm against %s on the same prompts. A *unit* is one (trial, "
+            "length, depth) cell; in the pooled set its raw and chat twins are one unit (they share the key "
+            "and the haystack), its accuracy difference the mean over its templates. The units of one trial "
+            "share that trial's haystack (%d haystack%s here)%s. *b*: cells only the arm answers exactly; "
+            "*c*: cells only %s does. *Differing*: units where a template's outcome differs. *Sign-flip p*: "
+            "the exact two-sided sign-flip test of the summed per-unit differences (McNemar's exact test "
+            "when a unit is one cell), Holm-adjusted over the arms of the set beside it. *MDD*: the smallest "
+            "accuracy difference the test detects with %.0f %% power on these units, at best (every "
+            "differing unit one way, in one template); ∞: no power at all. *Bound*: the one-sided 95 %% "
+            "Clopper–Pearson bound on the share of differing units, which bounds |difference|. Δ log-prob: "
+            "the arm's log-probability of the key minus %s's, per unit, mean with a circular bootstrap 95%% "
+            "interval over units (%d resamples, seed %lu, blocks of 1) and its MDD (2.80 × the standard "
+            "error). *Identical*: cells with the same greedy tokens and a bit-identical log-prob.\n\n",
+            ref, R->trials, R->trials == 1 ? "" : "s",
+            R->trials == 1 ? ": every unit rests on the same haystack, so the units are not independent draws"
+                           : "",
+            ref, 100 * NEEDLE_POWER, ref, STATS_BOOT_B, (unsigned long)STATS_BOOT_SEED);
+    fprintf(o, "| Arm | Prompts | Cells | Accuracy arm / %s | b | c | Units | Differing | Sign-flip p (Holm) | MDD | "
+            "Bound | Mean Δ log-prob (nats) | Δ log-prob MDD | Identical |\n"
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", ref);
     for (int i = 0; i < R->n_arms; i++) {
         if (i == R->ref) continue;
         for (int set = 0; set < A->n_sets; set++) {
             const nstat *S = st_at(A, R, set, i);
-            char pa[32], pb[32], pp[32], ci[96];
+            char pa[32], pb[32], pp[32], ph[32], ci[96], md[32], bd[32], lm[32];
             fmt_pct(S->pairs ? (double)(S->ref_exact + S->b - S->c) / (double)S->pairs : NAN, pa, sizeof pa);
             fmt_pct(S->pairs ? (double)S->ref_exact / (double)S->pairs : NAN, pb, sizeof pb);
             fmt_p(S->p, pp, sizeof pp);
+            fmt_p(S->p_holm, ph, sizeof ph);
             fmt_lp_ci(&S->dlp, ci, sizeof ci);
-            fprintf(o, "| %s | %s | %zu | %s / %s | %zu | %zu | %s | %s | %zu of %zu |\n", R->arms[i].name,
-                    set_name(R, A, set), S->pairs, pa, pb, S->b, S->c, pp, ci, S->identical, S->pairs);
+            if (isinf(S->mdd)) snprintf(md, sizeof md, "∞");
+            else fmt_pct(S->mdd, md, sizeof md);
+            fmt_pct(S->bound, bd, sizeof bd);
+            if (isnan(S->dlp_mdd)) snprintf(lm, sizeof lm, REPORT_NA);
+            else snprintf(lm, sizeof lm, "%.2g", S->dlp_mdd);
+            fprintf(o, "| %s | %s | %zu | %s / %s | %zu | %zu | %zu | %zu | %s (%s) | %s | %s | %s | %s | %zu of %zu |\n",
+                    R->arms[i].name, set_name(R, A, set), S->pairs, pa, pb, S->b, S->c, S->units, S->disc_units,
+                    pp, ph, md, bd, ci, lm, S->identical, S->pairs);
         }
     }
     fprintf(o, "\n");
@@ -974,7 +1130,7 @@ static void readme_support(FILE *o, const nres *R, const nan_t *A, const nclaim 
     const char *ref = R->arms[R->ref].name;
     int pooled = A->n_sets - 1;   /* the pooled set, or the only template */
     const nstat *Q = st_at(A, R, pooled, R->ref);
-    char a[96], b[96], c[96];
+    char a[96], b[96];
     fprintf(o, "## What the numbers support\n\n");
     report_fmt_pct_ci(&Q->acc, a, sizeof a);
     fprintf(o, "- **The bench itself.** %s retrieves the key in %zu of %zu cells (%s)", ref, Q->exact, Q->n, a);
@@ -1003,41 +1159,29 @@ static void readme_support(FILE *o, const nres *R, const nan_t *A, const nclaim 
         const char *nm = R->arms[i].name, *what = R->arms[i].role == ROLE_FLOOR ? " (the fp32 control)"
                                                   : R->arms[i].role == ROLE_REPEAT ? " (a repeat of an arm)" : "";
         if (!S->pairs) { fprintf(o, "- **%s**%s: no cell measured on both arms.\n", nm, what); continue; }
-        fmt_p(S->p, c, sizeof c);
+        char un[128], pw[256], w[64], ph[32];
+        fmt_units(R, A, pooled, S->units, un, sizeof un);
+        fmt_p(S->p_holm, ph, sizeof ph);
         fmt_pct((double)(S->ref_exact + S->b - S->c) / (double)S->pairs, a, sizeof a);
         fmt_pct((double)S->ref_exact / (double)S->pairs, b, sizeof b);
         fprintf(o, "- **%s**%s: ", nm, what);
-        if (S->identical == S->pairs)
+        if (S->identical == S->pairs) {
             fprintf(o, "identical to %s in all %zu cells (same greedy tokens, bit-identical log-probabilities).\n",
                     ref, S->pairs);
-        else if (S->b + S->c == 0)
-            fprintf(o, "retrieves the key in exactly the same %zu of %zu cells as %s (%s; no discordant cell, "
-                    "McNemar p = 1)", S->ref_exact, S->pairs, ref, a);
-        else if (S->p >= NEEDLE_ALPHA && close_enough(S))
-            fprintf(o, "retrieves as often as %s as far as %zu cells can tell: %s vs %s, %zu cell%s only %s "
-                    "gets right and %zu only %s does (McNemar exact p = %s; a difference this test cannot "
-                    "see at this size is not ruled out)", ref, S->pairs, a, b, S->b, S->b == 1 ? "" : "s",
-                    nm, S->c, ref, c);
-        else if (S->p >= NEEDLE_ALPHA)
-            fprintf(o, "no detectable difference in retrieval, but %zu cells cannot call %s vs %s equal "
-                    "either: %zu cell%s only %s gets right and %zu only %s does (McNemar exact p = %s; "
-                    "inconclusive)", S->pairs, a, b, S->b, S->b == 1 ? "" : "s", nm, S->c, ref, c);
-        else
-            fprintf(o, "retrieves %s often than %s: %s vs %s, %zu cell%s only %s gets right and %zu only %s "
-                    "does (McNemar exact p = %s)", S->b > S->c ? "more" : "less", ref, a, b, S->b,
-                    S->b == 1 ? "" : "s", nm, S->c, ref, c);
-        if (S->identical == S->pairs) continue;
+            continue;
+        }
+        verdict_words(S->v_acc, 0, w, sizeof w);
+        fmt_power_acc(S, pw, sizeof pw);
+        fprintf(o, "retrieval **%s** against %s: %s vs %s of %zu cells, %zu of %s differ (exact sign-flip test, "
+                "Holm p = %s); %s", w, ref, a, b, S->pairs, S->disc_units, un, ph, pw);
         fmt_lp_ci(&S->dlp, a, sizeof a);
-        if (isnan(S->dlp.lo)) fprintf(o, ".\n");
-        else if (S->dlp.lo > 0 || S->dlp.hi < 0)
-            fprintf(o, ". The key is %s likely under %s: mean Δ log-prob %s nats (the interval excludes 0)%s.\n",
-                    S->dlp.est < 0 ? "less" : "more", nm, a,
-                    fabs(S->dlp.est) <= NEEDLE_LOGPROB_EPS && S->dlp.lo >= -NEEDLE_LOGPROB_EPS &&
-                            S->dlp.hi <= NEEDLE_LOGPROB_EPS
-                        ? ", but by less than the ±0.1-nat margin" : "");
+        verdict_words(S->v_lp, 1, w, sizeof w);
+        fmt_power_lp(S, pw, sizeof pw);
+        fmt_p(S->dlp_holm, ph, sizeof ph);
+        if (isnan(S->dlp.est)) fprintf(o, ".\n");
         else
-            fprintf(o, ". No detectable shift in the key's log-probability: mean Δ %s nats (the interval "
-                    "contains 0).\n", a);
+            fprintf(o, ". The key's log-probability: **%s**, mean Δ %s nats (bootstrap over units, Holm p = %s); "
+                    "%s.\n", w, a, ph, pw);
     }
     if (R->floor >= 0) {
         const nstat *F = st_at(A, R, pooled, R->floor);
@@ -1054,15 +1198,27 @@ static void readme_support(FILE *o, const nres *R, const nan_t *A, const nclaim 
         }
         fprintf(o, ".\n");
     }
-    fprintf(o, "\nDefinitions: *retrieves as often* is not supported when McNemar's exact p < %.2g (the "
-            "direction is in the evidence), supported when p ≥ %.2g and the two accuracies differ by at "
-            "most %.0f points (|b − c| ≤ %.0f %% of the cells), otherwise inconclusive; \"supported\" is a "
-            "failure to find a difference, not a proof of equality. *As likely* is supported when the 95%% interval of the "
-            "mean Δ log-prob lies within ±%.2g nats, not supported when it lies entirely outside, "
-            "otherwise inconclusive. The table judges %s prompts; a template's verdict is added where it "
-            "differs (every verdict is in summary.json).\n\n", NEEDLE_ALPHA, NEEDLE_ALPHA, 100 * NEEDLE_EQ_SHARE,
-            100 * NEEDLE_EQ_SHARE,
-            NEEDLE_LOGPROB_EPS, set_name(R, A, pooled));
+    fprintf(o, "\nDefinitions: every test compares an arm with %s over *units* — one (trial, length, depth) "
+            "cell, its raw and chat twins together (they share the key and the haystack) — at α = %.2g, "
+            "Holm-adjusted over the arms. *Retrieval*: the exact sign-flip test of the per-unit accuracy "
+            "differences (McNemar's exact test when a unit is one cell) says **lower** or **higher**; "
+            "**equivalent within ±%.0f points** when the one-sided 95 %% Clopper–Pearson bound on the share "
+            "of differing units is below %.0f %%; else **no detected difference**, which is not \"equal\". "
+            "*Log-probability*: the bootstrap over units says lower or higher; equivalent within ±%.2g nats "
+            "when the 90 %% interval lies inside the margin (TOST). Each verdict states its power: the "
+            "smallest difference the grid detects with %.0f %% power (for retrieval at best: every differing "
+            "unit one way, in one template), \"no power\" when that is above the margin. ",
+            ref, NEEDLE_ALPHA, 100 * NEEDLE_EQ_SHARE, 100 * NEEDLE_EQ_SHARE, NEEDLE_LOGPROB_EPS,
+            100 * NEEDLE_POWER);
+    if (R->trials == 1)
+        fprintf(o, "**This run rests on one haystack**: every unit shares it, so the units are not independent "
+                "draws and the tests speak for this haystack only; equivalence is not assessed (run with "
+                "`--trials 3` or more for independent haystacks). ");
+    else
+        fprintf(o, "The units of a trial share its haystack (%d haystacks); the tests treat the units as "
+                "independent. ", R->trials);
+    fprintf(o, "The table judges %s prompts; a template's verdict is added where it differs (every verdict is "
+            "in summary.json).\n\n", set_name(R, A, pooled));
     fprintf(o, "| Claim | Verdict | Evidence |\n|---|---|---|\n");
     const char *pn = set_name(R, A, pooled);
     for (int pass = 0; pass < 2; pass++)
@@ -1070,10 +1226,9 @@ static void readme_support(FILE *o, const nres *R, const nan_t *A, const nclaim 
             int is_pooled = !strcmp(cl[i].set, pn), differs = 0;
             for (int j = 0; j < n_cl && !is_pooled; j++)
                 if (!strcmp(cl[j].set, pn) && !strcmp(cl[j].arm, cl[i].arm) && cl[j].kind == cl[i].kind)
-                    differs = cl[j].verdict != cl[i].verdict && cl[i].verdict != V_NOT_MEASURED;
+                    differs = cl[j].verdict != cl[i].verdict && cl[i].verdict != STATS_NOT_COMPUTABLE;
             if (pass == 0 ? is_pooled : differs)
-                fprintf(o, "| %s | **%s** | %s |\n", cl[i].claim, report_verdict_name(cl[i].verdict),
-                        cl[i].evidence);
+                fprintf(o, "| %s | **%s** | %s |\n", cl[i].claim, cl[i].words, cl[i].evidence);
         }
     if (!n_cl) fprintf(o, "| (no arm besides the reference) | **not measured** | |\n");
     fprintf(o, "\n");
@@ -1091,7 +1246,8 @@ static void readme_write(FILE *o, const nres *R, const nan_t *A, const nclaim *c
             "hidden in a long prompt? Each cell is one prompt (length, needle depth, trial, template). "
             "Every arm answers it greedily — exact match: the first digits of the answer are the key — "
             "and scores the key teacher-forced: the sum of the log-probabilities of its tokens, in nats. "
-            "Every arm is compared with the reference, %s, cell by cell.\n\n", R->model_path,
+            "Every arm is compared with the reference, %s, unit by unit (a unit: one length, depth and trial, "
+            "its templates together).\n\n", R->model_path,
             R->arms[R->ref].name);
     readme_setup(o, R, A);
     if (R->n_warnings) {
@@ -1135,8 +1291,15 @@ static void readme_write(FILE *o, const nres *R, const nan_t *A, const nclaim *c
             "long-context ability in general.\n");
     fprintf(o, "- %d trial%s per (length, depth, template): per-cell accuracies in the grids rest on very few "
             "prompts; the pooled tests are the ones to read.\n", R->trials, R->trials > 1 ? "s" : "");
-    fprintf(o, "- McNemar's test only sees cells where the arms disagree; with few discordant cells it has "
-            "little power, and \"as often\" means no difference was found.\n");
+    if (R->trials == 1)
+        fprintf(o, "- One haystack: every unit shares the same text, so the tests' units are not independent "
+                "and a verdict holds for this haystack, not for the corpus; equivalence is not assessed.\n");
+    else
+        fprintf(o, "- %d haystacks: the units of a trial share its haystack, which the tests (treating units as "
+                "independent) do not model; a haystack that helps or hurts every cell of its trial narrows the "
+                "intervals.\n", R->trials);
+    fprintf(o, "- The retrieval test only sees units where the arms disagree; \"no detected difference\" is not "
+            "\"equal\", and the MDD says how large a difference could have gone unseen.\n");
     fprintf(o, "- Exact match is strict (the first digit run must be the whole key); the log-probability "
             "shows partial knowledge that accuracy misses.\n\n");
     fprintf(o, "## Reproduce\n\n```sh\n%s\n```\n\nRe-render this folder from cells.tsv and meta.json (no model "
@@ -1240,7 +1403,7 @@ int needle_report_compare(const char *dir1, const char *dir2, FILE *out, char *e
     cmp_setup(out, "Engine", R[0].engine, R[1].engine);
     cmp_setup(out, "Git", R[0].git, R[1].git);
     cmp_setup(out, "Date", R[0].date, R[1].date);
-    fprintf(out, "\n| Arm | Prompts | Accuracy (1) | Accuracy (2) | McNemar p vs ref (1) | (2) | Mean Δ log-prob (1) "
+    fprintf(out, "\n| Arm | Prompts | Accuracy (1) | Accuracy (2) | Sign-flip p vs ref (1) | (2) | Mean Δ log-prob (1) "
             "| (2) |\n|---|---|---|---|---:|---:|---|---|\n");
     for (int i = 0; i < R[0].n_arms; i++) {
         int j = -1;

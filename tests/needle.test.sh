@@ -71,12 +71,14 @@ check "the same keys as the f16,f16 run (seeded per cell, not per arm)" \
     test "$(cut -f1-5 "$T/rep/cells.tsv" | LC_ALL=C sort -u)" = "$(cut -f1-5 "$R/cells.tsv" | LC_ALL=C sort -u)"
 check "int8 differs from f16 somewhere (log-probs)" \
     test "$(arm_rows "$R/cells.tsv" f16 | cut -f9)" != "$(arm_rows "$R/cells.tsv" int8 | cut -f9)"
-for s in '## Setup' '## What the numbers support' '## Accuracy' '## Paired statistics' 'McNemar' 'Mean Δ log-prob' \
-         '| int8 retrieves the key as often as f16 (raw prompts) |'; do
+for s in '## Setup' '## What the numbers support' '## Accuracy' '## Paired statistics' 'Sign-flip p (Holm)' \
+         'Mean Δ log-prob' '| retrieval by int8 vs f16 (raw prompts) |' '12 units on 2 haystacks' \
+         '| Haystacks | trial 0 from byte '; do
     check "README.md has '$s'" grep -qF -- "$s" "$R/README.md"
 done
-check "summary.json: int8's McNemar p and Δ log-prob CI" \
-    test "$(grep -c -e '"mcnemar_p"' -e '"delta_logprob_mean"' "$R/summary.json")" -ge 2
+check "summary.json: int8's sign-flip p, MDD and Δ log-prob CI" \
+    test "$(grep -c -e '"signflip_p"' -e '"accuracy_mdd"' -e '"delta_logprob_mean"' "$R/summary.json")" -ge 3
+check "README: no verdict says 'supported'" test "$(grep -ci 'supported' "$R/README.md")" -eq 0
 
 # ---- 3. the prompts ------------------------------------------------------------------------------
 pr_ok=0; pr_n=0
@@ -186,15 +188,39 @@ check "--template chat on a model without a chat template: usage error (2)" \
 check "an existing results folder is refused (2), --resume suggested" \
     test $? -eq 2 -a "$(grep -c 'error:.*--resume' "$T/u2.err")" -eq 1
 "$DRV" needle --model "$MODEL" --arms f16,int8 --lengths 256 --positions 50 --out "$T/u3" > /dev/null 2> "$T/u3.err"
-check "the cost is printed before the run: cells, tokens per arm" grep -q 'needle: 2 arms; 1 cells to run.*prompt tokens.*prefilled' "$T/u3.err"
+check "the cost is printed before the run: cells (3 trials by default), tokens per arm" \
+    grep -q 'needle: 2 arms; 3 cells to run.*prompt tokens.*prefilled' "$T/u3.err"
+# the default trials draw their haystacks from three disjoint stretches of the corpus, recorded in
+# meta.json; a rerun gives the same haystacks and the same cells byte for byte
+hay() { python3 -c "import json,sys; print(' '.join('%d:%d:%d' % (h['trial'], h['offset'], h['end']) for h in json.load(open(sys.argv[1]))['plan']['haystacks']))" "$1"; }
+check "default run: 3 haystacks in meta.json, trials 0-2, disjoint, different offsets ($(hay "$T/u3/meta.json"))" \
+    python3 -c "
+import json, sys
+h = json.load(open(sys.argv[1]))['plan']['haystacks']
+assert [x['trial'] for x in h] == [0, 1, 2]
+assert len({x['offset'] for x in h}) == 3
+s = sorted((x['offset'], x['end']) for x in h)
+assert all(a[1] <= b[0] for a, b in zip(s, s[1:]))
+" "$T/u3/meta.json"
+check "default run: cells.tsv has trials 0, 1 and 2" \
+    test "$(awk -F'\t' 'NR > 1 && $6 == "f16" { print $3 }' "$T/u3/cells.tsv" | LC_ALL=C sort -u | tr '\n' ' ')" = "0 1 2 "
+"$DRV" needle --model "$MODEL" --arms f16,int8 --lengths 256 --positions 50 --out "$T/u3b" > /dev/null 2> "$T/u3b.err"
+check "a rerun draws the same haystacks and writes the same cells.tsv byte for byte" \
+    test "$(hay "$T/u3/meta.json")" = "$(hay "$T/u3b/meta.json")" -a -s "$T/u3b/cells.tsv" -a \
+         "$(cmp -s "$T/u3/cells.tsv" "$T/u3b/cells.tsv" && echo same)" = same
+check "the same seed, trials and longest length give the same haystacks whatever the depths ($T/one vs the grid)" \
+    test "$(hay "$T/one/meta.json")" = "$(hay "$R/meta.json")" -a -n "$(hay "$R/meta.json")"
 "$DRV" needle --model "$MODEL" --lengths 16 --out "$T/u4" > /dev/null 2> "$T/u4.err"
 check "a length too short for the template and question fails with one message" \
     test $? -ne 0 -a "$(grep -c 'error:.*no room' "$T/u4.err")" -eq 1
 
 # ---- 7. the statistics on a hand-made folder -------------------------------------------------------
 # 10 cells (depths 0 and 50, 5 trials): f16 answers cells 0-7, int8 cells 0, 1 and 8, so b = 1
-# (only int8), c = 6 (only f16): McNemar p = 2 (1 + 7)/2^7 = 0.125; ln p(key) -1 for f16, -1.5 for
-# int8 in every cell: mean Δ = -0.5 with the interval [-0.5, -0.5]
+# (only int8), c = 6 (only f16): with one template a unit is a cell, and the sign-flip test is
+# McNemar's, p = 2 (1 + 7)/2^7 = 0.125; ln p(key) -1 for f16, -1.5 for int8 in every cell: mean
+# Δ = -0.5 with the interval [-0.5, -0.5]. The grid's power on 10 units (computed here by summing
+# binomial terms): the smallest q with P(Bin(10, q) >= 6) >= 0.8 is 0.6732; 7 of 10 units differ, so
+# the Clopper-Pearson bound solves P(Bin(10, p) <= 7) = 0.05: p = 0.9127
 H=$T/hand
 mkdir -p "$H"
 cat > "$H/meta.json" << 'JSON'
@@ -222,22 +248,25 @@ check "report renders a hand-made needle folder (rc $rc)" test $rc -eq 0
 jq_num() { python3 -c "import json,sys; s=json.load(open('$H/summary.json')); print($1)"; }
 check "hand-made: accuracy 8/10 and 3/10" \
     test "$(jq_num "s['arms'][0]['sets']['raw']['exact'], s['arms'][1]['sets']['raw']['exact']")" = "8 3"
-check "hand-made: b = 1, c = 6, McNemar p = 0.125" \
-    test "$(jq_num "(lambda v: (v['only_arm'], v['only_ref'], v['mcnemar_p']))(s['arms'][1]['sets']['raw']['vs_ref'])")" = "(1, 6, 0.125)"
+check "hand-made: b = 1, c = 6, 10 units, 7 differ, sign-flip p = 0.125 (= McNemar's)" \
+    test "$(jq_num "(lambda v: (v['only_arm'], v['only_ref'], v['units'], v['differing_units'], round(v['signflip_p'], 12)))(s['arms'][1]['sets']['raw']['vs_ref'])")" = "(1, 6, 10, 7, 0.125)"
+check "hand-made: MDD 0.6732 at 80 % power, bound 0.9127, accuracy difference -0.5" \
+    test "$(jq_num "(lambda v: (round(v['accuracy_mdd'], 4), round(v['accuracy_bound'], 4), v['accuracy_diff']))(s['arms'][1]['sets']['raw']['vs_ref'])")" = "(0.6732, 0.9127, -0.5)"
 check "hand-made: mean Δ log-prob -0.5 [-0.5, -0.5] over 10 cells" \
     test "$(jq_num "(lambda d: (d['est'], d['lo'], d['hi'], d['n']))(s['arms'][1]['sets']['raw']['vs_ref']['delta_logprob_mean'])")" = "(-0.5, -0.5, -0.5, 10)"
 check "hand-made: Wilson interval of 3/10 is [0.1078, 0.6032]" \
     test "$(jq_num "(lambda c: (round(c['lo'], 4), round(c['hi'], 4)))(s['arms'][1]['sets']['raw']['accuracy'])")" = "(0.1078, 0.6032)"
-check "hand-made: README says no detectable difference in retrieval (p = 0.125), but 80% vs 30% is no equality ..." \
-    grep -q 'no detectable difference in retrieval, but 10 cells cannot call 30.0% vs 80.0% equal.*McNemar exact p = 0.125; inconclusive' "$H/README.md"
-check "hand-made: ... but the key is less likely under int8" \
-    grep -q 'The key is less likely under int8: mean Δ log-prob -0.5 \[-0.5, -0.5\]' "$H/README.md"
-check "hand-made: claims 'as often' inconclusive (p 0.125 but a 50-point gap), 'as likely' not supported" \
-    test "$(jq_num "[c['verdict'] for c in s['claims']]")" = "['inconclusive', 'not supported']"
+check "hand-made: README: retrieval no detected difference (p = 0.125), with no power below 67 points ..." \
+    grep -q 'retrieval \*\*no detected difference\*\* against f16: 30.0% vs 80.0% of 10 cells, 7 of 10 units on 5 haystacks differ (exact sign-flip test, Holm p = 0.125); no power at the ±5-point margin: the grid cannot detect a difference smaller than 67 points' "$H/README.md"
+check "hand-made: ... but the key's log-probability is lower under int8" \
+    grep -q "The key's log-probability: \*\*lower\*\*, mean Δ -0.5 \[-0.5, -0.5\] nats" "$H/README.md"
+check "hand-made: claims: retrieval 'no detected difference', log-prob 'lower'; never 'supported'" \
+    test "$(jq_num "[c['verdict'] for c in s['claims']]")" = "['no detected difference', 'lower']" -a \
+         "$(grep -ci supported "$H/README.md")" -eq 0
 
 # ---- 8. SmolLM2 (when cached): its chat template, and a key retrieved at 512 tokens ---------------
 if [ -f "$SMOL" ]; then
-    "$DRV" needle --model "$SMOL" --arms f16 --lengths 512 --positions 50 --quiet --out "$T/smol" \
+    "$DRV" needle --model "$SMOL" --arms f16 --lengths 512 --positions 50 --trials 1 --quiet --out "$T/smol" \
         --dump-prompts "$T/sp" 2> "$T/smol.err"
     rc=$?
     check "SmolLM2 needle (raw and chat, 512 tokens) exits 0 (rc $rc)" test $rc -eq 0

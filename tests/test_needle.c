@@ -9,7 +9,10 @@
  *   - prompt assembly on synthetic token ids: the budget, the sentence-boundary back-up of the end
  *     and of every needle, the needle forms after a newline and after a full stop, several needles,
  *     the errors;
- *   - the answer's first digit run; escaping and unescaping generated text; cells.tsv round trip. */
+ *   - the answer's first digit run; escaping and unescaping generated text; cells.tsv round trip;
+ *   - the retrieval test over units (driver/needle_stats.c): the sign-flip test (McNemar's with one
+ *     template, twins by enumeration), the grid's power, the Clopper–Pearson bound;
+ *   - the haystacks of different trials: disjoint, deterministic, flagged when they cannot be. */
 #include "driver/needle.h"
 #include "driver/stats.h"
 #include "tests/check.h"
@@ -340,11 +343,100 @@ static void test_stats(void) {
     CHECK(fabs(c.lo - 0.236593) < 1e-6 && fabs(c.hi - 0.763407) < 1e-6, "Wilson 5/10: [%.6f, %.6f]", c.lo, c.hi);
 }
 
+/* The retrieval test over units (driver/needle_stats.c), against cases worked by hand. */
+static void test_units(void) {
+    /* one template (x in {-1, 0, 1}): the sign-flip test is McNemar's exact test */
+    int one[12] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, -1, -1};   /* b = 10, c = 2 */
+    double p = needle_stats_signflip_p(one, 12);
+    CHECK(fabs(p - 158.0 / 4096) < 1e-14 && fabs(p - stats_mcnemar_exact(10, 2)) < 1e-14,
+          "sign-flip 10 up / 2 down = McNemar 10/2 = 158/4096 (%.17g)", p);
+    int mixed[9] = {0, 1, 0, -1, 0, 0, 1, 1, 1};           /* b = 4, c = 1, zeros do not count */
+    CHECK(fabs(needle_stats_signflip_p(mixed, 9) - stats_mcnemar_exact(4, 1)) < 1e-15,
+          "sign-flip with concordant units = McNemar 4/1 (%.17g)", needle_stats_signflip_p(mixed, 9));
+    int none[3] = {0, 0, 0};
+    CHECK(needle_stats_signflip_p(none, 3) == 1.0 && needle_stats_signflip_p(NULL, 0) == 1.0,
+          "sign-flip: no discordant unit, p = 1");
+    /* twins: units of two templates. {-2, -1, -1}: S = -4; of the 8 sign patterns of (2, 1, 1) only
+     * all-plus and all-minus reach |S*| = 4: p = 2/8. {2, 2, -1}: S = 3; |S*| >= 3 for (2+2+1),
+     * (2+2-1) and their negatives: p = 4/8. */
+    int tw1[3] = {-2, -1, -1}, tw2[3] = {2, 2, -1}, tw3[4] = {1, -1, 2, 0};
+    CHECK(fabs(needle_stats_signflip_p(tw1, 3) - 0.25) < 1e-15, "twins {-2,-1,-1}: p = 2/8 (%.17g)",
+          needle_stats_signflip_p(tw1, 3));
+    CHECK(fabs(needle_stats_signflip_p(tw2, 3) - 0.5) < 1e-15, "twins {2,2,-1}: p = 4/8 (%.17g)",
+          needle_stats_signflip_p(tw2, 3));
+    /* {1, -1, 2}: S = 2; S* over (1, 1, 2): 4, 2, 0, -2 twice each ... |S*| >= 2 in 6 of 8 */
+    CHECK(fabs(needle_stats_signflip_p(tw3, 4) - 0.75) < 1e-15, "twins {1,-1,2,0}: p = 6/8 (%.17g)",
+          needle_stats_signflip_p(tw3, 4));
+    int bad[1] = {3};
+    CHECK(isnan(needle_stats_signflip_p(bad, 1)), "sign-flip: x outside ±2 is refused");
+
+    /* the grid's power: 6 one-way units reach 0.05 (2/64); the smallest q with
+     * P(Bin(n, q) >= 6) >= 0.8, from summing binomial terms by hand: n = 9: 0.73245, n = 10: 0.67317;
+     * two templates halve it (the unit differs in one twin) */
+    double m9 = needle_stats_grid_mdd(9, 1, 0.05, 0.8), m10 = needle_stats_grid_mdd(10, 1, 0.05, 0.8);
+    CHECK(fabs(m9 - 0.7324534) < 1e-6 && fabs(m10 - 0.6731718) < 1e-6, "grid MDD n = 9: %.7f, n = 10: %.7f",
+          m9, m10);
+    CHECK(fabs(needle_stats_grid_mdd(10, 2, 0.05, 0.8) - m10 / 2) < 1e-12, "grid MDD with twins: half");
+    CHECK(isinf(needle_stats_grid_mdd(5, 1, 0.05, 0.8)) && !isinf(needle_stats_grid_mdd(6, 1, 0.05, 0.8)),
+          "grid MDD: no power below 6 units (2/32 > 0.05), some at 6");
+    /* at 6 units: P(Bin(6, q) >= 6) = q^6 = 0.8: q = 0.8^(1/6) */
+    CHECK(fabs(needle_stats_grid_mdd(6, 1, 0.05, 0.8) - pow(0.8, 1.0 / 6)) < 1e-9, "grid MDD n = 6: 0.8^(1/6)");
+    CHECK(needle_stats_grid_mdd(100, 1, 0.05, 0.8) < needle_stats_grid_mdd(20, 1, 0.05, 0.8),
+          "grid MDD shrinks with more units");
+    CHECK(isnan(needle_stats_grid_mdd(0, 1, 0.05, 0.8)) && isnan(needle_stats_grid_mdd(9, 3, 0.05, 0.8)),
+          "grid MDD: bad input NAN");
+
+    /* Clopper–Pearson one-sided 95 %: k = 0 of n: 1 − 0.05^(1/n); 7 of 10 (by bisection by hand):
+     * 0.91274; k = n: 1 */
+    CHECK(fabs(needle_stats_disc_bound(0, 20, 0.05) - (1 - pow(0.05, 1.0 / 20))) < 1e-9,
+          "CP bound 0/20 = 1 − 0.05^(1/20) (%.9f)", needle_stats_disc_bound(0, 20, 0.05));
+    CHECK(fabs(needle_stats_disc_bound(7, 10, 0.05) - 0.9127356) < 1e-6, "CP bound 7/10 = 0.91274 (%.7f)",
+          needle_stats_disc_bound(7, 10, 0.05));
+    CHECK(needle_stats_disc_bound(4, 4, 0.05) == 1.0 && isnan(needle_stats_disc_bound(5, 4, 0.05)),
+          "CP bound k = n: 1; k > n: NAN");
+    /* 59 concordant units are the fewest whose bound is below 5 points */
+    CHECK(needle_stats_disc_bound(0, 59, 0.05) < 0.05 && needle_stats_disc_bound(0, 58, 0.05) >= 0.05,
+          "CP bound: 59 concordant units for equivalence within 5 points");
+}
+
+/* Haystacks of different trials: disjoint stretches when the text allows; trial t independent of
+ * how many trials follow. */
+static void test_hay_place(void) {
+    enum { N = 20000, SPAN = 1000, T = 8 };
+    char *text = malloc(N);
+    if (!text) { CHECK(0, "out of memory"); return; }
+    for (size_t i = 0; i < N; i++) text[i] = i % 50 == 49 ? '\n' : 'a';
+    size_t off[T], end[T];
+    int clash_any = 0;
+    for (int t = 0; t < T; t++) {
+        int clash;
+        off[t] = needle_hay_place(5, t, text, N, SPAN, off, end, t, &clash);
+        end[t] = off[t] + SPAN < N ? off[t] + SPAN : N;
+        clash_any |= clash;
+    }
+    int disjoint = 1, lines = 1;
+    for (int i = 0; i < T; i++) {
+        lines &= off[i] == 0 || text[off[i] - 1] == '\n';
+        for (int j = 0; j < i; j++) disjoint &= end[j] <= off[i] || end[i] <= off[j];
+    }
+    CHECK(!clash_any && disjoint && lines, "8 haystacks of 1000 bytes in 20000: disjoint, on line starts");
+    CHECK(off[0] == needle_hay_offset(5, 0, text, N, SPAN), "trial 0 is needle_hay_offset's draw");
+    int clash;
+    CHECK(needle_hay_place(5, 3, text, N, SPAN, off, end, 3, &clash) == off[3], "a trial's place is deterministic");
+    /* a text with room for one haystack only: the second overlaps, and says so */
+    size_t o0 = needle_hay_place(5, 0, text, 1500, SPAN, NULL, NULL, 0, &clash), e0 = o0 + SPAN;
+    size_t o1 = needle_hay_place(5, 1, text, 1500, SPAN, &o0, &e0, 1, &clash);
+    CHECK(clash == 1 && o1 == needle_hay_offset(5, 1, text, 1500, SPAN), "no room: the first draw, flagged");
+    free(text);
+}
+
 int main(void) {
     test_keys();
     test_templates();
     test_assembly();
     test_text();
     test_stats();
+    test_units();
+    test_hay_place();
     return check_done();
 }
