@@ -2,7 +2,7 @@
  * concurrent requests, stopping and reaping. See arm.h. */
 #include "driver/arm.h"
 #include "driver/report.h"
-#include "proto/errmsg.h"
+#include "base/errmsg.h"
 
 #include <errno.h>
 #include <dirent.h>

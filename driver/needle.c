@@ -28,7 +28,7 @@
 #include "driver/cli.h"
 #include "driver/document.h"
 #include "driver/stats.h"
-#include "proto/errmsg.h"
+#include "base/errmsg.h"
 #include "proto/proto.h"
 #include "proto/safeio.h"
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto/errmsg.h"
+#include "base/errmsg.h"
 
 /* ============================================================================================
  * The generator and keys

@@ -5,7 +5,7 @@
  * (writing, and replaying them for --resume); requests (timeouts, test hooks, worker faults and
  * restarts); bringing the arms to the journalled position; the measurements; sweep_run. */
 #include "driver/sweep.h"
-#include "proto/errmsg.h"
+#include "base/errmsg.h"
 
 #include <errno.h>
 #include <math.h>

@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "proto/errmsg.h"
+#include "base/errmsg.h"
 
 double workers_now_s(void) {
     struct timespec ts;

@@ -10,7 +10,7 @@
  * a received nng message is decoded (payloads copied out, malloc'd by the decoder and owned by the
  * caller's proto_msg) and freed here. PEM texts read for the key check are freed before return. */
 #include "proto/transport.h"
-#include "proto/errmsg.h"
+#include "base/errmsg.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,6 +1,6 @@
 /* engine.c — see engine.h. */
 #include "worker/engine.h"
-#include "proto/errmsg.h"
+#include "base/errmsg.h"
 #include "kernels/sample.h"
 
 #include <math.h>
