@@ -1,6 +1,7 @@
 /* engine.c — see engine.h. */
 #include "worker/engine.h"
 #include "base/errmsg.h"
+#include "base/clock.h"
 #include "kernels/sample.h"
 
 #include <math.h>
@@ -8,14 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- the memory check ------------------------------------------------------------------------ */
 
@@ -279,7 +273,7 @@ int engine_prefill_routed(engine *e, const int32_t *tokens, size_t n, int rows, 
     size_t n_rows = rows == ENGINE_ROWS_ALL ? n : rows == ENGINE_ROWS_LAST ? 1 : 0;
     if (n_rows && !(outb = malloc(sizeof(float) * (size_t)V * n_rows))) goto oom;
     if (!(row_idx = malloc(sizeof(int) * (size_t)chunk))) goto oom;
-    double t0 = now_s();
+    double t0 = clock_s();
     int start = e->n_past;
     for (size_t off = 0; off < n; off += (size_t)chunk) {
         int T = n - off < (size_t)chunk ? (int)(n - off) : chunk;
@@ -320,7 +314,7 @@ int engine_prefill_routed(engine *e, const int32_t *tokens, size_t n, int rows, 
                           "non-finite logits (NaN or inf) at position %lld: the forward pass overflowed "
                           "(model weights or KV format)", (long long)bad_pos);
     }
-    e->prefill_seconds += now_s() - t0;
+    e->prefill_seconds += clock_s() - t0;
     e->prefill_tokens += n;
     e->last_valid = 1;
     e->base_depth = -1;
@@ -352,7 +346,7 @@ int engine_generate_p(engine *e, int n, double temperature, double top_p, uint64
     }
     int start = e->n_past;
     memcpy(e->base_row, e->last, sizeof(float) * (size_t)V);
-    double t0 = now_s();
+    double t0 = clock_s();
     int row0 = 0;
     for (int i = 0; i < n; i++) {
         float gap;
@@ -380,7 +374,7 @@ int engine_generate_p(engine *e, int n, double temperature, double top_p, uint64
         e->n_past++;
         e->decode_tokens++;
     }
-    e->decode_seconds += now_s() - t0;
+    e->decode_seconds += clock_s() - t0;
     e->base_depth = start;
     return 0;
 }

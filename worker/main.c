@@ -16,6 +16,7 @@
  * than a reply carries is refused before tokenising (tok_max_tokens). */
 #include "proto/proto.h"
 #include "base/errmsg.h"
+#include "base/clock.h"
 #include "proto/safeio.h"
 #include "proto/tokfile.h"
 #include "worker/engine.h"
@@ -347,19 +348,14 @@ typedef struct {
 /* The hello deadline's clock (ms): monotonic time less the time spent on the owner's requests. It
  * stands still while the worker computes for its owner, so a hello that waits in the queue behind
  * a long request is read before its connection has aged (under mu). */
-static int64_t mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 static int64_t idle_clock(const serve_state *st) {
-    int64_t now = mono_ms();
+    int64_t now = clock_ms();
     return now - st->busy_ms - (st->busy_from >= 0 ? now - st->busy_from : 0);
 }
 
 /* Starts (busy 1) or ends (busy 0) the serving of an owner's request on the idle clock. */
 static void set_busy(serve_state *st, int busy) {
-    int64_t now = mono_ms();
+    int64_t now = clock_ms();
     pthread_mutex_lock(&st->mu);
     if (busy) {
         st->busy_from = now;
