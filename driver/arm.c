@@ -2,8 +2,8 @@
  * concurrent requests, stopping and reaping. See arm.h. */
 #include "driver/arm.h"
 #include "driver/report.h"
-#include "base/errmsg.h"
-#include "base/clock.h"
+#include "kernels/errmsg.h"
+#include "kernels/clock.h"
 
 #include <errno.h>
 #include <dirent.h>

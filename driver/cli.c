@@ -1,6 +1,6 @@
 /* cli.c — the driver's shared command-line helpers (see cli.h). */
 #include "driver/cli.h"
-#include "base/errmsg.h"
+#include "kernels/errmsg.h"
 
 #include <errno.h>
 #include <limits.h>

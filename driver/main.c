@@ -38,7 +38,7 @@
 #include "driver/report.h"
 #include "driver/sweep.h"
 #include "driver/workers.h"
-#include "base/errmsg.h"
+#include "kernels/errmsg.h"
 #include "proto/proto.h"
 #include "proto/safeio.h"
 

@@ -28,8 +28,8 @@
 #include "driver/cli.h"
 #include "driver/document.h"
 #include "driver/stats.h"
-#include "base/errmsg.h"
-#include "base/clock.h"
+#include "kernels/errmsg.h"
+#include "kernels/clock.h"
 #include "proto/proto.h"
 #include "proto/safeio.h"
 

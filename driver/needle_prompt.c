@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/errmsg.h"
+#include "kernels/errmsg.h"
 
 /* ============================================================================================
  * The generator and keys

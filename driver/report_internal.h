@@ -26,7 +26,7 @@
 
 #include <jansson.h>
 
-#include "base/errmsg.h"
+#include "kernels/errmsg.h"
 #include "driver/report.h"
 #include "driver/stats.h"
 

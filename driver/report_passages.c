@@ -13,7 +13,7 @@
 #include "driver/report.h"
 #include "driver/report_internal.h"
 #include "driver/stats.h"
-#include "base/errmsg.h"
+#include "kernels/errmsg.h"
 #include "proto/safeio.h"
 
 #define RP_MAX_ARMS 64

@@ -5,8 +5,8 @@
  * (writing, and replaying them for --resume); requests (timeouts, test hooks, worker faults and
  * restarts); bringing the arms to the journalled position; the measurements; sweep_run. */
 #include "driver/sweep.h"
-#include "base/errmsg.h"
-#include "base/clock.h"
+#include "kernels/errmsg.h"
+#include "kernels/clock.h"
 
 #include <errno.h>
 #include <math.h>

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/errmsg.h"
+#include "kernels/errmsg.h"
 
 /* ---- the arm options (sweep and needle) ---- */
 

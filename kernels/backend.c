@@ -1,7 +1,7 @@
 /* backend.c — picks the implementation a config names and forwards each call to it (see
  * backend.h, backend_impl.h). */
 #include "kernels/backend_impl.h"
-#include "base/errmsg.h"
+#include "kernels/errmsg.h"
 
 #include <stdio.h>
 #include <string.h>

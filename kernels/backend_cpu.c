@@ -13,7 +13,7 @@
  * bring them back exactly (hybrid_truncate; docs/DESIGN.md §3.1.3).
  */
 #include "kernels/backend_impl.h"
-#include "base/errmsg.h"
+#include "kernels/errmsg.h"
 #include "kernels/cache.h"
 #include "kernels/kv.h"
 #include "kernels/ops.h"

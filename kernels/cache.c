@@ -1,6 +1,6 @@
 /* cache.c — KV cache storage and attention. See cache.h for the canonical order. */
 #include "kernels/cache.h"
-#include "base/errmsg.h"
+#include "kernels/errmsg.h"
 #include "kernels/ops.h"
 
 #include <math.h>

@@ -1,7 +1,7 @@
 /* kivi.c — KIVI-style 2- and 4-bit K groups and V rows (see kivi.h for the layouts and rules).
  * Plain portable C: these run once per stored token or group and once per decoded key. */
 #include "kernels/kivi.h"
-#include "base/errmsg.h"
+#include "kernels/errmsg.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -8,7 +8,7 @@
  * faster than through fp16_to_f32); tests/test_kv.c checks them against the scalar conversions
  * for every code. */
 #include "kernels/kv.h"
-#include "base/errmsg.h"
+#include "kernels/errmsg.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * nothing but the C library: the driver links this file alone to check arm specs
  * (docs/DESIGN.md §1.1). */
 #include "kernels/kvfmt.h"
-#include "base/errmsg.h"
+#include "kernels/errmsg.h"
 
 #include <stdio.h>
 #include <string.h>

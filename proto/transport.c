@@ -10,8 +10,8 @@
  * a received nng message is decoded (payloads copied out, malloc'd by the decoder and owned by the
  * caller's proto_msg) and freed here. PEM texts read for the key check are freed before return. */
 #include "proto/transport.h"
-#include "base/errmsg.h"
-#include "base/clock.h"
+#include "kernels/errmsg.h"
+#include "kernels/clock.h"
 
 #include <errno.h>
 #include <inttypes.h>

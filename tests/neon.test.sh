@@ -46,7 +46,7 @@ for fam in neon c; do
     [ $fam = c ] && extra="-DVEC_FORCE_C"
     # objects rebuilt only when their source (or a header) is newer; two compilers at a time
     srcs="$(ls kernels/*.c) worker/gguf.c proto/safeio.c tests/test_simd.c tests/test_kv.c tests/test_quant.c"
-    newest_h=$(ls -t kernels/*.h worker/gguf.h proto/safeio.h base/*.h tests/check.h tests/proc.h | head -n 1)
+    newest_h=$(ls -t kernels/*.h worker/gguf.h proto/safeio.h tests/check.h tests/proc.h | head -n 1)
     for src in $srcs; do
         o=$dir/obj/$(echo "${src%.c}" | tr / _).o
         if [ ! -f "$o" ] || [ "$src" -nt "$o" ] || [ "$newest_h" -nt "$o" ]; then echo "$src $o"; fi
@@ -96,7 +96,7 @@ if [ $arm_libs -eq 0 ]; then
 else
     wsrc="$(ls proto/*.c kernels/*.c worker/*.c)"
     # shellcheck disable=SC2086
-    newest=$(ls -t $wsrc base/*.h proto/*.h kernels/*.h worker/*.h | head -n 1)
+    newest=$(ls -t $wsrc proto/*.h kernels/*.h worker/*.h | head -n 1)
     if [ ! -x "$WRK_ARM" ] || [ "$newest" -nt "$WRK_ARM" ]; then
         # shellcheck disable=SC2086
         nice -n 10 $CC_ARM $CFLAGS_ARM -DSTRATA_GIT='"neon-test"' -o "$WRK_ARM" $wsrc \

@@ -3,7 +3,7 @@
  * allocated: proc_slurp returns a static buffer, the rest write into the caller's). The folder a
  * child's output goes to and the program it runs are parameters, never globals.
  *
- *   clock_s()                             the monotonic clock, in seconds (base/clock.h)
+ *   clock_s()                             the monotonic clock, in seconds (kernels/clock.h)
  *   proc_sleep_ms(ms)
  *   proc_spawn(dir, prog, tag, args)      starts prog with args (NULL-terminated, at most
  *                                         PROC_MAX_ARGS), stdin /dev/null, stdout and stderr into
@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/clock.h"
+#include "kernels/clock.h"
 
 #define PROC_MAX_ARGS 40
 

@@ -1,7 +1,7 @@
 /* engine.c — see engine.h. */
 #include "worker/engine.h"
-#include "base/errmsg.h"
-#include "base/clock.h"
+#include "kernels/errmsg.h"
+#include "kernels/clock.h"
 #include "kernels/sample.h"
 
 #include <math.h>

@@ -7,7 +7,7 @@
  *   padding to general.alignment (default 32), then the data section.
  * Every read goes through a cursor that knows how many bytes are left. */
 #include "worker/gguf.h"
-#include "base/errmsg.h"
+#include "kernels/errmsg.h"
 #include "kernels/quant.h"
 #include "proto/safeio.h"
 

@@ -15,8 +15,8 @@
  * nng drops a larger frame with its connection. A tokenize request whose text could give more tokens
  * than a reply carries is refused before tokenising (tok_max_tokens). */
 #include "proto/proto.h"
-#include "base/errmsg.h"
-#include "base/clock.h"
+#include "kernels/errmsg.h"
+#include "kernels/clock.h"
 #include "proto/safeio.h"
 #include "proto/tokfile.h"
 #include "worker/engine.h"

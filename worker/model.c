@@ -1,6 +1,6 @@
 /* model.c — GGUF model loading, and the description a backend runs. See model.h. */
 #include "worker/model.h"
-#include "base/errmsg.h"
+#include "kernels/errmsg.h"
 #include "kernels/quant.h"
 
 #include <float.h>

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "worker/tok.h"
-#include "base/errmsg.h"
+#include "kernels/errmsg.h"
 
 enum { TOK_SPM = 1, TOK_BPE = 2 };
 #define TOK_MAX_RE 6                 /* regexes in the longest pre-tokenizer list */

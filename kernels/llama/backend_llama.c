@@ -30,7 +30,7 @@
  * "llama.cpp-0c1e570-cpu+fa-on+rot-off". llama.cpp's log is otherwise silenced; its last error line
  * becomes the message of a failed create or forward. */
 #include "kernels/backend_impl.h"
-#include "base/errmsg.h"
+#include "kernels/errmsg.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
  * bits per value and its times as a ratio to f16's. Nothing is asserted (speed is not tested).
  * usage: bench_attn [context] [threads] */
 #include "kernels/pool.h"
-#include "base/clock.h"
+#include "kernels/clock.h"
 #include "kernels/cache.h"
 
 #include <stdio.h>

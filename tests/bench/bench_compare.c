@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "driver/stats.h"
-#include "base/clock.h"
+#include "kernels/clock.h"
 
 #define N_ARMS 3
 

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "kernels/fp16.h"
-#include "base/clock.h"
+#include "kernels/clock.h"
 #include "kernels/ops.h"
 #include "worker/gguf.h"
 #include "kernels/quant.h"
