@@ -69,7 +69,8 @@ MODEL_GEMMA := $(STRATA_CACHE)/gemma-3-270m-q4_k_m.gguf
 RUN_ARGS ?=
 
 # The layers (docs/DESIGN.md §1.1): driver -> proto <- worker -> kernels; kernels/ (all compute,
-# behind the backend seam kernels/backend.h) includes nothing outside kernels/.
+# behind the backend seam kernels/backend.h) includes nothing outside kernels/; its errmsg.h and
+# clock.h (header-only: the one error helper and the one clock) every layer may include.
 # libengine: protocol, worker and kernels (what a worker is); libanalysis: the driver's modules.
 KERNEL_SRC := $(wildcard kernels/*.c)
 PROTO_SRC  := $(wildcard proto/*.c)

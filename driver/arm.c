@@ -2,7 +2,8 @@
  * concurrent requests, stopping and reaping. See arm.h. */
 #include "driver/arm.h"
 #include "driver/report.h"
-#include "proto/errmsg.h"
+#include "kernels/errmsg.h"
+#include "kernels/clock.h"
 
 #include <errno.h>
 #include <dirent.h>
@@ -22,12 +23,6 @@
 #include "kernels/kvfmt.h"
 
 #define KV_NAMES KV_FMT_NAMES
-
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void sleep_ms(int ms) {
     struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
@@ -609,7 +604,7 @@ static int read_announce(arm *a, int64_t t0, int timeout_ms, const volatile sig_
     size_t n = 0;
     for (;;) {
         if (stop && *stop) return errmsg_set(err, errlen, ARM_E_INTERRUPTED, "interrupted");
-        if (now_ms() - t0 > timeout_ms)
+        if (clock_ms() - t0 > timeout_ms)
             return errmsg_set(err, errlen, PROTO_E_TIMEOUT, "arm %s: the launched worker did not say where it "
                               "listens within %d s (its log: %s)", a->name, timeout_ms / 1000, a->log_path);
         struct pollfd pfd = { .fd = a->out_fd, .events = POLLIN };
@@ -652,7 +647,7 @@ static int read_announce(arm *a, int64_t t0, int timeout_ms, const volatile sig_
 int arm_connect(arm *a, int timeout_ms, int request_ms, size_t recv_max,
                 const volatile sig_atomic_t *stop, char *err, size_t errlen) {
     char e[600];
-    int64_t t0 = now_ms();
+    int64_t t0 = clock_ms();
     /* A local worker's socket file appears when it listens: dialling before that, in short
      * attempts closed after 200 ms, sometimes left the worker's end of a half-made connection
      * stuck, and the worker then answered nothing (seen under load). So wait for the file, then
@@ -669,7 +664,7 @@ int arm_connect(arm *a, int timeout_ms, int request_ms, size_t recv_max,
     for (struct stat sb; local_ipc && (stat(a->url + 6, &sb) || !S_ISSOCK(sb.st_mode));) {
         if (stop && *stop) return errmsg_set(err, errlen, ARM_E_INTERRUPTED, "interrupted");
         if (arm_poll_exit(a)) return died_error(a, "before answering", err, errlen);
-        if (now_ms() - t0 > timeout_ms)
+        if (clock_ms() - t0 > timeout_ms)
             return errmsg_set(err, errlen, PROTO_E_TIMEOUT, "arm %s: the worker did not listen on %s within %d s",
                               a->name, a->url, timeout_ms / 1000);
         sleep_ms(20);
@@ -681,7 +676,7 @@ int arm_connect(arm *a, int timeout_ms, int request_ms, size_t recv_max,
             int rc = proto_dial_tls(a->url, local_ipc ? 2000 : tls ? 5000 : 200, recv_max, tls, &a->sock, e, sizeof e);
             if (rc == 0) break;
             if (rc != PROTO_E_TIMEOUT) return errmsg_set(err, errlen, rc, "arm %s: %s", a->name, e);
-            if (now_ms() - t0 > timeout_ms)
+            if (clock_ms() - t0 > timeout_ms)
                 return errmsg_set(err, errlen, PROTO_E_TIMEOUT, "arm %s: no worker answered on %s within %d s%s",
                                a->name, a->url, timeout_ms / 1000, tls ? " (over TLS: does the worker's "
                                "certificate name that host, and does each side's --tls-ca sign the other's "
@@ -1041,13 +1036,13 @@ int arm_check_handshake(const arm *arms, int n, FILE *out, char *notes, size_t n
 
 /* Waits up to ms for every running local worker to exit. Returns 1 when none is left running. */
 static int wait_all(arm *arms, int n, int ms) {
-    int64_t end = now_ms() + ms;
+    int64_t end = clock_ms() + ms;
     for (;;) {
         int running = 0;
         for (int i = 0; i < n; i++)
             if (!arms[i].remote && arms[i].pid > 0 && !arm_poll_exit(&arms[i])) running++;
         if (!running) return 1;
-        if (now_ms() >= end) return 0;
+        if (clock_ms() >= end) return 0;
         sleep_ms(20);
     }
 }

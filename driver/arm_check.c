@@ -6,7 +6,7 @@
  * stream length that does not fit, and no infinite or negative time reaches a TSV, the journal or
  * meta.json. */
 #include "driver/arm.h"
-#include "proto/errmsg.h"
+#include "kernels/errmsg.h"
 
 #include <math.h>
 #include <string.h>

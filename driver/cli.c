@@ -1,5 +1,6 @@
 /* cli.c — the driver's shared command-line helpers (see cli.h). */
 #include "driver/cli.h"
+#include "kernels/errmsg.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -69,21 +70,20 @@ int cli_exe_dir(char *dir) {
 
 int cli_mkdir_p(const char *path, char *err, size_t errlen) {
     char p[PATH_MAX];
-    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) { snprintf(err, errlen, "path too long: %s", path); return -1; }
+    if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) return errmsg_set(err, errlen, -1, "path too long: %s", path);
     for (char *q = p + 1;; q++) {
         if (*q != '/' && *q) continue;
         char c = *q;
         *q = 0;
         if (mkdir(p, 0755) && errno != EEXIST) {
             int e = errno;
-            if (snprintf(err, errlen, "cannot create %s: %s", p, strerror(e)) < 0) err[0] = 0;
-            return -1;
+            return errmsg_set(err, errlen, -1, "cannot create %s: %s", p, strerror(e));
         }
         *q = c;
         if (!c) break;
     }
     struct stat st;
-    if (stat(path, &st) || !S_ISDIR(st.st_mode)) { snprintf(err, errlen, "%s is not a directory", path); return -1; }
+    if (stat(path, &st) || !S_ISDIR(st.st_mode)) return errmsg_set(err, errlen, -1, "%s is not a directory", path);
     return 0;
 }
 

@@ -13,7 +13,7 @@
 
 #include <openssl/evp.h>
 
-#include "proto/errmsg.h"
+#include "kernels/errmsg.h"
 #include "proto/safeio.h"
 #include "proto/proto.h"
 #include "proto/tokfile.h"

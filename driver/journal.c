@@ -3,7 +3,7 @@
  *
  * Reading order: CRC32C; scanning; the file; payload buffers. */
 #include "driver/journal.h"
-#include "proto/errmsg.h"
+#include "kernels/errmsg.h"
 #include "proto/safeio.h"
 
 #include <errno.h>

@@ -38,7 +38,7 @@
 #include "driver/report.h"
 #include "driver/sweep.h"
 #include "driver/workers.h"
-#include "proto/errmsg.h"
+#include "kernels/errmsg.h"
 #include "proto/proto.h"
 #include "proto/safeio.h"
 
@@ -448,16 +448,16 @@ static int parse_sweep_opts(int argc, char **argv, sweep_opts *o) {
 static int check_model(const char *path, char *err, size_t errlen) {
     char why[512];
     int fd = safeio_open_regular(path, SAFEIO_OPTIONAL, NULL, why, sizeof why);
-    if (fd == SAFEIO_ABSENT) { snprintf(err, errlen, "model not found: %s: %s", path, strerror(ENOENT)); return -1; }
-    if (fd < 0) { snprintf(err, errlen, "model %s", why); return -1; }
+    if (fd == SAFEIO_ABSENT) return errmsg_set(err, errlen, -1, "model not found: %s: %s", path, strerror(ENOENT));
+    if (fd < 0) return errmsg_set(err, errlen, -1, "model %s", why);
     char magic[4] = { 0 };
     ssize_t got;
     do got = read(fd, magic, 4);
     while (got < 0 && errno == EINTR);
     close(fd);
     if (got != 4 || memcmp(magic, "GGUF", 4)) {
-        snprintf(err, errlen, "model %s is not a GGUF file (it does not start with the magic \"GGUF\")", path);
-        return -1;
+        return errmsg_set(err, errlen, -1, "model %s is not a GGUF file (it does not start with the magic \"GGUF\")",
+                          path);
     }
     return 0;
 }

@@ -28,7 +28,8 @@
 #include "driver/cli.h"
 #include "driver/document.h"
 #include "driver/stats.h"
-#include "proto/errmsg.h"
+#include "kernels/errmsg.h"
+#include "kernels/clock.h"
 #include "proto/proto.h"
 #include "proto/safeio.h"
 
@@ -763,7 +764,7 @@ static int write_meta(const nmeta *M, const arm *arms, int n, int ref, int cells
     json_object_set_new(root, "arms", jarms);
     json_object_set_new(root, "cells_done", json_integer(cells_done));
     json_object_set_new(root, "sessions", json_integer(M->resumed + 1));
-    json_object_set_new(root, "wall_seconds", json_real(M->wall_before + workers_now_s() - M->t0));
+    json_object_set_new(root, "wall_seconds", json_real(M->wall_before + clock_s() - M->t0));
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0)
         json_object_set_new(root, "driver_peak_rss", json_integer((json_int_t)ru.ru_maxrss * 1024));
@@ -991,12 +992,12 @@ static int calibrate(nrun *R, const nplan *P, ncost_model *m, json_t **cal, char
         if (!P->c[i].done) c = &P->c[i];
     if (!c || c->n < 2 * CAL_TOKENS + 1 + (size_t)CAL_GEN) return 0;   /* tiny prompts: no estimate */
     int rc;
-    double t0 = workers_now_s();
+    double t0 = clock_s();
     if ((rc = prefill_all(R, c->prompt, CAL_TOKENS, PROTO_ROWS_NONE, err, errlen))) return rc;
-    double t1 = workers_now_s();
+    double t1 = clock_s();
     if ((rc = prefill_all(R, c->prompt + CAL_TOKENS, CAL_TOKENS, PROTO_ROWS_LAST, err, errlen))) return rc;
     free_reps(R);
-    double t2 = workers_now_s();
+    double t2 = clock_s();
     for (int a = 0; a < R->n; a++) {
         proto_init(&R->req[a], PROTO_GENERATE, 0, 0);
         R->req[a].generate_req.n = CAL_GEN;
@@ -1004,7 +1005,7 @@ static int calibrate(nrun *R, const nplan *P, ncost_model *m, json_t **cal, char
     rc = call_all(R, err, errlen);
     free_reps(R);
     if (rc) return rc;
-    double t3 = workers_now_s();
+    double t3 = clock_s();
     if ((rc = truncate_all(R, 2 * CAL_TOKENS, err, errlen))) return rc;
     double n = CAL_TOKENS, x1 = t1 - t0, x2 = t2 - t1, x3 = t3 - t2;
     /* x1 = a n + b n²/2, x2 = a n + b (4n² − n²)/2 -> b = (x2 − x1)/n², a = (x1 − b n²/2)/n */
@@ -1034,7 +1035,7 @@ typedef struct {
 
 static void progress_show(nprogress *p, const ncell *c, int force) {
     if (p->quiet) return;
-    double t = workers_now_s();
+    double t = clock_s();
     if (!force && t - p->last < (p->tty ? 0.2 : 10.0)) return;
     p->last = t;
     double el = t - p->t0, eta = p->done > 0 ? el * (p->total - p->done) / p->done : NAN;
@@ -1389,7 +1390,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     M.doc = &doc;
     M.P = &P;
     M.warnings = warnings;
-    M.t0 = workers_now_s();
+    M.t0 = clock_s();
     {
         const char *d0 = o.resume ? json_string_value(json_object_get(resume_meta, "date")) : NULL;
         if (d0) snprintf(M.date, sizeof M.date, "%s", d0);
@@ -1480,7 +1481,7 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     memset(&pg, 0, sizeof pg);
     pg.quiet = o.quiet;
     pg.tty = isatty(2);
-    pg.t0 = pg.last = workers_now_s();
+    pg.t0 = pg.last = clock_s();
     pg.cells_total = P.n;
     pg.cells_done = cells_done;
     for (int i = 0; i < P.n; i++) pg.total += cm.have ? cell_cost[i] : (double)(P.c[i].done ? 0 : P.c[i].n);

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto/errmsg.h"
+#include "kernels/errmsg.h"
 
 /* ============================================================================================
  * The generator and keys

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "driver/report.h"
-#include "proto/errmsg.h"
+#include "kernels/errmsg.h"
 
 /* ============================================================================================
  * The plan

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "proto/errmsg.h"
+#include "kernels/errmsg.h"
 
 #define PIN_MAGIC "STRATAPN"
 #define PIN_VERSION 1u

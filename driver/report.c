@@ -596,7 +596,7 @@ static int tmp_open(tmp_file *out, const char *dir, const char *name, char *err,
 static int tmp_commit(tmp_file *out, int failed, char *err, size_t errlen) {
     int bad = failed || ferror(out->f), rc = 0;
     if (fclose(out->f) != 0 || bad || renameat(out->dir.fd, out->tmpname, out->dir.fd, out->name) != 0) {
-        report_set_err(err, errlen, "cannot write %s: %s", out->path, strerror(errno));
+        errmsg_set(err, errlen, -1, "cannot write %s: %s", out->path, strerror(errno));
         report_outdir_remove(&out->dir, out->tmpname);
         rc = -1;
     }
@@ -622,8 +622,7 @@ static int write_summary(const char *dir, const report_results *R, const report_
         root = NULL;
     }
     if (!root) {
-        report_set_err(err, errlen, "out of memory building summary.json");
-        return -1;
+        return errmsg_set(err, errlen, -1, "out of memory building summary.json");
     }
     tmp_file out;
     if (tmp_open(&out, dir, "summary.json", err, errlen)) {
@@ -653,7 +652,7 @@ int report_render_opts_run(const char *dir, const report_render_opts *opts, char
     report_margins m;
     int drawn[REPORT_N_PLOTS + 1] = {0};   /* [REPORT_N_PLOTS]: plots/kl_bins (report_verdict_md.c) */
     int rc = -1;
-    if (!dir) { report_set_err(err, errlen, "no results directory"); return -1; }
+    if (!dir) return errmsg_set(err, errlen, -1, "no results directory");
     if (report_results_load(dir, &R, err, errlen)) goto done;
     if (report_extra_load(dir, &R, &X, err, errlen)) goto done;
     if (report_analysis_run(&R, &A, err, errlen)) goto done;
@@ -665,7 +664,7 @@ int report_render_opts_run(const char *dir, const report_render_opts *opts, char
      * source of each arm's depth verdict ("The answer first", line 3) instead of the depth bins of
      * positions.tsv: V.v[a].from_passages points at its trend. */
     trends = calloc((size_t)(R.n_arms > 0 ? R.n_arms : 1), sizeof *trends);   /* [n_arms] */
-    if (!trends) { report_set_err(err, errlen, "out of memory"); goto done; }
+    if (!trends) { errmsg_set(err, errlen, -1, "out of memory"); goto done; }
     for (int a = 0; a < R.n_arms; a++) {
         if (!V.v[a].valid) continue;
         int t = report_passages_trend(dir, R.arms[a].name, &trends[a], err, errlen);

@@ -231,7 +231,7 @@ static void repeat_check(const report_results *R, int i, report_arm_an *X) {
 int report_analysis_run(const report_results *R, report_analysis *A, char *err, size_t errlen) {
     memset(A, 0, sizeof *A);
     A->a = calloc((size_t)R->n_arms, sizeof *A->a);
-    if (!A->a) { report_set_err(err, errlen, "out of memory"); return -1; }
+    if (!A->a) return errmsg_set(err, errlen, -1, "out of memory");
     formats_label(&R->arms[R->ref], A->ref_label, sizeof A->ref_label);
     for (int i = 0; i < R->n_arms; i++) {
         report_arm_an *X = &A->a[i];
@@ -296,11 +296,11 @@ int report_analysis_run(const report_results *R, report_analysis *A, char *err, 
     }
     return 0;
 oom:
-    report_set_err(err, errlen, "out of memory");
+    errmsg_set(err, errlen, -1, "out of memory");
     report_analysis_free(A, R->n_arms);
     return -1;
 fail:
-    report_set_err(err, errlen, "statistics failed (out of memory or invalid values)");
+    errmsg_set(err, errlen, -1, "statistics failed (out of memory or invalid values)");
     report_analysis_free(A, R->n_arms);
     return -1;
 }

@@ -41,8 +41,7 @@ int report_compare(const char *dir1, const char *dir2, FILE *out, char *err, siz
     memset(R, 0, sizeof R);
     memset(E, 0, sizeof E);
     if (!dir1 || !dir2 || !out) {
-        report_set_err(err, errlen, "compare needs two dirs and an output");
-        return -1;
+        return errmsg_set(err, errlen, -1, "compare needs two dirs and an output");
     }
     for (int k = 0; k < 2; k++) {
         if (report_results_load(dirs[k], &R[k], err, errlen)) goto done;
@@ -142,7 +141,7 @@ int report_compare(const char *dir1, const char *dir2, FILE *out, char *err, siz
         if (any) fprintf(out, "\n\n");
     }
     rc = ferror(out) ? -1 : 0;
-    if (rc) report_set_err(err, errlen, "write error on the comparison output");
+    if (rc) errmsg_set(err, errlen, -1, "write error on the comparison output");
 done:
     if (rc) report_err_clean(err, errlen);   /* it may quote a field of a folder */
     for (int k = 0; k < 2; k++) {

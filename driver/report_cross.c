@@ -42,9 +42,8 @@ static int x_int(x_ctx *c, const char *s, const char *col, long lo, long hi, int
     errno = 0;
     long v = strtol(s, &end, 10);
     if (!*s || *end || errno || v < lo || v > hi) {
-        report_set_err(c->err, c->errlen, "%s:%ld: column %s: \"%s\" is not an integer in [%ld, %ld]", c->path,
-                       c->line, col, s, lo, hi);
-        return -1;
+        return errmsg_set(c->err, c->errlen, -1, "%s:%ld: column %s: \"%s\" is not an integer in [%ld, %ld]", c->path,
+                          c->line, col, s, lo, hi);
     }
     *out = (int)v;
     return 0;
@@ -55,9 +54,8 @@ static int x_num(x_ctx *c, const char *s, const char *col, int nan_ok, double lo
     char *end;
     double v = strtod(s, &end);
     if (!*s || *end || (isnan(v) && !nan_ok) || (!isnan(v) && !(v >= lo && v <= hi))) {
-        report_set_err(c->err, c->errlen, "%s:%ld: column %s: \"%s\" is not a number in [%g, %g]", c->path, c->line,
-                       col, s, lo, hi);
-        return -1;
+        return errmsg_set(c->err, c->errlen, -1, "%s:%ld: column %s: \"%s\" is not a number in [%g, %g]", c->path,
+                          c->line, col, s, lo, hi);
     }
     *out = v;
     return 0;
@@ -67,8 +65,7 @@ static int x_num(x_ctx *c, const char *s, const char *col, int nan_ok, double lo
 static int x_arm(x_ctx *c, const report_results *R, const char *s, int *out) {
     int a = report_find_arm(R, s);
     if (a < 0 || a == R->ref) {
-        report_set_err(c->err, c->errlen, "%s:%ld: \"%s\" is not a non-reference arm of meta.json", c->path, c->line, s);
-        return -1;
+        return errmsg_set(c->err, c->errlen, -1, "%s:%ld: \"%s\" is not a non-reference arm of meta.json", c->path, c->line, s);
     }
     *out = a;
     return 0;
@@ -79,16 +76,15 @@ static int x_tokens(x_ctx *c, const char *s, const char *col, int **out, int *n)
     size_t cap = 1;
     for (const char *p = s; *p; p++) cap += *p == ',';
     *n = 0;
-    if (!(*out = malloc(cap * sizeof **out))) { report_set_err(c->err, c->errlen, "out of memory"); return -1; }
+    if (!(*out = malloc(cap * sizeof **out))) return errmsg_set(c->err, c->errlen, -1, "out of memory");
     if (!*s) return 0;
     for (const char *p = s;;) {
         char *end;
         errno = 0;
         long v = strtol(p, &end, 10);
         if (end == p || errno || v < 0 || v > INT32_MAX || (*end != ',' && *end)) {
-            report_set_err(c->err, c->errlen, "%s:%ld: column %s: bad token list near \"%.20s\"", c->path, c->line,
-                           col, p);
-            return -1;
+            return errmsg_set(c->err, c->errlen, -1, "%s:%ld: column %s: bad token list near \"%.20s\"", c->path,
+                              c->line, col, p);
         }
         (*out)[(*n)++] = (int)v;
         if (!*end) break;
@@ -142,19 +138,18 @@ static int parse_cross_sample(x_ctx *c, const report_results *R, report_extra *X
     for (size_t i = 0; i < X->ns && !s; i++)
         if (X->s[i].arm == arm && X->s[i].depth == depth && X->s[i].temperature == r.temperature) s = &X->s[i];
     if (!s || s->fork != r.fork || s->censored != r.censored || isnan(r.f32_nll_arm) != isnan(r.f32_nll_ref)) {
-        report_set_err(c->err, c->errlen, "%s:%ld: no samples.tsv row of arm %s, depth %d, temperature %s with fork "
-                       "%d (censored %d), or only one f32 score is given", c->path, c->line, f[1], depth, f[2], r.fork,
-                       r.censored);
-        return -1;
+        return errmsg_set(c->err, c->errlen, -1,
+                          "%s:%ld: no samples.tsv row of arm %s, depth %d, temperature %s with fork "
+                          "%d (censored %d), or only one f32 score is given", c->path, c->line, f[1], depth, f[2],
+                          r.fork, r.censored);
     }
     for (size_t i = 0; i < X->nxs; i++)
         if (X->xs[i].arm == arm && X->xs[i].depth == depth && X->xs[i].temperature == r.temperature) {
-            report_set_err(c->err, c->errlen, "%s:%ld: arm %s, depth %d, temperature %s appears twice", c->path,
-                           c->line, f[1], depth, f[2]);
-            return -1;
+            return errmsg_set(c->err, c->errlen, -1, "%s:%ld: arm %s, depth %d, temperature %s appears twice", c->path,
+                              c->line, f[1], depth, f[2]);
         }
     report_cross_row *nx = realloc(X->xs, sizeof *nx * (X->nxs + 1));
-    if (!nx) { report_set_err(c->err, c->errlen, "out of memory"); return -1; }
+    if (!nx) return errmsg_set(c->err, c->errlen, -1, "out of memory");
     X->xs = nx;
     X->xs[X->nxs++] = r;
     return 0;
@@ -166,8 +161,7 @@ static int parse_line(x_ctx *c, const report_results *R, report_extra *X, int ki
     char *f[X_MAX_FIELDS + 1];
     int nf = x_split(line, f), want = kind == 2 ? 12 : kind ? 9 : 11;
     if (nf != want) {
-        report_set_err(c->err, c->errlen, "%s:%ld: %d fields, expected %d", c->path, c->line, nf, want);
-        return -1;
+        return errmsg_set(c->err, c->errlen, -1, "%s:%ld: %d fields, expected %d", c->path, c->line, nf, want);
     }
     int depth, arm;
     if (x_int(c, f[0], "depth", 1, INT32_MAX, &depth) || x_arm(c, R, f[1], &arm)) return -1;
@@ -178,17 +172,17 @@ static int parse_line(x_ctx *c, const report_results *R, report_extra *X, int ki
         report_cross_row r = { .depth = depth, .arm = arm };
         if (parse_cross(c, R, f + 2, &r)) return -1;
         if (r.fork != d->fork || r.censored != d->censored || isnan(r.f32_nll_arm) != isnan(r.f32_nll_ref)) {
-            report_set_err(c->err, c->errlen, "%s:%ld: fork %d (censored %d) disagrees with depths.tsv's %d (%d), or "
-                           "only one f32 score is given", c->path, c->line, r.fork, r.censored, d->fork, d->censored);
-            return -1;
+            return errmsg_set(c->err, c->errlen, -1,
+                              "%s:%ld: fork %d (censored %d) disagrees with depths.tsv's %d (%d), or "
+                              "only one f32 score is given", c->path, c->line, r.fork, r.censored, d->fork,
+                              d->censored);
         }
         for (size_t i = 0; i < X->nx; i++)
             if (X->x[i].arm == arm && X->x[i].depth == depth) {
-                report_set_err(c->err, c->errlen, "%s:%ld: arm %s, depth %d appears twice", c->path, c->line, f[1], depth);
-                return -1;
+                return errmsg_set(c->err, c->errlen, -1, "%s:%ld: arm %s, depth %d appears twice", c->path, c->line, f[1], depth);
             }
         report_cross_row *nx = realloc(X->x, sizeof *nx * (X->nx + 1));
-        if (!nx) { report_set_err(c->err, c->errlen, "out of memory"); return -1; }
+        if (!nx) return errmsg_set(c->err, c->errlen, -1, "out of memory");
         X->x = nx;
         X->x[X->nx++] = r;
         return 0;
@@ -203,20 +197,20 @@ static int parse_line(x_ctx *c, const report_results *R, report_extra *X, int ki
     int first = 0;
     while (first < na && first < nr && ta[first] == tr[first]) first++;
     if (na != R->fork_n || nr != R->fork_n || first != r.fork || r.censored != (r.fork == R->fork_n)) {
-        report_set_err(c->err, c->errlen, "%s:%ld: the two streams (%d and %d tokens of %d) first differ at %d, "
-                       "not at fork %d (censored %d)", c->path, c->line, na, nr, R->fork_n, first, r.fork, r.censored);
+        errmsg_set(c->err, c->errlen, -1, "%s:%ld: the two streams (%d and %d tokens of %d) first differ at %d, "
+                   "not at fork %d (censored %d)", c->path, c->line, na, nr, R->fork_n, first, r.fork, r.censored);
         goto done;
     }
     for (size_t i = 0; i < X->ns; i++)
         if (X->s[i].arm == arm && X->s[i].depth == depth && X->s[i].temperature == r.temperature) {
-            report_set_err(c->err, c->errlen, "%s:%ld: arm %s, depth %d, temperature %s appears twice", c->path,
-                           c->line, f[1], depth, f[2]);
+            errmsg_set(c->err, c->errlen, -1, "%s:%ld: arm %s, depth %d, temperature %s appears twice", c->path,
+                       c->line, f[1], depth, f[2]);
             goto done;
         }
     report_sample_row *ns = realloc(X->s, sizeof *ns * (X->ns + 1));
     if (!ns || add_temp(X, r.temperature)) {
         if (ns) X->s = ns;
-        report_set_err(c->err, c->errlen, "out of memory");
+        errmsg_set(c->err, c->errlen, -1, "out of memory");
         goto done;
     }
     X->s = ns;
@@ -249,7 +243,7 @@ static int load_file(const char *dir, const char *name, const char *header, int 
         line[got - 1] = 0;
         if (c.line == 1) {
             if (strcmp(line, header)) {
-                report_set_err(err, errlen, "%s:1: unexpected header (expected \"%s\")", path, header);
+                errmsg_set(err, errlen, -1, "%s:1: unexpected header (expected \"%s\")", path, header);
                 rc = -1;
             }
             continue;
@@ -258,7 +252,7 @@ static int load_file(const char *dir, const char *name, const char *header, int 
     }
     if (!rc && got == -2) rc = -1;   /* a line over REPORT_LINE_MAX: err says so */
     if (!rc && ferror(f)) {
-        report_set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        errmsg_set(err, errlen, -1, "cannot read %s: %s", path, strerror(errno));
         rc = -1;
     }
     free(line);

@@ -4,7 +4,6 @@
 #include "driver/report_internal.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,19 +11,10 @@
  * Messages and paths
  * ========================================================================================== */
 
-void report_set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 int report_path(char *path, size_t len, const char *dir, const char *name, char *err,
                 size_t errlen) {
     if (snprintf(path, len, "%s/%s", dir, name) >= (int)len) {
-        report_set_err(err, errlen, "path too long: %s/%s", dir, name);
-        return -1;
+        return errmsg_set(err, errlen, -1, "path too long: %s/%s", dir, name);
     }
     return 0;
 }

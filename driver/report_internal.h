@@ -26,6 +26,7 @@
 
 #include <jansson.h>
 
+#include "kernels/errmsg.h"
 #include "driver/report.h"
 #include "driver/stats.h"
 
@@ -241,9 +242,6 @@ int report_plots_render(const char *dir, const report_results *R, const report_a
  * Text into caller buffers (report_format.c; report_fmt_sig2/report_fmt_depth are in report.h)
  * ========================================================================================== */
 
-/* Formats a message into err [errlen] (nothing when err is NULL or errlen is 0). */
-void report_set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 /* "DIR/NAME" into path [len]. Returns 0, or -1 with a message in err when it does not fit. */
 int report_path(char *path, size_t len, const char *dir, const char *name, char *err,
                 size_t errlen);

@@ -82,12 +82,12 @@ json_t *report_json_load(const char *path, char *err, size_t errlen) {
     json_t *m = json_loadb(buf, len, 0, &je);
     free(buf);
     if (!m) {
-        report_set_err(err, errlen, "%s:%d: %s", path, je.line, je.text);
+        errmsg_set(err, errlen, -1, "%s:%d: %s", path, je.line, je.text);
         return NULL;
     }
     if (clean_strings(m)) {
         json_decref(m);
-        report_set_err(err, errlen, "%s: out of memory", path);
+        errmsg_set(err, errlen, -1, "%s: out of memory", path);
         return NULL;
     }
     return m;
@@ -142,7 +142,7 @@ static FILE *open_gz(const char *gzpath, int *absent, char *err, size_t errlen) 
     if (!g) {
         free(c);
         close(fd);
-        report_set_err(err, errlen, "%s: cannot open for decompression", gzpath);
+        errmsg_set(err, errlen, -1, "%s: cannot open for decompression", gzpath);
         return NULL;
     }
     c->g = g;
@@ -151,7 +151,7 @@ static FILE *open_gz(const char *gzpath, int *absent, char *err, size_t errlen) 
     FILE *f = fopencookie(c, "r", io);
     if (!f) {
         gz_cookie_close(c);
-        report_set_err(err, errlen, "%s: out of memory", gzpath);
+        errmsg_set(err, errlen, -1, "%s: out of memory", gzpath);
     }
     return f;
 }
@@ -163,7 +163,7 @@ FILE *report_open_read(const char *path, int optional, int *absent, char *err, s
     if (f || !miss) return f;
     char gz[4096];
     if ((size_t)snprintf(gz, sizeof gz, "%s.gz", path) >= sizeof gz) {
-        report_set_err(err, errlen, "%s: path too long", path);
+        errmsg_set(err, errlen, -1, "%s: path too long", path);
         return NULL;
     }
     f = open_gz(gz, &miss, err, errlen);
@@ -172,7 +172,7 @@ FILE *report_open_read(const char *path, int optional, int *absent, char *err, s
         if (absent) *absent = 1;
         return NULL;
     }
-    report_set_err(err, errlen, "cannot open %s: %s", path, strerror(ENOENT));
+    errmsg_set(err, errlen, -1, "cannot open %s: %s", path, strerror(ENOENT));
     return NULL;
 }
 
@@ -235,14 +235,12 @@ int report_outdir_open(report_outdir *d, const char *dir, const char *sub, char 
     if (!sub) {
         snprintf(d->path, sizeof d->path, "%s", dir);
         if (strlen(dir) >= sizeof d->path) {
-            report_set_err(err, errlen, "path too long: %s", dir);
-            return -1;
+            return errmsg_set(err, errlen, -1, "path too long: %s", dir);
         }
         /* the folder itself was named by the user: following a link to it is their choice */
         d->fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (d->fd < 0) {
-            report_set_err(err, errlen, "cannot open the folder %s: %s", dir, strerror(errno));
-            return -1;
+            return errmsg_set(err, errlen, -1, "cannot open the folder %s: %s", dir, strerror(errno));
         }
         return 0;
     }
@@ -251,7 +249,7 @@ int report_outdir_open(report_outdir *d, const char *dir, const char *sub, char 
     int rc = -1;
     if (report_path(d->path, sizeof d->path, dir, sub, err, errlen)) goto done;
     if (mkdirat(parent.fd, sub, 0755) != 0 && errno != EEXIST) {
-        report_set_err(err, errlen, "cannot create %s: %s", d->path, strerror(errno));
+        errmsg_set(err, errlen, -1, "cannot create %s: %s", d->path, strerror(errno));
         goto done;
     }
     d->fd = openat(parent.fd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -259,10 +257,10 @@ int report_outdir_open(report_outdir *d, const char *dir, const char *sub, char 
         int e = errno;
         struct stat st;
         if (fstatat(parent.fd, sub, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
-            report_set_err(err, errlen, "%s is a symbolic link (refused: output is written only into a "
-                           "real folder inside the results folder; remove the link)", d->path);
+            errmsg_set(err, errlen, -1, "%s is a symbolic link (refused: output is written only into a "
+                       "real folder inside the results folder; remove the link)", d->path);
         else
-            report_set_err(err, errlen, "cannot open the folder %s: %s", d->path, strerror(e));
+            errmsg_set(err, errlen, -1, "cannot open the folder %s: %s", d->path, strerror(e));
         goto done;
     }
     rc = 0;
@@ -282,17 +280,17 @@ int report_outdir_remove(const report_outdir *d, const char *name) {
 
 FILE *report_outdir_create(const report_outdir *d, const char *name, char *err, size_t errlen) {
     if (report_outdir_remove(d, name)) {
-        report_set_err(err, errlen, "cannot replace %s/%s: %s", d->path, name, strerror(errno));
+        errmsg_set(err, errlen, -1, "cannot replace %s/%s: %s", d->path, name, strerror(errno));
         return NULL;
     }
     int fd = openat(d->fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
-        report_set_err(err, errlen, "cannot create %s/%s: %s", d->path, name, strerror(errno));
+        errmsg_set(err, errlen, -1, "cannot create %s/%s: %s", d->path, name, strerror(errno));
         return NULL;
     }
     FILE *f = fdopen(fd, "w");
     if (!f) {
-        report_set_err(err, errlen, "cannot create %s/%s: %s", d->path, name, strerror(errno));
+        errmsg_set(err, errlen, -1, "cannot create %s/%s: %s", d->path, name, strerror(errno));
         close(fd);
     }
     return f;

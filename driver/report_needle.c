@@ -10,7 +10,7 @@
  * README.md; needle_report_render; needle_report_compare. */
 #include "driver/needle.h"
 #include "driver/report_internal.h"
-#include "proto/errmsg.h"
+#include "kernels/errmsg.h"
 
 #include <errno.h>
 #include <math.h>

@@ -13,7 +13,7 @@
 #include "driver/report.h"
 #include "driver/report_internal.h"
 #include "driver/stats.h"
-#include "proto/errmsg.h"
+#include "kernels/errmsg.h"
 #include "proto/safeio.h"
 
 #include <gsl/gsl_rng.h>

@@ -40,8 +40,7 @@ static int plot_close(FILE **f, const report_outdir *pd, const char *name, char 
     int rc = fclose(*f);
     *f = NULL;
     if (rc == 0) return 0;
-    report_set_err(err, errlen, "write error in %s/%s", pd->path, name);
-    return -1;
+    return errmsg_set(err, errlen, -1, "write error in %s/%s", pd->path, name);
 }
 
 /* Script head: PNG terminal, common settings. The title holds the folder's tag: escaped
@@ -110,8 +109,7 @@ static int plot_write(const report_outdir *pd, int which, const report_results *
         if (ll) fclose(ll);
         free(plot);
         free(lines);
-        report_set_err(err, errlen, "out of memory");
-        return -1;
+        return errmsg_set(err, errlen, -1, "out of memory");
     }
     *drawn = 0;
 
@@ -282,7 +280,7 @@ static int plot_write(const report_outdir *pd, int which, const report_results *
     rc = 0;
     goto done;
 oom:
-    report_set_err(err, errlen, "out of memory");
+    errmsg_set(err, errlen, -1, "out of memory");
 done:
     if (d) fclose(d);
     if (g) fclose(g);
@@ -321,8 +319,7 @@ static int gnuplot_run(const report_outdir *pd, const char *name, char *err, siz
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
-        report_set_err(err, errlen, "fork: %s", strerror(errno));
-        return -1;
+        return errmsg_set(err, errlen, -1, "fork: %s", strerror(errno));
     }
     if (pid == 0) {
         if (fchdir(pd->fd) != 0) _exit(126);
@@ -333,12 +330,12 @@ static int gnuplot_run(const report_outdir *pd, const char *name, char *err, siz
     }
     int st;
     while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR) { report_set_err(err, errlen, "waitpid: %s", strerror(errno)); return -1; }
+        if (errno != EINTR) return errmsg_set(err, errlen, -1, "waitpid: %s", strerror(errno));
     if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
     if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
-        report_set_err(err, errlen, "gnuplot not found on PATH (install gnuplot-nox)");
+        errmsg_set(err, errlen, -1, "gnuplot not found on PATH (install gnuplot-nox)");
     else
-        report_set_err(err, errlen, "gnuplot failed on %s/%s (see %s/gnuplot.log)", pd->path, script, pd->path);
+        errmsg_set(err, errlen, -1, "gnuplot failed on %s/%s (see %s/gnuplot.log)", pd->path, script, pd->path);
     return -1;
 }
 
@@ -369,8 +366,8 @@ int report_plots_render(const char *dir, const report_results *R, const report_a
         for (int e = 1; e < 3; e++) {
             snprintf(name, sizeof name, "%s.%s", plot_name[p], ext[e]);
             if (!report_outdir_nonempty(&pd, name)) {
-                report_set_err(err, errlen, "gnuplot did not write %s/%s (see %s/gnuplot.log)", pd.path,
-                               name, pd.path);
+                errmsg_set(err, errlen, -1, "gnuplot did not write %s/%s (see %s/gnuplot.log)", pd.path,
+                           name, pd.path);
                 goto done;
             }
         }

@@ -52,12 +52,12 @@ static FILE *tsv_open(const char *dir, const char *name, const char *header, cha
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
-        report_set_err(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        errmsg_set(err, errlen, -1, "cannot create %s: %s", path, strerror(errno));
         if (fd >= 0) close(fd);
         return NULL;
     }
     if (fprintf(f, "%s\n", header) < 0) {
-        report_set_err(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        errmsg_set(err, errlen, -1, "cannot write %s: %s", path, strerror(errno));
         fclose(f);
         return NULL;
     }
@@ -212,8 +212,7 @@ static int load_meta(const char *dir, report_results *R, char *err, size_t errle
     if (!R->meta) return -1;
     json_t *m = R->meta;
     if (!json_is_object(m)) {
-        report_set_err(err, errlen, "%s: top level is not a JSON object", path);
-        return -1;
+        return errmsg_set(err, errlen, -1, "%s: top level is not a JSON object", path);
     }
     R->tag = jstr(m, "tag");
     R->date = jstr(m, "date");
@@ -243,8 +242,7 @@ static int load_meta(const char *dir, report_results *R, char *err, size_t errle
 
     json_t *fn = json_object_get(m, "fork_n");
     if (!json_is_integer(fn) || json_integer_value(fn) < 1 || json_integer_value(fn) > 1000000) {
-        report_set_err(err, errlen, "%s: \"fork_n\" must be an integer >= 1", path);
-        return -1;
+        return errmsg_set(err, errlen, -1, "%s: \"fork_n\" must be an integer >= 1", path);
     }
     R->fork_n = (int)json_integer_value(fn);
     json_t *pe = json_object_get(m, "pin_experts");
@@ -252,23 +250,20 @@ static int load_meta(const char *dir, report_results *R, char *err, size_t errle
 
     json_t *arms = json_object_get(m, "arms");
     if (!json_is_array(arms) || json_array_size(arms) == 0 || json_array_size(arms) > 1000) {
-        report_set_err(err, errlen, "%s: \"arms\" must be a non-empty array", path);
-        return -1;
+        return errmsg_set(err, errlen, -1, "%s: \"arms\" must be a non-empty array", path);
     }
     R->n_arms = (int)json_array_size(arms);
     R->arms = calloc((size_t)R->n_arms, sizeof *R->arms);
-    if (!R->arms) { report_set_err(err, errlen, "out of memory"); return -1; }
+    if (!R->arms) return errmsg_set(err, errlen, -1, "out of memory");
     for (int i = 0; i < R->n_arms; i++) {
         json_t *a = json_array_get(arms, (size_t)i);
         const char *name = jstr(a, "name"), *k = jstr(a, "kv_k"), *v = jstr(a, "kv_v");
         if (!json_is_object(a) || !report_name_ok(name) || !report_name_ok(k) || !report_name_ok(v)) {
-            report_set_err(err, errlen, "%s: arms[%d] needs \"name\", \"kv_k\", \"kv_v\" (1..63 "
-                           "printable characters, no spaces, quotes, '|' or ',')", path, i);
-            return -1;
+            return errmsg_set(err, errlen, -1, "%s: arms[%d] needs \"name\", \"kv_k\", \"kv_v\" (1..63 "
+                              "printable characters, no spaces, quotes, '|' or ',')", path, i);
         }
         if (report_find_arm(R, name) >= 0) {
-            report_set_err(err, errlen, "%s: arm name \"%s\" appears twice", path, name);
-            return -1;
+            return errmsg_set(err, errlen, -1, "%s: arm name \"%s\" appears twice", path, name);
         }
         report_arm *A = &R->arms[i];
         snprintf(A->name, sizeof A->name, "%s", name);
@@ -291,8 +286,7 @@ static int load_meta(const char *dir, report_results *R, char *err, size_t errle
     const char *ref = jstr(m, "ref");
     R->ref = report_find_arm(R, ref);
     if (R->ref < 0) {
-        report_set_err(err, errlen, "%s: \"ref\" (\"%s\") is not one of the arms", path, ref);
-        return -1;
+        return errmsg_set(err, errlen, -1, "%s: \"ref\" (\"%s\") is not one of the arms", path, ref);
     }
     R->arms[R->ref].is_ref = 1;
     /* repeats: NAME#k repeats NAME when NAME is an arm */
@@ -318,12 +312,11 @@ static int load_meta(const char *dir, report_results *R, char *err, size_t errle
     if (json_is_array(dep) && json_array_size(dep) > 0) {
         R->n_depths = (int)json_array_size(dep);
         R->depths = calloc((size_t)R->n_depths, sizeof *R->depths);
-        if (!R->depths) { report_set_err(err, errlen, "out of memory"); return -1; }
+        if (!R->depths) return errmsg_set(err, errlen, -1, "out of memory");
         for (int i = 0; i < R->n_depths; i++) {
             json_t *d = json_array_get(dep, (size_t)i);
             if (!json_is_integer(d)) {
-                report_set_err(err, errlen, "%s: depths[%d] is not an integer", path, i);
-                return -1;
+                return errmsg_set(err, errlen, -1, "%s: depths[%d] is not an integer", path, i);
             }
             R->depths[i] = (int)json_integer_value(d);
         }
@@ -331,7 +324,7 @@ static int load_meta(const char *dir, report_results *R, char *err, size_t errle
     json_t *w = json_object_get(m, "warnings");
     if (json_is_array(w) && json_array_size(w) > 0) {
         R->warnings = calloc(json_array_size(w), sizeof *R->warnings);
-        if (!R->warnings) { report_set_err(err, errlen, "out of memory"); return -1; }
+        if (!R->warnings) return errmsg_set(err, errlen, -1, "out of memory");
         for (size_t i = 0; i < json_array_size(w); i++) {
             json_t *s = json_array_get(w, i);
             if (json_is_string(s)) R->warnings[R->n_warnings++] = json_string_value(s);
@@ -373,9 +366,8 @@ static int parse_int(tsv_ctx *c, const char *s, const char *col, long lo, long h
     errno = 0;
     long v = strtol(s, &end, 10);
     if (*s == 0 || *end != 0 || errno || v < lo || v > hi) {
-        report_set_err(c->err, c->errlen, "%s:%ld: column %s: \"%s\" is not an integer in [%ld, %ld]",
-                       c->path, c->line, col, s, lo, hi);
-        return -1;
+        return errmsg_set(c->err, c->errlen, -1, "%s:%ld: column %s: \"%s\" is not an integer in [%ld, %ld]",
+                          c->path, c->line, col, s, lo, hi);
     }
     *out = (int)v;
     return 0;
@@ -386,9 +378,8 @@ static int parse_num(tsv_ctx *c, const char *s, const char *col, int finite, dou
     char *end;
     double v = strtod(s, &end);
     if (*s == 0 || *end != 0 || isinf(v) || (finite && isnan(v))) {
-        report_set_err(c->err, c->errlen, "%s:%ld: column %s: \"%s\" is not a %snumber", c->path,
-                       c->line, col, s, finite ? "finite " : "");
-        return -1;
+        return errmsg_set(c->err, c->errlen, -1, "%s:%ld: column %s: \"%s\" is not a %snumber", c->path,
+                          c->line, col, s, finite ? "finite " : "");
     }
     *out = v;
     return 0;
@@ -397,14 +388,12 @@ static int parse_num(tsv_ctx *c, const char *s, const char *col, int finite, dou
 static int parse_arm(tsv_ctx *c, const report_results *R, const char *s, int *out) {
     int a = report_find_arm(R, s);
     if (a < 0) {
-        report_set_err(c->err, c->errlen, "%s:%ld: arm \"%s\" is not in meta.json", c->path,
-                       c->line, s);
-        return -1;
+        return errmsg_set(c->err, c->errlen, -1, "%s:%ld: arm \"%s\" is not in meta.json", c->path,
+                          c->line, s);
     }
     if (a == R->ref) {
-        report_set_err(c->err, c->errlen, "%s:%ld: rows are for non-reference arms; \"%s\" is the "
-                       "reference", c->path, c->line, s);
-        return -1;
+        return errmsg_set(c->err, c->errlen, -1, "%s:%ld: rows are for non-reference arms; \"%s\" is the "
+                          "reference", c->path, c->line, s);
     }
     *out = a;
     return 0;
@@ -418,15 +407,15 @@ static int parse_tokens(tsv_ctx *c, const char *s, const char *col, int **out, i
     size_t cap = 1;
     for (const char *p = s; *p; p++) cap += *p == ',';
     int *t = malloc(cap * sizeof *t);
-    if (!t) { report_set_err(c->err, c->errlen, "out of memory"); return -1; }
+    if (!t) return errmsg_set(c->err, c->errlen, -1, "out of memory");
     const char *p = s;
     for (size_t i = 0; i < cap; i++) {
         char *end;
         errno = 0;
         long v = strtol(p, &end, 10);
         if (end == p || errno || v < 0 || v > INT32_MAX || (*end != ',' && *end != 0)) {
-            report_set_err(c->err, c->errlen, "%s:%ld: column %s: bad token list near \"%.20s\"",
-                           c->path, c->line, col, p);
+            errmsg_set(c->err, c->errlen, -1, "%s:%ld: column %s: bad token list near \"%.20s\"",
+                       c->path, c->line, col, p);
             free(t);
             return -1;
         }
@@ -455,9 +444,8 @@ enum { TSV_DEPTHS, TSV_POSITIONS, TSV_FORKS };
 /* A row is censored exactly when its streams agreed for all fork_n tokens (fork == fork_n). */
 static int check_censored(tsv_ctx *c, int fork, int censored, int fork_n) {
     if (censored == (fork == fork_n)) return 0;
-    report_set_err(c->err, c->errlen, "%s:%ld: fork = %d with censored = %d (fork_n = %d: censored "
-                   "iff fork == fork_n)", c->path, c->line, fork, censored, fork_n);
-    return -1;
+    return errmsg_set(c->err, c->errlen, -1, "%s:%ld: fork = %d with censored = %d (fork_n = %d: censored "
+                      "iff fork == fork_n)", c->path, c->line, fork, censored, fork_n);
 }
 
 static int parse_depth_line(tsv_ctx *c, report_results *R, char **f, report_depth *d) {
@@ -474,9 +462,8 @@ static int parse_depth_line(tsv_ctx *c, report_results *R, char **f, report_dept
         parse_num(c, f[15], "fork_gap_arm", 0, &d->fgap_arm) || parse_num(c, f[16], "fork_gap_ref", 0, &d->fgap_ref))
         return -1;
     if (d->same != (d->top1_arm == d->top1_ref)) {
-        report_set_err(c->err, c->errlen, "%s:%ld: same_top1 = %d but top1_arm = %d, top1_ref = %d",
-                       c->path, c->line, d->same, d->top1_arm, d->top1_ref);
-        return -1;
+        return errmsg_set(c->err, c->errlen, -1, "%s:%ld: same_top1 = %d but top1_arm = %d, top1_ref = %d",
+                          c->path, c->line, d->same, d->top1_arm, d->top1_ref);
     }
     return check_censored(c, d->fork, d->censored, fork_n);
 }
@@ -504,9 +491,8 @@ static int parse_fork_line(tsv_ctx *c, report_results *R, char **f, report_fork 
         for (int i = 0; i < R->fork_n; i++)
             if (k->tok_arm[i] != k->tok_ref[i]) { first = i; break; }
         if (first != k->fork) {
-            report_set_err(c->err, c->errlen, "%s:%ld: fork = %d but the token streams first "
-                           "differ at %d", c->path, c->line, k->fork, first);
-            return -1;
+            return errmsg_set(c->err, c->errlen, -1, "%s:%ld: fork = %d but the token streams first "
+                              "differ at %d", c->path, c->line, k->fork, first);
         }
     }
     return 0;
@@ -539,14 +525,14 @@ static int load_tsv(const char *dir, const char *name, int kind, int optional, r
             break;
         }
         if ((size_t)len != strlen(line)) {
-            report_set_err(err, errlen, "%s:%ld: NUL byte in line", path, c.line);
+            errmsg_set(err, errlen, -1, "%s:%ld: NUL byte in line", path, c.line);
             goto done;
         }
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
         if (c.line == 1) {
             if (strcmp(line, headers[kind]) != 0) {
-                report_set_err(err, errlen, "%s:1: header is not the expected \"%s\"", path,
-                               headers[kind]);
+                errmsg_set(err, errlen, -1, "%s:1: header is not the expected \"%s\"", path,
+                           headers[kind]);
                 goto done;
             }
             continue;
@@ -555,9 +541,9 @@ static int load_tsv(const char *dir, const char *name, int kind, int optional, r
         char *f[MAX_FIELDS];
         int nf = split_tabs(line, f);
         if (nf != nfields[kind]) {
-            report_set_err(err, errlen, "%s:%ld: expected %d tab-separated fields, found %s%d", path,
-                           c.line, nfields[kind], nf > MAX_FIELDS ? "more than " : "",
-                           nf > MAX_FIELDS ? MAX_FIELDS : nf);
+            errmsg_set(err, errlen, -1, "%s:%ld: expected %d tab-separated fields, found %s%d", path,
+                       c.line, nfields[kind], nf > MAX_FIELDS ? "more than " : "",
+                       nf > MAX_FIELDS ? MAX_FIELDS : nf);
             goto done;
         }
         if (kind == TSV_DEPTHS) {
@@ -582,17 +568,17 @@ static int load_tsv(const char *dir, const char *name, int kind, int optional, r
     }
     if (len == -2) goto done;   /* a line over REPORT_LINE_MAX: err says so */
     if (ferror(fp)) {
-        report_set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
+        errmsg_set(err, errlen, -1, "%s: read error: %s", path, strerror(errno));
         goto done;
     }
     if (c.line == 0) {
-        report_set_err(err, errlen, "%s: empty file (no header line)", path);
+        errmsg_set(err, errlen, -1, "%s: empty file (no header line)", path);
         goto done;
     }
     rc = 0;
     goto done;
 oom:
-    report_set_err(err, errlen, "out of memory reading %s", path);
+    errmsg_set(err, errlen, -1, "out of memory reading %s", path);
 done:
     free(line);
     fclose(fp);
@@ -710,7 +696,7 @@ static int check_complete(const char *dir, report_results *R, char *err, size_t 
     ret = 0;
     goto done;
 oom:
-    report_set_err(err, errlen, "out of memory");
+    errmsg_set(err, errlen, -1, "out of memory");
 done:
     free(plan);
     return ret;
@@ -726,8 +712,7 @@ int report_results_load(const char *dir, report_results *R, char *err, size_t er
     if (prc < 0) return -1;
     R->have_positions = prc == 0 && R->n_prows > 0;
     if (R->n_drows == 0) {
-        report_set_err(err, errlen, "%s/depths.tsv: no data rows", dir);
-        return -1;
+        return errmsg_set(err, errlen, -1, "%s/depths.tsv: no data rows", dir);
     }
     /* sort by (arm, key) and reject duplicates */
     qsort(R->drows, R->n_drows, sizeof *R->drows, cmp_depth_row);
@@ -735,36 +720,31 @@ int report_results_load(const char *dir, report_results *R, char *err, size_t er
     if (R->n_prows) qsort(R->prows, R->n_prows, sizeof *R->prows, cmp_pos_row);
     for (size_t i = 1; i < R->n_drows; i++)
         if (R->drows[i].arm == R->drows[i - 1].arm && R->drows[i].depth == R->drows[i - 1].depth) {
-            report_set_err(err, errlen, "%s/depths.tsv: two rows for arm %s at depth %d", dir,
-                           R->arms[R->drows[i].arm].name, R->drows[i].depth);
-            return -1;
+            return errmsg_set(err, errlen, -1, "%s/depths.tsv: two rows for arm %s at depth %d", dir,
+                              R->arms[R->drows[i].arm].name, R->drows[i].depth);
         }
     for (size_t i = 1; i < R->n_prows; i++)
         if (R->prows[i].arm == R->prows[i - 1].arm && R->prows[i].pos == R->prows[i - 1].pos) {
-            report_set_err(err, errlen, "%s/positions.tsv: two rows for arm %s at position %d", dir,
-                           R->arms[R->prows[i].arm].name, R->prows[i].pos);
-            return -1;
+            return errmsg_set(err, errlen, -1, "%s/positions.tsv: two rows for arm %s at position %d", dir,
+                              R->arms[R->prows[i].arm].name, R->prows[i].pos);
         }
     /* an incomplete folder: only the depths every arm completed, and their positions */
     if (check_complete(dir, R, err, errlen)) return -1;
     if (R->n_drows == 0) {
-        report_set_err(err, errlen, "%s: no depth has depths.tsv and forks.tsv rows for every arm", dir);
-        return -1;
+        return errmsg_set(err, errlen, -1, "%s: no depth has depths.tsv and forks.tsv rows for every arm", dir);
     }
     /* forks.tsv must agree with depths.tsv row for row */
     if (R->n_frows != R->n_drows) {
-        report_set_err(err, errlen, "%s/forks.tsv has %zu rows but depths.tsv has %zu", dir, R->n_frows,
-                       R->n_drows);
-        return -1;
+        return errmsg_set(err, errlen, -1, "%s/forks.tsv has %zu rows but depths.tsv has %zu", dir, R->n_frows,
+                          R->n_drows);
     }
     for (size_t i = 0; i < R->n_drows; i++) {
         const report_depth *d = &R->drows[i];
         const report_fork *k = &R->frows[i];
         if (d->arm != k->arm || d->depth != k->depth || d->fork != k->fork) {
-            report_set_err(err, errlen, "%s/forks.tsv: arm %s depth %d: fork %d does not match "
-                           "depths.tsv (arm %s depth %d fork %d)", dir, R->arms[k->arm].name, k->depth,
-                           k->fork, R->arms[d->arm].name, d->depth, d->fork);
-            return -1;
+            return errmsg_set(err, errlen, -1, "%s/forks.tsv: arm %s depth %d: fork %d does not match "
+                              "depths.tsv (arm %s depth %d fork %d)", dir, R->arms[k->arm].name, k->depth,
+                              k->fork, R->arms[d->arm].name, d->depth, d->fork);
         }
     }
     return 0;

@@ -308,7 +308,7 @@ int report_verdicts_run(const report_results *R, const report_analysis *A, const
         if ((report_is_test_arm(R, i) || i == R->floor) && arm_verdict(R, A, X, m, i, &V->v[i])) goto oom;
     return 0;
 oom:
-    report_set_err(err, errlen, "out of memory computing the verdicts");
+    errmsg_set(err, errlen, -1, "out of memory computing the verdicts");
     return -1;
 }
 

@@ -280,7 +280,7 @@ int report_bins_plot(const char *dir, const report_results *R, const report_anal
         }
         int bad = fclose(d) != 0;
         d = NULL;
-        if (bad) { report_set_err(err, errlen, "write error in %s/%s", pd.path, name); goto done; }
+        if (bad) { errmsg_set(err, errlen, -1, "write error in %s/%s", pd.path, name); goto done; }
         const char *col = a == R->floor ? "#7f7f7f" : bin_palette[k % 8];
         fprintf(g, "%s\"%s\" using 1:3:4 with filledcurves lc rgb \"%s\" notitle, \"%s\" using 1:2 with linespoints "
                 "lw 2 pt 7 lc rgb \"%s\" title \"", k ? ", " : "", name, col, name, col);
@@ -292,11 +292,11 @@ int report_bins_plot(const char *dir, const report_results *R, const report_anal
             "set output \"kl_bins.svg\"\nreplot\nunset output\n");
     int bad = fclose(g) != 0;
     g = NULL;
-    if (bad) { report_set_err(err, errlen, "write error in %s/kl_bins.gp", pd.path); goto done; }
+    if (bad) { errmsg_set(err, errlen, -1, "write error in %s/kl_bins.gp", pd.path); goto done; }
     if (report_gnuplot_run(&pd, "kl_bins", err, errlen)) goto done;
     *drawn = report_outdir_nonempty(&pd, "kl_bins.png") && report_outdir_nonempty(&pd, "kl_bins.svg");
     if (!*drawn) {
-        report_set_err(err, errlen, "gnuplot did not write %s/kl_bins.png (see gnuplot.log)", pd.path);
+        errmsg_set(err, errlen, -1, "gnuplot did not write %s/kl_bins.png (see gnuplot.log)", pd.path);
         goto done;
     }
     rc = 0;

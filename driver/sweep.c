@@ -5,7 +5,8 @@
  * (writing, and replaying them for --resume); requests (timeouts, test hooks, worker faults and
  * restarts); bringing the arms to the journalled position; the measurements; sweep_run. */
 #include "driver/sweep.h"
-#include "proto/errmsg.h"
+#include "kernels/errmsg.h"
+#include "kernels/clock.h"
 
 #include <errno.h>
 #include <math.h>
@@ -122,11 +123,11 @@ static void fmt_eta(double s, char *buf, size_t len) {
 /* 1 when a line is due (force, or 0.1 s on a terminal / 5 s otherwise since the last one). */
 static int progress_due(const progress *p, int force) {
     if (p->quiet) return 0;
-    return force || workers_now_s() - p->last >= (p->tty ? 0.1 : 5.0);
+    return force || clock_s() - p->last >= (p->tty ? 0.1 : 5.0);
 }
 
 static void progress_print(progress *p, int depth_k, long done) {
-    double t = workers_now_s();
+    double t = clock_s();
     p->last = t;
     double el = t - p->t0, rate = el > 0 ? (done - p->base) / el : 0;
     char eta[32];
@@ -355,7 +356,7 @@ static int write_meta(sweep_state *st, const char *status, int complete, char *e
         if (c->margin_top1 > 0) json_object_set_new(mg, "top1_pp", json_real(c->margin_top1));
         json_object_set_new(root, "margins", mg);
     }
-    json_object_set_new(root, "wall_seconds", json_real(st->wall_prev + workers_now_s() - st->t0));
+    json_object_set_new(root, "wall_seconds", json_real(st->wall_prev + clock_s() - st->t0));
     struct rusage ru;   /* the driver's own memory: O(chunk x vocab x arms) in per-position mode */
     if (getrusage(RUSAGE_SELF, &ru) == 0)
         json_object_set_new(root, "driver_peak_rss", json_integer((json_int_t)ru.ru_maxrss * 1024));
@@ -878,10 +879,10 @@ static int call(sweep_state *st, int kind, double tokens, const char *what, char
     double spt = kind == KIND_PREFILL ? st->spt_prefill : kind == KIND_DECODE ? st->spt_decode
                : st->spt_prefill > 0 ? st->spt_prefill : st->spt_decode;
     int timeout = sweep_request_timeout_ms(spt, kind == KIND_OTHER ? 1 : tokens, c->request_timeout_ms);
-    double t = workers_now_s();
+    double t = clock_s();
     int rc = arm_call_all(st->arms, st->n, st->req, st->rep, c->recv_max, timeout, c->stop, st->codes, e, sizeof e);
     if (!rc) {
-        double per = (workers_now_s() - t) / (tokens > 1 ? tokens : 1);
+        double per = (clock_s() - t) / (tokens > 1 ? tokens : 1);
         if (kind == KIND_PREFILL && per > st->spt_prefill) st->spt_prefill = per;
         if (kind == KIND_DECODE && per > st->spt_decode) st->spt_decode = per;
         return 0;
@@ -1634,7 +1635,7 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
                 journal_buf b = { 0 };
                 jbuf_u32(&b, (uint32_t)pos);
                 jbuf_u32(&b, (uint32_t)(pos + m));
-                jbuf_f64(&b, st->wall_prev + workers_now_s() - st->t0);
+                jbuf_f64(&b, st->wall_prev + clock_s() - st->t0);
                 jbuf_str(&b, tp.p, tp.n);
                 jbuf_routing(st, &b);
                 ret = jn_append(st, JOURNAL_CHUNK, &b, err, errlen);
@@ -1701,7 +1702,7 @@ static int run_depths(sweep_state *st, char *err, size_t errlen) {
         jbuf_u32(&b, (uint32_t)k);
         jbuf_u32(&b, (uint32_t)d);
         jbuf_u32(&b, (uint32_t)st->pos_done);
-        jbuf_f64(&b, st->wall_prev + workers_now_s() - st->t0);
+        jbuf_f64(&b, st->wall_prev + clock_s() - st->t0);
         jbuf_str(&b, c->per_position ? tp.p : "", c->per_position ? tp.n : 0);
         jbuf_str(&b, td.p, td.n);
         jbuf_str(&b, tf.p, tf.n);
@@ -1791,7 +1792,7 @@ int sweep_run(const sweep_config *c, arm *arms, int n, sweep_outcome *out, char 
                           "--pin-experts (the passages' routing is not pinned)" : "no passages planned");
     st.k_journal = -1;
 
-    st.t0 = workers_now_s();
+    st.t0 = clock_s();
     time_t wall = c->date ? c->date : time(NULL);
     struct tm tmv;
     if (c->date) gmtime_r(&wall, &tmv);
@@ -1850,7 +1851,7 @@ int sweep_run(const sweep_config *c, arm *arms, int n, sweep_outcome *out, char 
     memset(&st.pg, 0, sizeof st.pg);
     st.pg.quiet = c->quiet;
     st.pg.tty = isatty(2);
-    st.pg.t0 = st.pg.last = workers_now_s();
+    st.pg.t0 = st.pg.last = clock_s();
     st.pg.total = c->depths[c->n_depths - 1];
     st.pg.base = st.pos_done;
     st.pg.n_depths = c->n_depths;

@@ -5,16 +5,9 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "proto/errmsg.h"
-
-double workers_now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "kernels/errmsg.h"
 
 /* ---- the arm options (sweep and needle) ---- */
 

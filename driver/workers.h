@@ -92,9 +92,6 @@ int workers_start(arm *arms, int n, const workers_opts *o, const volatile sig_at
  * stderr and appended to warnings (may be NULL). */
 int workers_stats(arm *a, proto_stats_rep *out, json_t *warnings);
 
-/* Seconds on CLOCK_MONOTONIC. */
-double workers_now_s(void);
-
 /* An arm's entry in a results folder's meta.json "arms" (sweep and needle alike): name, K/V
  * formats, KV bytes per token, url, remote, weight_arm, its model {path, sha256, arch, n_layer},
  * device; callers append their own keys. A new object the caller owns (json_decref). */

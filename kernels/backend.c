@@ -1,6 +1,7 @@
 /* backend.c — picks the implementation a config names and forwards each call to it (see
  * backend.h, backend_impl.h). */
 #include "kernels/backend_impl.h"
+#include "kernels/errmsg.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -19,10 +20,10 @@ int backend_create(const backend_model *m, const backend_config *cfg, backend **
     for (size_t i = 0; i < sizeof impls / sizeof impls[0]; i++)
         if (!strcmp(kind, impls[i]->kind)) return impls[i]->create(m, cfg, out, err, errlen);
     if (!strcmp(kind, "llama"))
-        snprintf(err, errlen, "backend 'llama' is not in this build: `make llama` builds llama.cpp (cached) and a "
-                 "strata-worker with it (README: \"Your llama.cpp as an arm\")");
+        errmsg_set(err, errlen, -1, "backend 'llama' is not in this build: `make llama` builds llama.cpp (cached) "
+                   "and a strata-worker with it (README: \"Your llama.cpp as an arm\")");
     else
-        snprintf(err, errlen, "backend '%s' is not in this build (cpu is)", kind);
+        errmsg_set(err, errlen, -1, "backend '%s' is not in this build (cpu is)", kind);
     return -1;
 }
 

@@ -13,6 +13,7 @@
  * bring them back exactly (hybrid_truncate; docs/DESIGN.md §3.1.3).
  */
 #include "kernels/backend_impl.h"
+#include "kernels/errmsg.h"
 #include "kernels/cache.h"
 #include "kernels/kv.h"
 #include "kernels/ops.h"
@@ -113,7 +114,7 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
     backend_cpu *b = calloc(1, sizeof *b);
     kv_fmt *fk = NULL, *fv = NULL;   /* [n_attn][n_kv] the formats of the layers with a KV cache */
     *out = NULL;
-    if (!b) { snprintf(err, errlen, "out of memory"); return -1; }
+    if (!b) return errmsg_set(err, errlen, -1, "out of memory");
     b->base.impl = &backend_cpu_impl;
     b->m = *m;
     b->max_T = cfg->max_tokens;
@@ -123,15 +124,15 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
     b->n_rec = nl - n_attn;
     if (b->n_rec > 0 && (m->ssm_conv < 1 || m->ssm_conv > BACKEND_MAX_CONV || m->ssm_d < 1 || m->ssm_nk < 1 ||
                          m->ssm_nv % m->ssm_nk)) {
-        snprintf(err, errlen, "linear-attention layers with conv kernel %d, head dim %d, %d key / %d value heads are not "
-                 "supported (conv kernel at most %d)", m->ssm_conv, m->ssm_d, m->ssm_nk, m->ssm_nv, BACKEND_MAX_CONV);
+        errmsg_set(err, errlen, -1, "linear-attention layers with conv kernel %d, head dim %d, %d key / %d value heads are not "
+                   "supported (conv kernel at most %d)", m->ssm_conv, m->ssm_d, m->ssm_nk, m->ssm_nv, BACKEND_MAX_CONV);
         goto fail;
     }
-    if (n_attn == 0) { snprintf(err, errlen, "the model has no attention layer (every layer is linear attention)"); goto fail; }
+    if (n_attn == 0) { errmsg_set(err, errlen, -1, "the model has no attention layer (every layer is linear attention)"); goto fail; }
     b->kv_layer = malloc(sizeof(int) * (size_t)nl);
     fk = malloc(sizeof *fk * (size_t)n_attn * m->n_kv);
     fv = malloc(sizeof *fv * (size_t)n_attn * m->n_kv);
-    if (!b->kv_layer || !fk || !fv) { snprintf(err, errlen, "out of memory"); goto fail; }
+    if (!b->kv_layer || !fk || !fv) { errmsg_set(err, errlen, -1, "out of memory"); goto fail; }
     for (int l = 0, a = 0; l < nl; l++) {   /* a linear layer's cells are ignored (backend.h) */
         b->kv_layer[l] = m->layers[l].recurrent ? -1 : a;
         if (m->layers[l].recurrent) continue;
@@ -159,7 +160,10 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
     free(fk);
     free(fv);
     fk = fv = NULL;
-    if (pool_create(cfg->threads, &b->p)) { snprintf(err, errlen, "cannot start %d threads", cfg->threads); goto fail; }
+    if (pool_create(cfg->threads, &b->p)) {
+        errmsg_set(err, errlen, -1, "cannot start %d threads", cfg->threads);
+        goto fail;
+    }
     size_t T = (size_t)cfg->max_tokens;
     b->x = alloc64(T * m->dim);
     b->xb = alloc64(T * m->dim);
@@ -223,7 +227,7 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
     b->attn_ws = alloc64(b->attn_ws_floats);
     if (!b->x || !b->xb || !b->q || !b->att || !b->k || !b->v || !b->h1 || !b->h2 || !b->cs_g || !b->cs_l ||
         !b->mm_ws || !b->attn_ws || !moe_ok || !hyb_ok) {
-        snprintf(err, errlen, "out of memory (prefill chunk %d)", cfg->max_tokens);
+        errmsg_set(err, errlen, -1, "out of memory (prefill chunk %d)", cfg->max_tokens);
         goto fail;
     }
     *out = &b->base;
@@ -526,14 +530,13 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
     cache *c = &b->c;
     pool *p = b->p;
     int dim = m->dim, qd = m->n_head * m->hd, kd = m->n_kv * m->hd;
-    if (T < 1 || T > b->max_T) { snprintf(err, errlen, "chunk of %d tokens (max %d)", T, b->max_T); return -1; }
+    if (T < 1 || T > b->max_T) return errmsg_set(err, errlen, -1, "chunk of %d tokens (max %d)", T, b->max_T);
     if (pos0 < 0 || pos0 + T > c->n_ctx) {
-        snprintf(err, errlen, "positions %d..%d exceed the context of %d tokens", pos0, pos0 + T - 1, c->n_ctx);
-        return -1;
+        return errmsg_set(err, errlen, -1, "positions %d..%d exceed the context of %d tokens", pos0, pos0 + T - 1,
+                          c->n_ctx);
     }
     if (pos0 > b->depth) {
-        snprintf(err, errlen, "a forward pass at position %d leaves a gap: the stream holds %d positions", pos0, b->depth);
-        return -1;
+        return errmsg_set(err, errlen, -1, "a forward pass at position %d leaves a gap: the stream holds %d positions", pos0, b->depth);
     }
     const int32_t *pin = b->pin;
     b->pin = NULL;   /* backend_route applies to this forward only */
@@ -543,8 +546,7 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
     if (b->n_rec > 0 && pos0 < b->depth && hybrid_truncate(b, pos0, err, errlen)) return -1;
     for (int t = 0; t < T; t++) {
         if (tokens[t] < 0 || tokens[t] >= m->n_vocab) {
-            snprintf(err, errlen, "token id %d at position %d is outside the vocabulary [0, %d)", tokens[t], pos0 + t, m->n_vocab);
-            return -1;
+            return errmsg_set(err, errlen, -1, "token id %d at position %d is outside the vocabulary [0, %d)", tokens[t], pos0 + t, m->n_vocab);
         }
         float *x = b->x + (size_t)t * dim;
         ops_weight_row(&m->tok_emb, tokens[t], x);
@@ -554,14 +556,13 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
         ops_rope_table(b->cs_l + (size_t)t * m->n_rot, pos0 + t, m->n_rot, &m->rope_local);
     }
     for (int i = 0; i < n_rows; i++)
-        if (rows[i] < 0 || rows[i] >= T) { snprintf(err, errlen, "row index %d outside the chunk", rows[i]); return -1; }
+        if (rows[i] < 0 || rows[i] >= T) return errmsg_set(err, errlen, -1, "row index %d outside the chunk", rows[i]);
     if (b->toks) memmove(b->toks + pos0, tokens, sizeof(int32_t) * (size_t)T);   /* a re-run passes toks itself */
     if (m->n_expert > 0 && pin)
         for (size_t i = 0; i < (size_t)T * m->n_layer * m->n_expert_used; i++)
             if (pin[i] < 0 || pin[i] >= m->n_expert) {
-                snprintf(err, errlen, "pinned expert id %d at position %d is outside [0, %d)", pin[i],
-                         pos0 + (int)(i / ((size_t)m->n_layer * m->n_expert_used)), m->n_expert);
-                return -1;
+                return errmsg_set(err, errlen, -1, "pinned expert id %d at position %d is outside [0, %d)", pin[i],
+                                  pos0 + (int)(i / ((size_t)m->n_layer * m->n_expert_used)), m->n_expert);
             }
     for (int l = 0, r = 0; l < m->n_layer; l++) {
         const backend_layer *ly = &m->layers[l];
@@ -631,7 +632,7 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
     if (n_rows > 0 && ops_matmul(p, &m->output, b->xb, logits, n_rows, m->n_vocab, b->mm_ws)) goto kfail;
     return 0;
 kfail:
-    snprintf(err, errlen, "a kernel of the forward pass refused its arguments or its scratch (a bug: create sizes the scratch)");
+    errmsg_set(err, errlen, -1, "a kernel of the forward pass refused its arguments or its scratch (a bug: create sizes the scratch)");
     return -1;
 }
 
@@ -672,8 +673,8 @@ static void cpu_route(backend *base, const int32_t *pin, int32_t *used) {
 static int cpu_truncate(backend *base, int depth, char *err, size_t errlen) {
     backend_cpu *b = (backend_cpu *)base;
     if (depth < 0 || depth > b->depth) {
-        snprintf(err, errlen, "cannot truncate to depth %d: the cache holds %d positions", depth, b->depth);
-        return -1;
+        return errmsg_set(err, errlen, -1, "cannot truncate to depth %d: the cache holds %d positions", depth,
+                          b->depth);
     }
     if (b->n_rec > 0 && depth < b->depth) return hybrid_truncate(b, depth, err, errlen);
     b->depth = depth;   /* the cache past it is overwritten by the next forward */

@@ -1,5 +1,6 @@
 /* cache.c — KV cache storage and attention. See cache.h for the canonical order. */
 #include "kernels/cache.h"
+#include "kernels/errmsg.h"
 #include "kernels/ops.h"
 
 #include <math.h>
@@ -20,12 +21,12 @@
 int cache_create_heads(cache *c, const kv_fmt *fk, const kv_fmt *fv, int n_layer, int n_kv, int hd,
                        int n_ctx, char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
-    if (n_layer < 1 || n_kv < 1) { snprintf(err, errlen, "a KV cache needs at least one layer and KV head"); return -1; }
+    if (n_layer < 1 || n_kv < 1) return errmsg_set(err, errlen, -1, "a KV cache needs at least one layer and KV head");
     size_t n_cells = (size_t)n_layer * n_kv;
     for (size_t i = 0; i < n_cells; i++)
         if (kv_fmt_check(fk[i], hd, err, errlen) || kv_fmt_check(fv[i], hd, err, errlen)) return -1;
     c->H = calloc(n_cells, sizeof *c->H);
-    if (!c->H) { snprintf(err, errlen, "out of memory"); return -1; }
+    if (!c->H) return errmsg_set(err, errlen, -1, "out of memory");
     c->n_layer = n_layer; c->n_kv = n_kv; c->hd = hd; c->n_ctx = n_ctx;
     for (size_t i = 0; i < n_cells; i++) {
         cache_head *H = &c->H[i];
@@ -52,8 +53,8 @@ int cache_create_heads(cache *c, const kv_fmt *fk, const kv_fmt *fv, int n_layer
         ok &= m[i] != MAP_FAILED;
     }
     if (!ok) {
-        snprintf(err, errlen, "cannot reserve a KV cache of %.1f GiB for %d tokens",
-                 (double)(c->k_bytes + c->v_bytes + c->kq_bytes + c->vq_bytes) / (1 << 30), n_ctx);
+        errmsg_set(err, errlen, -1, "cannot reserve a KV cache of %.1f GiB for %d tokens",
+                   (double)(c->k_bytes + c->v_bytes + c->kq_bytes + c->vq_bytes) / (1 << 30), n_ctx);
         for (int i = 0; i < 4; i++)
             if (m[i] != MAP_FAILED) munmap(m[i], len[i]);
         free(c->H);
@@ -70,10 +71,10 @@ int cache_create_heads(cache *c, const kv_fmt *fk, const kv_fmt *fv, int n_layer
 int cache_create(cache *c, kv_fmt fk, kv_fmt fv, int n_layer, int n_kv, int hd, int n_ctx,
                  char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
-    if (n_layer < 1 || n_kv < 1) { snprintf(err, errlen, "a KV cache needs at least one layer and KV head"); return -1; }
+    if (n_layer < 1 || n_kv < 1) return errmsg_set(err, errlen, -1, "a KV cache needs at least one layer and KV head");
     size_t n_cells = (size_t)n_layer * n_kv;
     kv_fmt *f = malloc(sizeof *f * 2 * n_cells);   /* [2][n_layer][n_kv] */
-    if (!f) { snprintf(err, errlen, "out of memory"); return -1; }
+    if (!f) return errmsg_set(err, errlen, -1, "out of memory");
     for (size_t i = 0; i < n_cells; i++) { f[i] = fk; f[n_cells + i] = fv; }
     int rc = cache_create_heads(c, f, f + n_cells, n_layer, n_kv, hd, n_ctx, err, errlen);
     free(f);

@@ -1,6 +1,7 @@
 /* kivi.c — KIVI-style 2- and 4-bit K groups and V rows (see kivi.h for the layouts and rules).
  * Plain portable C: these run once per stored token or group and once per decoded key. */
 #include "kernels/kivi.h"
+#include "kernels/errmsg.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -28,18 +29,17 @@ int kivi_check(kv_fmt f, int h, char *err, size_t errlen) {
     char name[40];
     kv_fmt_format(f, name, sizeof name);
     if (!kv_fmt_is_kivi(f) || !kv_fmt_valid(f)) {
-        snprintf(err, errlen, "kv format %d is not a kivi format", (int)f);
-        return -1;
+        return errmsg_set(err, errlen, -1, "kv format %d is not a kivi format", (int)f);
     }
     if (h < 4 || h > 1024 || h % 4 != 0 || (h > 32 && h % 32 != 0)) {
-        snprintf(err, errlen, "kv format %s needs a head dim that is a multiple of 4 up to 32, or a multiple of 32 "
-                 "up to 1024 (got %d)", name, h);
-        return -1;
+        return errmsg_set(err, errlen, -1,
+                          "kv format %s needs a head dim that is a multiple of 4 up to 32, or a multiple of 32 "
+                          "up to 1024 (got %d)", name, h);
     }
     if (4 * h % kivi_group(f) != 0) {
-        snprintf(err, errlen, "kv format %s needs a group G that divides 4 x the head dim (G %d, head dim %d): "
-                 "use a smaller -gG", name, kivi_group(f), h);
-        return -1;
+        return errmsg_set(err, errlen, -1,
+                          "kv format %s needs a group G that divides 4 x the head dim (G %d, head dim %d): "
+                          "use a smaller -gG", name, kivi_group(f), h);
     }
     return 0;
 }

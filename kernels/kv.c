@@ -8,6 +8,7 @@
  * faster than through fp16_to_f32); tests/test_kv.c checks them against the scalar conversions
  * for every code. */
 #include "kernels/kv.h"
+#include "kernels/errmsg.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -118,25 +119,25 @@ int kv_fmt_check(kv_fmt f, int h, char *err, size_t errlen) {
     const char *name = kv_fmt_name(f);
     kv_fmt base = kv_fmt_base(f);
     if (!kv_fmt_valid(f))
-        snprintf(err, errlen, "kv format %d is not a format", (int)f);
+        errmsg_set(err, errlen, -1, "kv format %d is not a format", (int)f);
     else if (h < 1)
-        snprintf(err, errlen, "kv format %s needs a head dim >= 1 (got %d)", name, h);
+        errmsg_set(err, errlen, -1, "kv format %s needs a head dim >= 1 (got %d)", name, h);
     else if (f == KV_Q4_0R)
-        snprintf(err, errlen, "kv format q4_0r needs a head dim that is a power of two in [32, %d] "
-                 "(got %d)", KV_HADAMARD_MAX, h);
+        errmsg_set(err, errlen, -1, "kv format q4_0r needs a head dim that is a power of two in [32, %d] "
+                   "(got %d)", KV_HADAMARD_MAX, h);
     else if (f == KV_TQ3 || f == KV_TQ4)
-        snprintf(err, errlen, "kv format %s needs a head dim that is a power of two in [8, %d] (got %d)", name,
-                 KV_HADAMARD_MAX, h);
+        errmsg_set(err, errlen, -1, "kv format %s needs a head dim that is a power of two in [8, %d] (got %d)", name,
+                   KV_HADAMARD_MAX, h);
     else if (kv_row_bytes(base, h) == 0)
-        snprintf(err, errlen, "kv format %s needs a head dim %s (got %d)", name, base_rule(base), h);
+        errmsg_set(err, errlen, -1, "kv format %s needs a head dim %s (got %d)", name, base_rule(base), h);
     else if (kv_fmt_rotation(f) == KV_ROT_H)
-        snprintf(err, errlen, "kv format %s needs a head dim that is a power of two <= %d (got %d)%s", name,
-                 KV_HADAMARD_MAX, h, h % KV_ROT_BLOCK == 0 && h <= KV_HADAMARD_MAX ?
-                 "; for llama.cpp's rotation of such a head use +rotp (blocks of the largest power of two "
-                 "dividing it)" : "");
+        errmsg_set(err, errlen, -1, "kv format %s needs a head dim that is a power of two <= %d (got %d)%s", name,
+                   KV_HADAMARD_MAX, h, h % KV_ROT_BLOCK == 0 && h <= KV_HADAMARD_MAX ?
+                   "; for llama.cpp's rotation of such a head use +rotp (blocks of the largest power of two "
+                   "dividing it)" : "");
     else
-        snprintf(err, errlen, "kv format %s needs a head dim that is a power of two below %d, or a multiple of %d "
-                 "up to %d (got %d)", name, KV_ROT_BLOCK, KV_ROT_BLOCK, KV_HADAMARD_MAX, h);
+        errmsg_set(err, errlen, -1, "kv format %s needs a head dim that is a power of two below %d, or a multiple "
+                   "of %d up to %d (got %d)", name, KV_ROT_BLOCK, KV_ROT_BLOCK, KV_HADAMARD_MAX, h);
     return -1;
 }
 

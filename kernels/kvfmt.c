@@ -2,6 +2,7 @@
  * nothing but the C library: the driver links this file alone to check arm specs
  * (docs/DESIGN.md §1.1). */
 #include "kernels/kvfmt.h"
+#include "kernels/errmsg.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -181,7 +182,7 @@ static int place(const char *q, const char *qe, kv_mix *m, int i) {
 int kv_mix_parse(const char *spec, kv_mix *out, char *err, size_t errlen) {
     kv_mix m = {0};
     const char *p = spec;
-    if (!spec || !*spec) { snprintf(err, errlen, "empty KV format"); return -1; }
+    if (!spec || !*spec) return errmsg_set(err, errlen, -1, "empty KV format");
     for (;;) {
         const char *end = strchr(p, '+');
         size_t len = end ? (size_t)(end - p) : strlen(p);
@@ -191,42 +192,36 @@ int kv_mix_parse(const char *spec, kv_mix *out, char *err, size_t errlen) {
         if (rot) {
             /* a modifier of the item before it */
             if (m.n == 0) {
-                snprintf(err, errlen, "'%.*s' in KV format mix '%s' has no format before it (write FMT+%.*s)",
-                         (int)nlen, p, spec, (int)nlen, p);
-                return -1;
+                return errmsg_set(err, errlen, -1,
+                                  "'%.*s' in KV format mix '%s' has no format before it (write FMT+%.*s)", (int)nlen, p,
+                                  spec, (int)nlen, p);
             }
             i = m.n - 1;
             if (kv_fmt_is_kivi(m.it[i].f)) {
-                snprintf(err, errlen, "'%.*s' in KV format mix '%s': kivi formats take no rotation", (int)nlen, p, spec);
-                return -1;
+                return errmsg_set(err, errlen, -1, "'%.*s' in KV format mix '%s': kivi formats take no rotation", (int)nlen, p, spec);
             }
             if (kv_fmt_rotation(m.it[i].f)) {
-                snprintf(err, errlen, "'%.*s' in KV format mix '%s' rotates %s, which is rotated already", (int)nlen,
-                         p, spec, kv_fmt_name(m.it[i].f));
-                return -1;
+                return errmsg_set(err, errlen, -1, "'%.*s' in KV format mix '%s' rotates %s, which is rotated already",
+                                  (int)nlen, p, spec, kv_fmt_name(m.it[i].f));
             }
             if (at && (m.it[i].layers || m.it[i].heads)) {
-                snprintf(err, errlen, "KV format mix '%s' gives %s two places (write FMT+%.*s@WHERE or "
-                         "FMT@WHERE+%.*s)", spec, kv_fmt_name(m.it[i].f), (int)nlen, p, (int)nlen, p);
-                return -1;
+                return errmsg_set(err, errlen, -1, "KV format mix '%s' gives %s two places (write FMT+%.*s@WHERE or "
+                                  "FMT@WHERE+%.*s)", spec, kv_fmt_name(m.it[i].f), (int)nlen, p, (int)nlen, p);
             }
             m.it[i].f = (kv_fmt)((int)m.it[i].f | rot);
         } else {
             if (m.n == KV_MIX_ITEMS) {
-                snprintf(err, errlen, "KV format mix '%s' has more than %d items", spec, KV_MIX_ITEMS);
-                return -1;
+                return errmsg_set(err, errlen, -1, "KV format mix '%s' has more than %d items", spec, KV_MIX_ITEMS);
             }
             if (base_parse(p, nlen, &m.it[i].f)) {
-                snprintf(err, errlen, "unknown KV format '%.*s' in '%s' (formats: %s; %s)", (int)(nlen > 40 ? 40 : nlen),
-                         p, spec, KV_FMT_NAMES, MIX_SYNTAX);
-                return -1;
+                return errmsg_set(err, errlen, -1, "unknown KV format '%.*s' in '%s' (formats: %s; %s)", (int)(nlen > 40 ? 40 : nlen),
+                                  p, spec, KV_FMT_NAMES, MIX_SYNTAX);
             }
             m.n++;
         }
         if (at && place(at + 1, p + len, &m, i)) {
-            snprintf(err, errlen, "bad place '%.*s' in KV format mix '%s' (%s)", (int)(p + len - at - 1), at + 1,
-                     spec, MIX_SYNTAX);
-            return -1;
+            return errmsg_set(err, errlen, -1, "bad place '%.*s' in KV format mix '%s' (%s)", (int)(p + len - at - 1),
+                              at + 1, spec, MIX_SYNTAX);
         }
         if (!end) break;
         p = end + 1;
@@ -236,9 +231,8 @@ int kv_mix_parse(const char *spec, kv_mix *out, char *err, size_t errlen) {
         m.it[i].rest = !m.it[i].layers && !m.it[i].heads;
         if (!m.it[i].rest) continue;
         if (def >= 0) {
-            snprintf(err, errlen, "KV format mix '%s' has two default items (%s and %s)", spec,
-                     kv_fmt_name(m.it[def].f), kv_fmt_name(m.it[i].f));
-            return -1;
+            return errmsg_set(err, errlen, -1, "KV format mix '%s' has two default items (%s and %s)", spec,
+                              kv_fmt_name(m.it[def].f), kv_fmt_name(m.it[i].f));
         }
         def = i;
     }
@@ -262,22 +256,19 @@ int kv_mix_cells(const kv_mix *m, int n_layer, int n_kv, kv_fmt *out, char *err,
         if (m->it[i].rest) { def = i; continue; }
         int l0 = 0, l1 = n_layer - 1, g0 = 0, g1 = n_kv - 1, bad = 0;
         if (m->it[i].layers && resolve(m->it[i].lo, m->it[i].hi, n_layer, &l0, &l1, &bad)) {
-            snprintf(err, errlen, "KV format mix: layer %d is past the model's %d layers (0..%d)", bad, n_layer,
-                     n_layer - 1);
-            return -1;
+            return errmsg_set(err, errlen, -1, "KV format mix: layer %d is past the model's %d layers (0..%d)", bad,
+                              n_layer, n_layer - 1);
         }
         if (m->it[i].heads && resolve(m->it[i].hlo, m->it[i].hhi, n_kv, &g0, &g1, &bad)) {
-            snprintf(err, errlen, "KV format mix: KV head %d is past the model's %d KV heads (0..%d)", bad, n_kv,
-                     n_kv - 1);
-            return -1;
+            return errmsg_set(err, errlen, -1, "KV format mix: KV head %d is past the model's %d KV heads (0..%d)", bad,
+                              n_kv, n_kv - 1);
         }
         for (int l = l0; l <= l1; l++)
             for (int g = g0; g <= g1; g++) {
                 kv_fmt *c = &out[(size_t)l * n_kv + g];
                 if (*c != KV_NFMT) {
-                    snprintf(err, errlen, "KV format mix: layer %d KV head %d is given twice (%s and %s)", l, g,
-                             kv_fmt_name(*c), kv_fmt_name(m->it[i].f));
-                    return -1;
+                    return errmsg_set(err, errlen, -1, "KV format mix: layer %d KV head %d is given twice (%s and %s)",
+                                      l, g, kv_fmt_name(*c), kv_fmt_name(m->it[i].f));
                 }
                 *c = m->it[i].f;
             }
@@ -285,9 +276,9 @@ int kv_mix_cells(const kv_mix *m, int n_layer, int n_kv, kv_fmt *out, char *err,
     for (int c = 0; c < n_layer * n_kv; c++) {
         if (out[c] != KV_NFMT) continue;
         if (def < 0) {
-            snprintf(err, errlen, "KV format mix: layer %d KV head %d has no format (name it, or add a default item)",
-                     c / n_kv, c % n_kv);
-            return -1;
+            return errmsg_set(err, errlen, -1,
+                              "KV format mix: layer %d KV head %d has no format (name it, or add a default item)",
+                              c / n_kv, c % n_kv);
         }
         out[c] = m->it[def].f;
     }

@@ -7,7 +7,7 @@
  * proto_encode_size / proto_encode_into and pack allocate nothing (the packer writes into a sink
  * over the caller's buffer); proto_msg_free frees what proto_decode allocated. */
 #include "proto/codec.h"
-#include "proto/errmsg.h"
+#include "kernels/errmsg.h"
 
 #include <inttypes.h>
 #include <math.h>

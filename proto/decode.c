@@ -8,7 +8,7 @@
  * call; the message owns them and proto_msg_free (proto/codec.c) frees them. On failure
  * proto_decode frees whatever it had allocated. msgpack-c's own zone is freed before returning. */
 #include "proto/codec.h"
-#include "proto/errmsg.h"
+#include "kernels/errmsg.h"
 
 #include <inttypes.h>
 #include <math.h>

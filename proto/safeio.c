@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "proto/errmsg.h"
+#include "kernels/errmsg.h"
 
 static const char *kind_of(mode_t m) {
     if (S_ISDIR(m)) return "a directory";

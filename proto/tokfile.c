@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto/errmsg.h"
+#include "kernels/errmsg.h"
 #include "proto/proto.h"
 #include "proto/safeio.h"
 

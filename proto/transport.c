@@ -10,7 +10,8 @@
  * a received nng message is decoded (payloads copied out, malloc'd by the decoder and owned by the
  * caller's proto_msg) and freed here. PEM texts read for the key check are freed before return. */
 #include "proto/transport.h"
-#include "proto/errmsg.h"
+#include "kernels/errmsg.h"
+#include "kernels/clock.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -18,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -40,12 +40,6 @@ static int nng_code(int rv) {
 
 static nng_duration to_duration(int timeout_ms) {
     return timeout_ms < 0 ? NNG_DURATION_INFINITE : (nng_duration)timeout_ms;
-}
-
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- listen URLs ---------------------------------------------------------------------------- */
@@ -401,11 +395,11 @@ static int dial_wait(nng_socket s, nng_dialer d, const char *url, int timeout_ms
     /* The req socket's send descriptor becomes readable once a connection to a rep peer is up. */
     if ((rv = nng_socket_get_int(s, NNG_OPT_SENDFD, &fd)))
         return endpoint_fail(0, url, s, NULL, "get NNG_OPT_SENDFD", rv, err, errlen);
-    int64_t deadline = now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+    int64_t deadline = clock_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
     for (;;) {
         int wait = -1;
         if (timeout_ms >= 0) {
-            int64_t left = deadline - now_ms();
+            int64_t left = deadline - clock_ms();
             wait = left > 0 ? (int)left : 0;
         }
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
@@ -420,7 +414,7 @@ static int dial_wait(nng_socket s, nng_dialer d, const char *url, int timeout_ms
                                   "our --tls-ca signed the worker's certificate and that it names this host, and that "
                                   "the CA the worker trusts signed our --tls-cert", url, refused);
             }
-            if (timeout_ms >= 0 && now_ms() < deadline) continue;
+            if (timeout_ms >= 0 && clock_ms() < deadline) continue;
         }
         if (n == 0) {
             nng_close(s);

@@ -46,7 +46,7 @@ for fam in neon c; do
     [ $fam = c ] && extra="-DVEC_FORCE_C"
     # objects rebuilt only when their source (or a header) is newer; two compilers at a time
     srcs="$(ls kernels/*.c) worker/gguf.c proto/safeio.c tests/test_simd.c tests/test_kv.c tests/test_quant.c"
-    newest_h=$(ls -t kernels/*.h worker/gguf.h proto/safeio.h proto/errmsg.h tests/check.h tests/proc.h | head -n 1)
+    newest_h=$(ls -t kernels/*.h worker/gguf.h proto/safeio.h tests/check.h tests/proc.h | head -n 1)
     for src in $srcs; do
         o=$dir/obj/$(echo "${src%.c}" | tr / _).o
         if [ ! -f "$o" ] || [ "$src" -nt "$o" ] || [ "$newest_h" -nt "$o" ]; then echo "$src $o"; fi

@@ -3,7 +3,7 @@
  * allocated: proc_slurp returns a static buffer, the rest write into the caller's). The folder a
  * child's output goes to and the program it runs are parameters, never globals.
  *
- *   proc_now_s()                          the monotonic clock, in seconds
+ *   clock_s()                             the monotonic clock, in seconds (kernels/clock.h)
  *   proc_sleep_ms(ms)
  *   proc_spawn(dir, prog, tag, args)      starts prog with args (NULL-terminated, at most
  *                                         PROC_MAX_ARGS), stdin /dev/null, stdout and stderr into
@@ -26,13 +26,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PROC_MAX_ARGS 40
+#include "kernels/clock.h"
 
-static inline double proc_now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#define PROC_MAX_ARGS 40
 
 static inline void proc_sleep_ms(int ms) {
     struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };

@@ -754,7 +754,7 @@ static void test_bombs(void) {
         {wide, w, PROTO_E_TOOBIG, "map of 100 arrays of 100 nils"},
     };
     long rss0 = max_rss_kib();
-    double t0 = proc_now_s();
+    double t0 = clock_s();
     for (size_t i = 0; i < sizeof bombs / sizeof bombs[0]; i++) {
         proto_msg m;
         char err[256] = "";
@@ -762,7 +762,7 @@ static void test_bombs(void) {
         CHECK(rc == bombs[i].code && err[0], "bomb %s refused: code %d \"%s\"", bombs[i].name, rc, err);
         proto_msg_free(&m);
     }
-    double dt = proc_now_s() - t0;
+    double dt = clock_s() - t0;
     long rss1 = max_rss_kib();
     CHECK(dt < 0.5, "all bombs refused in %.3f s", dt);
     CHECK(rss1 - rss0 < 32 * 1024, "peak RSS grew by %ld KiB (< 32 MiB)", rss1 - rss0);
@@ -964,9 +964,9 @@ static void test_live(void) {
     nng_socket c;
 
     /* nobody listens: dial times out */
-    double t0 = proc_now_s();
+    double t0 = clock_s();
     int rc = proto_dial(none_url, 300, 1 << 20, &c, err, sizeof err);
-    double dt = proc_now_s() - t0;
+    double dt = clock_s() - t0;
     CHECK(rc == PROTO_E_TIMEOUT && dt >= 0.25 && dt < 3.0,
           "dial with no listener: timeout after %.2f s (\"%s\")", dt, err);
 
@@ -975,9 +975,9 @@ static void test_live(void) {
     snprintf(sv.url, sizeof sv.url, "%s", url);
     pthread_t th;
     pthread_create(&th, NULL, serve, &sv);
-    t0 = proc_now_s();
+    t0 = clock_s();
     rc = proto_dial(url, 5000, 1 << 20, &c, err, sizeof err);
-    dt = proc_now_s() - t0;
+    dt = clock_s() - t0;
     CHECK(rc == 0 && dt >= 0.2, "dial retries until the server listens (%.2f s) (%s)", dt, rc ? err : "ok");
     if (rc) { pthread_join(th, NULL); return; }
 
@@ -1112,9 +1112,9 @@ static void test_live(void) {
     /* over nng's receive cap: nng drops the connection, the call fails, the server keeps serving */
     req.id = 10;
     req.prefill_req.n_tokens = 2000;  /* ~8 KB > SERVER_RECV_MAX */
-    t0 = proc_now_s();
+    t0 = clock_s();
     rc = proto_call(c, &req, &rep, 1 << 20, err, sizeof err);
-    dt = proc_now_s() - t0;
+    dt = clock_s() - t0;
     CHECK(rc == PROTO_E_TRANSPORT && dt < 3.0, "request over nng's receive cap: connection dropped (\"%s\")", err);
     proto_init(&req, PROTO_HELLO, 0, 11);
     rc = proto_call(c, &req, &rep, 1 << 20, err, sizeof err);
@@ -1136,9 +1136,9 @@ static void test_live(void) {
     proto_init(&req, PROTO_GENERATE, 0, 13);
     req.generate_req.n = 2;
     req.generate_req.seed = 12345;
-    t0 = proc_now_s();
+    t0 = clock_s();
     rc = proto_call(c, &req, &rep, 1 << 20, err, sizeof err);
-    dt = proc_now_s() - t0;
+    dt = clock_s() - t0;
     CHECK(rc == PROTO_E_TIMEOUT && dt >= 0.15, "slow reply: timeout after %.2f s (\"%s\")", dt, err);
     nng_socket_set_ms(c, NNG_OPT_RECVTIMEO, 5000);
     proto_init(&req, PROTO_HELLO, 0, 14);
@@ -1149,9 +1149,9 @@ static void test_live(void) {
     /* the server dies mid-request: the call fails at once (no resend, no waiting for a timeout) */
     proto_init(&req, PROTO_TRUNCATE, 0, 15);
     req.truncate_req.depth = 666;
-    t0 = proc_now_s();
+    t0 = clock_s();
     rc = proto_call(c, &req, &rep, 1 << 20, err, sizeof err);
-    dt = proc_now_s() - t0;
+    dt = clock_s() - t0;
     CHECK(rc == PROTO_E_TRANSPORT && dt < 2.0, "server died: transport error after %.2f s (\"%s\")", dt, err);
     pthread_join(th, NULL);
     CHECK(sv.n_bad == 3, "first server answered 3 bad requests with errors (got %d)", sv.n_bad);

@@ -322,9 +322,9 @@ static void run_big(const tok_vocab *v, const char *name, int spm) {
     int32_t *ids = NULL;
     size_t n = 0, dl = 0;
     char err[256];
-    double t0 = proc_now_s();
+    double t0 = clock_s();
     int rc = tok_encode(v, text, len, 0, 0, &ids, &n, err, sizeof err);
-    double dt = proc_now_s() - t0;
+    double dt = clock_s() - t0;
     char *d = rc == 0 ? detok(v, ids, n, &dl) : NULL;
     size_t pre = spm ? 1 : 0;
     CHECK(rc == 0 && d && dl == len + pre && memcmp(d + pre, text, len) == 0 && dt < 30,
@@ -335,9 +335,9 @@ static void run_big(const tok_vocab *v, const char *name, int spm) {
         x ^= x << 13; x ^= x >> 7; x ^= x << 17;
         text[i] = (char)(x >> 32);
     }
-    t0 = proc_now_s();
+    t0 = clock_s();
     rc = tok_encode(v, text, len, 0, 0, &ids, &n, err, sizeof err);
-    dt = proc_now_s() - t0;
+    dt = clock_s() - t0;
     CHECK(rc == 0 && n > 0 && dt < 30, "%s: 1 MB of random bytes -> %zu tokens in %.2f s", name, n, dt);
     if (spm) {
         d = rc == 0 ? detok(v, ids, n, &dl) : NULL;
@@ -362,9 +362,9 @@ static void run_speed(const tok_vocab *v, const char *fix) {
     int32_t *ids = NULL;
     size_t n = 0, dl = 0;
     char err[256];
-    double t0 = proc_now_s();
+    double t0 = clock_s();
     int rc = tok_encode(v, text, len, 0, 0, &ids, &n, err, sizeof err);
-    double dt = proc_now_s() - t0;
+    double dt = clock_s() - t0;
     printf("    gpt-2 vocab: 1 MB of prose -> %zu tokens in %.3f s (%.1f MB/s)\n", n, dt, 1.0 / dt);
     char *d = rc == 0 ? detok(v, ids, n, &dl) : NULL;
     CHECK(rc == 0 && d && dl == len && memcmp(d, text, len) == 0 && dt < 20,

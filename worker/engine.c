@@ -1,6 +1,7 @@
 /* engine.c — see engine.h. */
 #include "worker/engine.h"
-#include "proto/errmsg.h"
+#include "kernels/errmsg.h"
+#include "kernels/clock.h"
 #include "kernels/sample.h"
 
 #include <math.h>
@@ -8,14 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- the memory check ------------------------------------------------------------------------ */
 
@@ -122,11 +116,11 @@ static int engine_backend(engine *e, const char *kv_k_mix, const char *kv_v_mix,
     const char *spec[2] = { kv_k_mix, kv_v_mix };
     kv_fmt plain[2] = { cfg->kv_k, cfg->kv_v };
     kv_fmt *f = malloc(sizeof *f * 2 * nc);           /* [2][n_layer][n_kv]: K, V */
-    if (!f) { snprintf(err, errlen, "out of memory"); return -1; }
+    if (!f) return errmsg_set(err, errlen, -1, "out of memory");
     for (int v = 0; v < 2; v++) {
         if (spec[v]) {
             kv_mix mx;
-            if (strlen(spec[v]) >= ENGINE_KV_NAME_MAX) { snprintf(err, errlen, "KV format mix '%.40s...' is too long", spec[v]); goto done; }
+            if (strlen(spec[v]) >= ENGINE_KV_NAME_MAX) { errmsg_set(err, errlen, -1, "KV format mix '%.40s...' is too long", spec[v]); goto done; }
             if (kv_mix_parse(spec[v], &mx, err, errlen) || kv_mix_cells(&mx, nl, nkv, f + (size_t)v * nc, err, errlen)) goto done;
             snprintf(e->kv_name[v], sizeof e->kv_name[v], "%s", spec[v]);
         } else {
@@ -142,7 +136,7 @@ static int engine_backend(engine *e, const char *kv_k_mix, const char *kv_v_mix,
     const char *dev = NULL, *colon = cfg->backend ? strchr(cfg->backend, ':') : NULL;
     if (cfg->backend) {
         size_t kl = colon ? (size_t)(colon - cfg->backend) : strlen(cfg->backend);
-        if (kl >= sizeof kind) { snprintf(err, errlen, "unknown backend '%.40s'", cfg->backend); goto done; }
+        if (kl >= sizeof kind) { errmsg_set(err, errlen, -1, "unknown backend '%.40s'", cfg->backend); goto done; }
         memcpy(kind, cfg->backend, kl);
         kind[kl] = 0;
         dev = colon ? colon + 1 : NULL;
@@ -175,20 +169,20 @@ int engine_create_mix(const engine_config *cfg, const char *kv_k_mix, const char
     engine *e = calloc(1, sizeof *e);
     *out = NULL;
     if (warn && warnlen) warn[0] = 0;
-    if (!e) { snprintf(err, errlen, "out of memory"); return -1; }
+    if (!e) return errmsg_set(err, errlen, -1, "out of memory");
     e->cfg = *cfg;
     e->base_depth = -1;
     /* llama.cpp maps the file itself: strata's loader maps it too, so the pages are shared */
     if (cfg->backend && strcmp(cfg->backend, "cpu")) e->cfg.mmap_weights = 1;
-    if (cfg->threads < 1 || cfg->chunk < 1) { snprintf(err, errlen, "threads and prefill chunk must be >= 1"); goto fail; }
+    if (cfg->threads < 1 || cfg->chunk < 1) { errmsg_set(err, errlen, -1, "threads and prefill chunk must be >= 1"); goto fail; }
     if (model_load_as(cfg->model_path, e->cfg.mmap_weights ? GGUF_HOLD_MAP : GGUF_HOLD_COPY, &e->m, err, errlen, warn,
                       warnlen)) goto fail;
     e->m->rope_global.f32_angles = e->m->rope_local.f32_angles = cfg->rope_f32_angles ? 1 : 0;
     if (tok_load(e->m->g, &e->tok, err, errlen)) goto fail;
     if (tok_n_vocab(e->tok) > e->m->n_vocab) {
-        snprintf(err, errlen, "%s: the tokenizer has %d tokens but the model has %d embedding rows "
-                 "(token_embd.weight): ids from %d on would read outside it", cfg->model_path,
-                 tok_n_vocab(e->tok), e->m->n_vocab, e->m->n_vocab);
+        errmsg_set(err, errlen, -1, "%s: the tokenizer has %d tokens but the model has %d embedding rows "
+                   "(token_embd.weight): ids from %d on would read outside it", cfg->model_path,
+                   tok_n_vocab(e->tok), e->m->n_vocab, e->m->n_vocab);
         goto fail;
     }
     e->n_ctx = cfg->n_ctx > 0 ? cfg->n_ctx : e->m->n_ctx_train;
@@ -198,7 +192,7 @@ int engine_create_mix(const engine_config *cfg, const char *kv_k_mix, const char
     if (engine_backend(e, kv_k_mix, kv_v_mix, mem, err, errlen)) goto fail;
     e->last = malloc(sizeof(float) * (size_t)e->m->n_vocab);
     e->base_row = malloc(sizeof(float) * (size_t)e->m->n_vocab);
-    if (!e->last || !e->base_row) { snprintf(err, errlen, "out of memory"); goto fail; }
+    if (!e->last || !e->base_row) { errmsg_set(err, errlen, -1, "out of memory"); goto fail; }
     *out = e;
     return 0;
 fail:
@@ -269,18 +263,17 @@ int engine_prefill_routed(engine *e, const int32_t *tokens, size_t n, int rows, 
         return 0;
     }
     if (n > (size_t)(e->n_ctx - e->n_past)) {
-        snprintf(err, errlen, "prefill of %zu tokens at depth %d exceeds the context of %d tokens", n, e->n_past, e->n_ctx);
-        return -1;
+        return errmsg_set(err, errlen, -1, "prefill of %zu tokens at depth %d exceeds the context of %d tokens", n, e->n_past, e->n_ctx);
     }
     for (size_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= V) {
-            snprintf(err, errlen, "token id %d at index %zu is outside the vocabulary [0, %d)", tokens[i], i, V);
-            return -1;
+            return errmsg_set(err, errlen, -1, "token id %d at index %zu is outside the vocabulary [0, %d)", tokens[i],
+                              i, V);
         }
     size_t n_rows = rows == ENGINE_ROWS_ALL ? n : rows == ENGINE_ROWS_LAST ? 1 : 0;
     if (n_rows && !(outb = malloc(sizeof(float) * (size_t)V * n_rows))) goto oom;
     if (!(row_idx = malloc(sizeof(int) * (size_t)chunk))) goto oom;
-    double t0 = now_s();
+    double t0 = clock_s();
     int start = e->n_past;
     for (size_t off = 0; off < n; off += (size_t)chunk) {
         int T = n - off < (size_t)chunk ? (int)(n - off) : chunk;
@@ -317,11 +310,11 @@ int engine_prefill_routed(engine *e, const int32_t *tokens, size_t n, int rows, 
         e->n_past = start;
         e->last_valid = 0;
         e->base_depth = -1;
-        snprintf(err, errlen, "non-finite logits (NaN or inf) at position %lld: the forward pass overflowed "
-                 "(model weights or KV format)", (long long)bad_pos);
-        return -1;
+        return errmsg_set(err, errlen, -1,
+                          "non-finite logits (NaN or inf) at position %lld: the forward pass overflowed "
+                          "(model weights or KV format)", (long long)bad_pos);
     }
-    e->prefill_seconds += now_s() - t0;
+    e->prefill_seconds += clock_s() - t0;
     e->prefill_tokens += n;
     e->last_valid = 1;
     e->base_depth = -1;
@@ -333,8 +326,7 @@ int engine_prefill_routed(engine *e, const int32_t *tokens, size_t n, int rows, 
 oom:
     free(row_idx);
     free(outb);
-    snprintf(err, errlen, "out of memory");
-    return -1;
+    return errmsg_set(err, errlen, -1, "out of memory");
 }
 
 int engine_generate(engine *e, int n, double temperature, uint64_t seed, int32_t *tokens, float *gaps,
@@ -345,34 +337,31 @@ int engine_generate(engine *e, int n, double temperature, uint64_t seed, int32_t
 int engine_generate_p(engine *e, int n, double temperature, double top_p, uint64_t seed, int32_t *tokens,
                       float *gaps, char *err, size_t errlen) {
     int V = e->m->n_vocab;
-    if (!e->last_valid) { snprintf(err, errlen, "generate needs a prefilled state (prefill at least one token first)"); return -1; }
+    if (!e->last_valid) return errmsg_set(err, errlen, -1, "generate needs a prefilled state (prefill at least one token first)");
     if (n < 0 || !(temperature >= 0) || !isfinite(temperature) || !(top_p > 0 && top_p <= 1)) {
-        snprintf(err, errlen, "bad generate arguments");
-        return -1;
+        return errmsg_set(err, errlen, -1, "bad generate arguments");
     }
     if (n > 1 && n - 1 > e->n_ctx - e->n_past) {
-        snprintf(err, errlen, "generating %d tokens at depth %d exceeds the context of %d tokens", n, e->n_past, e->n_ctx);
-        return -1;
+        return errmsg_set(err, errlen, -1, "generating %d tokens at depth %d exceeds the context of %d tokens", n, e->n_past, e->n_ctx);
     }
     int start = e->n_past;
     memcpy(e->base_row, e->last, sizeof(float) * (size_t)V);
-    double t0 = now_s();
+    double t0 = clock_s();
     int row0 = 0;
     for (int i = 0; i < n; i++) {
         float gap;
         if (first_nonfinite(e->last, (size_t)V) >= 0) {
             e->last_valid = 0;
             e->base_depth = start;   /* truncate(start) restores the state of before the call */
-            snprintf(err, errlen, "non-finite logits (NaN or inf) after position %d, step %d of %d of generate: "
-                     "the forward pass overflowed (model weights or KV format)", e->n_past - 1, i + 1, n);
-            return -1;
+            return errmsg_set(err, errlen, -1,
+                              "non-finite logits (NaN or inf) after position %d, step %d of %d of generate: "
+                              "the forward pass overflowed (model weights or KV format)", e->n_past - 1, i + 1, n);
         }
         int tok = engine_argmax(e->last, V, &gap);
         if (temperature > 0 && (tok = sample_token(e->last, V, temperature, top_p, sample_uniform(seed, (uint64_t)i))) < 0) {
             e->last_valid = 0;
             e->base_depth = start;
-            snprintf(err, errlen, "out of memory sampling step %d", i + 1);
-            return -1;
+            return errmsg_set(err, errlen, -1, "out of memory sampling step %d", i + 1);
         }
         tokens[i] = tok;
         gaps[i] = gap;
@@ -385,15 +374,14 @@ int engine_generate_p(engine *e, int n, double temperature, double top_p, uint64
         e->n_past++;
         e->decode_tokens++;
     }
-    e->decode_seconds += now_s() - t0;
+    e->decode_seconds += clock_s() - t0;
     e->base_depth = start;
     return 0;
 }
 
 int engine_truncate(engine *e, int depth, char *err, size_t errlen) {
     if (depth < 0 || depth > e->n_past) {
-        snprintf(err, errlen, "cannot truncate to depth %d: the stream holds %d tokens", depth, e->n_past);
-        return -1;
+        return errmsg_set(err, errlen, -1, "cannot truncate to depth %d: the stream holds %d tokens", depth, e->n_past);
     }
     if (backend_truncate(e->b, depth, err, errlen)) return -1;
     if (depth == e->base_depth) {

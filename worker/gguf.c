@@ -7,13 +7,13 @@
  *   padding to general.alignment (default 32), then the data section.
  * Every read goes through a cursor that knows how many bytes are left. */
 #include "worker/gguf.h"
+#include "kernels/errmsg.h"
 #include "kernels/quant.h"
 #include "proto/safeio.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,46 +65,38 @@ static char *dup_str(const uint8_t *s, uint64_t len) {
     return d;
 }
 
-static void fmt_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* Parses one metadata value of type t into kv (kv->type already set). Arrays of arrays are refused. */
 static int parse_value(cursor *c, gguf_kv *kv, char *why, size_t whylen) {
     size_t es = gguf_vt_size(kv->type);
     kv->n = 1;
     kv->data = c->p;
     if (es) {
-        if (skip(c, es)) { snprintf(why, whylen, "value truncated"); return -1; }
+        if (skip(c, es)) return errmsg_set(why, whylen, -1, "value truncated");
         return 0;
     }
     if (kv->type == GGUF_VT_STRING) {
         const uint8_t *s;
-        if (rd_str(c, &s, &kv->str_len)) { snprintf(why, whylen, "string truncated"); return -1; }
+        if (rd_str(c, &s, &kv->str_len)) return errmsg_set(why, whylen, -1, "string truncated");
         kv->data = s;
         return 0;
     }
-    if (kv->type != GGUF_VT_ARRAY) { snprintf(why, whylen, "unknown value type %u", kv->type); return -1; }
-    if (rd(c, &kv->arr_type, 4) || rd(c, &kv->n, 8)) { snprintf(why, whylen, "array header truncated"); return -1; }
+    if (kv->type != GGUF_VT_ARRAY) return errmsg_set(why, whylen, -1, "unknown value type %u", kv->type);
+    if (rd(c, &kv->arr_type, 4) || rd(c, &kv->n, 8)) return errmsg_set(why, whylen, -1, "array header truncated");
     kv->data = c->p;
     es = gguf_vt_size(kv->arr_type);
     if (es) {
-        if (kv->n > (uint64_t)(c->end - c->p) / es) { c->out = 1; snprintf(why, whylen, "array of %" PRIu64 " elements exceeds the file", kv->n); return -1; }
+        if (kv->n > (uint64_t)(c->end - c->p) / es) { c->out = 1; return errmsg_set(why, whylen, -1, "array of %" PRIu64 " elements exceeds the file", kv->n); }
         c->p += kv->n * es;
         return 0;
     }
-    if (kv->arr_type != GGUF_VT_STRING) { snprintf(why, whylen, "unsupported array element type %u", kv->arr_type); return -1; }
+    if (kv->arr_type != GGUF_VT_STRING) return errmsg_set(why, whylen, -1, "unsupported array element type %u", kv->arr_type);
     /* each string takes at least 8 bytes: bound the count before allocating */
-    if (kv->n > (uint64_t)(c->end - c->p) / 8) { c->out = 1; snprintf(why, whylen, "string array of %" PRIu64 " exceeds the file", kv->n); return -1; }
+    if (kv->n > (uint64_t)(c->end - c->p) / 8) { c->out = 1; return errmsg_set(why, whylen, -1, "string array of %" PRIu64 " exceeds the file", kv->n); }
     kv->strs = malloc((kv->n ? kv->n : 1) * sizeof *kv->strs);
     kv->str_lens = malloc((kv->n ? kv->n : 1) * sizeof *kv->str_lens);
-    if (!kv->strs || !kv->str_lens) { snprintf(why, whylen, "out of memory"); return -1; }
+    if (!kv->strs || !kv->str_lens) return errmsg_set(why, whylen, -1, "out of memory");
     for (uint64_t i = 0; i < kv->n; i++)
-        if (rd_str(c, &kv->strs[i], &kv->str_lens[i])) { snprintf(why, whylen, "string %" PRIu64 " truncated", i); return -1; }
+        if (rd_str(c, &kv->strs[i], &kv->str_lens[i])) return errmsg_set(why, whylen, -1, "string %" PRIu64 " truncated", i);
     return 0;
 }
 
@@ -135,8 +127,7 @@ static int index_names(uint64_t n, uint64_t **order, gguf_file *g, const char *(
     if (!idx || !tmp) {
         free(idx);
         free(tmp);
-        fmt_err(err, errlen, "%s: out of memory", label);
-        return -1;
+        return errmsg_set(err, errlen, -1, "%s: out of memory", label);
     }
     name_ctx c = { g, name };
     for (uint64_t i = 0; i < n; i++) idx[i] = i;
@@ -145,8 +136,7 @@ static int index_names(uint64_t n, uint64_t **order, gguf_file *g, const char *(
     *order = idx;
     for (uint64_t i = 1; i < n; i++)
         if (!strcmp(name(g, idx[i - 1]), name(g, idx[i]))) {
-            fmt_err(err, errlen, "%s: duplicate %s '%s'", label, what, name(g, idx[i]));
-            return -1;
+            return errmsg_set(err, errlen, -1, "%s: duplicate %s '%s'", label, what, name(g, idx[i]));
         }
     return 0;
 }
@@ -182,8 +172,8 @@ static const char *found_type(const gguf_kv *kv, char *buf, size_t buflen) {
 
 static int type_error(const gguf_kv *kv, const char *expected, char *err, size_t errlen) {
     char found[48];
-    fmt_err(err, errlen, "metadata %s: expected %s, found %s", kv->key, expected, found_type(kv, found, sizeof found));
-    return -1;
+    return errmsg_set(err, errlen, -1, "metadata %s: expected %s, found %s", kv->key, expected,
+                      found_type(kv, found, sizeof found));
 }
 
 /* s[len] escaped for a message (NUL bytes shown as \x00), at most about 64 bytes of it. */
@@ -209,9 +199,9 @@ static int check_name(const uint8_t *s, uint64_t len, const char *label, const c
     for (uint64_t k = 0; k < len; k++)
         if (s[k] < 0x20 || s[k] == 0x7f) {
             char shown[300];
-            fmt_err(err, errlen, "%s: %s %" PRIu64 " '%s' holds the byte 0x%02x (NUL and control bytes are refused)",
-                    label, what, i, show_bytes(s, len, shown, sizeof shown), s[k]);
-            return -1;
+            return errmsg_set(err, errlen, -1, "%s: %s %" PRIu64
+                              " '%s' holds the byte 0x%02x (NUL and control bytes are refused)", label, what, i,
+                              show_bytes(s, len, shown, sizeof shown), s[k]);
         }
     return 0;
 }
@@ -224,13 +214,11 @@ static int read_alignment(gguf_file *g, const char *label, char *err, size_t err
         if (kv->type != GGUF_VT_UINT32) {
             char why[200];
             type_error(kv, "a u32", why, sizeof why);
-            fmt_err(err, errlen, "%s: %s", label, why);
-            return -1;
+            return errmsg_set(err, errlen, -1, "%s: %s", label, why);
         }
         memcpy(&a, kv->data, 4);
         if (a == 0 || (a & (a - 1)) || a > (1u << 20)) {
-            fmt_err(err, errlen, "%s: bad general.alignment %u (a power of two up to 1048576)", label, a);
-            return -1;
+            return errmsg_set(err, errlen, -1, "%s: bad general.alignment %u (a power of two up to 1048576)", label, a);
         }
     }
     g->alignment = a;
@@ -265,41 +253,41 @@ static int parse_header(gguf_file *g, const char *label, int *out_of_bytes, char
     uint32_t magic;
     int rc = -1;
     if (rd(&c, &magic, 4) || memcmp(&magic, "GGUF", 4) != 0) {
-        fmt_err(err, errlen, "%s: not a GGUF file (bad magic)", label);
+        errmsg_set(err, errlen, -1, "%s: not a GGUF file (bad magic)", label);
         goto done;
     }
     if (rd(&c, &g->version, 4) || rd(&c, &g->n_tensors, 8) || rd(&c, &g->n_kv, 8)) {
-        fmt_err(err, errlen, "%s: truncated GGUF header", label);
+        errmsg_set(err, errlen, -1, "%s: truncated GGUF header", label);
         goto done;
     }
     if (g->version < 2 || g->version > 3) {
-        fmt_err(err, errlen, "%s: unsupported GGUF version %u (2 and 3 are read)", label, g->version);
+        errmsg_set(err, errlen, -1, "%s: unsupported GGUF version %u (2 and 3 are read)", label, g->version);
         goto done;
     }
     /* a kv takes >= 8+4+1 bytes, a tensor info >= 8+4+4+8 bytes: bound counts by what is left */
     uint64_t left = (uint64_t)(c.end - c.p);
     if (g->n_kv > left / 13 || g->n_tensors > left / 24) {
         c.out = 1;
-        fmt_err(err, errlen, "%s: header claims %" PRIu64 " metadata entries and %" PRIu64 " tensors, more than the file holds",
-                label, g->n_kv, g->n_tensors);
+        errmsg_set(err, errlen, -1, "%s: header claims %" PRIu64 " metadata entries and %" PRIu64 " tensors, more than the file holds",
+                   label, g->n_kv, g->n_tensors);
         goto done;
     }
     g->kv = calloc(g->n_kv ? g->n_kv : 1, sizeof *g->kv);
     g->tensors = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *g->tensors);
-    if (!g->kv || !g->tensors) { fmt_err(err, errlen, "%s: out of memory", label); goto done; }
+    if (!g->kv || !g->tensors) { errmsg_set(err, errlen, -1, "%s: out of memory", label); goto done; }
 
     for (uint64_t i = 0; i < g->n_kv; i++) {
         gguf_kv *kv = &g->kv[i];
         const uint8_t *key;
         uint64_t klen;
         if (rd_str(&c, &key, &klen) || klen > 65535) {
-            fmt_err(err, errlen, "%s: metadata key %" PRIu64 " truncated or too long", label, i);
+            errmsg_set(err, errlen, -1, "%s: metadata key %" PRIu64 " truncated or too long", label, i);
             goto done;
         }
         if (check_name(key, klen, label, "metadata key", i, err, errlen)) goto done;
-        if (!(kv->key = dup_str(key, klen))) { fmt_err(err, errlen, "%s: out of memory", label); goto done; }
+        if (!(kv->key = dup_str(key, klen))) { errmsg_set(err, errlen, -1, "%s: out of memory", label); goto done; }
         if (rd(&c, &kv->type, 4) || parse_value(&c, kv, why, sizeof why)) {
-            fmt_err(err, errlen, "%s: metadata '%s': %s", label, kv->key, why[0] ? why : "truncated");
+            errmsg_set(err, errlen, -1, "%s: metadata '%s': %s", label, kv->key, why[0] ? why : "truncated");
             goto done;
         }
     }
@@ -311,27 +299,27 @@ static int parse_header(gguf_file *g, const char *label, int *out_of_bytes, char
         const uint8_t *name;
         uint64_t nlen;
         if (rd_str(&c, &name, &nlen) || nlen > 65535) {
-            fmt_err(err, errlen, "%s: tensor %" PRIu64 " name truncated or too long", label, i);
+            errmsg_set(err, errlen, -1, "%s: tensor %" PRIu64 " name truncated or too long", label, i);
             goto done;
         }
         if (check_name(name, nlen, label, "tensor name", i, err, errlen)) goto done;
-        if (!(t->name = dup_str(name, nlen))) { fmt_err(err, errlen, "%s: out of memory", label); goto done; }
+        if (!(t->name = dup_str(name, nlen))) { errmsg_set(err, errlen, -1, "%s: out of memory", label); goto done; }
         if (rd(&c, &t->n_dims, 4) || t->n_dims < 1 || t->n_dims > 4) {
-            fmt_err(err, errlen, "%s: tensor '%s': bad or truncated n_dims", label, t->name);
+            errmsg_set(err, errlen, -1, "%s: tensor '%s': bad or truncated n_dims", label, t->name);
             goto done;
         }
         for (int d = 0; d < 4; d++) t->ne[d] = 1;
         uint64_t nel = 1;
         for (uint32_t d = 0; d < t->n_dims; d++) {
-            if (rd(&c, &t->ne[d], 8)) { fmt_err(err, errlen, "%s: tensor '%s': truncated dims", label, t->name); goto done; }
+            if (rd(&c, &t->ne[d], 8)) { errmsg_set(err, errlen, -1, "%s: tensor '%s': truncated dims", label, t->name); goto done; }
             if (t->ne[d] == 0 || t->ne[d] > (1ull << 40) || nel > UINT64_MAX / t->ne[d]) {
-                fmt_err(err, errlen, "%s: tensor '%s': bad dimension %" PRIu64, label, t->name, t->ne[d]);
+                errmsg_set(err, errlen, -1, "%s: tensor '%s': bad dimension %" PRIu64, label, t->name, t->ne[d]);
                 goto done;
             }
             nel *= t->ne[d];
         }
         if (rd(&c, &t->type, 4) || rd(&c, &t->offset, 8)) {
-            fmt_err(err, errlen, "%s: tensor '%s': truncated info", label, t->name);
+            errmsg_set(err, errlen, -1, "%s: tensor '%s': truncated info", label, t->name);
             goto done;
         }
         /* size: known types only; an unknown type gets nbytes 0 and is named by the model loader */
@@ -339,8 +327,8 @@ static int parse_header(gguf_file *g, const char *label, int *out_of_bytes, char
             uint64_t rows = nel / t->ne[0];
             size_t rb = quant_row_bytes(t->type, t->ne[0]);
             if (rb == 0 || rows > UINT64_MAX / rb) {
-                fmt_err(err, errlen, "%s: tensor '%s': row of %" PRIu64 " values does not fit type %s",
-                        label, t->name, t->ne[0], quant_type_name(t->type));
+                errmsg_set(err, errlen, -1, "%s: tensor '%s': row of %" PRIu64 " values does not fit type %s",
+                           label, t->name, t->ne[0], quant_type_name(t->type));
                 goto done;
             }
             t->nbytes = rows * rb;
@@ -351,7 +339,7 @@ static int parse_header(gguf_file *g, const char *label, int *out_of_bytes, char
      * data does, rounded up (saturating: an offset past the file is refused by place_tensors) */
     uint64_t off = (uint64_t)(c.p - g->base);
     uint64_t data_off = (off + g->alignment - 1) / g->alignment * g->alignment;
-    if (data_off > g->file_size && g->n_tensors) { fmt_err(err, errlen, "%s: truncated before the tensor data", label); goto done; }
+    if (data_off > g->file_size && g->n_tensors) { errmsg_set(err, errlen, -1, "%s: truncated before the tensor data", label); goto done; }
     uint64_t end = data_off;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const gguf_tensor *t = &g->tensors[i];
@@ -373,14 +361,12 @@ static int place_tensors(gguf_file *g, const char *label, char *err, size_t errl
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         gguf_tensor *t = &g->tensors[i];
         if (t->offset > data_size || t->nbytes > data_size - t->offset) {
-            fmt_err(err, errlen, "%s: tensor '%s' (%" PRIu64 " bytes at offset %" PRIu64 ") lies outside the file (truncated?)",
-                    label, t->name, t->nbytes, t->offset);
-            return -1;
+            return errmsg_set(err, errlen, -1, "%s: tensor '%s' (%" PRIu64 " bytes at offset %" PRIu64 ") lies outside the file (truncated?)",
+                              label, t->name, t->nbytes, t->offset);
         }
         if (t->offset % g->alignment) {
-            fmt_err(err, errlen, "%s: tensor '%s' is at offset %" PRIu64 ", not a multiple of the alignment %" PRIu64,
-                    label, t->name, t->offset, g->alignment);
-            return -1;
+            return errmsg_set(err, errlen, -1, "%s: tensor '%s' is at offset %" PRIu64
+                              ", not a multiple of the alignment %" PRIu64, label, t->name, t->offset, g->alignment);
         }
         t->data = g->base + g->data_off + t->offset;
     }
@@ -398,7 +384,7 @@ static int parse_whole(gguf_file *g, const char *label, char *err, size_t errlen
 int gguf_open_mem(const void *buf, size_t size, gguf_file **out, char *err, size_t errlen) {
     gguf_file *g = calloc(1, sizeof *g);
     *out = NULL;
-    if (!g) { fmt_err(err, errlen, "out of memory"); return -1; }
+    if (!g) return errmsg_set(err, errlen, -1, "out of memory");
     g->fd = -1;
     g->base = buf;
     g->size = g->file_size = size;
@@ -416,8 +402,7 @@ static int read_range(int fd, const char *path, uint8_t *dst, size_t from, size_
         ssize_t r = pread(fd, dst + got, to - got, (off_t)got);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
-            fmt_err(err, errlen, "%s: read failed at byte %zu of %zu: %s", path, got, to, r ? strerror(errno) : "the file shrank");
-            return -1;
+            return errmsg_set(err, errlen, -1, "%s: read failed at byte %zu of %zu: %s", path, got, to, r ? strerror(errno) : "the file shrank");
         }
         got += (size_t)r;
     }
@@ -434,7 +419,7 @@ static int open_copy(gguf_file *g, int fd, const char *path, char *err, size_t e
     size_t fsize = g->file_size;
     size_t len = (fsize + huge - 1) / huge * huge + huge;   /* room to align the start; untouched pages cost nothing */
     uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m == MAP_FAILED) { fmt_err(err, errlen, "%s: cannot allocate %zu bytes for the weights: %s", path, fsize, strerror(errno)); return -1; }
+    if (m == MAP_FAILED) return errmsg_set(err, errlen, -1, "%s: cannot allocate %zu bytes for the weights: %s", path, fsize, strerror(errno));
     g->own = m;
     g->own_size = len;
     uint8_t *a = m + (huge - (uintptr_t)m % huge) % huge;
@@ -460,7 +445,7 @@ static int open_copy(gguf_file *g, int fd, const char *path, char *err, size_t e
 /* GGUF_HOLD_MAP: the file mapped read-only; only g->size bytes of it are read. */
 static int open_map(gguf_file *g, int fd, const char *path, char *err, size_t errlen) {
     void *m = mmap(NULL, g->file_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED) { fmt_err(err, errlen, "%s: mmap failed: %s", path, strerror(errno)); return -1; }
+    if (m == MAP_FAILED) return errmsg_set(err, errlen, -1, "%s: mmap failed: %s", path, strerror(errno));
     g->fd = fd;
     g->base = m;
     g->map_len = g->size = g->file_size;
@@ -473,12 +458,12 @@ int gguf_open_as(const char *path, gguf_hold hold, gguf_file **out, char *err, s
     int fd = safeio_open_regular(path, 0, &fsize, err, errlen);   /* a FIFO is refused, not waited on */
     if (fd < 0) return -1;
     if (fsize < 24 || (uint64_t)fsize > SIZE_MAX / 2) {
-        fmt_err(err, errlen, "%s: not a GGUF file (%lld bytes)", path, (long long)fsize);
+        errmsg_set(err, errlen, -1, "%s: not a GGUF file (%lld bytes)", path, (long long)fsize);
         close(fd);
         return -1;
     }
     gguf_file *g = calloc(1, sizeof *g);
-    if (!g) { close(fd); fmt_err(err, errlen, "out of memory"); return -1; }
+    if (!g) { close(fd); return errmsg_set(err, errlen, -1, "out of memory"); }
     g->fd = -1;
     g->file_size = (size_t)fsize;
     int rc = hold == GGUF_HOLD_COPY ? open_copy(g, fd, path, err, errlen) : open_map(g, fd, path, err, errlen);
@@ -541,8 +526,9 @@ int gguf_meta_int(const gguf_file *g, const char *key, int64_t lo, int64_t hi, i
     int r = kv_int(kv, &v);
     if (r == -1) return type_error(kv, "an integer", err, errlen);
     if (r == -2 || v < lo || v > hi) {
-        if (r == -2) fmt_err(err, errlen, "metadata %s is outside [%" PRId64 ", %" PRId64 "] (a u64 above 2^63)", key, lo, hi);
-        else fmt_err(err, errlen, "metadata %s = %" PRId64 " is outside [%" PRId64 ", %" PRId64 "]", key, v, lo, hi);
+        if (r == -2) errmsg_set(err, errlen, -1, "metadata %s is outside [%" PRId64 ", %" PRId64 "] (a u64 above 2^63)", key, lo, hi);
+        else errmsg_set(err, errlen, -1, "metadata %s = %" PRId64 " is outside [%" PRId64 ", %" PRId64 "]", key, v, lo,
+                        hi);
         return -1;
     }
     *out = v;
@@ -562,8 +548,7 @@ int gguf_meta_float(const gguf_file *g, const char *key, double lo, double hi, d
         v = r == -2 ? 0x1p64 : (double)i;
     }
     if (!(v >= lo && v <= hi)) {   /* NaN fails both */
-        fmt_err(err, errlen, "metadata %s = %g is outside [%g, %g]", key, v, lo, hi);
-        return -1;
+        return errmsg_set(err, errlen, -1, "metadata %s = %g is outside [%g, %g]", key, v, lo, hi);
     }
     *out = v;
     return 0;
@@ -576,8 +561,7 @@ int gguf_meta_bool(const gguf_file *g, const char *key, int *out, char *err, siz
     if (kv->type == GGUF_VT_BOOL) v = kv->data[0];
     else if (kv_int(kv, &v)) return type_error(kv, "a bool", err, errlen);
     if (v != 0 && v != 1) {
-        fmt_err(err, errlen, "metadata %s = %" PRId64 " is not a bool (0 or 1)", key, v);
-        return -1;
+        return errmsg_set(err, errlen, -1, "metadata %s = %" PRId64 " is not a bool (0 or 1)", key, v);
     }
     *out = (int)v;
     return 0;
@@ -599,16 +583,16 @@ int gguf_meta_name(const gguf_file *g, const char *key, char *buf, size_t buflen
     if (rc) return rc;
     char shown[300];
     if (!buflen || len > buflen - 1) {
-        fmt_err(err, errlen, "metadata %s: a name of %" PRIu64 " bytes, longer than %zu ('%s')", key, len,
-                buflen ? buflen - 1 : 0, show_bytes((const uint8_t *)s, len, shown, sizeof shown));
-        return -1;
+        return errmsg_set(err, errlen, -1, "metadata %s: a name of %" PRIu64 " bytes, longer than %zu ('%s')", key, len,
+                          buflen ? buflen - 1 : 0, show_bytes((const uint8_t *)s, len, shown, sizeof shown));
     }
     for (uint64_t i = 0; i < len; i++) {
         unsigned char b = (unsigned char)s[i];
         if (b < 0x21 || b > 0x7e) {
-            fmt_err(err, errlen, "metadata %s: '%s' holds the byte 0x%02x (a name is printable ASCII: no NUL, space, "
-                    "control or escape byte)", key, show_bytes((const uint8_t *)s, len, shown, sizeof shown), b);
-            return -1;
+            return errmsg_set(err, errlen, -1,
+                              "metadata %s: '%s' holds the byte 0x%02x (a name is printable ASCII: no NUL, space, "
+                              "control or escape byte)", key, show_bytes((const uint8_t *)s, len, shown, sizeof shown),
+                              b);
         }
     }
     memcpy(buf, s, len);

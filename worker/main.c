@@ -15,7 +15,8 @@
  * nng drops a larger frame with its connection. A tokenize request whose text could give more tokens
  * than a reply carries is refused before tokenising (tok_max_tokens). */
 #include "proto/proto.h"
-#include "proto/errmsg.h"
+#include "kernels/errmsg.h"
+#include "kernels/clock.h"
 #include "proto/safeio.h"
 #include "proto/tokfile.h"
 #include "worker/engine.h"
@@ -218,10 +219,10 @@ static int handle(engine *e, const proto_msg *req, proto_msg *rep, void **owned1
                 size_t mid = lo + (hi - lo + 1) / 2;
                 if (tok_max_tokens(e->tok, mid) <= PROTO_MAX_TOKENS) lo = mid; else hi = mid - 1;
             }
-            rc = PROTO_E_TOOBIG;
-            snprintf(err, sizeof err, "a text of %zu bytes may tokenise to up to %zu tokens, more than a reply "
-                     "carries (%u): send at most %zu bytes per tokenize request", nt, tok_max_tokens(e->tok, nt),
-                     PROTO_MAX_TOKENS, lo);
+            rc = errmsg_set(err, sizeof err, PROTO_E_TOOBIG,
+                            "a text of %zu bytes may tokenise to up to %zu tokens, more than a reply "
+                            "carries (%u): send at most %zu bytes per tokenize request", nt, tok_max_tokens(e->tok, nt),
+                            PROTO_MAX_TOKENS, lo);
             break;
         }
         if (tok_encode(e->tok, req->tokenize_req.text, req->tokenize_req.n_text, req->tokenize_req.add_bos,
@@ -238,22 +239,22 @@ static int handle(engine *e, const proto_msg *req, proto_msg *rep, void **owned1
         /* routing entries of this request: [n_tokens][n_layer][n_expert_used] (0 for a dense model) */
         size_t n_routes = pr->n_tokens * (size_t)e->m->n_layer * (size_t)e->m->n_expert_used;
         int32_t *used = NULL;
-        if (pr->rows > PROTO_ROWS_ALL) { rc = PROTO_E_BADARG; snprintf(err, sizeof err, "rows must be 0, 1 or 2"); break; }
+        if (pr->rows > PROTO_ROWS_ALL) { rc = errmsg_set(err, sizeof err, PROTO_E_BADARG, "rows must be 0, 1 or 2"); break; }
         if (pr->pin && pr->n_pin != n_routes) {
-            rc = PROTO_E_BADARG;
-            snprintf(err, sizeof err, "pin has %zu expert ids; %zu tokens x %d layers x %d experts per token = %zu",
-                     pr->n_pin, pr->n_tokens, e->m->n_layer, e->m->n_expert_used, n_routes);
+            rc = errmsg_set(err, sizeof err, PROTO_E_BADARG,
+                            "pin has %zu expert ids; %zu tokens x %d layers x %d experts per token = %zu", pr->n_pin,
+                            pr->n_tokens, e->m->n_layer, e->m->n_expert_used, n_routes);
             break;
         }
         if ((pr->experts || pr->pin) && n_routes > PROTO_MAX_ROUTES) {
-            rc = PROTO_E_TOOBIG;
-            snprintf(err, sizeof err, "the routing of %zu tokens (%zu expert ids) exceeds the cap of %u: send fewer "
-                     "tokens per request", pr->n_tokens, n_routes, PROTO_MAX_ROUTES);
+            rc = errmsg_set(err, sizeof err, PROTO_E_TOOBIG,
+                            "the routing of %zu tokens (%zu expert ids) exceeds the cap of %u: send fewer "
+                            "tokens per request", pr->n_tokens, n_routes, PROTO_MAX_ROUTES);
             break;
         }
         if (pr->experts && n_routes && !(used = malloc(sizeof(int32_t) * n_routes))) {
-            rc = PROTO_E_INTERNAL;
-            snprintf(err, sizeof err, "out of memory for the routing of %zu tokens", pr->n_tokens);
+            rc = errmsg_set(err, sizeof err, PROTO_E_INTERNAL, "out of memory for the routing of %zu tokens",
+                            pr->n_tokens);
             break;
         }
         if (engine_prefill_routed(e, pr->tokens, pr->n_tokens, (int)pr->rows, pr->pin, used, &rows, &nr, err,
@@ -278,7 +279,7 @@ static int handle(engine *e, const proto_msg *req, proto_msg *rep, void **owned1
         float *gaps = malloc(sizeof(float) * (size_t)(n ? n : 1));
         *owned1 = toks;
         *owned2 = gaps;
-        if (!toks || !gaps) { rc = PROTO_E_INTERNAL; snprintf(err, sizeof err, "out of memory"); break; }
+        if (!toks || !gaps) { rc = errmsg_set(err, sizeof err, PROTO_E_INTERNAL, "out of memory"); break; }
         double top_p = req->generate_req.top_p > 0 ? req->generate_req.top_p : 1.0;   /* 0: not sent */
         if (engine_generate_p(e, n, req->generate_req.temperature, top_p, req->generate_req.seed, toks, gaps, err,
                               sizeof err)) {
@@ -295,8 +296,8 @@ static int handle(engine *e, const proto_msg *req, proto_msg *rep, void **owned1
         if (req->truncate_req.depth > (uint64_t)e->n_past ||
             engine_truncate(e, (int)req->truncate_req.depth, err, sizeof err)) {
             rc = PROTO_E_RANGE;
-            if (!err[0]) snprintf(err, sizeof err, "cannot truncate to depth %llu: the stream holds %d tokens",
-                                  (unsigned long long)req->truncate_req.depth, e->n_past);
+            if (!err[0]) errmsg_set(err, sizeof err, -1, "cannot truncate to depth %llu: the stream holds %d tokens",
+                                    (unsigned long long)req->truncate_req.depth, e->n_past);
             break;
         }
         rep->truncate_rep.n_past = (uint64_t)e->n_past;
@@ -316,8 +317,7 @@ static int handle(engine *e, const proto_msg *req, proto_msg *rep, void **owned1
     case PROTO_SHUTDOWN:
         return 1;
     default:
-        rc = PROTO_E_BADMSG;
-        snprintf(err, sizeof err, "unexpected message type %s", proto_type_name(req->type));
+        rc = errmsg_set(err, sizeof err, PROTO_E_BADMSG, "unexpected message type %s", proto_type_name(req->type));
         break;
     }
     if (rc) proto_error(rep, req->id, rc, "%s", err);
@@ -348,19 +348,14 @@ typedef struct {
 /* The hello deadline's clock (ms): monotonic time less the time spent on the owner's requests. It
  * stands still while the worker computes for its owner, so a hello that waits in the queue behind
  * a long request is read before its connection has aged (under mu). */
-static int64_t mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 static int64_t idle_clock(const serve_state *st) {
-    int64_t now = mono_ms();
+    int64_t now = clock_ms();
     return now - st->busy_ms - (st->busy_from >= 0 ? now - st->busy_from : 0);
 }
 
 /* Starts (busy 1) or ends (busy 0) the serving of an owner's request on the idle clock. */
 static void set_busy(serve_state *st, int busy) {
-    int64_t now = mono_ms();
+    int64_t now = clock_ms();
     pthread_mutex_lock(&st->mu);
     if (busy) {
         st->busy_from = now;
@@ -615,10 +610,10 @@ static void print_escaped(const char *what, const char *msg) {
 
 static int write_dump(const char *path, const float *rows, size_t n, int vocab, char *err, size_t errlen) {
     FILE *f = fopen(path, "wb");
-    if (!f) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
+    if (!f) return errmsg_set(err, errlen, -1, "%s: %s", path, strerror(errno));
     int32_t hdr[2] = { vocab, (int32_t)n };
     int ok = fwrite(hdr, 4, 2, f) == 2 && fwrite(rows, sizeof(float) * (size_t)vocab, n, f) == n;
-    if (fclose(f) || !ok) { snprintf(err, errlen, "%s: write failed", path); return -1; }
+    if (fclose(f) || !ok) return errmsg_set(err, errlen, -1, "%s: write failed", path);
     return 0;
 }
 
@@ -880,12 +875,13 @@ int main(int argc, char **argv) {
     } else if (prompt) {
         if (tok_encode(e->tok, prompt, strlen(prompt), 1, 0, &toks, &n_toks, err, sizeof err)) goto done;
     } else {
-        snprintf(err, sizeof err, "nothing to do: give --tokens-file, --prompt, --tokenize, --detokenize or --listen");
+        errmsg_set(err, sizeof err, -1,
+                   "nothing to do: give --tokens-file, --prompt, --tokenize, --detokenize or --listen");
         fprintf(stderr, "strata-worker: %s\n", err);
         ret = 2;
         goto done_quiet;
     }
-    if (n_toks == 0) { snprintf(err, sizeof err, "no tokens to prefill"); goto done; }
+    if (n_toks == 0) { errmsg_set(err, sizeof err, -1, "no tokens to prefill"); goto done; }
     size_t n_rows = 0;
     if (engine_prefill(e, toks, n_toks, dump ? ENGINE_ROWS_ALL : ENGINE_ROWS_LAST, &rows, &n_rows, err, sizeof err)) goto done;
     if (dump && write_dump(dump, rows, n_rows, e->m->n_vocab, err, sizeof err)) goto done;

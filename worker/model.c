@@ -1,5 +1,6 @@
 /* model.c — GGUF model loading, and the description a backend runs. See model.h. */
 #include "worker/model.h"
+#include "kernels/errmsg.h"
 #include "kernels/quant.h"
 
 #include <float.h>
@@ -19,14 +20,14 @@ typedef struct {
     size_t errlen;
 } loader;
 
+static int fail(loader *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(loader *L, const char *fmt, ...) {
     char msg[400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    errmsg_vset(msg, sizeof msg, -1, fmt, ap);
     va_end(ap);
-    snprintf(L->err, L->errlen, "%s: %s", L->path, msg);
-    return -1;
+    return errmsg_set(L->err, L->errlen, -1, "%s: %s", L->path, msg);
 }
 
 /* "<arch>.<key>" as an integer in [lo, hi]; def when absent (def < 0 means required). A present key
@@ -380,7 +381,7 @@ int model_load_as(const char *path, gguf_hold hold, model **out, char *err, size
     loader L = { NULL, path, err, errlen };
     *out = NULL;
     if (warn && warnlen) warn[0] = 0;
-    if (!m) { snprintf(err, errlen, "out of memory"); return -1; }
+    if (!m) return errmsg_set(err, errlen, -1, "out of memory");
     if (gguf_open_as(path, hold, &m->g, err, errlen)) goto fail;
     L.g = m->g;
     int rc = meta_name(&L, "general.architecture", m->arch_name, sizeof m->arch_name);

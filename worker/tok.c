@@ -18,12 +18,12 @@
 #include <limits.h>
 #include <math.h>
 #include <openssl/evp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "worker/tok.h"
+#include "kernels/errmsg.h"
 
 enum { TOK_SPM = 1, TOK_BPE = 2 };
 #define TOK_MAX_RE 6                 /* regexes in the longest pre-tokenizer list */
@@ -64,16 +64,6 @@ struct tok_vocab {
 };
 
 /* ---------------------------------------------------------------- helpers */
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 static uint64_t hash_bytes(uint64_t h, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {
@@ -296,7 +286,8 @@ static int read_id(const gguf_file *g, const char *key, int def, int n_vocab, in
         return 0;
     }
     if (x < 0 || x >= n_vocab)
-        return fail(err, errlen, "metadata %s = %lld is outside the vocabulary [0, %d)", key, (long long)x, n_vocab);
+        return errmsg_set(err, errlen, -1, "metadata %s = %lld is outside the vocabulary [0, %d)", key, (long long)x,
+                          n_vocab);
     *id = (int)x;
     return 0;
 }
@@ -373,12 +364,12 @@ static int load_tokens(tok_vocab *v, const gguf_kv *kv, char *err, size_t errlen
     char name[32];
     for (int i = 0; i < v->n_vocab; i++) {
         size_t n = kv->str_lens[i] ? (size_t)kv->str_lens[i] : (size_t)snprintf(name, sizeof name, "[EMPTY_%d]", i);
-        if (n > SIZE_MAX - total - 1) return fail(err, errlen, "tokenizer.ggml.tokens too large");
+        if (n > SIZE_MAX - total - 1) return errmsg_set(err, errlen, -1, "tokenizer.ggml.tokens too large");
         total += n;
     }
     v->pool = malloc(total + 1);
     v->off = malloc(((size_t)v->n_vocab + 1) * sizeof *v->off);
-    if (!v->pool || !v->off) return fail(err, errlen, "out of memory loading %d tokens", v->n_vocab);
+    if (!v->pool || !v->off) return errmsg_set(err, errlen, -1, "out of memory loading %d tokens", v->n_vocab);
     size_t at = 0;
     for (int i = 0; i < v->n_vocab; i++) {
         v->off[i] = at;
@@ -393,7 +384,7 @@ static int load_tokens(tok_vocab *v, const gguf_kv *kv, char *err, size_t errlen
     /* text -> id; a repeated text maps to its last id (as llama.cpp's map assignment) */
     v->tok_cap = pow2_at_least((size_t)v->n_vocab * 2);
     v->tok_tab = malloc(v->tok_cap * sizeof *v->tok_tab);
-    if (!v->tok_tab) return fail(err, errlen, "out of memory");
+    if (!v->tok_tab) return errmsg_set(err, errlen, -1, "out of memory");
     memset(v->tok_tab, 0xFF, v->tok_cap * sizeof *v->tok_tab);
     for (int id = 0; id < v->n_vocab; id++) {
         size_t n, mask = v->tok_cap - 1;
@@ -417,13 +408,14 @@ static int load_merges(tok_vocab *v, const gguf_file *g, char *err, size_t errle
     uint64_t nm;
     int rc = gguf_meta_arr(g, "tokenizer.ggml.merges", 1u << GGUF_VT_STRING, &unused, &nm, NULL, err, errlen);
     if (rc < 0) return -1;
-    if (rc == GGUF_ABSENT) return fail(err, errlen, "BPE vocab has no tokenizer.ggml.merges");
+    if (rc == GGUF_ABSENT) return errmsg_set(err, errlen, -1, "BPE vocab has no tokenizer.ggml.merges");
     const gguf_kv *kv = gguf_find(g, "tokenizer.ggml.merges");
-    if (kv->n > INT32_MAX) return fail(err, errlen, "tokenizer.ggml.merges has %llu entries", (unsigned long long)kv->n);
+    if (kv->n > INT32_MAX) return errmsg_set(err, errlen, -1, "tokenizer.ggml.merges has %llu entries", (unsigned long long)kv->n);
     v->n_merges = (int)kv->n;
     size_t total = 0;
     for (int i = 0; i < v->n_merges; i++) {
-        if (kv->str_lens[i] > SIZE_MAX - total - 1) return fail(err, errlen, "tokenizer.ggml.merges too large");
+        if (kv->str_lens[i] > SIZE_MAX - total - 1)
+            return errmsg_set(err, errlen, -1, "tokenizer.ggml.merges too large");
         total += kv->str_lens[i];
     }
     v->mpool = malloc(total + 1);
@@ -431,7 +423,7 @@ static int load_merges(tok_vocab *v, const gguf_file *g, char *err, size_t errle
     v->msplit = malloc(((size_t)v->n_merges + 1) * sizeof *v->msplit);
     v->merge_cap = pow2_at_least((size_t)v->n_merges * 2);
     v->merge_tab = malloc(v->merge_cap * sizeof *v->merge_tab);
-    if (!v->mpool || !v->moff || !v->msplit || !v->merge_tab) return fail(err, errlen, "out of memory");
+    if (!v->mpool || !v->moff || !v->msplit || !v->merge_tab) return errmsg_set(err, errlen, -1, "out of memory");
     memset(v->merge_tab, 0xFF, v->merge_cap * sizeof *v->merge_tab);
     size_t at = 0;
     for (int m = 0; m < v->n_merges; m++) {
@@ -467,7 +459,7 @@ static int load_pre(tok_vocab *v, const gguf_file *g, char *err, size_t errlen) 
     const tok_pre_def *d = NULL;
     for (size_t i = 0; i < sizeof tok_pres / sizeof tok_pres[0]; i++)
         if (name_in_list(pre, tok_pres[i].names)) d = &tok_pres[i];
-    if (!d) return fail(err, errlen, "unsupported tokenizer.ggml.pre '%s'", pre);
+    if (!d) return errmsg_set(err, errlen, -1, "unsupported tokenizer.ggml.pre '%s'", pre);
     snprintf(v->pre, sizeof v->pre, "%s", pre);
     v->ignore_merges = d->ignore_merges;
     v->add_bos = d->add_bos;
@@ -479,7 +471,8 @@ static int load_pre(tok_vocab *v, const gguf_file *g, char *err, size_t errlen) 
         if (!v->re[i]) {
             PCRE2_UCHAR msg[160];
             pcre2_get_error_message(ec, msg, sizeof msg);
-            return fail(err, errlen, "pre-tokenizer '%s' regex %d: %s at %zu", pre, i, (char *)msg, (size_t)eo);
+            return errmsg_set(err, errlen, -1, "pre-tokenizer '%s' regex %d: %s at %zu", pre, i, (char *)msg,
+                              (size_t)eo);
         }
         v->n_re = i + 1;
         pcre2_jit_compile(v->re[i], PCRE2_JIT_COMPLETE);   /* optional: falls back to the interpreter */
@@ -510,7 +503,7 @@ static int build_specials(tok_vocab *v, char *err, size_t errlen) {
         if (v->type[i] == TOK_TYPE_UNKNOWN || v->type[i] == TOK_TYPE_CONTROL || v->type[i] == TOK_TYPE_USER_DEFINED) n++;
     v->special = malloc(((size_t)n + 1) * sizeof *v->special);
     tok_len_id *tmp = malloc(((size_t)n + 1) * sizeof *tmp);
-    if (!v->special || !tmp) { free(tmp); return fail(err, errlen, "out of memory"); }
+    if (!v->special || !tmp) { free(tmp); return errmsg_set(err, errlen, -1, "out of memory"); }
     int k = 0;
     for (int i = 0; i < v->n_vocab; i++)
         if (v->type[i] == TOK_TYPE_UNKNOWN || v->type[i] == TOK_TYPE_CONTROL || v->type[i] == TOK_TYPE_USER_DEFINED) {
@@ -528,11 +521,11 @@ static int build_specials(tok_vocab *v, char *err, size_t errlen) {
 int tok_load(const gguf_file *g, tok_vocab **out, char *err, size_t errlen) {
     *out = NULL;
     tok_vocab *v = calloc(1, sizeof *v);
-    if (!v) return fail(err, errlen, "out of memory");
+    if (!v) return errmsg_set(err, errlen, -1, "out of memory");
     char model[32] = "";
     int rc = gguf_meta_name(g, "tokenizer.ggml.model", model, sizeof model, err, errlen);
     if (rc) {
-        if (rc == GGUF_ABSENT) fail(err, errlen, "no tokenizer.ggml.model in the GGUF metadata");
+        if (rc == GGUF_ABSENT) errmsg_set(err, errlen, -1, "no tokenizer.ggml.model in the GGUF metadata");
         goto bad;
     }
     const char *tpl;   /* not used here (the handshake sends it), but a template of another type is refused */
@@ -541,7 +534,7 @@ int tok_load(const gguf_file *g, tok_vocab **out, char *err, size_t errlen) {
     if (strcmp(model, "llama") == 0) v->kind = TOK_SPM;
     else if (strcmp(model, "gpt2") == 0) v->kind = TOK_BPE;
     else {
-        fail(err, errlen, "unsupported tokenizer.ggml.model '%s' (supported: llama, gpt2)", model);
+        errmsg_set(err, errlen, -1, "unsupported tokenizer.ggml.model '%s' (supported: llama, gpt2)", model);
         goto bad;
     }
 
@@ -549,12 +542,13 @@ int tok_load(const gguf_file *g, tok_vocab **out, char *err, size_t errlen) {
     uint64_t n;
     rc = gguf_meta_arr(g, "tokenizer.ggml.tokens", 1u << GGUF_VT_STRING, &data, &n, NULL, err, errlen);
     if (rc) {
-        if (rc == GGUF_ABSENT) fail(err, errlen, "no tokenizer.ggml.tokens string array in the GGUF metadata");
+        if (rc == GGUF_ABSENT)
+            errmsg_set(err, errlen, -1, "no tokenizer.ggml.tokens string array in the GGUF metadata");
         goto bad;
     }
     const gguf_kv *tk = gguf_find(g, "tokenizer.ggml.tokens");
     if (tk->n < 1 || tk->n > INT32_MAX / 2) {
-        fail(err, errlen, "tokenizer.ggml.tokens has %llu entries", (unsigned long long)tk->n);
+        errmsg_set(err, errlen, -1, "tokenizer.ggml.tokens has %llu entries", (unsigned long long)tk->n);
         goto bad;
     }
     v->n_vocab = (int)tk->n;
@@ -562,18 +556,18 @@ int tok_load(const gguf_file *g, tok_vocab **out, char *err, size_t errlen) {
 
     v->score = calloc((size_t)v->n_vocab, sizeof *v->score);
     v->type = malloc((size_t)v->n_vocab);
-    if (!v->score || !v->type) { fail(err, errlen, "out of memory"); goto bad; }
+    if (!v->score || !v->type) { errmsg_set(err, errlen, -1, "out of memory"); goto bad; }
     rc = gguf_meta_arr(g, "tokenizer.ggml.scores", 1u << GGUF_VT_FLOAT32, &data, &n, NULL, err, errlen);
     if (rc < 0) goto bad;
     if (rc == 0) {
         if (n != (uint64_t)v->n_vocab) {
-            fail(err, errlen, "tokenizer.ggml.scores has %llu entries, not one per token (%d)", (unsigned long long)n, v->n_vocab);
+            errmsg_set(err, errlen, -1, "tokenizer.ggml.scores has %llu entries, not one per token (%d)", (unsigned long long)n, v->n_vocab);
             goto bad;
         }
         memcpy(v->score, data, (size_t)v->n_vocab * sizeof(float));
         for (int i = 0; i < v->n_vocab; i++)   /* a NaN would make the merge order undefined */
             if (!isfinite(v->score[i])) {
-                fail(err, errlen, "tokenizer.ggml.scores[%d] is %g (NaN and infinite scores are refused)", i, v->score[i]);
+                errmsg_set(err, errlen, -1, "tokenizer.ggml.scores[%d] is %g (NaN and infinite scores are refused)", i, v->score[i]);
                 goto bad;
             }
     }
@@ -582,15 +576,16 @@ int tok_load(const gguf_file *g, tok_vocab **out, char *err, size_t errlen) {
     if (rc < 0) goto bad;
     if (rc == 0) {
         if (n != (uint64_t)v->n_vocab) {
-            fail(err, errlen, "tokenizer.ggml.token_type has %llu entries, not one per token (%d)", (unsigned long long)n,
-                 v->n_vocab);
+            errmsg_set(err, errlen, -1, "tokenizer.ggml.token_type has %llu entries, not one per token (%d)", (unsigned long long)n,
+                       v->n_vocab);
             goto bad;
         }
         for (int i = 0; i < v->n_vocab; i++) {
             int32_t t;
             memcpy(&t, (const char *)data + 4 * (size_t)i, 4);
             if (t < TOK_TYPE_UNDEFINED || t > TOK_TYPE_BYTE) {
-                fail(err, errlen, "tokenizer.ggml.token_type[%d] = %d is not a token type (0 .. 6)", i, (int)t);
+                errmsg_set(err, errlen, -1, "tokenizer.ggml.token_type[%d] = %d is not a token type (0 .. 6)", i,
+                           (int)t);
                 goto bad;
             }
             v->type[i] = (int8_t)t;
@@ -636,7 +631,7 @@ int tok_load(const gguf_file *g, tok_vocab **out, char *err, size_t errlen) {
         read_flag(g, "tokenizer.ggml.add_space_prefix", v->add_space_prefix, &v->add_space_prefix, err, errlen))
         goto bad;
     if (build_specials(v, err, errlen)) goto bad;
-    if (compute_hash(v)) { fail(err, errlen, "sha256 failed"); goto bad; }
+    if (compute_hash(v)) { errmsg_set(err, errlen, -1, "sha256 failed"); goto bad; }
     *out = v;
     return 0;
 bad:
@@ -689,7 +684,7 @@ typedef struct {             /* scratch of one tok_encode call */
 
 static int push_id(tok_enc *e, int32_t id) {
     if (grow(&e->ids, &e->cap_ids, e->n_ids + 1, sizeof *e->ids))
-        return fail(e->err, e->errlen, "out of memory (%zu tokens)", e->n_ids);
+        return errmsg_set(e->err, e->errlen, -1, "out of memory (%zu tokens)", e->n_ids);
     e->ids[e->n_ids++] = id;
     return 0;
 }
@@ -699,7 +694,8 @@ static int bigram_before(const tok_bigram *a, const tok_bigram *b) {
 }
 
 static int heap_push(tok_enc *e, tok_bigram b) {
-    if (grow(&e->heap, &e->cap_heap, e->n_heap + 1, sizeof *e->heap)) return fail(e->err, e->errlen, "out of memory");
+    if (grow(&e->heap, &e->cap_heap, e->n_heap + 1, sizeof *e->heap))
+        return errmsg_set(e->err, e->errlen, -1, "out of memory");
     size_t i = e->n_heap++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
@@ -733,7 +729,8 @@ static int split_chars(tok_enc *e, const char *text, size_t len) {
     for (size_t at = 0; at < len; n++) {
         size_t k = utf8_len((uint8_t)text[at]);
         if (k > len - at) k = len - at;
-        if (grow(&e->sym, &e->cap_sym, (size_t)n + 1, sizeof *e->sym)) return fail(e->err, e->errlen, "out of memory");
+        if (grow(&e->sym, &e->cap_sym, (size_t)n + 1, sizeof *e->sym))
+            return errmsg_set(e->err, e->errlen, -1, "out of memory");
         e->sym[n] = (tok_sym){at, k, n - 1, at + k < len ? n + 1 : -1};
         at += k;
     }
@@ -785,11 +782,11 @@ static int partition(tok_enc *e, const char *text, size_t len, int parse_special
     const tok_vocab *v = e->v;
     e->n_frag = 0;
     if (len == 0) return 0;
-    if (grow(&e->frag, &e->cap_frag, 1, sizeof *e->frag)) return fail(e->err, e->errlen, "out of memory");
+    if (grow(&e->frag, &e->cap_frag, 1, sizeof *e->frag)) return errmsg_set(e->err, e->errlen, -1, "out of memory");
     e->frag[e->n_frag++] = (tok_frag){0, len, -1};
     /* which bytes and byte pairs occur: most special tokens can be ruled out without a search */
     uint8_t *seen = calloc(65536 / 8 + 256 / 8, 1);
-    if (!seen) return fail(e->err, e->errlen, "out of memory");
+    if (!seen) return errmsg_set(e->err, e->errlen, -1, "out of memory");
     uint8_t *seen1 = seen + 65536 / 8;
     for (size_t i = 0; i < len; i++) {
         unsigned b = (uint8_t)text[i];
@@ -836,7 +833,7 @@ static int partition(tok_enc *e, const char *text, size_t len, int parse_special
         e->n_frag = n2;
     }
     free(seen);
-    return rc ? fail(e->err, e->errlen, "out of memory") : 0;
+    return rc ? errmsg_set(e->err, e->errlen, -1, "out of memory") : 0;
 }
 
 /* ---------------------------------------------------------------- SPM */
@@ -857,7 +854,8 @@ static int merge_and_emit(tok_enc *e, size_t n, int spm_bytes) {
             if (spm_bytes) {
                 uint8_t b = (uint8_t)e->buf[s->start + k];
                 int32_t bt = v->byte_tok[b] >= 0 ? v->byte_tok[b] : v->unk;
-                if (bt < 0) return fail(e->err, e->errlen, "no token for byte 0x%02X and no unknown token", b);
+                if (bt < 0)
+                    return errmsg_set(e->err, e->errlen, -1, "no token for byte 0x%02X and no unknown token", b);
                 if (push_id(e, bt)) return -1;
             } else {
                 int32_t bt = lookup(v, e->buf + s->start + k, 1);
@@ -870,7 +868,7 @@ static int merge_and_emit(tok_enc *e, size_t n, int spm_bytes) {
 
 static int encode_spm(tok_enc *e, const char *text, size_t len, int space_prefix) {
     /* ' ' -> U+2581 '▁' (3 bytes), with one more in front if asked */
-    if (grow(&e->buf, &e->cap_buf, 3 * len + 3, 1)) return fail(e->err, e->errlen, "out of memory");
+    if (grow(&e->buf, &e->cap_buf, 3 * len + 3, 1)) return errmsg_set(e->err, e->errlen, -1, "out of memory");
     size_t n = 0;
     if (space_prefix) { memcpy(e->buf, "\xE2\x96\x81", 3); n = 3; }
     for (size_t i = 0; i < len; i++) {
@@ -896,7 +894,7 @@ static int split_regex(tok_enc *e, const pcre2_code *re) {
             if (rc < 0) {
                 PCRE2_UCHAR msg[160];
                 pcre2_get_error_message(rc, msg, sizeof msg);
-                return fail(e->err, e->errlen, "pre-tokenizer regex: %s", (char *)msg);
+                return errmsg_set(e->err, e->errlen, -1, "pre-tokenizer regex: %s", (char *)msg);
             }
             PCRE2_SIZE *ov = pcre2_get_ovector_pointer(e->md);
             size_t ms = ov[0], me = ov[1];
@@ -904,12 +902,13 @@ static int split_regex(tok_enc *e, const pcre2_code *re) {
                 pos = ms + utf8_len(subj[ms]);
                 continue;
             }
-            if (grow(&e->span2, &e->cap_span2, n2 + 2, sizeof *e->span2)) return fail(e->err, e->errlen, "out of memory");
+            if (grow(&e->span2, &e->cap_span2, n2 + 2, sizeof *e->span2)) return errmsg_set(e->err, e->errlen, -1, "out of memory");
             if (ms > last) e->span2[n2++] = (tok_span){base + last, ms - last};
             e->span2[n2++] = (tok_span){base + ms, me - ms};
             last = pos = me;
         }
-        if (grow(&e->span2, &e->cap_span2, n2 + 1, sizeof *e->span2)) return fail(e->err, e->errlen, "out of memory");
+        if (grow(&e->span2, &e->cap_span2, n2 + 1, sizeof *e->span2))
+            return errmsg_set(e->err, e->errlen, -1, "out of memory");
         if (last < sl) e->span2[n2++] = (tok_span){base + last, sl - last};
     }
     tok_span *t = e->span; e->span = e->span2; e->span2 = t;
@@ -921,7 +920,7 @@ static int split_regex(tok_enc *e, const pcre2_code *re) {
 /* One pre-tokenized piece p[len] (valid UTF-8): byte-level encode, merge, emit. */
 static int encode_bpe_piece(tok_enc *e, const char *p, size_t len) {
     const tok_vocab *v = e->v;
-    if (grow(&e->buf, &e->cap_buf, 2 * len + 1, 1)) return fail(e->err, e->errlen, "out of memory");
+    if (grow(&e->buf, &e->cap_buf, 2 * len + 1, 1)) return errmsg_set(e->err, e->errlen, -1, "out of memory");
     size_t n = 0;
     for (size_t i = 0; i < len; i++) n += utf8_put(v->byte_cp[(uint8_t)p[i]], e->buf + n);
     if (v->ignore_merges) {
@@ -934,10 +933,10 @@ static int encode_bpe_piece(tok_enc *e, const char *p, size_t len) {
 static int encode_bpe(tok_enc *e, const char *text, size_t len) {
     const tok_vocab *v = e->v;
     /* valid UTF-8 for PCRE2: each invalid byte becomes U+FFFD, as llama.cpp does */
-    if (grow(&e->clean, &e->cap_clean, 3 * len + 1, 1)) return fail(e->err, e->errlen, "out of memory");
+    if (grow(&e->clean, &e->cap_clean, 3 * len + 1, 1)) return errmsg_set(e->err, e->errlen, -1, "out of memory");
     size_t n = 0;
     for (size_t i = 0; i < len;) n += utf8_put(utf8_next((const uint8_t *)text, len, &i), e->clean + n);
-    if (grow(&e->span, &e->cap_span, 1, sizeof *e->span)) return fail(e->err, e->errlen, "out of memory");
+    if (grow(&e->span, &e->cap_span, 1, sizeof *e->span)) return errmsg_set(e->err, e->errlen, -1, "out of memory");
     e->span[0] = (tok_span){0, n};
     e->n_span = 1;
     for (int r = 0; r < v->n_re; r++)
@@ -953,17 +952,18 @@ int tok_encode(const tok_vocab *v, const char *text, size_t len, int add_bos, in
                int32_t **ids, size_t *n, char *err, size_t errlen) {
     *ids = NULL;
     *n = 0;
-    if (len > TOK_MAX_TEXT) return fail(err, errlen, "text of %zu bytes is too long (max %zu)", len, TOK_MAX_TEXT);
-    if (len > 0 && !text) return fail(err, errlen, "NULL text");
+    if (len > TOK_MAX_TEXT)
+        return errmsg_set(err, errlen, -1, "text of %zu bytes is too long (max %zu)", len, TOK_MAX_TEXT);
+    if (len > 0 && !text) return errmsg_set(err, errlen, -1, "NULL text");
     tok_enc e = {.v = v, .err = err, .errlen = errlen};
     int rc = -1;
     if (v->kind == TOK_BPE && !(e.md = pcre2_match_data_create(1, NULL))) {
-        fail(err, errlen, "out of memory");
+        errmsg_set(err, errlen, -1, "out of memory");
         goto done;
     }
     if (partition(&e, text, len, parse_special)) goto done;
     if (add_bos && v->add_bos) {
-        if (v->bos < 0) { fail(err, errlen, "the model asks for BOS but has no BOS token"); goto done; }
+        if (v->bos < 0) { errmsg_set(err, errlen, -1, "the model asks for BOS but has no BOS token"); goto done; }
         if (push_id(&e, v->bos)) goto done;
     }
     int prev_special = 1;            /* SPM: a text fragment at the start or after a token gets the '▁' */
@@ -980,7 +980,7 @@ int tok_encode(const tok_vocab *v, const char *text, size_t len, int add_bos, in
         }
     }
     if (add_bos && v->add_eos) {
-        if (v->eos < 0) { fail(err, errlen, "the model asks for EOS but has no EOS token"); goto done; }
+        if (v->eos < 0) { errmsg_set(err, errlen, -1, "the model asks for EOS but has no EOS token"); goto done; }
         if (push_id(&e, v->eos)) goto done;
     }
     rc = 0;

@@ -30,6 +30,7 @@
  * "llama.cpp-0c1e570-cpu+fa-on+rot-off". llama.cpp's log is otherwise silenced; its last error line
  * becomes the message of a failed create or forward. */
 #include "kernels/backend_impl.h"
+#include "kernels/errmsg.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,9 +86,8 @@ static void log_quiet(enum ggml_log_level level, const char *text, void *ud) {
 
 /* "what: llama.cpp's last error line" or just "what" when it logged none. */
 static int fail(llama_backend *b, char *err, size_t errlen, const char *what) {
-    if (b && b->log_err[0]) snprintf(err, errlen, "%s: llama.cpp: %s", what, b->log_err);
-    else snprintf(err, errlen, "%s", what);
-    return -1;
+    if (b && b->log_err[0]) return errmsg_set(err, errlen, -1, "%s: llama.cpp: %s", what, b->log_err);
+    return errmsg_set(err, errlen, -1, "%s", what);
 }
 
 /* ---- KV formats -------------------------------------------------------------------------------- */
@@ -119,19 +119,18 @@ static int uniform_type(const backend_model *m, const kv_fmt *cells, int v, enum
             kv_fmt f = cells[(size_t)l * m->n_kv + h];
             if (!have) { f0 = f; have = 1; }
             else if (f != f0) {
-                snprintf(err, errlen, "llama backend: llama.cpp stores one %s format in every layer and head; a mix "
-                         "(%s in one place, %s in another) is for strata's own backend", what, kv_fmt_name(f0),
-                         kv_fmt_name(f));
-                return -1;
+                return errmsg_set(err, errlen, -1,
+                                  "llama backend: llama.cpp stores one %s format in every layer and head; a mix "
+                                  "(%s in one place, %s in another) is for strata's own backend", what, kv_fmt_name(f0),
+                                  kv_fmt_name(f));
             }
         }
     }
     if (kv_type(f0, t)) {
         char nm[64];
         kv_fmt_format(f0, nm, sizeof nm);
-        snprintf(err, errlen, "llama backend: %s format '%s' is not one llama.cpp stores (it takes " LLAMA_KV_NAMES
-                 "; its own rotation of quantised K/V: --kv-rotation on|off)", what, nm);
-        return -1;
+        return errmsg_set(err, errlen, -1, "llama backend: %s format '%s' is not one llama.cpp stores (it takes "
+                          LLAMA_KV_NAMES "; its own rotation of quantised K/V: --kv-rotation on|off)", what, nm);
     }
     return 0;
 }
@@ -156,8 +155,7 @@ static int llama_forward(backend *base, const int32_t *tokens, int T, int pos0, 
 static int llama_truncate_impl(backend *base, int depth, char *err, size_t errlen) {
     llama_backend *b = (llama_backend *)base;
     if (depth < 0 || depth > b->n_past) {
-        snprintf(err, errlen, "cannot truncate to depth %d: the stream holds %d tokens", depth, b->n_past);
-        return -1;
+        return errmsg_set(err, errlen, -1, "cannot truncate to depth %d: the stream holds %d tokens", depth, b->n_past);
     }
     if (depth == b->n_past) return 0;
     b->log_err[0] = 0;
@@ -166,10 +164,10 @@ static int llama_truncate_impl(backend *base, int depth, char *err, size_t errle
         b->branch_pos = -1;
     } else if (b->recurrent) {        /* only back to the branch point, never a partial cut */
         if (depth != b->branch_pos) {
-            snprintf(err, errlen, "llama backend: this model's recurrent state (a recurrent or hybrid model) cannot "
-                     "be cut back from depth %d to %d in llama.cpp, only to where its last generation began (%d): run "
-                     "it on strata's own backend", b->n_past, depth, b->branch_pos);
-            return -1;
+            return errmsg_set(err, errlen, -1,
+                              "llama backend: this model's recurrent state (a recurrent or hybrid model) cannot "
+                              "be cut back from depth %d to %d in llama.cpp, only to where its last generation "
+                              "began (%d): run it on strata's own backend", b->n_past, depth, b->branch_pos);
         }
         llama_memory_seq_rm(b->mem, 0, -1, -1);
         llama_memory_seq_cp(b->mem, 1, 0, -1, -1);
@@ -199,21 +197,20 @@ static int llama_create(const backend_model *m, const backend_config *cfg, backe
     *out = NULL;
     const char *dev = cfg->device && cfg->device[0] ? cfg->device : "cpu";
     if (strcmp(dev, "cpu")) {
-        snprintf(err, errlen, "llama backend: device '%s' is not supported yet (llama:cpu is; CUDA, Vulkan and Metal "
-                 "devices are future work)", dev);
-        return -1;
+        return errmsg_set(err, errlen, -1,
+                          "llama backend: device '%s' is not supported yet (llama:cpu is; CUDA, Vulkan and Metal "
+                          "devices are future work)", dev);
     }
-    if (!cfg->model_path) { snprintf(err, errlen, "llama backend: no model file given"); return -1; }
+    if (!cfg->model_path) return errmsg_set(err, errlen, -1, "llama backend: no model file given");
     if (cfg->threads < 1 || cfg->max_tokens < 1 || cfg->n_ctx < 1) {
-        snprintf(err, errlen, "llama backend: threads, prefill chunk and context must be >= 1");
-        return -1;
+        return errmsg_set(err, errlen, -1, "llama backend: threads, prefill chunk and context must be >= 1");
     }
     enum ggml_type tk, tv;
     if (uniform_type(m, cfg->kv_k, 0, &tk, err, errlen) || uniform_type(m, cfg->kv_v, 1, &tv, err, errlen)) return -1;
     if (ggml_is_quantized(tv) && cfg->flash_attn == BACKEND_FA_OFF) {
-        snprintf(err, errlen, "llama backend: llama.cpp stores a quantised V (%s) only with flash attention: "
-                 "--flash-attn on or auto", ggml_type_name(tv));
-        return -1;
+        return errmsg_set(err, errlen, -1,
+                          "llama backend: llama.cpp stores a quantised V (%s) only with flash attention: "
+                          "--flash-attn on or auto", ggml_type_name(tv));
     }
     /* what the cache holds per token: K and V rows of every attention layer, all KV heads */
     uint64_t bpt = 0;
@@ -228,7 +225,7 @@ static int llama_create(const backend_model *m, const backend_config *cfg, backe
     }
 
     llama_backend *b = calloc(1, sizeof *b);
-    if (!b) { snprintf(err, errlen, "out of memory"); return -1; }
+    if (!b) return errmsg_set(err, errlen, -1, "out of memory");
     b->base.impl = &backend_llama_impl;
     b->n_ctx = cfg->n_ctx;
     b->max_tokens = cfg->max_tokens;
@@ -254,9 +251,10 @@ static int llama_create(const backend_model *m, const backend_config *cfg, backe
     b->recurrent = llama_model_is_recurrent(b->model) || llama_model_is_hybrid(b->model);
     b->n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(b->model));
     if (b->n_vocab != m->n_vocab || llama_model_n_layer(b->model) != m->n_layer) {
-        snprintf(err, errlen, "llama backend: llama.cpp reads the model as %d tokens and %d layers, strata's loader "
-                 "as %d and %d: the logit rows would not line up", b->n_vocab, llama_model_n_layer(b->model),
-                 m->n_vocab, m->n_layer);
+        errmsg_set(err, errlen, -1,
+                   "llama backend: llama.cpp reads the model as %d tokens and %d layers, strata's loader "
+                   "as %d and %d: the logit rows would not line up", b->n_vocab, llama_model_n_layer(b->model),
+                   m->n_vocab, m->n_layer);
         goto fail;
     }
 
@@ -282,15 +280,15 @@ static int llama_create(const backend_model *m, const backend_config *cfg, backe
         goto fail;
     }
     if ((int64_t)llama_n_ctx(b->ctx) < cfg->n_ctx) {
-        snprintf(err, errlen, "llama backend: llama.cpp gave a context of %u tokens, %d were asked",
-                 llama_n_ctx(b->ctx), cfg->n_ctx);
+        errmsg_set(err, errlen, -1, "llama backend: llama.cpp gave a context of %u tokens, %d were asked",
+                   llama_n_ctx(b->ctx), cfg->n_ctx);
         goto fail;
     }
     b->mem = llama_get_memory(b->ctx);
     b->batch = llama_batch_init(cfg->max_tokens, 0, 1);
     b->have_batch = 1;
     if (!b->batch.token || !b->batch.pos || !b->batch.seq_id || !b->batch.logits) {
-        snprintf(err, errlen, "out of memory (prefill chunk %d)", cfg->max_tokens);
+        errmsg_set(err, errlen, -1, "out of memory (prefill chunk %d)", cfg->max_tokens);
         goto fail;
     }
     int fa = cfg->flash_attn != BACKEND_FA_OFF && !b->fa_off_seen;
@@ -309,28 +307,24 @@ static int llama_forward(backend *base, const int32_t *tokens, int T, int pos0, 
     llama_backend *b = (llama_backend *)base;
     if (b->route_asked) {
         b->route_asked = 0;
-        snprintf(err, errlen, "llama backend: llama.cpp's expert routing cannot be pinned or reported (strata's own "
-                 "backend does that)");
-        return -1;
+        return errmsg_set(err, errlen, -1,
+                          "llama backend: llama.cpp's expert routing cannot be pinned or reported (strata's own "
+                          "backend does that)");
     }
     if (T < 1 || T > b->max_tokens) {
-        snprintf(err, errlen, "forward of %d tokens: 1..%d per call", T, b->max_tokens);
-        return -1;
+        return errmsg_set(err, errlen, -1, "forward of %d tokens: 1..%d per call", T, b->max_tokens);
     }
     if (pos0 < 0 || pos0 > b->n_past || pos0 > b->n_ctx - T) {
-        snprintf(err, errlen, "forward at positions %d..%d: the stream holds %d tokens, the context %d", pos0,
-                 pos0 + T - 1, b->n_past, b->n_ctx);
-        return -1;
+        return errmsg_set(err, errlen, -1, "forward at positions %d..%d: the stream holds %d tokens, the context %d",
+                          pos0, pos0 + T - 1, b->n_past, b->n_ctx);
     }
     for (int i = 0; i < T; i++)
         if (tokens[i] < 0 || tokens[i] >= b->n_vocab) {
-            snprintf(err, errlen, "token id %d at index %d is outside the vocabulary [0, %d)", tokens[i], i, b->n_vocab);
-            return -1;
+            return errmsg_set(err, errlen, -1, "token id %d at index %d is outside the vocabulary [0, %d)", tokens[i], i, b->n_vocab);
         }
     for (int i = 0; i < n_rows; i++)
         if (rows[i] < 0 || rows[i] >= T || (i && rows[i] <= rows[i - 1])) {
-            snprintf(err, errlen, "row index %d (of %d) is outside the chunk of %d tokens or out of order", rows[i], i, T);
-            return -1;
+            return errmsg_set(err, errlen, -1, "row index %d (of %d) is outside the chunk of %d tokens or out of order", rows[i], i, T);
         }
     if (pos0 < b->n_past && llama_truncate_impl(base, pos0, err, errlen)) return -1;
     if (b->recurrent && T == 1 && b->last_T != 1) {   /* a generation begins: keep a branch point */

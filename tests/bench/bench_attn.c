@@ -6,17 +6,11 @@
  * bits per value and its times as a ratio to f16's. Nothing is asserted (speed is not tested).
  * usage: bench_attn [context] [threads] */
 #include "kernels/pool.h"
+#include "kernels/clock.h"
 #include "kernels/cache.h"
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Every format to time, f16 first, into out[cap]; returns how many. */
 static int all_formats(kv_fmt *out, int cap) {
@@ -68,14 +62,14 @@ int main(int argc, char **argv) {
             cache_store(&c, 0, pos, kv, kv + n_kv * hd);
         }
         cache_attn a = { 0, T, ctx - 32 - T, n_head, 0, 0.125f, q, o, NULL };
-        double t0 = now_s();
+        double t0 = clock_s();
         int bad = cache_attend(p, &c, &a);
-        double t1 = now_s();
+        double t1 = clock_s();
         for (int i = 0; i < 32 && !bad; i++) {
             cache_attn d = { 0, 1, ctx - 32 + i, n_head, 0, 0.125f, q, o, NULL };
             bad = cache_attend(p, &c, &d);
         }
-        double t2 = now_s();
+        double t2 = clock_s();
         cache_free(&c);
         if (bad) { fprintf(stderr, "bench_attn: %s: attention failed\n", name); goto done; }
         if (fmts[f] == KV_F16) { f16_prefill = t1 - t0; f16_decode = t2 - t1; }

@@ -7,17 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "driver/stats.h"
+#include "kernels/clock.h"
 
 #define N_ARMS 3
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* xorshift64*: deterministic pseudo-logits in [-8, 8) */
 static float next_logit(uint64_t *s) {
@@ -38,16 +32,16 @@ static int bench(int V, int reps) {
     for (int a = 1; a <= N_ARMS; a++)
         for (int i = 0; i < V; i++) rows[(size_t)a * V + i] = rows[i] + 0.001f * (float)a * next_logit(&s);
     stats_row one[N_ARMS], pre[N_ARMS];
-    double t0 = now_s();
+    double t0 = clock_s();
     for (int r = 0; r < reps; r++)
         for (int a = 0; a < N_ARMS; a++) stats_compare_rows(rows + (size_t)(a + 1) * V, rows, V, 7, &one[a]);
-    double t1 = now_s();
+    double t1 = clock_s();
     for (int r = 0; r < reps; r++) {
         stats_ref ref;
         stats_ref_prepare(rows, V, scratch, scratch + V, &ref);
         for (int a = 0; a < N_ARMS; a++) stats_compare_prepared(rows + (size_t)(a + 1) * V, &ref, 7, &pre[a]);
     }
-    double t2 = now_s();
+    double t2 = clock_s();
     int same = !memcmp(one, pre, sizeof one);
     printf("  vocab %6d, %d arms: one-shot %7.2f ms/position, prepared reference %7.2f ms/position (%.2fx)%s\n",
            V, N_ARMS, 1e3 * (t1 - t0) / reps, 1e3 * (t2 - t1) / reps, (t1 - t0) / (t2 - t1),

@@ -9,20 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "kernels/fp16.h"
+#include "kernels/clock.h"
 #include "kernels/ops.h"
 #include "worker/gguf.h"
 #include "kernels/quant.h"
 
 enum { ROWS = 512, COLS = 2048 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint64_t rng(uint64_t *s) {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
@@ -97,11 +91,11 @@ static void pass_generic(uint32_t t, const uint8_t *w, size_t rb, const float *x
 static double rate(pass_fn fn, uint32_t t, const uint8_t *w, size_t rb, const float *x, float *tmp, float *out, double secs) {
     fn(t, w, rb, x, tmp, out);   /* warm the caches */
     int64_t passes = 0;
-    double t0 = now_s(), t1;
+    double t0 = clock_s(), t1;
     do {
         fn(t, w, rb, x, tmp, out);
         passes++;
-        t1 = now_s();
+        t1 = clock_s();
     } while (t1 - t0 < secs);
     return (double)passes * ROWS * COLS / (t1 - t0);
 }
