@@ -65,7 +65,10 @@ MODEL_GEMMA := $(STRATA_CACHE)/gemma-3-270m-q4_k_m.gguf
 # the main job: SmolLM2, 16 depths to 8K, f32 noise floor / f16 reference / int8 / f16 again (the
 # repeat control: must come out bit-identical), per position, fork 32, the greedy continuations
 # cross-scored by f16 and f32 (cross.tsv: ~5 % more worker time; sampled forks, --sample-temps, are
-# left out: each temperature costs another fork probe on every arm)
+# left out: each temperature costs another fork probe on every arm), and the controlled depth design
+# (docs/DESIGN.md §4.16): 8 passages of 128 tokens from beyond the deepest prefix, scored after each
+# depth's prefix and once with none, so the depth verdict separates depth from content (the deepest
+# depth is 7936 = 8192 − 2·128 so that a passage fits after it in SmolLM2's 8K context)
 RUN_ARGS ?=
 
 # The layers (docs/DESIGN.md §1.1): driver -> proto <- worker -> kernels; kernels/ (all compute,
@@ -233,7 +236,7 @@ $(MODEL_GEMMA): | $(BUILD)/.deps
 
 run: all $(MODEL_SMOL)
 	./strata-driver sweep --model $(MODEL_SMOL) --arms f32,f16,int8,f16 --ref f16 --depths 16 \
-	    --max-depth 8160 --fork 32 --per-position --cross-score $(RUN_ARGS)
+	    --max-depth 7936 --fork 32 --per-position --cross-score --passages 8 --passage-len 128 $(RUN_ARGS)
 
 BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/*.c))
 $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(BUILD)/libanalysis.a $(BUILD)/libengine.a

@@ -306,6 +306,8 @@ typedef struct {
     stats_ci d_ref, d_f32;         /* Δ NLL per token: arm's text − the reference's, by ref / by f32 */
     stats_boot b_ref, b_f32;       /* the same with the 90 % interval of the verdict */
     stats_ci rep_arm, rep_ref;
+    stats_boot b_rep;              /* repetition arm − ref over the forked depths (paired, block 1) */
+    stats_ci d_rep;
 } cross_sum;
 
 static void boot_forked(const double *x, size_t n, stats_boot *b, stats_ci *c) {
@@ -325,7 +327,7 @@ static int cross_summary(const report_cross_row *x, size_t nx, int a, double T, 
     memset(s, 0, sizeof *s);
     size_t n = 0;
     for (size_t i = 0; i < nx; i++) n += x[i].arm == a && x[i].temperature == T;
-    double *buf = malloc(sizeof *buf * 4 * (n ? n : 1));   /* [4][n] Δ ref, Δ f32 (forked), rep arm, rep ref */
+    double *buf = malloc(sizeof *buf * 5 * (n ? n : 1));   /* [5][n] Δ ref, Δ f32 (forked), rep arm, rep ref, Δ rep (forked) */
     if (!buf) return -1;
     size_t k = 0, f = 0;
     for (size_t i = 0; i < nx; i++) {
@@ -334,6 +336,7 @@ static int cross_summary(const report_cross_row *x, size_t nx, int a, double T, 
         if (!r->censored) {
             buf[f] = r->ref_nll_arm - r->ref_nll_ref;
             buf[n + f] = r->f32_nll_arm - r->f32_nll_ref;
+            buf[4 * n + f] = r->rep_arm - r->rep_ref;
             f++;
         }
         buf[2 * n + k] = r->rep_arm;
@@ -346,6 +349,7 @@ static int cross_summary(const report_cross_row *x, size_t nx, int a, double T, 
     boot_forked(buf + n, f, &s->b_f32, &s->d_f32);
     mean_ci(buf + 2 * n, n, &s->rep_arm);
     mean_ci(buf + 3 * n, n, &s->rep_ref);
+    boot_forked(buf + 4 * n, f, &s->b_rep, &s->d_rep);
     free(buf);
     return 0;
 }
@@ -356,6 +360,21 @@ static const char *cross_verdict(const report_extra *X, const stats_boot *b, siz
     if (!n_forked) return "nothing forked";
     if (isnan(b->est) || isnan(b->lo)) return "not measured";
     return stats_verdict_word(stats_verdict_ci(b->lo, b->hi, b->lo90, b->hi90, X->margin_nats));
+}
+
+static void fmt_ci3(const stats_ci *c, char *buf, size_t len);
+
+/* "Repetition arm / ref" cell: both means over every depth, then the paired Δ over the forked depths
+ * with its words (no margin: none is tied to repetition, so equivalence is not assessed). */
+static void cross_rep_cell(const cross_sum *s, char *buf, size_t len) {
+    char d[96];
+    if (!s->n_forked || isnan(s->b_rep.est) || isnan(s->b_rep.lo)) {
+        snprintf(buf, len, "%.3f / %.3f", s->rep_arm.est, s->rep_ref.est);
+        return;
+    }
+    fmt_ci3(&s->d_rep, d, sizeof d);
+    snprintf(buf, len, "%.3f / %.3f; Δ %s: %s", s->rep_arm.est, s->rep_ref.est, d,
+             stats_verdict_word(stats_verdict_ci(s->b_rep.lo, s->b_rep.hi, s->b_rep.lo90, s->b_rep.hi90, NAN)));
 }
 
 /* Forks of arm a at temperature T (0: the greedy probe, from forks.tsv): counts and KM. */
@@ -427,11 +446,12 @@ static void readme_cross(FILE *o, const report_results *R, const report_analysis
         if (a == R->ref) continue;
         cross_sum s;
         if (cross_summary(X->x, X->nx, a, 0, &s) || !s.n) continue;
-        char dr[96], df[96];
+        char dr[96], df[96], rp[200];
         fmt_ci3(&s.d_ref, dr, sizeof dr);
         fmt_ci3(&s.d_f32, df, sizeof df);
-        fprintf(o, "| %s | %zu | %zu | %s | %s | %s | %s | %.3f / %.3f |\n", A->a[a].label, s.n, s.n_forked, dr,
-                cross_verdict(X, &s.b_ref, s.n_forked), df, cross_verdict(X, &s.b_f32, s.n_forked), s.rep_arm.est, s.rep_ref.est);
+        cross_rep_cell(&s, rp, sizeof rp);
+        fprintf(o, "| %s | %zu | %zu | %s | %s | %s | %s | %s |\n", A->a[a].label, s.n, s.n_forked, dr,
+                cross_verdict(X, &s.b_ref, s.n_forked), df, cross_verdict(X, &s.b_f32, s.n_forked), rp);
     }
     fprintf(o, "\nΔ: the mean over the depths where the texts forked only (where they are identical Δ = 0 by "
             "construction), with a circular bootstrap 95%% interval (block 1 over the depths, %d resamples, seed "
@@ -439,7 +459,9 @@ static void readme_cross(FILE *o, const report_results *R, const report_analysis
             "margin in nats, or the fp32 arm's largest |Δ| over its own forks when larger) — *higher* (the scorer "
             "finds the arm's text less likely), *lower*, *no detected difference*, *equivalent within the "
             "margin* (or *higher / lower, within the margin*); *nothing forked* when the texts never diverged. "
-            "Repetition: the mean over all depths.\n\n",
+            "Repetition: the means over all depths, then arm − ref over the forked depths with the same "
+            "bootstrap, in words without a margin (*higher* / *lower* / *no detected difference*: no margin is "
+            "tied to repetition, so equivalence is not assessed).\n\n",
             STATS_BOOT_B, (unsigned long)STATS_BOOT_SEED, X->margin_nats);
     for (int a = 0; a < R->n_arms; a++) {
         if (a == R->ref || R->arms[a].base >= 0) continue;
@@ -485,12 +507,12 @@ static void readme_cross_samples(FILE *o, const report_results *R, const report_
         for (int j = 0; a != R->ref && j < X->n_temps; j++) {
             cross_sum s;
             if (cross_summary(X->xs, X->nxs, a, X->temps[j], &s) || !s.n) continue;
-            char dr[96], df[96];
+            char dr[96], df[96], rp[200];
             fmt_ci3(&s.d_ref, dr, sizeof dr);
             fmt_ci3(&s.d_f32, df, sizeof df);
-            fprintf(o, "| %s | %g | %zu | %zu | %s | %s | %s | %s | %.3f / %.3f |\n", A->a[a].label, X->temps[j],
-                    s.n, s.n_forked, dr, cross_verdict(X, &s.b_ref, s.n_forked), df, cross_verdict(X, &s.b_f32, s.n_forked), s.rep_arm.est,
-                    s.rep_ref.est);
+            cross_rep_cell(&s, rp, sizeof rp);
+            fprintf(o, "| %s | %g | %zu | %zu | %s | %s | %s | %s | %s |\n", A->a[a].label, X->temps[j],
+                    s.n, s.n_forked, dr, cross_verdict(X, &s.b_ref, s.n_forked), df, cross_verdict(X, &s.b_f32, s.n_forked), rp);
         }
     }
     fprintf(o, "\nΔ over the forked depths, intervals and verdicts as in *Cross-scored continuations*.\n\n");

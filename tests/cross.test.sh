@@ -91,6 +91,10 @@ check "report regenerates README.md and summary.json byte for byte" \
     cmp -s "$T/README.1" "$T/a/README.md" && cmp -s "$T/summary.1" "$T/a/summary.json"
 check "the README has the cross-scoring, sampled-fork and sampled cross-scoring tables" \
     test "$(grep -c '^## Cross-scored continuations\|^## Sampled forks\|^## Cross-scored sampled continuations\|^| int8 | 0.5 | 5 |' "$T/a/README.md")" -eq 5
+# repetition: both means, and where the texts forked the paired Δ with its words (no margin)
+forked_rows=$(grep '^| int8 | [0-9]* | [1-9]' "$T/a/README.md" | head -n 1)
+check "the repetition cell of a forked arm gives the paired Δ and its words: ${forked_rows:0:160}" \
+    grep -Eq '; Δ [-+][0-9.]+ \[[-+][0-9.]+, [-+][0-9.]+\]: (higher|lower|no detected difference) \|$' <<<"$forked_rows"
 check "summary.json has cross_scoring, sampled_forks and cross_scoring_sampled" \
     test "$(grep -c '"cross_scoring"\|"sampled_forks"\|"cross_scoring_sampled"' "$T/a/summary.json")" -eq 3
 
