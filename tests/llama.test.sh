@@ -147,7 +147,11 @@ wbad() {
     else bad "$desc (rc $rc, $lines lines): $(cat "$T/bad.err")"; fi
 }
 wbad "worker --backend vulkan is refused" 2 "--backend: cpu, llama or llama:DEVICE" --backend vulkan
-wbad "worker --backend llama:cuda:0 is refused (cpu only)" 1 "device 'cuda:0' is not supported" --backend llama:cuda:0
+# a device this build lacks (a CPU build has only ggml's "CPU"): one error naming the build's devices
+wbad "worker --backend llama:cuda:0 on a CPU-only libllama names the device and what the build has" 1 \
+    "no device 'cuda:0' \(CUDA0\) in this llama.cpp build, which has: CPU; build one for it" --backend llama:cuda:0
+wbad "worker --backend llama:vulkan:x is refused (index 0..255)" 1 "device 'vulkan:x': the index must be 0..255" \
+    --backend llama:vulkan:x
 wbad "worker --backend llama --kv int8 names the formats llama.cpp takes" 1 \
     "'int8' is not one llama.cpp stores \(it takes f32 f16 bf16 q8_0 q4_0 q4_1 iq4_nl q5_0 q5_1" --backend llama --kv int8
 wbad "worker --backend llama --kv q8_0+rot is refused (llama.cpp rotates on its own)" 1 "q8_0\+rot' is not one" \

@@ -24,7 +24,8 @@
  *             (src/llama-kv-cache.cpp), so the setting is per process (a worker has one backend).
  * Weights: llama.cpp maps the GGUF itself (the engine's own loader maps the same file, so the
  * pages are shared); no extra buffer types (use_extra_bufts = false: no AMX or repacked weights),
- * no device offload (the "cpu" device; the devices list is empty).
+ * no offload on the "cpu" device (the devices list is empty); another device (device_name: cuda:N,
+ * hip:N, vulkan:N, metal, or a ggml device name) gets every layer and the KV cache.
  * What llama.cpp resolved (flash attention under "auto", the K/V rotation) is read from its log
  * lines, the only place it says so; backend_name reports the effective settings, e.g.
  * "llama.cpp-0c1e570-cpu+fa-on+rot-off". llama.cpp's log is otherwise silenced; its last error line
@@ -193,14 +194,64 @@ const backend_impl backend_llama_impl = {
     llama_threads, llama_free_impl,
 };
 
+/* The device spec of `--backend llama:SPEC` as ggml names its device: "cpu"; "cuda:N" -> CUDA<N>,
+ * "hip:N" -> ROCm<N>, "vulkan:N" -> Vulkan<N> (N defaults to 0); "metal" -> the first GPU device; any
+ * other spec is taken as a ggml device name as it is (e.g. "CUDA1"). label [len] gets the lower-case
+ * form for backend_name ("cuda0"). Returns 0, or -1 with a message for a spec that is too long or has
+ * a bad index. */
+static int device_name(const char *spec, char *name, size_t len, char *err, size_t errlen) {
+    static const struct { const char *kind, *ggml; } kinds[] = { { "cuda", "CUDA" }, { "hip", "ROCm" }, { "vulkan", "Vulkan" } };
+    if (strlen(spec) >= len - 1) return errmsg_set(err, errlen, -1, "llama backend: device spec too long");
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        size_t n = strlen(kinds[k].kind);
+        if (strncmp(spec, kinds[k].kind, n) || (spec[n] && spec[n] != ':')) continue;
+        long idx = 0;
+        if (spec[n] == ':') {
+            char *end;
+            idx = strtol(spec + n + 1, &end, 10);
+            if (end == spec + n + 1 || *end || idx < 0 || idx > 255)
+                return errmsg_set(err, errlen, -1, "llama backend: device '%s': the index must be 0..255", spec);
+        }
+        snprintf(name, len, "%s%ld", kinds[k].ggml, idx);
+        return 0;
+    }
+    snprintf(name, len, "%s", spec);
+    return 0;
+}
+
+static int device_label(const char *spec, char *label, size_t len, char *err, size_t errlen) {
+    if (!strcmp(spec, "cpu") || !strcmp(spec, "metal")) {
+        snprintf(label, len, "%s", spec);
+        return 0;
+    }
+    if (device_name(spec, label, len, err, errlen)) return -1;
+    for (char *c = label; *c; c++)
+        if (*c >= 'A' && *c <= 'Z') *c = (char)(*c - 'A' + 'a');
+    return 0;
+}
+
+/* The ggml device for spec (not "cpu") in this libllama build, after llama_backend_init. Returns 0,
+ * or -1 with a message listing the devices the build has (a CPU-only build has only "CPU"). */
+static int find_device(const char *spec, ggml_backend_dev_t *out, char *err, size_t errlen) {
+    char name[64], have[256] = "";
+    if (device_name(spec, name, sizeof name, err, errlen)) return -1;
+    *out = strcmp(spec, "metal") ? ggml_backend_dev_by_name(name) : ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_GPU);
+    if (*out && ggml_backend_dev_type(*out) != GGML_BACKEND_DEVICE_TYPE_CPU) return 0;
+    for (size_t i = 0; i < ggml_backend_dev_count(); i++) {
+        size_t used = strlen(have);
+        snprintf(have + used, sizeof have - used, "%s%s", used ? ", " : "", ggml_backend_dev_name(ggml_backend_dev_get(i)));
+    }
+    *out = NULL;
+    return errmsg_set(err, errlen, -1,
+                      "llama backend: no device '%s' (%s) in this llama.cpp build, which has: %s; build one for it, "
+                      "e.g. make llama LLAMA_CMAKE=\"-DGGML_CUDA=ON\"", spec, name, have[0] ? have : "none");
+}
+
 static int llama_create(const backend_model *m, const backend_config *cfg, backend **out, char *err, size_t errlen) {
     *out = NULL;
     const char *dev = cfg->device && cfg->device[0] ? cfg->device : "cpu";
-    if (strcmp(dev, "cpu")) {
-        return errmsg_set(err, errlen, -1,
-                          "llama backend: device '%s' is not supported yet (llama:cpu is; CUDA, Vulkan and Metal "
-                          "devices are future work)", dev);
-    }
+    char dev_label[32];   /* the device in backend_name: "cpu", "cuda0", "vulkan0", ... */
+    if (device_label(dev, dev_label, sizeof dev_label, err, errlen)) return -1;
     if (!cfg->model_path) return errmsg_set(err, errlen, -1, "llama backend: no model file given");
     if (cfg->threads < 1 || cfg->max_tokens < 1 || cfg->n_ctx < 1) {
         return errmsg_set(err, errlen, -1, "llama backend: threads, prefill chunk and context must be >= 1");
@@ -237,10 +288,12 @@ static int llama_create(const backend_model *m, const backend_config *cfg, backe
     if (cfg->llama_rot_off) setenv("LLAMA_ATTN_ROT_DISABLE", "1", 1);
     else unsetenv("LLAMA_ATTN_ROT_DISABLE");
 
+    ggml_backend_dev_t gpu = NULL;   /* NULL: the cpu */
+    if (strcmp(dev, "cpu") && find_device(dev, &gpu, err, errlen)) goto fail;
     struct llama_model_params mp = llama_model_default_params();
-    ggml_backend_dev_t no_devices[1] = { NULL };   /* the cpu: no device to offload to */
-    mp.devices = no_devices;
-    mp.n_gpu_layers = 0;
+    ggml_backend_dev_t devices[2] = { gpu, NULL };   /* [the device, end]; the cpu: none to offload to */
+    mp.devices = devices;
+    mp.n_gpu_layers = gpu ? 1 << 20 : 0;             /* a device holds every layer (no split) */
     mp.split_mode = LLAMA_SPLIT_MODE_NONE;
     mp.use_extra_bufts = false;
     b->model = llama_model_load_from_file(cfg->model_path, mp);
@@ -268,8 +321,8 @@ static int llama_create(const backend_model *m, const backend_config *cfg, backe
                                                              : LLAMA_FLASH_ATTN_TYPE_AUTO;
     cp.type_k = tk;
     cp.type_v = tv;
-    cp.offload_kqv = false;
-    cp.op_offload = false;
+    cp.offload_kqv = gpu != NULL;   /* the KV cache on the device that computes with it */
+    cp.op_offload = gpu != NULL;
     cp.no_perf = true;
     cp.swa_full = true;        /* sliding-window layers keep every position: truncation anywhere is exact */
     cp.kv_unified = true;
@@ -292,7 +345,7 @@ static int llama_create(const backend_model *m, const backend_config *cfg, backe
         goto fail;
     }
     int fa = cfg->flash_attn != BACKEND_FA_OFF && !b->fa_off_seen;
-    snprintf(b->name, sizeof b->name, "llama.cpp-" LLAMA_COMMIT "-%s+fa-%s+rot-%s", dev, fa ? "on" : "off",
+    snprintf(b->name, sizeof b->name, "llama.cpp-" LLAMA_COMMIT "-%s+fa-%s+rot-%s", dev_label, fa ? "on" : "off",
              b->rot_seen ? "on" : "off");
     b->log_err[0] = 0;
     *out = &b->base;
