@@ -163,8 +163,8 @@ int sweep_write_meta(sweep_state *st, const char *status, int complete, char *er
         json_object_set_new(ja, "backend", json_stringn(a->hello.device, blen));
         json_object_set_new(ja, "isa", isa ? json_string(isa + 1) : json_null());
         json_object_set_new(ja, "threads", json_integer(a->hello.threads));
-        if (st->have_stats[i]) {
-            const proto_stats_rep *s = &st->stats[i];
+        if (st->sa[i].have_stats) {
+            const proto_stats_rep *s = &st->sa[i].stats;
             json_object_set_new(ja, "prefill_tokens", json_integer((json_int_t)s->prefill_tokens));
             json_object_set_new(ja, "prefill_seconds", json_real(s->prefill_seconds));
             json_object_set_new(ja, "decode_tokens", json_integer((json_int_t)s->decode_tokens));
@@ -180,9 +180,9 @@ int sweep_write_meta(sweep_state *st, const char *status, int complete, char *er
         if (st->moe) {   /* the routing of the teacher-forced positions against the reference's */
             if (i == c->ref) json_object_set_new(ja, "routing", json_null());
             else
-                json_object_set_new(ja, "routing", json_pack("{s:I,s:I,s:f}", "decisions", (json_int_t)st->route_n[i],
-                                                              "differ", (json_int_t)st->route_diff[i], "fraction",
-                                                              st->route_n[i] ? (double)st->route_diff[i] / st->route_n[i] : 0.0));
+                json_object_set_new(ja, "routing", json_pack("{s:I,s:I,s:f}", "decisions", (json_int_t)st->sa[i].route_n,
+                                                              "differ", (json_int_t)st->sa[i].route_diff, "fraction",
+                                                              st->sa[i].route_n ? (double)st->sa[i].route_diff / st->sa[i].route_n : 0.0));
         }
         json_array_append_new(jarms, ja);
     }
@@ -242,18 +242,18 @@ int sweep_write_meta(sweep_state *st, const char *status, int complete, char *er
     return ret;
 }
 
-/* twin[i] = the first arm j < i with the same configuration (formats, device, engine, model file's
- * sha256), or -1 */
-static void find_twins(const arm *arms, int n, int *twin) {
+/* sa[i].twin = the first arm j < i with the same configuration (formats, device, engine, model
+ * file's sha256), or -1 */
+static void find_twins(const arm *arms, int n, sweep_arm *sa) {
     for (int i = 0; i < n; i++) {
-        twin[i] = -1;
+        sa[i].twin = -1;
         const proto_hello_rep *a = &arms[i].hello;
-        for (int j = 0; j < i && twin[i] < 0; j++) {
+        for (int j = 0; j < i && sa[i].twin < 0; j++) {
             const proto_hello_rep *b = &arms[j].hello;
             if (!strcmp(a->kv_k, b->kv_k) && !strcmp(a->kv_v, b->kv_v) && !strcmp(a->device, b->device) &&
                 !strcmp(a->engine, b->engine) && !strcmp(a->git, b->git) &&
                 !strcmp(a->model_sha256, b->model_sha256))   /* a weight arm is another configuration */
-                twin[i] = j;
+                sa[i].twin = j;
         }
     }
 }
@@ -262,179 +262,185 @@ static void find_twins(const arm *arms, int n, int *twin) {
  * sweep_run
  * ========================================================================================== */
 
-int sweep_run(const sweep_config *c, arm *arms, int n, sweep_outcome *out, char *err, size_t errlen) {
-    sweep_state st;
-    int ret = SWEEP_OK, started = 0;
-    char e[2048] = "";
-    if (out) *out = (sweep_outcome){ 0, -1, 0 };
-    memset(&st, 0, sizeof st);
-    st.jn.fd = -1;
-    st.meta_k = -1;
-    st.c = c;
-    st.arms = arms;
-    st.n = n;
-    st.V = (int)arms[c->ref].hello.n_vocab;
-    st.extra = c->cross_score || c->n_sample_temps > 0;
-    st.xsamp = c->cross_score && c->n_sample_temps > 0;
+/* The state's fields that follow from the configuration and the arms' handshakes (st zeroed
+ * first; nothing is allocated). Returns 0, or SWEEP_ERROR for options these arms cannot run. */
+static int state_init(sweep_state *st, const sweep_config *c, arm *arms, int n, char *err, size_t errlen) {
+    memset(st, 0, sizeof *st);
+    st->jn.fd = -1;
+    st->meta_k = -1;
+    st->c = c;
+    st->arms = arms;
+    st->n = n;
+    st->V = (int)arms[c->ref].hello.n_vocab;
+    st->extra = c->cross_score || c->n_sample_temps > 0;
+    st->xsamp = c->cross_score && c->n_sample_temps > 0;
     /* MoE routing is compared (and pinned) when every arm runs experts of the reference's shape */
     const proto_hello_rep *hr = &arms[c->ref].hello;
-    st.moe = hr->n_expert_used > 0;
+    st->moe = hr->n_expert_used > 0;
     for (int a = 0; a < n; a++)
         if (arms[a].hello.n_expert != hr->n_expert || arms[a].hello.n_expert_used != hr->n_expert_used ||
             arms[a].hello.n_layer != hr->n_layer)
-            st.moe = 0;
-    st.per_tok = st.moe ? (size_t)hr->n_layer * hr->n_expert_used : 0;
-    if (c->pin_experts && !st.moe) {
+            st->moe = 0;
+    st->per_tok = st->moe ? (size_t)hr->n_layer * hr->n_expert_used : 0;
+    if (c->pin_experts && !st->moe) {
         return errmsg_set(err, errlen, SWEEP_ERROR, "--pin-experts needs a mixture-of-experts model with the same "
                           "expert count, experts per token and layers in every arm (the reference arm %s has %u "
                           "experts, %u per token)", arms[c->ref].name, hr->n_expert, hr->n_expert_used);
     }
-    st.F = c->cross_score ? sweep_f32_arm(arms, n, c->ref) : -1;
-    st.pass_base = -1;   /* the passages' baseline: when its base prefix is shorter than the first depth */
+    st->F = c->cross_score ? sweep_f32_arm(arms, n, c->ref) : -1;
+    st->pass_base = -1;   /* the passages' baseline: when its base prefix is shorter than the first depth */
     if (c->n_passages && passages_base_depth(c->tokens, c->n_tokens, hr->bos) < c->depths[0])
-        st.pass_base = passages_base_depth(c->tokens, c->n_tokens, hr->bos);
+        st->pass_base = passages_base_depth(c->tokens, c->n_tokens, hr->bos);
     if (c->n_passages && (c->pin_experts || !c->passage_starts || c->passage_len < 1))
         return errmsg_set(err, errlen, SWEEP_ERROR, "--passages: %s", c->pin_experts ? "cannot be combined with "
                           "--pin-experts (the passages' routing is not pinned)" : "no passages planned");
-    st.k_journal = -1;
+    st->k_journal = -1;
 
-    st.t0 = clock_s();
+    st->t0 = clock_s();
     time_t wall = c->date ? c->date : time(NULL);
     struct tm tmv;
     if (c->date) gmtime_r(&wall, &tmv);
     else localtime_r(&wall, &tmv);
-    strftime(st.date, sizeof st.date, c->date ? "%Y-%m-%dT%H:%M:%S+0000" : "%Y-%m-%dT%H:%M:%S%z", &tmv);
-    sweep_machine_string(st.machine, sizeof st.machine);
+    strftime(st->date, sizeof st->date, c->date ? "%Y-%m-%dT%H:%M:%S+0000" : "%Y-%m-%dT%H:%M:%S%z", &tmv);
+    sweep_machine_string(st->machine, sizeof st->machine);
+    return 0;
+}
 
-    st.req = calloc((size_t)n, sizeof *st.req);
-    st.rep = calloc((size_t)n, sizeof *st.rep);
-    st.codes = calloc((size_t)n, sizeof *st.codes);
-    st.failed = calloc((size_t)n, sizeof *st.failed);
-    st.need_full = calloc((size_t)n, sizeof *st.need_full);
-    st.twin = calloc((size_t)n, sizeof *st.twin);
-    st.twin_warned = calloc((size_t)n, sizeof *st.twin_warned);
-    st.tf = calloc((size_t)n, sizeof *st.tf);
-    st.fork = calloc((size_t)n, sizeof *st.fork);
-    st.censored = calloc((size_t)n, sizeof *st.censored);
-    st.stats = calloc((size_t)n, sizeof *st.stats);
-    st.have_stats = calloc((size_t)n, sizeof *st.have_stats);
-    st.rows = calloc((size_t)n, sizeof *st.rows);
-    size_t nr = c->chunk > 1 ? (size_t)c->chunk : 1;
-    st.pr = calloc(nr * (size_t)n, sizeof *st.pr);
-    st.bad = calloc(nr * (size_t)n, sizeof *st.bad);
-    st.next = calloc(nr, sizeof *st.next);
-    if (st.moe) {
-        st.route_n = calloc((size_t)n, sizeof *st.route_n);
-        st.route_diff = calloc((size_t)n, sizeof *st.route_diff);
-        st.pend_n = calloc((size_t)n, sizeof *st.pend_n);
-        st.pend_diff = calloc((size_t)n, sizeof *st.pend_diff);
-        st.pin = malloc(sizeof(int32_t) * (size_t)c->chunk * st.per_tok);
-        if (!st.route_n || !st.route_diff || !st.pend_n || !st.pend_diff || !st.pin) {
-            ret = errmsg_set(e, sizeof e, SWEEP_ERROR, "out of memory");
-            goto done;
-        }
-    }
-    st.greedy = calloc((size_t)n * (size_t)c->fork_n, sizeof *st.greedy);
-    st.resumes = json_array();
-    if (!st.req || !st.rep || !st.codes || !st.failed || !st.need_full || !st.twin || !st.twin_warned ||
-        !st.tf || !st.fork || !st.censored || !st.stats || !st.have_stats || !st.rows || !st.pr || !st.bad || !st.next ||
-        !st.greedy || !st.resumes) {
-        ret = errmsg_set(e, sizeof e, SWEEP_ERROR, "out of memory");
-        goto done;
-    }
-    find_twins(arms, n, st.twin);
-    if (c->test_fault && (ret = sweep_parse_faults(&st, c->test_fault, e, sizeof e))) goto done;
+/* Allocates the state's buffers, each once (state_free frees them, also after a failure here),
+ * and finds the twins. Returns 0 or SWEEP_ERROR. */
+static int state_alloc(sweep_state *st, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    const size_t n = (size_t)st->n;
+    const size_t nr = c->chunk > 1 ? (size_t)c->chunk : 1;
+    st->sa = calloc(n, sizeof *st->sa);                             /* [n] */
+    st->req = calloc(n, sizeof *st->req);                           /* [n] */
+    st->rep = calloc(n, sizeof *st->rep);                           /* [n] */
+    st->codes = calloc(n, sizeof *st->codes);                       /* [n] */
+    st->rows = calloc(n, sizeof *st->rows);                         /* [n] */
+    st->pr = calloc(nr * n, sizeof *st->pr);                        /* [chunk][n] */
+    st->bad = calloc(nr * n, sizeof *st->bad);                      /* [chunk][n] */
+    st->next = calloc(nr, sizeof *st->next);                        /* [chunk] */
+    if (st->moe) st->pin = malloc(sizeof(int32_t) * (size_t)c->chunk * st->per_tok);   /* [chunk][per_tok] */
+    st->greedy = calloc(n * (size_t)c->fork_n, sizeof *st->greedy); /* [n][fork_n] */
+    st->resumes = json_array();
+    if (!st->sa || !st->req || !st->rep || !st->codes || !st->rows || !st->pr || !st->bad || !st->next ||
+        (st->moe && !st->pin) || !st->greedy || !st->resumes)
+        return errmsg_set(err, errlen, SWEEP_ERROR, "out of memory");
+    find_twins(st->arms, st->n, st->sa);
+    return 0;
+}
 
-    /* the journal first (a folder another driver holds is left untouched), then the TSVs: created
-     * empty, or rebuilt from the journal when resuming */
-    if (c->pin_file && !c->resume && (ret = sweep_open_pin_file(&st, e, sizeof e))) goto done;   /* before any folder */
-    if ((ret = c->resume ? sweep_journal_start_resume(&st, e, sizeof e) : sweep_journal_start_new(&st, e, sizeof e))) goto done;
-    started = 1;
-    if (c->pin_file && c->resume && (ret = sweep_open_pin_file(&st, e, sizeof e))) goto done;   /* after the journal */
-    if ((ret = sweep_tsv_sync(&st, e, sizeof e))) goto done;
-    if ((ret = sweep_write_meta(&st, "running", 0, e, sizeof e))) goto done;
+static void state_free(sweep_state *st) {
+    free(st->sa);
+    free(st->req);
+    free(st->rep);
+    free(st->codes);
+    free(st->rows);
+    free(st->pr);
+    free(st->bad);
+    free(st->next);
+    free(st->pin);
+    pinfile_close(st->pf);
+    free(st->greedy);
+    json_decref(st->resumes);
+}
 
-    sweep_progress_start(&st);
+/* The journal first (a folder another driver holds is left untouched), then the TSVs: created
+ * empty, or rebuilt from the journal when resuming; then the first meta.json. *started = 1 once
+ * the journal is this run's. */
+static int start_folder(sweep_state *st, int *started, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    int ret;
+    if (c->pin_file && !c->resume && (ret = sweep_open_pin_file(st, err, errlen))) return ret;   /* before any folder */
+    if ((ret = c->resume ? sweep_journal_start_resume(st, err, errlen) : sweep_journal_start_new(st, err, errlen)))
+        return ret;
+    *started = 1;
+    if (c->pin_file && c->resume && (ret = sweep_open_pin_file(st, err, errlen))) return ret;   /* after the journal */
+    if ((ret = sweep_tsv_sync(st, err, errlen))) return ret;
+    return sweep_write_meta(st, "running", 0, err, errlen);
+}
 
-    /* measure; a worker that dies or hangs is restarted and the sweep continues from the last
-     * journalled position (every arm is brought back there first) */
-    for (int a = 0; a < n; a++) st.need_full[a] = 1;
-    while (st.k_done < c->n_depths) {
-        ret = sweep_sync_arms(&st, e, sizeof e);
-        if (!ret) ret = sweep_run_depths(&st, e, sizeof e);
+/* Measures every depth not yet journalled; a worker that dies or hangs is restarted and the sweep
+ * continues from the last journalled position (every arm is brought back there first). */
+static int measure(sweep_state *st, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    int ret = SWEEP_OK;
+    for (int a = 0; a < st->n; a++) st->sa[a].need_full = 1;
+    while (st->k_done < c->n_depths) {
+        ret = sweep_sync_arms(st, err, errlen);
+        if (!ret) ret = sweep_run_depths(st, err, errlen);
         if (ret != SWEEP_FAULT) break;
-        ret = sweep_handle_fault(&st, e, sizeof e);
-        if (ret == SWEEP_ERROR) st.gave_up = 1;   /* past --max-restarts, or the restart failed */
+        ret = sweep_handle_fault(st, err, errlen);
+        if (ret == SWEEP_ERROR) st->gave_up = 1;   /* past --max-restarts, or the restart failed */
         if (ret != SWEEP_FAULT) break;
         ret = SWEEP_OK;
     }
-    if (ret == SWEEP_OK && st.pf && pinfile_finish(st.pf, e, sizeof e)) ret = SWEEP_ERROR;
+    if (ret == SWEEP_OK && st->pf && pinfile_finish(st->pf, err, errlen)) ret = SWEEP_ERROR;
+    return ret;
+}
 
+/* The end of a started run: the workers' own counters, from the arms still connected (short
+ * timeout), and meta.json with the outcome ret, whose message is in e [elen]. Returns ret, or
+ * SWEEP_ERROR when meta.json could not be written after a success. */
+static int finish_meta(sweep_state *st, int ret, char *e, size_t elen) {
+    const sweep_config *c = st->c;
+    for (int a = 0; a < st->n; a++) {
+        arm *A = &st->arms[a];
+        if (!A->connected || !arm_alive(A) || arm_proc_state(A) == 'T') continue;
+        st->sa[a].have_stats = workers_stats(A, &st->sa[a].stats, c->warnings);
+    }
+    if (ret == SWEEP_INTERRUPTED)
+        snprintf(e, elen, "interrupted after %d of %d depths", st->k_done, c->n_depths);
+    const char *status = ret == SWEEP_OK ? "complete" : e;
+    if (ret != SWEEP_OK && c->warnings) {
+        char w[2200];
+        snprintf(w, sizeof w, "partial results: the sweep stopped after %d of %d depths (%s)", st->k_done,
+                 c->n_depths, e);
+        json_array_append_new(c->warnings, json_string(w));
+    }
+    char e3[700];
+    int wr = sweep_write_meta(st, status, ret == SWEEP_OK, e3, sizeof e3);
+    if (wr && ret == SWEEP_OK) { ret = SWEEP_ERROR; snprintf(e, elen, "%s", e3); }
+    else if (wr && st->meta_k != st->k_done) {
+        /* e.g. a full disk: the journal counts what was kept; say that meta.json lags behind it */
+        size_t l = strlen(e);
+        snprintf(e + l, elen - l, "; meta.json could not be updated and still counts %d depths: the journal "
+                 "holds %d, which --resume restores", st->meta_k < 0 ? 0 : st->meta_k, st->k_done);
+    }
+    return ret;
+}
+
+/* What the folder keeps. A refused resume measured nothing; its journal keeps what it held. A
+ * resume can continue after an interrupt, a worker fault, a failed write (the journal counts what
+ * was kept) or a lost connection to an arm; not after a refusal, a non-finite logit or a bad
+ * reply, which it would meet again. */
+static void outcome(const sweep_state *st, int ret, int started, sweep_outcome *out) {
+    int transport = 0;
+    for (int a = 0; started && st->codes && a < st->n; a++)
+        transport |= st->codes[a] == ARM_E_DIED || st->codes[a] == PROTO_E_TIMEOUT || st->codes[a] == PROTO_E_TRANSPORT;
+    out->depths_done = started ? st->k_done : 0;
+    out->depths_kept = started ? st->k_done : st->k_journal;
+    out->resumable = ret != SWEEP_OK && (started || st->io_failed) &&
+                     (ret == SWEEP_INTERRUPTED || st->io_failed || st->gave_up || st->jn.broken || transport);
+}
+
+int sweep_run(const sweep_config *c, arm *arms, int n, sweep_outcome *out, char *err, size_t errlen) {
+    sweep_state st;
+    int ret, started = 0;
+    char e[2048] = "";
+    if (out) *out = (sweep_outcome){ 0, -1, 0 };
+    if ((ret = state_init(&st, c, arms, n, err, errlen))) return ret;
+    if ((ret = state_alloc(&st, e, sizeof e))) goto done;
+    if (c->test_fault && (ret = sweep_parse_faults(&st, c->test_fault, e, sizeof e))) goto done;
+    if ((ret = start_folder(&st, &started, e, sizeof e))) goto done;
+    sweep_progress_start(&st);
+    ret = measure(&st, e, sizeof e);
 done:
     sweep_progress_end(&st.pg);
     ret = sweep_files_close(&st, ret, e, sizeof e);
-    if (started) {
-        /* the workers' own counters, from the arms still connected (short timeout) */
-        for (int a = 0; a < n; a++) {
-            if (!arms[a].connected || !arm_alive(&arms[a]) || arm_proc_state(&arms[a]) == 'T') continue;
-            st.have_stats[a] = workers_stats(&arms[a], &st.stats[a], c->warnings);
-        }
-        if (ret == SWEEP_INTERRUPTED)
-            snprintf(e, sizeof e, "interrupted after %d of %d depths", st.k_done, c->n_depths);
-        const char *status = ret == SWEEP_OK ? "complete" : e;
-        if (ret != SWEEP_OK && c->warnings) {
-            char w[2200];
-            snprintf(w, sizeof w, "partial results: the sweep stopped after %d of %d depths (%s)", st.k_done,
-                     c->n_depths, e);
-            json_array_append_new(c->warnings, json_string(w));
-        }
-        char e3[700];
-        int wr = sweep_write_meta(&st, status, ret == SWEEP_OK, e3, sizeof e3);
-        if (wr && ret == SWEEP_OK) { ret = SWEEP_ERROR; snprintf(e, sizeof e, "%s", e3); }
-        else if (wr && st.meta_k != st.k_done) {
-            /* e.g. a full disk: the journal counts what was kept; say that meta.json lags behind it */
-            size_t l = strlen(e);
-            snprintf(e + l, sizeof e - l, "; meta.json could not be updated and still counts %d depths: the journal "
-                     "holds %d, which --resume restores", st.meta_k < 0 ? 0 : st.meta_k, st.k_done);
-        }
-    }
+    if (started) ret = finish_meta(&st, ret, e, sizeof e);
     if (ret != SWEEP_OK) errmsg_set(err, errlen, ret, "%s", e);
-    if (out) {
-        /* a refused resume measured nothing; its journal keeps what it held. A resume can continue
-         * after an interrupt, a worker fault, a failed write (the journal counts what was kept) or a
-         * lost connection to an arm; not after a refusal, a non-finite logit or a bad reply, which it
-         * would meet again */
-        int transport = 0;
-        for (int a = 0; started && st.codes && a < n; a++)
-            transport |= st.codes[a] == ARM_E_DIED || st.codes[a] == PROTO_E_TIMEOUT || st.codes[a] == PROTO_E_TRANSPORT;
-        out->depths_done = started ? st.k_done : 0;
-        out->depths_kept = started ? st.k_done : st.k_journal;
-        out->resumable = ret != SWEEP_OK && (started || st.io_failed) &&
-                         (ret == SWEEP_INTERRUPTED || st.io_failed || st.gave_up || st.jn.broken || transport);
-    }
-    free(st.req);
-    free(st.rep);
-    free(st.codes);
-    free(st.failed);
-    free(st.need_full);
-    free(st.twin);
-    free(st.twin_warned);
-    free(st.tf);
-    free(st.fork);
-    free(st.censored);
-    free(st.stats);
-    free(st.have_stats);
-    free(st.rows);
-    free(st.pr);
-    free(st.bad);
-    free(st.next);
-    free(st.route_n);
-    free(st.route_diff);
-    free(st.pend_n);
-    free(st.pend_diff);
-    free(st.pin);
-    pinfile_close(st.pf);
-    free(st.greedy);
-    json_decref(st.resumes);
+    if (out) outcome(&st, ret, started, out);
+    state_free(&st);
     return ret;
 }

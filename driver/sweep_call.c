@@ -74,7 +74,7 @@ static void apply_faults(sweep_state *st) {
 /* Sends st->req to every arm (arm_call_all) with a timeout scaled from the measured rate.
  * what describes the request for messages ("a prefill request (positions 0..99)"); tokens is its
  * size for the timeout and the rate. Returns 0; SWEEP_INTERRUPTED; SWEEP_FAULT when every failing
- * arm is a local worker that died, hung or dropped its connection (st->failed marks them,
+ * arm is a local worker that died, hung or dropped its connection (st->sa[a].failed marks them,
  * st->fault describes it); else SWEEP_ERROR. On failure the replies are freed. */
 int sweep_call(sweep_state *st, int kind, double tokens, const char *what, char *err, size_t errlen) {
     const sweep_config *c = st->c;
@@ -97,10 +97,10 @@ int sweep_call(sweep_state *st, int kind, double tokens, const char *what, char 
     int n_fault = 0, other = 0;
     for (int a = 0; a < st->n; a++) {
         int code = st->codes[a];
-        st->failed[a] = 0;
+        st->sa[a].failed = 0;
         if (!code) continue;
         if (!st->arms[a].remote && (code == ARM_E_DIED || code == PROTO_E_TIMEOUT || code == PROTO_E_TRANSPORT)) {
-            st->failed[a] = 1;
+            st->sa[a].failed = 1;
             n_fault++;
         } else {
             other++;
@@ -111,7 +111,7 @@ int sweep_call(sweep_state *st, int kind, double tokens, const char *what, char 
     size_t off = 0;
     st->fault[0] = 0;
     for (int a = 0; a < st->n; a++) {
-        if (!st->failed[a]) continue;
+        if (!st->sa[a].failed) continue;
         arm *A = &st->arms[a];
         char how[300], tail[700];
         if (st->codes[a] == ARM_E_DIED) {
@@ -146,12 +146,12 @@ int sweep_handle_fault(sweep_state *st, char *err, size_t errlen) {
     st->restarts++;
     char e[1024];
     for (int a = 0; a < st->n; a++) {
-        if (!st->failed[a]) continue;
+        if (!st->sa[a].failed) continue;
         int rc = arm_restart(&st->arms[a], a, c->launch, c->dial_ms, SWEEP_TIMEOUT_FIRST_MS, c->recv_max, c->stop,
                              e, sizeof e);
         if (rc == ARM_E_INTERRUPTED) return SWEEP_INTERRUPTED;
         if (rc) return errmsg_set(err, errlen, SWEEP_ERROR, "restarting after a worker fault: %s", e);
-        st->need_full[a] = 1;
+        st->sa[a].need_full = 1;
         if (!c->quiet)
             fprintf(stderr, "strata-driver: restarted the worker of arm %s (pid %d; restart %d of at most %d); "
                     "continuing from position %d\n", st->arms[a].name, (int)st->arms[a].pid, st->restarts,
@@ -168,11 +168,11 @@ int sweep_handle_fault(sweep_state *st, char *err, size_t errlen) {
 
 #define CATCHUP_CHUNK 2048   /* tokens per re-prefill request (no rows come back) */
 
-/* One prefill of positions pos..pos+m-1 on the arms with who[a] (NULL: every arm), rows as asked.
+/* One prefill of positions pos..pos+m-1 on every arm (rebuild: on the arms marked need_full), rows as asked.
  * MoE: count = 1 asks every arm for its routing (the caller counts it, count_routing); in pinned
  * mode the reference arm runs first, alone, and the other arms then get its experts as their pin
- * (the reference must be among who). The replies are in st->rep as after one call. */
-int sweep_prefill_step(sweep_state *st, const int *who, int pos, int m, uint32_t rows, int count, const char *what,
+ * (with rebuild, the reference must be marked). The replies are in st->rep as after one call. */
+int sweep_prefill_step(sweep_state *st, int rebuild, int pos, int m, uint32_t rows, int count, const char *what,
                         char *err, size_t errlen) {
     const sweep_config *c = st->c;
     const int n = st->n, R = c->ref;
@@ -181,7 +181,7 @@ int sweep_prefill_step(sweep_state *st, const int *who, int pos, int m, uint32_t
     if (replay && pinfile_read(st->pf, pos, m, c->tokens + pos, st->pin, err, errlen)) return SWEEP_ERROR;
     for (int a = 0; a < n; a++) {
         proto_init(&st->req[a], PROTO_NONE, 0, 0);
-        if (who && !who[a]) continue;
+        if (rebuild && !st->sa[a].need_full) continue;
         if (pinned && a != R) continue;   /* second round */
         proto_init(&st->req[a], PROTO_PREFILL, 0, 0);
         st->req[a].prefill_req.tokens = (int32_t *)(c->tokens + pos);
@@ -214,7 +214,7 @@ int sweep_prefill_step(sweep_state *st, const int *who, int pos, int m, uint32_t
     int others = 0;
     for (int a = 0; a < n; a++) {
         proto_init(&st->req[a], PROTO_NONE, 0, 0);
-        if ((who && !who[a]) || a == R) continue;
+        if ((rebuild && !st->sa[a].need_full) || a == R) continue;
         proto_init(&st->req[a], PROTO_PREFILL, 0, 0);
         st->req[a].prefill_req.tokens = (int32_t *)(c->tokens + pos);
         st->req[a].prefill_req.n_tokens = (size_t)m;
@@ -248,8 +248,8 @@ int sweep_count_routing(sweep_state *st, int m, char *err, size_t errlen) {
             size_t same = 0;
             for (size_t i = 0; i < k; i++)
                 for (size_t j = 0; j < k; j++) same += x[d + i] == r[d + j];
-            st->pend_n[a]++;
-            st->pend_diff[a] += same != k;
+            st->sa[a].pend_n++;
+            st->sa[a].pend_diff += same != k;
         }
     }
     return 0;
@@ -283,25 +283,25 @@ int sweep_sync_arms(sweep_state *st, char *err, size_t errlen) {
     const int n = st->n, p = st->pos_done;
     char what[160];
     int any = 0;
-    for (int a = 0; st->moe && a < n; a++) st->pend_n[a] = st->pend_diff[a] = 0;   /* not journalled: redone */
+    for (int a = 0; st->moe && a < n; a++) st->sa[a].pend_n = st->sa[a].pend_diff = 0;   /* not journalled: redone */
     /* pinned experts: the reference's routing is what the others replay, so a rebuild rebuilds every arm
      * (a replayed file gives every arm its experts: only the arms that need it are rebuilt) */
     int from_ref = c->pin_experts && !(st->pf && pinfile_replaying(st->pf));
-    for (int a = 0; st->moe && from_ref && a < n; a++) any |= st->need_full[a];
-    for (int a = 0; any && a < n; a++) st->need_full[a] = 1;
+    for (int a = 0; st->moe && from_ref && a < n; a++) any |= st->sa[a].need_full;
+    for (int a = 0; any && a < n; a++) st->sa[a].need_full = 1;
     any = 0;
     for (int a = 0; a < n; a++) {
         proto_init(&st->req[a], PROTO_TRUNCATE, 0, 0);
-        st->req[a].truncate_req.depth = st->need_full[a] ? 0 : (uint64_t)p;
-        any |= st->need_full[a];
+        st->req[a].truncate_req.depth = st->sa[a].need_full ? 0 : (uint64_t)p;
+        any |= st->sa[a].need_full;
     }
     snprintf(what, sizeof what, "a truncate request (to position %d)", p);
     int rc = sweep_call(st, SWEEP_KIND_OTHER, 1, what, err, errlen);
     if (rc) return rc;
     for (int a = 0; a < n && !rc; a++)
-        if (st->rep[a].truncate_rep.n_past != (st->need_full[a] ? 0 : (uint64_t)p))
+        if (st->rep[a].truncate_rep.n_past != (st->sa[a].need_full ? 0 : (uint64_t)p))
             rc = errmsg_set(err, errlen, SWEEP_ERROR, "arm %s: truncate to %d left %llu tokens", st->arms[a].name,
-                            st->need_full[a] ? 0 : p, (unsigned long long)st->rep[a].truncate_rep.n_past);
+                            st->sa[a].need_full ? 0 : p, (unsigned long long)st->rep[a].truncate_rep.n_past);
     sweep_free_reps(st->rep, n);
     if (rc) return rc;
     if (any && p > 0 && !c->quiet)
@@ -312,16 +312,16 @@ int sweep_sync_arms(sweep_state *st, char *err, size_t errlen) {
         int m = p - q < cap ? p - q : cap;
         snprintf(what, sizeof what, "a prefill request (positions %d..%d, rebuilding the stream to %d)", q,
                  q + m - 1, p);
-        if ((rc = sweep_prefill_step(st, st->need_full, q, m, PROTO_ROWS_NONE, 0, what, err, errlen))) return rc;
+        if ((rc = sweep_prefill_step(st, 1, q, m, PROTO_ROWS_NONE, 0, what, err, errlen))) return rc;
         for (int a = 0; a < n && !rc; a++)
-            if (st->need_full[a] && st->rep[a].prefill_rep.n_past != (uint64_t)(q + m))
+            if (st->sa[a].need_full && st->rep[a].prefill_rep.n_past != (uint64_t)(q + m))
                 rc = errmsg_set(err, errlen, SWEEP_ERROR, "arm %s: prefill to %d left %llu tokens", st->arms[a].name,
                                 q + m, (unsigned long long)st->rep[a].prefill_rep.n_past);
         sweep_free_reps(st->rep, n);
         if (rc) return rc;
         q += m;
     }
-    for (int a = 0; a < n; a++) st->need_full[a] = 0;
+    for (int a = 0; a < n; a++) st->sa[a].need_full = 0;
     return 0;
 }
 

@@ -179,9 +179,9 @@ int sweep_check_position(sweep_state *st, const float *const *rows, const int *b
                            "(depth %d); stopping, the rows measured so far are kept", st->arms[which].name, pos,
                            depth_for_msg);
         }
-        int t = st->twin[a];
-        if (t >= 0 && !st->twin_warned[a] && memcmp(rows[a], rows[t], (size_t)V * sizeof(float))) {
-            st->twin_warned[a] = 1;
+        int t = st->sa[a].twin;
+        if (t >= 0 && !st->sa[a].twin_warned && memcmp(rows[a], rows[t], (size_t)V * sizeof(float))) {
+            st->sa[a].twin_warned = 1;
             int rc = sweep_warn_loud(st, a, err, errlen, "arm %s is NOT bit-identical to arm %s (same K/V formats, "
                                      "device and engine) at position %d: the engine is not deterministic and every "
                                      "number of this run is suspect", st->arms[a].name, st->arms[t].name, pos);
@@ -213,7 +213,7 @@ int sweep_run_depths(sweep_state *st, char *err, size_t errlen) {
             uint32_t want = c->per_position ? PROTO_ROWS_ALL : last ? PROTO_ROWS_LAST : PROTO_ROWS_NONE;
             uint32_t n_rows = want == PROTO_ROWS_ALL ? (uint32_t)m : want == PROTO_ROWS_LAST ? 1 : 0;
             snprintf(what, sizeof what, "a prefill request (positions %d..%d of depth %d)", pos, pos + m - 1, d);
-            if ((ret = sweep_prefill_step(st, NULL, pos, m, want, 1, what, err, errlen))) break;
+            if ((ret = sweep_prefill_step(st, 0, pos, m, want, 1, what, err, errlen))) break;
             for (int a = 0; a < n && !ret; a++)
                 ret = sweep_check_prefill(&st->arms[a], &st->rep[a], (uint64_t)(pos + m), (uint32_t)V, n_rows, err, errlen);
             if (!ret && st->moe) ret = sweep_count_routing(st, m, err, errlen);
@@ -240,7 +240,8 @@ int sweep_run_depths(sweep_state *st, char *err, size_t errlen) {
             /* the teacher-forced row at d - 1 */
             if (!ret && last) {
                 for (int a = 0; a < n; a++) st->rows[a] = st->rep[a].prefill_rep.logits + (size_t)(n_rows - 1) * V;
-                ret = sweep_compare_block(st, st->rows, d - 1, 1, st->tf, st->bad, st->next, err, errlen);
+                ret = sweep_compare_block(st, st->rows, d - 1, 1, st->pr, st->bad, st->next, err, errlen);
+                for (int a = 0; a < n && !ret; a++) st->sa[a].tf = st->pr[a];
                 if (!ret) ret = sweep_check_position(st, st->rows, st->bad, d - 1, d, err, errlen);
                 for (int a = 0; a < n && !ret && c->dump_rows_dir; a++)
                     ret = dump_row(c, &st->arms[a], d, st->rows[a], V, err, errlen);
@@ -273,12 +274,12 @@ int sweep_run_depths(sweep_state *st, char *err, size_t errlen) {
         const proto_generate_rep *gr = &st->rep[R].generate_rep;
         for (int a = 0; a < n && !ret; a++) {
             const proto_generate_rep *g = &st->rep[a].generate_rep;
-            st->fork[a] = sweep_fork_index(g->tokens, gr->tokens, c->fork_n, &st->censored[a]);
-            int t = st->twin[a];
-            if (t >= 0 && !st->twin_warned[a] &&
+            st->sa[a].fork = sweep_fork_index(g->tokens, gr->tokens, c->fork_n, &st->sa[a].censored);
+            int t = st->sa[a].twin;
+            if (t >= 0 && !st->sa[a].twin_warned &&
                 (memcmp(g->tokens, st->rep[t].generate_rep.tokens, sizeof(int32_t) * (size_t)c->fork_n) ||
                  memcmp(g->gaps, st->rep[t].generate_rep.gaps, sizeof(float) * (size_t)c->fork_n))) {
-                st->twin_warned[a] = 1;
+                st->sa[a].twin_warned = 1;
                 ret = sweep_warn_loud(st, a, err, errlen, "arm %s is NOT bit-identical to arm %s (same K/V formats, "
                                       "device and engine) in the fork probe at depth %d: the engine is not deterministic "
                                       "and every number of this run is suspect", st->arms[a].name, st->arms[t].name, d);
@@ -286,10 +287,10 @@ int sweep_run_depths(sweep_state *st, char *err, size_t errlen) {
             }
             if (st->extra) memcpy(st->greedy + (size_t)a * c->fork_n, g->tokens, sizeof(int32_t) * (size_t)c->fork_n);
             if (a == R) continue;
-            double ga = st->censored[a] ? NAN : g->gaps[st->fork[a]];
-            double gref = st->censored[a] ? NAN : gr->gaps[st->fork[a]];
-            if (report_tsv_depth_row(td.f, d, st->arms[a].name, &st->tf[a], st->fork[a], st->censored[a], ga, gref) ||
-                report_tsv_fork_row(tf.f, d, st->arms[a].name, st->fork[a], st->censored[a], g->tokens, c->fork_n,
+            double ga = st->sa[a].censored ? NAN : g->gaps[st->sa[a].fork];
+            double gref = st->sa[a].censored ? NAN : gr->gaps[st->sa[a].fork];
+            if (report_tsv_depth_row(td.f, d, st->arms[a].name, &st->sa[a].tf, st->sa[a].fork, st->sa[a].censored, ga, gref) ||
+                report_tsv_fork_row(tf.f, d, st->arms[a].name, st->sa[a].fork, st->sa[a].censored, g->tokens, c->fork_n,
                                     gr->tokens, c->fork_n))
                 ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot format the depths.tsv / forks.tsv rows");
         }

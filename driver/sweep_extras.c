@@ -106,10 +106,10 @@ int sweep_sampled_probes(sweep_state *st, int d, FILE *out, FILE *xout, char *er
         const proto_generate_rep *gr = &st->rep[R].generate_rep;
         for (int a = 0; a < n && !rc; a++) {
             const proto_generate_rep *g = &st->rep[a].generate_rep;
-            int t = st->twin[a];
-            if (t >= 0 && !st->twin_warned[a] &&
+            int t = st->sa[a].twin;
+            if (t >= 0 && !st->sa[a].twin_warned &&
                 memcmp(g->tokens, st->rep[t].generate_rep.tokens, sizeof(int32_t) * (size_t)N)) {
-                st->twin_warned[a] = 1;
+                st->sa[a].twin_warned = 1;
                 rc = sweep_warn_loud(st, a, err, errlen, "arm %s is NOT bit-identical to arm %s (same K/V formats, device "
                                      "and engine) in the sampled fork probe at depth %d, temperature %g: the engine is not "
                                      "deterministic and every number of this run is suspect", st->arms[a].name,
@@ -136,7 +136,7 @@ int sweep_sampled_probes(sweep_state *st, int d, FILE *out, FILE *xout, char *er
          * again (the same bits: batch invariance; the experts as the teacher-forced pass chose them) */
         if (!rc) rc = sweep_truncate_arms(st, d - 1, NULL, "back before the depth after cross-scoring a sampled probe", err,
                                           errlen);
-        if (!rc) rc = sweep_prefill_step(st, NULL, d - 1, 1, PROTO_ROWS_NONE, 0,
+        if (!rc) rc = sweep_prefill_step(st, 0, d - 1, 1, PROTO_ROWS_NONE, 0,
                                          "a prefill request (token depth-1 again, after cross-scoring)", err, errlen);
         if (!rc) sweep_free_reps(st->rep, n);
     }
@@ -157,7 +157,7 @@ int sweep_cross_score(sweep_state *st, int d, FILE *out, char *err, size_t errle
     int rc = score_texts(st, d, st->greedy, nll, err, errlen);
     for (int a = 0; a < n && !rc; a++) {
         if (a == R) continue;
-        report_cross_vals v = cross_vals(st, st->greedy, nll, a, st->fork[a], st->censored[a]);
+        report_cross_vals v = cross_vals(st, st->greedy, nll, a, st->sa[a].fork, st->sa[a].censored);
         if (report_tsv_cross_row(out, d, st->arms[a].name, &v))
             rc = errmsg_set(err, errlen, SWEEP_ERROR, "cannot format a cross.tsv row");
     }
@@ -236,7 +236,7 @@ int sweep_passages_baseline(sweep_state *st, char *err, size_t errlen) {
     if (st->pos_done != 0)
         return errmsg_set(err, errlen, SWEEP_ERROR, "the journal holds positions but not the passages' baseline");
     if (b > 0) {
-        rc = sweep_prefill_step(st, NULL, 0, b, PROTO_ROWS_NONE, 0, "a prefill request (the passages' base prefix)", err,
+        rc = sweep_prefill_step(st, 0, 0, b, PROTO_ROWS_NONE, 0, "a prefill request (the passages' base prefix)", err,
                                 errlen);
         for (int a = 0; a < st->n && !rc; a++)
             rc = sweep_check_prefill(&st->arms[a], &st->rep[a], (uint64_t)b, (uint32_t)st->V, 0, err, errlen);

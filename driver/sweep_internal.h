@@ -58,6 +58,23 @@ typedef struct {
     int arm;
 } sweep_test_fault;
 
+/* One arm's state in a sweep (sweep_state.sa [n], one allocation). */
+typedef struct {
+    int failed;               /* its worker died or hung in the last call */
+    int need_full;            /* its stream must be rebuilt from position 0 */
+    int twin;                 /* the first arm configured like it (find_twins), -1: none */
+    int twin_warned;          /* a twin difference was reported (once per arm) */
+    stats_row tf;             /* teacher-forced metrics of the current depth */
+    int fork, censored;       /* the greedy fork probe of the current depth */
+    /* MoE routing (docs/DESIGN.md §2.6) */
+    uint64_t route_n, route_diff;   /* (token, layer) decisions compared with the reference's,
+                                       and those whose expert set differed: journalled */
+    uint32_t pend_n, pend_diff;     /* the same since the last journal record */
+    /* meta.json */
+    proto_stats_rep stats;    /* the worker's counters at the end (have_stats) */
+    int have_stats;
+} sweep_arm;
+
 /* A growing text buffer for TSV lines (open_memstream): p [n] once closed. */
 typedef struct {
     char *p;
@@ -87,13 +104,12 @@ typedef struct {
     int k_journal;            /* --resume: the DEPTH records its journal holds (-1: not read) */
     int io_failed;            /* a write or fsync of meta.json or a TSV failed (a resume can continue) */
     int gave_up;              /* a worker fault past --max-restarts, or its restart failed (likewise) */
+    sweep_arm *sa;            /* [n] each arm's own state */
+    /* the buffers below stay arrays over the arms, in the shapes their users take: arm_call_all's
+     * requests, replies and codes [n], sweep_compare_block's rows [n] and its results [chunk][n]
+     * (the rows of all arms side by side), score_texts' continuations [n][fork_n] */
     proto_msg *req, *rep;     /* [n] */
     int *codes;               /* [n] each arm's code from the last call */
-    int *failed;              /* [n] arms whose worker died or hung in the last call */
-    int *need_full;           /* [n] arms whose stream must be rebuilt from position 0 */
-    int *twin, *twin_warned;  /* [n] */
-    stats_row *tf;            /* [n] teacher-forced metrics of the current depth */
-    int *fork, *censored;     /* [n] */
     const float **rows;       /* [n] pointers into the replies */
     stats_row *pr;            /* [chunk][n] per-position metrics of one prefill reply */
     int *bad;                 /* [chunk][n] pairs stats_compare_rows refused */
@@ -101,16 +117,11 @@ typedef struct {
     /* MoE routing (docs/DESIGN.md §2.6): moe = every arm reports experts of the reference's shape */
     int moe;
     size_t per_tok;           /* routing entries per token: n_layer * n_expert_used */
-    uint64_t *route_n, *route_diff;   /* [n] (token, layer) decisions compared with the reference's,
-                                         and those whose expert set differed: journalled */
-    uint32_t *pend_n, *pend_diff;     /* [n] the same since the last journal record */
     int32_t *pin;             /* [chunk][per_tok] the reference's experts of one request (pinned mode) */
     pinfile *pf;              /* --pin-experts=FILE: replayed or being recorded; NULL: none */
     /* meta.json */
     char date[64], machine[512];
     double t0, wall_prev;     /* this session's start; seconds of earlier sessions */
-    proto_stats_rep *stats;   /* [n] */
-    int *have_stats;          /* [n] */
     json_t *resumes;          /* [{"date","depths_done","position"}] from the journal */
     /* requests */
     double spt_prefill, spt_decode;   /* slowest seconds per token measured so far (0: none) */
@@ -176,8 +187,9 @@ int sweep_call(sweep_state *st, int kind, double tokens, const char *what, char 
 /* After SWEEP_FAULT: restarts the failed workers. Returns SWEEP_FAULT (continue), SWEEP_INTERRUPTED
  * or SWEEP_ERROR. */
 int sweep_handle_fault(sweep_state *st, char *err, size_t errlen);
-/* One prefill of positions pos..pos+m-1 (who[n] or NULL: every arm); replies in st->rep. */
-int sweep_prefill_step(sweep_state *st, const int *who, int pos, int m, uint32_t rows, int count,
+/* One prefill of positions pos..pos+m-1 on every arm (rebuild: on the arms marked need_full);
+ * replies in st->rep. */
+int sweep_prefill_step(sweep_state *st, int rebuild, int pos, int m, uint32_t rows, int count,
                        const char *what, char *err, size_t errlen);
 /* MoE: the routing of m tokens in st->rep into the pending counts. */
 int sweep_count_routing(sweep_state *st, int m, char *err, size_t errlen);

@@ -224,8 +224,8 @@ static const char *plan_diff(json_t *a, json_t *b) {
 static void replay_routing(sweep_state *st, journal_rd *rd) {
     for (int a = 0; st->moe && a < st->n; a++) {
         uint32_t dn = jrd_u32(rd), dd = jrd_u32(rd);
-        st->route_n[a] += dn;
-        st->route_diff[a] += dd;
+        st->sa[a].route_n += dn;
+        st->sa[a].route_diff += dd;
     }
 }
 
@@ -233,16 +233,16 @@ static void replay_routing(sweep_state *st, journal_rd *rd) {
  * moves them into the totals once the record is written. */
 void sweep_jbuf_routing(const sweep_state *st, journal_buf *b) {
     for (int a = 0; st->moe && a < st->n; a++) {
-        jbuf_u32(b, st->pend_n[a]);
-        jbuf_u32(b, st->pend_diff[a]);
+        jbuf_u32(b, st->sa[a].pend_n);
+        jbuf_u32(b, st->sa[a].pend_diff);
     }
 }
 
 void sweep_routing_committed(sweep_state *st) {
     for (int a = 0; st->moe && a < st->n; a++) {
-        st->route_n[a] += st->pend_n[a];
-        st->route_diff[a] += st->pend_diff[a];
-        st->pend_n[a] = st->pend_diff[a] = 0;
+        st->sa[a].route_n += st->sa[a].pend_n;
+        st->sa[a].route_diff += st->sa[a].pend_diff;
+        st->sa[a].pend_n = st->sa[a].pend_diff = 0;
     }
 }
 
@@ -257,7 +257,7 @@ static int replay_records(sweep_state *st, const journal_rec *recs, size_t n_rec
     st->k_done = st->pos_done = 0;
     st->pass_base_done = 0;
     st->wall_prev = 0;
-    for (int a = 0; st->moe && a < st->n; a++) st->route_n[a] = st->route_diff[a] = 0;
+    for (int a = 0; st->moe && a < st->n; a++) st->sa[a].route_n = st->sa[a].route_diff = 0;
     for (size_t r = 1; r < n_rec && !ret; r++) {
         journal_rd rd = { recs[r].data, recs[r].len, 0, 0 };
         uint32_t lp = 0, ld = 0, lf = 0;
@@ -334,7 +334,7 @@ static int replay_records(sweep_state *st, const journal_rec *recs, size_t n_rec
                 ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu is a bad warning", r);
                 break;
             }
-            if (apply && a != NO_ARM) st->twin_warned[a] = 1;
+            if (apply && a != NO_ARM) st->sa[a].twin_warned = 1;
             if (apply && c->warnings) json_array_append_new(c->warnings, json_stringn((const char *)tp, lp));
             break;
         }
