@@ -195,177 +195,260 @@ int sweep_check_position(sweep_state *st, const float *const *rows, const int *b
  * The measurement of each depth
  * ========================================================================================== */
 
-/* Measures depths k_done.. from position pos_done on, journalling as it goes. */
+/* One depth's TSV lines, built while it is measured and written once its record is journalled;
+ * each buffer is opened by the step that fills it and freed when the depth is committed. */
+typedef struct {
+    sweep_text pos;             /* positions.tsv (per-position mode): the lines of the last chunk */
+    sweep_text depths, forks;   /* depths.tsv, forks.tsv: the fork probe */
+    sweep_text cross, samples;  /* cross.tsv, samples.tsv (st->extra) */
+    sweep_text cross_samples;   /* cross_samples.tsv (st->xsamp) */
+    sweep_text passages;        /* passages.tsv (cfg.n_passages) */
+} depth_lines;
+
+static void lines_free(depth_lines *L) {
+    sweep_tb_free(&L->pos);
+    sweep_tb_free(&L->depths);
+    sweep_tb_free(&L->forks);
+    sweep_tb_free(&L->cross);
+    sweep_tb_free(&L->samples);
+    sweep_tb_free(&L->cross_samples);
+    sweep_tb_free(&L->passages);
+}
+
+/* Per-position mode: the n_rows rows of the prefill reply in st->rep (positions pos..) compared
+ * with the reference's and checked; their positions.tsv lines into tp (this chunk's only). */
+static int position_rows(sweep_state *st, int pos, int n_rows, int d, sweep_text *tp, char *err, size_t errlen) {
+    const int n = st->n, V = st->V, R = st->c->ref;
+    sweep_tb_free(tp);
+    if (sweep_tb_open(tp)) return errmsg_set(err, errlen, SWEEP_ERROR, "out of memory");
+    for (int a = 0; a < n; a++) st->rows[a] = st->rep[a].prefill_rep.logits;
+    int ret = sweep_compare_block(st, st->rows, pos, n_rows, st->pr, st->bad, st->next, err, errlen);
+    for (int i = 0; !ret && i < n_rows; i++) {
+        for (int a = 0; a < n; a++) st->rows[a] = st->rep[a].prefill_rep.logits + (size_t)i * V;
+        int p = pos + i;
+        const stats_row *pr = st->pr + (size_t)i * n;
+        ret = sweep_check_position(st, st->rows, st->bad + (size_t)i * n, p, d, err, errlen);
+        for (int a = 0; a < n && !ret; a++)
+            if (a != R && report_tsv_position_row(tp->f, p, st->arms[a].name, &pr[a]))
+                ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot format a positions.tsv row");
+    }
+    if (!ret && sweep_tb_close(tp))
+        ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory formatting positions.tsv rows");
+    return ret;
+}
+
+/* The teacher-forced row of depth d: position d - 1, the last of the n_rows rows in st->rep;
+ * compared (into st->sa[a].tf) and checked; --dump-rows writes each arm's. */
+static int teacher_forced_row(sweep_state *st, int d, int n_rows, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    const int n = st->n, V = st->V;
+    for (int a = 0; a < n; a++) st->rows[a] = st->rep[a].prefill_rep.logits + (size_t)(n_rows - 1) * V;
+    int ret = sweep_compare_block(st, st->rows, d - 1, 1, st->pr, st->bad, st->next, err, errlen);
+    for (int a = 0; a < n && !ret; a++) st->sa[a].tf = st->pr[a];
+    if (!ret) ret = sweep_check_position(st, st->rows, st->bad, d - 1, d, err, errlen);
+    for (int a = 0; a < n && !ret && c->dump_rows_dir; a++)
+        ret = dump_row(c, &st->arms[a], d, st->rows[a], V, err, errlen);
+    return ret;
+}
+
+/* A chunk that does not end its depth (per-position mode): its lines tp are journalled (a CHUNK
+ * record), then appended to positions.tsv; work continues after it. */
+static int commit_chunk(sweep_state *st, int pos, int m, const sweep_text *tp, char *err, size_t errlen) {
+    journal_buf b = { 0 };
+    jbuf_u32(&b, (uint32_t)pos);
+    jbuf_u32(&b, (uint32_t)(pos + m));
+    jbuf_f64(&b, st->wall_prev + clock_s() - st->t0);
+    jbuf_str(&b, tp->p, tp->n);
+    sweep_jbuf_routing(st, &b);
+    int ret = sweep_jn_append(st, JOURNAL_CHUNK, &b, err, errlen);
+    free(b.p);
+    if (ret) return ret;
+    sweep_routing_committed(st);
+    if ((ret = sweep_tsv_put(st->positions, "positions.tsv", st->c, tp->p, tp->n, err, errlen))) return ret;
+    st->pos_done = pos + m;
+    return 0;
+}
+
+/* One prefill request of depth k: positions pos..pos+m-1 on every arm, with every row
+ * (per-position mode), the last row (the chunk that ends the depth) or none. The replies are
+ * checked, the routing counted, the rows compared, then dropped. */
+static int prefill_chunk(sweep_state *st, int k, int pos, int m, depth_lines *L, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    const int n = st->n, d = c->depths[k], last = pos + m == d;
+    uint32_t want = c->per_position ? PROTO_ROWS_ALL : last ? PROTO_ROWS_LAST : PROTO_ROWS_NONE;
+    uint32_t n_rows = want == PROTO_ROWS_ALL ? (uint32_t)m : want == PROTO_ROWS_LAST ? 1 : 0;
+    char what[160];
+    snprintf(what, sizeof what, "a prefill request (positions %d..%d of depth %d)", pos, pos + m - 1, d);
+    int ret = sweep_prefill_step(st, 0, pos, m, want, 1, what, err, errlen);
+    if (ret) return ret;   /* the replies are freed */
+    for (int a = 0; a < n && !ret; a++)
+        ret = sweep_check_prefill(&st->arms[a], &st->rep[a], (uint64_t)(pos + m), (uint32_t)st->V, n_rows, err,
+                                  errlen);
+    if (ret) goto done;
+    if (st->moe && (ret = sweep_count_routing(st, m, err, errlen))) goto done;
+    if (c->per_position && (ret = position_rows(st, pos, (int)n_rows, d, &L->pos, err, errlen))) goto done;
+    if (last) ret = teacher_forced_row(st, d, (int)n_rows, err, errlen);
+done:
+    sweep_free_reps(st->rep, n);
+    if (!ret && !last && c->per_position) ret = commit_chunk(st, pos, m, &L->pos, err, errlen);
+    return ret;
+}
+
+/* Prefills depth k's positions [pos_done, d) in chunks of cfg.chunk tokens, the progress line
+ * after each. */
+static int prefill_depth(sweep_state *st, int k, depth_lines *L, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    const int d = c->depths[k];
+    for (int pos = st->pos_done; pos < d;) {
+        if (c->stop && *c->stop) return SWEEP_INTERRUPTED;
+        int m = d - pos < c->chunk ? d - pos : c->chunk;
+        int ret = prefill_chunk(st, k, pos, m, L, err, errlen);
+        if (ret) return ret;
+        pos += m;
+        if ((ret = sweep_show_progress(st, k + 1, pos, 0, err, errlen))) return ret;
+    }
+    return 0;
+}
+
+/* The greedy fork probe of depth d: every arm generates fork_n tokens; fork index against the
+ * reference's (st->sa[a].fork, .censored), the twin check, the depths.tsv and forks.tsv lines;
+ * with st->extra each arm's tokens are kept in st->greedy for cross-scoring. */
+static int fork_probe(sweep_state *st, int d, depth_lines *L, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    const int n = st->n, R = c->ref;
+    int ret = sweep_generate_all(st, d, 0.0, 0.0, 0, err, errlen);
+    if (ret) return ret;
+    if (sweep_tb_open(&L->depths) || sweep_tb_open(&L->forks)) ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory");
+    const proto_generate_rep *gr = &st->rep[R].generate_rep;
+    for (int a = 0; a < n && !ret; a++) {
+        sweep_arm *A = &st->sa[a];
+        const proto_generate_rep *g = &st->rep[a].generate_rep;
+        A->fork = sweep_fork_index(g->tokens, gr->tokens, c->fork_n, &A->censored);
+        int t = A->twin;
+        if (t >= 0 && !A->twin_warned &&
+            (memcmp(g->tokens, st->rep[t].generate_rep.tokens, sizeof(int32_t) * (size_t)c->fork_n) ||
+             memcmp(g->gaps, st->rep[t].generate_rep.gaps, sizeof(float) * (size_t)c->fork_n))) {
+            A->twin_warned = 1;
+            ret = sweep_warn_loud(st, a, err, errlen, "arm %s is NOT bit-identical to arm %s (same K/V formats, "
+                                  "device and engine) in the fork probe at depth %d: the engine is not deterministic "
+                                  "and every number of this run is suspect", st->arms[a].name, st->arms[t].name, d);
+            if (ret) break;
+        }
+        if (st->extra) memcpy(st->greedy + (size_t)a * c->fork_n, g->tokens, sizeof(int32_t) * (size_t)c->fork_n);
+        if (a == R) continue;
+        double ga = A->censored ? NAN : g->gaps[A->fork];
+        double gref = A->censored ? NAN : gr->gaps[A->fork];
+        if (report_tsv_depth_row(L->depths.f, d, st->arms[a].name, &A->tf, A->fork, A->censored, ga, gref) ||
+            report_tsv_fork_row(L->forks.f, d, st->arms[a].name, A->fork, A->censored, g->tokens, c->fork_n,
+                                gr->tokens, c->fork_n))
+            ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot format the depths.tsv / forks.tsv rows");
+    }
+    sweep_free_reps(st->rep, n);
+    if (!ret && (sweep_tb_close(&L->depths) || sweep_tb_close(&L->forks)))
+        ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory formatting depths.tsv / forks.tsv rows");
+    return ret;
+}
+
+/* The optional measurements after the fork probe (st->extra; sweep_extras.c): every arm back at
+ * d, the sampled fork probes (samples.tsv, cross_samples.tsv), cross-scoring (cross.tsv). */
+static int extras(sweep_state *st, int d, depth_lines *L, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    int ret;
+    if (sweep_tb_open(&L->cross) || sweep_tb_open(&L->samples) || (st->xsamp && sweep_tb_open(&L->cross_samples)))
+        return errmsg_set(err, errlen, SWEEP_ERROR, "out of memory");
+    if ((ret = sweep_truncate_arms(st, d, NULL, "back to the depth after the fork probe", err, errlen))) return ret;
+    if ((ret = sweep_sampled_probes(st, d, L->samples.f, st->xsamp ? L->cross_samples.f : NULL, err, errlen)))
+        return ret;
+    if (c->cross_score && (ret = sweep_cross_score(st, d, L->cross.f, err, errlen))) return ret;
+    if (sweep_tb_close(&L->cross) || sweep_tb_close(&L->samples) || (st->xsamp && sweep_tb_close(&L->cross_samples)))
+        return errmsg_set(err, errlen, SWEEP_ERROR, "out of memory formatting cross.tsv / samples.tsv rows");
+    return 0;
+}
+
+/* Depth k's DEPTH record (sweep_journal.c's format) into b. */
+static void depth_record(const sweep_state *st, int k, const depth_lines *L, journal_buf *b) {
+    const sweep_config *c = st->c;
+    jbuf_u32(b, (uint32_t)k);
+    jbuf_u32(b, (uint32_t)c->depths[k]);
+    jbuf_u32(b, (uint32_t)st->pos_done);
+    jbuf_f64(b, st->wall_prev + clock_s() - st->t0);
+    jbuf_str(b, c->per_position ? L->pos.p : "", c->per_position ? L->pos.n : 0);
+    jbuf_str(b, L->depths.p, L->depths.n);
+    jbuf_str(b, L->forks.p, L->forks.n);
+    if (st->extra) {
+        jbuf_str(b, L->cross.p ? L->cross.p : "", L->cross.n);
+        jbuf_str(b, L->samples.p ? L->samples.p : "", L->samples.n);
+    }
+    if (st->xsamp) jbuf_str(b, L->cross_samples.p ? L->cross_samples.p : "", L->cross_samples.n);
+    if (c->n_passages) jbuf_str(b, L->passages.p ? L->passages.p : "", L->passages.n);
+    sweep_jbuf_routing(st, b);
+}
+
+/* The depth's lines appended to their TSV files, in the order of its DEPTH record. */
+static int write_lines(sweep_state *st, const depth_lines *L, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    int ret;
+    if (c->per_position && (ret = sweep_tsv_put(st->positions, "positions.tsv", c, L->pos.p, L->pos.n, err, errlen)))
+        return ret;
+    if ((ret = sweep_tsv_put(st->depths, "depths.tsv", c, L->depths.p, L->depths.n, err, errlen))) return ret;
+    if ((ret = sweep_tsv_put(st->forks, "forks.tsv", c, L->forks.p, L->forks.n, err, errlen))) return ret;
+    if (st->extra && (ret = sweep_tsv_put(st->cross, "cross.tsv", c, L->cross.p, L->cross.n, err, errlen)))
+        return ret;
+    if (st->extra && (ret = sweep_tsv_put(st->samples, "samples.tsv", c, L->samples.p, L->samples.n, err, errlen)))
+        return ret;
+    if (st->xsamp && (ret = sweep_tsv_put(st->cross_samples, "cross_samples.tsv", c, L->cross_samples.p,
+                                          L->cross_samples.n, err, errlen)))
+        return ret;
+    if (c->n_passages && (ret = sweep_tsv_put(st->passages, PASSAGES_FILE, c, L->passages.p, L->passages.n, err,
+                                              errlen)))
+        return ret;
+    return 0;
+}
+
+/* Depth k complete: its record is journalled (synced), then its lines reach the TSVs (synced),
+ * then meta.json counts it and the progress line claims it. */
+static int commit_depth(sweep_state *st, int k, depth_lines *L, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    journal_buf b = { 0 };
+    depth_record(st, k, L, &b);
+    int ret = sweep_jn_append(st, JOURNAL_DEPTH, &b, err, errlen);
+    free(b.p);
+    if (ret) return ret;
+    sweep_routing_committed(st);
+    if ((ret = sweep_jn_sync(st, err, errlen))) return ret;
+    if ((ret = write_lines(st, L, err, errlen))) return ret;
+    if ((ret = sweep_tsv_sync(st, err, errlen))) return ret;
+    lines_free(L);
+    st->k_done = k + 1;
+    st->pos_done = c->depths[k];
+    if ((ret = sweep_write_meta(st, "running", 0, err, errlen))) return ret;
+    return sweep_show_progress(st, k + 1, c->depths[k], k + 1 == c->n_depths, err, errlen);
+}
+
+/* Depth k, from position pos_done on: prefill, fork probe, the optional measurements, commit;
+ * then every arm back at the depth for the next one. */
+static int measure_depth(sweep_state *st, int k, depth_lines *L, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    const int d = c->depths[k];
+    int ret;
+    if ((ret = prefill_depth(st, k, L, err, errlen))) return ret;
+    if (c->stop && *c->stop) return SWEEP_INTERRUPTED;
+    if ((ret = fork_probe(st, d, L, err, errlen))) return ret;
+    if (st->extra && (ret = extras(st, d, L, err, errlen))) return ret;
+    if (c->n_passages && (ret = sweep_run_passages(st, d, &L->passages, err, errlen))) return ret;
+    if ((ret = commit_depth(st, k, L, err, errlen))) return ret;
+    return sweep_truncate_arms(st, d, NULL, "back to the depth after the fork probe", err, errlen);
+}
+
+/* Measures depths k_done.. from position pos_done on, journalling as it goes (the passages'
+ * baseline first, when it is due). */
 int sweep_run_depths(sweep_state *st, char *err, size_t errlen) {
     const sweep_config *c = st->c;
-    const int n = st->n, V = st->V, R = c->ref;
-    char what[160];
-    sweep_text tp = { 0 }, td = { 0 }, tf = { 0 }, tx = { 0 }, ts = { 0 }, txs = { 0 }, tq = { 0 };
+    depth_lines L;
+    memset(&L, 0, sizeof L);
     int ret = 0;
     if (st->pass_base >= 0 && !st->pass_base_done && (ret = sweep_passages_baseline(st, err, errlen))) return ret;
-    for (int k = st->k_done; k < c->n_depths && !ret; k++) {
-        const int d = c->depths[k], from = st->pos_done;
-        /* ---- prefill [from, d) in chunks; per-position rows journalled chunk by chunk ---- */
-        for (int pos = from; pos < d && !ret;) {
-            if (c->stop && *c->stop) { ret = SWEEP_INTERRUPTED; break; }
-            int m = d - pos < c->chunk ? d - pos : c->chunk;
-            int last = pos + m == d;
-            uint32_t want = c->per_position ? PROTO_ROWS_ALL : last ? PROTO_ROWS_LAST : PROTO_ROWS_NONE;
-            uint32_t n_rows = want == PROTO_ROWS_ALL ? (uint32_t)m : want == PROTO_ROWS_LAST ? 1 : 0;
-            snprintf(what, sizeof what, "a prefill request (positions %d..%d of depth %d)", pos, pos + m - 1, d);
-            if ((ret = sweep_prefill_step(st, 0, pos, m, want, 1, what, err, errlen))) break;
-            for (int a = 0; a < n && !ret; a++)
-                ret = sweep_check_prefill(&st->arms[a], &st->rep[a], (uint64_t)(pos + m), (uint32_t)V, n_rows, err, errlen);
-            if (!ret && st->moe) ret = sweep_count_routing(st, m, err, errlen);
-            /* per-position rows: compare, format, drop */
-            if (!ret && c->per_position) {
-                sweep_tb_free(&tp);
-                if (sweep_tb_open(&tp)) ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory");
-            }
-            if (!ret && c->per_position) {
-                for (int a = 0; a < n; a++) st->rows[a] = st->rep[a].prefill_rep.logits;
-                ret = sweep_compare_block(st, st->rows, pos, (int)n_rows, st->pr, st->bad, st->next, err, errlen);
-            }
-            for (uint32_t i = 0; !ret && c->per_position && i < n_rows; i++) {
-                for (int a = 0; a < n; a++) st->rows[a] = st->rep[a].prefill_rep.logits + (size_t)i * V;
-                int p = pos + (int)i;
-                const stats_row *pr = st->pr + (size_t)i * n;
-                ret = sweep_check_position(st, st->rows, st->bad + (size_t)i * n, p, d, err, errlen);
-                for (int a = 0; a < n && !ret; a++)
-                    if (a != R && report_tsv_position_row(tp.f, p, st->arms[a].name, &pr[a]))
-                        ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot format a positions.tsv row");
-            }
-            if (!ret && c->per_position && sweep_tb_close(&tp))
-                ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory formatting positions.tsv rows");
-            /* the teacher-forced row at d - 1 */
-            if (!ret && last) {
-                for (int a = 0; a < n; a++) st->rows[a] = st->rep[a].prefill_rep.logits + (size_t)(n_rows - 1) * V;
-                ret = sweep_compare_block(st, st->rows, d - 1, 1, st->pr, st->bad, st->next, err, errlen);
-                for (int a = 0; a < n && !ret; a++) st->sa[a].tf = st->pr[a];
-                if (!ret) ret = sweep_check_position(st, st->rows, st->bad, d - 1, d, err, errlen);
-                for (int a = 0; a < n && !ret && c->dump_rows_dir; a++)
-                    ret = dump_row(c, &st->arms[a], d, st->rows[a], V, err, errlen);
-            }
-            sweep_free_reps(st->rep, n);
-            if (ret) break;
-            /* a chunk that does not end the depth: its rows are journalled now */
-            if (!last && c->per_position) {
-                journal_buf b = { 0 };
-                jbuf_u32(&b, (uint32_t)pos);
-                jbuf_u32(&b, (uint32_t)(pos + m));
-                jbuf_f64(&b, st->wall_prev + clock_s() - st->t0);
-                jbuf_str(&b, tp.p, tp.n);
-                sweep_jbuf_routing(st, &b);
-                ret = sweep_jn_append(st, JOURNAL_CHUNK, &b, err, errlen);
-                free(b.p);
-                if (!ret) sweep_routing_committed(st);
-                if (!ret) ret = sweep_tsv_put(st->positions, "positions.tsv", c, tp.p, tp.n, err, errlen);
-                if (!ret) st->pos_done = pos + m;
-            }
-            pos += m;
-            if (!ret) ret = sweep_show_progress(st, k + 1, pos, 0, err, errlen);
-        }
-        if (ret) break;
-        if (c->stop && *c->stop) { ret = SWEEP_INTERRUPTED; break; }
-
-        /* ---- fork probe: fork_n greedy tokens on every arm ---- */
-        if ((ret = sweep_generate_all(st, d, 0.0, 0.0, 0, err, errlen))) break;
-        if (!ret && (sweep_tb_open(&td) || sweep_tb_open(&tf))) ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory");
-        const proto_generate_rep *gr = &st->rep[R].generate_rep;
-        for (int a = 0; a < n && !ret; a++) {
-            const proto_generate_rep *g = &st->rep[a].generate_rep;
-            st->sa[a].fork = sweep_fork_index(g->tokens, gr->tokens, c->fork_n, &st->sa[a].censored);
-            int t = st->sa[a].twin;
-            if (t >= 0 && !st->sa[a].twin_warned &&
-                (memcmp(g->tokens, st->rep[t].generate_rep.tokens, sizeof(int32_t) * (size_t)c->fork_n) ||
-                 memcmp(g->gaps, st->rep[t].generate_rep.gaps, sizeof(float) * (size_t)c->fork_n))) {
-                st->sa[a].twin_warned = 1;
-                ret = sweep_warn_loud(st, a, err, errlen, "arm %s is NOT bit-identical to arm %s (same K/V formats, "
-                                      "device and engine) in the fork probe at depth %d: the engine is not deterministic "
-                                      "and every number of this run is suspect", st->arms[a].name, st->arms[t].name, d);
-                if (ret) break;
-            }
-            if (st->extra) memcpy(st->greedy + (size_t)a * c->fork_n, g->tokens, sizeof(int32_t) * (size_t)c->fork_n);
-            if (a == R) continue;
-            double ga = st->sa[a].censored ? NAN : g->gaps[st->sa[a].fork];
-            double gref = st->sa[a].censored ? NAN : gr->gaps[st->sa[a].fork];
-            if (report_tsv_depth_row(td.f, d, st->arms[a].name, &st->sa[a].tf, st->sa[a].fork, st->sa[a].censored, ga, gref) ||
-                report_tsv_fork_row(tf.f, d, st->arms[a].name, st->sa[a].fork, st->sa[a].censored, g->tokens, c->fork_n,
-                                    gr->tokens, c->fork_n))
-                ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot format the depths.tsv / forks.tsv rows");
-        }
-        sweep_free_reps(st->rep, n);
-        if (!ret && (sweep_tb_close(&td) || sweep_tb_close(&tf)))
-            ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory formatting depths.tsv / forks.tsv rows");
-        if (ret) break;
-
-        /* ---- optional: sampled fork probes and cross-scoring (cross.tsv, samples.tsv,
-         *      cross_samples.tsv) ---- */
-        if (st->extra) {
-            if (sweep_tb_open(&tx) || sweep_tb_open(&ts) || (st->xsamp && sweep_tb_open(&txs)))
-                ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory");
-            if (!ret) ret = sweep_truncate_arms(st, d, NULL, "back to the depth after the fork probe", err, errlen);
-            if (!ret) ret = sweep_sampled_probes(st, d, ts.f, st->xsamp ? txs.f : NULL, err, errlen);
-            if (!ret && c->cross_score) ret = sweep_cross_score(st, d, tx.f, err, errlen);
-            if (!ret && (sweep_tb_close(&tx) || sweep_tb_close(&ts) || (st->xsamp && sweep_tb_close(&txs))))
-                ret = errmsg_set(err, errlen, SWEEP_ERROR, "out of memory formatting cross.tsv / samples.tsv rows");
-            if (ret) break;
-        }
-
-        /* ---- optional: the passages after the prefix [0, d) (passages.tsv) ---- */
-        if (c->n_passages && (ret = sweep_run_passages(st, d, &tq, err, errlen))) break;
-
-        /* ---- depth k complete: journal (synced), then the TSVs, then meta.json counts it ---- */
-        journal_buf b = { 0 };
-        jbuf_u32(&b, (uint32_t)k);
-        jbuf_u32(&b, (uint32_t)d);
-        jbuf_u32(&b, (uint32_t)st->pos_done);
-        jbuf_f64(&b, st->wall_prev + clock_s() - st->t0);
-        jbuf_str(&b, c->per_position ? tp.p : "", c->per_position ? tp.n : 0);
-        jbuf_str(&b, td.p, td.n);
-        jbuf_str(&b, tf.p, tf.n);
-        if (st->extra) {
-            jbuf_str(&b, tx.p ? tx.p : "", tx.n);
-            jbuf_str(&b, ts.p ? ts.p : "", ts.n);
-        }
-        if (st->xsamp) jbuf_str(&b, txs.p ? txs.p : "", txs.n);
-        if (c->n_passages) jbuf_str(&b, tq.p ? tq.p : "", tq.n);
-        sweep_jbuf_routing(st, &b);
-        ret = sweep_jn_append(st, JOURNAL_DEPTH, &b, err, errlen);
-        free(b.p);
-        if (!ret) sweep_routing_committed(st);
-        if (!ret) ret = sweep_jn_sync(st, err, errlen);
-        if (!ret && c->per_position) ret = sweep_tsv_put(st->positions, "positions.tsv", c, tp.p, tp.n, err, errlen);
-        if (!ret) ret = sweep_tsv_put(st->depths, "depths.tsv", c, td.p, td.n, err, errlen);
-        if (!ret) ret = sweep_tsv_put(st->forks, "forks.tsv", c, tf.p, tf.n, err, errlen);
-        if (!ret && st->extra) ret = sweep_tsv_put(st->cross, "cross.tsv", c, tx.p, tx.n, err, errlen);
-        if (!ret && st->extra) ret = sweep_tsv_put(st->samples, "samples.tsv", c, ts.p, ts.n, err, errlen);
-        if (!ret && st->xsamp)
-            ret = sweep_tsv_put(st->cross_samples, "cross_samples.tsv", c, txs.p, txs.n, err, errlen);
-        if (!ret && c->n_passages) ret = sweep_tsv_put(st->passages, PASSAGES_FILE, c, tq.p, tq.n, err, errlen);
-        if (!ret) ret = sweep_tsv_sync(st, err, errlen);
-        sweep_tb_free(&tp);
-        sweep_tb_free(&td);
-        sweep_tb_free(&tf);
-        sweep_tb_free(&tx);
-        sweep_tb_free(&ts);
-        sweep_tb_free(&txs);
-        sweep_tb_free(&tq);
-        if (ret) break;
-        st->k_done = k + 1;
-        st->pos_done = d;
-        if ((ret = sweep_write_meta(st, "running", 0, err, errlen))) break;
-        if ((ret = sweep_show_progress(st, k + 1, d, k + 1 == c->n_depths, err, errlen))) break;
-
-        /* ---- back to depth d ---- */
-        if ((ret = sweep_truncate_arms(st, d, NULL, "back to the depth after the fork probe", err, errlen))) break;
-    }
-    sweep_tb_free(&tp);
-    sweep_tb_free(&td);
-    sweep_tb_free(&tf);
-    sweep_tb_free(&tx);
-    sweep_tb_free(&ts);
-    sweep_tb_free(&txs);
-    sweep_tb_free(&tq);
+    for (int k = st->k_done; k < c->n_depths && !ret; k++) ret = measure_depth(st, k, &L, err, errlen);
+    lines_free(&L);
     return ret;
 }
