@@ -169,7 +169,7 @@ int sweep_handle_fault(sweep_state *st, char *err, size_t errlen) {
 #define CATCHUP_CHUNK 2048   /* tokens per re-prefill request (no rows come back) */
 
 /* One prefill of positions pos..pos+m-1 on every arm (rebuild: on the arms marked need_full), rows as asked.
- * MoE: count = 1 asks every arm for its routing (the caller counts it, count_routing); in pinned
+ * MoE: count = 1 asks every arm for its routing (the caller counts it, sweep_count_routing); in pinned
  * mode the reference arm runs first, alone, and the other arms then get its experts as their pin
  * (with rebuild, the reference must be marked). The replies are in st->rep as after one call. */
 int sweep_prefill_step(sweep_state *st, int rebuild, int pos, int m, uint32_t rows, int count, const char *what,

@@ -165,7 +165,7 @@ int sweep_compare_block(const sweep_state *st, const float *const *base, int pos
     return 0;
 }
 
-/* Checks one position's comparison (out[n], bad[n] from compare_block; rows[n] the arms' rows
+/* Checks one position's comparison (out[n], bad[n] from sweep_compare_block; rows[n] the arms' rows
  * [V]): a refused pair is an error naming the arm whose row is not finite; an arm not
  * bit-identical to its twin is a loud warning (once per arm). Returns 0 or SWEEP_ERROR. */
 int sweep_check_position(sweep_state *st, const float *const *rows, const int *bad, int pos, int depth_for_msg,

@@ -168,7 +168,7 @@ int sweep_cross_score(sweep_state *st, int d, FILE *out, char *err, size_t errle
 /* ---- the passages (driver/passages.h): passages_ops on the sweep's own requests ---- */
 
 /* passages_ops.score: every arm prefills tokens [start, start + m) after its `at` tokens, all rows;
- * compared (compare_block: next = token start + i + 1) and checked as per-position rows are */
+ * compared (sweep_compare_block: next = token start + i + 1) and checked as per-position rows are */
 static int pass_score(void *ctx, int at, int start, int m, const stats_row **out, const float *const **rows,
                       char *err, size_t errlen) {
     sweep_state *st = ctx;

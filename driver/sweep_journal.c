@@ -229,7 +229,7 @@ static void replay_routing(sweep_state *st, journal_rd *rd) {
     }
 }
 
-/* The routing counts since the last record, appended to the record b (MoE only); jn_committed
+/* The routing counts since the last record, appended to the record b (MoE only); sweep_routing_committed
  * moves them into the totals once the record is written. */
 void sweep_jbuf_routing(const sweep_state *st, journal_buf *b) {
     for (int a = 0; st->moe && a < st->n; a++) {
