@@ -10,7 +10,6 @@
 #include "kernels/errmsg.h"
 #include "kernels/clock.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <sys/resource.h>
 #include <stdlib.h>

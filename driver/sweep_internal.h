@@ -82,6 +82,7 @@ typedef struct {
     FILE *f;
 } sweep_text;
 
+/* The state of one run: sweep_run's, on its stack (see Ownership above). */
 typedef struct {
     const sweep_config *c;
     arm *arms;
@@ -111,7 +112,8 @@ typedef struct {
     proto_msg *req, *rep;     /* [n] */
     int *codes;               /* [n] each arm's code from the last call */
     const float **rows;       /* [n] pointers into the replies */
-    stats_row *pr;            /* [chunk][n] per-position metrics of one prefill reply */
+    stats_row *pr;            /* [chunk][n] per-position metrics of one prefill reply (row 0: also the
+                                 teacher-forced row's, copied into sa[a].tf) */
     int *bad;                 /* [chunk][n] pairs stats_compare_rows refused */
     int32_t *next;            /* [chunk] the true next token of each row */
     /* MoE routing (docs/DESIGN.md §2.6): moe = every arm reports experts of the reference's shape */
