@@ -11,8 +11,8 @@
  *   12      L     payload
  *   12+L    4     crc        CRC32C (Castagnoli) of bytes [0, 12+L)
  *
- * Record 0 is the header; the payload layouts of the sweep's records are in sweep.c's "journal
- * records" section. Reading stops at the first record that is incomplete or fails its checks
+ * Record 0 is the header; the payload layouts of the sweep's records are in sweep_journal.c's
+ * "journal records" section. Reading stops at the first record that is incomplete or fails its checks
  * (length, seq, CRC): that record ends the journal, and the records before it are kept. When
  * nothing valid follows it, it is a torn append (a crash or a full disk during the write); when
  * well-formed records follow it (found by the damaged record's own length, else by a bounded

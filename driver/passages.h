@@ -64,7 +64,7 @@ FILE *passages_tsv_open(const char *dir, char *err, size_t errlen);
  * error or a bad arm name. */
 int passages_tsv_row(FILE *f, int depth, int j, int start, int i, const char *arm, const stats_row *r);
 
-/* What the measurement needs from the sweep (sweep.c implements it with its own requests). */
+/* What the measurement needs from the sweep (sweep_extras.c implements it with its own requests). */
 typedef struct {
     void *ctx;
     int n_arms, ref;

@@ -16,7 +16,7 @@
  *   truncate back to d_k again; (cfg.n_passages) every arm scores each target passage after the
  *   prefix and is truncated back to d_k (driver/passages.h; once at the start after the base
  *   prefix too) -> passages.tsv.
- * Journal (journal.h, records in sweep.c): every per-position chunk and every completed depth is
+ * Journal (journal.h, records in sweep_journal.c): every per-position chunk and every completed depth is
  * appended to DIR/journal as a checksummed record holding exactly the TSV lines it adds; a depth's
  * record is fsync'd before the TSVs get its lines, before meta.json counts it and before the
  * progress line claims it. `sweep --resume` (cfg.resume) checks the journal against the plan,
