@@ -866,14 +866,14 @@ int arm_call_all(arm *arms, int n, const proto_msg *reqs, proto_msg *reps, size_
  * ========================================================================================== */
 
 enum { F_ENGINE, F_GIT, F_DEVICE, F_SHA, F_ARCH, F_TOK, F_VOCAB, F_BOS, F_LAYER, F_CTX, F_THREADS,
-       F_KVK, F_KVV, F_KVL, F_KVB, F_WEIGHTS, F_FILE, F_N };
+       F_KVK, F_KVV, F_KVL, F_WIN, F_KVB, F_WEIGHTS, F_FILE, F_N };
 static const char *const field_names[F_N] = {
     "engine", "git", "device", "model_sha256", "arch", "tokenizer_hash", "n_vocab", "bos", "n_layer",
-    "n_ctx", "threads", "kv_k", "kv_v", "kv_layers", "kv_bytes_per_token", "weights", "model_file" };
+    "n_ctx", "threads", "kv_k", "kv_v", "kv_layers", "window", "kv_bytes_per_token", "weights", "model_file" };
 /* must be equal for a valid comparison: 1 among all arms, 2 among the arms that are not weight arms */
-static const int field_must[F_N] = { 0, 0, 0, 2, 2, 1, 1, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0 };
+static const int field_must[F_N] = { 0, 0, 0, 2, 2, 1, 1, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
 /* worth a note when different */
-static const int field_note[F_N] = { 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0 };
+static const int field_note[F_N] = { 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0, 0 };
 
 /* A path's last component without ".gguf" into buf [len]. */
 static void file_base(const char *path, char *buf, size_t len) {
@@ -903,6 +903,11 @@ static void field_value(const arm *a, int f, char *buf, size_t len) {
     case F_KVK: snprintf(buf, len, "%s", h->kv_k); break;
     case F_KVV: snprintf(buf, len, "%s", h->kv_v); break;
     case F_KVL: snprintf(buf, len, "%s", h->kv_layers[0] ? h->kv_layers : "-"); break;
+    case F_WIN:   /* "-" unknown (an older worker), "none", or "512: 3 of 18 full" */
+        if (!h->has_window) snprintf(buf, len, "-");
+        else if (!h->window) snprintf(buf, len, "none");
+        else snprintf(buf, len, "%u: %u of %u full", h->window, h->layers_full, h->n_layer);
+        break;
     case F_WEIGHTS: snprintf(buf, len, "%s", a->remote ? "remote" : a->own_model ? "--arm-model" : "--model"); break;
     case F_FILE: if (a->model[0]) file_base(a->model, buf, len); else snprintf(buf, len, "-"); break;
     default: snprintf(buf, len, "%llu", (unsigned long long)h->kv_bytes_per_token); break;

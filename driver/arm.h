@@ -244,8 +244,10 @@ int arm_check_handshake(const arm *arms, int n, FILE *out, char *notes, size_t n
 /* Checks a hello reply before anything uses it: every string printable ASCII (kv_k and kv_v also
  * arm_valid_name: they label the arm in the results), n_vocab >= 1, bos in [-1, n_vocab), n_ctx in
  * [1, INT32_MAX], n_layer in [1, 4096], threads >= 1, n_expert <= 4096 with n_expert_used in
- * [1, n_expert] (both 0 for a dense model), kv_bytes_per_token <= INT64_MAX. Returns 0, or
- * ARM_E_REPLY with one line naming the field (not the arm) in err. */
+ * [1, n_expert] (both 0 for a dense model), kv_bytes_per_token <= INT64_MAX, and when the attention
+ * layout was sent (has_window) window in [0, INT32_MAX] with layers_full = n_layer for window 0 and
+ * layers_full < n_layer otherwise. Returns 0, or ARM_E_REPLY with one line naming the field (not the
+ * arm) in err. */
 int arm_check_hello(const proto_hello_rep *h, char *err, size_t errlen);
 
 /* Checks rep, the successful reply to req, against the request and the arm's handshake (a->hello;

@@ -56,6 +56,15 @@ int arm_check_hello(const proto_hello_rep *h, char *err, size_t errlen) {
     if (h->kv_bytes_per_token > INT64_MAX)
         return errmsg_set(err, errlen, ARM_E_REPLY, "hello reply: kv_bytes_per_token %llu is out of range",
                           (unsigned long long)h->kv_bytes_per_token);
+    /* the attention layout (when sent): no window and every layer full, or a window and at least one
+     * layer that slides; the window is not bounded by n_ctx (a worker may reserve less context than
+     * the model's window: its layers then never slide in practice), only like n_ctx itself */
+    if (h->has_window && (h->window > INT32_MAX || h->layers_full > h->n_layer ||
+                          (h->window == 0 && h->layers_full != h->n_layer) ||
+                          (h->window > 0 && h->layers_full == h->n_layer)))
+        return errmsg_set(err, errlen, ARM_E_REPLY, "hello reply: window %u with %u of n_layer %u layers reading the "
+                          "whole context (expected window 0 with all of them, or a window in [1, %d] with fewer)",
+                          h->window, h->layers_full, h->n_layer, INT32_MAX);
     return 0;
 }
 

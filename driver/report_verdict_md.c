@@ -57,6 +57,47 @@ static const char *rope_mode(const report_results *R) {
     return NULL;
 }
 
+/* The model's sliding window from meta.json "model" (window, layers_full_context; recorded since
+ * the handshake carried them): 1 with *w in [1, INT32_MAX], *full in [0, n_layer) and *nl = n_layer
+ * in [1, 4096], or 0 (absent, window 0, or out of range: the README then says nothing of it). */
+static int sliding_window(const report_results *R, json_int_t *w, json_int_t *full, json_int_t *nl) {
+    json_t *m = json_object_get(R->meta, "model");
+    json_t *jw = json_object_get(m, "window"), *jf = json_object_get(m, "layers_full_context");
+    json_t *jl = json_object_get(m, "n_layer");
+    if (!json_is_integer(jw) || !json_is_integer(jf) || !json_is_integer(jl)) return 0;
+    *w = json_integer_value(jw);
+    *full = json_integer_value(jf);
+    *nl = json_integer_value(jl);
+    return *w >= 1 && *w <= INT32_MAX && *nl >= 1 && *nl <= 4096 && *full >= 0 && *full < *nl;
+}
+
+/* The sliding window's sentence of "Not supported by this run" (nothing without one): the layers
+ * that slide read only the last W cached positions at every depth, so the cache older than W is
+ * read by the full-context layers alone and a depth effect past W is a property of their reads. */
+static void line_window(FILE *o, const report_results *R) {
+    json_int_t w, full, nl;
+    if (!sliding_window(R, &w, &full, &nl)) return;
+    long long W = (long long)w, F = (long long)full, L = (long long)nl;
+    fprintf(o, " Sliding window: %lld of the %lld layers read%s only the last %lld positions of the KV cache", L - F,
+            L, L - F == 1 ? "s" : "", W);
+    const char *ls = F == 1 ? "" : "s";
+    if (R->last_depth <= W && F) {
+        fprintf(o, ", a limit no depth of this run exceeds (deeper, positions more than %lld tokens back would be "
+                "read by %lld layer%s alone).", W, F, ls);
+    } else if (R->last_depth <= W) {
+        fprintf(o, ", a limit no depth of this run exceeds (deeper, no layer would read positions more than %lld "
+                "tokens back).", W);
+    } else if (F) {
+        fprintf(o, ", so positions more than %lld tokens back are read by %lld layer%s alone: a depth effect past "
+                "%lld tokens is a property of ", W, F, ls, W);
+        if (F == 1) fprintf(o, "that layer's reads.");
+        else fprintf(o, "those %lld layers' reads.", F);
+    } else {
+        fprintf(o, ", so no layer reads positions more than %lld tokens back: a depth effect past %lld tokens cannot "
+                "come from reading them.", W, W);
+    }
+}
+
 static int uses_format(const report_results *R, const char *f) {
     for (int i = 0; i < R->n_arms; i++)
         if (strstr(R->arms[i].kv_k, f) == R->arms[i].kv_k || strstr(R->arms[i].kv_v, f) == R->arms[i].kv_v) return 1;
@@ -214,6 +255,7 @@ void report_verdicts_readme(FILE *o, const report_results *R, const report_analy
     report_md_cell(o, report_model_name(R));
     fprintf(o, "`, other texts, depths beyond %d tokens, other KV formats than those above, sampled (not greedy) "
             "continuations%s.", R->last_depth, R->have_positions ? "" : ", and any trend with depth");
+    line_window(o, R);
     if (uses_format(R, "int8"))
         fprintf(o, " `int8` here is strata's own format: symmetric absmax groups of 64 values (one group per head "
                 "when the head dimension is at most 64) with one fp16 scale each, 8.25 bits per value at 64-value "
@@ -395,5 +437,9 @@ int report_verdicts_summary(json_t *root, const report_results *R, const report_
         json_object_set_new(arms, R->arms[a].name, j);
     }
     json_object_set_new(o, "arms", arms);
+    json_int_t w, full, nl;
+    if (sliding_window(R, &w, &full, &nl))   /* the README's sentence, as numbers */
+        json_object_set_new(o, "sliding_window", json_pack("{s:I,s:I,s:I}", "window", w, "layers_full_context", full,
+                                                           "n_layer", nl));
     return json_object_set_new(root, "verdicts", o) ? -1 : 0;
 }

@@ -183,5 +183,9 @@ json_t *workers_model_json(const char *path, const proto_hello_rep *h) {
     json_object_set_new(model, "n_ctx", json_integer((json_int_t)h->n_ctx));
     json_object_set_new(model, "n_layer", json_integer(h->n_layer));
     json_object_set_new(model, "tokenizer_hash", json_string(h->tokenizer_hash));
+    if (h->has_window) {   /* absent: unknown (an older worker) */
+        json_object_set_new(model, "window", json_integer(h->window));
+        json_object_set_new(model, "layers_full_context", json_integer(h->layers_full));
+    }
     return model;
 }

@@ -98,8 +98,8 @@ int workers_stats(arm *a, proto_stats_rep *out, json_t *warnings);
 json_t *workers_arm_json(const arm *a);
 
 /* A results folder's meta.json "model" (sweep and needle alike) from the reference arm's hello:
- * path (NULL: "unknown"), sha256, arch, n_vocab, n_ctx, n_layer, tokenizer_hash; callers append
- * their own keys. A new object the caller owns (json_decref). */
+ * path (NULL: "unknown"), sha256, arch, n_vocab, n_ctx, n_layer, tokenizer_hash, and when the hello
+ * said them (has_window) window and layers_full_context; callers append their own keys. A new object the caller owns (json_decref). */
 json_t *workers_model_json(const char *path, const proto_hello_rep *h);
 
 #endif

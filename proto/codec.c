@@ -172,7 +172,8 @@ static int pack(msgpack_packer *pk, const proto_msg *m) {
     switch (m->type) {
     case PROTO_HELLO: {
         const proto_hello_rep *h = &m->hello_rep;
-        return pk_head(pk, m, 17) || pk_str(pk, "engine", h->engine) || pk_str(pk, "git", h->git) ||
+        return pk_head(pk, m, 17 + (h->has_window ? 2 : 0)) || pk_str(pk, "engine", h->engine) ||
+               pk_str(pk, "git", h->git) ||
                pk_str(pk, "model_sha256", h->model_sha256) || pk_str(pk, "arch", h->arch) ||
                pk_str(pk, "tokenizer_hash", h->tokenizer_hash) || pk_str(pk, "kv_k", h->kv_k) ||
                pk_str(pk, "kv_v", h->kv_v) || pk_str(pk, "device", h->device) ||
@@ -180,7 +181,9 @@ static int pack(msgpack_packer *pk, const proto_msg *m) {
                pk_uint(pk, "n_layer", h->n_layer) || pk_uint(pk, "threads", h->threads) ||
                pk_uint(pk, "kv_bytes_per_token", h->kv_bytes_per_token) || pk_int(pk, "bos", h->bos) ||
                pk_uint(pk, "n_expert", h->n_expert) || pk_uint(pk, "n_expert_used", h->n_expert_used) ||
-               pk_str(pk, "kv_layers", h->kv_layers);
+               pk_str(pk, "kv_layers", h->kv_layers) ||
+               (h->has_window && (pk_uint(pk, "window", h->window) ||
+                                  pk_uint(pk, "layers_full_context", h->layers_full)));
     }
     case PROTO_TOKENIZE:
         return pk_head(pk, m, 1) ||
@@ -297,6 +300,9 @@ static int check_encodable(const proto_msg *m, char *err, size_t errlen) {
         if (h->bos < -1)
             return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: bos %d is neither a token id nor -1", c,
                         h->bos);
+        if (h->has_window && h->window > INT32_MAX)
+            return errmsg_set(err, errlen, PROTO_E_TOOBIG, "%s: window %u exceeds the cap %d", c, h->window,
+                              INT32_MAX);
         return 0;
     }
     case PROTO_TOKENIZE:

@@ -25,7 +25,11 @@
  *                                                       threads kv_bytes_per_token (uint); bos (int);
  *                                                       kv_layers (str, optional);
  *                                                       n_expert n_expert_used (uint, optional: 0 =
- *                                                       a dense model or an older worker)
+ *                                                       a dense model or an older worker);
+ *                                                       window layers_full_context (uint, optional,
+ *                                                       both or neither: the sliding window, 0 =
+ *                                                       none, and the layers that read the whole
+ *                                                       context; absent = unknown)
  *   tokenize  text (str or bin), add_bos (bool),        tokens (bin int32)
  *             special (bool, optional: parse special-token texts such as "<|im_start|>")
  *   vocab     {}                                        n_vocab (uint); pieces (bin: every token's
@@ -138,6 +142,13 @@ typedef struct {
                                           worker that does not send them) */
     char kv_layers[PROTO_STR_MAX];     /* the layers with a KV cache: "all", or e.g. "2 of 4: 1,3" for a
                                           hybrid model (optional; "" from a worker that does not send it) */
+    int has_window;                    /* 1: window and layers_full below were sent; 0: unknown (a worker
+                                          that does not send them, or a backend that cannot say; the keys
+                                          "window" and "layers_full_context" are then absent) */
+    uint32_t window;                   /* the sliding window of the layers that slide, the largest (such a
+                                          layer reads the last `window` positions), 0 = none slides */
+    uint32_t layers_full;              /* the layers that read the whole context (n_layer when none
+                                          slides) */
 } proto_hello_rep;
 
 typedef struct {

@@ -341,6 +341,16 @@ static int decode_hello_rep(const msgpack_object_map *m, const char *c, proto_he
     h->kv_layers[0] = 0;   /* optional */
     if (find(m, "kv_layers") && (rc = get_str(m, c, "kv_layers", h->kv_layers, PROTO_STR_MAX, 0, err, errlen)))
         return rc;
+    /* optional, both or neither (absent: unknown); their values against n_layer: arm_check_hello */
+    h->has_window = 0;
+    h->window = h->layers_full = 0;
+    if (find(m, "window") || find(m, "layers_full_context")) {
+        if ((rc = get_uint(m, c, "window", INT32_MAX, &u, err, errlen))) return rc;
+        h->window = (uint32_t)u;
+        if ((rc = get_uint(m, c, "layers_full_context", UINT32_MAX, &u, err, errlen))) return rc;
+        h->layers_full = (uint32_t)u;
+        h->has_window = 1;
+    }
     return 0;
 }
 

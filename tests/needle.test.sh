@@ -65,6 +65,11 @@ for f in meta.json cells.tsv summary.json README.md workers.log plots/accuracy_0
 done
 check "meta.json: kind needle, complete, the corpus sha256" \
     test "$(grep -c -e '"kind": "needle"' -e '"complete": true' -e '"sha256": "b5c4940bcfeee072c0935b5200d0f9d88a00a0199cb0961d16133458fcdfae5d"' "$R/meta.json")" -eq 3
+lay=$(python3 -c 'import json,sys
+m = json.load(open(sys.argv[1] + "/meta.json"))["model"]
+print(m.get("window"), m.get("layers_full_context"), m.get("n_layer"))' "$R" 2> /dev/null)
+check "meta.json model: the handshake's attention layout, no window and every layer full (got $lay)" \
+    test "$lay" = "0 5 5"
 check "cells.tsv: header + 12 cells x 2 arms, 14 columns" \
     test "$(awk -F'\t' 'NF == 14' "$R/cells.tsv" | wc -l)" -eq 25
 check "the same keys as the f16,f16 run (seeded per cell, not per arm)" \

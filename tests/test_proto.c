@@ -70,7 +70,8 @@ static int msg_equal(const proto_msg *a, const proto_msg *b) {
                !strcmp(x->kv_v, y->kv_v) && !strcmp(x->device, y->device) &&
                x->n_vocab == y->n_vocab && x->n_ctx == y->n_ctx && x->n_layer == y->n_layer &&
                x->threads == y->threads && x->kv_bytes_per_token == y->kv_bytes_per_token &&
-               x->bos == y->bos && x->n_expert == y->n_expert && x->n_expert_used == y->n_expert_used;
+               x->bos == y->bos && x->n_expert == y->n_expert && x->n_expert_used == y->n_expert_used &&
+               x->has_window == y->has_window && x->window == y->window && x->layers_full == y->layers_full;
     }
     case PROTO_TOKENIZE:
         return a->tokenize_rep.n_tokens == b->tokenize_rep.n_tokens &&
@@ -157,6 +158,23 @@ static void test_roundtrip(void) {
     h->n_expert_used = 8;
     roundtrip(&m, "hello reply of a MoE model (128 experts, 8 per token)");
     h->n_expert = h->n_expert_used = 0;
+    h->has_window = 1;
+    h->window = 512;
+    h->layers_full = 3;
+    roundtrip(&m, "hello reply with a sliding window (512, 3 of 18 layers full)");
+    h->window = 0;
+    h->layers_full = 18;
+    roundtrip(&m, "hello reply saying no layer slides (window 0, 18 of 18 full)");
+    h->window = (uint32_t)INT32_MAX + 1;
+    void *wb = NULL;
+    size_t wl = 0;
+    char we[256] = "";
+    int wrc = proto_encode(&m, &wb, &wl, we, sizeof we);
+    CHECK(wrc == PROTO_E_TOOBIG && !wb && strstr(we, "window"), "the encoder refuses a window of 2^31 (rc %d: %s)",
+          wrc, we);
+    free(wb);
+    h->has_window = 0;
+    h->window = h->layers_full = 0;
 
     char text[] = "h\xc3\xa9llo\0world\xff\xfe";   /* any bytes: NUL and invalid UTF-8 inside */
     proto_init(&m, PROTO_TOKENIZE, 0, 2);
@@ -567,6 +585,33 @@ static void test_malformed(void) {
         if (bad == 0) expect(&b, 1, PROTO_E_TOOBIG, "git", "hello git string of 199 bytes");
         if (bad == 1) expect(&b, 1, PROTO_E_BADMSG, "NUL", "hello string with a NUL byte");
         if (bad == 2) expect(&b, 1, PROTO_E_BADARG, "bos", "hello bos = -2");
+    }
+
+    /* the attention layout: optional, both keys or neither (an older worker sends neither) */
+    for (int v = 0; v < 5; v++) {
+        static const size_t nf[5] = {14, 16, 15, 15, 16};
+        mp_head(&b, nf[v], "hello", 1);
+        for (int i = 0; i < 8; i++) mp_str(&b, keys[i], "x");
+        mp_uint(&b, "n_vocab", 512); mp_uint(&b, "n_ctx", 512); mp_uint(&b, "n_layer", 18);
+        mp_uint(&b, "threads", 1); mp_uint(&b, "kv_bytes_per_token", 10); mp_int(&b, "bos", 1);
+        if (v == 1) { mp_uint(&b, "window", 512); mp_uint(&b, "layers_full_context", 3); }
+        if (v == 2) mp_uint(&b, "window", 512);
+        if (v == 3) mp_uint(&b, "layers_full_context", 3);
+        if (v == 4) { mp_uint(&b, "window", (uint64_t)INT32_MAX + 1); mp_uint(&b, "layers_full_context", 3); }
+        if (v == 2) { expect(&b, 1, PROTO_E_BADMSG, "layers_full_context", "hello with a window, no layer count"); continue; }
+        if (v == 3) { expect(&b, 1, PROTO_E_BADMSG, "window", "hello with a layer count, no window"); continue; }
+        if (v == 4) { expect(&b, 1, PROTO_E_TOOBIG, "window", "hello with a window of 2^31"); continue; }
+        proto_msg hm;
+        char he[256] = "";
+        int hrc = mp_decode(&b, 1, &hm, he, sizeof he);
+        const proto_hello_rep *hh = &hm.hello_rep;
+        if (v == 0)
+            CHECK(hrc == 0 && !hh->has_window && !hh->window && !hh->layers_full,
+                  "a hello without window keys (an older worker) decodes as unknown (rc %d: %s)", hrc, he);
+        else
+            CHECK(hrc == 0 && hh->has_window && hh->window == 512 && hh->layers_full == 3,
+                  "a hello with window 512 and layers_full_context 3 decodes to them (rc %d: %s)", hrc, he);
+        proto_msg_free(&hm);
     }
 
     /* an error reply's long message is cut short, not refused */

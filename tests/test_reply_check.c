@@ -38,6 +38,7 @@ enum {
     T_NONE, T_GEN_IDS, T_GEN_SHORT, T_GEN_GAP_INF, T_GEN_GAP_NEG, T_GEN_PAST, T_TOK_ID, T_PF_ROWS, T_PF_VOCAB,
     T_PF_PAST, T_PF_EXPERT_ID, T_PF_EXPERT_N, T_TRUNC_PAST, T_ST_NAN, T_ST_NEG, T_ST_KVB, T_ST_RSS, T_VOCAB_N,
     T_HELLO_BOS, T_HELLO_ESC, T_HELLO_CTX, T_HELLO_EXPERT, T_HELLO_KVNAME,
+    T_HELLO_WIN0, T_HELLO_WINALL, T_HELLO_WINOVER, T_HELLO_WINOK,
 };
 static _Atomic int g_tamper = T_NONE;
 
@@ -65,6 +66,11 @@ static void fake_answer(const proto_msg *req, proto_msg *rep, uint64_t *n_past, 
         h->bos = t == T_HELLO_BOS ? FV : 1;
         h->n_expert = FEXPERT;
         h->n_expert_used = t == T_HELLO_EXPERT ? 0 : FUSED;
+        /* the attention layout: unsent (an older worker) unless tampered; T_HELLO_WINOK is valid
+         * (a window past n_ctx is allowed: a worker may reserve less context than the model's window) */
+        h->has_window = t == T_HELLO_WIN0 || t == T_HELLO_WINALL || t == T_HELLO_WINOVER || t == T_HELLO_WINOK;
+        h->window = t == T_HELLO_WIN0 ? 0 : t == T_HELLO_WINOK ? 100 : 16;
+        h->layers_full = t == T_HELLO_WIN0 ? 1 : t == T_HELLO_WINALL ? FLAYER : t == T_HELLO_WINOVER ? FLAYER + 1 : 1;
         *n_past = 0;
         break;
     }
@@ -354,8 +360,11 @@ static void test_fake(void) {
         { T_HELLO_ESC, "device holds the byte 0x1b", "an escape sequence in a string" },
         { T_HELLO_CTX, "n_ctx 0", "a context of 0" },
         { T_HELLO_EXPERT, "n_expert 4, n_expert_used 0", "experts but none used per token" },
-        { T_HELLO_KVNAME, "kv_k 'f16 x'", "a format name with a space (a results label)" } };
-    for (int i = 0; i < 5; i++) {
+        { T_HELLO_KVNAME, "kv_k 'f16 x'", "a format name with a space (a results label)" },
+        { T_HELLO_WIN0, "window 0 with 1 of n_layer 2", "no window but a layer that does not read everything" },
+        { T_HELLO_WINALL, "window 16 with 2 of n_layer 2", "a window but no layer that slides" },
+        { T_HELLO_WINOVER, "window 16 with 3 of n_layer 2", "more full-context layers than layers" } };
+    for (int i = 0; i < 8; i++) {
         nng_close(a.sock);
         a.connected = 0;
         a.have_hello = 0;
@@ -366,6 +375,15 @@ static void test_fake(void) {
         CHECK(rc != 0 && !a.have_hello && !strncmp(err, "arm fake: ", 10) && strstr(err, hl[i].want),
               "hello reply with %s is refused (%s)", hl[i].what, err);
     }
+    nng_close(a.sock);
+    a.connected = 0;
+    a.have_hello = 0;
+    atomic_store(&g_tamper, T_HELLO_WINOK);
+    err[0] = 0;
+    rc = arm_connect(&a, 5000, 5000, 1 << 20, NULL, err, sizeof err);
+    atomic_store(&g_tamper, T_NONE);
+    CHECK(rc == 0 && a.have_hello && a.hello.has_window && a.hello.window == 100 && a.hello.layers_full == 1,
+          "hello reply with window 100 (past n_ctx 64), 1 of 2 layers full, is accepted and kept (%s)", err);
 done:
     if (a.connected) nng_close(a.sock);
     nng_close(s);

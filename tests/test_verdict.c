@@ -245,7 +245,78 @@ static void test_depths_only_meta_margin_fork(void) {
     free(x); free(md);
 }
 
+/* meta.json's model gains n_layer nl and, when w >= 0, window w and layers_full_context full (as a
+ * worker's handshake records them); the folder re-rendered; its README (malloc'd) returned. */
+static char *render_window(const char *dir, int nl, int w, int full) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/meta.json", dir);
+    json_t *m = json_load_file(path, 0, NULL), *model = json_object_get(m, "model");
+    json_object_set_new(model, "n_layer", json_integer(nl));
+    json_object_del(model, "window");
+    json_object_del(model, "layers_full_context");
+    if (w >= 0) {
+        json_object_set_new(model, "window", json_integer(w));
+        json_object_set_new(model, "layers_full_context", json_integer(full));
+    }
+    CHECK(json_dump_file(m, path, JSON_INDENT(2)) == 0, "meta.json with window %d, %d of %d layers full written", w,
+          full, nl);
+    json_decref(m);
+    return render(dir, NULL);
+}
+
+/* The sliding window in "Not supported by this run" (depths 100..800 here). */
+static void test_window(void) {
+    const char *dir = "/tmp/strata_test_verdict_w";
+    build(dir, 1, 0, NULL);
+    char *md = render_window(dir, 18, 512, 3), path[512];
+    CHECK(contains(md, "sampled (not greedy) continuations. Sliding window: 15 of the 18 layers read only the last "
+                       "512 positions of the KV cache, so positions more than 512 tokens back are read by 3 layers "
+                       "alone: a depth effect past 512 tokens is a property of those 3 layers' reads. `int8` here"),
+          "window 512, 3 of 18 layers full (Gemma 3 270M): one sentence after the first of 'Not supported'");
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    json_t *s = json_load_file(path, 0, NULL);
+    json_t *sw = json_object_get(json_object_get(s, "verdicts"), "sliding_window");
+    CHECK(json_integer_value(json_object_get(sw, "window")) == 512 &&
+          json_integer_value(json_object_get(sw, "layers_full_context")) == 3 &&
+          json_integer_value(json_object_get(sw, "n_layer")) == 18, "summary.json verdicts.sliding_window 512, 3, 18");
+    json_decref(s);
+    free(md);
+    md = render_window(dir, 6, 32, 1);
+    CHECK(contains(md, "Sliding window: 5 of the 6 layers read only the last 32 positions of the KV cache, so "
+                       "positions more than 32 tokens back are read by 1 layer alone: a depth effect past 32 tokens "
+                       "is a property of that layer's reads."), "window 32, 1 of 6 layers full: singular words");
+    free(md);
+    md = render_window(dir, 2, 16, 0);
+    CHECK(contains(md, "Sliding window: 2 of the 2 layers read only the last 16 positions of the KV cache, so no "
+                       "layer reads positions more than 16 tokens back: a depth effect past 16 tokens cannot come "
+                       "from reading them."), "window 16, no layer full: no layer reads further back");
+    free(md);
+    md = render_window(dir, 2, 16, 1);
+    CHECK(contains(md, "Sliding window: 1 of the 2 layers reads only the last 16 positions"),
+          "window 16, 1 of 2 layers full (gpt-oss's pattern): '1 of the 2 layers reads'");
+    free(md);
+    md = render_window(dir, 18, 1024, 3);
+    CHECK(contains(md, "Sliding window: 15 of the 18 layers read only the last 1024 positions of the KV cache, a "
+                       "limit no depth of this run exceeds (deeper, positions more than 1024 tokens back would be "
+                       "read by 3 layers alone)."), "window 1024 past the deepest depth (800): said as a limit not reached");
+    free(md);
+    static const int none[][3] = {{18, 0, 18}, {18, 512, 18}, {18, 512, 19}, {18, -1, 0}};
+    static const char *const what[] = {"window 0 (no layer slides)", "window 512 with every layer full (invalid)",
+                                       "19 of 18 layers full (invalid)", "no window keys (an older run)"};
+    for (int i = 0; i < 4; i++) {
+        md = render_window(dir, none[i][0], none[i][1], none[i][2]);
+        snprintf(path, sizeof path, "%s/summary.json", dir);
+        s = json_load_file(path, 0, NULL);
+        CHECK(md && !contains(md, "Sliding window") && contains(md, "sampled (not greedy) continuations. `int8` here") &&
+              !json_object_get(json_object_get(s, "verdicts"), "sliding_window"),
+              "%s: no sliding-window sentence, nothing in summary.json", what[i]);
+        json_decref(s);
+        free(md);
+    }
+}
+
 int main(void) {
+    test_window();
     test_positions();
     test_depths_only_meta_margin_fork();
     return check_done();

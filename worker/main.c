@@ -153,6 +153,13 @@ static void fill_hello(const engine *e, proto_hello_rep *h) {
     h->bos = tok_add_bos(e->tok) ? tok_bos(e->tok) : -1;
     h->n_expert = (uint32_t)e->m->n_expert;
     h->n_expert_used = (uint32_t)e->m->n_expert_used;
+    /* the attention layout, a fact of the model file as the loader reads it (the llama backend checks
+     * llama.cpp's window against it when it loads) */
+    int window, n_full;
+    model_window(e->m, &window, &n_full);
+    h->has_window = 1;
+    h->window = (uint32_t)window;
+    h->layers_full = (uint32_t)n_full;
     /* the layers with a KV cache: all, or (a hybrid model) "N of L: l1,l2,..." (",..." when cut) */
     if (e->m->n_attn == e->m->n_layer) {
         snprintf(h->kv_layers, sizeof h->kv_layers, "all");

@@ -575,6 +575,15 @@ void model_free(model *m) {
 
 /* ---- the backend's view ------------------------------------------------------------------------ */
 
+void model_window(const model *m, int *window, int *n_full) {
+    *window = 0;
+    *n_full = 0;
+    for (int l = 0; l < m->n_layer; l++) {
+        if (m->layers[l].window > *window) *window = m->layers[l].window;
+        *n_full += m->layers[l].window <= 0;
+    }
+}
+
 void model_net(const model *m, backend_model *net) {
     memset(net, 0, sizeof *net);
     net->n_layer = m->n_layer;

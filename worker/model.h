@@ -76,6 +76,11 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
 int model_load_as(const char *path, gguf_hold hold, model **out, char *err, size_t errlen, char *warn, size_t warnlen);
 void model_free(model *m);
 
+/* The attention layout (the hello's window and layers_full_context): *window = the largest sliding
+ * window of a layer (0 when no layer slides), *n_full = the layers without one, which read the whole
+ * context (n_layer when none slides; qwen35's linear-attention layers count: their state carries it). */
+void model_window(const model *m, int *window, int *n_full);
+
 /* The description a backend runs (kernels/backend.h): hyperparameters, RoPE, the weights and
  * the layers, all pointing into m (which must outlive every backend made from it). Pure. */
 void model_net(const model *m, backend_model *net);

@@ -310,6 +310,16 @@ static int llama_create(const backend_model *m, const backend_config *cfg, backe
                    m->n_vocab, m->n_layer);
         goto fail;
     }
+    /* the hello's sliding window comes from strata's loader (m); llama.h says only llama.cpp's window,
+     * not which layers slide: the window must agree, the layer count is the loader's alone */
+    int window = 0;
+    for (int l = 0; l < m->n_layer; l++)
+        if (m->layers[l].window > window) window = m->layers[l].window;
+    if (llama_model_n_swa(b->model) != window) {
+        errmsg_set(err, errlen, -1, "llama backend: llama.cpp reads the sliding window as %d tokens, strata's loader "
+                   "as %d: the handshake would misreport it", llama_model_n_swa(b->model), window);
+        goto fail;
+    }
 
     struct llama_context_params cp = llama_context_default_params();
     cp.n_ctx = (uint32_t)cfg->n_ctx;
