@@ -283,21 +283,6 @@ int report_extra_load(const char *dir, const report_results *R, report_extra *X,
  * Statistics
  * ========================================================================================== */
 
-/* The mean of x [n] (NaN dropped) with its circular block bootstrap CI (Politis–White block,
- * stats_mean_ci_circular), as every other mean of the report. */
-static void mean_ci(const double *x, size_t n, stats_ci *out) {
-    double *v = malloc(sizeof *v * (n ? n : 1));   /* [n] the finite values */
-    size_t m = 0;
-    stats_boot o;
-    for (size_t i = 0; v && i < n; i++)
-        if (isfinite(x[i])) v[m++] = x[i];
-    if (!v || !m || stats_mean_ci_circular(v, m, 0, STATS_BOOT_B, STATS_BOOT_SEED, NULL, &o))
-        *out = (stats_ci){ NAN, NAN, NAN, 0 };
-    else
-        *out = (stats_ci){ o.est, o.lo, o.hi, o.n };
-    free(v);
-}
-
 /* The cross-scoring summary of arm a (rows X->x sorted by arm, depth). Δ over the forked depths
  * only (where the texts are identical Δ = 0 by construction, which would dilute the mean), a
  * circular bootstrap with block 1 (depths far apart); repetition over every depth. */
@@ -310,14 +295,16 @@ typedef struct {
     stats_ci d_rep;
 } cross_sum;
 
-static void boot_forked(const double *x, size_t n, stats_boot *b, stats_ci *c) {
+/* The mean of the finite values of x [n] with its circular block bootstrap (block 0: Politis–White;
+ * 1: values far apart, as the forked depths) into b (both interval levels) and c. */
+static void boot_finite(const double *x, size_t n, size_t block, stats_boot *b, stats_ci *c) {
     double *v = malloc(sizeof *v * (n ? n : 1));   /* [n] the finite values */
     size_t m = 0;
     for (size_t i = 0; v && i < n; i++)
         if (isfinite(x[i])) v[m++] = x[i];
     memset(b, 0, sizeof *b);
     b->est = b->lo = b->hi = b->lo90 = b->hi90 = b->se = b->p = NAN;
-    if (v && m) stats_mean_ci_circular(v, m, 1, STATS_BOOT_B, STATS_BOOT_SEED, NULL, b);
+    if (v && m) stats_mean_ci_circular(v, m, block, STATS_BOOT_B, STATS_BOOT_SEED, NULL, b);
     *c = (stats_ci){ b->est, b->lo, b->hi, m };
     free(v);
 }
@@ -345,11 +332,12 @@ static int cross_summary(const report_cross_row *x, size_t nx, int a, double T, 
     }
     s->n = n;
     s->n_forked = f;
-    boot_forked(buf, f, &s->b_ref, &s->d_ref);
-    boot_forked(buf + n, f, &s->b_f32, &s->d_f32);
-    mean_ci(buf + 2 * n, n, &s->rep_arm);
-    mean_ci(buf + 3 * n, n, &s->rep_ref);
-    boot_forked(buf + 4 * n, f, &s->b_rep, &s->d_rep);
+    stats_boot b;
+    boot_finite(buf, f, 1, &s->b_ref, &s->d_ref);
+    boot_finite(buf + n, f, 1, &s->b_f32, &s->d_f32);
+    boot_finite(buf + 2 * n, n, 0, &b, &s->rep_arm);
+    boot_finite(buf + 3 * n, n, 0, &b, &s->rep_ref);
+    boot_finite(buf + 4 * n, f, 1, &s->b_rep, &s->d_rep);
     free(buf);
     return 0;
 }

@@ -16,9 +16,9 @@
 #include "kernels/errmsg.h"
 #include "proto/safeio.h"
 
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_fit.h>
 #include <gsl/gsl_rng.h>
-#include <gsl/gsl_sort.h>
-#include <gsl/gsl_statistics_double.h>
 
 #define RP_MAX_ARMS 64
 #define RP_LINE_MAX 4096
@@ -179,19 +179,6 @@ done:
     return rc;
 }
 
-/* Least-squares slope of y [n] on x [n]; NAN when the x are all equal. */
-static double rp_slope(const double *x, const double *y, int n) {
-    double mx = 0, my = 0, sxx = 0, sxy = 0;
-    for (int k = 0; k < n; k++) { mx += x[k]; my += y[k]; }
-    mx /= n;
-    my /= n;
-    for (int k = 0; k < n; k++) {
-        sxx += (x[k] - mx) * (x[k] - mx);
-        sxy += (x[k] - mx) * (y[k] - my);
-    }
-    return sxx > 0 ? sxy / sxx : NAN;
-}
-
 /* The ratio a log-log fit implies over D[first..last] (every depth holding the first's passages in
  * the same order): m[u][k] = passage u's mean KL at depth k; the estimate fits ln(mean_u m[u][k]) on
  * ln(depth_k); a resample draws passages with replacement, the same draw at every depth (paired),
@@ -232,7 +219,9 @@ static int rp_fit(const rp_depth *D, int first, int last, stats_boot *out) {
         }
         int finite = 1;
         for (int k = 0; k < nk; k++) finite &= isfinite(y[k]);
-        double r = finite ? exp(rp_slope(x, y, nk) * span) : NAN;
+        double c0, c1, v00, v01, v11, ss;
+        int fit = finite && gsl_fit_linear(x, 1, y, 1, (size_t)nk, &c0, &c1, &v00, &v01, &v11, &ss) == GSL_SUCCESS;
+        double r = fit ? exp(c1 * span) : NAN;
         if (rep < 0) {
             if (!isfinite(r)) goto done;
             out->est = r;
@@ -243,12 +232,7 @@ static int rp_fit(const rp_depth *D, int first, int last, stats_boot *out) {
     rc = 0;
 done:
     if (rc == 0) {
-        gsl_sort(t, 1, STATS_BOOT_B);
-        out->lo = gsl_stats_quantile_from_sorted_data(t, 1, STATS_BOOT_B, 0.025);
-        out->hi = gsl_stats_quantile_from_sorted_data(t, 1, STATS_BOOT_B, 0.975);
-        out->lo90 = gsl_stats_quantile_from_sorted_data(t, 1, STATS_BOOT_B, 0.05);
-        out->hi90 = gsl_stats_quantile_from_sorted_data(t, 1, STATS_BOOT_B, 0.95);
-        out->p = stats_boot_p(t, STATS_BOOT_B, 1.0);
+        stats_boot_summary(t, STATS_BOOT_B, 1.0, out);
         out->n = (size_t)np;
     }
     gsl_rng_free(rng);

@@ -267,6 +267,11 @@ int stats_paired_diff_ci(const double *a, const double *b, size_t n, size_t bloc
 double stats_boot_p(const double *t, int n_boot, double theta0);
 double stats_boot_p_tost(const double *t, int n_boot, double margin);
 
+/* The interval fields of *out (lo, hi, lo90, hi90: type-7 percentiles; se: the draws' sd; p against
+ * theta0, stats_boot_p) from the resampled statistics t [n_boot] (n_boot >= 1), which it sorts in
+ * place; est, n and block are left to the caller. Allocates nothing. */
+void stats_boot_summary(double *t, int n_boot, double theta0, stats_boot *out);
+
 /* Holm–Bonferroni step-down adjustment of the m p-values p [m] into p_adj [m] (caller's array;
  * p == p_adj is allowed). NaN entries are not tests: they stay NaN and do not count in m.
  * With the m' finite p-values sorted p(1) <= … <= p(m'):

@@ -32,9 +32,7 @@ static double quantile_sorted(const double *t, size_t n, double f) {
     return (1.0 - d) * t[i] + d * t[i + 1];
 }
 
-/* Fills the interval fields of *out from the resampled statistics t [n_boot] (sorted here),
- * p against theta0. */
-static void boot_summary(double *t, int n_boot, double theta0, stats_boot *out) {
+void stats_boot_summary(double *t, int n_boot, double theta0, stats_boot *out) {
     size_t nb = (size_t)n_boot;
     gsl_sort(t, 1, nb);
     out->lo = quantile_sorted(t, nb, 0.025);
@@ -206,7 +204,7 @@ int stats_mean_ci_circular(const double *x, size_t n, size_t block, int n_boot,
         out->se = 0.0;
         out->p = 1.0; /* one value tests nothing (every resample is that value) */
     } else {
-        boot_summary(t, n_boot, 0.0, out);
+        stats_boot_summary(t, n_boot, 0.0, out);
     }
     rc = 0;
 done:
@@ -445,7 +443,7 @@ int stats_ratio_units_ci(const double *num, const size_t *num_off, size_t n_num,
     out->est = (tns / tnc) / (tds / tdc);
     out->block = 1;
     out->n = n_num;
-    boot_summary(t, n_boot, 1.0, out);
+    stats_boot_summary(t, n_boot, 1.0, out);
     rc = 0;
 done:
     if (rc != 0) boot_clear(out, n_num);
