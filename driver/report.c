@@ -97,12 +97,23 @@ static void readme_setup(FILE *o, const report_results *R, const report_analysis
         for (int i = 0; i < R->n_arms; i++) {
             const report_arm *a = &R->arms[i];
             int ll = !strncmp(a->device, "llama.cpp", 9);
-            fprintf(o, "%s%s %s (`%s`)", i ? "; " : "", a->name, ll ? "llama.cpp" : "strata",
+            fprintf(o, "%s%s %s (`%s`", i ? "; " : "", a->name, ll ? "llama.cpp" : "strata",
                     a->device[0] ? a->device : "?");
+            if (ll && isfinite(a->bv_rows) && a->bv_rows > 0 && isfinite(a->bv_max))
+                fprintf(o, ", batch variance %.3g logits over %.0f row%s", a->bv_max, a->bv_rows, a->bv_rows == 1 ? "" : "s");
+            else if (ll && isfinite(a->bv_rows) && a->bv_rows > 0)
+                fprintf(o, ", batch variance not finite over %.0f rows", a->bv_rows);
+            else if (ll)
+                fprintf(o, ", batch variance not measured");
+            fputs(")", o);
         }
         fprintf(o, ". The llama.cpp arms measure llama.cpp's own KV cache and kernels (`llama:SPEC` arms, "
-                "`--backend llama`): they differ from strata's arms in the engine as well as the KV format, and "
-                "llama.cpp is not batch-invariant in every configuration (docs/DESIGN.md §1.1.1).\n");
+                "`--backend llama`): they differ from strata's arms in the engine as well as the KV format. "
+                "llama.cpp is not batch-invariant in every configuration, so its arms prefill in chunks aligned "
+                "to absolute positions (one pass still equals separate runs); the batch variance is the largest "
+                "|logit difference| between a row computed at the end of a shorter chunk and the same row "
+                "recomputed in its full chunk, the engine's own noise to set beside the KV effect "
+                "(docs/DESIGN.md §1.1.1).\n");
     }
     int n_weight = 0;
     for (int i = 0; i < R->n_arms; i++) n_weight += R->arms[i].weight_arm;

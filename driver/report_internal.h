@@ -46,6 +46,9 @@ typedef struct {
                         * "" when absent */
     double route_n, route_diff;  /* MoE: routing decisions compared with the reference's and those
                                     that differed (meta.json arms[i].routing), NAN when absent */
+    double bv_rows, bv_max;      /* an engine that is not batch-invariant (llama.cpp): rows recomputed
+                                  * in a longer chunk and the largest |logit difference| between the
+                                  * two (meta.json arms[i].batch_variance), NAN when absent */
 } report_arm;
 
 #define REPORT_MAX_REASONS 8

@@ -277,6 +277,9 @@ static int load_meta(const char *dir, report_results *R, char *err, size_t errle
         json_t *rt = json_object_get(a, "routing");   /* MoE only */
         A->route_n = json_is_object(rt) ? jnum(rt, "decisions") : NAN;
         A->route_diff = json_is_object(rt) ? jnum(rt, "differ") : NAN;
+        json_t *bv = json_object_get(a, "batch_variance");   /* llama.cpp arms only */
+        A->bv_rows = json_is_object(bv) ? jnum(bv, "rows") : NAN;
+        A->bv_max = json_is_object(bv) ? jnum(bv, "max_abs_logit") : NAN;
         const char *mp = json_string_value(json_object_get(json_object_get(a, "model"), "path"));
         if (A->weight_arm && mp) {
             const char *sl = strrchr(mp, '/');

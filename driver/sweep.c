@@ -10,6 +10,7 @@
 #include "kernels/errmsg.h"
 #include "kernels/clock.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <sys/resource.h>
 #include <stdlib.h>
@@ -169,6 +170,10 @@ int sweep_write_meta(sweep_state *st, const char *status, int complete, char *er
             json_object_set_new(ja, "decode_tokens", json_integer((json_int_t)s->decode_tokens));
             json_object_set_new(ja, "decode_seconds", json_real(s->decode_seconds));
             json_object_set_new(ja, "peak_rss", json_integer((json_int_t)s->peak_rss));
+            if (s->has_rechunk)   /* an engine that is not batch-invariant (docs/DESIGN.md §1.1.1) */
+                json_object_set_new(ja, "batch_variance",
+                                    json_pack("{s:I,s:o}", "rows", (json_int_t)s->rechunk_rows, "max_abs_logit",
+                                              isfinite(s->rechunk_max) ? json_real(s->rechunk_max) : json_null()));
         } else {
             json_object_set_new(ja, "prefill_tokens", json_null());
             json_object_set_new(ja, "prefill_seconds", json_null());

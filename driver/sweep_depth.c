@@ -294,14 +294,17 @@ done:
     return ret;
 }
 
-/* Prefills depth k's positions [pos_done, d) in chunks of cfg.chunk tokens, the progress line
- * after each. */
+/* Prefills depth k's positions [pos_done, d) in requests that end at multiples of cfg.chunk (or
+ * at d), the progress line after each. Aligned requests cost a batch-invariant worker nothing and
+ * spare a worker that needs aligned prefills (llama.cpp, worker/engine.h) re-running a chunk's
+ * start for each request: only the first request after a depth re-runs one. */
 static int prefill_depth(sweep_state *st, int k, depth_lines *L, char *err, size_t errlen) {
     const sweep_config *c = st->c;
     const int d = c->depths[k];
     for (int pos = st->pos_done; pos < d;) {
         if (c->stop && *c->stop) return SWEEP_INTERRUPTED;
-        int m = d - pos < c->chunk ? d - pos : c->chunk;
+        int m = c->chunk - pos % c->chunk;
+        if (m > d - pos) m = d - pos;
         int ret = prefill_chunk(st, k, pos, m, L, err, errlen);
         if (ret) return ret;
         pos += m;

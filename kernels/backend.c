@@ -50,6 +50,8 @@ const char *backend_name(const backend *b) { return b->impl->name(b); }
 
 int backend_threads(const backend *b) { return b->impl->threads(b); }
 
+int backend_aligned_prefill(const backend *b) { return b->impl->aligned_prefill ? b->impl->aligned_prefill(b) : 0; }
+
 void backend_free(backend *b) {
     if (b) b->impl->free(b);
 }

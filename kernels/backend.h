@@ -231,6 +231,14 @@ const char *backend_name(const backend *b);
 /* Threads the backend computes with (the cpu backend's pool size). */
 int backend_threads(const backend *b);
 
+/* 1 if this backend's logit rows depend on the shape of the forward that computed them (llama.cpp:
+ * f16 K/V with flash attention, the number of rows asked), so that the engine must give it every
+ * prefill in chunks aligned to absolute positions (worker/engine.h, docs/DESIGN.md §1.1.1): a
+ * prefill that starts inside a chunk re-runs that chunk's earlier tokens with it. 0 for a
+ * batch-invariant backend (cpu) and for one that cannot drop part of its stream (a recurrent
+ * model on llama.cpp), which the engine then leaves as it is. */
+int backend_aligned_prefill(const backend *b);
+
 /* Frees everything create allocated; NULL is a no-op. */
 void backend_free(backend *b);
 

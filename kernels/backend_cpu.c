@@ -696,4 +696,5 @@ static int cpu_threads(const backend *base) { return pool_threads(((const backen
 
 const backend_impl backend_cpu_impl = {
     "cpu", cpu_create, cpu_forward, cpu_truncate, cpu_route, cpu_kv_bytes_per_token, cpu_name, cpu_threads, cpu_free,
+    NULL,   /* batch-invariant (docs/DESIGN.md §2.5): no aligned prefills */
 };

@@ -26,6 +26,7 @@ struct backend_impl {
     const char *(*name)(const backend *b);
     int (*threads)(const backend *b);
     void (*free)(backend *b);
+    int (*aligned_prefill)(const backend *b);   /* NULL: 0 (a batch-invariant backend) */
 };
 
 /* kernels/backend_cpu.c */

@@ -204,11 +204,13 @@ static int pack(msgpack_packer *pk, const proto_msg *m) {
         return pk_head(pk, m, 1) || pk_uint(pk, "n_past", m->truncate_rep.n_past);
     case PROTO_STATS: {
         const proto_stats_rep *s = &m->stats_rep;
-        return pk_head(pk, m, 7) || pk_uint(pk, "n_past", s->n_past) ||
+        return pk_head(pk, m, 7 + (s->has_rechunk ? 2 : 0)) || pk_uint(pk, "n_past", s->n_past) ||
                pk_uint(pk, "kv_bytes", s->kv_bytes) || pk_uint(pk, "prefill_tokens", s->prefill_tokens) ||
                pk_f64(pk, "prefill_seconds", s->prefill_seconds) ||
                pk_uint(pk, "decode_tokens", s->decode_tokens) ||
-               pk_f64(pk, "decode_seconds", s->decode_seconds) || pk_uint(pk, "peak_rss", s->peak_rss);
+               pk_f64(pk, "decode_seconds", s->decode_seconds) || pk_uint(pk, "peak_rss", s->peak_rss) ||
+               (s->has_rechunk && (pk_uint(pk, "rechunk_rows", s->rechunk_rows) ||
+                                   pk_f64(pk, "rechunk_max", s->rechunk_max)));
     }
     case PROTO_ERROR:
         return pk_head(pk, m, 2) || pk_int(pk, "code", m->error.code) ||

@@ -47,7 +47,9 @@
  *   truncate  depth (uint)                              n_past (uint)
  *   stats     {}                                        n_past kv_bytes prefill_tokens decode_tokens
  *                                                       peak_rss (uint); prefill_seconds
- *                                                       decode_seconds (f64)
+ *                                                       decode_seconds (f64); rechunk_rows (uint)
+ *                                                       and rechunk_max (f64), optional, both or
+ *                                                       neither: the batch variance a backend showed
  *   shutdown  {}                                        {}
  *
  * Untrusted bytes: before msgpack-c sees a message, proto_decode walks it with a bounded scanner:
@@ -224,6 +226,10 @@ typedef struct {
     uint64_t decode_tokens;
     double decode_seconds;
     uint64_t peak_rss;                 /* bytes */
+    int has_rechunk;                   /* 1: the two below are present (a backend that needs aligned
+                                        * prefills, worker/engine.h); 0: absent (a batch-invariant one) */
+    uint64_t rechunk_rows;             /* rows recomputed in a longer chunk and compared */
+    double rechunk_max;                /* the largest |logit difference| between the two (>= 0, or NaN) */
 } proto_stats_rep;
 
 typedef struct {

@@ -412,6 +412,16 @@ static int decode_stats_rep(const msgpack_object_map *m, const char *c, proto_st
     if ((rc = get_uint(m, c, "decode_tokens", UINT64_MAX, &s->decode_tokens, err, errlen))) return rc;
     if ((rc = get_f64(m, c, "decode_seconds", &s->decode_seconds, err, errlen))) return rc;
     if ((rc = get_uint(m, c, "peak_rss", UINT64_MAX, &s->peak_rss, err, errlen))) return rc;
+    s->has_rechunk = 0;   /* optional, both or neither */
+    s->rechunk_rows = 0;
+    s->rechunk_max = 0;
+    if (find(m, "rechunk_rows") || find(m, "rechunk_max")) {
+        if ((rc = get_uint(m, c, "rechunk_rows", UINT64_MAX, &s->rechunk_rows, err, errlen))) return rc;
+        if ((rc = get_f64(m, c, "rechunk_max", &s->rechunk_max, err, errlen))) return rc;
+        if (s->rechunk_max < 0)
+            return errmsg_set(err, errlen, PROTO_E_BADMSG, "%s: rechunk_max %g is negative", c, s->rechunk_max);
+        s->has_rechunk = 1;
+    }
     return 0;
 }
 

@@ -115,8 +115,8 @@ cat tests/fixtures/texts/*.txt | "$WRK" --model "$MODEL" --tokenize > "$T/doc.to
 rc=$?
 check "sweep --arms f16,llama:f16 exits 0 (rc $rc)" test $rc -eq 0
 [ $rc -ne 0 ] && cat "$T/r.err"
-check "README names each arm's engine (f16 strata, llama:f16 llama.cpp)" \
-    grep -Eq '^Engines: f16 strata \(`cpu-[a-z0-9]+`\); llama:f16 llama\.cpp \(`llama\.cpp-0c1e570-cpu\+fa-on\+rot-off`\)' "$T/r/README.md"
+check "README names each arm's engine (f16 strata, llama:f16 llama.cpp with its batch variance)" \
+    grep -Eq '^Engines: f16 strata \(`cpu-[a-z0-9]+`\); llama:f16 llama\.cpp \(`llama\.cpp-0c1e570-cpu\+fa-on\+rot-off`, batch variance [0-9.e+-]+ logits over [0-9]+ rows?\)' "$T/r/README.md"
 dev=$(python3 -c 'import json,sys
 m = json.load(open(sys.argv[1] + "/meta.json"))
 print([a for a in m["arms"] if a["name"] == "llama:f16"][0]["device"])' "$T/r" 2> /dev/null)
@@ -162,6 +162,58 @@ wbad "worker --backend llama, quantised V with flash attention off is refused" 1
 wbad "worker --flash-attn without --backend llama is refused" 2 "go with --backend llama" --flash-attn on
 wbad "worker --kv-rotation maybe is refused" 2 "--kv-rotation: on or off" --backend llama --kv-rotation maybe
 wbad "worker --backend llama --rope-angles f32 is refused" 2 "llama.cpp computes its own" --backend llama --rope-angles f32
+# aligned chunks (worker/engine.h, docs/DESIGN.md §1.1.1): SmolLM2 f16 with flash attention is NOT
+# chunk-invariant in llama.cpp (below: a chunk of 32 and one of 64 give different rows), yet one pass
+# over depths that are not multiples of the chunk (100 200 300, chunk 64) equals separate runs, in a
+# sweep without --per-position and in one with it (the same rows asked in every forward), for that
+# variant configuration and for an invariant one (q8_0); meta.json records the batch variance the
+# re-run chunks showed (> 0 for f16, 0 for q8_0)
+if [ -f "$SMOL" ]; then
+    cat tests/fixtures/texts/*.txt | "$WRK" --model "$SMOL" --tokenize > "$T/sdoc.tok"
+    for pp in "" --per-position; do
+        "$DRV" sweep --model "$SMOL" --tokens-file "$T/sdoc.tok" --arms llama:q8_0,llama:f16 --ref llama:q8_0 --depths 3 \
+            --max-depth 300 --fork 8 --chunk 64 --prefill 64 --threads 1 $pp --out "$T/al$pp" --dump-rows "$T/alrows$pp" \
+            --quiet 2> "$T/al.err"
+        rc=$?
+        check "SmolLM2 sweep --arms llama:q8_0,llama:f16 --chunk 64 ${pp:-(rows of the depths only)} exits 0 (rc $rc)" test $rc -eq 0
+        [ $rc -ne 0 ] && cat "$T/al.err"
+    done
+    for k in f16 q8_0; do
+        same=0; same_tok=0; same_pp=0
+        for d in 100 200 300; do
+            tr ' ' '\n' < "$T/sdoc.tok" | grep . | head -n "$d" > "$T/prefix.tok"
+            "$WRK" --model "$SMOL" --backend llama --kv $k --threads 1 --prefill 64 --tokens-file "$T/prefix.tok" \
+                --dump-logits "$T/dump.bin" --max-new 8 > "$T/gen.txt" 2> "$T/w.err"
+            tail -c $((49152 * 4)) "$T/dump.bin" > "$T/last.f32"
+            cmp -s "$T/last.f32" "$T/alrows/llama_$k-$d.f32" && same=$((same + 1))
+            cmp -s "$T/last.f32" "$T/alrows--per-position/llama_$k-$d.f32" && same_pp=$((same_pp + 1))
+            if [ $k = f16 ]; then
+                want=$(tr ' ' ',' < "$T/gen.txt")
+                got=$(awk -F'\t' -v d="$d" '$1 == d && $2 == "llama:f16" { print $5; exit }' "$T/al/forks.tsv")
+                [ -n "$want" ] && [ "$want" = "$got" ] && same_tok=$((same_tok + 1))
+            fi
+        done
+        check "SmolLM2 llama:$k, chunk 64: rows at depths 100 200 300 of one pass = separate runs ($same/3)" test $same -eq 3
+        check "SmolLM2 llama:$k: the same rows in the --per-position sweep ($same_pp/3)" test $same_pp -eq 3
+        [ $k = f16 ] && check "SmolLM2 llama:f16: fork tokens at the 3 depths = separate greedy runs ($same_tok/3)" \
+            test $same_tok -eq 3
+    done
+    "$WRK" --model "$SMOL" --backend llama --kv f16 --threads 1 --prefill 32 --tokens-file "$T/prefix.tok" \
+        --dump-logits "$T/dump32.bin" 2> "$T/w.err"
+    check "SmolLM2 llama:f16 is chunk-variant here: the row at depth 300 from chunks of 32 differs from chunks of 64" \
+        bash -c "[ -s '$T/dump32.bin' ] && ! tail -c $((49152 * 4)) '$T/dump32.bin' | cmp -s - '$T/last.f32'" 2>/dev/null
+    bv=$(python3 -c 'import json, sys
+m = json.load(open(sys.argv[1] + "/meta.json"))
+b = {a["name"]: a["batch_variance"] for a in m["arms"]}
+print(b["llama:f16"]["rows"], b["llama:f16"]["max_abs_logit"], b["llama:q8_0"]["rows"], b["llama:q8_0"]["max_abs_logit"])' "$T/al" 2> /dev/null)
+    read -r bv_rows bv_f16 bv_q8rows bv_q8 <<< "${bv:-0 0 0 1}"
+    check "meta.json batch_variance: f16 rows $bv_rows max |dlogit| $bv_f16 > 0; q8_0 rows $bv_q8rows max $bv_q8 = 0" \
+        python3 -c "import sys; sys.exit(0 if $bv_rows >= 2 and $bv_f16 > 0 and $bv_q8rows >= 2 and $bv_q8 == 0 else 1)"
+else
+    skip=$((skip + 1))
+    echo "skip: $SMOL is not in the cache (make models): the aligned-chunk checks"
+fi
+
 # a hybrid model (rand-qwen35: linear-attention layers 0 and 2): llama.cpp cannot cut its recurrent
 # state back, so the backend keeps a branch point (sequence 1) where each fork probe begins; one
 # pass = separate runs for its llama arm too

@@ -95,7 +95,8 @@ static int msg_equal(const proto_msg *a, const proto_msg *b) {
                x->prefill_tokens == y->prefill_tokens && x->decode_tokens == y->decode_tokens &&
                x->peak_rss == y->peak_rss &&
                memcmp(&x->prefill_seconds, &y->prefill_seconds, 8) == 0 &&
-               memcmp(&x->decode_seconds, &y->decode_seconds, 8) == 0;
+               memcmp(&x->decode_seconds, &y->decode_seconds, 8) == 0 && x->has_rechunk == y->has_rechunk &&
+               x->rechunk_rows == y->rechunk_rows && memcmp(&x->rechunk_max, &y->rechunk_max, 8) == 0;
     }
     case PROTO_ERROR:
         return a->error.code == b->error.code && !strcmp(a->error.message, b->error.message);
@@ -344,6 +345,23 @@ static void test_roundtrip(void) {
                                     .prefill_seconds = 1.25e-7, .decode_tokens = 5,
                                     .decode_seconds = 123.456, .peak_rss = (uint64_t)3 << 33};
     roundtrip(&m, "stats reply");
+    m.stats_rep.has_rechunk = 1;   /* the batch variance of a backend that needs aligned prefills */
+    m.stats_rep.rechunk_rows = 7;
+    m.stats_rep.rechunk_max = 0.630741119384765625;
+    roundtrip(&m, "stats reply with rechunk_rows and rechunk_max");
+    m.stats_rep.rechunk_max = -1;  /* a negative largest difference is refused on decode */
+    {
+        void *buf = NULL;
+        size_t len = 0;
+        char err[256] = "";
+        proto_msg out;
+        int enc = proto_encode(&m, &buf, &len, err, sizeof err);
+        int rc = enc ? -1 : proto_decode(buf, len, len, 1, &out, err, sizeof err);
+        CHECK(enc == 0 && rc == PROTO_E_BADMSG && strstr(err, "rechunk_max"),
+              "stats reply with rechunk_max -1 is refused (rc %d: %s)", rc, err);
+        if (!enc && !rc) proto_msg_free(&out);
+        free(buf);
+    }
 
     proto_init(&m, PROTO_SHUTDOWN, 0, 15);
     roundtrip(&m, "shutdown request");

@@ -190,6 +190,11 @@ int engine_create_mix(const engine_config *cfg, const char *kv_k_mix, const char
         snprintf(warn, warnlen, "context %d is past the model's native %d tokens: results there measure an "
                  "extrapolating model", cfg->n_ctx, e->m->n_ctx_train);
     if (engine_backend(e, kv_k_mix, kv_v_mix, mem, err, errlen)) goto fail;
+    /* an aligned backend re-runs part of the stream: its token ids, 4 bytes a position */
+    if (backend_aligned_prefill(e->b) && !(e->stream = malloc(sizeof(int32_t) * (size_t)e->n_ctx))) {
+        errmsg_set(err, errlen, -1, "out of memory");
+        goto fail;
+    }
     e->last = malloc(sizeof(float) * (size_t)e->m->n_vocab);
     e->base_row = malloc(sizeof(float) * (size_t)e->m->n_vocab);
     if (!e->last || !e->base_row) { errmsg_set(err, errlen, -1, "out of memory"); goto fail; }
@@ -207,6 +212,7 @@ void engine_free(engine *e) {
     model_free(e->m);
     free(e->last);
     free(e->base_row);
+    free(e->stream);
     free(e);
 }
 
@@ -245,19 +251,64 @@ int engine_prefill(engine *e, const int32_t *tokens, size_t n, int rows, float *
     return engine_prefill_routed(e, tokens, n, rows, NULL, NULL, out_rows, n_out, err, errlen);
 }
 
-int engine_prefill_routed(engine *e, const int32_t *tokens, size_t n, int rows, const int32_t *pin, int32_t *used,
-                          float **out_rows, size_t *n_out, char *err, size_t errlen) {
+/* The forwards of one prefill: positions [a, start + n) (tokens[n] from start; the earlier ones of
+ * e->stream, which holds them all when kept) in pieces of at most chunk
+ * tokens from a (a = start, or on an aligned backend the chunk boundary at or below start, so that
+ * every piece is an aligned chunk or the stream's end). Rows of positions >= start go to
+ * buf [extra + (rows == ALL ? n : 1)][n_vocab] from index extra: all of them (ALL) or the last
+ * (LAST, NONE); with extra = 1, buf[0] gets the row at start - 1, recomputed. */
+static int prefill_pieces(engine *e, const int32_t *tokens, int a, int start, size_t n, int rows, int extra,
+                          const int32_t *pin,
+                          int32_t *used, float *buf, int *row_idx, char *err, size_t errlen) {
     int V = e->m->n_vocab, chunk = e->cfg.chunk;
     size_t per_tok = (size_t)e->m->n_layer * e->m->n_expert_used;   /* routing entries per token (0: dense) */
-    int *row_idx = NULL;
-    float *outb = NULL;
+    const int end = start + (int)n;
+    for (int p = a; p < end;) {
+        int T = end - p < chunk ? end - p : chunk;
+        int first = p < start ? start - p : 0;       /* the piece's first new position */
+        int nr = 0;
+        float *dst = buf + (size_t)extra * V;
+        if (extra && p == a) { row_idx[nr++] = first - 1; dst = buf; }
+        if (rows == ENGINE_ROWS_ALL) {
+            for (int t = first; t < T; t++) row_idx[nr++] = t;
+            if (!(extra && p == a)) dst = buf + (size_t)(extra + p + first - start) * V;
+        } else if (p + T == end) {
+            row_idx[nr++] = T - 1;
+        }
+        if (per_tok) backend_route(e->b, pin ? pin + (size_t)(p - start) * per_tok : NULL,
+                                   used ? used + (size_t)(p - start) * per_tok : NULL);
+        const int32_t *src = e->stream ? e->stream + p : tokens + (p - start);
+        if (backend_forward(e->b, src, T, p, row_idx, nr, nr ? dst : NULL, err, errlen)) return -1;
+        e->n_past = p + T;
+        p += T;
+    }
+    return 0;
+}
+
+/* The batch variance an aligned backend shows: the row at start - 1 (last_row: computed before as
+ * the last row of a shorter chunk) against the same row now (recomputed in the longer chunk). */
+static void note_rechunk(engine *e, const float *last_row, const float *now) {
+    double d = 0;
+    for (int i = 0; i < e->m->n_vocab; i++) {
+        double x = fabs((double)now[i] - (double)last_row[i]);
+        if (x > d || x != x) d = x;
+    }
+    e->rechunk_rows++;
+    if (d > e->rechunk_max || d != d) e->rechunk_max = d;
+}
+
+int engine_prefill_routed(engine *e, const int32_t *tokens, size_t n, int rows, const int32_t *pin, int32_t *used,
+                          float **out_rows, size_t *n_out, char *err, size_t errlen) {
+    int V = e->m->n_vocab;
+    int *row_idx = NULL;   /* [chunk + 1] the rows one forward asks for */
+    float *buf = NULL;     /* [extra + n_buf][V], see prefill_pieces */
     *out_rows = NULL;
     *n_out = 0;
     if (n == 0) {
         if (rows == ENGINE_ROWS_LAST && e->last_valid) {
-            if (!(outb = malloc(sizeof(float) * (size_t)V))) goto oom;
-            memcpy(outb, e->last, sizeof(float) * (size_t)V);
-            *out_rows = outb;
+            if (!(buf = malloc(sizeof(float) * (size_t)V))) goto oom;
+            memcpy(buf, e->last, sizeof(float) * (size_t)V);
+            *out_rows = buf;
             *n_out = 1;
         }
         return 0;
@@ -270,62 +321,61 @@ int engine_prefill_routed(engine *e, const int32_t *tokens, size_t n, int rows, 
             return errmsg_set(err, errlen, -1, "token id %d at index %zu is outside the vocabulary [0, %d)", tokens[i],
                               i, V);
         }
+    const int start = e->n_past;
+    /* an aligned backend (kernels/backend.h) re-runs the tokens of start's chunk already there */
+    const int lead = e->stream ? start % e->cfg.chunk : 0, a = start - lead;
+    if (lead && (pin || used)) return errmsg_set(err, errlen, -1, "expert routing cannot be pinned or reported on this backend");
+    const int extra = lead && e->last_valid;   /* 1: recompute the row at start - 1 (batch variance) */
     size_t n_rows = rows == ENGINE_ROWS_ALL ? n : rows == ENGINE_ROWS_LAST ? 1 : 0;
-    if (n_rows && !(outb = malloc(sizeof(float) * (size_t)V * n_rows))) goto oom;
-    if (!(row_idx = malloc(sizeof(int) * (size_t)chunk))) goto oom;
+    size_t n_buf = rows == ENGINE_ROWS_ALL ? n : 1;
+    if (!(buf = malloc(sizeof(float) * (size_t)V * (extra + n_buf)))) goto oom;
+    if (!(row_idx = malloc(sizeof(int) * (size_t)(e->cfg.chunk + 1)))) goto oom;
+    if (e->stream) memcpy(e->stream + start, tokens, sizeof(int32_t) * n);
     double t0 = clock_s();
-    int start = e->n_past;
-    for (size_t off = 0; off < n; off += (size_t)chunk) {
-        int T = n - off < (size_t)chunk ? (int)(n - off) : chunk;
-        int last_chunk = off + (size_t)T == n;
-        int nr = 0;
-        float *dst;
-        if (rows == ENGINE_ROWS_ALL) {
-            for (int t = 0; t < T; t++) row_idx[nr++] = t;
-            dst = outb + off * (size_t)V;
-        } else if (last_chunk) {
-            row_idx[nr++] = T - 1;
-            dst = e->last;
-        } else {
-            dst = NULL;
-        }
-        if (per_tok) backend_route(e->b, pin ? pin + off * per_tok : NULL, used ? used + off * per_tok : NULL);
-        if (backend_forward(e->b, tokens + off, T, e->n_past, row_idx, nr, dst, err, errlen)) {
-            free(row_idx);
-            free(outb);
-            e->n_past = start;   /* the cache past n_past may hold part of this request: harmless */
-            e->last_valid = 0;
-            return -1;
-        }
-        e->n_past += T;
-        if (rows == ENGINE_ROWS_ALL && last_chunk) memcpy(e->last, dst + (size_t)(T - 1) * V, sizeof(float) * (size_t)V);
+    if ((lead && backend_truncate(e->b, a, err, errlen)) ||
+        prefill_pieces(e, tokens, a, start, n, rows, extra, pin, used, buf, row_idx, err, errlen)) {
+        free(row_idx);
+        free(buf);
+        /* the cache past n_past may hold part of this request: harmless; an aligned backend may be
+         * back at its chunk boundary a */
+        e->n_past = lead ? a : start;
+        e->last_valid = 0;
+        e->base_depth = -1;
+        return -1;
     }
+    free(row_idx);
+    float *mine = buf + (size_t)extra * V;   /* [n_buf][V] */
     /* a NaN or inf logit (an overflow in the model or the KV format) is an error, not a row to
      * compare or a token 0 to emit: checked over every row handed out and the state's last row */
-    int64_t bad = rows == ENGINE_ROWS_ALL ? first_nonfinite(outb, n * (size_t)V) : -1;
-    int64_t bad_pos = bad >= 0 ? start + bad / V : first_nonfinite(e->last, (size_t)V) >= 0 ? start + (int64_t)n - 1 : -1;
-    if (bad_pos >= 0) {
-        free(row_idx);
-        free(outb);
+    int64_t bad = first_nonfinite(mine, n_buf * (size_t)V);
+    if (bad >= 0) {
+        free(buf);
         e->n_past = start;
         e->last_valid = 0;
         e->base_depth = -1;
         return errmsg_set(err, errlen, -1,
                           "non-finite logits (NaN or inf) at position %lld: the forward pass overflowed "
-                          "(model weights or KV format)", (long long)bad_pos);
+                          "(model weights or KV format)", (long long)(rows == ENGINE_ROWS_ALL ? start + bad / V
+                                                                                           : start + (int64_t)n - 1));
     }
+    if (extra) note_rechunk(e, e->last, buf);
+    memcpy(e->last, mine + (n_buf - 1) * (size_t)V, sizeof(float) * (size_t)V);
     e->prefill_seconds += clock_s() - t0;
     e->prefill_tokens += n;
     e->last_valid = 1;
     e->base_depth = -1;
-    if (rows == ENGINE_ROWS_LAST) memcpy(outb, e->last, sizeof(float) * (size_t)V);
-    free(row_idx);
-    *out_rows = outb;
+    if (!n_rows) {
+        free(buf);
+        buf = NULL;
+    } else if (extra) {
+        memmove(buf, mine, sizeof(float) * (size_t)V * n_rows);
+    }
+    *out_rows = buf;
     *n_out = n_rows;
     return 0;
 oom:
     free(row_idx);
-    free(outb);
+    free(buf);
     return errmsg_set(err, errlen, -1, "out of memory");
 }
 
@@ -366,6 +416,7 @@ int engine_generate_p(engine *e, int n, double temperature, double top_p, uint64
         tokens[i] = tok;
         gaps[i] = gap;
         if (i == n - 1) break;
+        if (e->stream) e->stream[e->n_past] = tokens[i];
         if (backend_forward(e->b, &tokens[i], 1, e->n_past, &row0, 1, e->last, err, errlen)) {
             e->last_valid = 0;
             e->base_depth = start;

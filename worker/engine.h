@@ -58,6 +58,16 @@ typedef struct {
     int last_valid;
     float *base_row;      /* [n_vocab] the row generate() started from */
     int base_depth;       /* its depth, -1 when none */
+    int32_t *stream;      /* [n_ctx] the token ids at positions 0..n_past-1, or NULL: kept only for a
+                           * backend that needs aligned prefills (backend_aligned_prefill): a prefill
+                           * starting at a position p that is not a multiple of cfg.chunk truncates
+                           * the backend to p - p % chunk and re-runs those tokens with the new ones,
+                           * so that every position is computed in the same chunk (its aligned chunk,
+                           * or the one that ended the stream) whatever requests led there: one pass
+                           * over nested prefixes = separate runs, bit for bit */
+    uint64_t rechunk_rows;/* aligned backend: rows at the end of a shorter chunk recomputed in a longer
+                           * one (the row at p - 1 of such a prefill) */
+    double rechunk_max;   /* the largest |difference| of a logit between the two (batch variance) */
     uint64_t prefill_tokens, decode_tokens;
     double prefill_seconds, decode_seconds;
     char kv_name[2][ENGINE_KV_NAME_MAX];   /* K, V as given: the mix or the format's name */

@@ -319,6 +319,9 @@ static int handle(engine *e, const proto_msg *req, proto_msg *rep, void **owned1
         rep->stats_rep.decode_tokens = e->decode_tokens;
         rep->stats_rep.decode_seconds = e->decode_seconds;
         rep->stats_rep.peak_rss = engine_peak_rss();
+        rep->stats_rep.has_rechunk = e->stream != NULL;
+        rep->stats_rep.rechunk_rows = e->rechunk_rows;
+        rep->stats_rep.rechunk_max = e->rechunk_max;
         break;
     case PROTO_VOCAB:
         rc = fill_vocab(e, &rep->vocab_rep, owned1, owned2, err, sizeof err);

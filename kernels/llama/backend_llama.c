@@ -6,9 +6,12 @@
  *
  * What it maps:
  *   forward   one llama_batch of the T tokens (sequence 0, positions pos0..), output flags set on
- *             the requested rows only, so llama.cpp computes and keeps only those logit rows; the
+ *             every row (llama.cpp runs the last layer for the output rows only, so asking for fewer
+ *             would change the bits of those asked); the requested ones are copied out. The
  *             context is made with n_batch = n_ubatch = max_tokens, so one forward is one ubatch
- *             and its logit buffer is max_tokens x n_vocab floats (host memory O(chunk x vocab))
+ *             and its logit buffer is max_tokens x n_vocab floats (host memory O(chunk x vocab)).
+ *             Not batch-invariant: backend_aligned_prefill says so, and the engine gives it every
+ *             prefill in chunks aligned to absolute positions (worker/engine.h)
  *   truncate  llama_memory_seq_rm(seq 0, depth, end). A recurrent or hybrid model cannot drop part
  *             of its state there; it gets a branch point instead: when a single-token forward (a
  *             generation step) follows a longer one or a truncation, sequence 0 is first copied to
@@ -188,10 +191,12 @@ static void llama_route(backend *base, const int32_t *pin, int32_t *used) {
 static uint64_t llama_kv_bpt(const backend *base) { return ((const llama_backend *)base)->kv_bpt; }
 static const char *llama_name(const backend *base) { return ((const llama_backend *)base)->name; }
 static int llama_threads(const backend *base) { return ((const llama_backend *)base)->threads; }
+/* chunk shape matters (flash attention, rows asked); a recurrent state cannot be cut to re-run */
+static int llama_aligned(const backend *base) { return !((const llama_backend *)base)->recurrent; }
 
 const backend_impl backend_llama_impl = {
     "llama", llama_create, llama_forward, llama_truncate_impl, llama_route, llama_kv_bpt, llama_name,
-    llama_threads, llama_free_impl,
+    llama_threads, llama_free_impl, llama_aligned,
 };
 
 /* The device spec of `--backend llama:SPEC` as ggml names its device: "cpu"; "cuda:N" -> CUDA<N>,
@@ -402,9 +407,9 @@ static int llama_forward(backend *base, const int32_t *tokens, int T, int pos0, 
         bt->pos[i] = pos0 + i;
         bt->n_seq_id[i] = 1;
         bt->seq_id[i][0] = 0;
-        bt->logits[i] = 0;
+        bt->logits[i] = 1;   /* every row, whatever was asked: llama.cpp runs the last layer only
+                              * for the rows it outputs, and a row's bits depend on how many */
     }
-    for (int i = 0; i < n_rows; i++) bt->logits[rows[i]] = 1;
     b->log_err[0] = 0;
     int rc = llama_decode(b->ctx, *bt);
     if (rc) {

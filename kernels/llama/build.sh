@@ -82,9 +82,12 @@ mkdir -p "$DL"
 if [ ! -f "$DL/$SDIST" ] || ! echo "$SHA256  $DL/$SDIST" | sha256sum -c --status; then
   rm -f "$DL/$SDIST"
   echo "fetching $SDIST from PyPI" >&2
-  python3 -m pip download -q --no-deps --no-binary :all: --no-build-isolation "llama-cpp-python==$VERSION" -d "$DL" >&2 \
+  # without build isolation first (no build backend fetched); where pip then lacks scikit-build-core
+  # to read the sdist's metadata, again with isolation; the first try's traceback only if both fail
+  python3 -m pip download -q --no-deps --no-binary :all: --no-build-isolation "llama-cpp-python==$VERSION" -d "$DL" \
+      > "$DL/pip-first.log" 2>&1 \
     || python3 -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$VERSION" -d "$DL" >&2 \
-    || { echo "error: could not download $SDIST from PyPI" >&2; exit 1; }
+    || { tail -n 5 "$DL/pip-first.log" >&2; echo "error: could not download $SDIST from PyPI" >&2; exit 1; }
 fi
 echo "$SHA256  $DL/$SDIST" | sha256sum -c --status \
   || { echo "error: $DL/$SDIST: sha256 is not $SHA256" >&2; rm -f "$DL/$SDIST"; exit 1; }
