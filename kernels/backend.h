@@ -183,6 +183,8 @@ typedef struct {
     const char *device;                   /* the kind's device ("cpu"), NULL for its default */
     int flash_attn;                       /* BACKEND_FA_* */
     int llama_rot_off;                    /* 1: llama.cpp's rotation of quantised K/V off */
+    int kv_host;                          /* 1: a device backend keeps the KV cache in host memory
+                                           * (llama: offload_kqv off; the name then ends +kv-host) */
 } backend_config;
 
 /* ---- the interface ----------------------------------------------------------------------------- */

@@ -40,7 +40,7 @@ static inline int run_engine(engine_run *r, const char *mpath, const int32_t *to
     if (reused) *reused = same;
     if (same) return 0;
     run_clear(r);
-    engine_config cfg = { mpath, KV_F32, KV_F32, 2, 512, 0, rope_f32, 0, NULL, 0, 0 };
+    engine_config cfg = { mpath, KV_F32, KV_F32, 2, 512, 0, rope_f32, 0, NULL, 0, 0, 0 };
     if (engine_create(&cfg, &e, err, errlen, warn, sizeof warn)) goto done;
     r->tokens = malloc(sizeof(int32_t) * (size_t)n);
     r->gen = malloc(sizeof(int32_t) * (size_t)ng);

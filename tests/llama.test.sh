@@ -161,6 +161,14 @@ wbad "worker --backend llama, quantised V with flash attention off is refused" 1
     --backend llama --kv-v q8_0 --flash-attn off
 wbad "worker --flash-attn without --backend llama is refused" 2 "go with --backend llama" --flash-attn on
 wbad "worker --kv-rotation maybe is refused" 2 "--kv-rotation: on or off" --backend llama --kv-rotation maybe
+wbad "worker --kv-resident without --backend llama is refused" 2 "--kv-resident go with --backend llama" --kv-resident host
+wbad "worker --kv-resident hots is refused" 2 "--kv-resident: host or device, got 'hots'" --backend llama --kv-resident hots
+"$WRK" --model "$MODEL" --backend llama --kv-resident host --max-context 16 --tokens-file "$T/t200.tok" --max-context 256 \
+    --dump-logits "$T/kvh.bin" --threads 1 2> "$T/w.err"
+"$WRK" --model "$MODEL" --backend llama --max-context 256 --tokens-file "$T/t200.tok" --dump-logits "$T/kvd.bin" --threads 1 \
+    2>> "$T/w.err"
+check "worker --kv-resident host on the cpu device: the same rows (the KV cache is host memory already)" \
+    bash -c "[ -s '$T/kvh.bin' ] && cmp -s '$T/kvh.bin' '$T/kvd.bin'"
 wbad "worker --backend llama --rope-angles f32 is refused" 2 "llama.cpp computes its own" --backend llama --rope-angles f32
 # aligned chunks (worker/engine.h, docs/DESIGN.md §1.1.1): SmolLM2 f16 with flash attention is NOT
 # chunk-invariant in llama.cpp (below: a chunk of 32 and one of 64 give different rows), yet one pass

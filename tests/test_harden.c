@@ -498,7 +498,7 @@ static void test_vocab_size(void) {
     ge_copy_tensors(&o, &src);
     ge_finish(&o, &src, 32);
     const char *p = ge_put_file(&o, tmpdir, "bigvocab.gguf");
-    engine_config cfg = { p, KV_F16, KV_F16, 1, 64, 256, 0, 0, NULL, 0, 0 };
+    engine_config cfg = { p, KV_F16, KV_F16, 1, 64, 256, 0, 0, NULL, 0, 0, 0 };
     engine *e = NULL;
     char err[512] = "", warn[256];
     int rc = engine_create(&cfg, &e, err, sizeof err, warn, sizeof warn);
@@ -528,7 +528,7 @@ static void test_nonfinite(void) {
     size_t nr = 0;
     /* output_norm all NaN: every logit is NaN; before, argmax gave token 0 */
     const char *p = with_nan("output_norm.weight", -1, 64, "nan_norm.gguf");
-    engine_config cfg = { p, KV_F16, KV_F16, 1, 64, 256, 0, 0, NULL, 0, 0 };
+    engine_config cfg = { p, KV_F16, KV_F16, 1, 64, 256, 0, 0, NULL, 0, 0, 0 };
     int rc = engine_create(&cfg, &e, err, sizeof err, warn, sizeof warn);
     CHECK(rc == 0, "the NaN model loads (%s)", rc ? err : "ok");
     if (rc) return;
@@ -551,7 +551,7 @@ static void test_nonfinite(void) {
 
     /* the first greedy token's embedding NaN: the prompt is fine, the second step is not */
     snprintf(warn, sizeof warn, "%s/models/stories260K.gguf", fixtures());
-    engine_config c0 = { warn, KV_F16, KV_F16, 1, 64, 256, 0, 0, NULL, 0, 0 };
+    engine_config c0 = { warn, KV_F16, KV_F16, 1, 64, 256, 0, 0, NULL, 0, 0, 0 };
     char w2[256];
     if (engine_create(&c0, &e, err, sizeof err, w2, sizeof w2) ||
         engine_prefill(e, prompt, 3, ENGINE_ROWS_NONE, &rows, &nr, err, sizeof err) ||
@@ -564,7 +564,7 @@ static void test_nonfinite(void) {
     e = NULL;
     int t0 = gen[0];
     p = with_nan("token_embd.weight", t0, 64, "nan_emb.gguf");
-    engine_config c1 = { p, KV_F16, KV_F16, 1, 64, 256, 0, 0, NULL, 0, 0 };
+    engine_config c1 = { p, KV_F16, KV_F16, 1, 64, 256, 0, 0, NULL, 0, 0, 0 };
     rc = engine_create(&c1, &e, err, sizeof err, w2, sizeof w2);
     if (!rc) rc = engine_prefill(e, prompt, 3, ENGINE_ROWS_NONE, &rows, &nr, err, sizeof err);
     CHECK(rc == 0, "with token %d's embedding NaN the prompt still prefills (%s)", t0, rc ? err : "ok");
@@ -629,7 +629,7 @@ static void test_memcheck(void) {
      * reserving it (before the check, the 640 GiB reservation succeeded and the engine started) */
     char path[512], warn[256];
     snprintf(path, sizeof path, "%s/models/stories260K.gguf", fixtures());
-    engine_config cfg = { path, KV_F16, KV_F16, 1, 64, 1 << 30, 0, 0, NULL, 0, 0 };
+    engine_config cfg = { path, KV_F16, KV_F16, 1, 64, 1 << 30, 0, 0, NULL, 0, 0, 0 };
     engine *e = NULL;
     err[0] = 0;
     rc = engine_create(&cfg, &e, err, sizeof err, warn, sizeof warn);

@@ -63,7 +63,7 @@ static int run_chunks_cells(const model *m, pool *p, const kv_fmt *fk, const kv_
     char err[256];
     int *rows = malloc(sizeof(int) * (size_t)chunk), rc = -1;   /* [chunk] */
     model_net(m, &net);
-    backend_config bc = { "cpu", fk, fv, n + 8, chunk, pool_threads(p), NULL, NULL, NULL, NULL, 0, 0 };
+    backend_config bc = { "cpu", fk, fv, n + 8, chunk, pool_threads(p), NULL, NULL, NULL, NULL, 0, 0, 0 };
     if (!rows || backend_create(&net, &bc, &b, err, sizeof err)) { printf("# %s\n", rows ? err : "out of memory"); goto done; }
     for (int i = 0; i < chunk; i++) rows[i] = i;
     for (int off = 0; off < n; off += chunk) {
@@ -513,7 +513,7 @@ static void test_greedy_chain(const char *name) {
     snprintf(mpath, sizeof mpath, "%s/models/stories260K.gguf", fixtures());
     if (gguf_open(path, &g, err, sizeof err)) { CHECK(0, "open %s", path); return; }
     const gguf_tensor *tt = gguf_tensor_find(g, "tokens"), *tl = gguf_tensor_find(g, "logits");
-    engine_config cfg = { mpath, KV_F32, KV_F32, 2, 64, 0, 0, 0, NULL, 0, 0 };
+    engine_config cfg = { mpath, KV_F32, KV_F32, 2, 64, 0, 0, 0, NULL, 0, 0, 0 };
     if (!tt || !tl || engine_create(&cfg, &e, err, sizeof err, warn, sizeof warn)) { CHECK(0, "%s: engine", name); gguf_close(g); return; }
     int n = (int)tt->ne[0], V = e->m->n_vocab;
     const int32_t *tok = tt->data;
@@ -657,7 +657,7 @@ static int run_routed(const model *m, pool *p, const int32_t *tok, int n, int ch
     size_t per_tok = (size_t)m->n_layer * m->n_expert_used;   /* routing entries per token */
     for (int c = 0; c < m->n_layer * m->n_kv && c < 256; c++) { k[c] = KV_F32; v[c] = KV_F32; }
     model_net(m, &net);
-    backend_config bc = { "cpu", k, v, n + 8, chunk, pool_threads(p), NULL, NULL, NULL, NULL, 0, 0 };
+    backend_config bc = { "cpu", k, v, n + 8, chunk, pool_threads(p), NULL, NULL, NULL, NULL, 0, 0, 0 };
     if (!rows) { snprintf(err, errlen, "out of memory"); goto done; }
     if (backend_create(&net, &bc, &b, err, errlen)) goto done;
     for (int i = 0; i < chunk; i++) rows[i] = i;
@@ -779,7 +779,7 @@ static backend *hybrid_backend(const model *m, pool *p, int max_T) {
     char err[256];
     for (int i = 0; i < MAX_CELLS; i++) f[i] = KV_F32;
     model_net(m, &net);
-    backend_config bc = { "cpu", f, f, 400, max_T, pool_threads(p), NULL, NULL, NULL, NULL, 0, 0 };
+    backend_config bc = { "cpu", f, f, 400, max_T, pool_threads(p), NULL, NULL, NULL, NULL, 0, 0, 0 };
     if (m->n_layer * m->n_kv > MAX_CELLS || backend_create(&net, &bc, &b, err, sizeof err)) CHECK(0, "backend: %s", err);
     return b;
 }

@@ -144,7 +144,7 @@ static int engine_backend(engine *e, const char *kv_k_mix, const char *kv_v_mix,
     backend_config bc = { .kind = kind, .kv_k = f, .kv_v = f + nc, .n_ctx = e->n_ctx, .max_tokens = cfg->chunk,
                           .threads = cfg->threads, .mem_check = mem_check, .mem_ctx = &mc,
                           .model_path = cfg->model_path, .device = dev, .flash_attn = cfg->flash_attn,
-                          .llama_rot_off = cfg->kv_rot_off };
+                          .llama_rot_off = cfg->kv_rot_off, .kv_host = cfg->kv_host };
     rc = backend_create(&net, &bc, &e->b, err, errlen);
 done:
     free(f);

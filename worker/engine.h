@@ -33,6 +33,8 @@ typedef struct {
                            * llama backend maps the weights (mmap_weights is implied) */
     int flash_attn;       /* llama: BACKEND_FA_AUTO (default), _ON, _OFF */
     int kv_rot_off;       /* llama: 1 turns llama.cpp's rotation of quantised K/V off */
+    int kv_host;          /* llama: 1 keeps the KV cache in host memory when a device computes
+                           * (llama.cpp's offload_kqv off); no effect on the cpu device */
 } engine_config;
 
 #define ENGINE_KV_NAME_MAX 128   /* a K or V format as given (a name or a mix), NUL included */

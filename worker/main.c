@@ -63,6 +63,9 @@ static void usage(FILE *f) {
         "  --flash-attn M      llama backend: on, off or auto (llama.cpp's default); a quantised V needs it\n"
         "  --kv-rotation R     llama backend: on (llama.cpp's default: it rotates quantised K/V of head dims\n"
         "                      that are multiples of 64) or off (LLAMA_ATTN_ROT_DISABLE=1 for this process)\n"
+        "  --kv-resident R     llama backend on a device: device (default: the KV cache where it computes)\n"
+        "                      or host (the KV cache in host memory, llama.cpp's offload_kqv off: longer\n"
+        "                      contexts than device memory holds, slower; the device name ends +kv-host)\n"
         "  --prefill N         prefill chunk size in tokens (default 512)\n"
         "  --rope-angles A     exact (default: each angle in double, no drift with depth) or f32 (in f32\n"
         "                      as llama.cpp computes them, for parity with it; drifts with depth); the\n"
@@ -698,7 +701,7 @@ done:
 }
 
 int main(int argc, char **argv) {
-    engine_config cfg = { NULL, KV_F16, KV_F16, 2, 512, 0, 0, 0, NULL, BACKEND_FA_AUTO, 0 };
+    engine_config cfg = { NULL, KV_F16, KV_F16, 2, 512, 0, 0, 0, NULL, BACKEND_FA_AUTO, 0, 0 };
     const char *kv_k_mix = NULL, *kv_v_mix = NULL;   /* per-layer / per-head formats, when given */
     engine_mem_opts mem = { 1, 0, 0 };
     const char *tokens_file = NULL, *prompt = NULL, *dump = NULL, *listen = NULL;
@@ -721,7 +724,7 @@ int main(int argc, char **argv) {
         {"exit-on-stdin-eof", 0, 0, 'E'},
         {"mem-other-weights", 1, 0, 'W'}, {"rope-angles", 1, 0, 'r'}, {"mmap-weights", 0, 0, 'M'},
         {"hello-timeout", 1, 0, 'H'}, {"backend", 1, 0, 'B'}, {"flash-attn", 1, 0, 'F'},
-        {"kv-rotation", 1, 0, 'X'},
+        {"kv-rotation", 1, 0, 'X'}, {"kv-resident", 1, 0, 'Q'},
         {0, 0, 0, 0}};
     int llama_opt = 0, rope_given = 0;   /* --flash-attn / --kv-rotation given; --rope-angles given */
     int c;
@@ -757,6 +760,12 @@ int main(int argc, char **argv) {
             else if (!strcmp(optarg, "on")) cfg.flash_attn = BACKEND_FA_ON;
             else if (!strcmp(optarg, "off")) cfg.flash_attn = BACKEND_FA_OFF;
             else { fprintf(stderr, "strata-worker: --flash-attn: on, off or auto, got '%s'\n", optarg); return 2; }
+            break;
+        case 'Q':
+            llama_opt = 1;
+            if (!strcmp(optarg, "host")) cfg.kv_host = 1;
+            else if (!strcmp(optarg, "device")) cfg.kv_host = 0;
+            else { fprintf(stderr, "strata-worker: --kv-resident: host or device, got '%s'\n", optarg); return 2; }
             break;
         case 'X':
             llama_opt = 1;
@@ -810,7 +819,7 @@ int main(int argc, char **argv) {
     if (optind < argc) { fprintf(stderr, "strata-worker: unexpected argument '%s'\n", argv[optind]); return 2; }
     int is_llama = cfg.backend && strcmp(cfg.backend, "cpu");
     if (llama_opt && !is_llama) {
-        fprintf(stderr, "strata-worker: --flash-attn and --kv-rotation go with --backend llama\n");
+        fprintf(stderr, "strata-worker: --flash-attn, --kv-rotation and --kv-resident go with --backend llama\n");
         return 2;
     }
     if (is_llama && !backend_available("llama")) {

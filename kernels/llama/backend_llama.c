@@ -336,7 +336,8 @@ static int llama_create(const backend_model *m, const backend_config *cfg, backe
                                                              : LLAMA_FLASH_ATTN_TYPE_AUTO;
     cp.type_k = tk;
     cp.type_v = tv;
-    cp.offload_kqv = gpu != NULL;   /* the KV cache on the device that computes with it */
+    cp.offload_kqv = gpu != NULL && !cfg->kv_host;   /* the KV cache on the device that computes with
+                                                      * it, unless kept in host memory */
     cp.op_offload = gpu != NULL;
     cp.no_perf = true;
     cp.swa_full = true;        /* sliding-window layers keep every position: truncation anywhere is exact */
@@ -360,8 +361,8 @@ static int llama_create(const backend_model *m, const backend_config *cfg, backe
         goto fail;
     }
     int fa = cfg->flash_attn != BACKEND_FA_OFF && !b->fa_off_seen;
-    snprintf(b->name, sizeof b->name, "llama.cpp-" LLAMA_COMMIT "-%s+fa-%s+rot-%s", dev_label, fa ? "on" : "off",
-             b->rot_seen ? "on" : "off");
+    snprintf(b->name, sizeof b->name, "llama.cpp-" LLAMA_COMMIT "-%s+fa-%s+rot-%s%s", dev_label, fa ? "on" : "off",
+             b->rot_seen ? "on" : "off", gpu && cfg->kv_host ? "+kv-host" : "");
     b->log_err[0] = 0;
     *out = &b->base;
     return 0;
