@@ -405,6 +405,91 @@ static int build_specials(tok_vocab *v, char *err, size_t errlen) {
     return 0;
 }
 
+/* The per-token scores (SPM merge priority; 0 when absent) and types (normal when absent), with
+ * the end-of-generation spellings made control tokens. 0, or -1 with a message. */
+static int load_scores_types(tok_vocab *v, const gguf_file *g, char *err, size_t errlen) {
+    const void *data;
+    uint64_t n;
+    int rc;
+    v->score = calloc((size_t)v->n_vocab, sizeof *v->score);
+    v->type = malloc((size_t)v->n_vocab);
+    if (!v->score || !v->type) { errmsg_set(err, errlen, -1, "out of memory"); return -1; }
+    rc = gguf_meta_arr(g, "tokenizer.ggml.scores", 1u << GGUF_VT_FLOAT32, &data, &n, NULL, err, errlen);
+    if (rc < 0) return -1;
+    if (rc == 0) {
+        if (n != (uint64_t)v->n_vocab) {
+            errmsg_set(err, errlen, -1, "tokenizer.ggml.scores has %llu entries, not one per token (%d)", (unsigned long long)n, v->n_vocab);
+            return -1;
+        }
+        memcpy(v->score, data, (size_t)v->n_vocab * sizeof(float));
+        for (int i = 0; i < v->n_vocab; i++)   /* a NaN would make the merge order undefined */
+            if (!isfinite(v->score[i])) {
+                errmsg_set(err, errlen, -1, "tokenizer.ggml.scores[%d] is %g (NaN and infinite scores are refused)", i, v->score[i]);
+                return -1;
+            }
+    }
+    memset(v->type, TOK_TYPE_NORMAL, (size_t)v->n_vocab);   /* no type array: all normal */
+    rc = gguf_meta_arr(g, "tokenizer.ggml.token_type", 1u << GGUF_VT_INT32, &data, &n, NULL, err, errlen);
+    if (rc < 0) return -1;
+    if (rc == 0) {
+        if (n != (uint64_t)v->n_vocab) {
+            errmsg_set(err, errlen, -1, "tokenizer.ggml.token_type has %llu entries, not one per token (%d)", (unsigned long long)n,
+                       v->n_vocab);
+            return -1;
+        }
+        for (int i = 0; i < v->n_vocab; i++) {
+            int32_t t;
+            memcpy(&t, (const char *)data + 4 * (size_t)i, 4);
+            if (t < TOK_TYPE_UNDEFINED || t > TOK_TYPE_BYTE) {
+                errmsg_set(err, errlen, -1, "tokenizer.ggml.token_type[%d] = %d is not a token type (0 .. 6)", i,
+                           (int)t);
+                return -1;
+            }
+            v->type[i] = (int8_t)t;
+        }
+    }
+    /* end-of-generation texts are control tokens whatever the file says: llama.cpp overrides the
+     * type of these spellings for every vocab (its list includes "</s>", which makes Gemma 3's
+     * user-defined "</s>" plain text when specials are not parsed; we follow it to tokenise alike) */
+    static const char *const eog[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>",
+                                      "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>",
+                                      "_<EOT>", "<|end_of_text|>", "<end_of_utterance>"};
+    for (size_t i = 0; i < sizeof eog / sizeof eog[0]; i++) {
+        int32_t id = tok_lookup(v, eog[i], strlen(eog[i]));
+        if (id >= 0) v->type[id] = TOK_TYPE_CONTROL;
+    }
+    return 0;
+}
+
+/* The kind's special ids and defaults: SPM's BOS / EOS / UNK and byte tokens, or BPE's merges,
+ * pre-tokenizer and ids. 0, or -1 with a message. */
+static int load_kind(tok_vocab *v, const gguf_file *g, char *err, size_t errlen) {
+    if (v->kind == TOK_SPM) {
+        if (read_id(g, "tokenizer.ggml.bos_token_id", 1, v->n_vocab, &v->bos, err, errlen) ||
+            read_id(g, "tokenizer.ggml.eos_token_id", 2, v->n_vocab, &v->eos, err, errlen) ||
+            read_id(g, "tokenizer.ggml.unknown_token_id", 0, v->n_vocab, &v->unk, err, errlen))
+            return -1;
+        v->add_bos = 1;
+        v->add_space_prefix = 1;
+        for (int b = 0; b < 256; b++) {
+            char hex[8];
+            snprintf(hex, sizeof hex, "<0x%02X>", b);
+            v->byte_tok[b] = tok_lookup(v, hex, 6);
+            if (v->byte_tok[b] < 0) {     /* a vocab may hold the raw byte instead */
+                char c = (char)b;
+                v->byte_tok[b] = tok_lookup(v, &c, 1);
+            }
+        }
+    } else {
+        if (load_merges(v, g, err, errlen) || load_pre(v, g, err, errlen)) return -1;
+        if (read_id(g, "tokenizer.ggml.bos_token_id", 11, v->n_vocab, &v->bos, err, errlen) ||
+            read_id(g, "tokenizer.ggml.eos_token_id", 11, v->n_vocab, &v->eos, err, errlen) ||
+            read_id(g, "tokenizer.ggml.unknown_token_id", -1, v->n_vocab, &v->unk, err, errlen))
+            return -1;
+    }
+    return 0;
+}
+
 int tok_load(const gguf_file *g, tok_vocab **out, char *err, size_t errlen) {
     *out = NULL;
     tok_vocab *v = calloc(1, sizeof *v);
@@ -441,77 +526,7 @@ int tok_load(const gguf_file *g, tok_vocab **out, char *err, size_t errlen) {
     v->n_vocab = (int)tk->n;
     if (load_tokens(v, tk, err, errlen)) goto bad;
 
-    v->score = calloc((size_t)v->n_vocab, sizeof *v->score);
-    v->type = malloc((size_t)v->n_vocab);
-    if (!v->score || !v->type) { errmsg_set(err, errlen, -1, "out of memory"); goto bad; }
-    rc = gguf_meta_arr(g, "tokenizer.ggml.scores", 1u << GGUF_VT_FLOAT32, &data, &n, NULL, err, errlen);
-    if (rc < 0) goto bad;
-    if (rc == 0) {
-        if (n != (uint64_t)v->n_vocab) {
-            errmsg_set(err, errlen, -1, "tokenizer.ggml.scores has %llu entries, not one per token (%d)", (unsigned long long)n, v->n_vocab);
-            goto bad;
-        }
-        memcpy(v->score, data, (size_t)v->n_vocab * sizeof(float));
-        for (int i = 0; i < v->n_vocab; i++)   /* a NaN would make the merge order undefined */
-            if (!isfinite(v->score[i])) {
-                errmsg_set(err, errlen, -1, "tokenizer.ggml.scores[%d] is %g (NaN and infinite scores are refused)", i, v->score[i]);
-                goto bad;
-            }
-    }
-    memset(v->type, TOK_TYPE_NORMAL, (size_t)v->n_vocab);   /* no type array: all normal */
-    rc = gguf_meta_arr(g, "tokenizer.ggml.token_type", 1u << GGUF_VT_INT32, &data, &n, NULL, err, errlen);
-    if (rc < 0) goto bad;
-    if (rc == 0) {
-        if (n != (uint64_t)v->n_vocab) {
-            errmsg_set(err, errlen, -1, "tokenizer.ggml.token_type has %llu entries, not one per token (%d)", (unsigned long long)n,
-                       v->n_vocab);
-            goto bad;
-        }
-        for (int i = 0; i < v->n_vocab; i++) {
-            int32_t t;
-            memcpy(&t, (const char *)data + 4 * (size_t)i, 4);
-            if (t < TOK_TYPE_UNDEFINED || t > TOK_TYPE_BYTE) {
-                errmsg_set(err, errlen, -1, "tokenizer.ggml.token_type[%d] = %d is not a token type (0 .. 6)", i,
-                           (int)t);
-                goto bad;
-            }
-            v->type[i] = (int8_t)t;
-        }
-    }
-    /* end-of-generation texts are control tokens whatever the file says: llama.cpp overrides the
-     * type of these spellings for every vocab (its list includes "</s>", which makes Gemma 3's
-     * user-defined "</s>" plain text when specials are not parsed; we follow it to tokenise alike) */
-    static const char *const eog[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>",
-                                      "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>",
-                                      "_<EOT>", "<|end_of_text|>", "<end_of_utterance>"};
-    for (size_t i = 0; i < sizeof eog / sizeof eog[0]; i++) {
-        int32_t id = tok_lookup(v, eog[i], strlen(eog[i]));
-        if (id >= 0) v->type[id] = TOK_TYPE_CONTROL;
-    }
-
-    if (v->kind == TOK_SPM) {
-        if (read_id(g, "tokenizer.ggml.bos_token_id", 1, v->n_vocab, &v->bos, err, errlen) ||
-            read_id(g, "tokenizer.ggml.eos_token_id", 2, v->n_vocab, &v->eos, err, errlen) ||
-            read_id(g, "tokenizer.ggml.unknown_token_id", 0, v->n_vocab, &v->unk, err, errlen))
-            goto bad;
-        v->add_bos = 1;
-        v->add_space_prefix = 1;
-        for (int b = 0; b < 256; b++) {
-            char hex[8];
-            snprintf(hex, sizeof hex, "<0x%02X>", b);
-            v->byte_tok[b] = tok_lookup(v, hex, 6);
-            if (v->byte_tok[b] < 0) {     /* a vocab may hold the raw byte instead */
-                char c = (char)b;
-                v->byte_tok[b] = tok_lookup(v, &c, 1);
-            }
-        }
-    } else {
-        if (load_merges(v, g, err, errlen) || load_pre(v, g, err, errlen)) goto bad;
-        if (read_id(g, "tokenizer.ggml.bos_token_id", 11, v->n_vocab, &v->bos, err, errlen) ||
-            read_id(g, "tokenizer.ggml.eos_token_id", 11, v->n_vocab, &v->eos, err, errlen) ||
-            read_id(g, "tokenizer.ggml.unknown_token_id", -1, v->n_vocab, &v->unk, err, errlen))
-            goto bad;
-    }
+    if (load_scores_types(v, g, err, errlen) || load_kind(v, g, err, errlen)) goto bad;
     if (check_special_ids(g, v->n_vocab, err, errlen) ||
         read_flag(g, "tokenizer.ggml.add_bos_token", v->add_bos, &v->add_bos, err, errlen) ||
         read_flag(g, "tokenizer.ggml.add_eos_token", 0, &v->add_eos, err, errlen) ||
