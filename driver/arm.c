@@ -187,6 +187,65 @@ static void *call_thread(void *p) {
     return NULL;
 }
 
+/* Waits for the n_active started calls (started[n]) to finish, watching the stop flag: when it is
+ * set, the started arms' workers are killed (local) or their sockets closed (remote). Returns 1
+ * when that happened (the calls were interrupted), else 0. */
+static int wait_calls(arm *arms, int n, const int *started, int n_active, pthread_mutex_t *mu,
+                      pthread_cond_t *cv, const int *n_done, const volatile sig_atomic_t *stop) {
+    int closed = 0;
+    for (;;) {
+        pthread_mutex_lock(mu);
+        if (*n_done < n_active) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_nsec += 100 * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+            pthread_cond_timedwait(cv, mu, &ts);
+        }
+        int all = *n_done >= n_active;
+        pthread_mutex_unlock(mu);
+        if (all) break;
+        if (stop && *stop && !closed) {
+            /* Interrupted: a local worker is killed, so its connection drops and the blocked call
+             * returns at once (requests are never resent). Closing a socket while another thread
+             * is blocked in it can hang nng 1.5.2's nng_close (seen here, rarely): only a remote
+             * arm, which we must not kill, is closed that way. */
+            for (int i = 0; i < n; i++) {
+                if (!started[i]) continue;
+                if (!arms[i].remote && arms[i].pid > 0) arm_signal(&arms[i], SIGKILL);
+                else nng_close(arms[i].sock);
+            }
+            closed = 1;
+        }
+    }
+    return closed;
+}
+
+/* The first failed call's error (the worker's death where it died), each arm's code in codes[i]
+ * (NULL: not wanted), or dead (a death found before sending) when there is none. */
+static int call_errors(arm *arms, int n, const proto_msg *reqs, const call_job *jobs,
+                       const int *started, int dead, int *codes, char *err, size_t errlen) {
+    int ret = 0;
+    for (int i = 0; i < n; i++) {
+        if (!started[i] || jobs[i].rc == 0) continue;
+        arm *a = &arms[i];
+        int rc = jobs[i].rc;
+        char e[700];
+        snprintf(e, sizeof e, "arm %s: %s", a->name, jobs[i].err);
+        /* a dropped connection usually means the worker died: give it a moment to be reaped */
+        if (!a->remote && rc == PROTO_E_TRANSPORT)
+            for (int t = 0; t < 25 && !arm_poll_exit(a); t++) arm_sleep_ms(20);
+        if (!a->remote && (rc == PROTO_E_TRANSPORT || rc == PROTO_E_TIMEOUT) && arm_poll_exit(a)) {
+            char when[64];
+            snprintf(when, sizeof when, "during a %s request", proto_type_name(reqs[i].type));
+            rc = arm_died_error(a, when, e, sizeof e);
+        }
+        if (codes) codes[i] = rc;
+        if (!ret && !dead) ret = errmsg_set(err, errlen, rc, "%s", e);
+    }
+    return ret ? ret : dead;
+}
+
 int arm_call_all(arm *arms, int n, const proto_msg *reqs, proto_msg *reps, size_t max_len,
                  int timeout_ms, const volatile sig_atomic_t *stop, int *codes, char *err,
                  size_t errlen) {
@@ -247,31 +306,7 @@ int arm_call_all(arm *arms, int n, const proto_msg *reqs, proto_msg *reps, size_
         n_active++;
     }
     /* wait for all started calls, watching the stop flag */
-    for (;;) {
-        pthread_mutex_lock(&mu);
-        if (n_done < n_active) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_nsec += 100 * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-            pthread_cond_timedwait(&cv, &mu, &ts);
-        }
-        int all = n_done >= n_active;
-        pthread_mutex_unlock(&mu);
-        if (all) break;
-        if (stop && *stop && !closed) {
-            /* Interrupted: a local worker is killed, so its connection drops and the blocked call
-             * returns at once (requests are never resent). Closing a socket while another thread
-             * is blocked in it can hang nng 1.5.2's nng_close (seen here, rarely): only a remote
-             * arm, which we must not kill, is closed that way. */
-            for (int i = 0; i < n; i++) {
-                if (!started[i]) continue;
-                if (!arms[i].remote && arms[i].pid > 0) arm_signal(&arms[i], SIGKILL);
-                else nng_close(arms[i].sock);
-            }
-            closed = 1;
-        }
-    }
+    closed = wait_calls(arms, n, started, n_active, &mu, &cv, &n_done, stop);
     for (int i = 0; i < n; i++)
         if (started[i]) pthread_join(th[i], NULL);
     /* every reply is checked against its request before anyone uses it */
@@ -286,24 +321,7 @@ int arm_call_all(arm *arms, int n, const proto_msg *reqs, proto_msg *reps, size_
             if (started[i]) arms[i].connected = 0, arms[i].n_past = -1;
         ret = errmsg_set(err, errlen, ARM_E_INTERRUPTED, "interrupted");
     } else if (!ret) {
-        for (int i = 0; i < n; i++) {
-            if (!started[i] || jobs[i].rc == 0) continue;
-            arm *a = &arms[i];
-            int rc = jobs[i].rc;
-            char e[700];
-            snprintf(e, sizeof e, "arm %s: %s", a->name, jobs[i].err);
-            /* a dropped connection usually means the worker died: give it a moment to be reaped */
-            if (!a->remote && rc == PROTO_E_TRANSPORT)
-                for (int t = 0; t < 25 && !arm_poll_exit(a); t++) arm_sleep_ms(20);
-            if (!a->remote && (rc == PROTO_E_TRANSPORT || rc == PROTO_E_TIMEOUT) && arm_poll_exit(a)) {
-                char when[64];
-                snprintf(when, sizeof when, "during a %s request", proto_type_name(reqs[i].type));
-                rc = arm_died_error(a, when, e, sizeof e);
-            }
-            if (codes) codes[i] = rc;
-            if (!ret && !dead) ret = errmsg_set(err, errlen, rc, "%s", e);
-        }
-        if (!ret) ret = dead;
+        ret = call_errors(arms, n, reqs, jobs, started, dead, codes, err, errlen);
     }
     pthread_cond_destroy(&cv);
     pthread_mutex_destroy(&mu);
