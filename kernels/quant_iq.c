@@ -319,10 +319,10 @@ static void fast_mxfp4(const uint8_t *src, float *y, int64_t nb) {
 
 /* ---- the IQ, MXFP4 and ternary types ---------------------------------------------------------
  * IQ4_NL / IQ4_XS / MXFP4: a 16-entry table per block (or group) of the reference's products
- * d * (float)k, each nibble picks its value (as section 3). The other types are written once as
- * <TYPE>_CHUNKS(blk, EMIT): the block's values 16 at a time in ascending order, EMIT(e, w)
+ * d * (float)k, each nibble picks its value (as the vectorised dequantisers above). The other
+ * types are written once as <TYPE>_CHUNKS(blk, EMIT): the block's values 16 at a time in ascending order, EMIT(e, w)
  * receiving values e..e+15 in w. The fused kernels pass FMA16 (one fma into the row's
- * accumulator: the canonical order), the dequantisers (section 3's fast path) STORE16.
+ * accumulator: the canonical order), the vectorised dequantisers STORE16.
  * Each w is the reference's expression lane by lane: the same scalar scale (computed by the same
  * scalar expression), times the codebook values as floats, then the signs. A sign flip (xor of
  * the sign bit) is exactly the reference's multiplication by -1.0f for every non-NaN value. */
