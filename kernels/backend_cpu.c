@@ -1,8 +1,8 @@
 /* backend_cpu.c — the "cpu" backend of kernels/backend.h: the forward pass with the kernels of
- * kernels/ops.c (matmul, norms, RoPE, activations) and the KV cache and attention of
- * kernels/cache.c, on a thread pool (kernels/pool.c). The layer is written out in backend.h;
- * the canonical operation orders that make every result independent of the chunk and the
- * thread count are in ops.h and cache.h (docs/DESIGN.md §2.5, §3). A mixture-of-experts layer
+ * kernels/ops.c (matmul, norms, RoPE, activations), the KV cache of kernels/cache.c and the
+ * attention of kernels/attn.c, on a thread pool (kernels/pool.c). The layer is written out in
+ * backend.h; the canonical operation orders that make every result independent of the chunk and the
+ * thread count are in ops.h and attn.h (docs/DESIGN.md §2.5, §3). A mixture-of-experts layer
  * (moe_route, moe_ffn) runs each expert over the tokens routed to it, one matmul chain per token
  * and output as everywhere else, and sums a token's experts in its slot order (§2.5.9); the gating
  * (qwen3moe, qwen2moe, gpt-oss), expert biases, clamped SwiGLU and shared expert are its variants
@@ -14,7 +14,7 @@
  */
 #include "kernels/backend_impl.h"
 #include "kernels/errmsg.h"
-#include "kernels/cache.h"
+#include "kernels/attn.h"
 #include "kernels/kv.h"
 #include "kernels/ops.h"
 #include "kernels/pool.h"
@@ -69,7 +69,7 @@ typedef struct {
     float *bet, *alp;   /* [max_T][nv] W_beta xb, W_alpha xb, then beta and the decay exp(g) */
     float *lo;          /* [max_T][nv*d] the recurrence's outputs, then gated-normed */
     float *mm_ws;       /* [ops_matmul_scratch_floats(threads, widest input)] the matmuls' */
-    float *attn_ws;     /* [attn_ws_floats] the attention's (cache_attend_scratch_floats) */
+    float *attn_ws;     /* [attn_ws_floats] the attention's (attn_scratch_floats) */
     size_t attn_ws_floats;
 } backend_cpu;
 
@@ -223,7 +223,7 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
     for (int l = 0; l < nl; l++)
         if (m->layers[l].window > window) window = m->layers[l].window;
     b->mm_ws = alloc64(ops_matmul_scratch_floats(cfg->threads, cols));
-    b->attn_ws_floats = cache_attend_scratch_floats(&b->c, m->n_head, cfg->max_tokens, window, cfg->threads);
+    b->attn_ws_floats = attn_scratch_floats(&b->c, m->n_head, cfg->max_tokens, window, cfg->threads);
     b->attn_ws = alloc64(b->attn_ws_floats);
     if (!b->x || !b->xb || !b->q || !b->att || !b->k || !b->v || !b->h1 || !b->h2 || !b->cs_g || !b->cs_l ||
         !b->mm_ws || !b->attn_ws || !moe_ok || !hyb_ok) {
@@ -592,8 +592,8 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
             qk_prepare(m, b->q, T, m->n_head, ly->q_norm, cs);
             qk_prepare(m, b->k, T, m->n_kv, ly->k_norm, cs);
             for (int t = 0; t < T; t++) cache_store(c, cl, pos0 + t, b->k + (size_t)t * kd, b->v + (size_t)t * kd);
-            cache_attn at = { cl, T, pos0, m->n_head, ly->window, m->attn_scale, b->q, b->att, ly->sinks };
-            if (cache_attend_ws(p, c, &at, b->attn_ws, b->attn_ws_floats)) goto kfail;
+            attn_args at = { cl, T, pos0, m->n_head, ly->window, m->attn_scale, b->q, b->att, ly->sinks };
+            if (attn_run_ws(p, c, &at, b->attn_ws, b->attn_ws_floats)) goto kfail;
             if (m->attn_gate)
                 for (size_t i = 0; i < (size_t)T * qd; i++) b->att[i] = b->att[i] * sigmoidf(b->gate[i]);
             if (ops_matmul(p, &ly->wo, b->att, b->xb, T, dim, b->mm_ws)) goto kfail;

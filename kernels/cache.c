@@ -1,22 +1,14 @@
-/* cache.c — KV cache storage and attention. See cache.h for the canonical order. */
+/* cache.c — KV cache storage: reservation, storing rows in their formats, reading rows back as a
+ * query at a position sees them. See cache.h; the attention that reads it is kernels/attn.c. */
 #include "kernels/cache.h"
 #include "kernels/errmsg.h"
-#include "kernels/ops.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
-#include "kernels/vec16.h"
 #include "kernels/kivi.h"
-
-#define QT 16   /* queries per work item */
-#define KB 64       /* keys per dequantised block in the tiled path: four 16-lane vectors of scores per query */
-#define KB_DEC 32   /* the same in split decode (measured: 64 there is 20 % slower from memory, 32 in
-                     * the tiled path 5 % slower) */
-#define MAX_HPI 8 /* most query heads per work item */
 
 int cache_create_heads(cache *c, const kv_fmt *fk, const kv_fmt *fv, int n_layer, int n_kv, int hd,
                        int n_ctx, char *err, size_t errlen) {
@@ -32,14 +24,14 @@ int cache_create_heads(cache *c, const kv_fmt *fk, const kv_fmt *fv, int n_layer
         cache_head *H = &c->H[i];
         H->fk = fk[i]; H->fv = fv[i];
         /* a KIVI cell keeps the f16 row of every token in k / v, its quantised form in kq / vq */
-        H->kb = kv_fmt_is_kivi(fk[i]) ? 2 * (size_t)hd : kv_row_bytes(fk[i], hd);
-        H->vb = kv_fmt_is_kivi(fv[i]) ? 2 * (size_t)hd : kv_row_bytes(fv[i], hd);
+        H->k_row_bytes = kv_fmt_is_kivi(fk[i]) ? 2 * (size_t)hd : kv_row_bytes(fk[i], hd);
+        H->v_row_bytes = kv_fmt_is_kivi(fv[i]) ? 2 * (size_t)hd : kv_row_bytes(fv[i], hd);
         H->koff = c->k_bytes;
         H->voff = c->v_bytes;
         H->kqoff = c->kq_bytes;
         H->vqoff = c->vq_bytes;
-        c->k_bytes += (size_t)n_ctx * H->kb;
-        c->v_bytes += (size_t)n_ctx * H->vb;
+        c->k_bytes += (size_t)n_ctx * H->k_row_bytes;
+        c->v_bytes += (size_t)n_ctx * H->v_row_bytes;
         if (kv_fmt_is_kivi(fk[i]))
             c->kq_bytes += (size_t)((n_ctx + kivi_group(fk[i]) - 1) / kivi_group(fk[i])) * kivi_k_group_bytes(fk[i], hd);
         if (kv_fmt_is_kivi(fv[i])) c->vq_bytes += (size_t)n_ctx * kivi_v_row_bytes(fv[i], hd);
@@ -96,39 +88,25 @@ size_t cache_bytes_per_token(const cache *c) {
         b += kv_token_bytes(c->H[i].fk, c->hd, 0) + kv_token_bytes(c->H[i].fv, c->hd, 1);
     return b;
 }
-
-/* Rows are stored [layer][group][pos]: attention streams one group's keys contiguously. The
- * attention code below works on a one-layer view of the cache (layer_view), whose H is the layer's
- * n_kv heads. */
-static const cache_head *kvh(const cache *c, int layer, int g) { return &c->H[(size_t)layer * c->n_kv + g]; }
-static const uint8_t *k_row(const cache *c, int layer, int pos, int g) {
-    const cache_head *H = kvh(c, layer, g);
-    return c->k + H->koff + (size_t)pos * H->kb;
-}
-static const uint8_t *v_row(const cache *c, int layer, int pos, int g) {
-    const cache_head *H = kvh(c, layer, g);
-    return c->v + H->voff + (size_t)pos * H->vb;
-}
-
 void cache_store(cache *c, int layer, int pos, const float *k, const float *v) {
     int hd = c->hd;
     for (int g = 0; g < c->n_kv; g++) {
-        const cache_head *H = kvh(c, layer, g);
+        const cache_head *H = cache_head_at(c, layer, g);
         if (!kv_fmt_is_kivi(H->fk)) {
-            kv_quantize(H->fk, k + (size_t)g * hd, (void *)k_row(c, layer, pos, g), hd);
+            kv_quantize(H->fk, k + (size_t)g * hd, (void *)cache_k_row(c, layer, pos, g), hd);
         } else {
             /* the f16 row; then the group this token makes readable, if any (kivi.h) */
-            kv_quantize(KV_F16, k + (size_t)g * hd, (void *)k_row(c, layer, pos, g), hd);
+            kv_quantize(KV_F16, k + (size_t)g * hd, (void *)cache_k_row(c, layer, pos, g), hd);
             int G = kivi_group(H->fk), n = pos + 1 - kivi_residual(H->fk);
             if (n >= G && n % G == 0) {
                 int gi = n / G - 1;
-                kivi_quant_k_group(H->fk, k_row(c, layer, gi * G, g), H->kb, hd,
+                kivi_quant_k_group(H->fk, cache_k_row(c, layer, gi * G, g), H->k_row_bytes, hd,
                                    c->kq + H->kqoff + (size_t)gi * kivi_k_group_bytes(H->fk, hd));
             }
         }
-        kv_quantize(kv_fmt_is_kivi(H->fv) ? KV_F16 : H->fv, v + (size_t)g * hd, (void *)v_row(c, layer, pos, g), hd);
+        kv_quantize(kv_fmt_is_kivi(H->fv) ? KV_F16 : H->fv, v + (size_t)g * hd, (void *)cache_v_row(c, layer, pos, g), hd);
         if (kv_fmt_is_kivi(H->fv))
-            kivi_quant_v_row(H->fv, v_row(c, layer, pos, g), hd,
+            kivi_quant_v_row(H->fv, cache_v_row(c, layer, pos, g), hd,
                              c->vq + H->vqoff + (size_t)pos * kivi_v_row_bytes(H->fv, hd));
     }
 }
@@ -136,10 +114,10 @@ void cache_store(cache *c, int layer, int pos, const float *k, const float *v) {
 /* Keys j0 .. j0 + n - 1 of KV head g's K as the query at position p reads them, into y[n][hd]: the
  * stored rows, or for a KIVI cell the quantised group rows below its boundary and f16 rows from
  * there (kivi.h). */
-static void k_rows(const cache *c, int layer, int g, int p, int j0, int n, float *y) {
-    const cache_head *H = kvh(c, layer, g);
+void cache_k_rows(const cache *c, int layer, int g, int p, int j0, int n, float *y) {
+    const cache_head *H = cache_head_at(c, layer, g);
     int hd = c->hd;
-    if (!kv_fmt_is_kivi(H->fk)) { kv_dequantize_rows(H->fk, k_row(c, layer, j0, g), H->kb, n, y, hd); return; }
+    if (!kv_fmt_is_kivi(H->fk)) { kv_dequantize_rows(H->fk, cache_k_row(c, layer, j0, g), H->k_row_bytes, n, y, hd); return; }
     int G = kivi_group(H->fk), b = kivi_boundary(H->fk, p);
     int nq = b - j0 < 0 ? 0 : b - j0 < n ? b - j0 : n;   /* rows read quantised */
     size_t gb = kivi_k_group_bytes(H->fk, hd);
@@ -148,550 +126,27 @@ static void k_rows(const cache *c, int layer, int g, int p, int j0, int n, float
         kivi_dequant_k_rows(H->fk, c->kq + H->kqoff + (size_t)(j / G) * gb, hd, t0, cnt, y + (size_t)(j - j0) * hd);
         j += cnt;
     }
-    if (nq < n) kv_dequantize_rows(KV_F16, k_row(c, layer, j0 + nq, g), H->kb, n - nq, y + (size_t)nq * hd, hd);
+    if (nq < n) kv_dequantize_rows(KV_F16, cache_k_row(c, layer, j0 + nq, g), H->k_row_bytes, n - nq, y + (size_t)nq * hd, hd);
 }
 
 /* The same for V: y[n][hd]. */
-static void v_rows(const cache *c, int layer, int g, int p, int j0, int n, float *y) {
-    const cache_head *H = kvh(c, layer, g);
+void cache_v_rows(const cache *c, int layer, int g, int p, int j0, int n, float *y) {
+    const cache_head *H = cache_head_at(c, layer, g);
     int hd = c->hd;
-    if (!kv_fmt_is_kivi(H->fv)) { kv_dequantize_rows(H->fv, v_row(c, layer, j0, g), H->vb, n, y, hd); return; }
+    if (!kv_fmt_is_kivi(H->fv)) { kv_dequantize_rows(H->fv, cache_v_row(c, layer, j0, g), H->v_row_bytes, n, y, hd); return; }
     int b = kivi_boundary(H->fv, p);
     int nq = b - j0 < 0 ? 0 : b - j0 < n ? b - j0 : n;
     size_t rb = kivi_v_row_bytes(H->fv, hd);
     if (nq > 0) kivi_dequant_v_rows(H->fv, c->vq + H->vqoff + (size_t)j0 * rb, rb, nq, hd, y);
-    if (nq < n) kv_dequantize_rows(KV_F16, v_row(c, layer, j0 + nq, g), H->vb, n - nq, y + (size_t)nq * hd, hd);
+    if (nq < n) kv_dequantize_rows(KV_F16, cache_v_row(c, layer, j0 + nq, g), H->v_row_bytes, n - nq, y + (size_t)nq * hd, hd);
 }
 
 /* 1 if some KIVI cell of the layer reads a different boundary at position p than at p - 1 */
-static int kivi_step(const cache *c, int layer, int p) {
+int cache_kivi_step(const cache *c, int layer, int p) {
     for (int g = 0; g < c->n_kv; g++) {
-        const cache_head *H = kvh(c, layer, g);
+        const cache_head *H = cache_head_at(c, layer, g);
         if (kv_fmt_is_kivi(H->fk) && kivi_boundary(H->fk, p) != kivi_boundary(H->fk, p - 1)) return 1;
         if (kv_fmt_is_kivi(H->fv) && kivi_boundary(H->fv, p) != kivi_boundary(H->fv, p - 1)) return 1;
     }
     return 0;
-}
-
-/* *view = layer `layer` of c as a one-layer cache (H at the layer's heads; the offsets in H are
- * from c->k / c->v, which the view keeps), *av = *a with layer 0. */
-static void layer_view(const cache *c, const cache_attn *a, cache *view, cache_attn *av) {
-    *view = *c;
-    view->n_layer = 1;
-    view->H = c->H + (size_t)a->layer * c->n_kv;
-    *av = *a;
-    av->layer = 0;
-}
-
-/* n rounded up to 16 floats: sub-buffers carved from one scratch start on 64-byte boundaries */
-static size_t up16(size_t n) { return (n + 15) / 16 * 16; }
-
-/* ---- attention sinks (cache.h): the same two steps in every path ----------------------------- */
-
-/* The softmax max of head h: m, the max of its scaled scores, raised to the sink logit. */
-static float sink_max(const cache_attn *a, int h, float m) {
-    return a->sinks && a->sinks[h] > m ? a->sinks[h] : m;
-}
-
-/* The denominator of head h: sum (of the weights, canonical order) plus the sink's weight. */
-static float sink_sum(const cache_attn *a, int h, float m, float sum) {
-    return a->sinks ? sum + ops_expf(a->sinks[h] - m) : sum;
-}
-
-/* ---- reference: one query at a time ---------------------------------------------------------- */
-
-static float seq_dot(const float *a, const float *b, int n) {
-    float s = 0.0f;
-    for (int d = 0; d < n; d++) s = fmaf(a[d], b[d], s);
-    return s;
-}
-
-static int attend_ref(const cache *c, const cache_attn *a) {
-    int hd = c->hd, group = a->n_head / c->n_kv;
-    int ret = -1;
-    int n_keys = a->pos0 + a->T;
-    float *s = malloc(sizeof(float) * (size_t)n_keys);   /* [n_keys] scores, then weights */
-    float *q = malloc(sizeof(float) * (size_t)hd);       /* [hd] (rotated) query */
-    float *kv = malloc(sizeof(float) * (size_t)hd);      /* [hd] one dequantised row */
-    float *o = malloc(sizeof(float) * (size_t)hd);       /* [hd] accumulator */
-    if (!s || !q || !kv || !o) goto done;
-    for (int t = 0; t < a->T; t++) {
-        int pos = a->pos0 + t;
-        int lo = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
-        for (int h = 0; h < a->n_head; h++) {
-            int g = h / group;
-            const cache_head *H = kvh(c, a->layer, g);
-            memcpy(q, a->q + ((size_t)t * a->n_head + h) * hd, sizeof(float) * (size_t)hd);
-            kv_rotate(H->fk, q, hd);                       /* nothing unless K is rotated */
-            float m = -INFINITY;
-            for (int j = lo; j <= pos; j++) {
-                k_rows(c, a->layer, g, pos, j, 1, kv);
-                s[j - lo] = seq_dot(q, kv, hd) * a->scale;
-                if (s[j - lo] > m) m = s[j - lo];
-            }
-            m = sink_max(a, h, m);
-            float sum = sink_sum(a, h, m, ops_exp_sub_sum(s, s, m, pos - lo + 1));
-            for (int d = 0; d < hd; d++) o[d] = 0.0f;
-            for (int j = lo; j <= pos; j++) {
-                v_rows(c, a->layer, g, pos, j, 1, kv);
-                for (int d = 0; d < hd; d++) o[d] = fmaf(s[j - lo], kv[d], o[d]);
-            }
-            for (int d = 0; d < hd; d++) o[d] = o[d] / sum;
-            kv_rotate(H->fv, o, hd);                       /* back, when V is rotated */
-            memcpy(a->out + ((size_t)t * a->n_head + h) * hd, o, sizeof(float) * (size_t)hd);
-        }
-    }
-    ret = 0;
-done:
-    free(s); free(q); free(kv); free(o);
-    return ret;
-}
-
-/* ---- tiled: QT queries of one head per item, keys in blocks of KB ----------------------------- */
-
-typedef struct {
-    const cache *c;
-    const cache_attn *a;
-    int n_tiles;
-    int heads_per_item;     /* query heads of one KV group handled together (share K/V dequant) */
-    size_t max_keys;        /* score row length per query */
-    size_t rows;            /* query rows per item the scratch holds */
-    float *scratch;         /* [n_threads][per_thread] */
-    size_t per_thread;
-} attn_ctx;
-
-/* s[qi][j] = seq_dot(q[qi], k_j) for up to 4 queries and the kb (32 or 64) keys of kt [hd][kb]:
- * lanes are keys, the loop over d is each score's sequential fma chain. The tile (queries x
- * 16-key vectors) is sized to the register file and changes no result. */
-
-/* The body for constant nq and nv (16 * nv keys from column j0 of kt), so the accumulators stay in
- * registers (called with literals). */
-static inline __attribute__((always_inline)) void scores_nq(const float *qs, const int nq, const int nv,
-                                                            const float *kt, int ldk, int hd, float *out, size_t ld) {
-    vec16 acc[4][4];
-    #pragma GCC unroll 4
-    for (int qi = 0; qi < nq; qi++)
-        #pragma GCC unroll 4
-        for (int u = 0; u < nv; u++) acc[qi][u] = v_zero();
-    for (int d = 0; d < hd; d++) {
-        vec16 k[4];
-        #pragma GCC unroll 4
-        for (int u = 0; u < nv; u++) { k[u] = v_load(kt + (size_t)d * ldk + 16 * u); v_reg(&k[u]); }
-        #pragma GCC unroll 4
-        for (int qi = 0; qi < nq; qi++) {
-            vec16 qv = v_set1(qs[(size_t)qi * hd + d]);
-            #pragma GCC unroll 4
-            for (int u = 0; u < nv; u++) acc[qi][u] = v_fma(qv, k[u], acc[qi][u]);
-        }
-    }
-    #pragma GCC unroll 4
-    for (int qi = 0; qi < nq; qi++)
-        #pragma GCC unroll 4
-        for (int u = 0; u < nv; u++) v_store(out + qi * ld + 16 * u, acc[qi][u]);
-}
-
-static inline __attribute__((always_inline)) void scores_nv(const float *qs, int nq, const int nv, const float *kt,
-                                                            int ldk, int hd, float *out, size_t ld) {
-    switch (nq) {
-    case 4: scores_nq(qs, 4, nv, kt, ldk, hd, out, ld); break;
-    case 3: scores_nq(qs, 3, nv, kt, ldk, hd, out, ld); break;
-    case 2: scores_nq(qs, 2, nv, kt, ldk, hd, out, ld); break;
-    default: scores_nq(qs, 1, nv, kt, ldk, hd, out, ld); break;
-    }
-}
-
-static void scores_block(const float *qs, int nq, const float *kt, int kb, int hd, float *out, size_t ld) {
-#if VEC16_REGS >= 32   /* up to 4 queries x 64 keys: 16 accumulators */
-    if (kb == 64) scores_nv(qs, nq, 4, kt, kb, hd, out, ld);
-    else scores_nv(qs, nq, 2, kt, kb, hd, out, ld);
-#else                  /* 2 queries x 32 keys: 4 accumulators, 2 key vectors */
-    for (int q0 = 0; q0 < nq; q0 += 2)
-        for (int j0 = 0; j0 < kb; j0 += 32)
-            scores_nv(qs + (size_t)q0 * hd, nq - q0 < 2 ? nq - q0 : 2, 2, kt + j0, kb, hd, out + q0 * ld + j0, ld);
-#endif
-}
-
-/* For nr (<= 4) query rows with the same key range: o[r][d] = fma(w[r][j], v[j][d], o[r][d]) for
- * j = 0..n-1 ascending — per element the reference's scalar loop; vectorised across d, the rows
- * share each V load. o [nr][hd], w rows ldw apart, v [n][hd]. */
-
-/* 16 * nv outputs (nv = 2 or 4) of nr rows, from column d0 (nr and nv are constants at each call:
- * registers, not the stack). */
-static inline __attribute__((always_inline)) void pv_block(float *o, const float *w, size_t ldw, const int nr,
-                                                          const int nv, const float *v, int n, int hd, int d0) {
-    vec16 acc[4][4];
-    #pragma GCC unroll 4
-    for (int r = 0; r < nr; r++)
-        #pragma GCC unroll 4
-        for (int u = 0; u < nv; u++) acc[r][u] = v_load(o + (size_t)r * hd + d0 + 16 * u);
-    for (int j = 0; j < n; j++) {
-        const float *vj = v + (size_t)j * hd + d0;
-        vec16 vv[4];
-        #pragma GCC unroll 4
-        for (int u = 0; u < nv; u++) { vv[u] = v_load(vj + 16 * u); v_reg(&vv[u]); }
-        #pragma GCC unroll 4
-        for (int r = 0; r < nr; r++) {
-            vec16 wr = v_set1(w[(size_t)r * ldw + j]);
-            #pragma GCC unroll 4
-            for (int u = 0; u < nv; u++) acc[r][u] = v_fma(wr, vv[u], acc[r][u]);
-        }
-    }
-    #pragma GCC unroll 4
-    for (int r = 0; r < nr; r++)
-        #pragma GCC unroll 4
-        for (int u = 0; u < nv; u++) v_store(o + (size_t)r * hd + d0 + 16 * u, acc[r][u]);
-}
-
-/* pv_block with nr as a literal (nr <= 4) */
-static inline __attribute__((always_inline)) void pv_cols(float *o, const float *w, size_t ldw, int nr, const int nv,
-                                                         const float *v, int n, int hd, int d0) {
-    switch (nr) {
-    case 4: pv_block(o, w, ldw, 4, nv, v, n, hd, d0); break;
-    case 3: pv_block(o, w, ldw, 3, nv, v, n, hd, d0); break;
-    case 2: pv_block(o, w, ldw, 2, nv, v, n, hd, d0); break;
-    default: pv_block(o, w, ldw, 1, nv, v, n, hd, d0); break;
-    }
-}
-
-static void pv_accumulate(float *o, const float *w, size_t ldw, int nr, const float *v, int n, int hd) {
-    int d0 = 0;
-#if VEC16_REGS >= 32   /* up to 4 rows x 64 columns: 16 accumulators */
-    for (; d0 + 64 <= hd; d0 += 64) pv_cols(o, w, ldw, nr, 4, v, n, hd, d0);
-    for (; d0 + 32 <= hd; d0 += 32) pv_cols(o, w, ldw, nr, 2, v, n, hd, d0);
-#else                  /* 2 rows x 32 columns: 4 accumulators, 2 V vectors */
-    for (; d0 + 32 <= hd; d0 += 32)
-        for (int r = 0; r < nr; r += 2)
-            pv_cols(o + (size_t)r * hd, w + (size_t)r * ldw, ldw, nr - r < 2 ? nr - r : 2, 2, v, n, hd, d0);
-#endif
-    for (; d0 + 16 <= hd; d0 += 16)
-        for (int r = 0; r < nr; r++) {
-            vec16 acc = v_load(o + (size_t)r * hd + d0);
-            for (int j = 0; j < n; j++) acc = v_fma(v_set1(w[(size_t)r * ldw + j]), v_load(v + (size_t)j * hd + d0), acc);
-            v_store(o + (size_t)r * hd + d0, acc);
-        }
-    for (; d0 < hd; d0++)
-        for (int r = 0; r < nr; r++)
-            for (int j = 0; j < n; j++) o[(size_t)r * hd + d0] = fmaf(w[(size_t)r * ldw + j], v[(size_t)j * hd + d0], o[(size_t)r * hd + d0]);
-}
-
-/* s[j] *= scale for j < n; returns max s[j] (the max is exact in any order). */
-static float scale_max(float *s, int n, float scale) {
-    float m = -INFINITY;
-    int j = 0;
-    vec16 vs = v_set1(scale), vm = v_set1(-INFINITY);
-    for (; j + 16 <= n; j += 16) {
-        vec16 v = v_mul(v_load(s + j), vs);
-        v_store(s + j, v);
-        vm = v_max(vm, v);
-    }
-    m = v_hmax(vm);
-    for (; j < n; j++) {
-        s[j] *= scale;
-        if (s[j] > m) m = s[j];
-    }
-    return m;
-}
-
-/* kt[d][j] = vb[j][d] for j < nk, 0 for nk <= j < kb (32 or 64). vb [kb][hd] (rows nk.. are
- * overwritten with zeros), kt [hd][kb]. */
-static void transpose_block(float *vb, int nk, int hd, float *kt, int kb) {
-    if (hd % 16 == 0) {   /* 16 x 16 tiles in registers */
-        if (nk < kb) memset(vb + (size_t)nk * hd, 0, sizeof(float) * (size_t)(kb - nk) * hd);
-        for (int j0 = 0; j0 < kb; j0 += 16)
-            for (int d0 = 0; d0 < hd; d0 += 16) v_transpose16(vb + (size_t)j0 * hd + d0, (size_t)hd, kt + (size_t)d0 * kb + j0, (size_t)kb);
-        return;
-    }
-    for (int j = 0; j < nk; j++)
-        for (int d = 0; d < hd; d++) kt[(size_t)d * kb + j] = vb[(size_t)j * hd + d];
-    for (int j = nk; j < kb; j++)
-        for (int d = 0; d < hd; d++) kt[(size_t)d * kb + j] = 0.0f;
-}
-
-/* Asks for the rows from p (one head's rows are contiguous) while the current block is used:
- * attention is otherwise bound by the latency of streaming the cache from memory. */
-static void prefetch_block(const uint8_t *p, size_t row_bytes, int rows) {
-    size_t bytes = row_bytes * (size_t)rows;
-    for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b);
-}
-
-static void attn_item(void *vctx, int item, int thread) {
-    attn_ctx *x = vctx;
-    const cache *c = x->c;
-    const cache_attn *a = x->a;
-    int hd = c->hd, group = a->n_head / c->n_kv, hpi = x->heads_per_item;
-    int hset = item / x->n_tiles, tile = item % x->n_tiles;
-    int h0 = hset * hpi, g = h0 / group;
-    const cache_head *H = kvh(c, a->layer, g);   /* this KV head's formats */
-    int t0 = tile * QT, t1 = t0 + QT < a->T ? t0 + QT : a->T, nt = t1 - t0;
-    int nq = nt * hpi;      /* query rows: row i = (token t0 + i / hpi, head h0 + i % hpi) */
-    float *base = x->scratch + (size_t)thread * x->per_thread;
-    float *q = base;                               /* [rows][hd] queries, rotated if K is */
-    float *o = q + x->rows * hd;                   /* [rows][hd] accumulators */
-    float *kt = o + x->rows * hd;                  /* [hd][KB] K block, transposed */
-    float *vb = kt + (size_t)hd * KB;              /* [KB][hd] V block */
-    float *s = vb + (size_t)KB * hd;               /* [rows][max_keys] scores / weights */
-    size_t ld = x->max_keys;
-    int lo_q[QT * MAX_HPI] = {0}, hi_q[QT * MAX_HPI] = {0};
-    float sum_q[QT * MAX_HPI] = {0};
-
-    for (int i = 0; i < nq; i++) {
-        int t = t0 + i / hpi, h = h0 + i % hpi, pos = a->pos0 + t;
-        lo_q[i] = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
-        hi_q[i] = pos;
-        memcpy(q + (size_t)i * hd, a->q + ((size_t)t * a->n_head + h) * hd, sizeof(float) * (size_t)hd);
-        kv_rotate(H->fk, q + (size_t)i * hd, hd);
-    }
-    int lo = lo_q[0], hi = hi_q[nq - 1];
-
-    /* scores: s[i][j - lo] */
-    for (int j0 = lo; j0 <= hi; j0 += KB) {
-        int nk = hi - j0 + 1 < KB ? hi - j0 + 1 : KB;
-        if (j0 + KB <= hi) prefetch_block(k_row(c, a->layer, j0 + KB, g), H->kb, hi - j0 - KB + 1 < KB ? hi - j0 - KB + 1 : KB);
-        k_rows(c, a->layer, g, a->pos0, j0, nk, vb);   /* one KIVI boundary per call (cache_attend_ws) */
-        transpose_block(vb, nk, hd, kt, KB);   /* vb is free again until the V pass */
-        /* only queries whose range meets this block */
-        int i0 = 0;
-        while (i0 < nq && hi_q[i0] < j0) i0++;
-        int i1 = nq;
-        while (i1 > i0 && lo_q[i1 - 1] > j0 + KB - 1) i1--;
-        for (int i = i0; i < i1; i += 4) {
-            int n4 = i1 - i < 4 ? i1 - i : 4;
-            scores_block(q + (size_t)i * hd, n4, kt, KB, hd, s + (size_t)i * ld + (j0 - lo), ld);
-        }
-    }
-    /* softmax weights per query over its own range */
-    for (int i = 0; i < nq; i++) {
-        float *si = s + (size_t)i * ld + (lo_q[i] - lo);
-        int n = hi_q[i] - lo_q[i] + 1;
-        int h = h0 + i % hpi;
-        float m = sink_max(a, h, scale_max(si, n, a->scale));
-        sum_q[i] = sink_sum(a, h, m, ops_exp_sub_sum(si, si, m, n));
-        for (int d = 0; d < hd; d++) o[(size_t)i * hd + d] = 0.0f;
-    }
-    /* weighted sum of V, keys ascending per query */
-    for (int j0 = lo; j0 <= hi; j0 += KB) {
-        int nk = hi - j0 + 1 < KB ? hi - j0 + 1 : KB;
-        if (j0 + KB <= hi) prefetch_block(v_row(c, a->layer, j0 + KB, g), H->vb, hi - j0 - KB + 1 < KB ? hi - j0 - KB + 1 : KB);
-        v_rows(c, a->layer, g, a->pos0, j0, nk, vb);
-        for (int i = 0; i < nq;) {
-            int nr = 1;   /* rows of one token (its heads) share the key range */
-            while (nr < 4 && i + nr < nq && lo_q[i + nr] == lo_q[i] && hi_q[i + nr] == hi_q[i]) nr++;
-            int jb = j0 > lo_q[i] ? j0 : lo_q[i];
-            int je = j0 + nk - 1 < hi_q[i] ? j0 + nk - 1 : hi_q[i];
-            if (je >= jb)
-                pv_accumulate(o + (size_t)i * hd, s + (size_t)i * ld + (jb - lo), ld, nr,
-                              vb + (size_t)(jb - j0) * hd, je - jb + 1, hd);
-            i += nr;
-        }
-    }
-    for (int i = 0; i < nq; i++) {
-        float *oi = o + (size_t)i * hd;
-        for (int d = 0; d < hd; d++) oi[d] = oi[d] / sum_q[i];
-        kv_rotate(H->fv, oi, hd);
-        int t = t0 + i / hpi, h = h0 + i % hpi;
-        memcpy(a->out + ((size_t)t * a->n_head + h) * hd, oi, sizeof(float) * (size_t)hd);
-    }
-}
-
-/* ---- decode over many keys: keys, then columns, split across threads ----------------------- */
-/* One query position, n keys. Three pool runs: (A) scores of every head over ranges of keys,
- * (B) the weights exp(s - max) over the same ranges, (C) per KV head and 32 output columns, the
- * sums of the weights and the weighted sum of V. Each value is the same operation sequence as in
- * attn_item: scores and weights are elementwise, max is exact in any order, and the sum
- * (ops_sum8) and each output element (sequential over keys) are computed whole by one item. */
-
-typedef struct {
-    const cache *c;
-    const cache_attn *a;
-    int lo, n;              /* keys lo .. lo + n - 1 */
-    int group;              /* query heads per KV head */
-    int range, n_ranges;    /* keys per item in A and B (a multiple of KB_DEC) */
-    int cols, n_colsets;    /* output columns per item in C: KV_CHUNK, or hd for rotated V */
-    size_t ld;              /* score row stride: n rounded up to KB_DEC */
-    float *q;               /* [n_head][hd] queries, rotated if K is */
-    float *s;               /* [n_head][ld] scores, then weights */
-    float *pmax;            /* [n_head][n_ranges] max scaled score per range */
-    float *scratch;         /* [n_threads][per_thread]: kt [hd][KB_DEC], vb [KB_DEC][hd], o [group][hd] */
-    size_t per_thread;
-} split_ctx;
-
-static void split_scores(void *vctx, int item, int thread) {
-    split_ctx *x = vctx;
-    const cache *c = x->c;
-    int hd = c->hd, g = item / x->n_ranges, r = item % x->n_ranges;
-    const cache_head *H = kvh(c, x->a->layer, g);
-    float *kt = x->scratch + (size_t)thread * x->per_thread, *vb = kt + (size_t)hd * KB_DEC;
-    int jb = r * x->range, je = jb + x->range < x->n ? jb + x->range : x->n;   /* relative to lo */
-    for (int j0 = jb; j0 < je; j0 += KB_DEC) {
-        int nk = je - j0 < KB_DEC ? je - j0 : KB_DEC;
-        if (j0 + KB_DEC < je) prefetch_block(k_row(c, x->a->layer, x->lo + j0 + KB_DEC, g), H->kb, je - j0 - KB_DEC < KB_DEC ? je - j0 - KB_DEC : KB_DEC);
-        k_rows(c, x->a->layer, g, x->a->pos0, x->lo + j0, nk, vb);
-        transpose_block(vb, nk, hd, kt, KB_DEC);
-        for (int h = 0; h < x->group; h += 4) {
-            int nq = x->group - h < 4 ? x->group - h : 4;
-            int h0 = g * x->group + h;
-            scores_block(x->q + (size_t)h0 * hd, nq, kt, KB_DEC, hd, x->s + (size_t)h0 * x->ld + j0, x->ld);
-        }
-    }
-    for (int h = g * x->group; h < (g + 1) * x->group; h++)
-        x->pmax[(size_t)h * x->n_ranges + r] = scale_max(x->s + (size_t)h * x->ld + jb, je - jb, x->a->scale);
-}
-
-/* The softmax max of head h: the max over its ranges' maxima, raised to the sink. */
-static float split_head_max(const split_ctx *x, int h) {
-    float m = -INFINITY;
-    for (int i = 0; i < x->n_ranges; i++)
-        if (x->pmax[(size_t)h * x->n_ranges + i] > m) m = x->pmax[(size_t)h * x->n_ranges + i];
-    return sink_max(x->a, h, m);
-}
-
-static void split_weights(void *vctx, int item, int thread) {
-    (void)thread;
-    split_ctx *x = vctx;
-    int h = item / x->n_ranges, r = item % x->n_ranges;
-    float m = split_head_max(x, h);
-    int jb = r * x->range, je = jb + x->range < x->n ? jb + x->range : x->n;
-    float *sh = x->s + (size_t)h * x->ld + jb;
-    ops_exp_sub_sum(sh, sh, m, je - jb);   /* the weights; their sum is taken whole in C */
-}
-
-static void split_values(void *vctx, int item, int thread) {
-    split_ctx *x = vctx;
-    const cache *c = x->c;
-    const cache_attn *a = x->a;
-    int hd = c->hd, g = item / x->n_colsets, d0 = (item % x->n_colsets) * x->cols;
-    const cache_head *H = kvh(c, a->layer, g);
-    int d1 = d0 + x->cols < hd ? d0 + x->cols : hd, w = d1 - d0;
-    float *vb = x->scratch + (size_t)thread * x->per_thread + (size_t)hd * KB_DEC;   /* [KB_DEC][w] */
-    float *o = vb + (size_t)KB_DEC * hd;                                              /* [group][w] */
-    const float *sg = x->s + (size_t)g * x->group * x->ld;
-    for (int i = 0; i < x->group * w; i++) o[i] = 0.0f;
-    for (int j0 = 0; j0 < x->n; j0 += KB_DEC) {
-        int nk = x->n - j0 < KB_DEC ? x->n - j0 : KB_DEC;
-        if (j0 + KB_DEC < x->n) prefetch_block(v_row(c, a->layer, x->lo + j0 + KB_DEC, g), H->vb, x->n - j0 - KB_DEC < KB_DEC ? x->n - j0 - KB_DEC : KB_DEC);
-        if (kv_fmt_is_kivi(H->fv)) v_rows(c, a->layer, g, a->pos0, x->lo + j0, nk, vb);   /* then w == hd */
-        else kv_dequantize_cols(H->fv, v_row(c, a->layer, x->lo + j0, g), H->vb, nk, vb, hd, d0, d1);
-        for (int h = 0; h < x->group; h += 4) {
-            int nr = x->group - h < 4 ? x->group - h : 4;
-            pv_accumulate(o + (size_t)h * w, sg + (size_t)h * x->ld + j0, x->ld, nr, vb, nk, w);
-        }
-    }
-    for (int h = 0; h < x->group; h++) {
-        int hq = g * x->group + h;
-        float sum = sink_sum(a, hq, split_head_max(x, hq), ops_sum8(sg + (size_t)h * x->ld, x->n));
-        float *oh = o + (size_t)h * w;
-        for (int d = 0; d < w; d++) oh[d] = oh[d] / sum;
-        kv_rotate(H->fv, oh, hd);   /* when V is rotated: then w == hd */
-        memcpy(a->out + (size_t)(g * x->group + h) * hd + d0, oh, sizeof(float) * (size_t)w);
-    }
-}
-
-static int attend_split(pool *p, const cache *c, const cache_attn *a, float *scratch, size_t n_scratch) {
-    int hd = c->hd, pos = a->pos0, threads = pool_threads(p);
-    split_ctx x = { .c = c, .a = a, .group = a->n_head / c->n_kv };
-    x.lo = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
-    x.n = pos - x.lo + 1;
-    x.ld = (size_t)(x.n + KB_DEC - 1) / KB_DEC * KB_DEC;
-    int want = (8 * threads + c->n_kv - 1) / c->n_kv;   /* ranges per KV head: >= 8 items per thread */
-    x.range = (x.n + want - 1) / want;
-    x.range = (x.range + KB_DEC - 1) / KB_DEC * KB_DEC;
-    x.n_ranges = (x.n + x.range - 1) / x.range;
-    int v_rot = 0;   /* some KV head's V is rotated: its items need every column */
-    for (int g = 0; g < c->n_kv; g++) v_rot |= kv_fmt_rotated(kvh(c, a->layer, g)->fv) || kv_fmt_is_kivi(kvh(c, a->layer, g)->fv);
-    x.cols = v_rot ? hd : KV_CHUNK;
-    x.n_colsets = (hd + x.cols - 1) / x.cols;
-    x.per_thread = (size_t)hd * KB_DEC * 2 + (size_t)x.group * hd;
-    size_t n_q = up16((size_t)a->n_head * hd), n_s = up16((size_t)a->n_head * x.ld);
-    size_t n_pmax = up16((size_t)a->n_head * x.n_ranges), need = n_q + n_s + n_pmax + x.per_thread * (size_t)threads;
-    float *own = NULL, *buf = scratch;
-    int ret = -1;
-    if (scratch && need > n_scratch) return -1;
-    if (!buf && !(buf = own = malloc(sizeof(float) * need))) return -1;
-    x.q = buf;                     /* [n_head][hd] */
-    x.s = x.q + n_q;               /* [n_head][ld] */
-    x.pmax = x.s + n_s;            /* [n_head][n_ranges] */
-    x.scratch = x.pmax + n_pmax;   /* [threads][per_thread] */
-    memcpy(x.q, a->q, sizeof(float) * (size_t)a->n_head * hd);
-    for (int h = 0; h < a->n_head; h++) kv_rotate(kvh(c, a->layer, h / x.group)->fk, x.q + (size_t)h * hd, hd);
-    pool_run(p, split_scores, &x, c->n_kv * x.n_ranges);
-    pool_run(p, split_weights, &x, a->n_head * x.n_ranges);
-    pool_run(p, split_values, &x, c->n_kv * x.n_colsets);
-    ret = 0;
-    free(own);
-    return ret;
-}
-
-static int attend(pool *p, const cache *c, const cache_attn *a, float *scratch, size_t n_scratch) {
-    int group = a->n_head / c->n_kv;
-    if (a->T == 1 && group <= MAX_HPI && pool_threads(p) > 1 && a->pos0 + 1 >= CACHE_SPLIT_MIN_KEYS &&
-        (a->window <= 0 || a->window >= CACHE_SPLIT_MIN_KEYS))
-        return attend_split(p, c, a, scratch, n_scratch);
-    attn_ctx x = { c, a, (a->T + QT - 1) / QT, 1, 0, 0, NULL, 0 };
-    /* all heads of a KV group in one item (they share the K/V dequantisation) unless that leaves
-     * threads idle; either way each (query, head) is computed the same way */
-    int hpi = group <= MAX_HPI ? group : 1;
-    while (hpi > 1 && (a->n_head / hpi) * x.n_tiles < pool_threads(p)) {
-        int h2 = hpi - 1;
-        while (h2 > 1 && group % h2) h2--;
-        hpi = h2;
-    }
-    x.heads_per_item = hpi;
-    /* a tile's key range spans its queries' ranges: at most QT - 1 + (window or pos0 + T) keys */
-    size_t span = (size_t)(a->window > 0 ? a->window : a->pos0 + a->T) + QT + KB;
-    x.max_keys = span;
-    size_t rows = (size_t)(a->T < QT ? a->T : QT) * MAX_HPI;   /* query rows an item can hold */
-    x.per_thread = rows * c->hd * 2 + (size_t)c->hd * KB * 2 + rows * span;
-    x.rows = rows;
-    size_t need = x.per_thread * (size_t)pool_threads(p);
-    float *own = NULL;
-    if (scratch && need > n_scratch) return -1;
-    if (!scratch && !(own = malloc(sizeof(float) * need))) return -1;
-    x.scratch = scratch ? scratch : own;
-    pool_run(p, attn_item, &x, (a->n_head / hpi) * x.n_tiles);
-    free(own);
-    return 0;
-}
-
-size_t cache_attend_scratch_floats(const cache *c, int n_head, int max_T, int max_window, int threads) {
-    size_t hd = (size_t)c->hd, nh = (size_t)n_head, th = (size_t)threads;
-    size_t keys = (size_t)c->n_ctx > (size_t)max_window ? (size_t)c->n_ctx : (size_t)max_window;
-    /* tiled (attend): the largest span and rows any call can have */
-    size_t rows = (size_t)(max_T < QT ? max_T : QT) * MAX_HPI, span = keys + QT + KB;
-    size_t tiled = (rows * hd * 2 + hd * KB * 2 + rows * span) * th;
-    /* split decode (attend_split): scores of up to keys positions, at most want ranges per head */
-    size_t group = nh / (size_t)c->n_kv, want = (8 * th + (size_t)c->n_kv - 1) / (size_t)c->n_kv;
-    size_t ld = (keys + KB_DEC - 1) / KB_DEC * KB_DEC;
-    size_t split = up16(nh * hd) + up16(nh * ld) + up16(nh * want) + (hd * KB_DEC * 2 + group * hd) * th;
-    return tiled > split ? tiled : split;
-}
-
-int cache_attend_ws(pool *p, const cache *c, const cache_attn *a, float *scratch, size_t n_scratch) {
-    cache view;
-    cache_attn av;
-    layer_view(c, a, &view, &av);
-    /* runs of queries that read every KIVI cell with the same boundary (one run without KIVI) */
-    size_t row = (size_t)a->n_head * c->hd;   /* floats per query in q and out */
-    for (int t0 = 0; t0 < a->T;) {
-        int t1 = t0 + 1;
-        while (t1 < a->T && !kivi_step(&view, 0, a->pos0 + t1)) t1++;
-        cache_attn run = av;
-        run.T = t1 - t0;
-        run.pos0 = a->pos0 + t0;
-        run.q = a->q + (size_t)t0 * row;
-        run.out = a->out + (size_t)t0 * row;
-        if (attend(p, &view, &run, scratch, n_scratch)) return -1;
-        t0 = t1;
-    }
-    return 0;
-}
-
-int cache_attend(pool *p, const cache *c, const cache_attn *a) {
-    return cache_attend_ws(p, c, a, NULL, 0);
-}
-
-int cache_attend_ref(const cache *c, const cache_attn *a) {
-    cache view;
-    cache_attn av;
-    layer_view(c, a, &view, &av);
-    return attend_ref(&view, &av);
 }

@@ -1,9 +1,10 @@
 /* kv.c — KV-cache storage formats (see kv.h for the layouts and the q4_0r contract).
  *
  * Reading a row goes through one decoder, decode_chunk(), which turns the values
- * [32c, min(32c + 32, h)) of a row into f32. kv_dequantize, kv_dot and kv_axpy all call it, so
- * the fused kernels are bit-identical to dequantising first by construction; they only fix the
- * summation order (kv.h) and keep the decoded values in a 32-float stack buffer. The half and
+ * [32c, min(32c + 32, h)) of a row into f32. kv_dequantize, kv_dequantize_cols (what attention
+ * uses, kernels/attn.c) and the reference kernels kv_dot and kv_axpy all call it, so kv_dot /
+ * kv_axpy are bit-identical to dequantising first by construction; they only fix the summation
+ * order (kv.h) and keep the decoded values in a 32-float stack buffer. The half and
  * e4m3 decoders are branch-free so that the full-chunk loops vectorise (f16 rows decode about 6x
  * faster than through fp16_to_f32); tests/test_kv.c checks them against the scalar conversions
  * for every code. */
@@ -650,10 +651,7 @@ static void decode_chunk(kv_fmt f, const uint8_t *restrict row, int h, int c, fl
             for (int j = 0; j < KV_CHUNK; j += 16) v_store(y + j, v_load_f16(p + 2 * j));
             break;
         }
-        if (n == KV_CHUNK)
-            for (int j = 0; j < KV_CHUNK; j++) y[j] = f16_decode(load16(p + 2 * j));
-        else
-            for (int j = 0; j < n; j++) y[j] = f16_decode(load16(p + 2 * j));
+        for (int j = 0; j < n; j++) y[j] = f16_decode(load16(p + 2 * j));
         break;
     }
     case KV_INT8: {

@@ -174,7 +174,10 @@ void kv_dequantize_rows(kv_fmt f, const void *src, size_t stride, int n, float *
  * d1 one too or h (decode attention splits a head's columns across threads). */
 void kv_dequantize_cols(kv_fmt f, const void *src, size_t stride, int n, float *y, int h, int d0, int d1);
 
-/* The fused attention kernels. Precondition: kv_row_bytes(f, h) != 0 (not checked: hot path).
+/* Reference dot / axpy over one stored row, used by tests/test_kv.c only (to check the rotated
+ * formats' attention recipe below against the model domain): the attention itself (kernels/attn.c)
+ * dequantises blocks of rows with kv_dequantize_rows / kv_dequantize_cols and computes in f32.
+ * Precondition: kv_row_bytes(f, h) != 0 (not checked).
  *
  * kv_dot: with y = kv_dequantize(f, k), returns the f32 dot product y . q summed in this fixed
  * order: eight partial sums acc[j] (j = 0..7) start at +0 and take acc[i % 8] += y[i] * q[i] for

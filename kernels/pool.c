@@ -40,6 +40,8 @@ static void work(pool *p, int thread) {
 #define SPIN_ROUNDS 20000      /* helpers: ~0.5 ms of polling before they sleep */
 #define CALLER_SPIN 2000       /* the caller: then it yields the core to a preempted helper */
 
+/* The spin-wait hint: the one ISA test outside kernels/vec16*.h (docs/DESIGN.md §2.7); it paces the
+ * polling only and touches no value. */
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();

@@ -3,7 +3,7 @@
  *   1. each fast path against its plain C reference, bit for bit: ops_dot, the dequantisers, the
  *      fused dequantise-and-dot (1..8 rows), the matmul (decode and prefill shapes), the 16-wide
  *      exp against ops_expf (edge values included), the tiled and split attention against
- *      cache_attend_ref for f32 / f16 / bf16 / int8 / q8_0 / q4_0 K/V at head dim 64;
+ *      attn_run_ref for f32 / f16 / bf16 / int8 / q8_0 / q4_0 K/V at head dim 64;
  *   2. one FNV-1a hash of every output above, printed as "simd hash <16 hex digits>". The hash is
  *      the same on every ISA (AVX-512, AVX2, NEON, plain C): tests/neon.test.sh compares the x86
  *      native build's with the NEON and plain C builds' run under qemu-aarch64.
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cache.h"
+#include "kernels/attn.h"
 #include "kernels/fp16.h"
 #include "kernels/ops.h"
 #include "kernels/pool.h"
@@ -171,21 +171,21 @@ static void test_attention(pool *p) {
             cache_store(&c, 0, pos, kv, kv + NKV * HD);
         }
         int bad = 0;
-        /* a prefill chunk (tiled), one with a window, decode steps past CACHE_SPLIT_MIN_KEYS keys (split)
+        /* a prefill chunk (tiled), one with a window, decode steps past ATTN_SPLIT_MIN_KEYS keys (split)
          * and one short of it (tiled); the last two with attention sinks (gpt-oss) */
         static const float sinks[NH] = { 0.5f, -2.0f, 9.0f, 1.5f };
-        cache_attn a[] = { { 0, T, 100, NH, 0, 0.125f, q, o, NULL }, { 0, T, 400, NH, 50, 0.125f, q, o, NULL },
+        attn_args a[] = { { 0, T, 100, NH, 0, 0.125f, q, o, NULL }, { 0, T, 400, NH, 50, 0.125f, q, o, NULL },
                            { 0, 1, 1290, NH, 0, 0.125f, q, o, NULL }, { 0, 1, 700, NH, 0, 0.125f, q, o, NULL },
-                           { 0, 1, CACHE_SPLIT_MIN_KEYS - 57, NH, 0, 0.125f, q, o, NULL },
+                           { 0, 1, ATTN_SPLIT_MIN_KEYS - 57, NH, 0, 0.125f, q, o, NULL },
                            { 0, T, 400, NH, 50, 0.125f, q, o, sinks }, { 0, 1, 1290, NH, 0, 0.125f, q, o, sinks } };
         for (size_t k = 0; k < sizeof a / sizeof a[0]; k++) {
-            cache_attn b = a[k];
+            attn_args b = a[k];
             b.out = r;
-            if (cache_attend(p, &c, &a[k]) || cache_attend_ref(&c, &b)) { bad++; continue; }
+            if (attn_run(p, &c, &a[k]) || attn_run_ref(&c, &b)) { bad++; continue; }
             bad += !same_bits(o, r, (size_t)a[k].T * NH * HD);
             hash_bytes(o, sizeof(float) * (size_t)a[k].T * NH * HD);
         }
-        CHECK(bad == 0, "attention, %s K/V, head dim 64: tiled, windowed and split decode, with and without sinks = cache_attend_ref "
+        CHECK(bad == 0, "attention, %s K/V, head dim 64: tiled, windowed and split decode, with and without sinks = attn_run_ref "
               "(%d differ)",
               kv_fmt_name(fmts[f]), bad);
         cache_free(&c);

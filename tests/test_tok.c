@@ -430,6 +430,46 @@ static void run_model(const char *path, const char *name, int spm_prefix) {
     tok_free(v);
 }
 
+/* tok_max_tokens bounds tok_encode's count for adversarial texts (SPM: stories260K; BPE: rand-qwen2) */
+static void test_tok_bound(void) {
+    static const char *const models[2] = { "stories", "tests/fixtures/models/rand-qwen2.gguf" };
+    char text[4096];
+    for (int mi = 0; mi < 2; mi++) {
+        char path[512], err[256];
+        if (mi == 0) snprintf(path, sizeof path, "%s/models/stories260K.gguf", "tests/fixtures");
+        else snprintf(path, sizeof path, "%s", models[1]);
+        gguf_file *g;
+        tok_vocab *v;
+        if (gguf_open(path, &g, err, sizeof err) || tok_load(g, &v, err, sizeof err)) {
+            CHECK(0, "load the tokenizer of %s (%s)", path, err);
+            continue;
+        }
+        gguf_close(g);
+        int ok = 1;
+        size_t worst_n = 0, worst_len = 1;
+        srand(7);
+        for (int kind = 0; kind < 6; kind++) {
+            for (size_t len = 1; len < sizeof text; len = len * 3 + 1) {
+                for (size_t i = 0; i < len; i++)
+                    text[i] = kind == 0 ? ' ' : kind == 1 ? (char)0xff : kind == 2 ? (char)(rand() & 0xff) :
+                              kind == 3 ? (i % 2 ? ' ' : (char)0x80) : kind == 4 ? "<s> </s>"[i % 8] : (char)(rand() % 3 ? ' ' : 0xc3);
+                for (int special = 0; special < 2; special++) {
+                    int32_t *ids = NULL;
+                    size_t n = 0;
+                    if (tok_encode(v, text, len, 1, special, &ids, &n, err, sizeof err)) { ok = 0; break; }
+                    free(ids);
+                    if (n > tok_max_tokens(v, len)) ok = 0;
+                    if (n * worst_len > worst_n * len) { worst_n = n; worst_len = len; }
+                }
+            }
+        }
+        CHECK(ok, "%s: tok_encode never exceeds tok_max_tokens (spaces, 0xff, random bytes, specials; worst %zu "
+              "tokens for %zu bytes, bound %zu)", mi == 0 ? "SPM" : "BPE", worst_n, worst_len, tok_max_tokens(v, worst_len));
+        tok_free(v);
+    }
+}
+
+
 int main(void) {
     const char *fix = "tests/fixtures";   /* the committed fixtures; tests run from the repo root */
     const char *cache = getenv("STRATA_CACHE");
@@ -521,5 +561,6 @@ int main(void) {
     }
 
     tok_free(st); tok_free(gpt2); tok_free(gpt2b); tok_free(spm); tok_free(phi3); tok_free(ds);
+    test_tok_bound();   /* (from the former tests/test_harden.c) */
     return check_done();
 }

@@ -7,7 +7,7 @@
  * usage: bench_attn [context] [threads] */
 #include "kernels/pool.h"
 #include "kernels/clock.h"
-#include "kernels/cache.h"
+#include "kernels/attn.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,13 +61,13 @@ int main(int argc, char **argv) {
             for (int i = 0; i < n_kv * hd * 2; i++) kv[i] = (float)rand() / RAND_MAX * 2 - 1;
             cache_store(&c, 0, pos, kv, kv + n_kv * hd);
         }
-        cache_attn a = { 0, T, ctx - 32 - T, n_head, 0, 0.125f, q, o, NULL };
+        attn_args a = { 0, T, ctx - 32 - T, n_head, 0, 0.125f, q, o, NULL };
         double t0 = clock_s();
-        int bad = cache_attend(p, &c, &a);
+        int bad = attn_run(p, &c, &a);
         double t1 = clock_s();
         for (int i = 0; i < 32 && !bad; i++) {
-            cache_attn d = { 0, 1, ctx - 32 + i, n_head, 0, 0.125f, q, o, NULL };
-            bad = cache_attend(p, &c, &d);
+            attn_args d = { 0, 1, ctx - 32 + i, n_head, 0, 0.125f, q, o, NULL };
+            bad = attn_run(p, &c, &d);
         }
         double t2 = clock_s();
         cache_free(&c);
