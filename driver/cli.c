@@ -154,3 +154,16 @@ int cli_abs_path(const char *path, char *out, size_t outlen) {
     if (!getcwd(cwd, sizeof cwd)) return -1;
     return snprintf(out, outlen, "%s/%s", cwd, path) < (int)outlen ? 0 : -1;
 }
+
+void cli_resume_take_workers(workers_arm_opts *rec, workers_arm_opts *given) {
+    free(rec->remote);
+    rec->remote = given->remote;
+    rec->n_remote = given->n_remote;
+    given->remote = NULL;
+    given->n_remote = 0;
+    rec->launch = given->launch;
+    rec->launch_listen = given->launch_listen;
+    rec->tls_cert = given->tls_cert;
+    rec->tls_key = given->tls_key;
+    rec->tls_ca = given->tls_ca;
+}

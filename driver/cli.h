@@ -48,6 +48,11 @@ int cli_render(int (*render)(const char *dir, char *err, size_t errlen), const c
 int cli_resume_missing(const workers_arm_opts *rec, const char *rec_worker, const workers_arm_opts *given,
                        const char *given_worker, char *missing, size_t len);
 
+/* --resume: where and how the workers run are the command line's only (cli_resume_missing): moves
+ * given's remote arms (--arm) into rec, freeing rec's array, and copies given's --launch,
+ * --launch-listen and --tls-* strings into rec (borrowed, as before). */
+void cli_resume_take_workers(workers_arm_opts *rec, workers_arm_opts *given);
+
 /* path made absolute against the current directory (not resolved: it need not exist) into out
  * [outlen]. 0, or -1 when it does not fit or the current directory is unknown. */
 int cli_abs_path(const char *path, char *out, size_t outlen);

@@ -249,17 +249,7 @@ int sweep_write_meta(sweep_state *st, const char *status, int complete, char *er
 /* sa[i].twin = the first arm j < i with the same configuration (formats, device, engine, model
  * file's sha256), or -1 */
 static void find_twins(const arm *arms, int n, sweep_arm *sa) {
-    for (int i = 0; i < n; i++) {
-        sa[i].twin = -1;
-        const proto_hello_rep *a = &arms[i].hello;
-        for (int j = 0; j < i && sa[i].twin < 0; j++) {
-            const proto_hello_rep *b = &arms[j].hello;
-            if (!strcmp(a->kv_k, b->kv_k) && !strcmp(a->kv_v, b->kv_v) && !strcmp(a->device, b->device) &&
-                !strcmp(a->engine, b->engine) && !strcmp(a->git, b->git) &&
-                !strcmp(a->model_sha256, b->model_sha256))   /* a weight arm is another configuration */
-                sa[i].twin = j;
-        }
-    }
+    for (int i = 0; i < n; i++) sa[i].twin = workers_twin(arms, i);
 }
 
 /* ============================================================================================

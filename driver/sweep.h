@@ -40,6 +40,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 #include <jansson.h>
@@ -188,5 +189,16 @@ int sweep_request_timeout_ms(double spt, double tokens, int override_ms);
  * before return. */
 int sweep_run(const sweep_config *cfg, arm *arms, int n_arms, sweep_outcome *out, char *err,
               size_t errlen);
+
+/* ---- the command (driver/sweep_cmd.c, its command line in driver/sweep_cli.c) ---------------- */
+
+/* strata-driver sweep ARGS: argv[0] is "sweep". command_line = the driver's argv, shell-quoted,
+ * and git = the driver build's git hash (both for meta.json); stop = the flag the driver's signal
+ * handler raises. Returns the driver's exit code (0 ok, 1 runtime error, 2 usage error, 3 arms
+ * mismatch, 130 interrupted). */
+int sweep_main(int argc, char **argv, const char *command_line, const char *git, volatile sig_atomic_t *stop);
+
+/* The usage text of the command. */
+void sweep_usage(FILE *f);
 
 #endif

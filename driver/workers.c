@@ -189,3 +189,15 @@ json_t *workers_model_json(const char *path, const proto_hello_rep *h) {
     }
     return model;
 }
+
+int workers_twin(const arm *arms, int i) {
+    const proto_hello_rep *a = &arms[i].hello;
+    for (int j = 0; j < i; j++) {
+        const proto_hello_rep *b = &arms[j].hello;
+        if (!strcmp(a->kv_k, b->kv_k) && !strcmp(a->kv_v, b->kv_v) && !strcmp(a->device, b->device) &&
+            !strcmp(a->engine, b->engine) && !strcmp(a->git, b->git) &&
+            !strcmp(a->model_sha256, b->model_sha256))   /* a weight arm is another configuration */
+            return j;
+    }
+    return -1;
+}

@@ -102,4 +102,9 @@ json_t *workers_arm_json(const arm *a);
  * said them (has_window) window and layers_full_context; callers append their own keys. A new object the caller owns (json_decref). */
 json_t *workers_model_json(const char *path, const proto_hello_rep *h);
 
+/* The twin of arms[i] (sweep and needle alike): the first earlier arm configured like it (the same
+ * K/V formats, device, engine, git and model file, from the handshakes), whose rows and tokens it
+ * must match bit for bit; -1 when none. */
+int workers_twin(const arm *arms, int i);
+
 #endif
