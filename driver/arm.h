@@ -72,6 +72,8 @@ enum {
                                   (arm_check_reply): nothing of it is used */
 };
 
+#define ARM_DEVICE_MAX 32            /* a --devices entry ("cuda:0"), NUL included */
+
 typedef struct arm_options arm_options;
 
 typedef struct {
@@ -86,8 +88,8 @@ typedef struct {
                                 * handshake requires the same tokenizer only, not the same weights */
     uint64_t mem_other;        /* local: bytes of the other arms' model files (weight arms), which its
                                 * worker's memory check counts too (--mem-other-weights); 0 = none */
-    char backend[16];          /* local: the worker's --backend ("llama" for a llama:SPEC arm), "" for
-                                * strata's own (no option passed) */
+    char backend[8 + ARM_DEVICE_MAX];   /* local: the worker's --backend ("llama" for a llama:SPEC arm,
+                                * "llama:cuda:1" with --devices), "" for strata's own (no option passed) */
     char spec[ARM_NAME_MAX];   /* a weight arm's KV spec ("" = the reference arm's formats); other
                                 * arms' spec is their name without the "#k" suffix */
     pid_t pid;                 /* local worker while it runs; 0 before spawn / after reaping */
@@ -169,6 +171,7 @@ struct arm_options {
     int mmap_weights;          /* local workers get --mmap-weights (they share the mapped model file) */
     int allow_kv_mismatch;     /* a remote arm whose worker runs other K/V formats than its name says
                                 * is run (labelled by what it runs, arm_relabel_ran) instead of refused */
+    int kv_host;               /* local llama workers get --kv-resident host */
 };
 
 /* Sets arms[0..n).opt = o. */

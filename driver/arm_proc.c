@@ -142,6 +142,7 @@ int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
     if (o && o->allow_overcommit) argv[k++] = "--allow-overcommit";
     if (o && o->rope_f32 && !a->backend[0]) { argv[k++] = "--rope-angles"; argv[k++] = "f32"; }   /* strata's RoPE */
     if (o && o->mmap_weights) argv[k++] = "--mmap-weights";
+    if (o && o->kv_host && !strncmp(a->backend, "llama", 5)) { argv[k++] = "--kv-resident"; argv[k++] = "host"; }
     if (a->mem_other) { argv[k++] = "--mem-other-weights"; argv[k++] = other; }
     argv[k++] = "--listen"; argv[k++] = url;
     if (launch) argv[k++] = "--exit-on-stdin-eof";

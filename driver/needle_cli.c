@@ -41,7 +41,7 @@ void needle_usage(FILE *f) {
         "  the --model arms are just f16), --threads N, --prefill N, --max-context N, --worker PATH,\n"
         "  --tls-cert F --tls-key F --tls-ca F (mutual TLS for tls+tcp:// arms), --launch TEMPLATE and\n"
         "  --launch-listen URL (start the local workers through srun/ssh), --allow-overcommit,\n"
-        "  --mmap-weights, --rope-angles exact|f32, --allow-kv-mismatch\n"
+        "  --mmap-weights, --rope-angles exact|f32, --allow-kv-mismatch, --devices LIST, --kv-resident R\n"
         "output:\n"
         "  --out DIR           results folder (default results/<YYYY-MM-DD-HHMM>-<model>-needle)\n"
         "  --tag T, --force, --quiet, --chunk N (tokens per prefill request, default 1024)\n"

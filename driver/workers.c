@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <ctype.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -32,9 +33,17 @@ int workers_arm_opt(workers_arm_opts *a, int c, const char *arg) {
     case 1007: a->rope_angles = arg; return 1;
     case 1008: a->mmap_weights = 1; return 1;
     case 1009: a->allow_kv_mismatch = 1; return 1;
+    case 1010: a->devices = arg; return 1;
+    case 1011:
+        if (!strcmp(arg, "host")) a->kv_host = 1;
+        else if (!strcmp(arg, "device")) a->kv_host = 0;
+        else a->kv_host = -1;   /* refused by workers_arm_opts_check */
+        return 1;
     default: return 0;
     }
 }
+
+static int device_at(const char *list, int j, char *dev, size_t len);
 
 int workers_arm_opts_check(const workers_arm_opts *a, char *err, size_t errlen) {
     int n_tls = !!a->tls_cert + !!a->tls_key + !!a->tls_ca;
@@ -43,7 +52,44 @@ int workers_arm_opts_check(const workers_arm_opts *a, char *err, size_t errlen) 
     if (a->launch_listen && !a->launch) return errmsg_set(err, errlen, -1, "--launch-listen goes with --launch");
     if (a->rope_angles && strcmp(a->rope_angles, "exact") && strcmp(a->rope_angles, "f32"))
         return errmsg_set(err, errlen, -1, "--rope-angles: exact or f32, got '%s'", a->rope_angles);
+    if (a->kv_host < 0) return errmsg_set(err, errlen, -1, "--kv-resident: host or device");
+    char dev[ARM_DEVICE_MAX];
+    for (int j = 0, r; a->devices && (r = device_at(a->devices, j, dev, sizeof dev)) != 0; j++)
+        if (r < 0)
+            return errmsg_set(err, errlen, -1, "--devices '%.60s': a comma-separated list of llama.cpp devices "
+                              "(cuda:0, vulkan:1, metal, ...), each 1..%d characters of [A-Za-z0-9:_]",
+                              a->devices, ARM_DEVICE_MAX - 1);
     return 0;
+}
+
+/* The j-th device of the list (0-based) into dev [len]: 1, 0 past the end, -1 for an entry that is
+ * empty, too long or has a character other than [A-Za-z0-9:_]. */
+static int device_at(const char *list, int j, char *dev, size_t len) {
+    const char *p = list;
+    for (int i = 0; i < j; i++) {
+        p = strchr(p, ',');
+        if (!p) return 0;
+        p++;
+    }
+    size_t n = strcspn(p, ",");
+    if (n == 0 || n >= len) return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)p[i]) && p[i] != ':' && p[i] != '_') return -1;
+    memcpy(dev, p, n);
+    dev[n] = 0;
+    return 1;
+}
+
+/* --devices: the local llama arms get the list's devices in turn ("llama" -> "llama:cuda:1"). */
+static void assign_devices(arm *arms, int n, const char *list) {
+    char dev[ARM_DEVICE_MAX];
+    int j = 0, n_dev = 0;
+    while (device_at(list, n_dev, dev, sizeof dev) == 1) n_dev++;
+    for (int i = 0; i < n && n_dev; i++) {
+        if (arms[i].remote || strcmp(arms[i].backend, "llama")) continue;
+        device_at(list, j++ % n_dev, dev, sizeof dev);
+        snprintf(arms[i].backend, sizeof arms[i].backend, "llama:%s", dev);
+    }
 }
 
 void workers_arm_opts_free(workers_arm_opts *a) {
@@ -64,8 +110,9 @@ int workers_arms_build(const char *list, const char *ref, const workers_arm_opts
     *tls = (proto_tls){ a->tls_cert, a->tls_key, a->tls_ca };
     *opt = (arm_options){ a->tls_cert ? tls : NULL, a->launch, a->launch_listen, a->allow_overcommit,
                           a->rope_angles && !strcmp(a->rope_angles, "f32"), a->mmap_weights,
-                          a->allow_kv_mismatch };
+                          a->allow_kv_mismatch, a->kv_host > 0 };
     arm_set_options(*arms, *n, opt);
+    if (a->devices) assign_devices(*arms, *n, a->devices);
     return r;
 }
 

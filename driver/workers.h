@@ -30,7 +30,7 @@ typedef struct {
 /* The command-line options that name a run's arms besides --arms and say how their workers start
  * and connect, the same for `sweep` and `needle`: --arm NAME=URL, --arm-model NAME[:SPEC]=FILE,
  * --tls-cert/--tls-key/--tls-ca, --launch, --launch-listen, --allow-overcommit, --mmap-weights, --rope-angles,
- * --allow-kv-mismatch. Strings are
+ * --allow-kv-mismatch, --devices, --kv-resident. Strings are
  * borrowed (argv, or a resumed run's meta.json); the two arrays are malloc'd by workers_arm_opt and
  * freed by workers_arm_opts_free. */
 typedef struct {
@@ -45,6 +45,9 @@ typedef struct {
     const char *rope_angles;  /* NULL, "exact" or "f32" (checked by workers_arm_opts_check) */
     int allow_kv_mismatch;    /* --allow-kv-mismatch: run a remote arm whose worker runs other K/V
                                * formats than its name says, labelled by what it runs */
+    const char *devices;      /* --devices D1,D2,...: the local llama:SPEC arms' devices, in turn (one
+                               * device per worker, no layer split), e.g. "cuda:0,cuda:1"; NULL: none */
+    int kv_host;              /* --kv-resident host: those workers keep their KV cache in host memory */
 } workers_arm_opts;
 
 /* Their getopt_long entries (the codes workers_arm_opt takes), for a command's option table. */
@@ -52,7 +55,7 @@ typedef struct {
     {"arm", 1, 0, 'A'}, {"arm-model", 1, 0, 'B'}, {"tls-cert", 1, 0, 1001}, {"tls-key", 1, 0, 1002}, \
     {"tls-ca", 1, 0, 1003}, {"launch", 1, 0, 1004}, {"launch-listen", 1, 0, 1005},                    \
     {"allow-overcommit", 0, 0, 1006}, {"rope-angles", 1, 0, 1007}, {"mmap-weights", 0, 0, 1008},      \
-    {"allow-kv-mismatch", 0, 0, 1009}
+    {"allow-kv-mismatch", 0, 0, 1009}, {"devices", 1, 0, 1010}, {"kv-resident", 1, 0, 1011}
 
 /* Takes getopt's code c and its argument: 1 when c is one of the options above (stored in *a), 0 when
  * it is not, -1 out of memory. */

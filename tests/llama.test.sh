@@ -222,6 +222,27 @@ else
     echo "skip: $SMOL is not in the cache (make models): the aligned-chunk checks"
 fi
 
+# --devices: the local llama arms get the list's devices in turn (here the only one a CPU build has)
+"$DRV" sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms f16,llama:f16,llama:f32 --ref f16 --depths 2 \
+    --max-depth 100 --fork 4 --devices cpu --kv-resident host --out "$T/dev" --quiet 2> "$T/dev.err"
+rc=$?
+check "sweep --devices cpu --kv-resident host exits 0 (rc $rc)" test $rc -eq 0
+"$DRV" sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms f16,llama:f16,llama:f32 --ref f16 --depths 2 \
+    --max-depth 100 --fork 4 --devices cpu,cuda:0 --out "$T/dev1" --quiet 2> "$T/dev1.err"
+rc=$?
+check "--devices cpu,cuda:0 gives the second llama arm (llama:f32) cuda:0, which this build lacks: it alone fails (rc $rc)" \
+    bash -c "[ $rc -ne 0 ] && grep -q \"arm llama:f32: .*no device 'cuda:0'\" '$T/dev1.err' && ! grep -q 'arm llama:f16:' '$T/dev1.err'"
+bad_input "sweep --devices cuda:0 on a CPU-only libllama: one error naming the build's devices" 1 \
+    "no device 'cuda:0' \(CUDA0\) in this llama.cpp build, which has: CPU" \
+    sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms f16,llama:f16 --depths 2 --max-depth 100 --fork 2 \
+    --devices cuda:0 --out "$T/dev2" --quiet
+bad_input "sweep --devices 'cpu,,x' is refused" 2 "--devices 'cpu,,x': a comma-separated list" \
+    sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms f16,llama:f16 --depths 2 --max-depth 100 --fork 2 \
+    --devices cpu,,x --out "$T/dev3" --quiet
+bad_input "sweep --kv-resident elsewhere is refused" 2 "--kv-resident: host or device" \
+    sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms f16,llama:f16 --depths 2 --max-depth 100 --fork 2 \
+    --kv-resident elsewhere --out "$T/dev4" --quiet
+
 # a hybrid model (rand-qwen35: linear-attention layers 0 and 2): llama.cpp cannot cut its recurrent
 # state back, so the backend keeps a branch point (sequence 1) where each fork probe begins; one
 # pass = separate runs for its llama arm too
