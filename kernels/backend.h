@@ -16,7 +16,7 @@
  *     backend_kv_bytes_per_token / backend_name / backend_threads   for the handshake
  *     backend_free
  *
- * Implementations: kernels/backend_cpu.c ("cpu", kernels/ops.c + kernels/cache.c on a thread
+ * Implementations: kernels/backend_cpu.c ("cpu", kernels/ops.c + kernels/attn.c on a thread
  * pool) and, in a build with libllama (`make llama`), kernels/llama/backend_llama.c ("llama":
  * llama.cpp runs the passes; it is not batch-invariant in every configuration, docs/DESIGN.md
  * §1.1.1). Adding one: docs/DESIGN.md §1.1. Results must not depend on the backend's batching or
@@ -89,7 +89,7 @@ typedef struct {
  *     [post-norm] ; x += o
  *     xb = rmsnorm(x) ; h = act(Wg xb) * (Wu xb) ; d = Wd h ; [post-norm] ; x += d
  * Attention sinks (gpt-oss): head h's learned logit sinks[h] joins its softmax's max and
- * denominator and contributes no value (kernels/cache.h), so the weights of the keys sum to < 1.
+ * denominator and contributes no value (kernels/attn.h), so the weights of the keys sum to < 1.
  * A MoE model (n_expert > 0) replaces the FFN line, per token:
  *     z = Wr xb (+ b_router), the n_expert router logits
  *   gate BACKEND_GATE_SOFTMAX_ALL (qwen3moe):

@@ -80,14 +80,4 @@ void cache_v_rows(const cache *c, int layer, int g, int p, int j0, int n, float 
 /* 1 if some KIVI cell of the layer reads a different boundary at position p than at p - 1. */
 int cache_kivi_step(const cache *c, int layer, int p);
 
-/* Transitional spellings of kernels/attn.h's names, for code written before the move (tests/
- * test_model.c, reworked elsewhere); new code includes kernels/attn.h and uses attn_*. */
-#include "kernels/attn.h"
-#define cache_attn attn_args
-#define cache_attend attn_run
-#define cache_attend_ws attn_run_ws
-#define cache_attend_ref attn_run_ref
-#define cache_attend_scratch_floats attn_scratch_floats
-#define CACHE_SPLIT_MIN_KEYS ATTN_SPLIT_MIN_KEYS
-
 #endif

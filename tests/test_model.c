@@ -4,6 +4,7 @@
  * models' truncation (qwen35, qwen35moe). Argument "qwen35": only those. */
 #include "tests/check.h"
 #include "kernels/ops.h"
+#include "kernels/attn.h"
 #include "kernels/cache.h"
 #include "kernels/kivi.h"
 #include "worker/engine.h"
@@ -198,10 +199,10 @@ static void test_attention(pool *p) {
                 cache_store(&c, 0, pos, k, v);
             }
             for (int sk = 0; sk < 2; sk++) {
-                cache_attn a = { 0, T, pos0, n_head, window, 0.125f, q, o1, sk ? sinks : NULL };
-                cache_attend(p, &c, &a);
+                attn_args a = { 0, T, pos0, n_head, window, 0.125f, q, o1, sk ? sinks : NULL };
+                attn_run(p, &c, &a);
                 a.out = o2;
-                cache_attend_ref(&c, &a);
+                attn_run_ref(&c, &a);
                 CHECK(memcmp(o1, o2, sizeof(float) * T * n_head * hd) == 0,
                       "attention kv %s window %d%s: tiled == reference bit for bit", nm, window, sk ? " sinks" : "");
             }
@@ -210,14 +211,14 @@ static void test_attention(pool *p) {
     free(k); free(v); free(q); free(o1); free(o2);
 }
 
-/* Decode over CACHE_SPLIT_MIN_KEYS keys or more takes the split path (keys, then columns, across
+/* Decode over ATTN_SPLIT_MIN_KEYS keys or more takes the split path (keys, then columns, across
  * threads): bit-identical to the reference for every format, with and without a window, for
  * SmolLM2's shape (3 KV heads of 3 queries, hd 64) and a Gemma-like one (1 KV head of 4, hd 256);
  * and equal to the same position's row of a prefill chunk (the tiled path). */
 static void test_attention_split(pool *p) {
     static const int shapes[2][3] = { { 64, 3, 9 }, { 256, 1, 4 } };   /* hd, n_kv, n_head */
     static const float sinks[9] = { 0.5f, -1.0f, 2.0f, 40.0f, 0.0f, -3.0f, 1.0f, 5.0f, -0.5f };   /* [n_head] */
-    int ctx = CACHE_SPLIT_MIN_KEYS + 77, T = 5;
+    int ctx = ATTN_SPLIT_MIN_KEYS + 77, T = 5;
     for (int si = 0; si < 2; si++) {
         int hd = shapes[si][0], n_kv = shapes[si][1], n_head = shapes[si][2];
         float *k = malloc(sizeof(float) * (size_t)n_kv * hd), *v = malloc(sizeof(float) * (size_t)n_kv * hd);
@@ -240,21 +241,21 @@ static void test_attention_split(pool *p) {
                 cache_store(&c, 0, pos, k, v);
             }
             int same_ref = 1, same_tiled = 1;
-            for (int window = 0; window <= CACHE_SPLIT_MIN_KEYS + 40; window += CACHE_SPLIT_MIN_KEYS + 40)
+            for (int window = 0; window <= ATTN_SPLIT_MIN_KEYS + 40; window += ATTN_SPLIT_MIN_KEYS + 40)
                 for (int sk = 0; sk < 2; sk++) {
                     const float *ql = q + (size_t)(T - 1) * n_head * hd;   /* the last query of the chunk */
-                    cache_attn a = { 0, 1, ctx - 1, n_head, window, 0.125f, ql, o1, sk ? sinks : NULL };
-                    cache_attend(p, &c, &a);
+                    attn_args a = { 0, 1, ctx - 1, n_head, window, 0.125f, ql, o1, sk ? sinks : NULL };
+                    attn_run(p, &c, &a);
                     a.out = o2;
-                    cache_attend_ref(&c, &a);
+                    attn_run_ref(&c, &a);
                     same_ref &= memcmp(o1, o2, sizeof(float) * (size_t)n_head * hd) == 0;
-                    cache_attn b = { 0, T, ctx - T, n_head, window, 0.125f, q, ot, sk ? sinks : NULL };
-                    cache_attend(p, &c, &b);
+                    attn_args b = { 0, T, ctx - T, n_head, window, 0.125f, q, ot, sk ? sinks : NULL };
+                    attn_run(p, &c, &b);
                     same_tiled &= memcmp(o1, ot + (size_t)(T - 1) * n_head * hd, sizeof(float) * (size_t)n_head * hd) == 0;
                 }
             CHECK(same_ref && same_tiled, "split decode attention kv %s, hd %d, %d/%d heads, %d keys, window 0 and %d, "
                   "with and without sinks: == reference and == the prefill row, bit for bit", nm, hd, n_head, n_kv, ctx,
-                  CACHE_SPLIT_MIN_KEYS + 40);
+                  ATTN_SPLIT_MIN_KEYS + 40);
             cache_free(&c);
         }
         free(k); free(v); free(q); free(o1); free(o2); free(ot);
@@ -311,8 +312,8 @@ static void test_attention_f64(pool *p) {
             char err[160];
             if (cache_create(&c, f, f, 1, n_kv, hd, ctx, err, sizeof err)) continue;
             for (int pos = 0; pos < ctx; pos++) cache_store(&c, 0, pos, k + (size_t)pos * hd, v + (size_t)pos * hd);
-            cache_attn a = { 0, T, pos0, n_head, 0, qs, q, o, NULL };
-            cache_attend(p, &c, &a);
+            attn_args a = { 0, T, pos0, n_head, 0, qs, q, o, NULL };
+            attn_run(p, &c, &a);
             double worst = 0;
             for (int t = 0; t < T; t++)
                 for (int h = 0; h < n_head; h++) {
@@ -365,11 +366,11 @@ static void test_attention_sinks_f64(pool *p) {
     for (int pos = 0; pos < CTX; pos++) cache_store(&c, 0, pos, k + (size_t)pos * HD, v + (size_t)pos * HD);
     double worst = 0, moved[NH] = { 0 };
     for (int window = 0; window <= 24; window += 24) {
-        cache_attn a = { 0, T, CTX - T, NH, window, 0.125f, q, o, sinks };
-        cache_attend(p, &c, &a);
+        attn_args a = { 0, T, CTX - T, NH, window, 0.125f, q, o, sinks };
+        attn_run(p, &c, &a);
         a.out = o0;
         a.sinks = NULL;
-        cache_attend(p, &c, &a);
+        attn_run(p, &c, &a);
         for (int t = 0; t < T; t++)
             for (int h = 0; h < NH; h++) {
                 const float *qv = q + ((size_t)t * NH + h) * HD;
@@ -409,7 +410,7 @@ static void test_attention_mixed(pool *p) {
     enum { NL = 3, NKV = 2, NC = NL * NKV };
     static const kv_fmt fk[NC] = { KV_Q4_1, KV_NVFP4 | KV_ROT_B, KV_F16, KV_INT8 | KV_ROT_H, KV_Q4_0R, KV_E5M2 };
     static const kv_fmt fv[NC] = { KV_MXFP4, KV_F32, KV_E4M3S | KV_ROT_H, KV_Q8_0 | KV_ROT_B, KV_F16, KV_IQ4_NL };
-    int hd = 64, n_head = 6, group = n_head / NKV, ctx = CACHE_SPLIT_MIN_KEYS + 20, T = 9;
+    int hd = 64, n_head = 6, group = n_head / NKV, ctx = ATTN_SPLIT_MIN_KEYS + 20, T = 9;
     float *k = malloc(sizeof(float) * (size_t)NKV * hd), *v = malloc(sizeof(float) * (size_t)NKV * hd);
     float *q = malloc(sizeof(float) * (size_t)T * n_head * hd);
     float *o1 = malloc(sizeof(float) * (size_t)T * n_head * hd), *o2 = malloc(sizeof(float) * (size_t)T * n_head * hd);
@@ -430,22 +431,22 @@ static void test_attention_mixed(pool *p) {
     int same = 1, same_ref = 1, same_split = 1;
     size_t gw = (size_t)group * hd;   /* floats of one KV head's query heads in one row */
     for (int l = 0; l < NL; l++) {
-        cache_attn a = { l, T, 100, n_head, l == 1 ? 40 : 0, 0.125f, q, o1, NULL };   /* layer 1 with a window */
-        cache_attend(p, &mixed, &a);
+        attn_args a = { l, T, 100, n_head, l == 1 ? 40 : 0, 0.125f, q, o1, NULL };   /* layer 1 with a window */
+        attn_run(p, &mixed, &a);
         a.out = o2;
-        cache_attend_ref(&mixed, &a);
+        attn_run_ref(&mixed, &a);
         same_ref &= memcmp(o1, o2, sizeof(float) * (size_t)T * n_head * hd) == 0;
         for (int g = 0; g < NKV; g++) {
-            cache_attend(p, &uni[l * NKV + g], &a);
+            attn_run(p, &uni[l * NKV + g], &a);
             for (int t = 0; t < T; t++)
                 same &= memcmp(o1 + ((size_t)t * n_head + g * group) * hd, o2 + ((size_t)t * n_head + g * group) * hd,
                                sizeof(float) * gw) == 0;
         }
-        cache_attn d = { l, 1, ctx - 1, n_head, 0, 0.125f, q, o1, NULL };   /* decode over > CACHE_SPLIT_MIN_KEYS keys */
-        cache_attend(p, &mixed, &d);
+        attn_args d = { l, 1, ctx - 1, n_head, 0, 0.125f, q, o1, NULL };   /* decode over > ATTN_SPLIT_MIN_KEYS keys */
+        attn_run(p, &mixed, &d);
         d.out = o2;
         for (int g = 0; g < NKV; g++) {
-            cache_attend(p, &uni[l * NKV + g], &d);
+            attn_run(p, &uni[l * NKV + g], &d);
             same_split &= memcmp(o1 + (size_t)g * gw, o2 + (size_t)g * gw, sizeof(float) * gw) == 0;
         }
     }
@@ -678,7 +679,7 @@ done:
  * distinct ids per token and layer, every expert used somewhere), pinning (the recorded experts
  * pinned give the same bits; other experts pinned give other logits; an id past the experts is
  * refused), and the quantised-expert twin `twin` (Q8_0, MXFP4; NULL: none) chunk-invariant in two mixes. The
- * bad files the loader refuses are in tests/test_harden.c. */
+ * bad files the loader refuses are in tests/test_loader.c. */
 static void test_moe(pool *p, const char *name, const char *twin) {
     char path[512], err[512], warn[256];
     model *m = NULL;
