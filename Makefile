@@ -91,7 +91,7 @@ TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC)) \
             $(patsubst %,$(BUILD)/tests/test_fuzz_%,$(FUZZ_TARGETS))
 BINS    := $(BUILD)/strata-worker $(BUILD)/strata-driver
 
-.PHONY: all deps test-deps test test-run check-long run bench models clean fuzz fuzz-seeds llama
+.PHONY: all deps test-deps test test-run check-long run bench models clean fuzz fuzz-seeds llama gpu-check
 # keep the test and bench objects (make would delete them as intermediates of a chain)
 .SECONDARY:
 all: $(BINS)
@@ -171,6 +171,16 @@ LLAMA_LIBD := $(patsubst %/,%,$(dir $(LLAMA_LIB)))
 LLAMA_LIBS := $(LLAMA_LIB) $(LLAMA_LIBD)/libggml.a \
               $(filter-out %/libggml-base.a,$(wildcard $(LLAMA_LIBD)/libggml-*.a)) $(LLAMA_LIBD)/libggml-base.a \
               $(LLAMA_LDLIBS) -lstdc++ -ldl
+# a device build of ggml links that device's runtime: CUDA (LLAMA_CMAKE with -DGGML_CUDA=ON) the CUDA
+# runtime and cuBLAS, libcuda from the toolkit's stub at link time (the driver's at run time);
+# Vulkan the loader. Not verified on this project's machines (no CUDA build was made: README)
+ifneq ($(wildcard $(LLAMA_LIBD)/libggml-cuda.a),)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v nvcc))
+LLAMA_LIBS += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib64/stubs -lcudart -lcublas -lcublasLt -lcuda -lrt
+endif
+ifneq ($(wildcard $(LLAMA_LIBD)/libggml-vulkan.a),)
+LLAMA_LIBS += -lvulkan
+endif
 LLAMA_OBJ  := $(BUILD)/obj-llama/kernels/backend.o $(BUILD)/obj-llama/kernels/llama/backend_llama.o
 $(BUILD)/obj-llama/kernels/backend.o: kernels/backend.c $(BUILD)/.llama-dir | $(BUILD)/.deps
 	@mkdir -p $(dir $@)
@@ -221,6 +231,12 @@ test:
 	@$(MAKE) --no-print-directory test-run
 test-run: all $(TEST_BIN) models test-deps
 	@BUILD=$(BUILD) bash tests/run.sh
+
+# llama.cpp arms on a GPU (not in `make test` or CI): builds libllama for the device with all cores,
+# then determinism, one pass = separate runs, parity with the CPU device, tok/s, a 16-depth sweep;
+# a table last (tests/long/gpu_check.sh: GPU_DEVICE=cuda:0, CUDA_ARCH=90-real, GPU_LONG=131072)
+gpu-check: all
+	@BUILD=$(BUILD) bash tests/long/gpu_check.sh
 
 # longer checks, not in `make test`: faults at FAULT_POINTS (default 100) random points of a sweep,
 # each resumed or recovered to byte-identical results (tests/long/faults.sh; a few minutes)
