@@ -20,6 +20,9 @@
  *                formats only: f32 f16 bf16 q8_0 q4_0 q4_1 iq4_nl q5_0 q5_1, no mixes), e.g.
  *                llama:f16, llama:q8_0/f16; the arm's name keeps the prefix, so every table says
  *                which engine ran it
+ *   ref:SPEC     any form above run by strata's plain C reference pass (--backend ref,
+ *                kernels/backend_ref.c: one thread, dense models only; the same bits as strata's
+ *                own engine, so a ref:f16 arm beside f16 differs by nothing: a check of the kernels)
  * Weight arms (--arm-model, arm_add_model): "NAME=FILE" runs FILE instead of the run's --model, with
  * the reference arm's K and V formats; "NAME:SPEC=FILE" with SPEC's (any form above). NAME is free
  * (printable, no spaces, quotes, commas, ':', '#', '='); FILE is everything after the first '='.
@@ -89,7 +92,8 @@ typedef struct {
     uint64_t mem_other;        /* local: bytes of the other arms' model files (weight arms), which its
                                 * worker's memory check counts too (--mem-other-weights); 0 = none */
     char backend[8 + ARM_DEVICE_MAX];   /* local: the worker's --backend ("llama" for a llama:SPEC arm,
-                                * "llama:cuda:1" with --devices), "" for strata's own (no option passed) */
+                                * "llama:cuda:1" with --devices, "ref" for a ref:SPEC arm), "" for
+                                * strata's own (no option passed) */
     char spec[ARM_NAME_MAX];   /* a weight arm's KV spec ("" = the reference arm's formats); other
                                 * arms' spec is their name without the "#k" suffix */
     pid_t pid;                 /* local worker while it runs; 0 before spawn / after reaping */
@@ -115,7 +119,7 @@ typedef struct {
  * ASCII characters, none of: space " ' \ | ` , (report.h's rule). */
 int arm_valid_name(const char *s);
 
-/* Resolves one spec to K and V format names (kv_k, kv_v: ARM_FMT_MAX bytes each); a "llama:" prefix
+/* Resolves one spec to K and V format names (kv_k, kv_v: ARM_FMT_MAX bytes each); a "llama:" or "ref:" prefix
  * (the engine, not a format) is skipped here: arm_resolve_formats sets the arm's backend. ref_k/ref_v are
  * the reference arm's formats, needed for "k:" / "v:" specs (NULL when unknown: then those specs
  * are an error). Allocates nothing. Returns 0, or ARM_E_SPEC with a message in err. */

@@ -140,7 +140,8 @@ int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
     if (l->max_context > 0) { argv[k++] = "--max-context"; argv[k++] = ctx; }
     if (l->mem_arms > 1) { argv[k++] = "--mem-arms"; argv[k++] = arms; }
     if (o && o->allow_overcommit) argv[k++] = "--allow-overcommit";
-    if (o && o->rope_f32 && !a->backend[0]) { argv[k++] = "--rope-angles"; argv[k++] = "f32"; }   /* strata's RoPE */
+    int own_rope = strncmp(a->backend, "llama", 5) != 0;   /* strata's RoPE: its own engine, or ref */
+    if (o && o->rope_f32 && own_rope) { argv[k++] = "--rope-angles"; argv[k++] = "f32"; }
     if (o && o->mmap_weights) argv[k++] = "--mmap-weights";
     if (o && o->kv_host && !strncmp(a->backend, "llama", 5)) { argv[k++] = "--kv-resident"; argv[k++] = "host"; }
     if (a->mem_other) { argv[k++] = "--mem-other-weights"; argv[k++] = other; }

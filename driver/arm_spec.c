@@ -53,15 +53,26 @@ static int spec_error(const char *fmt, const char *spec, const char *why, char *
     if ((fmt[0] >= '0' && fmt[0] <= '9') || fmt[0] == 'h' || fmt[0] == '-')
         return errmsg_set(err, errlen, ARM_E_SPEC, "'%s' is not a KV format: arms are separated by commas, so "
                           "list layers or heads as separate items (f16@0+f16@29, not f16@0,29)", spec);
-    return errmsg_set(err, errlen, ARM_E_SPEC, "%s (arm specs: F, K/V, k:F, v:F, llama:SPEC)", why);
+    return errmsg_set(err, errlen, ARM_E_SPEC, "%s (arm specs: F, K/V, k:F, v:F, llama:SPEC, ref:SPEC)", why);
 }
 
-/* The engine prefix of a spec: "llama:SPEC" gives backend "llama" (into backend [len], when not NULL)
- * and returns SPEC; any other spec is strata's own engine (backend "") and is returned whole. */
+/* The engine prefixes of a spec, each the worker's --backend it selects: llama.cpp's libllama, and
+ * strata's plain C reference pass (kernels/backend_ref.c). */
+static const char *const SPEC_BACKENDS[] = { "llama", "ref" };
+
+/* The engine prefix of a spec: "llama:SPEC" gives backend "llama", "ref:SPEC" backend "ref" (into
+ * backend [len], when not NULL) and returns SPEC; any other spec is strata's own engine (backend
+ * "") and is returned whole. */
 static const char *spec_backend(const char *spec, char *backend, size_t len) {
-    int llama = !strncmp(spec, "llama:", 6);
-    if (backend && len) snprintf(backend, len, "%s", llama ? "llama" : "");
-    return llama ? spec + 6 : spec;
+    if (backend && len) backend[0] = 0;
+    for (size_t i = 0; i < sizeof SPEC_BACKENDS / sizeof SPEC_BACKENDS[0]; i++) {
+        size_t n = strlen(SPEC_BACKENDS[i]);
+        if (!strncmp(spec, SPEC_BACKENDS[i], n) && spec[n] == ':') {
+            if (backend && len) snprintf(backend, len, "%s", SPEC_BACKENDS[i]);
+            return spec + n + 1;
+        }
+    }
+    return spec;
 }
 
 /* The KV formats a llama:SPEC arm may name: llama.cpp's cache types (kernels/llama/backend_llama.c

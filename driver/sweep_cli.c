@@ -46,6 +46,8 @@ void sweep_usage(FILE *f) {
         "                      int8+f16@0+f16@-1 (K and V; also in K/V, k:, v:).\n"
         "                      llama:SPEC runs the arm on llama.cpp (a strata-worker built by `make llama`;\n"
         "                      formats f32 f16 bf16 q8_0 q4_0 q4_1 iq4_nl q5_0 q5_1, no mixes): llama:q8_0\n"
+        "                      ref:SPEC runs it on strata's plain C reference pass (--backend ref: one\n"
+        "                      thread, dense models; the same bits as SPEC, a check): ref:f16\n"
         "  --ref NAME          the reference arm (default f16)\n"
         "  --arm-model NAME=FILE\n"
         "                      also run an arm on another GGUF (a weight quantisation of --model) with\n"

@@ -51,15 +51,18 @@ static float seq_dot(const float *a, const float *b, int n) {
     return s;
 }
 
-static int attend_ref(const cache *c, const attn_args *a) {
+/* scratch: n_keys scores, then the query, one dequantised row and the accumulator, [hd] each;
+ * NULL: allocated here and freed before returning. */
+static int attend_ref(const cache *c, const attn_args *a, float *scratch, size_t n_scratch) {
     int hd = c->hd, group = a->n_head / c->n_kv;
-    int ret = -1;
-    int n_keys = a->pos0 + a->T;
-    float *s = malloc(sizeof(float) * (size_t)n_keys);   /* [n_keys] scores, then weights */
-    float *q = malloc(sizeof(float) * (size_t)hd);       /* [hd] (rotated) query */
-    float *kv = malloc(sizeof(float) * (size_t)hd);      /* [hd] one dequantised row */
-    float *o = malloc(sizeof(float) * (size_t)hd);       /* [hd] accumulator */
-    if (!s || !q || !kv || !o) goto done;
+    size_t n_keys = (size_t)(a->pos0 + a->T), need = n_keys + 3 * (size_t)hd;
+    float *own = NULL;
+    if (!scratch && !(scratch = own = malloc(sizeof(float) * need))) return -1;
+    if (!own && n_scratch < need) return -1;
+    float *s = scratch;                 /* [n_keys] scores, then weights */
+    float *q = s + n_keys;              /* [hd] (rotated) query */
+    float *kv = q + hd;                 /* [hd] one dequantised row */
+    float *o = kv + hd;                 /* [hd] accumulator */
     for (int t = 0; t < a->T; t++) {
         int pos = a->pos0 + t;
         int lo = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
@@ -86,10 +89,8 @@ static int attend_ref(const cache *c, const attn_args *a) {
             memcpy(a->out + ((size_t)t * a->n_head + h) * hd, o, sizeof(float) * (size_t)hd);
         }
     }
-    ret = 0;
-done:
-    free(s); free(q); free(kv); free(o);
-    return ret;
+    free(own);
+    return 0;
 }
 
 /* ---- tiled: QT queries of one head per item, keys in blocks of KEY_BLOCK ----------------------------- */
@@ -535,8 +536,14 @@ int attn_run(pool *p, const cache *c, const attn_args *a) {
 }
 
 int attn_run_ref(const cache *c, const attn_args *a) {
+    return attn_run_ref_ws(c, a, NULL, 0);
+}
+
+size_t attn_ref_scratch_floats(const cache *c) { return (size_t)c->n_ctx + 3 * (size_t)c->hd; }
+
+int attn_run_ref_ws(const cache *c, const attn_args *a, float *scratch, size_t n_scratch) {
     cache view;
     attn_args av;
     layer_view(c, a, &view, &av);
-    return attend_ref(&view, &av);
+    return attend_ref(&view, &av, scratch, n_scratch);
 }

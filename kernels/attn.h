@@ -58,7 +58,12 @@ int attn_run_ws(pool *p, const cache *c, const attn_args *a, float *scratch, siz
 size_t attn_scratch_floats(const cache *c, int n_head, int max_T, int max_window, int threads);
 
 /* The plain reference of the same computation, one query at a time, no tiling, no intrinsics:
- * bit-identical to attn_run (tests check). */
+ * bit-identical to attn_run (tests check). attn_run_ref_ws works in the caller's scratch
+ * [n_scratch] floats, at least attn_ref_scratch_floats(c) (the ref backend's, allocated at
+ * create); attn_run_ref allocates per call. Returns 0, or -1 when scratch cannot be allocated or
+ * is too small. */
 int attn_run_ref(const cache *c, const attn_args *a);
+int attn_run_ref_ws(const cache *c, const attn_args *a, float *scratch, size_t n_scratch);
+size_t attn_ref_scratch_floats(const cache *c);
 
 #endif

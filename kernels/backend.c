@@ -9,6 +9,7 @@
 /* Every implementation this build has; the first is the default. */
 static const backend_impl *const impls[] = {
     &backend_cpu_impl,
+    &backend_ref_impl,     /* kernels/backend_ref.c: the plain C reference of the same pass */
 #ifdef STRATA_LLAMA
     &backend_llama_impl,   /* kernels/llama/backend_llama.c, linked by `make llama` */
 #endif
@@ -23,7 +24,7 @@ int backend_create(const backend_model *m, const backend_config *cfg, backend **
         errmsg_set(err, errlen, -1, "backend 'llama' is not in this build: `make llama` builds llama.cpp (cached) "
                    "and a strata-worker with it (README: \"Your llama.cpp as an arm\")");
     else
-        errmsg_set(err, errlen, -1, "backend '%s' is not in this build (cpu is)", kind);
+        errmsg_set(err, errlen, -1, "backend '%s' is not in this build (cpu and ref are)", kind);
     return -1;
 }
 

@@ -17,7 +17,9 @@
  *     backend_free
  *
  * Implementations: kernels/backend_cpu.c ("cpu", kernels/ops.c + kernels/attn.c on a thread
- * pool) and, in a build with libllama (`make llama`), kernels/llama/backend_llama.c ("llama":
+ * pool), kernels/backend_ref.c ("ref": the same pass in plain C from the kernels' *_ref
+ * references, one thread, dense llama / qwen2 / qwen3 / gemma3 only; bit-identical to cpu, which
+ * tests/test_backend_ref.c checks) and, in a build with libllama (`make llama`), kernels/llama/backend_llama.c ("llama":
  * llama.cpp runs the passes; it is not batch-invariant in every configuration, docs/DESIGN.md
  * §1.1.1). Adding one: docs/DESIGN.md §1.1. Results must not depend on the backend's batching or
  * threading: the same (model, KV formats, tokens, positions) give the same bits whatever the
@@ -167,8 +169,8 @@ typedef int (*backend_mem_check_fn)(void *ctx, const backend_need *need, char *e
 enum { BACKEND_FA_AUTO = 0, BACKEND_FA_ON = 1, BACKEND_FA_OFF = 2 };
 
 typedef struct {
-    const char *kind;                     /* "cpu", "llama" (in a build with it), or NULL for the
-                                           * default (cpu) */
+    const char *kind;                     /* "cpu", "ref", "llama" (in a build with it), or NULL
+                                           * for the default (cpu) */
     const kv_fmt *kv_k, *kv_v;            /* [n_layer][n_kv] each layer's and KV head's K and V
                                            * format (copied); a linear-attention layer's cells are
                                            * ignored (it has no KV cache) */
@@ -191,11 +193,14 @@ typedef struct {
 
 typedef struct backend backend;           /* opaque */
 
-/* Checks that every layer's formats fit the head dim, asks cfg->mem_check, then reserves the KV
- * cache for cfg->n_ctx positions, the scratch for cfg->max_tokens tokens and the threads.
- * Allocates *out (free with backend_free; *out is NULL on failure). Returns 0, or -1 with one
- * line in err: an unknown kind, a format that does not fit the head dim, the memory check's
- * message, "cannot start N threads", "out of memory (prefill chunk N)". */
+/* Checks that the kind implements every feature of m, that every layer's formats fit the head
+ * dim, asks cfg->mem_check, then reserves the KV cache for cfg->n_ctx positions, the scratch for
+ * cfg->max_tokens tokens and the threads. Allocates *out (free with backend_free; *out is NULL on
+ * failure). Returns 0, or -1 with one line in err: an unknown kind, a feature the kind does not
+ * implement (by contract every implementation refuses those here, naming the feature, e.g.
+ * "backend ref does not implement mixture-of-experts layers (n_expert 8)": kernels/backend_impl.h),
+ * a format that does not fit the head dim, the memory check's message, "cannot start N threads",
+ * "out of memory (prefill chunk N)". */
 int backend_create(const backend_model *m, const backend_config *cfg, backend **out, char *err, size_t errlen);
 
 /* Runs tokens[T] (T in 1..max_tokens) at positions pos0..pos0+T-1 through the model, storing
@@ -227,10 +232,10 @@ int backend_truncate(backend *b, int depth, char *err, size_t errlen);
 uint64_t backend_kv_bytes_per_token(const backend *b);
 
 /* What runs the model, for the handshake's `device` field: kind and instruction set, e.g.
- * "cpu-avx512", "cpu-avx2", "cpu-c". A static string. */
+ * "cpu-avx512", "cpu-avx2", "cpu-c", "ref-c". A static string. */
 const char *backend_name(const backend *b);
 
-/* Threads the backend computes with (the cpu backend's pool size). */
+/* Threads the backend computes with (the cpu backend's pool size; 1 for ref). */
 int backend_threads(const backend *b);
 
 /* 1 if this backend's logit rows depend on the shape of the forward that computed them (llama.cpp:
@@ -244,7 +249,8 @@ int backend_aligned_prefill(const backend *b);
 /* Frees everything create allocated; NULL is a no-op. */
 void backend_free(backend *b);
 
-/* 1 if this build has the implementation of that kind ("cpu" always; "llama" with `make llama`). */
+/* 1 if this build has the implementation of that kind ("cpu" and "ref" always; "llama" with
+ * `make llama`). */
 int backend_available(const char *kind);
 
 #endif

@@ -3,7 +3,13 @@
  *
  * An implementation defines its own handle struct whose first member is a `backend` (so a
  * pointer to it is a pointer to that member), fills `impl` at create, and exports one
- * backend_impl table that kernels/backend.c lists. */
+ * backend_impl table that kernels/backend.c lists.
+ *
+ * `create` refuses, by contract, every feature of the backend_model it does not implement (a MoE
+ * layer, a linear-attention layer, attention sinks, ...): it fails with one line naming the
+ * feature ("backend ref does not implement mixture-of-experts layers (n_expert 8)") and reserves
+ * nothing, so that a model is never run with part of its pass left out. `route` may be a no-op
+ * only in a backend whose create refuses MoE models. */
 #ifndef STRATA_BACKEND_IMPL_H
 #define STRATA_BACKEND_IMPL_H
 
@@ -31,6 +37,8 @@ struct backend_impl {
 
 /* kernels/backend_cpu.c */
 extern const backend_impl backend_cpu_impl;
+/* kernels/backend_ref.c */
+extern const backend_impl backend_ref_impl;
 /* kernels/llama/backend_llama.c (only in a build with -DSTRATA_LLAMA: `make llama`) */
 extern const backend_impl backend_llama_impl;
 

@@ -4,6 +4,7 @@
 #   - a sweep f16,int8,f16 over 4 depths writes the results folder; the repeated f16 arm is
 #     bit-identical (KL exactly 0, identical forks); the one-pass rows and fork tokens equal
 #     separate from-scratch runs of the worker on each prefix, byte for byte;
+#   - ref:SPEC arms (the plain C reference backend) give the rows of the same arms on strata's own engine;
 #   - per-position mode writes one positions.tsv row per position per non-reference arm;
 #   - bad input (missing / non-GGUF / truncated model, token id >= vocab, --max-depth past the
 #     context, an unknown KV format, a non-empty results folder, a different model) fails with one
@@ -80,6 +81,20 @@ done
 check "teacher-forced rows of f16 and int8 at 4 depths equal from-scratch prefills bit for bit ($same_rows/8)" test $same_rows -eq 8
 check "fork tokens of f16 and int8 at 4 depths equal from-scratch greedy generation ($same_tok/8)" test $same_tok -eq 8
 check "f16#2 rows equal f16 rows byte for byte ($twin_rows/4)" test $twin_rows -eq 4
+
+# ---- 1b. ref:SPEC arms (--backend ref, kernels/backend_ref.c: the plain C reference pass) ---------
+RR=$T/rref
+"$DRV" sweep --model "$MODEL" --tokens-file "$T/doc.tok" --arms f16,int8,ref:f16,ref:int8 --depths 2 --fork 4 \
+    --chunk 100 --max-depth 200 --out "$RR" --quiet 2> "$T/rref.err"
+rc=$?
+check "sweep f16,int8,ref:f16,ref:int8 exits 0 (rc $rc)" test $rc -eq 0
+[ $rc -ne 0 ] && cat "$T/rref.err"
+check "ref:f16 = f16: KL(arm||ref), KL(ref||arm), JS exactly 0 and identical 4-token forks at both depths" \
+    test "$(awk -F'\t' '$2 == "ref:f16" && $3 == "0" && $4 == "0" && $5 == "0" && $6 == "1" && $14 == "4" && $15 == "1"' "$RR/depths.tsv" | wc -l)" -eq 2
+check "ref:int8 = int8: the same KL and JS strings at both depths (and KL > 0)" \
+    test "$(awk -F'\t' '$2 == "int8" { k[$1] = $3 " " $4 " " $5 } $2 == "ref:int8" && $3 + 0 > 0 && k[$1] == $3 " " $4 " " $5 { n++ } END { print n + 0 }' "$RR/depths.tsv")" -eq 2
+check "meta.json: the two ref arms ran on backend ref, ISA c" \
+    test "$(grep -Ec '"backend": "ref"|"isa": "c"' "$RR/meta.json")" -eq 4
 
 # ---- 2. per-position mode, document given as text ---------------------------------------------
 R2=$T/r2

@@ -146,7 +146,7 @@ wbad() {
     if [ $rc -eq "$want" ] && [ "$lines" -eq 1 ] && grep -Eq -e "$re" "$T/bad.err"; then ok "$desc (rc $rc)"
     else bad "$desc (rc $rc, $lines lines): $(cat "$T/bad.err")"; fi
 }
-wbad "worker --backend vulkan is refused" 2 "--backend: cpu, llama or llama:DEVICE" --backend vulkan
+wbad "worker --backend vulkan is refused" 2 "--backend: cpu, ref, llama or llama:DEVICE" --backend vulkan
 # a device this build lacks (a CPU build has only ggml's "CPU"): one error naming the build's devices
 wbad "worker --backend llama:cuda:0 on a CPU-only libllama names the device and what the build has" 1 \
     "no device 'cuda:0' \(CUDA0\) in this llama.cpp build, which has: CPU; build one for it" --backend llama:cuda:0

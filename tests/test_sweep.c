@@ -124,6 +124,28 @@ static void test_specs(void) {
     free(arms);
     arms = NULL;
     n = 0;
+    /* engine prefixes: llama:SPEC and ref:SPEC set the worker's --backend, the rest of the spec as usual */
+    err[0] = 0;
+    CHECK(arm_add_local("f16,ref:f16,ref:k:int8,ref:q4_0+f16@0/int8,llama:q8_0,refx:f16", &arms, &n, err, sizeof err) == 0 &&
+          n == 6, "f16,ref:f16,ref:k:int8,ref:q4_0+f16@0/int8,llama:q8_0,refx:f16 are six arms (%s)", err);
+    err[0] = 0;
+    ref = arm_resolve_formats(arms, n, "refx:f16", err, sizeof err);
+    CHECK(ref < 0 && strstr(err, "refx:f16"), "refx:f16 is no engine prefix: not a format (%s)", err);
+    free(arms);
+    arms = NULL;
+    n = 0;
+    CHECK(arm_add_local("f16,ref:f16,ref:k:int8,ref:q4_0+f16@0/int8,llama:q8_0", &arms, &n, err, sizeof err) == 0 &&
+          arm_resolve_formats(arms, n, "f16", err, sizeof err) == 0 && !arms[0].backend[0] &&
+          !strcmp(arms[1].backend, "ref") && !strcmp(arms[1].kv_k, "f16") && !strcmp(arms[1].kv_v, "f16") &&
+          !strcmp(arms[2].backend, "ref") && !strcmp(arms[2].kv_k, "int8") && !strcmp(arms[2].kv_v, "f16") &&
+          !strcmp(arms[3].backend, "ref") && !strcmp(arms[3].kv_k, "q4_0+f16@0") && !strcmp(arms[3].kv_v, "int8") &&
+          !strcmp(arms[4].backend, "llama") && !strcmp(arms[4].kv_k, "q8_0") && !strcmp(arms[1].name, "ref:f16"),
+          "ref:SPEC arms run --backend ref with SPEC's formats (k: against the reference, mixes too); llama:SPEC --backend "
+          "llama; the plain arm no --backend; names keep the prefix (%s)", err);
+    CHECK(arm_resolve_formats(arms, n, "ref:f16", err, sizeof err) == 1, "a ref:SPEC arm can be the reference (%s)", err);
+    free(arms);
+    arms = NULL;
+    n = 0;
     CHECK(arm_add_local("f16,,int8", &arms, &n, err, sizeof err) == ARM_E_SPEC, "an empty item is refused");
     free(arms);
     arms = NULL;

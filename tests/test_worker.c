@@ -10,7 +10,9 @@
  *   - 30 connections holding half-sent frames: frames over nng's frame limit are closed at once, and
  *     past 4 connections the oldest that is not the owner's is, the worker's memory stays flat, the
  *     owner is still served;
- *   - a tokenize text that could exceed the reply's token cap is refused before tokenising.
+ *   - a tokenize text that could exceed the reply's token cap is refused before tokenising;
+ *   - --backend ref (kernels/backend_ref.c): the CLI's logits and greedy tokens byte-identical to
+ *     cpu's, the handshake's device "ref-c", a MoE model refused naming the feature.
  * The worker is build/strata-worker beside this program's directory (make test builds it first). */
 #include "tests/check.h"
 #include "tests/gguf_edit.h"
@@ -276,6 +278,68 @@ static void test_owner(void) {
           rc, err, describe(st));
 }
 
+/* ---- --backend ref -------------------------------------------------------------------------------- */
+
+/* The bytes of path (at most cap) into buf; their count, or -1. */
+static long slurp_file(const char *path, char *buf, long cap) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    long n = (long)fread(buf, 1, (size_t)cap, f);
+    fclose(f);
+    return n;
+}
+
+static void test_backend_ref(void) {
+    static char dump[2][1 << 17];   /* stories260K: 8 + rows x 512 x 4 bytes */
+    static const char *const kinds[2] = { "cpu", "ref" };
+    char path[2][256], out[2][512], err[600];
+    long n[2];
+    int st[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(path[k], sizeof path[k], "%s/dump-%s.bin", tmpdir, kinds[k]);
+        const char *args[] = { "--model", model, "--backend", kinds[k], "--kv", "int8", "--prompt", "Once upon a time",
+                               "--max-new", "8", "--dump-logits", path[k], NULL };
+        char tag[32];
+        snprintf(tag, sizeof tag, "cli_%s", kinds[k]);
+        st[k] = proc_wait_for(proc_spawn(tmpdir, worker, tag, args), 60000);
+        snprintf(out[k], sizeof out[k], "%s", proc_slurp(tmpdir, tag, "out"));
+        n[k] = slurp_file(path[k], dump[k], sizeof dump[k]);
+    }
+    CHECK(proc_exit_code(st[0]) == 0 && proc_exit_code(st[1]) == 0 && n[0] > 8 && n[0] == n[1] &&
+          !memcmp(dump[0], dump[1], (size_t)n[0]) && out[0][0] && !strcmp(out[0], out[1]),
+          "--backend ref: the prompt's logit rows (%ld bytes) and 8 greedy tokens byte-identical to --backend cpu (%s, %s)",
+          n[1], describe(st[1]), proc_slurp(tmpdir, "cli_ref", "err"));
+    char url[128];
+    snprintf(url, sizeof url, "ipc://%s/ref.ipc", tmpdir);
+    const char *sargs[] = { "--model", model, "--backend", "ref", "--threads", "2", "--listen", url, NULL };
+    pid_t pid = proc_spawn(tmpdir, worker, "srv_ref", sargs);
+    nng_socket s;
+    proto_msg req, rep;
+    int rc = proto_dial(url, 20000, 1 << 26, &s, err, sizeof err);
+    if (rc == 0) {
+        proto_init(&req, PROTO_HELLO, 0, 1);
+        rc = proto_call(s, &req, &rep, 1 << 20, err, sizeof err);
+        CHECK(rc == 0 && !strcmp(rep.hello_rep.device, "ref-c"), "a --backend ref worker's handshake: device ref-c (%s)",
+              rc ? err : rep.hello_rep.device);
+        if (rc == 0) proto_msg_free(&rep);
+        uint64_t np = 0;
+        rc = prefill(s, 12, 3, PROTO_ROWS_LAST, &np, err, sizeof err);
+        CHECK(rc == 0 && np == 12, "it prefills (n_past %llu: %s)", (unsigned long long)np, rc ? err : "ok");
+        nng_close(s);
+    } else CHECK(0, "dial the --backend ref worker: %s", err);
+    kill(pid, SIGTERM);
+    proc_wait_for(pid, 5000);
+    const char *moe[] = { "--model", "tests/fixtures/models/rand-qwen3moe.gguf", "--backend", "ref", "--prompt", "Hello", NULL };
+    int sm = proc_wait_for(proc_spawn(tmpdir, worker, "ref_moe", moe), 20000);
+    const char *e = proc_slurp(tmpdir, "ref_moe", "err");
+    CHECK(proc_exit_code(sm) == 1 && strstr(e, "backend ref does not implement mixture-of-experts layers (n_expert 8)"),
+          "--backend ref on a MoE model: exit 1 naming the feature (%s: %.200s)", describe(sm), e);
+    const char *bad[] = { "--model", model, "--backend", "reff", "--prompt", "Hello", NULL };
+    int sb = proc_wait_for(proc_spawn(tmpdir, worker, "ref_bad", bad), 20000);
+    e = proc_slurp(tmpdir, "ref_bad", "err");
+    CHECK(proc_exit_code(sb) == 2 && strstr(e, "cpu, ref, llama"), "--backend reff: exit 2 listing cpu, ref, llama (%.200s)", e);
+}
+
 /* ---- many connections with half-sent frames ------------------------------------------------------- */
 
 static long vm_rss_kb(pid_t pid) {
@@ -459,6 +523,7 @@ int main(int argc, char **argv) {
     test_memory();
     test_truncated();
     test_owner();
+    test_backend_ref();
     test_flood();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

@@ -173,7 +173,7 @@ int engine_create_mix(const engine_config *cfg, const char *kv_k_mix, const char
     e->cfg = *cfg;
     e->base_depth = -1;
     /* llama.cpp maps the file itself: strata's loader maps it too, so the pages are shared */
-    if (cfg->backend && strcmp(cfg->backend, "cpu")) e->cfg.mmap_weights = 1;
+    if (cfg->backend && !strncmp(cfg->backend, "llama", 5)) e->cfg.mmap_weights = 1;
     if (cfg->threads < 1 || cfg->chunk < 1) { errmsg_set(err, errlen, -1, "threads and prefill chunk must be >= 1"); goto fail; }
     if (model_load_as(cfg->model_path, e->cfg.mmap_weights ? GGUF_HOLD_MAP : GGUF_HOLD_COPY, &e->m, err, errlen, warn,
                       warnlen)) goto fail;

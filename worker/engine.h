@@ -28,9 +28,10 @@ typedef struct {
     int mmap_weights;     /* 1: the model file mapped (shared by workers on one model); 0: copied
                            * into this process's memory on transparent huge pages (default; faster
                            * decode: kernels/NOTES.md change 26). The results are the same bits. */
-    const char *backend;  /* what runs the passes: NULL or "cpu" (strata's own), "llama" or
-                           * "llama:DEVICE" (llama.cpp, in a build with it: kernels/backend.h); the
-                           * llama backend maps the weights (mmap_weights is implied) */
+    const char *backend;  /* what runs the passes: NULL or "cpu" (strata's own), "ref" (its plain C
+                           * reference), "llama" or "llama:DEVICE" (llama.cpp, in a build with it:
+                           * kernels/backend.h); the llama backend maps the weights (mmap_weights is
+                           * implied) */
     int flash_attn;       /* llama: BACKEND_FA_AUTO (default), _ON, _OFF */
     int kv_rot_off;       /* llama: 1 turns llama.cpp's rotation of quantised K/V off */
     int kv_host;          /* llama: 1 keeps the KV cache in host memory when a device computes

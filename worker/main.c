@@ -54,7 +54,10 @@ static void usage(FILE *f) {
         "                      G tokens, V per token, the recent ones in f16; kivi4-g32-r128 = kivi4);\n"
         "                      tq3 / tq4: whole-head rotation + 3 / 4-bit Lloyd-Max codebook\n"
         "  --kv-k FMT, --kv-v FMT   set K and V separately\n"
-        "  --backend B         what runs the forward passes: cpu (strata's own, the default) or llama /\n"
+        "  --backend B         what runs the forward passes: cpu (strata's own, the default), ref (the\n"
+        "                      same pass in plain C, one thread: bit-identical to cpu and slow, a check;\n"
+        "                      dense llama, qwen2, qwen3 and gemma3 only, it refuses other models naming\n"
+        "                      the feature) or llama /\n"
         "                      llama:cpu (llama.cpp's libllama, in a build made by `make llama`; its KV\n"
         "                      formats: f32 f16 bf16 q8_0 q4_0 q4_1 iq4_nl q5_0 q5_1, one K and one V for\n"
         "                      all layers; it is not batch-invariant in every configuration);\n"
@@ -748,8 +751,8 @@ int main(int argc, char **argv) {
         }
         case 'p': if (parse_int("--prefill", optarg, 1, 1 << 16, &cfg.chunk)) return 2; break;
         case 'B':
-            if (strcmp(optarg, "cpu") && strcmp(optarg, "llama") && strncmp(optarg, "llama:", 6)) {
-                fprintf(stderr, "strata-worker: --backend: cpu, llama or llama:DEVICE (llama:cpu), got '%s'\n", optarg);
+            if (strcmp(optarg, "cpu") && strcmp(optarg, "ref") && strcmp(optarg, "llama") && strncmp(optarg, "llama:", 6)) {
+                fprintf(stderr, "strata-worker: --backend: cpu, ref, llama or llama:DEVICE (llama:cpu), got '%s'\n", optarg);
                 return 2;
             }
             cfg.backend = optarg;
@@ -817,7 +820,7 @@ int main(int argc, char **argv) {
     }
     if (!cfg.model_path) { fprintf(stderr, "strata-worker: --model FILE is required\n"); usage(stderr); return 2; }
     if (optind < argc) { fprintf(stderr, "strata-worker: unexpected argument '%s'\n", argv[optind]); return 2; }
-    int is_llama = cfg.backend && strcmp(cfg.backend, "cpu");
+    int is_llama = cfg.backend && !strncmp(cfg.backend, "llama", 5);   /* cpu and ref are strata's own */
     if (llama_opt && !is_llama) {
         fprintf(stderr, "strata-worker: --flash-attn, --kv-rotation and --kv-resident go with --backend llama\n");
         return 2;
