@@ -395,10 +395,14 @@ static void append(char *buf, size_t len, const char *fmt, ...) {
     va_end(ap);
 }
 
-int arm_check_handshake(const arm *arms, int n, FILE *out, char *notes, size_t noteslen,
-                        char *err, size_t errlen) {
+/* The steps of arm_check_handshake below. differs[f]: field f is not the same on every arm;
+ * fatal[f]: the difference refuses the run; n_own: the arms with their own model (--arm-model). */
+
+/* Which fields differ, and which of those refuse the run: the ones every arm must share, and those the
+ * arms on the same model (the --model and remote arms) must share. Returns n_own. */
+static int compare_fields(const arm *arms, int n, int differs[F_N], int fatal[F_N]) {
     char v[PROTO_STR_MAX], v0[PROTO_STR_MAX];
-    int differs[F_N] = { 0 }, fatal[F_N] = { 0 }, n_own = 0, first_plain = -1;
+    int n_own = 0, first_plain = -1;
     for (int i = 0; i < n; i++) {
         n_own += arms[i].own_model;
         if (!arms[i].own_model && first_plain < 0) first_plain = i;
@@ -419,60 +423,73 @@ int arm_check_handshake(const arm *arms, int n, FILE *out, char *notes, size_t n
             }
         }
     }
-    if (out) {
-        /* column widths; long hashes are shown by their first 16 characters */
-        int w0 = 0, w[64] = { 0 };
-        int nc = n < 64 ? n : 64;
-        for (int f = 0; f < F_N; f++) if ((int)strlen(field_names[f]) > w0) w0 = (int)strlen(field_names[f]);
-        for (int i = 0; i < nc; i++) {
-            w[i] = (int)strlen(arms[i].name);
-            for (int f = 0; f < F_N; f++) {
-                field_value(&arms[i], f, v, sizeof v);
-                int l = (int)strlen(v);
-                if (l > 19) l = 19;
-                if (l > w[i]) w[i] = l;
-            }
-        }
-        fprintf(out, "handshake (* = differs between arms):\n  %-*s", w0, "arm");
-        for (int i = 0; i < nc; i++) fprintf(out, "  %-*s", w[i], arms[i].name);
-        fprintf(out, "\n");
+    return n_own;
+}
+
+/* The handshake table on out: a row per field (weights and file only for runs with weight arms), a
+ * column per arm (the first 64), '*' where the arms differ. */
+static void print_table(FILE *out, const arm *arms, int n, const int differs[F_N], int n_own) {
+    char v[PROTO_STR_MAX];
+    /* column widths; long hashes are shown by their first 16 characters */
+    int w0 = 0, w[64] = { 0 };
+    int nc = n < 64 ? n : 64;
+    for (int f = 0; f < F_N; f++) if ((int)strlen(field_names[f]) > w0) w0 = (int)strlen(field_names[f]);
+    for (int i = 0; i < nc; i++) {
+        w[i] = (int)strlen(arms[i].name);
         for (int f = 0; f < F_N; f++) {
-            if ((f == F_WEIGHTS || f == F_FILE) && !n_own) continue;   /* shown for runs with weight arms */
-            fprintf(out, "%c %-*s", differs[f] ? '*' : ' ', w0, field_names[f]);
-            for (int i = 0; i < nc; i++) {
-                field_value(&arms[i], f, v, sizeof v);
-                if (strlen(v) > 19) { v[16] = '.'; v[17] = '.'; v[18] = '.'; v[19] = 0; }
-                fprintf(out, "  %-*s", w[i], v);
-            }
-            fprintf(out, "\n");
+            field_value(&arms[i], f, v, sizeof v);
+            int l = (int)strlen(v);
+            if (l > 19) l = 19;
+            if (l > w[i]) w[i] = l;
         }
-        fflush(out);
     }
-    /* fatal differences */
-    if (err && errlen) err[0] = 0;
-    int bad = 0;
+    fprintf(out, "handshake (* = differs between arms):\n  %-*s", w0, "arm");
+    for (int i = 0; i < nc; i++) fprintf(out, "  %-*s", w[i], arms[i].name);
+    fprintf(out, "\n");
+    for (int f = 0; f < F_N; f++) {
+        if ((f == F_WEIGHTS || f == F_FILE) && !n_own) continue;   /* shown for runs with weight arms */
+        fprintf(out, "%c %-*s", differs[f] ? '*' : ' ', w0, field_names[f]);
+        for (int i = 0; i < nc; i++) {
+            field_value(&arms[i], f, v, sizeof v);
+            if (strlen(v) > 19) { v[16] = '.'; v[17] = '.'; v[18] = '.'; v[19] = 0; }
+            fprintf(out, "  %-*s", w[i], v);
+        }
+        fprintf(out, "\n");
+    }
+    fflush(out);
+}
+
+/* The fatal differences of fields into err (after *bad earlier ones: "; " between). */
+static void fatal_fields(const arm *arms, int n, const int fatal[F_N], int n_own, int *bad, char *err,
+                         size_t errlen) {
+    char v[PROTO_STR_MAX];
     for (int f = 0; f < F_N; f++) {
         if (!fatal[f]) continue;
         int tok = field_must[f] == 1;
         const char *lead = n_own && tok ? "a weight arm (--arm-model) must have the same tokenizer and vocabulary as "
                                           "the other arms: "
                                         : "the arms differ in more than the KV format: ";
-        append(err, errlen, "%s%s differs:", bad ? "; " : lead, field_names[f]);
+        append(err, errlen, "%s%s differs:", *bad ? "; " : lead, field_names[f]);
         for (int i = 0; i < n; i++) {
             if (!tok && arms[i].own_model) continue;
             field_value(&arms[i], f, v, sizeof v);
             append(err, errlen, " %s=%s", arms[i].name, v);
         }
-        bad = 1;
+        *bad = 1;
     }
+}
+
+/* Arms whose worker reports other K/V formats than they were started or named with: fatal for a
+ * local arm and for a remote one unless --allow-kv-mismatch (then a note). */
+static void kv_mismatches(const arm *arms, int n, int *bad, char *notes, size_t noteslen, char *err, size_t errlen) {
     for (int i = 0; i < n; i++) {
         const arm *a = &arms[i];
         int fmt_differs = a->kv_k[0] && (strcmp(a->kv_k, a->hello.kv_k) || strcmp(a->kv_v, a->hello.kv_v));
         if (!fmt_differs) continue;
         if (!a->remote) {
-            append(err, errlen, "%sarm %s was started with K/V %s/%s but reports %s/%s", bad ? "; " : "",
+            append(err, errlen, "%sarm %s was started with K/V %s/%s but reports %s/%s", *bad ? "; " : "",
                    a->name, a->kv_k, a->kv_v, a->hello.kv_k, a->hello.kv_v);
-            bad = 1;
+            *bad = 1;
         } else if (a->opt && a->opt->allow_kv_mismatch) {
             char label[ARM_NAME_MAX], e2[256];
             if (arm_ran_label(a, label, e2, sizeof e2)) snprintf(label, sizeof label, "?");
@@ -481,12 +498,16 @@ int arm_check_handshake(const arm *arms, int n, FILE *out, char *notes, size_t n
                    a->hello.kv_v, label);
         } else {
             append(err, errlen, "%sremote arm %s is named for K/V %s/%s but its worker runs %s/%s (give "
-                   "--allow-kv-mismatch to run it, labelled by what it runs)", bad ? "; " : "", a->name, a->kv_k,
+                   "--allow-kv-mismatch to run it, labelled by what it runs)", *bad ? "; " : "", a->name, a->kv_k,
                    a->kv_v, a->hello.kv_k, a->hello.kv_v);
-            bad = 1;
+            *bad = 1;
         }
     }
-    if (bad) return ARM_E_MISMATCH;
+}
+
+/* The notes of a run that passed: weight arms, and the fields that differ without refusing it. */
+static void handshake_notes(const arm *arms, int n, const int differs[F_N], char *notes, size_t noteslen) {
+    char v[PROTO_STR_MAX];
     for (int i = 0; i < n; i++) {
         if (!arms[i].own_model) continue;
         append(notes, noteslen, "arm %s runs its own model %s (sha256 %.16s..., %s, %u layers): the arms differ in "
@@ -502,6 +523,19 @@ int arm_check_handshake(const arm *arms, int n, FILE *out, char *notes, size_t n
         }
         append(notes, noteslen, "\n");
     }
+}
+
+int arm_check_handshake(const arm *arms, int n, FILE *out, char *notes, size_t noteslen,
+                        char *err, size_t errlen) {
+    int differs[F_N] = { 0 }, fatal[F_N] = { 0 };
+    int n_own = compare_fields(arms, n, differs, fatal);
+    if (out) print_table(out, arms, n, differs, n_own);
+    if (err && errlen) err[0] = 0;
+    int bad = 0;
+    fatal_fields(arms, n, fatal, n_own, &bad, err, errlen);
+    kv_mismatches(arms, n, &bad, notes, noteslen, err, errlen);
+    if (bad) return ARM_E_MISMATCH;
+    handshake_notes(arms, n, differs, notes, noteslen);
     return 0;
 }
 

@@ -115,53 +115,94 @@ static void launch_close(arm *a) {
     a->out_fd = a->in_fd = -1;
 }
 
-int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
-    char threads[16], prefill[16], ctx[16], arms[16], other[24], url[ARM_URL_MAX], logp[ARM_URL_MAX];
-    if (snprintf(url, sizeof url, "ipc://%s/%d.ipc", l->tmpdir, i) >= (int)sizeof url ||
-        snprintf(logp, sizeof logp, "%s/%d.log", l->tmpdir, i) >= (int)sizeof logp)
-        return errmsg_set(err, errlen, ARM_E_SYSTEM, "temp dir path too long: %s", l->tmpdir);
-    const arm_options *o = a->opt;
-    const char *launch = o ? o->launch : NULL;
-    if (launch) snprintf(url, sizeof url, "%s", o->launch_listen ? o->launch_listen : "tcp://127.0.0.1:0");
-    snprintf(threads, sizeof threads, "%d", l->threads);
-    snprintf(prefill, sizeof prefill, "%d", l->prefill);
-    snprintf(ctx, sizeof ctx, "%d", l->max_context);
-    snprintf(arms, sizeof arms, "%d", l->mem_arms);
-    snprintf(other, sizeof other, "%llu", (unsigned long long)a->mem_other);
+/* A worker's command line: argv [32] (NULL-terminated; the numbers are in w's buffers). */
+typedef struct {
+    char threads[16], prefill[16], ctx[16], arms[16], other[24];
     const char *argv[32];
+} worker_cmd;
+
+/* The command line of arm a's worker, listening on url (a launched worker also exits when its stdin
+ * closes). */
+static void worker_argv(const arm *a, const arm_launch *l, const char *url, worker_cmd *w) {
+    const arm_options *o = a->opt;
+    const char **argv = w->argv;
+    snprintf(w->threads, sizeof w->threads, "%d", l->threads);
+    snprintf(w->prefill, sizeof w->prefill, "%d", l->prefill);
+    snprintf(w->ctx, sizeof w->ctx, "%d", l->max_context);
+    snprintf(w->arms, sizeof w->arms, "%d", l->mem_arms);
+    snprintf(w->other, sizeof w->other, "%llu", (unsigned long long)a->mem_other);
     int k = 0;
     argv[k++] = l->worker;
     if (a->backend[0]) { argv[k++] = "--backend"; argv[k++] = a->backend; }
     argv[k++] = "--model"; argv[k++] = a->model[0] ? a->model : l->model;
     argv[k++] = "--kv-k"; argv[k++] = a->kv_k;
     argv[k++] = "--kv-v"; argv[k++] = a->kv_v;
-    argv[k++] = "--threads"; argv[k++] = threads;
-    if (l->prefill > 0) { argv[k++] = "--prefill"; argv[k++] = prefill; }
-    if (l->max_context > 0) { argv[k++] = "--max-context"; argv[k++] = ctx; }
-    if (l->mem_arms > 1) { argv[k++] = "--mem-arms"; argv[k++] = arms; }
+    argv[k++] = "--threads"; argv[k++] = w->threads;
+    if (l->prefill > 0) { argv[k++] = "--prefill"; argv[k++] = w->prefill; }
+    if (l->max_context > 0) { argv[k++] = "--max-context"; argv[k++] = w->ctx; }
+    if (l->mem_arms > 1) { argv[k++] = "--mem-arms"; argv[k++] = w->arms; }
     if (o && o->allow_overcommit) argv[k++] = "--allow-overcommit";
     int own_rope = strncmp(a->backend, "llama", 5) != 0;   /* strata's RoPE: its own engine, or ref */
     if (o && o->rope_f32 && own_rope) { argv[k++] = "--rope-angles"; argv[k++] = "f32"; }
     if (o && o->mmap_weights) argv[k++] = "--mmap-weights";
     if (o && o->kv_host && !strncmp(a->backend, "llama", 5)) { argv[k++] = "--kv-resident"; argv[k++] = "host"; }
-    if (a->mem_other) { argv[k++] = "--mem-other-weights"; argv[k++] = other; }
+    if (a->mem_other) { argv[k++] = "--mem-other-weights"; argv[k++] = w->other; }
     argv[k++] = "--listen"; argv[k++] = url;
-    if (launch) argv[k++] = "--exit-on-stdin-eof";
+    if (o && o->launch) argv[k++] = "--exit-on-stdin-eof";
     argv[k] = NULL;
+}
+
+/* Closes the ends of the two pipes that are open (-1: not). */
+static void close_pipes(const int in_pipe[2], const int out_pipe[2]) {
+    for (int q = 0; q < 2; q++) {
+        if (in_pipe[q] >= 0) close(in_pipe[q]);
+        if (out_pipe[q] >= 0) close(out_pipe[q]);
+    }
+}
+
+/* The child after fork: its own process group, killed with the driver (parent), stdin and stdout
+ * from the pipes (launched) or /dev/null, stderr into the log; then argv (a local worker) or
+ * sh_argv (the launcher). Only async-signal-safe calls until execv. */
+static _Noreturn void exec_child(pid_t parent, int launched, const int in_pipe[2], const int out_pipe[2],
+                                 int nullfd, int logfd, const char *const *argv, const char *const *sh_argv) {
+    setpgid(0, 0);                              /* terminal Ctrl-C reaches the driver only */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);           /* the driver died: go too */
+    if (getppid() != parent) _exit(126);
+    dup2(launched ? in_pipe[0] : nullfd, 0);
+    dup2(launched ? out_pipe[1] : nullfd, 1);   /* a local worker's stdout says only where it listens */
+    dup2(logfd, 2);
+    if (launched) execv(sh_argv[0], (char *const *)sh_argv);
+    else execv(argv[0], (char *const *)argv);
+    char num[12];
+    const char *msg = "strata-driver: cannot execute the worker: errno ";
+    (void)!write(2, msg, strlen(msg));
+    itoa_safe(errno, num);
+    (void)!write(2, num, strlen(num));
+    (void)!write(2, "\n", 1);
+    _exit(127);
+}
+
+int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
+    char url[ARM_URL_MAX], logp[ARM_URL_MAX];
+    if (snprintf(url, sizeof url, "ipc://%s/%d.ipc", l->tmpdir, i) >= (int)sizeof url ||
+        snprintf(logp, sizeof logp, "%s/%d.log", l->tmpdir, i) >= (int)sizeof logp)
+        return errmsg_set(err, errlen, ARM_E_SYSTEM, "temp dir path too long: %s", l->tmpdir);
+    const arm_options *o = a->opt;
+    const char *launch = o ? o->launch : NULL;
+    if (launch) snprintf(url, sizeof url, "%s", o->launch_listen ? o->launch_listen : "tcp://127.0.0.1:0");
+    worker_cmd w;
+    worker_argv(a, l, url, &w);
     /* launched: sh -c COMMAND, with pipes for the launcher's stdin and stdout */
     char cmd[16384];          /* the launcher's command line (launched arms) */
     int in_pipe[2] = { -1, -1 }, out_pipe[2] = { -1, -1 };
     const char *sh_argv[4] = { "/bin/sh", "-c", cmd, NULL };
     if (launch) {
-        int rc = arm_launch_command(launch, argv, a->name, i, cmd, sizeof cmd, err, errlen);
+        int rc = arm_launch_command(launch, w.argv, a->name, i, cmd, sizeof cmd, err, errlen);
         if (rc) return rc;
         launch_close(a);   /* a restart: the previous launcher's pipes */
         if (pipe2(in_pipe, O_CLOEXEC) || pipe2(out_pipe, O_CLOEXEC)) {
             int e = errno;
-            for (int q = 0; q < 2; q++) {
-                if (in_pipe[q] >= 0) close(in_pipe[q]);
-                if (out_pipe[q] >= 0) close(out_pipe[q]);
-            }
+            close_pipes(in_pipe, out_pipe);
             return errmsg_set(err, errlen, ARM_E_SYSTEM, "arm %s: pipe: %s", a->name, strerror(e));
         }
     }
@@ -180,30 +221,10 @@ int arm_spawn(arm *a, int i, const arm_launch *l, char *err, size_t errlen) {
         int e = errno;
         close(logfd);
         close(nullfd);
-        for (int q = 0; q < 2; q++) {
-            if (in_pipe[q] >= 0) close(in_pipe[q]);
-            if (out_pipe[q] >= 0) close(out_pipe[q]);
-        }
+        close_pipes(in_pipe, out_pipe);
         return errmsg_set(err, errlen, ARM_E_SYSTEM, "arm %s: fork: %s", a->name, strerror(e));
     }
-    if (pid == 0) {
-        /* child: only async-signal-safe calls until execv */
-        setpgid(0, 0);                              /* terminal Ctrl-C reaches the driver only */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);           /* the driver died: go too */
-        if (getppid() != parent) _exit(126);
-        dup2(launch ? in_pipe[0] : nullfd, 0);
-        dup2(launch ? out_pipe[1] : nullfd, 1);   /* a local worker's stdout says only where it listens */
-        dup2(logfd, 2);
-        if (launch) execv(sh_argv[0], (char *const *)sh_argv);
-        else execv(l->worker, (char *const *)argv);
-        char num[12];
-        const char *msg = "strata-driver: cannot execute the worker: errno ";
-        (void)!write(2, msg, strlen(msg));
-        itoa_safe(errno, num);
-        (void)!write(2, num, strlen(num));
-        (void)!write(2, "\n", 1);
-        _exit(127);
-    }
+    if (pid == 0) exec_child(parent, launch != NULL, in_pipe, out_pipe, nullfd, logfd, w.argv, sh_argv);
     setpgid(pid, pid);   /* also here: a signal to the group cannot miss a child not yet running */
     close(logfd);
     close(nullfd);

@@ -44,6 +44,14 @@ int cli_parse_int(const char *opt, const char *s, long lo, long hi, int *out) {
     return 0;
 }
 
+int cli_resumable_opt(workers_arm_opts *ao, int c, const char *arg, const char *beside, int *n_run_opts) {
+    int beside_resume = c > 255 ? c >= 1001 && c <= 1005 : strchr(beside, c) != NULL;
+    if (!beside_resume) (*n_run_opts)++;
+    int taken = workers_arm_opt(ao, c, arg);
+    if (taken < 0) cli_errorf("out of memory");
+    return taken;
+}
+
 int cli_check_tag(const char *tag) {
     if (!tag[0]) { cli_errorf("--tag is empty"); return -1; }
     if (tag[strspn(tag, TAG_CHARS)]) {

@@ -16,6 +16,13 @@ void cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out);
 int cli_parse_int(const char *opt, const char *s, long lo, long hi, int *out);
 
+/* One option of a command that --resume can continue (sweep, needle), before the command's own
+ * switch: counted in *n_run_opts unless it may be given beside --resume (its letter is in beside, or
+ * it is --tls-cert/--tls-key/--tls-ca/--launch/--launch-listen, 1001..1005), then offered to
+ * workers_arm_opt. Returns 1 when that took it, 0 when it is the command's own, -1 (said) when out
+ * of memory. */
+int cli_resumable_opt(workers_arm_opts *ao, int c, const char *arg, const char *beside, int *n_run_opts);
+
 /* 0 when tag (a --tag value: it becomes part of a folder name) is non-empty and made of
  * [A-Za-z0-9._+-]; otherwise prints one error line and returns -1. */
 int cli_check_tag(const char *tag);

@@ -113,10 +113,8 @@ int needle_opts_parse(int argc, char **argv, needle_opts *o, int *explicit_run_o
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:o:qh", opts, NULL)) != -1) {
         /* beside --resume: --threads, --quiet, --worker, --dump-prompts and what says where the workers run */
-        int beside_resume = c > 255 ? c >= 1001 && c <= 1005 : strchr("tqwRUhA", c) != NULL;
-        if (!beside_resume) (*explicit_run_opts)++;
-        int taken = workers_arm_opt(&o->ao, c, optarg);
-        if (taken < 0) { cli_errorf("out of memory"); return RUN_EXIT_RUNTIME; }
+        int taken = cli_resumable_opt(&o->ao, c, optarg, "tqwRUhA", explicit_run_opts);
+        if (taken < 0) return RUN_EXIT_RUNTIME;
         if (taken) continue;
         switch (c) {
         case 'm': o->model = optarg; break;

@@ -67,6 +67,69 @@ static int parse_ids(const char *s, int32_t **ids, size_t *n) {
     return 0;
 }
 
+/* Cuts line at its tabs into fld [N_FIELDS]; returns the count of fields (N_FIELDS + 1: more). */
+static int split_fields(char *line, char *fld[N_FIELDS]) {
+    int nf = 0;
+    for (char *p = line;; ) {
+        if (nf == N_FIELDS) { nf++; break; }
+        fld[nf++] = p;
+        char *t = strchr(p, '\t');
+        if (!t) break;
+        *t = 0;
+        p = t + 1;
+    }
+    return nf;
+}
+
+/* One row's fields into *r (zeroed by the caller; r->generated, gold and gen malloc'd, freed by
+ * needle_rows_free), every value checked, and the exact flag and answer against the generated text.
+ * Returns 0, or -1 with the message (path:lineno) in err. */
+static int parse_row(needle_row *r, char *fld[N_FIELDS], const char *path, long lineno, char *err, size_t errlen) {
+    long v[7];
+    char *end;
+    int bad = parse_long_field(fld[0], 1, 1L << 30, &v[0]) || parse_long_field(fld[1], 0, 100, &v[1]) ||
+              parse_long_field(fld[2], 0, 1L << 30, &v[2]) ||
+              parse_long_field(fld[4], NEEDLE_KEY_MIN, NEEDLE_KEY_MAX, &v[3]) ||
+              parse_long_field(fld[6], 0, 1, &v[4]) || parse_long_field(fld[9], 1, 1L << 40, &v[5]) ||
+              parse_long_field(fld[10], 0, 1L << 40, &v[6]);
+    int chat = !strcmp(fld[3], "chat") ? 1 : !strcmp(fld[3], "raw") ? 0 : -1;
+    errno = 0;
+    double lp = strtod(fld[8], &end);
+    if (bad || chat < 0 || errno || end == fld[8] || *end || !report_name_ok(fld[5]) || v[6] >= v[5]) {
+        return errmsg_set(err, errlen, -1, "%s:%ld: a value is malformed or out of range", path, lineno);
+    }
+    r->length = (int)v[0];
+    r->position = (int)v[1];
+    r->trial = (int)v[2];
+    r->chat = chat;
+    r->key = (uint32_t)v[3];
+    snprintf(r->arm, sizeof r->arm, "%s", fld[5]);
+    r->exact = (int)v[4];
+    r->logprob = lp;
+    r->n_prompt = v[5];
+    r->needle_pos = v[6];
+    long al = needle_unescape(fld[7]);
+    long gl = needle_unescape(fld[11]);
+    if (al < 0 || gl < 0 || (size_t)al >= sizeof r->answer) {
+        return errmsg_set(err, errlen, -1, "%s:%ld: a bad escape in a text field", path, lineno);
+    }
+    memcpy(r->answer, fld[7], (size_t)al + 1);
+    if (!(r->generated = malloc((size_t)gl + 1))) return errmsg_set(err, errlen, -1, "out of memory");
+    memcpy(r->generated, fld[11], (size_t)gl + 1);
+    r->n_generated = (size_t)gl;
+    if (parse_ids(fld[12], &r->gold, &r->n_gold) || parse_ids(fld[13], &r->gen, &r->n_gen) || !r->n_gold) {
+        return errmsg_set(err, errlen, -1, "%s:%ld: bad token ids", path, lineno);
+    }
+    char want[32];
+    needle_first_digits(r->generated, r->n_generated, want, sizeof want);
+    char key[16];
+    snprintf(key, sizeof key, "%u", r->key);
+    if (strcmp(want, r->answer) || r->exact != !strcmp(r->answer, key)) {
+        return errmsg_set(err, errlen, -1, "%s:%ld: exact/answer do not agree with the generated text", path, lineno);
+    }
+    return 0;
+}
+
 int needle_rows_read(const char *path, needle_row **rows, size_t *n, size_t *n_dropped, char *err,
                      size_t errlen) {
     char *line = NULL;
@@ -94,15 +157,7 @@ int needle_rows_read(const char *path, needle_row **rows, size_t *n, size_t *n_d
             continue;
         }
         char *fld[N_FIELDS];
-        int nf = 0;
-        for (char *p = line;; ) {
-            if (nf == N_FIELDS) { nf++; break; }
-            fld[nf++] = p;
-            char *t = strchr(p, '\t');
-            if (!t) break;
-            *t = 0;
-            p = t + 1;
-        }
+        int nf = split_fields(line, fld);
         if (nf != N_FIELDS) {
             errmsg_set(err, errlen, -1, "%s:%ld: %d fields, expected %d", path, lineno, nf, N_FIELDS);
             goto done;
@@ -117,52 +172,7 @@ int needle_rows_read(const char *path, needle_row **rows, size_t *n, size_t *n_d
         needle_row *r = &(*rows)[*n];
         memset(r, 0, sizeof *r);
         (*n)++;
-        long v[7];
-        char *end;
-        int bad = parse_long_field(fld[0], 1, 1L << 30, &v[0]) || parse_long_field(fld[1], 0, 100, &v[1]) ||
-                  parse_long_field(fld[2], 0, 1L << 30, &v[2]) ||
-                  parse_long_field(fld[4], NEEDLE_KEY_MIN, NEEDLE_KEY_MAX, &v[3]) ||
-                  parse_long_field(fld[6], 0, 1, &v[4]) || parse_long_field(fld[9], 1, 1L << 40, &v[5]) ||
-                  parse_long_field(fld[10], 0, 1L << 40, &v[6]);
-        int chat = !strcmp(fld[3], "chat") ? 1 : !strcmp(fld[3], "raw") ? 0 : -1;
-        errno = 0;
-        double lp = strtod(fld[8], &end);
-        if (bad || chat < 0 || errno || end == fld[8] || *end || !report_name_ok(fld[5]) || v[6] >= v[5]) {
-            errmsg_set(err, errlen, -1, "%s:%ld: a value is malformed or out of range", path, lineno);
-            goto done;
-        }
-        r->length = (int)v[0];
-        r->position = (int)v[1];
-        r->trial = (int)v[2];
-        r->chat = chat;
-        r->key = (uint32_t)v[3];
-        snprintf(r->arm, sizeof r->arm, "%s", fld[5]);
-        r->exact = (int)v[4];
-        r->logprob = lp;
-        r->n_prompt = v[5];
-        r->needle_pos = v[6];
-        long al = needle_unescape(fld[7]);
-        long gl = needle_unescape(fld[11]);
-        if (al < 0 || gl < 0 || (size_t)al >= sizeof r->answer) {
-            errmsg_set(err, errlen, -1, "%s:%ld: a bad escape in a text field", path, lineno);
-            goto done;
-        }
-        memcpy(r->answer, fld[7], (size_t)al + 1);
-        if (!(r->generated = malloc((size_t)gl + 1))) { errmsg_set(err, errlen, -1, "out of memory"); goto done; }
-        memcpy(r->generated, fld[11], (size_t)gl + 1);
-        r->n_generated = (size_t)gl;
-        if (parse_ids(fld[12], &r->gold, &r->n_gold) || parse_ids(fld[13], &r->gen, &r->n_gen) || !r->n_gold) {
-            errmsg_set(err, errlen, -1, "%s:%ld: bad token ids", path, lineno);
-            goto done;
-        }
-        char want[32];
-        needle_first_digits(r->generated, r->n_generated, want, sizeof want);
-        char key[16];
-        snprintf(key, sizeof key, "%u", r->key);
-        if (strcmp(want, r->answer) || r->exact != !strcmp(r->answer, key)) {
-            errmsg_set(err, errlen, -1, "%s:%ld: exact/answer do not agree with the generated text", path, lineno);
-            goto done;
-        }
+        if (parse_row(r, fld, path, lineno, err, errlen)) goto done;
     }
     if (len == -2) goto done;   /* a line over REPORT_LINE_MAX: err says so */
     if (lineno == 0) { errmsg_set(err, errlen, -1, "%s is empty", path); goto done; }

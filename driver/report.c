@@ -20,24 +20,15 @@
  * README.md sections
  * ========================================================================================== */
 
-static void md_num_or_unknown(FILE *o, double v, const char *unit) {
-    if (isnan(v)) fprintf(o, "unknown");
-    else fprintf(o, "%.0f%s", v, unit);
-}
-
-static void readme_setup(FILE *o, const report_results *R, const report_analysis *A) {
+/* The setup table: model, reference and floor arms, depths, document, fork probe, provenance. */
+static void setup_table(FILE *o, const report_results *R, const report_analysis *A) {
     fprintf(o, "## Setup\n\n| | |\n|---|---|\n");
     /* strings from meta.json: control bytes were escaped on loading, '|' is escaped here */
     fputs("| Model | `", o);
     report_md_cell(o, report_model_name(R));
     fputs("` — ", o);
     report_md_cell(o, R->model_arch);
-    fputs(", ", o);
-    md_num_or_unknown(o, R->n_layer, " layers");
-    fprintf(o, ", vocabulary ");
-    md_num_or_unknown(o, R->n_vocab, "");
-    fprintf(o, ", context ");
-    md_num_or_unknown(o, R->n_ctx, "");
+    report_md_model_sizes(o, R->n_layer, R->n_vocab, R->n_ctx);
     fputs(" |\n| Model sha256 | `", o);
     report_md_cell(o, R->model_sha);
     fputs("` |\n", o);
@@ -54,7 +45,7 @@ static void readme_setup(FILE *o, const report_results *R, const report_analysis
     fputs(" |\n| Document | `", o);
     report_md_cell(o, R->doc_path);
     fputs("`, ", o);
-    md_num_or_unknown(o, R->doc_tokens, " tokens");
+    report_md_num(o, R->doc_tokens, " tokens");
     fputs(" — ", o);
     report_md_cell(o, R->doc_desc);
     fputs(" |\n", o);
@@ -74,11 +65,15 @@ static void readme_setup(FILE *o, const report_results *R, const report_analysis
     if (isnan(R->wall)) fprintf(o, "unknown");
     else fprintf(o, "%.1f s", R->wall);
     fprintf(o, " |\n\n");
+}
+
+/* The arms table: formats, KV bytes per token, role, own weights. */
+static void setup_arms(FILE *o, const report_results *R) {
     fprintf(o, "| Arm | K cache | V cache | KV bytes per token | Role |\n|---|---|---|---:|---|\n");
     for (int i = 0; i < R->n_arms; i++) {
         const report_arm *a = &R->arms[i];
         fprintf(o, "| %s | %s | %s | ", a->name, a->kv_k, a->kv_v);
-        md_num_or_unknown(o, a->kv_bytes, "");
+        report_md_num(o, a->kv_bytes, "");
         fprintf(o, " | %s%s%s", report_arm_role(R, i), a->base >= 0 ? " of " : "",
                 a->base >= 0 ? R->arms[a->base].name : "");
         if (a->weight_arm) {
@@ -88,8 +83,11 @@ static void readme_setup(FILE *o, const report_results *R, const report_analysis
         }
         fprintf(o, " |\n");
     }
-    /* arms run by llama.cpp (llama:SPEC): which engine ran each arm, said only when one did (the
-     * README of a strata-only run stays as it was) */
+}
+
+/* Which engine ran each arm, said only when llama.cpp ran one (the README of a strata-only run
+ * stays as it was). */
+static void setup_engines(FILE *o, const report_results *R) {
     int n_llama = 0;
     for (int i = 0; i < R->n_arms; i++) n_llama += !strncmp(R->arms[i].device, "llama.cpp", 9);
     if (n_llama) {
@@ -115,6 +113,10 @@ static void readme_setup(FILE *o, const report_results *R, const report_analysis
                 "recomputed in its full chunk, the engine's own noise to set beside the KV effect "
                 "(docs/DESIGN.md §1.1.1).\n");
     }
+}
+
+/* The notes on weight arms (--arm-model) and on a mixture-of-experts model's routing. */
+static void setup_weights_routing(FILE *o, const report_results *R) {
     int n_weight = 0;
     for (int i = 0; i < R->n_arms; i++) n_weight += R->arms[i].weight_arm;
     if (n_weight)
@@ -138,6 +140,13 @@ static void readme_setup(FILE *o, const report_results *R, const report_analysis
         }
         fprintf(o, "%s.\n", first ? " no arm (no counts recorded)" : "");
     }
+}
+
+static void readme_setup(FILE *o, const report_results *R, const report_analysis *A) {
+    setup_table(o, R, A);
+    setup_arms(o, R);
+    setup_engines(o, R);
+    setup_weights_routing(o, R);
     fprintf(o, "\n");
 }
 
@@ -376,11 +385,16 @@ static void readme_stats(FILE *o, const report_results *R, const report_analysis
  * readme_write: the whole README.md
  * ========================================================================================== */
 
-static void readme_write(FILE *o, const report_results *R, const report_analysis *A,
-                         const report_extra *X, const report_verdicts *V, const int *drawn) {
-    const char *ref = A->ref_label;
-    fprintf(o, "# strata results: %s\n\n", R->tag);
+/* Repeated arms (NAME#k) in the run. */
+static int count_repeats(const report_results *R) {
+    int n_rep = 0;
+    for (int i = 0; i < R->n_arms; i++) n_rep += R->arms[i].base >= 0;
+    return n_rep;
+}
 
+/* What comes before the answer: an unfinished run, a repeated arm that is not bit-identical, and
+ * per-position streaming whose positions.tsv is missing. */
+static void readme_alarms(FILE *o, const report_results *R, const report_analysis *A) {
     /* an unfinished run says so before anything else */
     if (!R->complete) {
         fprintf(o, "> **INCOMPLETE RUN — %d of %d depths measured", R->depths_measured, R->depths_planned);
@@ -407,23 +421,11 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
         fprintf(o, "> **Note:** meta.json says per-position streaming was on, but positions.tsv "
                 "is missing or empty (a folder whose positions.tsv was too big to commit lacks it on a fresh "
                 "clone): every statistic below is over the depth rows only.\n\n");
+}
 
-    report_verdicts_readme(o, R, A, V);   /* the answer first: only the loud warnings above it */
-
-    fprintf(o, "What KV-cache precision does to the next-token distribution and to greedy "
-            "continuations, against the %s reference, on %s. Divergences are in nats; "
-            "\"fork\" is the first of %d greedily generated tokens at which an arm's stream "
-            "differs from the reference's.\n\n", ref, report_model_name(R), R->fork_n);
-
-    readme_setup(o, R, A);
-
-    if (R->n_warnings) {
-        fprintf(o, "## Warnings recorded by the sweep\n\n");
-        for (int i = 0; i < R->n_warnings; i++) fprintf(o, "- %s\n", R->warnings[i]);
-        fprintf(o, "\n");
-    }
-
-    report_bins_readme(o, R, A, V, drawn[REPORT_N_PLOTS]);
+/* The depth tables: one per arm that is neither the reference nor the floor. */
+static void readme_depth_tables(FILE *o, const report_results *R, const report_analysis *A) {
+    const char *ref = A->ref_label;
     fprintf(o, "## Depth tables\n\nThe original table's columns (KL(arm‖ref) and JS of the "
             "teacher-forced next-token distribution at position depth−1; whether the top-1 token "
             "agrees; the fork token index, or \"identical\" when all %d greedy tokens agree), then "
@@ -432,9 +434,11 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
             "thousands (15K). KL and JS: 2 significant digits.\n\n", R->fork_n, ref);
     for (int i = 0; i < R->n_arms; i++)
         if (i != R->ref && !R->arms[i].is_floor) readme_depth_table(o, R, A, i);
+}
 
-    int n_rep = 0;
-    for (int i = 0; i < R->n_arms; i++) n_rep += R->arms[i].base >= 0;
+/* The repeat check: each repeated arm against the arm it repeats. */
+static void readme_repeats(FILE *o, const report_results *R, const report_analysis *A) {
+    int n_rep = count_repeats(R);
     fprintf(o, "## Repeat check\n\n");
     if (!n_rep) {
         fprintf(o, "Not measured: no repeated arm (NAME#2) in this run, so run-to-run determinism "
@@ -448,7 +452,10 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
                         A->a[i].repeat_detail);
         fprintf(o, "\n");
     }
+}
 
+/* The statistics: how every interval is computed, then each test arm's and the floor's. */
+static void readme_statistics(FILE *o, const report_results *R, const report_analysis *A, const report_extra *X) {
     fprintf(o, "## Statistics\n\n95%% confidence intervals in brackets. Means: circular block "
             "bootstrap (%d resamples, mt19937 seed %lu) over rows in depth or position order with the "
             "Politis–White block length, because neighbouring positions are correlated, its draws "
@@ -468,7 +475,11 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
         if (report_is_test_arm(R, i)) readme_stats(o, R, A, i);
     if (R->floor >= 0) readme_stats(o, R, A, R->floor);
     report_extra_readme(o, R, A, X);
+}
 
+/* What the numbers support: the claims' definitions and each test arm's verdicts. */
+static void readme_claims(FILE *o, const report_results *R, const report_analysis *A, const report_verdicts *V) {
+    const char *ref = A->ref_label;
     fprintf(o, "## What the numbers support\n\nDefinitions (k = %.0f, ε = %.2g):\n\n"
             "- *Distinguishable in distribution over depths / positions*: supported when the lower end of the "
             "CI of mean KL(arm‖%s) is above k × the mean noise floor KL(%s‖fp32) over the same rows; not "
@@ -504,8 +515,10 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
         }
     if (!n_claims) fprintf(o, "| (no test arm) | **not measured** | |\n");
     fprintf(o, "\n");
+}
 
-    readme_sizes(o, R, A, V);
+/* The plots, each with its caption, or why it was not drawn. */
+static void readme_plots(FILE *o, const report_results *R, const int *drawn) {
     fprintf(o, "## Plots\n\n");
     static const char *const captions[REPORT_N_PLOTS] = {
         "KL and JS vs depth (log scale); grey: the noise floor KL(ref‖fp32) and the band up to "
@@ -526,7 +539,10 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
                         ? "not measured (no positions.tsv)"
                         : "not drawn (no positive values to put on a log axis, or no arm)");
     }
+}
 
+static void readme_limitations(FILE *o, const report_results *R) {
+    int n_rep = count_repeats(R);
     fprintf(o, "## Limitations\n\n");
     fprintf(o, "- One document and one model: the numbers describe this text at these depths, "
             "not KV precision in general.\n");
@@ -547,7 +563,10 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
         fprintf(o, "- No repeated arm: run-to-run determinism is not checked in this run.\n");
     fprintf(o, "- Log-probabilities: z = logit − max in f32, log-sum-exp in double (docs/DESIGN.md §3); "
             "KL values below ~1e-7 carry rounding of order 1e-6 relative or more.\n\n");
+}
 
+/* How to reproduce the folder, and where its numbers come from. */
+static void readme_provenance(FILE *o, const report_results *R) {
     fprintf(o, "## Reproduce\n\n```sh\n%s\n```\n\nRe-render this folder from its TSV/JSON files "
             "(no model needed): `strata-driver report <this folder>`.\n\n", R->command);
 
@@ -574,6 +593,33 @@ static void readme_write(FILE *o, const report_results *R, const report_analysis
         }
         fprintf(o, ".\n");
     }
+}
+
+static void readme_write(FILE *o, const report_results *R, const report_analysis *A,
+                         const report_extra *X, const report_verdicts *V, const int *drawn) {
+    const char *ref = A->ref_label;
+    fprintf(o, "# strata results: %s\n\n", R->tag);
+    readme_alarms(o, R, A);
+    report_verdicts_readme(o, R, A, V);   /* the answer first: only the loud warnings above it */
+    fprintf(o, "What KV-cache precision does to the next-token distribution and to greedy "
+            "continuations, against the %s reference, on %s. Divergences are in nats; "
+            "\"fork\" is the first of %d greedily generated tokens at which an arm's stream "
+            "differs from the reference's.\n\n", ref, report_model_name(R), R->fork_n);
+    readme_setup(o, R, A);
+    if (R->n_warnings) {
+        fprintf(o, "## Warnings recorded by the sweep\n\n");
+        for (int i = 0; i < R->n_warnings; i++) fprintf(o, "- %s\n", R->warnings[i]);
+        fprintf(o, "\n");
+    }
+    report_bins_readme(o, R, A, V, drawn[REPORT_N_PLOTS]);
+    readme_depth_tables(o, R, A);
+    readme_repeats(o, R, A);
+    readme_statistics(o, R, A, X);
+    readme_claims(o, R, A, V);
+    readme_sizes(o, R, A, V);
+    readme_plots(o, R, drawn);
+    readme_limitations(o, R);
+    readme_provenance(o, R);
 }
 
 /* ============================================================================================

@@ -355,6 +355,13 @@ char *report_gp_str(char *dst, size_t len, const char *s);
 void report_gp_data_put(FILE *g, const char *s);
 /* Writes s for a Markdown table cell: '|' as "\\|". */
 void report_md_cell(FILE *o, const char *s);
+/* One row of the setup table of a comparison (report_compare, needle_report_compare): the name, both
+ * values as cells (report_md_cell), and "**differs**" or "same". */
+void report_md_setup_row(FILE *o, const char *name, const char *a, const char *b);
+/* v with its unit ("%.0f" then unit), or "unknown" when v is NaN (absent from meta.json). */
+void report_md_num(FILE *o, double v, const char *unit);
+/* The model's sizes in a README's setup table: ", N layers, vocabulary V, context C" (report_md_num). */
+void report_md_model_sizes(FILE *o, double n_layer, double n_vocab, double n_ctx);
 /* Escapes the control bytes of the message in err [errlen] in place (safeio_escape): a message may
  * quote a field of the folder, and goes to the terminal. The entry points (report_render,
  * report_compare, needle_report_render, needle_report_compare) call it on failure. */

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -217,6 +218,28 @@ void report_md_cell(FILE *o, const char *s) {
         if (*p == '|') fputs("\\|", o);
         else fputc(*p, o);
     }
+}
+
+void report_md_setup_row(FILE *o, const char *name, const char *a, const char *b) {
+    fprintf(o, "| %s | ", name);
+    report_md_cell(o, a);   /* from meta.json: '|' escaped (control bytes were on loading) */
+    fputs(" | ", o);
+    report_md_cell(o, b);
+    fprintf(o, " | %s |\n", strcmp(a, b) ? "**differs**" : "same");
+}
+
+void report_md_num(FILE *o, double v, const char *unit) {
+    if (isnan(v)) fprintf(o, "unknown");
+    else fprintf(o, "%.0f%s", v, unit);
+}
+
+void report_md_model_sizes(FILE *o, double n_layer, double n_vocab, double n_ctx) {
+    fputs(", ", o);
+    report_md_num(o, n_layer, " layers");
+    fprintf(o, ", vocabulary ");
+    report_md_num(o, n_vocab, "");
+    fprintf(o, ", context ");
+    report_md_num(o, n_ctx, "");
 }
 
 void report_err_clean(char *err, size_t errlen) {

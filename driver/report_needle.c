@@ -174,14 +174,6 @@ done:
  * needle_report_compare
  * ========================================================================================== */
 
-static void cmp_setup(FILE *o, const char *name, const char *a, const char *b) {
-    fprintf(o, "| %s | ", name);
-    report_md_cell(o, a);   /* from meta.json: '|' escaped (control bytes were on loading) */
-    fputs(" | ", o);
-    report_md_cell(o, b);
-    fprintf(o, " | %s |\n", strcmp(a, b) ? "**differs**" : "same");
-}
-
 static void list_text(const int *v, int n, char *buf, size_t len) {
     size_t w = 0;
     buf[0] = 0;
@@ -206,22 +198,22 @@ int needle_report_compare(const char *dir1, const char *dir2, FILE *out, char *e
     char a[256], b[256];
     fprintf(out, "# strata needle comparison: %s vs %s\n\n| | (1) `%s` | (2) `%s` | |\n|---|---|---|---|\n",
             R[0].tag, R[1].tag, dir1, dir2);
-    cmp_setup(out, "Model", R[0].model_path, R[1].model_path);
-    cmp_setup(out, "Model sha256", R[0].model_sha, R[1].model_sha);
-    cmp_setup(out, "Corpus sha256", R[0].corpus_sha, R[1].corpus_sha);
-    cmp_setup(out, "Reference arm", R[0].arms[R[0].ref].name, R[1].arms[R[1].ref].name);
+    report_md_setup_row(out, "Model", R[0].model_path, R[1].model_path);
+    report_md_setup_row(out, "Model sha256", R[0].model_sha, R[1].model_sha);
+    report_md_setup_row(out, "Corpus sha256", R[0].corpus_sha, R[1].corpus_sha);
+    report_md_setup_row(out, "Reference arm", R[0].arms[R[0].ref].name, R[1].arms[R[1].ref].name);
     list_text(R[0].lengths, R[0].n_lengths, a, sizeof a);
     list_text(R[1].lengths, R[1].n_lengths, b, sizeof b);
-    cmp_setup(out, "Lengths", a, b);
+    report_md_setup_row(out, "Lengths", a, b);
     list_text(R[0].positions, R[0].n_positions, a, sizeof a);
     list_text(R[1].positions, R[1].n_positions, b, sizeof b);
-    cmp_setup(out, "Depths", a, b);
+    report_md_setup_row(out, "Depths", a, b);
     snprintf(a, sizeof a, "%d keys, %d trials, seed %ld", R[0].keys, R[0].trials, R[0].seed);
     snprintf(b, sizeof b, "%d keys, %d trials, seed %ld", R[1].keys, R[1].trials, R[1].seed);
-    cmp_setup(out, "Needles, trials, seed", a, b);
-    cmp_setup(out, "Engine", R[0].engine, R[1].engine);
-    cmp_setup(out, "Git", R[0].git, R[1].git);
-    cmp_setup(out, "Date", R[0].date, R[1].date);
+    report_md_setup_row(out, "Needles, trials, seed", a, b);
+    report_md_setup_row(out, "Engine", R[0].engine, R[1].engine);
+    report_md_setup_row(out, "Git", R[0].git, R[1].git);
+    report_md_setup_row(out, "Date", R[0].date, R[1].date);
     fprintf(out, "\n| Arm | Prompts | Accuracy (1) | Accuracy (2) | Sign-flip p vs ref (1) | (2) | Mean Δ log-prob (1) "
             "| (2) |\n|---|---|---|---|---:|---:|---|---|\n");
     for (int i = 0; i < R[0].n_arms; i++) {

@@ -51,20 +51,20 @@ static int holm_set(const needle_results *R, needle_analysis *A, int set, int ki
     return rc;
 }
 
-int needle_analysis_run(const needle_results *R, needle_analysis *A, char *err, size_t errlen) {
-    memset(A, 0, sizeof *A);
-    size_t G = (size_t)R->n_lengths * (size_t)R->n_positions;
-    size_t units = G * (size_t)R->trials;
-    A->n_sets = R->n_tpl + (R->n_tpl > 1);
-    /* equivalence needs independent units: not assessed on one haystack */
-    A->margin_acc = R->trials > 1 ? NEEDLE_EQ_SHARE : NAN;
-    double *d = malloc((units ? units : 1) * sizeof *d);    /* [units] Δ log-prob per unit */
-    int *x = malloc((units ? units : 1) * sizeof *x);       /* [units] Σ exact differences, scaled */
-    double *gs = calloc(G, sizeof *gs);                     /* [G] */
-    size_t *gc = calloc(G, sizeof *gc);                     /* [G] */
-    A->s = calloc((size_t)A->n_sets * (size_t)R->n_arms, sizeof *A->s);
-    A->prompt_mean = calloc((size_t)R->n_lengths, sizeof *A->prompt_mean);
-    if (!d || !x || !gs || !gc || !A->s || !A->prompt_mean) goto oom;
+/* The scratch of needle_analysis_run, reused for each (set, arm) of needle_arm_analysis. */
+typedef struct {
+    size_t G;      /* grid cells: lengths x positions */
+    double *d;     /* [units] Δ log-prob per unit */
+    int *x;        /* [units] Σ exact differences, scaled */
+    double *gs;    /* [G] Σ Δ log-prob of the pairs in a cell */
+    size_t *gc;    /* [G] the pairs in a cell */
+    size_t nu;     /* units with a pair: the entries of d and x */
+    long xsum;     /* Σ x */
+    double lps;    /* Σ of arm a's log-probabilities */
+} unit_scratch;
+
+/* The mean prompt length of each length's cells (the reference's rows). */
+static void prompt_means(const needle_results *R, needle_analysis *A) {
     for (int li = 0; li < R->n_lengths; li++) {
         double sum = 0;
         size_t k = 0;
@@ -76,90 +76,127 @@ int needle_analysis_run(const needle_results *R, needle_analysis *A, char *err, 
                 }
         A->prompt_mean[li] = k ? sum / (double)k : NAN;
     }
-    for (int set = 0; set < A->n_sets; set++) {
-        int t0 = set < R->n_tpl ? set : 0, t1 = set < R->n_tpl ? set + 1 : R->n_tpl, K = t1 - t0;
-        for (int a = 0; a < R->n_arms; a++) {
-            needle_arm_stat *S = needle_stat_at(A, R, set, a);
-            S->g_n = calloc(G, sizeof *S->g_n);
-            S->g_exact = calloc(G, sizeof *S->g_exact);
-            S->g_dlp = malloc(G * sizeof *S->g_dlp);
-            if (!S->g_n || !S->g_exact || !S->g_dlp) goto oom;
-            memset(gs, 0, G * sizeof *gs);
-            memset(gc, 0, G * sizeof *gc);
-            size_t nu = 0;
-            long xsum = 0;
-            double lps = 0;
-            for (int li = 0; li < R->n_lengths; li++)
-                for (int pi = 0; pi < R->n_positions; pi++)
-                    for (int t = 0; t < R->trials; t++) {
-                        size_t g = (size_t)li * (size_t)R->n_positions + (size_t)pi;
-                        int ux = 0, un = 0, udisc = 0;   /* this unit: Σ differences, twins, any differs */
-                        double ud = 0;
-                        for (int ti = t0; ti < t1; ti++) {
-                            const needle_row *r = needle_results_row(R, ti, li, pi, t, a);
-                            const needle_row *q = needle_results_row(R, ti, li, pi, t, R->ref);
-                            if (!r) continue;
-                            S->n++;
-                            S->exact += (size_t)r->exact;
-                            S->g_n[g]++;
-                            S->g_exact[g] += (size_t)r->exact;
-                            lps += r->logprob;
-                            if (!q || a == R->ref) continue;
-                            S->pairs++;
-                            S->ref_exact += (size_t)q->exact;
-                            S->b += r->exact && !q->exact;
-                            S->c += !r->exact && q->exact;
-                            ux += r->exact - q->exact;
-                            udisc |= r->exact != q->exact;
-                            un++;
-                            ud += r->logprob - q->logprob;
-                            gs[g] += r->logprob - q->logprob;
-                            gc[g]++;
-                            S->identical += !memcmp(&r->logprob, &q->logprob, sizeof(double)) &&
-                                            r->n_gen == q->n_gen &&
-                                            !memcmp(r->gen, q->gen, r->n_gen * sizeof *r->gen);
-                        }
-                        if (!un) continue;
-                        /* the unit's accuracy difference ux / un, in steps of 1 / K */
-                        x[nu] = ux * (K / un);
-                        xsum += x[nu];
-                        d[nu] = ud / un;
-                        S->disc_units += (size_t)udisc;
-                        nu++;
-                    }
-            S->units = nu;
-            S->mean_lp = S->n ? lps / (double)S->n : NAN;
-            S->acc = (stats_ci){NAN, NAN, NAN, 0};
-            if (S->n) stats_wilson(S->exact, S->n, &S->acc);
-            S->p = S->diff = S->mdd = S->bound = S->p_holm = S->dlp_holm = S->dlp_mdd = NAN;
-            S->dlp = (stats_boot){NAN, NAN, NAN, NAN, NAN, NAN, NAN, 0, 0};
-            if (a != R->ref && nu) {
-                S->p = needle_stats_signflip_p(x, nu);
-                if (isnan(S->p)) goto oom;
-                S->diff = (double)xsum / ((double)K * (double)nu);
-                S->mdd = needle_stats_grid_mdd(nu, K, NEEDLE_ALPHA, NEEDLE_POWER);
-                S->bound = needle_stats_disc_bound(S->disc_units, nu, NEEDLE_ALPHA);
-                /* units are independent draws: the bootstrap over units (blocks of 1) */
-                if (stats_mean_ci_circular(d, nu, 1, STATS_BOOT_B, STATS_BOOT_SEED, NULL, &S->dlp)) goto oom;
-                S->dlp_mdd = stats_mdd(S->dlp.se, NEEDLE_ALPHA, NEEDLE_POWER);
+}
+
+/* Arm a's rows over templates [t0, t1): the counts of S (overall and per cell), and per unit (a
+ * length, position and trial: its K = t1 - t0 templates) the paired differences against the
+ * reference into u. */
+static void collect_units(const needle_results *R, needle_arm_stat *S, int t0, int t1, int a, unit_scratch *u) {
+    int K = t1 - t0;
+    memset(u->gs, 0, u->G * sizeof *u->gs);
+    memset(u->gc, 0, u->G * sizeof *u->gc);
+    u->nu = 0;
+    u->xsum = 0;
+    u->lps = 0;
+    for (int li = 0; li < R->n_lengths; li++)
+        for (int pi = 0; pi < R->n_positions; pi++)
+            for (int t = 0; t < R->trials; t++) {
+                size_t g = (size_t)li * (size_t)R->n_positions + (size_t)pi;
+                int ux = 0, un = 0, udisc = 0;   /* this unit: Σ differences, twins, any differs */
+                double ud = 0;
+                for (int ti = t0; ti < t1; ti++) {
+                    const needle_row *r = needle_results_row(R, ti, li, pi, t, a);
+                    const needle_row *q = needle_results_row(R, ti, li, pi, t, R->ref);
+                    if (!r) continue;
+                    S->n++;
+                    S->exact += (size_t)r->exact;
+                    S->g_n[g]++;
+                    S->g_exact[g] += (size_t)r->exact;
+                    u->lps += r->logprob;
+                    if (!q || a == R->ref) continue;
+                    S->pairs++;
+                    S->ref_exact += (size_t)q->exact;
+                    S->b += r->exact && !q->exact;
+                    S->c += !r->exact && q->exact;
+                    ux += r->exact - q->exact;
+                    udisc |= r->exact != q->exact;
+                    un++;
+                    ud += r->logprob - q->logprob;
+                    u->gs[g] += r->logprob - q->logprob;
+                    u->gc[g]++;
+                    S->identical += !memcmp(&r->logprob, &q->logprob, sizeof(double)) &&
+                                    r->n_gen == q->n_gen &&
+                                    !memcmp(r->gen, q->gen, r->n_gen * sizeof *r->gen);
+                }
+                if (!un) continue;
+                /* the unit's accuracy difference ux / un, in steps of 1 / K */
+                u->x[u->nu] = ux * (K / un);
+                u->xsum += u->x[u->nu];
+                u->d[u->nu] = ud / un;
+                S->disc_units += (size_t)udisc;
+                u->nu++;
             }
-            for (size_t g = 0; g < G; g++) S->g_dlp[g] = gc[g] ? gs[g] / (double)gc[g] : NAN;
-        }
-        if (holm_set(R, A, set, 0) || holm_set(R, A, set, 1)) goto oom;
-        for (int a = 0; a < R->n_arms; a++) {
-            needle_arm_stat *S = needle_stat_at(A, R, set, a);
-            S->v_acc = S->v_lp = STATS_NOT_COMPUTABLE;
-            if (a == R->ref || !S->units) continue;
-            S->v_acc = stats_verdict_p(S->diff, S->p_holm, NEEDLE_ALPHA, -S->bound, S->bound, A->margin_acc);
-            S->v_lp = stats_verdict_p(S->dlp.est, S->dlp_holm, NEEDLE_ALPHA, S->dlp.lo90, S->dlp.hi90,
-                                      R->trials > 1 ? NEEDLE_LOGPROB_EPS : NAN);
-        }
+}
+
+/* The statistics of arm a in template set set: accuracy, and against the reference the sign-flip
+ * test, its detectable difference and bound, and the bootstrap of Δ log-prob. Returns 0, or -1 out
+ * of memory (or a non-finite log-probability). */
+static int arm_analysis(const needle_results *R, needle_analysis *A, int set, int a, unit_scratch *u) {
+    int t0 = set < R->n_tpl ? set : 0, t1 = set < R->n_tpl ? set + 1 : R->n_tpl, K = t1 - t0;
+    needle_arm_stat *S = needle_stat_at(A, R, set, a);
+    S->g_n = calloc(u->G, sizeof *S->g_n);
+    S->g_exact = calloc(u->G, sizeof *S->g_exact);
+    S->g_dlp = malloc(u->G * sizeof *S->g_dlp);
+    if (!S->g_n || !S->g_exact || !S->g_dlp) return -1;
+    collect_units(R, S, t0, t1, a, u);
+    size_t nu = u->nu;
+    S->units = nu;
+    S->mean_lp = S->n ? u->lps / (double)S->n : NAN;
+    S->acc = (stats_ci){NAN, NAN, NAN, 0};
+    if (S->n) stats_wilson(S->exact, S->n, &S->acc);
+    S->p = S->diff = S->mdd = S->bound = S->p_holm = S->dlp_holm = S->dlp_mdd = NAN;
+    S->dlp = (stats_boot){NAN, NAN, NAN, NAN, NAN, NAN, NAN, 0, 0};
+    if (a != R->ref && nu) {
+        S->p = needle_stats_signflip_p(u->x, nu);
+        if (isnan(S->p)) return -1;
+        S->diff = (double)u->xsum / ((double)K * (double)nu);
+        S->mdd = needle_stats_grid_mdd(nu, K, NEEDLE_ALPHA, NEEDLE_POWER);
+        S->bound = needle_stats_disc_bound(S->disc_units, nu, NEEDLE_ALPHA);
+        /* units are independent draws: the bootstrap over units (blocks of 1) */
+        if (stats_mean_ci_circular(u->d, nu, 1, STATS_BOOT_B, STATS_BOOT_SEED, NULL, &S->dlp)) return -1;
+        S->dlp_mdd = stats_mdd(S->dlp.se, NEEDLE_ALPHA, NEEDLE_POWER);
     }
-    free(d); free(x); free(gs); free(gc);
+    for (size_t g = 0; g < u->G; g++) S->g_dlp[g] = u->gc[g] ? u->gs[g] / (double)u->gc[g] : NAN;
     return 0;
-oom:
-    free(d); free(x); free(gs); free(gc);
-    return errmsg_set(err, errlen, -1, "out of memory (or non-finite log-probabilities) in the analysis");
+}
+
+/* The verdicts of every arm of set set, on the Holm-adjusted p-values. */
+static void set_verdicts(const needle_results *R, needle_analysis *A, int set) {
+    for (int a = 0; a < R->n_arms; a++) {
+        needle_arm_stat *S = needle_stat_at(A, R, set, a);
+        S->v_acc = S->v_lp = STATS_NOT_COMPUTABLE;
+        if (a == R->ref || !S->units) continue;
+        S->v_acc = stats_verdict_p(S->diff, S->p_holm, NEEDLE_ALPHA, -S->bound, S->bound, A->margin_acc);
+        S->v_lp = stats_verdict_p(S->dlp.est, S->dlp_holm, NEEDLE_ALPHA, S->dlp.lo90, S->dlp.hi90,
+                                  R->trials > 1 ? NEEDLE_LOGPROB_EPS : NAN);
+    }
+}
+
+int needle_analysis_run(const needle_results *R, needle_analysis *A, char *err, size_t errlen) {
+    memset(A, 0, sizeof *A);
+    size_t G = (size_t)R->n_lengths * (size_t)R->n_positions;
+    size_t units = G * (size_t)R->trials;
+    int rc = -1;
+    A->n_sets = R->n_tpl + (R->n_tpl > 1);
+    /* equivalence needs independent units: not assessed on one haystack */
+    A->margin_acc = R->trials > 1 ? NEEDLE_EQ_SHARE : NAN;
+    unit_scratch u = { G, malloc((units ? units : 1) * sizeof *u.d), malloc((units ? units : 1) * sizeof *u.x),
+                       calloc(G, sizeof *u.gs), calloc(G, sizeof *u.gc), 0, 0, 0 };
+    A->s = calloc((size_t)A->n_sets * (size_t)R->n_arms, sizeof *A->s);
+    A->prompt_mean = calloc((size_t)R->n_lengths, sizeof *A->prompt_mean);
+    if (!u.d || !u.x || !u.gs || !u.gc || !A->s || !A->prompt_mean) goto done;
+    prompt_means(R, A);
+    for (int set = 0; set < A->n_sets; set++) {
+        for (int a = 0; a < R->n_arms; a++)
+            if (arm_analysis(R, A, set, a, &u)) goto done;
+        if (holm_set(R, A, set, 0) || holm_set(R, A, set, 1)) goto done;
+        set_verdicts(R, A, set);
+    }
+    rc = 0;
+done:
+    free(u.d); free(u.x); free(u.gs); free(u.gc);
+    if (rc) return errmsg_set(err, errlen, -1, "out of memory (or non-finite log-probabilities) in the analysis");
+    return 0;
 }
 
 /* ============================================================================================

@@ -65,15 +65,13 @@ int needle_is_results(const char *dir) {
 }
 
 
-int needle_results_load(const char *dir, needle_results *R, char *err, size_t errlen) {
-    char path[4096];
-    memset(R, 0, sizeof *R);
-    if (report_path(path, sizeof path, dir, "meta.json", err, errlen)) return -1;
-    if (!(R->meta = report_json_load(path, err, errlen))) return -1;   /* bounded; control bytes escaped */
-    json_t *m = R->meta, *model = json_object_get(m, "model"), *corpus = json_object_get(m, "corpus");
-    json_t *op = json_object_get(m, "options"), *cost = json_object_get(m, "cost");
-    const char *kind = json_string_value(json_object_get(m, "kind"));
-    if (!kind || strcmp(kind, "needle")) return errmsg_set(err, errlen, -1, "%s: not a needle run", path);
+/* The steps of needle_results_load below read one part of meta.json (m, read from path) or the
+ * rows into R; those that can fail return 0, or -1 with the message in err [errlen]. */
+
+/* Where the run came from and what it cost: strings, model, corpus, plan sizes, sessions. */
+static void load_provenance(needle_results *R, json_t *m) {
+    json_t *model = json_object_get(m, "model"), *corpus = json_object_get(m, "corpus");
+    json_t *cost = json_object_get(m, "cost");
     R->tag = jstr(m, "tag"); R->date = jstr(m, "date"); R->command = jstr(m, "command");
     R->git = jstr(m, "git"); R->engine = jstr(m, "engine"); R->machine = jstr(m, "machine");
     R->status = jstr(m, "status");
@@ -92,6 +90,12 @@ int needle_results_load(const char *dir, needle_results *R, char *err, size_t er
     R->complete = json_is_true(json_object_get(m, "complete"));
     double ss = needle_results_num(m, "sessions");
     R->sessions = isnan(ss) ? 1 : (int)ss;
+}
+
+/* The plan: the grid of lengths and positions (sorted), keys, trials, generated tokens, seed, and
+ * the templates (raw, chat: at most two). */
+static int load_plan(needle_results *R, json_t *m, const char *path, char *err, size_t errlen) {
+    json_t *op = json_object_get(m, "options");
     /* the grid */
     const char *lk[2] = {"lengths", "positions"};
     int *dst[2] = {R->lengths, R->positions}, *cnt[2] = {&R->n_lengths, &R->n_positions};
@@ -118,7 +122,11 @@ int needle_results_load(const char *dir, needle_results *R, char *err, size_t er
         if (s && (!strcmp(s, "raw") || !strcmp(s, "chat"))) R->tpl_chat[R->n_tpl++] = !strcmp(s, "chat");
     }
     if (!R->n_tpl) return errmsg_set(err, errlen, -1, "%s: no \"templates\"", path);
-    /* arms */
+    return 0;
+}
+
+/* The arms (unique valid names), the reference among them, each arm's role, and the warnings. */
+static int load_arms(needle_results *R, json_t *m, const char *path, char *err, size_t errlen) {
     json_t *arms = json_object_get(m, "arms");
     const char *ref = json_string_value(json_object_get(m, "ref"));
     if (!json_is_array(arms) || !json_array_size(arms) || json_array_size(arms) > 256 || !ref)
@@ -152,7 +160,13 @@ int needle_results_load(const char *dir, needle_results *R, char *err, size_t er
         for (size_t i = 0; i < json_array_size(w); i++)
             if (json_is_string(json_array_get(w, i))) R->warnings[R->n_warnings++] = json_string_value(json_array_get(w, i));
     }
-    /* the rows, indexed by cell and arm */
+    return 0;
+}
+
+/* cells.tsv's rows, indexed by template, length, position, trial and arm (R->idx): every row must be
+ * in the plan, and each cell at most once per arm. */
+static int load_rows(const char *dir, needle_results *R, char *err, size_t errlen) {
+    char path[4096];
     if (report_path(path, sizeof path, dir, "cells.tsv", err, errlen)) return -1;
     if (needle_rows_read(path, &R->rows, &R->n_rows, &R->n_dropped, err, errlen)) return -1;
     size_t n_idx = idx_of(R, R->n_tpl, 0, 0, 0, 0);
@@ -172,4 +186,17 @@ int needle_results_load(const char *dir, needle_results *R, char *err, size_t er
         *slot = r;
     }
     return 0;
+}
+
+int needle_results_load(const char *dir, needle_results *R, char *err, size_t errlen) {
+    char path[4096];
+    memset(R, 0, sizeof *R);
+    if (report_path(path, sizeof path, dir, "meta.json", err, errlen)) return -1;
+    if (!(R->meta = report_json_load(path, err, errlen))) return -1;   /* bounded; control bytes escaped */
+    json_t *m = R->meta;
+    const char *kind = json_string_value(json_object_get(m, "kind"));
+    if (!kind || strcmp(kind, "needle")) return errmsg_set(err, errlen, -1, "%s: not a needle run", path);
+    load_provenance(R, m);
+    if (load_plan(R, m, path, err, errlen) || load_arms(R, m, path, err, errlen)) return -1;
+    return load_rows(dir, R, err, errlen);
 }

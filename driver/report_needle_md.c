@@ -14,11 +14,6 @@
 
 #define MAX_SHOWN_DISAGREE 12     /* cells listed where an arm and the reference disagree */
 
-static void md_num(FILE *o, double v, const char *unit) {
-    if (isnan(v)) fprintf(o, "unknown");
-    else fprintf(o, "%.0f%s", v, unit);
-}
-
 /* Generated text for a Markdown table cell: '|' and '`' escaped, newlines as ⏎, cut at 60 bytes
  * (on a UTF-8 boundary). */
 static void md_text(FILE *o, const char *s, size_t n) {
@@ -40,12 +35,7 @@ static void readme_setup(FILE *o, const needle_results *R, const needle_analysis
     fprintf(o, "## Setup\n\n| | |\n|---|---|\n");
     /* strings from meta.json: control bytes were escaped on loading, '|' is escaped here */
     fputs("| Model | `", o); report_md_cell(o, R->model_path); fputs("` — ", o); report_md_cell(o, R->model_arch);
-    fputs(", ", o);
-    md_num(o, R->n_layer, " layers");
-    fprintf(o, ", vocabulary ");
-    md_num(o, R->n_vocab, "");
-    fprintf(o, ", context ");
-    md_num(o, R->n_ctx, "");
+    report_md_model_sizes(o, R->n_layer, R->n_vocab, R->n_ctx);
     fputs(" |\n| Model sha256 | `", o); report_md_cell(o, R->model_sha); fputs("` |\n", o);
     fputs("| Chat template | ", o); report_md_cell(o, R->chat_template);
     if (R->chat_system[0] && strcmp(R->chat_system, "unknown")) {
@@ -96,7 +86,7 @@ static void readme_setup(FILE *o, const needle_results *R, const needle_analysis
     for (int i = 0; i < R->n_arms; i++) {
         fprintf(o, "| %s | ", R->arms[i].name);
         report_md_cell(o, R->arms[i].kv_k); fputs(" | ", o); report_md_cell(o, R->arms[i].kv_v); fputs(" | ", o);
-        md_num(o, R->arms[i].kv_bytes, "");
+        report_md_num(o, R->arms[i].kv_bytes, "");
         fprintf(o, " | %s |\n", needle_role_name(R->arms[i].role));
     }
     fprintf(o, "\n");
@@ -220,12 +210,15 @@ static void readme_disagree(FILE *o, const needle_results *R) {
 }
 
 /* The plain-language summary: sentences generated from the statistics. */
-static void readme_support(FILE *o, const needle_results *R, const needle_analysis *A, const needle_claim *cl, int n_cl) {
+/* The parts of "What the numbers support" below judge the pooled set (or the only template). */
+
+/* The bench itself: how often the reference retrieves the key, by length, and what that leaves
+ * accuracy able to show. */
+static void support_bench(FILE *o, const needle_results *R, const needle_analysis *A) {
     const char *ref = R->arms[R->ref].name;
     int pooled = A->n_sets - 1;   /* the pooled set, or the only template */
     const needle_arm_stat *Q = needle_stat_at(A, R, pooled, R->ref);
     char a[96], b[96];
-    fprintf(o, "## What the numbers support\n\n");
     report_fmt_pct_ci(&Q->acc, a, sizeof a);
     fprintf(o, "- **The bench itself.** %s retrieves the key in %zu of %zu cells (%s)", ref, Q->exact, Q->n, a);
     if (R->n_lengths > 1) {
@@ -247,51 +240,67 @@ static void readme_support(FILE *o, const needle_results *R, const needle_analys
         fprintf(o, ". Every cell is retrieved, so accuracy has no room to show a loss below the ceiling; "
                 "the log-probability comparison still does.\n");
     else fprintf(o, ".\n");
+}
+
+/* Arm i against the reference: identical, or the retrieval and log-probability verdicts. */
+static void support_arm(FILE *o, const needle_results *R, const needle_analysis *A, int i) {
+    const char *ref = R->arms[R->ref].name;
+    int pooled = A->n_sets - 1;   /* the pooled set, or the only template */
+    char a[96], b[96];
+    const needle_arm_stat *S = needle_stat_at(A, R, pooled, i);
+    const char *nm = R->arms[i].name, *what = R->arms[i].role == ROLE_FLOOR ? " (the fp32 control)"
+                                              : R->arms[i].role == ROLE_REPEAT ? " (a repeat of an arm)" : "";
+    if (!S->pairs) { fprintf(o, "- **%s**%s: no cell measured on both arms.\n", nm, what); return; }
+    char un[128], pw[256], w[64], ph[32];
+    needle_fmt_units(R, A, pooled, S->units, un, sizeof un);
+    needle_fmt_p(S->p_holm, ph, sizeof ph);
+    needle_fmt_pct((double)(S->ref_exact + S->b - S->c) / (double)S->pairs, a, sizeof a);
+    needle_fmt_pct((double)S->ref_exact / (double)S->pairs, b, sizeof b);
+    fprintf(o, "- **%s**%s: ", nm, what);
+    if (S->identical == S->pairs) {
+        fprintf(o, "identical to %s in all %zu cells (same greedy tokens, bit-identical log-probabilities).\n",
+                ref, S->pairs);
+        return;
+    }
+    needle_verdict_words(S->v_acc, 0, w, sizeof w);
+    needle_fmt_power_acc(S, pw, sizeof pw);
+    fprintf(o, "retrieval **%s** against %s: %s vs %s of %zu cells, %zu of %s differ (exact sign-flip test, "
+            "Holm p = %s); %s", w, ref, a, b, S->pairs, S->disc_units, un, ph, pw);
+    needle_fmt_lp_ci(&S->dlp, a, sizeof a);
+    needle_verdict_words(S->v_lp, 1, w, sizeof w);
+    needle_fmt_power_lp(S, pw, sizeof pw);
+    needle_fmt_p(S->dlp_holm, ph, sizeof ph);
+    if (isnan(S->dlp.est)) fprintf(o, ".\n");
+    else
+        fprintf(o, ". The key's log-probability: **%s**, mean Δ %s nats (bootstrap over units, Holm p = %s); "
+                "%s.\n", w, a, ph, pw);
+}
+
+/* Against the fp32 control: how much fp32 moves the outcome, beside each arm. */
+static void support_control(FILE *o, const needle_results *R, const needle_analysis *A) {
+    const char *ref = R->arms[R->ref].name;
+    int pooled = A->n_sets - 1;   /* the pooled set, or the only template */
+    char a[96], b[96];
+    if (R->floor < 0) return;
+    const needle_arm_stat *F = needle_stat_at(A, R, pooled, R->floor);
+    needle_fmt_lp_ci(&F->dlp, a, sizeof a);
+    fprintf(o, "- **Against the control:** fp32 vs %s changes the outcome of %zu cells and moves the key's "
+            "log-probability by %s nats on average; ", ref, F->b + F->c, a);
+    int first = 1;
     for (int i = 0; i < R->n_arms; i++) {
-        if (i == R->ref) continue;
+        if (i == R->ref || i == R->floor) continue;
         const needle_arm_stat *S = needle_stat_at(A, R, pooled, i);
-        const char *nm = R->arms[i].name, *what = R->arms[i].role == ROLE_FLOOR ? " (the fp32 control)"
-                                                  : R->arms[i].role == ROLE_REPEAT ? " (a repeat of an arm)" : "";
-        if (!S->pairs) { fprintf(o, "- **%s**%s: no cell measured on both arms.\n", nm, what); continue; }
-        char un[128], pw[256], w[64], ph[32];
-        needle_fmt_units(R, A, pooled, S->units, un, sizeof un);
-        needle_fmt_p(S->p_holm, ph, sizeof ph);
-        needle_fmt_pct((double)(S->ref_exact + S->b - S->c) / (double)S->pairs, a, sizeof a);
-        needle_fmt_pct((double)S->ref_exact / (double)S->pairs, b, sizeof b);
-        fprintf(o, "- **%s**%s: ", nm, what);
-        if (S->identical == S->pairs) {
-            fprintf(o, "identical to %s in all %zu cells (same greedy tokens, bit-identical log-probabilities).\n",
-                    ref, S->pairs);
-            continue;
-        }
-        needle_verdict_words(S->v_acc, 0, w, sizeof w);
-        needle_fmt_power_acc(S, pw, sizeof pw);
-        fprintf(o, "retrieval **%s** against %s: %s vs %s of %zu cells, %zu of %s differ (exact sign-flip test, "
-                "Holm p = %s); %s", w, ref, a, b, S->pairs, S->disc_units, un, ph, pw);
-        needle_fmt_lp_ci(&S->dlp, a, sizeof a);
-        needle_verdict_words(S->v_lp, 1, w, sizeof w);
-        needle_fmt_power_lp(S, pw, sizeof pw);
-        needle_fmt_p(S->dlp_holm, ph, sizeof ph);
-        if (isnan(S->dlp.est)) fprintf(o, ".\n");
-        else
-            fprintf(o, ". The key's log-probability: **%s**, mean Δ %s nats (bootstrap over units, Holm p = %s); "
-                    "%s.\n", w, a, ph, pw);
+        needle_fmt_lp_ci(&S->dlp, b, sizeof b);
+        fprintf(o, "%s%s changes %zu (Δ %s)", first ? "" : "; ", R->arms[i].name, S->b + S->c, b);
+        first = 0;
     }
-    if (R->floor >= 0) {
-        const needle_arm_stat *F = needle_stat_at(A, R, pooled, R->floor);
-        needle_fmt_lp_ci(&F->dlp, a, sizeof a);
-        fprintf(o, "- **Against the control:** fp32 vs %s changes the outcome of %zu cells and moves the key's "
-                "log-probability by %s nats on average; ", ref, F->b + F->c, a);
-        int first = 1;
-        for (int i = 0; i < R->n_arms; i++) {
-            if (i == R->ref || i == R->floor) continue;
-            const needle_arm_stat *S = needle_stat_at(A, R, pooled, i);
-            needle_fmt_lp_ci(&S->dlp, b, sizeof b);
-            fprintf(o, "%s%s changes %zu (Δ %s)", first ? "" : "; ", R->arms[i].name, S->b + S->c, b);
-            first = 0;
-        }
-        fprintf(o, ".\n");
-    }
+    fprintf(o, ".\n");
+}
+
+/* How the tests work, and how independent the units are. */
+static void support_definitions(FILE *o, const needle_results *R, const needle_analysis *A) {
+    const char *ref = R->arms[R->ref].name;
+    int pooled = A->n_sets - 1;   /* the pooled set, or the only template */
     fprintf(o, "\nDefinitions: every test compares an arm with %s over *units* — one (trial, length, depth) "
             "cell, its raw and chat twins together (they share the key and the haystack) — at α = %.2g, "
             "Holm-adjusted over the arms. *Retrieval*: the exact sign-flip test of the per-unit accuracy "
@@ -313,6 +322,16 @@ static void readme_support(FILE *o, const needle_results *R, const needle_analys
                 "independent. ", R->trials);
     fprintf(o, "The table judges %s prompts; a template's verdict is added where it differs (every verdict is "
             "in summary.json).\n\n", needle_set_name(R, A, pooled));
+}
+
+static void readme_support(FILE *o, const needle_results *R, const needle_analysis *A, const needle_claim *cl, int n_cl) {
+    int pooled = A->n_sets - 1;   /* the pooled set, or the only template */
+    fprintf(o, "## What the numbers support\n\n");
+    support_bench(o, R, A);
+    for (int i = 0; i < R->n_arms; i++)
+        if (i != R->ref) support_arm(o, R, A, i);
+    support_control(o, R, A);
+    support_definitions(o, R, A);
     fprintf(o, "| Claim | Verdict | Evidence |\n|---|---|---|\n");
     const char *pn = needle_set_name(R, A, pooled);
     for (int pass = 0; pass < 2; pass++)

@@ -205,15 +205,11 @@ static void add_reason(report_results *R, const char *fmt, ...) {
     va_end(ap);
 }
 
-static int load_meta(const char *dir, report_results *R, char *err, size_t errlen) {
-    char path[4096];
-    if (report_path(path, sizeof path, dir, "meta.json", err, errlen)) return -1;
-    R->meta = report_json_load(path, err, errlen);   /* bounded; control bytes escaped */
-    if (!R->meta) return -1;
-    json_t *m = R->meta;
-    if (!json_is_object(m)) {
-        return errmsg_set(err, errlen, -1, "%s: top level is not a JSON object", path);
-    }
+/* The steps of load_meta below read one part of meta.json (m, read from path) into R; the ones that
+ * can fail return 0, or -1 with the message in err [errlen]. The strings stay in R->meta. */
+
+/* Where the run came from: tag, date, command, git, engine, machine, model, document, wall time. */
+static void meta_provenance(report_results *R, json_t *m) {
     R->tag = jstr(m, "tag");
     R->date = jstr(m, "date");
     R->command = jstr(m, "command");
@@ -237,17 +233,45 @@ static int load_meta(const char *dir, report_results *R, char *err, size_t errle
     R->doc_desc = jstr(doc, "description");
     R->doc_tokens = jnum(doc, "n_tokens");
     R->wall = jnum(m, "wall_seconds");
-    json_t *pp = json_object_get(m, "per_position");
-    R->per_position = json_is_boolean(pp) ? json_is_true(pp) : -1;
+}
 
-    json_t *fn = json_object_get(m, "fork_n");
-    if (!json_is_integer(fn) || json_integer_value(fn) < 1 || json_integer_value(fn) > 1000000) {
-        return errmsg_set(err, errlen, -1, "%s: \"fork_n\" must be an integer >= 1", path);
+/* arms[i] (a) into R->arms[i]: its name (unique) and formats, KV bytes, device, routing and batch
+ * variance counts, and a weight arm's model file. */
+static int meta_arm(report_results *R, int i, json_t *a, const char *path, char *err, size_t errlen) {
+    const char *name = jstr(a, "name"), *k = jstr(a, "kv_k"), *v = jstr(a, "kv_v");
+    if (!json_is_object(a) || !report_name_ok(name) || !report_name_ok(k) || !report_name_ok(v)) {
+        return errmsg_set(err, errlen, -1, "%s: arms[%d] needs \"name\", \"kv_k\", \"kv_v\" (1..63 "
+                          "printable characters, no spaces, quotes, '|' or ',')", path, i);
     }
-    R->fork_n = (int)json_integer_value(fn);
-    json_t *pe = json_object_get(m, "pin_experts");
-    R->pin_experts = json_is_boolean(pe) ? json_is_true(pe) : -1;
+    if (report_find_arm(R, name) >= 0) {
+        return errmsg_set(err, errlen, -1, "%s: arm name \"%s\" appears twice", path, name);
+    }
+    report_arm *A = &R->arms[i];
+    snprintf(A->name, sizeof A->name, "%s", name);
+    snprintf(A->kv_k, sizeof A->kv_k, "%s", k);
+    snprintf(A->kv_v, sizeof A->kv_v, "%s", v);
+    A->kv_bytes = jnum(a, "kv_bytes_per_token");
+    A->base = -1;
+    A->weight_arm = json_is_true(json_object_get(a, "weight_arm"));
+    const char *dv = json_string_value(json_object_get(a, "device"));
+    if (dv) snprintf(A->device, sizeof A->device, "%s", dv);
+    json_t *rt = json_object_get(a, "routing");   /* MoE only */
+    A->route_n = json_is_object(rt) ? jnum(rt, "decisions") : NAN;
+    A->route_diff = json_is_object(rt) ? jnum(rt, "differ") : NAN;
+    json_t *bv = json_object_get(a, "batch_variance");   /* llama.cpp arms only */
+    A->bv_rows = json_is_object(bv) ? jnum(bv, "rows") : NAN;
+    A->bv_max = json_is_object(bv) ? jnum(bv, "max_abs_logit") : NAN;
+    const char *mp = json_string_value(json_object_get(json_object_get(a, "model"), "path"));
+    if (A->weight_arm && mp) {
+        const char *sl = strrchr(mp, '/');
+        snprintf(A->model_file, sizeof A->model_file, "%s", sl ? sl + 1 : mp);
+    }
+    return 0;
+}
 
+/* The arms, then the roles among them: the reference, the repeats (NAME#k repeats NAME when NAME is
+ * an arm) and the noise floor (the first non-reference, non-repeat arm with f32 K and V). */
+static int meta_arms(report_results *R, json_t *m, const char *path, char *err, size_t errlen) {
     json_t *arms = json_object_get(m, "arms");
     if (!json_is_array(arms) || json_array_size(arms) == 0 || json_array_size(arms) > 1000) {
         return errmsg_set(err, errlen, -1, "%s: \"arms\" must be a non-empty array", path);
@@ -255,44 +279,14 @@ static int load_meta(const char *dir, report_results *R, char *err, size_t errle
     R->n_arms = (int)json_array_size(arms);
     R->arms = calloc((size_t)R->n_arms, sizeof *R->arms);
     if (!R->arms) return errmsg_set(err, errlen, -1, "out of memory");
-    for (int i = 0; i < R->n_arms; i++) {
-        json_t *a = json_array_get(arms, (size_t)i);
-        const char *name = jstr(a, "name"), *k = jstr(a, "kv_k"), *v = jstr(a, "kv_v");
-        if (!json_is_object(a) || !report_name_ok(name) || !report_name_ok(k) || !report_name_ok(v)) {
-            return errmsg_set(err, errlen, -1, "%s: arms[%d] needs \"name\", \"kv_k\", \"kv_v\" (1..63 "
-                              "printable characters, no spaces, quotes, '|' or ',')", path, i);
-        }
-        if (report_find_arm(R, name) >= 0) {
-            return errmsg_set(err, errlen, -1, "%s: arm name \"%s\" appears twice", path, name);
-        }
-        report_arm *A = &R->arms[i];
-        snprintf(A->name, sizeof A->name, "%s", name);
-        snprintf(A->kv_k, sizeof A->kv_k, "%s", k);
-        snprintf(A->kv_v, sizeof A->kv_v, "%s", v);
-        A->kv_bytes = jnum(a, "kv_bytes_per_token");
-        A->base = -1;
-        A->weight_arm = json_is_true(json_object_get(a, "weight_arm"));
-        const char *dv = json_string_value(json_object_get(a, "device"));
-        if (dv) snprintf(A->device, sizeof A->device, "%s", dv);
-        json_t *rt = json_object_get(a, "routing");   /* MoE only */
-        A->route_n = json_is_object(rt) ? jnum(rt, "decisions") : NAN;
-        A->route_diff = json_is_object(rt) ? jnum(rt, "differ") : NAN;
-        json_t *bv = json_object_get(a, "batch_variance");   /* llama.cpp arms only */
-        A->bv_rows = json_is_object(bv) ? jnum(bv, "rows") : NAN;
-        A->bv_max = json_is_object(bv) ? jnum(bv, "max_abs_logit") : NAN;
-        const char *mp = json_string_value(json_object_get(json_object_get(a, "model"), "path"));
-        if (A->weight_arm && mp) {
-            const char *sl = strrchr(mp, '/');
-            snprintf(A->model_file, sizeof A->model_file, "%s", sl ? sl + 1 : mp);
-        }
-    }
+    for (int i = 0; i < R->n_arms; i++)
+        if (meta_arm(R, i, json_array_get(arms, (size_t)i), path, err, errlen)) return -1;
     const char *ref = jstr(m, "ref");
     R->ref = report_find_arm(R, ref);
     if (R->ref < 0) {
         return errmsg_set(err, errlen, -1, "%s: \"ref\" (\"%s\") is not one of the arms", path, ref);
     }
     R->arms[R->ref].is_ref = 1;
-    /* repeats: NAME#k repeats NAME when NAME is an arm */
     for (int i = 0; i < R->n_arms; i++) {
         char base[REPORT_NAME_MAX];
         snprintf(base, sizeof base, "%s", R->arms[i].name);
@@ -301,7 +295,6 @@ static int load_meta(const char *dir, report_results *R, char *err, size_t errle
         *hash = 0;
         R->arms[i].base = report_find_arm(R, base);
     }
-    /* the noise-floor arm: the first non-reference, non-repeat arm with f32 K and V */
     R->floor = -1;
     for (int i = 0; i < R->n_arms; i++) {
         report_arm *A = &R->arms[i];
@@ -311,6 +304,11 @@ static int load_meta(const char *dir, report_results *R, char *err, size_t errle
             break;
         }
     }
+    return 0;
+}
+
+/* The planned depths (integers) and the sweep's warnings (the strings among them). */
+static int meta_lists(report_results *R, json_t *m, const char *path, char *err, size_t errlen) {
     json_t *dep = json_object_get(m, "depths");
     if (json_is_array(dep) && json_array_size(dep) > 0) {
         R->n_depths = (int)json_array_size(dep);
@@ -334,6 +332,28 @@ static int load_meta(const char *dir, report_results *R, char *err, size_t errle
         }
     }
     return 0;
+}
+
+static int load_meta(const char *dir, report_results *R, char *err, size_t errlen) {
+    char path[4096];
+    if (report_path(path, sizeof path, dir, "meta.json", err, errlen)) return -1;
+    R->meta = report_json_load(path, err, errlen);   /* bounded; control bytes escaped */
+    if (!R->meta) return -1;
+    json_t *m = R->meta;
+    if (!json_is_object(m)) {
+        return errmsg_set(err, errlen, -1, "%s: top level is not a JSON object", path);
+    }
+    meta_provenance(R, m);
+    json_t *pp = json_object_get(m, "per_position");
+    R->per_position = json_is_boolean(pp) ? json_is_true(pp) : -1;
+    json_t *fn = json_object_get(m, "fork_n");
+    if (!json_is_integer(fn) || json_integer_value(fn) < 1 || json_integer_value(fn) > 1000000) {
+        return errmsg_set(err, errlen, -1, "%s: \"fork_n\" must be an integer >= 1", path);
+    }
+    R->fork_n = (int)json_integer_value(fn);
+    json_t *pe = json_object_get(m, "pin_experts");
+    R->pin_experts = json_is_boolean(pe) ? json_is_true(pe) : -1;
+    return meta_arms(R, m, path, err, errlen) || meta_lists(R, m, path, err, errlen) ? -1 : 0;
 }
 
 /* ---- TSV parsing ---------------------------------------------------------------------------- */

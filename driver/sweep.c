@@ -131,14 +131,14 @@ void sweep_put_sample_opts(json_t *o, const sweep_config *c) {
     json_object_set_new(o, "sample_seed", json_integer((json_int_t)c->sample_seed));
 }
 
-/* Writes out_dir/meta.json durably (temp file, fsync, rename). Returns 0 or SWEEP_ERROR. */
-int sweep_write_meta(sweep_state *st, const char *status, int complete, char *err, size_t errlen) {
+/* The parts of meta.json below, each added to root in the order the file has them. */
+
+/* Where the run came from: tag, date, command, invocation, git, engine, machine, model, document, ref. */
+static void meta_provenance(json_t *root, const sweep_state *st) {
     const sweep_config *c = st->c;
     const arm *arms = st->arms;
-    const int n = st->n;
     const proto_hello_rep *h = &arms[c->ref].hello;
-    json_t *root = json_object(), *model = workers_model_json(c->model_path, h), *doc = json_object();
-    json_t *jarms = json_array(), *jdep = json_array();
+    json_t *model = workers_model_json(c->model_path, h), *doc = json_object();
     char engine[2 * PROTO_STR_MAX + 16];
     snprintf(engine, sizeof engine, "%s (git %s)", h->engine, h->git);
     json_object_set_new(root, "tag", sweep_jstr_or(c->tag));
@@ -154,43 +154,56 @@ int sweep_write_meta(sweep_state *st, const char *status, int complete, char *er
     json_object_set_new(doc, "description", sweep_jstr_or(c->doc_description));
     json_object_set_new(root, "document", doc);
     json_object_set_new(root, "ref", json_string(arms[c->ref].name));
-    for (int i = 0; i < n; i++) {
-        const arm *a = &arms[i];
-        json_t *ja = workers_arm_json(a);
-        /* device is BACKEND-ISA (docs/DESIGN.md §1.4): both parts on their own for readers */
-        const char *isa = strchr(a->hello.device, '-');
-        size_t blen = isa ? (size_t)(isa - a->hello.device) : strlen(a->hello.device);
-        json_object_set_new(ja, "backend", json_stringn(a->hello.device, blen));
-        json_object_set_new(ja, "isa", isa ? json_string(isa + 1) : json_null());
-        json_object_set_new(ja, "threads", json_integer(a->hello.threads));
-        if (st->sa[i].have_stats) {
-            const proto_stats_rep *s = &st->sa[i].stats;
-            json_object_set_new(ja, "prefill_tokens", json_integer((json_int_t)s->prefill_tokens));
-            json_object_set_new(ja, "prefill_seconds", json_real(s->prefill_seconds));
-            json_object_set_new(ja, "decode_tokens", json_integer((json_int_t)s->decode_tokens));
-            json_object_set_new(ja, "decode_seconds", json_real(s->decode_seconds));
-            json_object_set_new(ja, "peak_rss", json_integer((json_int_t)s->peak_rss));
-            if (s->has_rechunk)   /* an engine that is not batch-invariant (docs/DESIGN.md §1.1.1) */
-                json_object_set_new(ja, "batch_variance",
-                                    json_pack("{s:I,s:o}", "rows", (json_int_t)s->rechunk_rows, "max_abs_logit",
-                                              isfinite(s->rechunk_max) ? json_real(s->rechunk_max) : json_null()));
-        } else {
-            json_object_set_new(ja, "prefill_tokens", json_null());
-            json_object_set_new(ja, "prefill_seconds", json_null());
-            json_object_set_new(ja, "decode_tokens", json_null());
-            json_object_set_new(ja, "decode_seconds", json_null());
-            json_object_set_new(ja, "peak_rss", json_null());
-        }
-        if (st->moe) {   /* the routing of the teacher-forced positions against the reference's */
-            if (i == c->ref) json_object_set_new(ja, "routing", json_null());
-            else
-                json_object_set_new(ja, "routing", json_pack("{s:I,s:I,s:f}", "decisions", (json_int_t)st->sa[i].route_n,
-                                                              "differ", (json_int_t)st->sa[i].route_diff, "fraction",
-                                                              st->sa[i].route_n ? (double)st->sa[i].route_diff / st->sa[i].route_n : 0.0));
-        }
-        json_array_append_new(jarms, ja);
+}
+
+/* Arm i: what workers_arm_json says, its backend and ISA, threads, the worker's counters (null when
+ * its stats were not read) and, for a MoE model, its routing against the reference's. */
+static json_t *meta_arm(const sweep_state *st, int i) {
+    const sweep_config *c = st->c;
+    const arm *arms = st->arms;
+    const arm *a = &arms[i];
+    json_t *ja = workers_arm_json(a);
+    /* device is BACKEND-ISA (docs/DESIGN.md §1.4): both parts on their own for readers */
+    const char *isa = strchr(a->hello.device, '-');
+    size_t blen = isa ? (size_t)(isa - a->hello.device) : strlen(a->hello.device);
+    json_object_set_new(ja, "backend", json_stringn(a->hello.device, blen));
+    json_object_set_new(ja, "isa", isa ? json_string(isa + 1) : json_null());
+    json_object_set_new(ja, "threads", json_integer(a->hello.threads));
+    if (st->sa[i].have_stats) {
+        const proto_stats_rep *s = &st->sa[i].stats;
+        json_object_set_new(ja, "prefill_tokens", json_integer((json_int_t)s->prefill_tokens));
+        json_object_set_new(ja, "prefill_seconds", json_real(s->prefill_seconds));
+        json_object_set_new(ja, "decode_tokens", json_integer((json_int_t)s->decode_tokens));
+        json_object_set_new(ja, "decode_seconds", json_real(s->decode_seconds));
+        json_object_set_new(ja, "peak_rss", json_integer((json_int_t)s->peak_rss));
+        if (s->has_rechunk)   /* an engine that is not batch-invariant (docs/DESIGN.md §1.1.1) */
+            json_object_set_new(ja, "batch_variance",
+                                json_pack("{s:I,s:o}", "rows", (json_int_t)s->rechunk_rows, "max_abs_logit",
+                                          isfinite(s->rechunk_max) ? json_real(s->rechunk_max) : json_null()));
+    } else {
+        json_object_set_new(ja, "prefill_tokens", json_null());
+        json_object_set_new(ja, "prefill_seconds", json_null());
+        json_object_set_new(ja, "decode_tokens", json_null());
+        json_object_set_new(ja, "decode_seconds", json_null());
+        json_object_set_new(ja, "peak_rss", json_null());
     }
-    json_object_set_new(root, "arms", jarms);
+    if (st->moe) {   /* the routing of the teacher-forced positions against the reference's */
+        if (i == c->ref) json_object_set_new(ja, "routing", json_null());
+        else
+            json_object_set_new(ja, "routing", json_pack("{s:I,s:I,s:f}", "decisions", (json_int_t)st->sa[i].route_n,
+                                                          "differ", (json_int_t)st->sa[i].route_diff, "fraction",
+                                                          st->sa[i].route_n ? (double)st->sa[i].route_diff / st->sa[i].route_n : 0.0));
+    }
+    return ja;
+}
+
+/* The plan and the options that shape the measurement: experts, depths, fork, chunk, cross-scoring,
+ * sampling, passages, RoPE angles, margins. */
+static void meta_plan(json_t *root, const sweep_state *st) {
+    const sweep_config *c = st->c;
+    const arm *arms = st->arms;
+    const proto_hello_rep *h = &arms[c->ref].hello;
+    json_t *jdep = json_array();
     if (st->moe) {
         json_object_set_new(root, "n_expert", json_integer(h->n_expert));
         json_object_set_new(root, "n_expert_used", json_integer(h->n_expert_used));
@@ -221,6 +234,11 @@ int sweep_write_meta(sweep_state *st, const char *status, int complete, char *er
         if (c->margin_top1 > 0) json_object_set_new(mg, "top1_pp", json_real(c->margin_top1));
         json_object_set_new(root, "margins", mg);
     }
+}
+
+/* The run's state: wall time, the driver's memory, warnings, journal, resumes, status. */
+static void meta_state(json_t *root, const sweep_state *st, const char *status, int complete) {
+    const sweep_config *c = st->c;
     json_object_set_new(root, "wall_seconds", json_real(st->wall_prev + clock_s() - st->t0));
     struct rusage ru;   /* the driver's own memory: O(chunk x vocab x arms) in per-position mode */
     if (getrusage(RUSAGE_SELF, &ru) == 0)
@@ -231,7 +249,17 @@ int sweep_write_meta(sweep_state *st, const char *status, int complete, char *er
     if (st->resumes && json_array_size(st->resumes)) json_object_set(root, "resumes", st->resumes);
     json_object_set_new(root, "status", json_string(status));
     json_object_set_new(root, "complete", json_boolean(complete));
+}
 
+/* Writes out_dir/meta.json durably (temp file, fsync, rename). Returns 0 or SWEEP_ERROR. */
+int sweep_write_meta(sweep_state *st, const char *status, int complete, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    json_t *root = json_object(), *jarms = json_array();
+    meta_provenance(root, st);
+    for (int i = 0; i < st->n; i++) json_array_append_new(jarms, meta_arm(st, i));
+    json_object_set_new(root, "arms", jarms);
+    meta_plan(root, st);
+    meta_state(root, st, status, complete);
     char path[4096], e[600];
     snprintf(path, sizeof path, "%s/meta.json", c->out_dir);
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

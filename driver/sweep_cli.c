@@ -175,6 +175,76 @@ static int parse_temps(const char *list, sweep_opts *o) {
     return 0;
 }
 
+/* The defaults of the options that have one besides 0 / NULL. */
+static void set_defaults(sweep_opts *o) {
+    o->depths = 16;
+    o->fork_n = 32;
+    o->chunk = 512;
+    o->ref = "f16";
+    o->max_restarts = -1;
+    o->top_p = 1.0;
+    o->seed = 20250101u;
+    o->passage_len = PASSAGES_LEN_DEFAULT;
+}
+
+/* The option parsers below print one error line and return -1 when the value is not one. */
+
+/* --margin-ppl / --margin-top1 (opt): a number in (0, 100). */
+static int parse_margin(const char *opt, const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v > 0 && v < 100)) {
+        cli_errorf("%s '%s': give a number in (0, 100)", opt, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* --top-p: a number in (0, 1]. */
+static int parse_top_p(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    *out = strtod(s, &end);
+    if (errno || end == s || *end || !(*out > 0 && *out <= 1)) {
+        cli_errorf("--top-p '%s': give a number in (0, 1]", s);
+        return -1;
+    }
+    return 0;
+}
+
+/* --seed: an unsigned integer. */
+static int parse_seed(const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-') {
+        cli_errorf("--seed '%s': give an unsigned integer", s);
+        return -1;
+    }
+    *out = (uint64_t)v;
+    return 0;
+}
+
+/* The checks once every option is read: one document source, the combinations refused, the
+ * workers' options, the tag. 0 or RUN_EXIT_USAGE (said). */
+static int check_opts(const sweep_opts *o) {
+    if (!!o->doc + !!o->corpus + !!o->tokens_file > 1) {
+        cli_errorf("give at most one of --doc, --corpus, --tokens-file");
+        return RUN_EXIT_USAGE;
+    }
+    if (o->corpus && !o->corpus[0]) { cli_errorf("--corpus is empty: kjv, perldoc, self or a folder"); return RUN_EXIT_USAGE; }
+    if (o->n_passages && o->pin_experts) {
+        cli_errorf("--passages cannot be combined with --pin-experts (the passages' routing is not pinned)");
+        return RUN_EXIT_USAGE;
+    }
+    char e2[512];
+    if (workers_arm_opts_check(&o->ao, e2, sizeof e2)) { cli_errorf("%s", e2); return RUN_EXIT_USAGE; }
+    if (o->tag && cli_check_tag(o->tag)) return RUN_EXIT_USAGE;
+    return 0;
+}
+
 int sweep_cli_parse(int argc, char **argv, sweep_opts *o) {
     static const struct option opts[] = {
         {"model", 1, 0, 'm'}, {"doc", 1, 0, 'D'}, {"corpus", 1, 0, 'C'}, {"tokens-file", 1, 0, 'T'},
@@ -189,22 +259,13 @@ int sweep_cli_parse(int argc, char **argv, sweep_opts *o) {
         {"margin-ppl", 1, 0, 1103}, {"margin-top1", 1, 0, 1104},
         WORKERS_ARM_LONGOPTS, {0, 0, 0, 0}};
     int c;
-    o->depths = 16;
-    o->fork_n = 32;
-    o->chunk = 512;
-    o->ref = "f16";
-    o->max_restarts = -1;
-    o->top_p = 1.0;
-    o->seed = 20250101u;
-    o->passage_len = PASSAGES_LEN_DEFAULT;
+    set_defaults(o);
     optind = 0;   /* 0: glibc re-initialises (a second argument vector is parsed for --resume) */
     while ((c = getopt_long(argc, argv, "m:o:qh", opts, NULL)) != -1) {
         /* not a run option: may be given beside --resume; the ones that start the workers or say where
          * they run (--launch, --launch-listen, --worker, --tls-*, --arm) must be, when the run had them */
-        int beside_resume = c > 255 ? c >= 1001 && c <= 1005 : strchr("qjwhZYMWAR", c) != NULL;
-        if (!beside_resume) o->n_run_opts++;
-        int taken = workers_arm_opt(&o->ao, c, optarg);
-        if (taken < 0) { cli_errorf("out of memory"); return RUN_EXIT_RUNTIME; }
+        int taken = cli_resumable_opt(&o->ao, c, optarg, "qjwhZYMWAR", &o->n_run_opts);
+        if (taken < 0) return RUN_EXIT_RUNTIME;
         if (taken) continue;
         switch (c) {
         case 'm': o->model = optarg; break;
@@ -236,58 +297,17 @@ int sweep_cli_parse(int argc, char **argv, sweep_opts *o) {
         case 1100: o->pin_experts = 1; o->pin_file = optarg; break;
         case 1101: if (cli_parse_int("--passages", optarg, 0, PASSAGES_MAX, &o->n_passages)) return RUN_EXIT_USAGE; break;
         case 1102: if (cli_parse_int("--passage-len", optarg, 1, PASSAGES_LEN_MAX, &o->passage_len)) return RUN_EXIT_USAGE; break;
-        case 1103: case 1104: {
-            char *end;
-            errno = 0;
-            double v = strtod(optarg, &end);
-            if (errno || end == optarg || *end || !(v > 0 && v < 100)) {
-                cli_errorf("%s '%s': give a number in (0, 100)", c == 1103 ? "--margin-ppl" : "--margin-top1", optarg);
-                return RUN_EXIT_USAGE;
-            }
-            if (c == 1103) o->margin_ppl = v;
-            else o->margin_top1 = v;
-            break;
-        }
+        case 1103: if (parse_margin("--margin-ppl", optarg, &o->margin_ppl)) return RUN_EXIT_USAGE; break;
+        case 1104: if (parse_margin("--margin-top1", optarg, &o->margin_top1)) return RUN_EXIT_USAGE; break;
         case 'e': if (parse_temps(optarg, o)) return RUN_EXIT_USAGE; break;
-        case 'u': {
-            char *end;
-            errno = 0;
-            o->top_p = strtod(optarg, &end);
-            if (errno || end == optarg || *end || !(o->top_p > 0 && o->top_p <= 1)) {
-                cli_errorf("--top-p '%s': give a number in (0, 1]", optarg);
-                return RUN_EXIT_USAGE;
-            }
-            break;
-        }
-        case 'd': {
-            char *end;
-            errno = 0;
-            unsigned long long v = strtoull(optarg, &end, 10);
-            if (errno || end == optarg || *end || optarg[0] == '-') {
-                cli_errorf("--seed '%s': give an unsigned integer", optarg);
-                return RUN_EXIT_USAGE;
-            }
-            o->seed = (uint64_t)v;
-            break;
-        }
+        case 'u': if (parse_top_p(optarg, &o->top_p)) return RUN_EXIT_USAGE; break;
+        case 'd': if (parse_seed(optarg, &o->seed)) return RUN_EXIT_USAGE; break;
         case 'h': sweep_usage(stdout); return -1;
         default: sweep_usage(stderr); return RUN_EXIT_USAGE;
         }
     }
     if (optind < argc) { cli_errorf("unexpected argument '%s' (see strata-driver sweep --help)", argv[optind]); return RUN_EXIT_USAGE; }
-    if (!!o->doc + !!o->corpus + !!o->tokens_file > 1) {
-        cli_errorf("give at most one of --doc, --corpus, --tokens-file");
-        return RUN_EXIT_USAGE;
-    }
-    if (o->corpus && !o->corpus[0]) { cli_errorf("--corpus is empty: kjv, perldoc, self or a folder"); return RUN_EXIT_USAGE; }
-    if (o->n_passages && o->pin_experts) {
-        cli_errorf("--passages cannot be combined with --pin-experts (the passages' routing is not pinned)");
-        return RUN_EXIT_USAGE;
-    }
-    char e2[512];
-    if (workers_arm_opts_check(&o->ao, e2, sizeof e2)) { cli_errorf("%s", e2); return RUN_EXIT_USAGE; }
-    if (o->tag && cli_check_tag(o->tag)) return RUN_EXIT_USAGE;
-    return 0;
+    return check_opts(o);
 }
 
 json_t *sweep_cli_invocation(int argc, char **argv) {
@@ -300,110 +320,131 @@ json_t *sweep_cli_invocation(int argc, char **argv) {
 }
 
 
-/* (see sweep_cli.h) */
-int sweep_cli_resume(sweep_opts *o, json_t **hdr, char ***rargv, char *out_dir, const char **command) {
-    char err[1024], *text = NULL;
-    size_t len = 0;
-    sweep_opts given = *o;   /* owns the --arm array from here on */
-    memset(&o->ao, 0, sizeof o->ao);
-    int rc = RUN_EXIT_RUNTIME;
-    if (given.n_run_opts) {
+/* The steps of sweep_cli_resume below return 0 or an exit code (the message printed). */
+
+/* What was given beside --resume (given): no option that defines the run, and its folder (into
+ * out_dir [PATH_MAX]), TLS files, --worker and --dump-rows made absolute, as the run's directory
+ * becomes current. */
+static int resume_given(sweep_opts *given, char *out_dir) {
+    if (given->n_run_opts) {
         cli_errorf("--resume DIR continues a run with the options recorded in DIR; beside it only --quiet, --json, "
                    "--request-timeout, --max-restarts, --compare-threads, --dump-rows and the options that start the "
                    "workers or say where they run (--worker, --launch, --launch-listen, --arm, --tls-*) may be given");
-        rc = RUN_EXIT_USAGE;
-        goto done;
+        return RUN_EXIT_USAGE;
     }
-    if (!realpath(given.resume, out_dir)) {
-        cli_errorf("cannot resume %s: %s", given.resume, strerror(errno));
-        rc = RUN_EXIT_USAGE;
-        goto done;
+    if (!realpath(given->resume, out_dir)) {
+        cli_errorf("cannot resume %s: %s", given->resume, strerror(errno));
+        return RUN_EXIT_USAGE;
     }
-    /* paths given now are absolute, as the run's directory becomes current */
-    const char *tls_given[3] = { given.ao.tls_cert, given.ao.tls_key, given.ao.tls_ca };
+    const char *tls_given[3] = { given->ao.tls_cert, given->ao.tls_key, given->ao.tls_ca };
     for (int i = 0; i < 3 && tls_given[0]; i++)
-        if (!realpath(tls_given[i], given.tls_abs[i])) {
+        if (!realpath(tls_given[i], given->tls_abs[i])) {
             cli_errorf("cannot resume with %s: %s", tls_given[i], strerror(errno));
-            rc = RUN_EXIT_USAGE;
-            goto done;
+            return RUN_EXIT_USAGE;
         }
-    if ((given.worker && cli_abs_path(given.worker, given.worker_abs, sizeof given.worker_abs)) ||
-        (given.dump_rows && cli_abs_path(given.dump_rows, given.dump_abs, sizeof given.dump_abs))) {
+    if ((given->worker && cli_abs_path(given->worker, given->worker_abs, sizeof given->worker_abs)) ||
+        (given->dump_rows && cli_abs_path(given->dump_rows, given->dump_abs, sizeof given->dump_abs))) {
         cli_errorf("cannot resume: a path given beside --resume is too long");
-        rc = RUN_EXIT_USAGE;
-        goto done;
+        return RUN_EXIT_USAGE;
     }
+    return 0;
+}
+
+/* The run's journal header (*hdr, the caller's to decref) and the arguments it records (*rargv [*n],
+ * malloc'd; the strings are in *hdr); the run's working directory becomes current. */
+static int resume_recorded(const char *out_dir, json_t **hdr, char ***rargv, size_t *n) {
+    char err[1024], *text = NULL;
+    size_t len = 0;
     if (journal_in_use(out_dir)) {
         cli_errorf("cannot resume %s: it is in use (another strata-driver is writing it)", out_dir);
-        goto done;
+        return RUN_EXIT_RUNTIME;
     }
     if (journal_read_header(out_dir, &text, &len, err, sizeof err)) {
         cli_errorf("cannot resume %s: %s", out_dir, err);
-        goto done;
+        return RUN_EXIT_RUNTIME;
     }
     *hdr = json_loadb(text, len, 0, NULL);
     free(text);
     json_t *inv = json_object_get(*hdr, "invocation");
     json_t *av = json_object_get(inv, "argv");
     const char *cwd = json_string_value(json_object_get(inv, "cwd"));
-    size_t n = json_array_size(av);
-    if (!json_is_array(av) || n < 1 || !cwd) {
+    *n = json_array_size(av);
+    if (!json_is_array(av) || *n < 1 || !cwd) {
         cli_errorf("cannot resume %s: its journal does not record the command's arguments", out_dir);
-        goto done;
+        return RUN_EXIT_RUNTIME;
     }
-    if (!(*rargv = calloc(n + 1, sizeof **rargv))) { cli_errorf("out of memory"); goto done; }
-    for (size_t i = 0; i < n; i++) {
+    if (!(*rargv = calloc(*n + 1, sizeof **rargv))) { cli_errorf("out of memory"); return RUN_EXIT_RUNTIME; }
+    for (size_t i = 0; i < *n; i++) {
         const char *a = json_string_value(json_array_get(av, i));
-        if (!a) { cli_errorf("cannot resume %s: a recorded argument is not a string", out_dir); goto done; }
+        if (!a) { cli_errorf("cannot resume %s: a recorded argument is not a string", out_dir); return RUN_EXIT_RUNTIME; }
         (*rargv)[i] = (char *)a;
     }
     if (chdir(cwd)) {
         cli_errorf("cannot resume %s: the run's working directory %s: %s", out_dir, cwd, strerror(errno));
-        goto done;
+        return RUN_EXIT_RUNTIME;
     }
-    memset(o, 0, sizeof *o);
-    int prc = sweep_cli_parse((int)n, *rargv, o);
-    if (prc) {
-        cli_errorf("cannot resume %s: its recorded options do not parse", out_dir);
-        rc = prc < 0 ? RUN_EXIT_RUNTIME : prc;
-        goto done;
-    }
+    return 0;
+}
+
+/* Into the recorded options o: what the command line gave (given) of where and how the workers run
+ * (never taken from a journal: each must be given again when the run had it), the paths, and the
+ * options allowed beside --resume. */
+static int resume_take_given(sweep_opts *o, sweep_opts *given, char *out_dir) {
+    int tls = given->ao.tls_cert != NULL;
     char missing[1024];
-    int n_missing = cli_resume_missing(&o->ao, o->worker, &given.ao, given.worker, missing, sizeof missing);
+    int n_missing = cli_resume_missing(&o->ao, o->worker, &given->ao, given->worker, missing, sizeof missing);
     if (n_missing) {
         cli_errorf("cannot resume %s: its journal records %s, which a resume never takes from a journal (options "
                    "that start the workers or say where they run): give %s again beside --resume", out_dir, missing,
                    n_missing > 1 ? "them" : "it");
-        rc = RUN_EXIT_USAGE;
-        goto done;
+        return RUN_EXIT_USAGE;
     }
-    if (o->dump_rows && !given.dump_rows)
+    if (o->dump_rows && !given->dump_rows)
         fprintf(stderr, "strata-driver: note: the run's --dump-rows folder is not taken from the journal (give "
                 "--dump-rows DIR beside --resume to write rows)\n");
     /* where and how the workers run: the command line's only */
-    cli_resume_take_workers(&o->ao, &given.ao);
-    memcpy(o->tls_abs, given.tls_abs, sizeof o->tls_abs);
-    o->ao.tls_cert = tls_given[0] ? o->tls_abs[0] : NULL;
-    o->ao.tls_key = tls_given[0] ? o->tls_abs[1] : NULL;
-    o->ao.tls_ca = tls_given[0] ? o->tls_abs[2] : NULL;
-    memcpy(o->worker_abs, given.worker_abs, sizeof o->worker_abs);
-    o->worker = given.worker ? o->worker_abs : NULL;
-    memcpy(o->dump_abs, given.dump_abs, sizeof o->dump_abs);
-    o->dump_rows = given.dump_rows ? o->dump_abs : NULL;
+    cli_resume_take_workers(&o->ao, &given->ao);
+    memcpy(o->tls_abs, given->tls_abs, sizeof o->tls_abs);
+    o->ao.tls_cert = tls ? o->tls_abs[0] : NULL;
+    o->ao.tls_key = tls ? o->tls_abs[1] : NULL;
+    o->ao.tls_ca = tls ? o->tls_abs[2] : NULL;
+    memcpy(o->worker_abs, given->worker_abs, sizeof o->worker_abs);
+    o->worker = given->worker ? o->worker_abs : NULL;
+    memcpy(o->dump_abs, given->dump_abs, sizeof o->dump_abs);
+    o->dump_rows = given->dump_rows ? o->dump_abs : NULL;
     char e2[512];
-    if (workers_arm_opts_check(&o->ao, e2, sizeof e2)) { cli_errorf("%s", e2); rc = RUN_EXIT_USAGE; goto done; }
+    if (workers_arm_opts_check(&o->ao, e2, sizeof e2)) { cli_errorf("%s", e2); return RUN_EXIT_USAGE; }
     o->out = out_dir;
     o->force = 0;
-    o->resume = given.resume;
-    o->quiet |= given.quiet;
-    o->json |= given.json;
-    if (given.request_timeout_s) o->request_timeout_s = given.request_timeout_s;
-    if (given.max_restarts >= 0) o->max_restarts = given.max_restarts;
-    if (given.compare_threads) o->compare_threads = given.compare_threads;
-    const char *cmd = json_string_value(json_object_get(*hdr, "command"));
-    if (cmd) *command = cmd;
-    rc = 0;
-done:
+    o->resume = given->resume;
+    o->quiet |= given->quiet;
+    o->json |= given->json;
+    if (given->request_timeout_s) o->request_timeout_s = given->request_timeout_s;
+    if (given->max_restarts >= 0) o->max_restarts = given->max_restarts;
+    if (given->compare_threads) o->compare_threads = given->compare_threads;
+    return 0;
+}
+
+/* (see sweep_cli.h) */
+int sweep_cli_resume(sweep_opts *o, json_t **hdr, char ***rargv, char *out_dir, const char **command) {
+    sweep_opts given = *o;   /* owns the --arm array from here on */
+    memset(&o->ao, 0, sizeof o->ao);
+    size_t n = 0;
+    int rc = resume_given(&given, out_dir);
+    if (!rc) rc = resume_recorded(out_dir, hdr, rargv, &n);
+    if (!rc) {
+        memset(o, 0, sizeof *o);
+        int prc = sweep_cli_parse((int)n, *rargv, o);
+        if (prc) {
+            cli_errorf("cannot resume %s: its recorded options do not parse", out_dir);
+            rc = prc < 0 ? RUN_EXIT_RUNTIME : prc;
+        }
+    }
+    if (!rc) rc = resume_take_given(o, &given, out_dir);
+    if (!rc) {
+        const char *cmd = json_string_value(json_object_get(*hdr, "command"));
+        if (cmd) *command = cmd;
+    }
     workers_arm_opts_free(&given.ao);
     return rc;
 }

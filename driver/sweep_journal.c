@@ -246,13 +246,111 @@ void sweep_routing_committed(sweep_state *st) {
     }
 }
 
+/* The replay of one journal record r of each type (its payload at rd) below: checks that it
+ * continues the records before it and moves st on; with apply, also appends its lines to the TSVs.
+ * Returns 0 or SWEEP_ERROR with the message in err. */
+
+static int replay_chunk(sweep_state *st, journal_rd *rd, size_t r, int apply, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    uint32_t lp = 0;
+    uint32_t from = jrd_u32(rd), to = jrd_u32(rd);
+    double wall = jrd_f64(rd);
+    const unsigned char *tp = jrd_str(rd, &lp);
+    replay_routing(st, rd);
+    if (rd->bad || !c->per_position || st->k_done >= c->n_depths || (int)from != st->pos_done ||
+        to <= from || (int)to >= c->depths[st->k_done]) {
+        return errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu (chunk %u..%u) does "
+                          "not continue the records before it", r, from, to);
+    }
+    int ret = apply ? sweep_tsv_put(st->positions, "positions.tsv", c, tp, lp, err, errlen) : 0;
+    st->pos_done = (int)to;
+    st->wall_prev = wall;
+    return ret;
+}
+
+static int replay_depth(sweep_state *st, journal_rd *rd, size_t r, int apply, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    int ret = 0;
+    uint32_t lp = 0, ld = 0, lf = 0;
+    uint32_t k = jrd_u32(rd), depth = jrd_u32(rd), from = jrd_u32(rd);
+    double wall = jrd_f64(rd);
+    const unsigned char *tp = jrd_str(rd, &lp);
+    const unsigned char *td = jrd_str(rd, &ld);
+    const unsigned char *tf = jrd_str(rd, &lf);
+    uint32_t lx = 0, ls = 0, lxs = 0;
+    const unsigned char *tx = NULL, *ts = NULL, *txs = NULL;
+    if (st->extra) {
+        tx = jrd_str(rd, &lx);
+        ts = jrd_str(rd, &ls);
+    }
+    if (st->xsamp) txs = jrd_str(rd, &lxs);
+    uint32_t lq = 0;
+    const unsigned char *tq = c->n_passages ? jrd_str(rd, &lq) : NULL;
+    replay_routing(st, rd);
+    if (rd->bad || (int)k != st->k_done || k >= (uint32_t)c->n_depths || (int)depth != c->depths[k] ||
+        (int)from != st->pos_done || (lp && !c->per_position)) {
+        return errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu (depth %u) does not "
+                          "continue the records before it", r, depth);
+    }
+    if (apply && !(ret = sweep_tsv_put(st->positions, "positions.tsv", c, tp, lp, err, errlen)) &&
+        !(ret = sweep_tsv_put(st->depths, "depths.tsv", c, td, ld, err, errlen)))
+        ret = sweep_tsv_put(st->forks, "forks.tsv", c, tf, lf, err, errlen);
+    if (apply && !ret && st->extra && !(ret = sweep_tsv_put(st->cross, "cross.tsv", c, tx, lx, err, errlen)))
+        ret = sweep_tsv_put(st->samples, "samples.tsv", c, ts, ls, err, errlen);
+    if (apply && !ret && st->xsamp)
+        ret = sweep_tsv_put(st->cross_samples, "cross_samples.tsv", c, txs, lxs, err, errlen);
+    if (apply && !ret && c->n_passages) ret = sweep_tsv_put(st->passages, PASSAGES_FILE, c, tq, lq, err, errlen);
+    st->k_done++;
+    st->pos_done = (int)depth;
+    st->wall_prev = wall;
+    return ret;
+}
+
+/* The passages' baseline: before anything else is measured. */
+static int replay_passages(sweep_state *st, journal_rd *rd, size_t r, int apply, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    uint32_t lp = 0;
+    uint32_t depth = jrd_u32(rd);
+    const unsigned char *tp = jrd_str(rd, &lp);
+    if (rd->bad || !c->n_passages || st->pass_base_done || st->k_done || st->pos_done ||
+        (int)depth != st->pass_base) {
+        return errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu (the passages' "
+                          "baseline) does not belong where it is", r);
+    }
+    int ret = apply ? sweep_tsv_put(st->passages, PASSAGES_FILE, c, tp, lp, err, errlen) : 0;
+    st->pass_base_done = 1;
+    return ret;
+}
+
+/* A warning (of one arm, or NO_ARM): restored into meta.json's warnings and the twin check. */
+static int replay_warning(sweep_state *st, journal_rd *rd, size_t r, int apply, char *err, size_t errlen) {
+    const sweep_config *c = st->c;
+    uint32_t lp = 0;
+    uint32_t a = jrd_u32(rd);
+    const unsigned char *tp = jrd_str(rd, &lp);
+    if (rd->bad || (a != NO_ARM && a >= (uint32_t)st->n))
+        return errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu is a bad warning", r);
+    if (apply && a != NO_ARM) st->sa[a].twin_warned = 1;
+    if (apply && c->warnings) json_array_append_new(c->warnings, json_stringn((const char *)tp, lp));
+    return 0;
+}
+
+/* An earlier resumption: restored into meta.json's resumes. */
+static void replay_resume(sweep_state *st, journal_rd *rd, int apply) {
+    uint32_t lp = 0;
+    uint32_t k = jrd_u32(rd), pos = jrd_u32(rd);
+    const unsigned char *tp = jrd_str(rd, &lp);
+    if (apply && !rd->bad)
+        json_array_append_new(st->resumes, json_pack("{s:s%,s:i,s:i}", "date", (const char *)tp,
+                                                     (size_t)lp, "depths_done", (int)k, "position", (int)pos));
+}
+
 /* Replays journal records 1.. (recs [n_rec]) from an empty state: checks that each continues the
  * ones before it and sets k_done, pos_done and wall_prev; with apply, also appends their lines to
  * the (rebuilt) TSVs and restores the warnings, twin checks and resumptions. Returns 0 or
  * SWEEP_ERROR naming the record. */
 static int replay_records(sweep_state *st, const journal_rec *recs, size_t n_rec, int apply, char *err,
                           size_t errlen) {
-    const sweep_config *c = st->c;
     int ret = 0;
     st->k_done = st->pos_done = 0;
     st->pass_base_done = 0;
@@ -260,92 +358,12 @@ static int replay_records(sweep_state *st, const journal_rec *recs, size_t n_rec
     for (int a = 0; st->moe && a < st->n; a++) st->sa[a].route_n = st->sa[a].route_diff = 0;
     for (size_t r = 1; r < n_rec && !ret; r++) {
         journal_rd rd = { recs[r].data, recs[r].len, 0, 0 };
-        uint32_t lp = 0, ld = 0, lf = 0;
-        const unsigned char *tp, *td, *tf;
         switch (recs[r].type) {
-        case JOURNAL_CHUNK: {
-            uint32_t from = jrd_u32(&rd), to = jrd_u32(&rd);
-            double wall = jrd_f64(&rd);
-            tp = jrd_str(&rd, &lp);
-            replay_routing(st, &rd);
-            if (rd.bad || !c->per_position || st->k_done >= c->n_depths || (int)from != st->pos_done ||
-                to <= from || (int)to >= c->depths[st->k_done]) {
-                ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu (chunk %u..%u) does "
-                                 "not continue the records before it", r, from, to);
-                break;
-            }
-            if (apply) ret = sweep_tsv_put(st->positions, "positions.tsv", c, tp, lp, err, errlen);
-            st->pos_done = (int)to;
-            st->wall_prev = wall;
-            break;
-        }
-        case JOURNAL_DEPTH: {
-            uint32_t k = jrd_u32(&rd), depth = jrd_u32(&rd), from = jrd_u32(&rd);
-            double wall = jrd_f64(&rd);
-            tp = jrd_str(&rd, &lp);
-            td = jrd_str(&rd, &ld);
-            tf = jrd_str(&rd, &lf);
-            uint32_t lx = 0, ls = 0, lxs = 0;
-            const unsigned char *tx = NULL, *ts = NULL, *txs = NULL;
-            if (st->extra) {
-                tx = jrd_str(&rd, &lx);
-                ts = jrd_str(&rd, &ls);
-            }
-            if (st->xsamp) txs = jrd_str(&rd, &lxs);
-            uint32_t lq = 0;
-            const unsigned char *tq = c->n_passages ? jrd_str(&rd, &lq) : NULL;
-            replay_routing(st, &rd);
-            if (rd.bad || (int)k != st->k_done || k >= (uint32_t)c->n_depths || (int)depth != c->depths[k] ||
-                (int)from != st->pos_done || (lp && !c->per_position)) {
-                ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu (depth %u) does not "
-                                 "continue the records before it", r, depth);
-                break;
-            }
-            if (apply && !(ret = sweep_tsv_put(st->positions, "positions.tsv", c, tp, lp, err, errlen)) &&
-                !(ret = sweep_tsv_put(st->depths, "depths.tsv", c, td, ld, err, errlen)))
-                ret = sweep_tsv_put(st->forks, "forks.tsv", c, tf, lf, err, errlen);
-            if (apply && !ret && st->extra && !(ret = sweep_tsv_put(st->cross, "cross.tsv", c, tx, lx, err, errlen)))
-                ret = sweep_tsv_put(st->samples, "samples.tsv", c, ts, ls, err, errlen);
-            if (apply && !ret && st->xsamp)
-                ret = sweep_tsv_put(st->cross_samples, "cross_samples.tsv", c, txs, lxs, err, errlen);
-            if (apply && !ret && c->n_passages) ret = sweep_tsv_put(st->passages, PASSAGES_FILE, c, tq, lq, err, errlen);
-            st->k_done++;
-            st->pos_done = (int)depth;
-            st->wall_prev = wall;
-            break;
-        }
-        case JOURNAL_PASSAGES: {   /* the passages' baseline: before anything else is measured */
-            uint32_t depth = jrd_u32(&rd);
-            tp = jrd_str(&rd, &lp);
-            if (rd.bad || !c->n_passages || st->pass_base_done || st->k_done || st->pos_done ||
-                (int)depth != st->pass_base) {
-                ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu (the passages' "
-                                 "baseline) does not belong where it is", r);
-                break;
-            }
-            if (apply) ret = sweep_tsv_put(st->passages, PASSAGES_FILE, c, tp, lp, err, errlen);
-            st->pass_base_done = 1;
-            break;
-        }
-        case JOURNAL_WARNING: {
-            uint32_t a = jrd_u32(&rd);
-            tp = jrd_str(&rd, &lp);
-            if (rd.bad || (a != NO_ARM && a >= (uint32_t)st->n)) {
-                ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu is a bad warning", r);
-                break;
-            }
-            if (apply && a != NO_ARM) st->sa[a].twin_warned = 1;
-            if (apply && c->warnings) json_array_append_new(c->warnings, json_stringn((const char *)tp, lp));
-            break;
-        }
-        case JOURNAL_RESUME: {
-            uint32_t k = jrd_u32(&rd), pos = jrd_u32(&rd);
-            tp = jrd_str(&rd, &lp);
-            if (apply && !rd.bad)
-                json_array_append_new(st->resumes, json_pack("{s:s%,s:i,s:i}", "date", (const char *)tp,
-                                                             (size_t)lp, "depths_done", (int)k, "position", (int)pos));
-            break;
-        }
+        case JOURNAL_CHUNK: ret = replay_chunk(st, &rd, r, apply, err, errlen); break;
+        case JOURNAL_DEPTH: ret = replay_depth(st, &rd, r, apply, err, errlen); break;
+        case JOURNAL_PASSAGES: ret = replay_passages(st, &rd, r, apply, err, errlen); break;
+        case JOURNAL_WARNING: ret = replay_warning(st, &rd, r, apply, err, errlen); break;
+        case JOURNAL_RESUME: replay_resume(st, &rd, apply); break;
         default:
             ret = errmsg_set(err, errlen, SWEEP_ERROR, "cannot resume: journal record %zu has type %u, which this "
                              "strata-driver does not know", r, recs[r].type);

@@ -109,6 +109,125 @@ static void cpu_free(backend *base) {
     free(b);
 }
 
+/* The steps of cpu_create below. m is the model (b->m is its copy), cfg the configuration. */
+
+/* Which layers have a KV cache (b->kv_layer) and the formats of their cells: *fk, *fv [n_attn][n_kv]
+ * (malloc'd; the caller frees them, also on failure), each checked against the head dim, with the
+ * KV bytes per token they reserve added to need. */
+static int kv_formats(backend_cpu *b, const backend_model *m, const backend_config *cfg, int n_attn, kv_fmt **fk,
+                      kv_fmt **fv, backend_need *need, char *err, size_t errlen) {
+    int nl = m->n_layer;
+    b->kv_layer = malloc(sizeof(int) * (size_t)nl);
+    *fk = malloc(sizeof **fk * (size_t)n_attn * m->n_kv);
+    *fv = malloc(sizeof **fv * (size_t)n_attn * m->n_kv);
+    if (!b->kv_layer || !*fk || !*fv) return errmsg_set(err, errlen, -1, "out of memory");
+    for (int l = 0, a = 0; l < nl; l++) {   /* a linear layer's cells are ignored (backend.h) */
+        b->kv_layer[l] = m->layers[l].recurrent ? -1 : a;
+        if (m->layers[l].recurrent) continue;
+        for (int g = 0; g < m->n_kv; g++) {
+            size_t i = (size_t)l * m->n_kv + g, j = (size_t)a * m->n_kv + g;
+            if (kv_fmt_check(cfg->kv_k[i], m->hd, err, errlen) || kv_fmt_check(cfg->kv_v[i], m->hd, err, errlen))
+                return -1;
+            (*fk)[j] = cfg->kv_k[i];
+            (*fv)[j] = cfg->kv_v[i];
+            need->kv_bytes_per_token += kv_reserve_bytes((*fk)[j], m->hd, 0) + kv_reserve_bytes((*fv)[j], m->hd, 1);
+        }
+        a++;
+    }
+    return 0;
+}
+
+/* A hybrid model's recurrent states, their snapshots and the token ids (docs/DESIGN.md §3.1.3):
+ * their sizes into b, their bytes added to need. */
+static void size_recurrent(backend_cpu *b, const backend_model *m, const backend_config *cfg, backend_need *need) {
+    b->cd = (2 * m->ssm_nk + m->ssm_nv) * m->ssm_d;
+    b->conv_floats = (size_t)(m->ssm_conv - 1) * b->cd;
+    b->rec_floats = b->conv_floats + (size_t)m->ssm_nv * m->ssm_d * m->ssm_d;
+    uint64_t st = 4ull * b->n_rec * b->rec_floats;
+    uint64_t n_snap = HYBRID_SNAP_BYTES / st;
+    b->n_snap = n_snap < HYBRID_SNAP_MIN ? HYBRID_SNAP_MIN : n_snap > HYBRID_SNAP_MAX ? HYBRID_SNAP_MAX : (int)n_snap;
+    need->scratch_bytes += st * (1 + (uint64_t)b->n_snap) + 4ull * cfg->n_ctx;
+    if (m->n_expert > 0) need->scratch_bytes += 4ull * cfg->n_ctx * m->n_layer * m->n_expert_used;   /* route_log */
+}
+
+/* The scratch of a forward pass of up to T tokens (the dense part and the attention gates).
+ * Returns 1 when every buffer was allocated. */
+static int alloc_dense(backend_cpu *b, const backend_model *m, size_t T) {
+    b->x = alloc64(T * m->dim);
+    b->xb = alloc64(T * m->dim);
+    b->q = alloc64(T * m->n_head * m->hd);
+    b->att = alloc64(T * m->n_head * m->hd);
+    b->k = alloc64(T * m->n_kv * m->hd);
+    b->v = alloc64(T * m->n_kv * m->hd);
+    size_t hw = (size_t)(m->ffn_sh > m->ffn ? m->ffn_sh : m->ffn);
+    b->h1 = alloc64(T * hw);
+    b->h2 = alloc64(T * hw);
+    b->cs_g = alloc64(T * m->n_rot);
+    b->cs_l = alloc64(T * m->n_rot);
+    int ok = b->x && b->xb && b->q && b->att && b->k && b->v && b->h1 && b->h2 && b->cs_g && b->cs_l;
+    if (m->attn_gate) {
+        b->gate = alloc64(T * m->n_head * m->hd);
+        b->qg = alloc64(T * 2 * m->n_head * m->hd);
+        ok = ok && b->gate && b->qg;
+    }
+    return ok;
+}
+
+/* A hybrid model's states, snapshots, token ids, route log and linear-attention scratch. Returns 1
+ * when every buffer was allocated. */
+static int alloc_recurrent(backend_cpu *b, const backend_model *m, const backend_config *cfg, size_t T) {
+    /* calloc: snapshot pages are committed only when one is taken */
+    int nl = m->n_layer, ok = 1;
+    size_t nvd = (size_t)m->ssm_nv * m->ssm_d;
+    b->state = calloc((size_t)b->n_rec * b->rec_floats, sizeof(float));
+    b->snap = calloc((size_t)b->n_snap * b->n_rec * b->rec_floats, sizeof(float));
+    b->snap_pos = malloc(sizeof(int) * (size_t)b->n_snap);
+    b->toks = calloc((size_t)cfg->n_ctx, sizeof(int32_t));
+    if (m->n_expert > 0) {
+        b->route_log = calloc((size_t)cfg->n_ctx * nl * m->n_expert_used, sizeof(int32_t));
+        ok = b->route_log != NULL;
+    }
+    b->mix = alloc64(T * b->cd);
+    b->zb = alloc64(T * nvd);
+    b->bet = alloc64(T * m->ssm_nv);
+    b->alp = alloc64(T * m->ssm_nv);
+    b->lo = alloc64(T * nvd);
+    ok = ok && b->state && b->snap && b->snap_pos && b->toks && b->mix && b->zb && b->bet && b->alp && b->lo;
+    for (int i = 0; b->snap_pos && i < b->n_snap; i++) b->snap_pos[i] = -1;
+    return ok;
+}
+
+/* A MoE model's routing and expert scratch. Returns 1 when every buffer was allocated. */
+static int alloc_moe(backend_cpu *b, const backend_model *m, size_t T) {
+    size_t k = (size_t)m->n_expert_used;
+    b->probs = alloc64(T * m->n_expert);
+    b->sel = malloc(sizeof(int) * T * k);
+    b->wsel = alloc64(T * k);
+    b->xe = alloc64(T * m->dim);
+    b->de = alloc64(T * m->dim);
+    b->ye = alloc64(T * k * m->dim);
+    b->gtok = malloc(sizeof(int) * T);
+    b->gslot = malloc(sizeof(int) * T);
+    return b->probs && b->sel && b->wsel && b->xe && b->de && b->ye && b->gtok && b->gslot;
+}
+
+/* The kernels' own scratch, sized for the widest matmul input (dim, n_head*hd or ffn) and for
+ * attention over the whole context with the widest window (after the cache is made). Returns 1
+ * when both were allocated. */
+static int alloc_kernel_scratch(backend_cpu *b, const backend_model *m, const backend_config *cfg) {
+    int cols = m->dim, window = 0;
+    if (m->n_head * m->hd > cols) cols = m->n_head * m->hd;
+    if (m->ffn > cols) cols = m->ffn;
+    if (m->ssm_nv * m->ssm_d > cols) cols = m->ssm_nv * m->ssm_d;
+    if (m->ffn_sh > cols) cols = m->ffn_sh;
+    for (int l = 0; l < m->n_layer; l++)
+        if (m->layers[l].window > window) window = m->layers[l].window;
+    b->mm_ws = alloc64(ops_matmul_scratch_floats(cfg->threads, cols));
+    b->attn_ws_floats = attn_scratch_floats(&b->c, m->n_head, cfg->max_tokens, window, cfg->threads);
+    b->attn_ws = alloc64(b->attn_ws_floats);
+    return b->mm_ws && b->attn_ws;
+}
+
 static int cpu_create(const backend_model *m, const backend_config *cfg, backend **out, char *err, size_t errlen) {
     int nl = m->n_layer;
     backend_cpu *b = calloc(1, sizeof *b);
@@ -129,32 +248,8 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
         goto fail;
     }
     if (n_attn == 0) { errmsg_set(err, errlen, -1, "the model has no attention layer (every layer is linear attention)"); goto fail; }
-    b->kv_layer = malloc(sizeof(int) * (size_t)nl);
-    fk = malloc(sizeof *fk * (size_t)n_attn * m->n_kv);
-    fv = malloc(sizeof *fv * (size_t)n_attn * m->n_kv);
-    if (!b->kv_layer || !fk || !fv) { errmsg_set(err, errlen, -1, "out of memory"); goto fail; }
-    for (int l = 0, a = 0; l < nl; l++) {   /* a linear layer's cells are ignored (backend.h) */
-        b->kv_layer[l] = m->layers[l].recurrent ? -1 : a;
-        if (m->layers[l].recurrent) continue;
-        for (int g = 0; g < m->n_kv; g++) {
-            size_t i = (size_t)l * m->n_kv + g, j = (size_t)a * m->n_kv + g;
-            if (kv_fmt_check(cfg->kv_k[i], m->hd, err, errlen) || kv_fmt_check(cfg->kv_v[i], m->hd, err, errlen)) goto fail;
-            fk[j] = cfg->kv_k[i];
-            fv[j] = cfg->kv_v[i];
-            need.kv_bytes_per_token += kv_reserve_bytes(fk[j], m->hd, 0) + kv_reserve_bytes(fv[j], m->hd, 1);
-        }
-        a++;
-    }
-    if (b->n_rec > 0) {   /* the recurrent states, their snapshots and the token ids (docs/DESIGN.md §3.1.3) */
-        b->cd = (2 * m->ssm_nk + m->ssm_nv) * m->ssm_d;
-        b->conv_floats = (size_t)(m->ssm_conv - 1) * b->cd;
-        b->rec_floats = b->conv_floats + (size_t)m->ssm_nv * m->ssm_d * m->ssm_d;
-        uint64_t st = 4ull * b->n_rec * b->rec_floats;
-        uint64_t n_snap = HYBRID_SNAP_BYTES / st;
-        b->n_snap = n_snap < HYBRID_SNAP_MIN ? HYBRID_SNAP_MIN : n_snap > HYBRID_SNAP_MAX ? HYBRID_SNAP_MAX : (int)n_snap;
-        need.scratch_bytes += st * (1 + (uint64_t)b->n_snap) + 4ull * cfg->n_ctx;
-        if (m->n_expert > 0) need.scratch_bytes += 4ull * cfg->n_ctx * nl * m->n_expert_used;   /* route_log */
-    }
+    if (kv_formats(b, m, cfg, n_attn, &fk, &fv, &need, err, errlen)) goto fail;
+    if (b->n_rec > 0) size_recurrent(b, m, cfg, &need);
     if (cfg->mem_check && cfg->mem_check(cfg->mem_ctx, &need, err, errlen)) goto fail;
     if (cache_create_heads(&b->c, fk, fv, n_attn, m->n_kv, m->hd, cfg->n_ctx, err, errlen)) goto fail;
     free(fk);
@@ -165,68 +260,11 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
         goto fail;
     }
     size_t T = (size_t)cfg->max_tokens;
-    b->x = alloc64(T * m->dim);
-    b->xb = alloc64(T * m->dim);
-    b->q = alloc64(T * m->n_head * m->hd);
-    b->att = alloc64(T * m->n_head * m->hd);
-    b->k = alloc64(T * m->n_kv * m->hd);
-    b->v = alloc64(T * m->n_kv * m->hd);
-    size_t hw = (size_t)(m->ffn_sh > m->ffn ? m->ffn_sh : m->ffn);
-    b->h1 = alloc64(T * hw);
-    b->h2 = alloc64(T * hw);
-    b->cs_g = alloc64(T * m->n_rot);
-    b->cs_l = alloc64(T * m->n_rot);
-    int hyb_ok = 1;
-    if (m->attn_gate) {
-        b->gate = alloc64(T * m->n_head * m->hd);
-        b->qg = alloc64(T * 2 * m->n_head * m->hd);
-        hyb_ok = b->gate && b->qg;
-    }
-    if (b->n_rec > 0) {   /* calloc: snapshot pages are committed only when one is taken */
-        size_t nvd = (size_t)m->ssm_nv * m->ssm_d;
-        b->state = calloc((size_t)b->n_rec * b->rec_floats, sizeof(float));
-        b->snap = calloc((size_t)b->n_snap * b->n_rec * b->rec_floats, sizeof(float));
-        b->snap_pos = malloc(sizeof(int) * (size_t)b->n_snap);
-        b->toks = calloc((size_t)cfg->n_ctx, sizeof(int32_t));
-        if (m->n_expert > 0) {
-            b->route_log = calloc((size_t)cfg->n_ctx * nl * m->n_expert_used, sizeof(int32_t));
-            hyb_ok = hyb_ok && b->route_log;
-        }
-        b->mix = alloc64(T * b->cd);
-        b->zb = alloc64(T * nvd);
-        b->bet = alloc64(T * m->ssm_nv);
-        b->alp = alloc64(T * m->ssm_nv);
-        b->lo = alloc64(T * nvd);
-        hyb_ok = hyb_ok && b->state && b->snap && b->snap_pos && b->toks && b->mix && b->zb && b->bet && b->alp && b->lo;
-        for (int i = 0; b->snap_pos && i < b->n_snap; i++) b->snap_pos[i] = -1;
-    }
-    int moe_ok = 1;
-    if (m->n_expert > 0) {
-        size_t k = (size_t)m->n_expert_used;
-        b->probs = alloc64(T * m->n_expert);
-        b->sel = malloc(sizeof(int) * T * k);
-        b->wsel = alloc64(T * k);
-        b->xe = alloc64(T * m->dim);
-        b->de = alloc64(T * m->dim);
-        b->ye = alloc64(T * k * m->dim);
-        b->gtok = malloc(sizeof(int) * T);
-        b->gslot = malloc(sizeof(int) * T);
-        moe_ok = b->probs && b->sel && b->wsel && b->xe && b->de && b->ye && b->gtok && b->gslot;
-    }
-    /* the kernels' own scratch, sized for the widest matmul input (dim, n_head*hd or ffn) and for
-     * attention over the whole context with the widest window */
-    int cols = m->dim, window = 0;
-    if (m->n_head * m->hd > cols) cols = m->n_head * m->hd;
-    if (m->ffn > cols) cols = m->ffn;
-    if (m->ssm_nv * m->ssm_d > cols) cols = m->ssm_nv * m->ssm_d;
-    if (m->ffn_sh > cols) cols = m->ffn_sh;
-    for (int l = 0; l < nl; l++)
-        if (m->layers[l].window > window) window = m->layers[l].window;
-    b->mm_ws = alloc64(ops_matmul_scratch_floats(cfg->threads, cols));
-    b->attn_ws_floats = attn_scratch_floats(&b->c, m->n_head, cfg->max_tokens, window, cfg->threads);
-    b->attn_ws = alloc64(b->attn_ws_floats);
-    if (!b->x || !b->xb || !b->q || !b->att || !b->k || !b->v || !b->h1 || !b->h2 || !b->cs_g || !b->cs_l ||
-        !b->mm_ws || !b->attn_ws || !moe_ok || !hyb_ok) {
+    int ok = alloc_dense(b, m, T);
+    if (b->n_rec > 0) ok = alloc_recurrent(b, m, cfg, T) && ok;
+    if (m->n_expert > 0) ok = alloc_moe(b, m, T) && ok;
+    ok = alloc_kernel_scratch(b, m, cfg) && ok;
+    if (!ok) {
         errmsg_set(err, errlen, -1, "out of memory (prefill chunk %d)", cfg->max_tokens);
         goto fail;
     }
@@ -523,13 +561,82 @@ static void hybrid_snapshot(backend_cpu *b) {
     b->snap_pos[slot] = b->depth;
 }
 
+/* The steps of cpu_forward below work on b's scratch for a chunk of T tokens at positions pos0... */
+
+/* The tokens' embeddings into b->x, and their RoPE tables (global and local). Refuses a token id
+ * outside the vocabulary. */
+static int embed(backend_cpu *b, const int32_t *tokens, int T, int pos0, char *err, size_t errlen) {
+    const backend_model *m = &b->m;
+    int dim = m->dim;
+    for (int t = 0; t < T; t++) {
+        if (tokens[t] < 0 || tokens[t] >= m->n_vocab) {
+            return errmsg_set(err, errlen, -1, "token id %d at position %d is outside the vocabulary [0, %d)", tokens[t], pos0 + t, m->n_vocab);
+        }
+        float *x = b->x + (size_t)t * dim;
+        ops_weight_row(&m->tok_emb, tokens[t], x);
+        if (m->emb_scale != 1.0f)
+            for (int i = 0; i < dim; i++) x[i] *= m->emb_scale;
+        ops_rope_table(b->cs_g + (size_t)t * m->n_rot, pos0 + t, m->n_rot, &m->rope_global);
+        ops_rope_table(b->cs_l + (size_t)t * m->n_rot, pos0 + t, m->n_rot, &m->rope_local);
+    }
+    return 0;
+}
+
+/* Attention layer l on the normed inputs b->xb: Q, K, V (and the gates), K and V stored in the cache,
+ * attention, the output projection back into b->xb. cs: the layer's RoPE table. Returns -1 when a
+ * kernel refused its arguments. */
+static int attn_layer(backend_cpu *b, const backend_layer *ly, int l, int T, int pos0, const float *cs) {
+    const backend_model *m = &b->m;
+    cache *c = &b->c;
+    pool *p = b->p;
+    int dim = m->dim, qd = m->n_head * m->hd, kd = m->n_kv * m->hd;
+    int cl = b->kv_layer ? b->kv_layer[l] : l;   /* its layer in the cache */
+    if (m->attn_gate) {   /* wq: per head hd queries, then hd gates */
+        ops_mm qkv[3] = { { &ly->wq, b->qg, 2 * qd }, { &ly->wk, b->k, kd }, { &ly->wv, b->v, kd } };
+        if (ops_matmul_many(p, qkv, 3, b->xb, T, b->mm_ws)) return -1;
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < m->n_head; h++) {
+                const float *src = b->qg + (size_t)t * 2 * qd + (size_t)h * 2 * m->hd;
+                memcpy(b->q + (size_t)t * qd + (size_t)h * m->hd, src, sizeof(float) * m->hd);
+                memcpy(b->gate + (size_t)t * qd + (size_t)h * m->hd, src + m->hd, sizeof(float) * m->hd);
+            }
+    } else {
+        ops_mm qkv[3] = { { &ly->wq, b->q, qd }, { &ly->wk, b->k, kd }, { &ly->wv, b->v, kd } };
+        if (ops_matmul_many(p, qkv, 3, b->xb, T, b->mm_ws)) return -1;
+    }
+    add_bias(b->q, ly->bq, T, qd);
+    add_bias(b->k, ly->bk, T, kd);
+    add_bias(b->v, ly->bv, T, kd);
+    qk_prepare(m, b->q, T, m->n_head, ly->q_norm, cs);
+    qk_prepare(m, b->k, T, m->n_kv, ly->k_norm, cs);
+    for (int t = 0; t < T; t++) cache_store(c, cl, pos0 + t, b->k + (size_t)t * kd, b->v + (size_t)t * kd);
+    attn_args at = { cl, T, pos0, m->n_head, ly->window, m->attn_scale, b->q, b->att, ly->sinks };
+    if (attn_run_ws(p, c, &at, b->attn_ws, b->attn_ws_floats)) return -1;
+    if (m->attn_gate)
+        for (size_t i = 0; i < (size_t)T * qd; i++) b->att[i] = b->att[i] * sigmoidf(b->gate[i]);
+    if (ops_matmul(p, &ly->wo, b->att, b->xb, T, dim, b->mm_ws)) return -1;
+    add_bias(b->xb, ly->bo, T, dim);
+    return 0;
+}
+
+/* A dense layer's FFN on the normed inputs b->xb, its output back into b->xb. Returns -1 when a
+ * kernel refused its arguments. */
+static int dense_ffn(backend_cpu *b, const backend_layer *ly, int T) {
+    const backend_model *m = &b->m;
+    pool *p = b->p;
+    ops_mm gate_up[2] = { { &ly->w_gate, b->h1, m->ffn }, { &ly->w_up, b->h2, m->ffn } };
+    if (ops_matmul_many(p, gate_up, 2, b->xb, T, b->mm_ws)) return -1;
+    ffn_act_rows(p, m, b->h1, b->h2, T, m->ffn);
+    return ops_matmul(p, &ly->w_down, b->h1, b->xb, T, m->dim, b->mm_ws) ? -1 : 0;
+}
+
 static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, const int *rows, int n_rows,
                        float *logits, char *err, size_t errlen) {
     backend_cpu *b = (backend_cpu *)base;
     const backend_model *m = &b->m;
     cache *c = &b->c;
     pool *p = b->p;
-    int dim = m->dim, qd = m->n_head * m->hd, kd = m->n_kv * m->hd;
+    int dim = m->dim;
     if (T < 1 || T > b->max_T) return errmsg_set(err, errlen, -1, "chunk of %d tokens (max %d)", T, b->max_T);
     if (pos0 < 0 || pos0 + T > c->n_ctx) {
         return errmsg_set(err, errlen, -1, "positions %d..%d exceed the context of %d tokens", pos0, pos0 + T - 1,
@@ -544,17 +651,7 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
     b->used = NULL;
     /* a hybrid model's states back to position pos0 first (it uses the scratch below) */
     if (b->n_rec > 0 && pos0 < b->depth && hybrid_truncate(b, pos0, err, errlen)) return -1;
-    for (int t = 0; t < T; t++) {
-        if (tokens[t] < 0 || tokens[t] >= m->n_vocab) {
-            return errmsg_set(err, errlen, -1, "token id %d at position %d is outside the vocabulary [0, %d)", tokens[t], pos0 + t, m->n_vocab);
-        }
-        float *x = b->x + (size_t)t * dim;
-        ops_weight_row(&m->tok_emb, tokens[t], x);
-        if (m->emb_scale != 1.0f)
-            for (int i = 0; i < dim; i++) x[i] *= m->emb_scale;
-        ops_rope_table(b->cs_g + (size_t)t * m->n_rot, pos0 + t, m->n_rot, &m->rope_global);
-        ops_rope_table(b->cs_l + (size_t)t * m->n_rot, pos0 + t, m->n_rot, &m->rope_local);
-    }
+    if (embed(b, tokens, T, pos0, err, errlen)) return -1;
     for (int i = 0; i < n_rows; i++)
         if (rows[i] < 0 || rows[i] >= T) return errmsg_set(err, errlen, -1, "row index %d outside the chunk", rows[i]);
     if (b->toks) memmove(b->toks + pos0, tokens, sizeof(int32_t) * (size_t)T);   /* a re-run passes toks itself */
@@ -571,33 +668,8 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
         if (ly->recurrent) {   /* linear attention: its states instead of the KV cache */
             float *st = b->state + (size_t)r++ * b->rec_floats;   /* r: its index among the linear layers */
             if (linear_layer(b, ly, st, T)) goto kfail;
-        } else {
-            int cl = b->kv_layer ? b->kv_layer[l] : l;   /* its layer in the cache */
-            if (m->attn_gate) {   /* wq: per head hd queries, then hd gates */
-                ops_mm qkv[3] = { { &ly->wq, b->qg, 2 * qd }, { &ly->wk, b->k, kd }, { &ly->wv, b->v, kd } };
-                if (ops_matmul_many(p, qkv, 3, b->xb, T, b->mm_ws)) goto kfail;
-                for (int t = 0; t < T; t++)
-                    for (int h = 0; h < m->n_head; h++) {
-                        const float *src = b->qg + (size_t)t * 2 * qd + (size_t)h * 2 * m->hd;
-                        memcpy(b->q + (size_t)t * qd + (size_t)h * m->hd, src, sizeof(float) * m->hd);
-                        memcpy(b->gate + (size_t)t * qd + (size_t)h * m->hd, src + m->hd, sizeof(float) * m->hd);
-                    }
-            } else {
-                ops_mm qkv[3] = { { &ly->wq, b->q, qd }, { &ly->wk, b->k, kd }, { &ly->wv, b->v, kd } };
-                if (ops_matmul_many(p, qkv, 3, b->xb, T, b->mm_ws)) goto kfail;
-            }
-            add_bias(b->q, ly->bq, T, qd);
-            add_bias(b->k, ly->bk, T, kd);
-            add_bias(b->v, ly->bv, T, kd);
-            qk_prepare(m, b->q, T, m->n_head, ly->q_norm, cs);
-            qk_prepare(m, b->k, T, m->n_kv, ly->k_norm, cs);
-            for (int t = 0; t < T; t++) cache_store(c, cl, pos0 + t, b->k + (size_t)t * kd, b->v + (size_t)t * kd);
-            attn_args at = { cl, T, pos0, m->n_head, ly->window, m->attn_scale, b->q, b->att, ly->sinks };
-            if (attn_run_ws(p, c, &at, b->attn_ws, b->attn_ws_floats)) goto kfail;
-            if (m->attn_gate)
-                for (size_t i = 0; i < (size_t)T * qd; i++) b->att[i] = b->att[i] * sigmoidf(b->gate[i]);
-            if (ops_matmul(p, &ly->wo, b->att, b->xb, T, dim, b->mm_ws)) goto kfail;
-            add_bias(b->xb, ly->bo, T, dim);
+        } else if (attn_layer(b, ly, l, T, pos0, cs)) {
+            goto kfail;
         }
         for (int t = 0; t < T; t++) {
             float *o = b->xb + (size_t)t * dim, *x = b->x + (size_t)t * dim;
@@ -614,10 +686,7 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
             if (rc) goto kfail;
             continue;
         }
-        ops_mm gate_up[2] = { { &ly->w_gate, b->h1, m->ffn }, { &ly->w_up, b->h2, m->ffn } };
-        if (ops_matmul_many(p, gate_up, 2, b->xb, T, b->mm_ws)) goto kfail;
-        ffn_act_rows(p, m, b->h1, b->h2, T, m->ffn);
-        if (ops_matmul(p, &ly->w_down, b->h1, b->xb, T, dim, b->mm_ws)) goto kfail;
+        if (dense_ffn(b, ly, T)) goto kfail;
         for (int t = 0; t < T; t++) {
             float *o = b->xb + (size_t)t * dim, *x = b->x + (size_t)t * dim;
             if (ly->post_ffn_norm) ops_rmsnorm(o, o, ly->post_ffn_norm, dim, m->eps);

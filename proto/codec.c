@@ -246,84 +246,103 @@ static int check_string(const char *c, const char *key, const char *s, size_t ca
     return 0;
 }
 
-/* What the decoder would refuse, refused before sending. */
-static int check_encodable(const proto_msg *m, char *err, size_t errlen) {
-    if ((int)m->type <= PROTO_NONE || (int)m->type >= PROTO_N_TYPES)
-        return errmsg_set(err, errlen, PROTO_E_BADARG, "cannot encode message type %d", (int)m->type);
-    if (m->type == PROTO_ERROR && !m->is_reply)
-        return errmsg_set(err, errlen, PROTO_E_BADARG, "an error message must be a reply");
-    char c[48];
-    snprintf(c, sizeof c, "%s %s", proto_type_name(m->type), m->is_reply ? "reply" : "request");
+/* The checks below refuse what the decoder would, for one message type each; c labels the message
+ * ("prefill request") in the error. They return 0 or a PROTO_E_* code with the message in err. */
+
+static int check_request(const proto_msg *m, const char *c, char *err, size_t errlen) {
     int rc;
-    if (!m->is_reply) {
-        switch (m->type) {
-        case PROTO_TOKENIZE:
-            return check_payload(c, "text", m->tokenize_req.text, m->tokenize_req.n_text,
-                                 PROTO_MAX_TEXT, err, errlen);
-        case PROTO_PREFILL:
-            if (m->prefill_req.rows > PROTO_ROWS_ALL)
-                return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: rows = %u is not 0, 1 or 2", c,
-                            m->prefill_req.rows);
-            if (m->prefill_req.pin && (rc = check_payload(c, "pin", m->prefill_req.pin, m->prefill_req.n_pin,
-                                                          PROTO_MAX_ROUTES, err, errlen)))
-                return rc;
-            return check_payload(c, "tokens", m->prefill_req.tokens, m->prefill_req.n_tokens,
-                                 PROTO_MAX_TOKENS, err, errlen);
-        case PROTO_GENERATE:
-            if (m->generate_req.n > PROTO_MAX_GENERATE)
-                return errmsg_set(err, errlen, PROTO_E_TOOBIG, "%s: n = %u exceeds the cap %u", c,
-                            m->generate_req.n, PROTO_MAX_GENERATE);
-            if (!isfinite(m->generate_req.temperature) || m->generate_req.temperature < 0)
-                return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: temperature %g is not finite and >= 0",
-                            c, m->generate_req.temperature);
-            if (!(m->generate_req.top_p >= 0 && m->generate_req.top_p <= 1))
-                return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: top_p %g is not in [0, 1]", c,
-                                  m->generate_req.top_p);
-            return 0;
-        default:
-            return 0;
-        }
-    }
     switch (m->type) {
-    case PROTO_HELLO: {
-        const proto_hello_rep *h = &m->hello_rep;
-        if ((rc = check_string(c, "engine", h->engine, PROTO_STR_MAX, err, errlen)) ||
-            (rc = check_string(c, "git", h->git, PROTO_STR_MAX, err, errlen)) ||
-            (rc = check_string(c, "model_sha256", h->model_sha256, PROTO_STR_MAX, err, errlen)) ||
-            (rc = check_string(c, "arch", h->arch, PROTO_STR_MAX, err, errlen)) ||
-            (rc = check_string(c, "tokenizer_hash", h->tokenizer_hash, PROTO_STR_MAX, err, errlen)) ||
-            (rc = check_string(c, "kv_k", h->kv_k, PROTO_STR_MAX, err, errlen)) ||
-            (rc = check_string(c, "kv_v", h->kv_v, PROTO_STR_MAX, err, errlen)) ||
-            (rc = check_string(c, "device", h->device, PROTO_STR_MAX, err, errlen)))
+    case PROTO_TOKENIZE:
+        return check_payload(c, "text", m->tokenize_req.text, m->tokenize_req.n_text,
+                             PROTO_MAX_TEXT, err, errlen);
+    case PROTO_PREFILL:
+        if (m->prefill_req.rows > PROTO_ROWS_ALL)
+            return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: rows = %u is not 0, 1 or 2", c,
+                        m->prefill_req.rows);
+        if (m->prefill_req.pin && (rc = check_payload(c, "pin", m->prefill_req.pin, m->prefill_req.n_pin,
+                                                      PROTO_MAX_ROUTES, err, errlen)))
             return rc;
-        if (h->n_vocab > PROTO_MAX_VOCAB)
-            return errmsg_set(err, errlen, PROTO_E_TOOBIG, "%s: n_vocab %u exceeds the cap %u", c,
-                        h->n_vocab, PROTO_MAX_VOCAB);
-        if (h->bos < -1)
-            return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: bos %d is neither a token id nor -1", c,
-                        h->bos);
-        if (h->has_window && h->window > INT32_MAX)
-            return errmsg_set(err, errlen, PROTO_E_TOOBIG, "%s: window %u exceeds the cap %d", c, h->window,
-                              INT32_MAX);
+        return check_payload(c, "tokens", m->prefill_req.tokens, m->prefill_req.n_tokens,
+                             PROTO_MAX_TOKENS, err, errlen);
+    case PROTO_GENERATE:
+        if (m->generate_req.n > PROTO_MAX_GENERATE)
+            return errmsg_set(err, errlen, PROTO_E_TOOBIG, "%s: n = %u exceeds the cap %u", c,
+                        m->generate_req.n, PROTO_MAX_GENERATE);
+        if (!isfinite(m->generate_req.temperature) || m->generate_req.temperature < 0)
+            return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: temperature %g is not finite and >= 0",
+                        c, m->generate_req.temperature);
+        if (!(m->generate_req.top_p >= 0 && m->generate_req.top_p <= 1))
+            return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: top_p %g is not in [0, 1]", c,
+                              m->generate_req.top_p);
+        return 0;
+    default:
         return 0;
     }
+}
+
+static int check_hello(const proto_hello_rep *h, const char *c, char *err, size_t errlen) {
+    int rc;
+    if ((rc = check_string(c, "engine", h->engine, PROTO_STR_MAX, err, errlen)) ||
+        (rc = check_string(c, "git", h->git, PROTO_STR_MAX, err, errlen)) ||
+        (rc = check_string(c, "model_sha256", h->model_sha256, PROTO_STR_MAX, err, errlen)) ||
+        (rc = check_string(c, "arch", h->arch, PROTO_STR_MAX, err, errlen)) ||
+        (rc = check_string(c, "tokenizer_hash", h->tokenizer_hash, PROTO_STR_MAX, err, errlen)) ||
+        (rc = check_string(c, "kv_k", h->kv_k, PROTO_STR_MAX, err, errlen)) ||
+        (rc = check_string(c, "kv_v", h->kv_v, PROTO_STR_MAX, err, errlen)) ||
+        (rc = check_string(c, "device", h->device, PROTO_STR_MAX, err, errlen)))
+        return rc;
+    if (h->n_vocab > PROTO_MAX_VOCAB)
+        return errmsg_set(err, errlen, PROTO_E_TOOBIG, "%s: n_vocab %u exceeds the cap %u", c,
+                    h->n_vocab, PROTO_MAX_VOCAB);
+    if (h->bos < -1)
+        return errmsg_set(err, errlen, PROTO_E_BADARG, "%s: bos %d is neither a token id nor -1", c,
+                    h->bos);
+    if (h->has_window && h->window > INT32_MAX)
+        return errmsg_set(err, errlen, PROTO_E_TOOBIG, "%s: window %u exceeds the cap %d", c, h->window,
+                          INT32_MAX);
+    return 0;
+}
+
+static int check_prefill_rep(const proto_prefill_rep *p, const char *c, char *err, size_t errlen) {
+    int rc;
+    if (p->n_vocab > PROTO_MAX_VOCAB || p->n_rows > PROTO_MAX_TOKENS)
+        return errmsg_set(err, errlen, PROTO_E_TOOBIG, "%s: n_rows %u or n_vocab %u over its cap", c,
+                    p->n_rows, p->n_vocab);
+    uint64_t n = (uint64_t)p->n_rows * p->n_vocab;
+    if (n * 4 > UINT32_MAX)
+        return errmsg_set(err, errlen, PROTO_E_TOOBIG,
+                    "%s: %" PRIu64 " logits do not fit in one msgpack bin (4 GiB); send fewer rows",
+                    c, n);
+    if (p->experts && (rc = check_payload(c, "experts", p->experts, p->n_experts, PROTO_MAX_ROUTES, err, errlen)))
+        return rc;
+    return check_payload(c, "logits", p->logits, n, n, err, errlen);
+}
+
+static int check_vocab_rep(const proto_vocab_rep *v, const char *c, char *err, size_t errlen) {
+    int rc;
+    if (v->n_vocab > PROTO_MAX_VOCAB || v->n_template > PROTO_MAX_TEMPLATE)
+        return errmsg_set(err, errlen, PROTO_E_TOOBIG, "%s: n_vocab %u or a %zu-byte chat template over its cap",
+                          c, v->n_vocab, v->n_template);
+    if ((rc = check_payload(c, "pieces", v->pieces, v->n_pieces, PROTO_MAX_TEXT, err, errlen)) ||
+        (rc = check_payload(c, "offsets", v->offsets, (uint64_t)v->n_vocab + 1, (uint64_t)PROTO_MAX_VOCAB + 1,
+                            err, errlen)) ||
+        (rc = check_payload(c, "control", v->control, v->n_vocab, PROTO_MAX_VOCAB, err, errlen)) ||
+        (rc = check_payload(c, "chat_template", v->chat_template, v->n_template, PROTO_MAX_TEMPLATE, err,
+                            errlen)))
+        return rc;
+    return 0;
+}
+
+static int check_reply(const proto_msg *m, const char *c, char *err, size_t errlen) {
+    int rc;
+    switch (m->type) {
+    case PROTO_HELLO:
+        return check_hello(&m->hello_rep, c, err, errlen);
     case PROTO_TOKENIZE:
         return check_payload(c, "tokens", m->tokenize_rep.tokens, m->tokenize_rep.n_tokens,
                              PROTO_MAX_TOKENS, err, errlen);
-    case PROTO_PREFILL: {
-        const proto_prefill_rep *p = &m->prefill_rep;
-        if (p->n_vocab > PROTO_MAX_VOCAB || p->n_rows > PROTO_MAX_TOKENS)
-            return errmsg_set(err, errlen, PROTO_E_TOOBIG, "%s: n_rows %u or n_vocab %u over its cap", c,
-                        p->n_rows, p->n_vocab);
-        uint64_t n = (uint64_t)p->n_rows * p->n_vocab;
-        if (n * 4 > UINT32_MAX)
-            return errmsg_set(err, errlen, PROTO_E_TOOBIG,
-                        "%s: %" PRIu64 " logits do not fit in one msgpack bin (4 GiB); send fewer rows",
-                        c, n);
-        if (p->experts && (rc = check_payload(c, "experts", p->experts, p->n_experts, PROTO_MAX_ROUTES, err, errlen)))
-            return rc;
-        return check_payload(c, "logits", p->logits, n, n, err, errlen);
-    }
+    case PROTO_PREFILL:
+        return check_prefill_rep(&m->prefill_rep, c, err, errlen);
     case PROTO_GENERATE:
         if ((rc = check_payload(c, "tokens", m->generate_rep.tokens, m->generate_rep.n,
                                 PROTO_MAX_GENERATE, err, errlen)))
@@ -332,23 +351,22 @@ static int check_encodable(const proto_msg *m, char *err, size_t errlen) {
                              err, errlen);
     case PROTO_ERROR:
         return check_string(c, "message", m->error.message, PROTO_ERRMSG_MAX, err, errlen);
-    case PROTO_VOCAB: {
-        const proto_vocab_rep *v = &m->vocab_rep;
-        if (v->n_vocab > PROTO_MAX_VOCAB || v->n_template > PROTO_MAX_TEMPLATE)
-            return errmsg_set(err, errlen, PROTO_E_TOOBIG, "%s: n_vocab %u or a %zu-byte chat template over its cap",
-                              c, v->n_vocab, v->n_template);
-        if ((rc = check_payload(c, "pieces", v->pieces, v->n_pieces, PROTO_MAX_TEXT, err, errlen)) ||
-            (rc = check_payload(c, "offsets", v->offsets, (uint64_t)v->n_vocab + 1, (uint64_t)PROTO_MAX_VOCAB + 1,
-                                err, errlen)) ||
-            (rc = check_payload(c, "control", v->control, v->n_vocab, PROTO_MAX_VOCAB, err, errlen)) ||
-            (rc = check_payload(c, "chat_template", v->chat_template, v->n_template, PROTO_MAX_TEMPLATE, err,
-                                errlen)))
-            return rc;
-        return 0;
-    }
+    case PROTO_VOCAB:
+        return check_vocab_rep(&m->vocab_rep, c, err, errlen);
     default:
         return 0;
     }
+}
+
+/* What the decoder would refuse, refused before sending. */
+static int check_encodable(const proto_msg *m, char *err, size_t errlen) {
+    if ((int)m->type <= PROTO_NONE || (int)m->type >= PROTO_N_TYPES)
+        return errmsg_set(err, errlen, PROTO_E_BADARG, "cannot encode message type %d", (int)m->type);
+    if (m->type == PROTO_ERROR && !m->is_reply)
+        return errmsg_set(err, errlen, PROTO_E_BADARG, "an error message must be a reply");
+    char c[48];
+    snprintf(c, sizeof c, "%s %s", proto_type_name(m->type), m->is_reply ? "reply" : "request");
+    return m->is_reply ? check_reply(m, c, err, errlen) : check_request(m, c, err, errlen);
 }
 
 /* Check m and measure its encoding: one counting pass of the packer. */

@@ -243,13 +243,84 @@ static void free_parsed(gguf_file *g) {
     g->n_kv = g->n_tensors = 0;
 }
 
+/* The parsing steps below read one part of the header at the cursor (into g) and return 0, or -1
+ * with the message in err [errlen] (label names the file). */
+
+/* The n_kv metadata entries: each key (checked: no NUL or control bytes) and value. */
+static int parse_kvs(gguf_file *g, cursor *c, const char *label, char *err, size_t errlen) {
+    char why[160] = "";
+    for (uint64_t i = 0; i < g->n_kv; i++) {
+        gguf_kv *kv = &g->kv[i];
+        const uint8_t *key;
+        uint64_t klen;
+        if (rd_str(c, &key, &klen) || klen > 65535)
+            return errmsg_set(err, errlen, -1, "%s: metadata key %" PRIu64 " truncated or too long", label, i);
+        if (check_name(key, klen, label, "metadata key", i, err, errlen)) return -1;
+        if (!(kv->key = dup_str(key, klen))) return errmsg_set(err, errlen, -1, "%s: out of memory", label);
+        if (rd(c, &kv->type, 4) || parse_value(c, kv, why, sizeof why))
+            return errmsg_set(err, errlen, -1, "%s: metadata '%s': %s", label, kv->key, why[0] ? why : "truncated");
+    }
+    return 0;
+}
+
+/* Tensor info i: name, dimensions (each in [1, 2^40], their product in 64 bits), type, offset, and
+ * for a known type its size in bytes (an unknown type gets nbytes 0 and is named by the model loader). */
+static int parse_tensor(gguf_tensor *t, uint64_t i, cursor *c, const char *label, char *err, size_t errlen) {
+    const uint8_t *name;
+    uint64_t nlen;
+    if (rd_str(c, &name, &nlen) || nlen > 65535)
+        return errmsg_set(err, errlen, -1, "%s: tensor %" PRIu64 " name truncated or too long", label, i);
+    if (check_name(name, nlen, label, "tensor name", i, err, errlen)) return -1;
+    if (!(t->name = dup_str(name, nlen))) return errmsg_set(err, errlen, -1, "%s: out of memory", label);
+    if (rd(c, &t->n_dims, 4) || t->n_dims < 1 || t->n_dims > 4)
+        return errmsg_set(err, errlen, -1, "%s: tensor '%s': bad or truncated n_dims", label, t->name);
+    for (int d = 0; d < 4; d++) t->ne[d] = 1;
+    uint64_t nel = 1;
+    for (uint32_t d = 0; d < t->n_dims; d++) {
+        if (rd(c, &t->ne[d], 8)) return errmsg_set(err, errlen, -1, "%s: tensor '%s': truncated dims", label, t->name);
+        if (t->ne[d] == 0 || t->ne[d] > (1ull << 40) || nel > UINT64_MAX / t->ne[d])
+            return errmsg_set(err, errlen, -1, "%s: tensor '%s': bad dimension %" PRIu64, label, t->name, t->ne[d]);
+        nel *= t->ne[d];
+    }
+    if (rd(c, &t->type, 4) || rd(c, &t->offset, 8))
+        return errmsg_set(err, errlen, -1, "%s: tensor '%s': truncated info", label, t->name);
+    if (quant_supported(t->type)) {
+        uint64_t rows = nel / t->ne[0];
+        size_t rb = quant_row_bytes(t->type, t->ne[0]);
+        if (rb == 0 || rows > UINT64_MAX / rb)
+            return errmsg_set(err, errlen, -1, "%s: tensor '%s': row of %" PRIu64 " values does not fit type %s",
+                              label, t->name, t->ne[0], quant_type_name(t->type));
+        t->nbytes = rows * rb;
+    }
+    return 0;
+}
+
+/* The data section starts at the next multiple of alignment after the cursor; it ends where the last
+ * tensor's data does, rounded up (saturating: an offset past the file is refused by place_tensors).
+ * Sets g->data_off and g->used. */
+static int data_extent(gguf_file *g, const cursor *c, const char *label, char *err, size_t errlen) {
+    uint64_t off = (uint64_t)(c->p - g->base);
+    uint64_t data_off = (off + g->alignment - 1) / g->alignment * g->alignment;
+    if (data_off > g->file_size && g->n_tensors)
+        return errmsg_set(err, errlen, -1, "%s: truncated before the tensor data", label);
+    uint64_t end = data_off;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const gguf_tensor *t = &g->tensors[i];
+        uint64_t e = t->offset > UINT64_MAX - data_off - t->nbytes ? UINT64_MAX : data_off + t->offset + t->nbytes;
+        if (e > end) end = e;
+    }
+    end = end > UINT64_MAX - g->alignment ? UINT64_MAX : (end + g->alignment - 1) / g->alignment * g->alignment;
+    g->data_off = data_off;
+    g->used = end < g->file_size ? (size_t)end : g->file_size;
+    return 0;
+}
+
 /* The header from g->base[g->size]: metadata, alignment, tensor infos, and where the data section
  * starts (g->data_off) and ends (g->used: the end of the last tensor's data rounded up to the
  * alignment, at most g->file_size). The tensors are not placed yet (place_tensors). On failure
  * *out_of_bytes says whether the header ran past g->size (more bytes may make it parse). */
 static int parse_header(gguf_file *g, const char *label, int *out_of_bytes, char *err, size_t errlen) {
     cursor c = { g->base, g->base + g->size, 0 };
-    char why[160] = "";
     uint32_t magic;
     int rc = -1;
     if (rd(&c, &magic, 4) || memcmp(&magic, "GGUF", 4) != 0) {
@@ -275,80 +346,15 @@ static int parse_header(gguf_file *g, const char *label, int *out_of_bytes, char
     g->kv = calloc(g->n_kv ? g->n_kv : 1, sizeof *g->kv);
     g->tensors = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *g->tensors);
     if (!g->kv || !g->tensors) { errmsg_set(err, errlen, -1, "%s: out of memory", label); goto done; }
-
-    for (uint64_t i = 0; i < g->n_kv; i++) {
-        gguf_kv *kv = &g->kv[i];
-        const uint8_t *key;
-        uint64_t klen;
-        if (rd_str(&c, &key, &klen) || klen > 65535) {
-            errmsg_set(err, errlen, -1, "%s: metadata key %" PRIu64 " truncated or too long", label, i);
-            goto done;
-        }
-        if (check_name(key, klen, label, "metadata key", i, err, errlen)) goto done;
-        if (!(kv->key = dup_str(key, klen))) { errmsg_set(err, errlen, -1, "%s: out of memory", label); goto done; }
-        if (rd(&c, &kv->type, 4) || parse_value(&c, kv, why, sizeof why)) {
-            errmsg_set(err, errlen, -1, "%s: metadata '%s': %s", label, kv->key, why[0] ? why : "truncated");
-            goto done;
-        }
-    }
-    if (index_names(g->n_kv, &g->kv_order, g, kv_name, label, "metadata key", err, errlen) ||
+    if (parse_kvs(g, &c, label, err, errlen) ||
+        index_names(g->n_kv, &g->kv_order, g, kv_name, label, "metadata key", err, errlen) ||
         read_alignment(g, label, err, errlen))
         goto done;
-    for (uint64_t i = 0; i < g->n_tensors; i++) {
-        gguf_tensor *t = &g->tensors[i];
-        const uint8_t *name;
-        uint64_t nlen;
-        if (rd_str(&c, &name, &nlen) || nlen > 65535) {
-            errmsg_set(err, errlen, -1, "%s: tensor %" PRIu64 " name truncated or too long", label, i);
-            goto done;
-        }
-        if (check_name(name, nlen, label, "tensor name", i, err, errlen)) goto done;
-        if (!(t->name = dup_str(name, nlen))) { errmsg_set(err, errlen, -1, "%s: out of memory", label); goto done; }
-        if (rd(&c, &t->n_dims, 4) || t->n_dims < 1 || t->n_dims > 4) {
-            errmsg_set(err, errlen, -1, "%s: tensor '%s': bad or truncated n_dims", label, t->name);
-            goto done;
-        }
-        for (int d = 0; d < 4; d++) t->ne[d] = 1;
-        uint64_t nel = 1;
-        for (uint32_t d = 0; d < t->n_dims; d++) {
-            if (rd(&c, &t->ne[d], 8)) { errmsg_set(err, errlen, -1, "%s: tensor '%s': truncated dims", label, t->name); goto done; }
-            if (t->ne[d] == 0 || t->ne[d] > (1ull << 40) || nel > UINT64_MAX / t->ne[d]) {
-                errmsg_set(err, errlen, -1, "%s: tensor '%s': bad dimension %" PRIu64, label, t->name, t->ne[d]);
-                goto done;
-            }
-            nel *= t->ne[d];
-        }
-        if (rd(&c, &t->type, 4) || rd(&c, &t->offset, 8)) {
-            errmsg_set(err, errlen, -1, "%s: tensor '%s': truncated info", label, t->name);
-            goto done;
-        }
-        /* size: known types only; an unknown type gets nbytes 0 and is named by the model loader */
-        if (quant_supported(t->type)) {
-            uint64_t rows = nel / t->ne[0];
-            size_t rb = quant_row_bytes(t->type, t->ne[0]);
-            if (rb == 0 || rows > UINT64_MAX / rb) {
-                errmsg_set(err, errlen, -1, "%s: tensor '%s': row of %" PRIu64 " values does not fit type %s",
-                           label, t->name, t->ne[0], quant_type_name(t->type));
-                goto done;
-            }
-            t->nbytes = rows * rb;
-        }
-    }
-    if (index_names(g->n_tensors, &g->t_order, g, tensor_name, label, "tensor name", err, errlen)) goto done;
-    /* the data section starts at the next multiple of alignment; it ends where the last tensor's
-     * data does, rounded up (saturating: an offset past the file is refused by place_tensors) */
-    uint64_t off = (uint64_t)(c.p - g->base);
-    uint64_t data_off = (off + g->alignment - 1) / g->alignment * g->alignment;
-    if (data_off > g->file_size && g->n_tensors) { errmsg_set(err, errlen, -1, "%s: truncated before the tensor data", label); goto done; }
-    uint64_t end = data_off;
-    for (uint64_t i = 0; i < g->n_tensors; i++) {
-        const gguf_tensor *t = &g->tensors[i];
-        uint64_t e = t->offset > UINT64_MAX - data_off - t->nbytes ? UINT64_MAX : data_off + t->offset + t->nbytes;
-        if (e > end) end = e;
-    }
-    end = end > UINT64_MAX - g->alignment ? UINT64_MAX : (end + g->alignment - 1) / g->alignment * g->alignment;
-    g->data_off = data_off;
-    g->used = end < g->file_size ? (size_t)end : g->file_size;
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        if (parse_tensor(&g->tensors[i], i, &c, label, err, errlen)) goto done;
+    if (index_names(g->n_tensors, &g->t_order, g, tensor_name, label, "tensor name", err, errlen) ||
+        data_extent(g, &c, label, err, errlen))
+        goto done;
     rc = 0;
 done:
     *out_of_bytes = c.out;

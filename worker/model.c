@@ -376,18 +376,15 @@ int model_load(const char *path, model **out, char *err, size_t errlen, char *wa
     return model_load_as(path, GGUF_HOLD_MAP, out, err, errlen, warn, warnlen);
 }
 
-int model_load_as(const char *path, gguf_hold hold, model **out, char *err, size_t errlen, char *warn, size_t warnlen) {
-    model *m = calloc(1, sizeof *m);
-    loader L = { NULL, path, err, errlen };
-    *out = NULL;
-    if (warn && warnlen) warn[0] = 0;
-    if (!m) return errmsg_set(err, errlen, -1, "out of memory");
-    if (gguf_open_as(path, hold, &m->g, err, errlen)) goto fail;
-    L.g = m->g;
-    int rc = meta_name(&L, "general.architecture", m->arch_name, sizeof m->arch_name);
+/* The loading steps below fill one part of *m each from L's file; they return 0, or -1 with the
+ * message in L (fail). They run in this order: each reads what the ones before it set. */
+
+/* general.architecture: m->arch_name and m->arch. */
+static int load_arch(loader *L, model *m) {
+    int rc = meta_name(L, "general.architecture", m->arch_name, sizeof m->arch_name);
     if (rc) {
-        if (rc == GGUF_ABSENT) fail(&L, "missing general.architecture");
-        goto fail;
+        if (rc == GGUF_ABSENT) fail(L, "missing general.architecture");
+        return -1;
     }
     const char *a = m->arch_name;
     if (!strcmp(a, "llama")) m->arch = ARCH_LLAMA;
@@ -399,85 +396,93 @@ int model_load_as(const char *path, gguf_hold hold, model **out, char *err, size
     else if (!strcmp(a, "qwen2moe")) m->arch = ARCH_QWEN2MOE;
     else if (!strcmp(a, "qwen35")) m->arch = ARCH_QWEN35;
     else if (!strcmp(a, "qwen35moe")) m->arch = ARCH_QWEN35MOE;
-    else {
-        fail(&L, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe, gpt-oss, qwen35, "
-             "qwen35moe are)", a);
-        goto fail;
-    }
+    else
+        return fail(L, "architecture '%s' is not supported (llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe, gpt-oss, "
+                    "qwen35, qwen35moe are)", a);
+    return 0;
+}
 
-    int moe = m->arch == ARCH_QWEN3MOE || m->arch == ARCH_GPTOSS || m->arch == ARCH_QWEN2MOE || m->arch == ARCH_QWEN35MOE;
-    int hybrid = m->arch == ARCH_QWEN35 || m->arch == ARCH_QWEN35MOE;
-    if (meta_int(&L, a, "block_count", -1, 1, MODEL_MAX_LAYER, &m->n_layer) || check_blocks(&L, a, m->n_layer) ||
-        meta_int(&L, a, "embedding_length", -1, 1, MODEL_MAX_DIM, &m->dim) ||
-        meta_int(&L, a, "attention.head_count", -1, 1, MODEL_MAX_HEADS, &m->n_head) ||
-        meta_int(&L, a, "feed_forward_length", moe ? 0 : -1, moe ? 0 : 1, MODEL_MAX_FFN, &m->ffn) ||
-        meta_int(&L, a, "context_length", 2048, 1, MODEL_MAX_CTX, &m->n_ctx_train))
-        goto fail;
-    if (hybrid) {   /* multi-token-prediction blocks after the trunk (nextn_predict_layers) are not run */
+static int is_moe(const model *m) {
+    return m->arch == ARCH_QWEN3MOE || m->arch == ARCH_GPTOSS || m->arch == ARCH_QWEN2MOE || m->arch == ARCH_QWEN35MOE;
+}
+static int is_hybrid(const model *m) { return m->arch == ARCH_QWEN35 || m->arch == ARCH_QWEN35MOE; }
+
+/* The trunk's sizes: layers (less a hybrid's multi-token-prediction blocks), width, heads, FFN,
+ * training context, and a MoE model's experts. */
+static int load_sizes(loader *L, model *m) {
+    const char *a = m->arch_name;
+    int moe = is_moe(m);
+    if (meta_int(L, a, "block_count", -1, 1, MODEL_MAX_LAYER, &m->n_layer) || check_blocks(L, a, m->n_layer) ||
+        meta_int(L, a, "embedding_length", -1, 1, MODEL_MAX_DIM, &m->dim) ||
+        meta_int(L, a, "attention.head_count", -1, 1, MODEL_MAX_HEADS, &m->n_head) ||
+        meta_int(L, a, "feed_forward_length", moe ? 0 : -1, moe ? 0 : 1, MODEL_MAX_FFN, &m->ffn) ||
+        meta_int(L, a, "context_length", 2048, 1, MODEL_MAX_CTX, &m->n_ctx_train))
+        return -1;
+    if (is_hybrid(m)) {   /* multi-token-prediction blocks after the trunk (nextn_predict_layers) are not run */
         int nextn;
-        if (meta_int(&L, a, "nextn_predict_layers", 0, 0, m->n_layer - 1, &nextn)) goto fail;
+        if (meta_int(L, a, "nextn_predict_layers", 0, 0, m->n_layer - 1, &nextn)) return -1;
         m->n_layer -= nextn;
     }
     if (moe) {
         /* as llama.cpp: every layer is a MoE layer; one expert's width is expert_feed_forward_length,
          * or (qwen3moe, qwen35moe) feed_forward_length / expert_used_count when that key is absent */
         int gptoss = m->arch == ARCH_GPTOSS, ffn_dense = m->ffn;
-        if (meta_int(&L, a, "expert_count", -1, 1, MODEL_MAX_EXPERT, &m->n_expert) ||
-            meta_int(&L, a, "expert_used_count", -1, 1, m->n_expert, &m->n_expert_used) ||
-            meta_int(&L, a, "expert_feed_forward_length", gptoss ? -1 : m->ffn / m->n_expert_used, 1, MODEL_MAX_FFN, &m->ffn))
-            goto fail;
+        if (meta_int(L, a, "expert_count", -1, 1, MODEL_MAX_EXPERT, &m->n_expert) ||
+            meta_int(L, a, "expert_used_count", -1, 1, m->n_expert, &m->n_expert_used) ||
+            meta_int(L, a, "expert_feed_forward_length", gptoss ? -1 : m->ffn / m->n_expert_used, 1, MODEL_MAX_FFN, &m->ffn))
+            return -1;
         /* qwen2moe's and qwen35moe's shared expert: expert_shared_feed_forward_length, else
          * feed_forward_length */
         if ((m->arch == ARCH_QWEN2MOE || m->arch == ARCH_QWEN35MOE) &&
-            meta_int(&L, a, "expert_shared_feed_forward_length", ffn_dense > 0 ? ffn_dense : -1, 1, MODEL_MAX_FFN, &m->ffn_sh))
-            goto fail;
-        if ((int64_t)m->n_expert * m->ffn > MODEL_MAX_EXPERT_ROWS || (int64_t)m->n_expert * m->dim > MODEL_MAX_EXPERT_ROWS) {
-            fail(&L, "metadata %s.expert_count x expert_feed_forward_length (or x embedding_length) = %d x %d exceeds %d",
-                 a, m->n_expert, m->ffn > m->dim ? m->ffn : m->dim, MODEL_MAX_EXPERT_ROWS);
-            goto fail;
-        }
+            meta_int(L, a, "expert_shared_feed_forward_length", ffn_dense > 0 ? ffn_dense : -1, 1, MODEL_MAX_FFN, &m->ffn_sh))
+            return -1;
+        if ((int64_t)m->n_expert * m->ffn > MODEL_MAX_EXPERT_ROWS || (int64_t)m->n_expert * m->dim > MODEL_MAX_EXPERT_ROWS)
+            return fail(L, "metadata %s.expert_count x expert_feed_forward_length (or x embedding_length) = %d x %d exceeds %d",
+                        a, m->n_expert, m->ffn > m->dim ? m->ffn : m->dim, MODEL_MAX_EXPERT_ROWS);
     }
     /* each block has at least 9 tensors (q k v o gate up down and two norms), plus the embedding and
      * the output norm: a block count the tensor directory cannot hold is refused before allocating */
-    if ((uint64_t)m->n_layer * 9 + 2 > m->g->n_tensors) {
-        fail(&L, "metadata %s.block_count = %d needs at least %llu tensors, the file has %llu", a, m->n_layer,
-             (unsigned long long)m->n_layer * 9 + 2, (unsigned long long)m->g->n_tensors);
-        goto fail;
-    }
-    if (meta_int(&L, a, "attention.head_count_kv", m->n_head, 1, m->n_head, &m->n_kv)) goto fail;
-    if (m->n_head % m->n_kv) {
-        fail(&L, "metadata %s.attention.head_count %d is not a multiple of head_count_kv %d", a, m->n_head, m->n_kv);
-        goto fail;
-    }
-    if (meta_int(&L, a, "attention.key_length", m->dim / m->n_head, 1, MODEL_MAX_HEAD_DIM, &m->hd)) goto fail;
+    if ((uint64_t)m->n_layer * 9 + 2 > m->g->n_tensors)
+        return fail(L, "metadata %s.block_count = %d needs at least %llu tensors, the file has %llu", a, m->n_layer,
+                    (unsigned long long)m->n_layer * 9 + 2, (unsigned long long)m->g->n_tensors);
+    return 0;
+}
+
+/* Attention: KV heads, head dim (K = V), rotary dims, the norm's epsilon and the fixed scales. */
+static int load_attention(loader *L, model *m) {
+    const char *a = m->arch_name;
+    if (meta_int(L, a, "attention.head_count_kv", m->n_head, 1, m->n_head, &m->n_kv)) return -1;
+    if (m->n_head % m->n_kv)
+        return fail(L, "metadata %s.attention.head_count %d is not a multiple of head_count_kv %d", a, m->n_head, m->n_kv);
+    if (meta_int(L, a, "attention.key_length", m->dim / m->n_head, 1, MODEL_MAX_HEAD_DIM, &m->hd)) return -1;
     int vlen;
-    if (meta_int(&L, a, "attention.value_length", m->hd, 1, MODEL_MAX_HEAD_DIM, &vlen)) goto fail;
-    if (vlen != m->hd) {
-        fail(&L, "metadata %s.attention.value_length %d differs from key_length %d (not supported)", a, vlen, m->hd);
-        goto fail;
-    }
-    if ((int64_t)m->n_head * m->hd > MODEL_MAX_QKV) {
-        fail(&L, "metadata %s.attention.head_count x key_length = %d x %d exceeds %d", a, m->n_head, m->hd, MODEL_MAX_QKV);
-        goto fail;
-    }
-    if (meta_int(&L, a, "rope.dimension_count", m->hd, 0, m->hd, &m->n_rot)) goto fail;
-    if (m->n_rot % 2 || (m->arch == ARCH_QWEN3MOE && m->n_rot != m->hd)) {
-        fail(&L, "rope.dimension_count %d does not fit head dim %d", m->n_rot, m->hd);
-        goto fail;
-    }
-    if (meta_float(&L, a, "attention.layer_norm_rms_epsilon", 1e-5, FLT_MIN, 1, &m->eps)) goto fail;   /* > 0 */
+    if (meta_int(L, a, "attention.value_length", m->hd, 1, MODEL_MAX_HEAD_DIM, &vlen)) return -1;
+    if (vlen != m->hd)
+        return fail(L, "metadata %s.attention.value_length %d differs from key_length %d (not supported)", a, vlen, m->hd);
+    if ((int64_t)m->n_head * m->hd > MODEL_MAX_QKV)
+        return fail(L, "metadata %s.attention.head_count x key_length = %d x %d exceeds %d", a, m->n_head, m->hd,
+                    MODEL_MAX_QKV);
+    if (meta_int(L, a, "rope.dimension_count", m->hd, 0, m->hd, &m->n_rot)) return -1;
+    if (m->n_rot % 2 || (m->arch == ARCH_QWEN3MOE && m->n_rot != m->hd))
+        return fail(L, "rope.dimension_count %d does not fit head dim %d", m->n_rot, m->hd);
+    if (meta_float(L, a, "attention.layer_norm_rms_epsilon", 1e-5, FLT_MIN, 1, &m->eps)) return -1;   /* > 0 */
     m->neox = m->arch != ARCH_LLAMA;
     m->emb_scale = m->arch == ARCH_GEMMA3 ? sqrtf((float)m->dim) : 1.0f;
     m->attn_scale = 1.0f / sqrtf((float)m->hd);
+    return 0;
+}
 
-    /* RoPE: base and scaling, read as llama.cpp reads them: rope.scaling.type absent means "linear";
-     * the factor is rope.scaling.factor or else the older rope.scale_linear (angles at pos / factor;
-     * absent, 0 or 1: none); rope.scaling.attn_factor multiplies cos and sin in every layer whatever
-     * the type; "yarn" adds the ramp and its own magnitude scale (ops_rope_table). */
+/* RoPE: base and scaling, read as llama.cpp reads them: rope.scaling.type absent means "linear";
+ * the factor is rope.scaling.factor or else the older rope.scale_linear (angles at pos / factor;
+ * absent, 0 or 1: none); rope.scaling.attn_factor multiplies cos and sin in every layer whatever
+ * the type; "yarn" adds the ramp and its own magnitude scale (ops_rope_table). Scaling present is
+ * said in warn [warnlen] (when warn is not NULL). */
+static int load_rope(loader *L, model *m, char *warn, size_t warnlen) {
+    const char *a = m->arch_name;
     ops_rope_cfg *rg = &m->rope_global;
-    if (meta_float(&L, a, "rope.freq_base", m->arch == ARCH_GEMMA3 ? 1000000.0 : 10000.0, 1e-3, 1e30, &rg->base) ||
-        meta_float(&L, a, "rope.scaling.attn_factor", 1.0, 0, 1e6, &rg->attn_factor))
-        goto fail;
+    if (meta_float(L, a, "rope.freq_base", m->arch == ARCH_GEMMA3 ? 1000000.0 : 10000.0, 1e-3, 1e30, &rg->base) ||
+        meta_float(L, a, "rope.scaling.attn_factor", 1.0, 0, 1e6, &rg->attn_factor))
+        return -1;
     rg->freq_scale = 1.0f;
     rg->beta_fast = 32.0f;
     rg->beta_slow = 1.0f;
@@ -485,71 +490,89 @@ int model_load_as(const char *path, gguf_hold hold, model **out, char *err, size
     char stype[32];
     char key[96];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
-    rc = meta_name(&L, key, stype, sizeof stype);
-    if (rc < 0) goto fail;
+    int rc = meta_name(L, key, stype, sizeof stype);
+    if (rc < 0) return -1;
     if (rc == GGUF_ABSENT) snprintf(stype, sizeof stype, "linear");
     float factor;
-    if (meta_float(&L, a, "rope.scaling.factor", 0.0, 0, 1e6, &factor)) goto fail;
-    if (factor == 0 && meta_float(&L, a, "rope.scale_linear", 0.0, 0, 1e6, &factor)) goto fail;
+    if (meta_float(L, a, "rope.scaling.factor", 0.0, 0, 1e6, &factor)) return -1;
+    if (factor == 0 && meta_float(L, a, "rope.scale_linear", 0.0, 0, 1e6, &factor)) return -1;
     if (strcmp(stype, "none") && factor > 0 && factor != 1.0f) {
         rg->freq_scale = 1.0f / factor;
         m->rope_scaled = 1;
         if (!strcmp(stype, "yarn")) {
             rg->ext_factor = 1.0f;
             int orig = 0;
-            if (meta_int(&L, a, "rope.scaling.original_context_length", m->n_ctx_train, 1, MODEL_MAX_CTX, &orig)) goto fail;
+            if (meta_int(L, a, "rope.scaling.original_context_length", m->n_ctx_train, 1, MODEL_MAX_CTX, &orig)) return -1;
             rg->n_ctx_orig = orig;
         } else if (strcmp(stype, "linear")) {
-            fail(&L, "RoPE scaling type '%s' is not supported (linear, yarn are)", stype);
-            goto fail;
+            return fail(L, "RoPE scaling type '%s' is not supported (linear, yarn are)", stype);
         }
-        if (warn) snprintf(warn, warnlen, "%s: RoPE %s scaling x%g from the metadata", path, stype, factor);
+        if (warn) snprintf(warn, warnlen, "%s: RoPE %s scaling x%g from the metadata", L->path, stype, factor);
     }
     m->rope_local = *rg;
     if (m->arch == ARCH_GPTOSS &&   /* sliding-window layers: their own base if given, the same scaling */
-        meta_float(&L, a, "rope.freq_base_swa", rg->base, 1e-3, 1e30, &m->rope_local.base))
-        goto fail;
+        meta_float(L, a, "rope.freq_base_swa", rg->base, 1e-3, 1e30, &m->rope_local.base))
+        return -1;
     if (m->arch == ARCH_GEMMA3) {   /* local layers: own base, no scaling (attn_factor stays, as in llama.cpp) */
         m->rope_local.base = 10000.0f;
         m->rope_local.freq_scale = 1.0f;
         m->rope_local.ext_factor = 0.0f;
     }
+    return 0;
+}
 
+/* The weights: the layer table (a hybrid's recurrent layers first), the embedding (n_vocab is its
+ * row count), the output matrix (or the tied embedding), the output norm, every layer's tensors, and
+ * the sliding windows of gemma3 and gpt-oss. */
+static int load_weights(loader *L, model *m) {
+    const char *a = m->arch_name;
     m->layers = calloc((size_t)m->n_layer, sizeof *m->layers);
-    if (!m->layers) { fail(&L, "out of memory"); goto fail; }
-    if (hybrid) {
+    if (!m->layers) return fail(L, "out of memory");
+    if (is_hybrid(m)) {
         m->attn_gate = 1;
-        if (load_hybrid(&L, m)) goto fail;
+        if (load_hybrid(L, m)) return -1;
     }
     m->n_attn = 0;
     for (int l = 0; l < m->n_layer; l++) m->n_attn += !m->layers[l].recurrent;
     const gguf_tensor *emb = gguf_tensor_find(m->g, "token_embd.weight");
-    if (!emb) { fail(&L, "missing tensor token_embd.weight"); goto fail; }
-    if (emb->ne[1] > MODEL_MAX_VOCAB) {
-        fail(&L, "tensor token_embd.weight has %llu rows: more than the %d tokens supported",
-             (unsigned long long)emb->ne[1], MODEL_MAX_VOCAB);
-        goto fail;
-    }
+    if (!emb) return fail(L, "missing tensor token_embd.weight");
+    if (emb->ne[1] > MODEL_MAX_VOCAB)
+        return fail(L, "tensor token_embd.weight has %llu rows: more than the %d tokens supported",
+                    (unsigned long long)emb->ne[1], MODEL_MAX_VOCAB);
     m->n_vocab = (int)emb->ne[1];
-    if (get_weight(&L, "token_embd.weight", m->n_vocab, m->dim, &m->tok_emb)) goto fail;
+    if (get_weight(L, "token_embd.weight", m->n_vocab, m->dim, &m->tok_emb)) return -1;
     /* gpt-oss, qwen2moe: never tied (llama.cpp requires output.weight) */
     if (m->arch == ARCH_GPTOSS || m->arch == ARCH_QWEN2MOE || gguf_tensor_find(m->g, "output.weight")) {
-        if (get_weight(&L, "output.weight", m->n_vocab, m->dim, &m->output)) goto fail;
+        if (get_weight(L, "output.weight", m->n_vocab, m->dim, &m->output)) return -1;
     } else {
         m->output = m->tok_emb;   /* tied embeddings */
     }
-    if (get_vec(&L, "output_norm.weight", m->dim, 1, &m->out_norm)) goto fail;
-    if (load_layers(&L, m)) goto fail;
+    if (get_vec(L, "output_norm.weight", m->dim, 1, &m->out_norm)) return -1;
+    if (load_layers(L, m)) return -1;
     if (m->arch == ARCH_GEMMA3) {
         int window = 0;
-        if (meta_int(&L, a, "attention.sliding_window", -1, 0, MODEL_MAX_CTX, &window)) goto fail;
+        if (meta_int(L, a, "attention.sliding_window", -1, 0, MODEL_MAX_CTX, &window)) return -1;
         for (int l = 0; l < m->n_layer; l++)
             if (l % 6 < 5) {   /* 5 local layers, then 1 global */
                 m->layers[l].window = window;
                 m->layers[l].rope_local = 1;
             }
     }
-    if (m->arch == ARCH_GPTOSS && gptoss_windows(&L, m)) goto fail;
+    if (m->arch == ARCH_GPTOSS && gptoss_windows(L, m)) return -1;
+    return 0;
+}
+
+int model_load_as(const char *path, gguf_hold hold, model **out, char *err, size_t errlen, char *warn, size_t warnlen) {
+    model *m = calloc(1, sizeof *m);
+    loader L = { NULL, path, err, errlen };
+    *out = NULL;
+    if (warn && warnlen) warn[0] = 0;
+    if (!m) return errmsg_set(err, errlen, -1, "out of memory");
+    if (gguf_open_as(path, hold, &m->g, err, errlen)) goto fail;
+    L.g = m->g;
+    if (load_arch(&L, m) || load_sizes(&L, m) || load_attention(&L, m) || load_rope(&L, m, warn, warnlen) ||
+        load_weights(&L, m))
+        goto fail;
     if (file_sha256(m->g, m->sha256)) { fail(&L, "sha256 failed"); goto fail; }
     *out = m;
     return 0;

@@ -252,49 +252,35 @@ static int find_device(const char *spec, ggml_backend_dev_t *out, char *err, siz
                       "e.g. make llama LLAMA_CMAKE=\"-DGGML_CUDA=ON\"", spec, name, have[0] ? have : "none");
 }
 
-static int llama_create(const backend_model *m, const backend_config *cfg, backend **out, char *err, size_t errlen) {
-    *out = NULL;
-    const char *dev = cfg->device && cfg->device[0] ? cfg->device : "cpu";
-    char dev_label[32];   /* the device in backend_name: "cpu", "cuda0", "vulkan0", ... */
-    if (device_label(dev, dev_label, sizeof dev_label, err, errlen)) return -1;
-    if (!cfg->model_path) return errmsg_set(err, errlen, -1, "llama backend: no model file given");
-    if (cfg->threads < 1 || cfg->max_tokens < 1 || cfg->n_ctx < 1) {
-        return errmsg_set(err, errlen, -1, "llama backend: threads, prefill chunk and context must be >= 1");
-    }
-    enum ggml_type tk, tv;
-    if (uniform_type(m, cfg->kv_k, 0, &tk, err, errlen) || uniform_type(m, cfg->kv_v, 1, &tv, err, errlen)) return -1;
-    if (ggml_is_quantized(tv) && cfg->flash_attn == BACKEND_FA_OFF) {
+/* The steps of llama_create below; each returns 0, or -1 with the message in err [errlen]. */
+
+/* The KV cache's ggml types (*tk, *tv: one for all layers), what it holds per token (*bpt: K and V
+ * rows of every attention layer, all KV heads), and the memory check on them. */
+static int kv_config(const backend_model *m, const backend_config *cfg, enum ggml_type *tk, enum ggml_type *tv,
+                     uint64_t *bpt, char *err, size_t errlen) {
+    if (uniform_type(m, cfg->kv_k, 0, tk, err, errlen) || uniform_type(m, cfg->kv_v, 1, tv, err, errlen)) return -1;
+    if (ggml_is_quantized(*tv) && cfg->flash_attn == BACKEND_FA_OFF) {
         return errmsg_set(err, errlen, -1,
                           "llama backend: llama.cpp stores a quantised V (%s) only with flash attention: "
-                          "--flash-attn on or auto", ggml_type_name(tv));
+                          "--flash-attn on or auto", ggml_type_name(*tv));
     }
-    /* what the cache holds per token: K and V rows of every attention layer, all KV heads */
-    uint64_t bpt = 0;
+    *bpt = 0;
     int64_t row = (int64_t)m->hd * m->n_kv;
     for (int l = 0; l < m->n_layer; l++)
-        if (!m->layers[l].recurrent) bpt += (uint64_t)ggml_row_size(tk, row) + (uint64_t)ggml_row_size(tv, row);
+        if (!m->layers[l].recurrent) *bpt += (uint64_t)ggml_row_size(*tk, row) + (uint64_t)ggml_row_size(*tv, row);
     if (cfg->mem_check) {
         /* scratch: llama.cpp's logit buffer (max_tokens rows) and, as an estimate, as much again for its
          * compute buffers */
-        backend_need need = { bpt, 2ull * 4 * (uint64_t)cfg->max_tokens * (uint64_t)m->n_vocab };
+        backend_need need = { *bpt, 2ull * 4 * (uint64_t)cfg->max_tokens * (uint64_t)m->n_vocab };
         if (cfg->mem_check(cfg->mem_ctx, &need, err, errlen)) return -1;
     }
+    return 0;
+}
 
-    llama_backend *b = calloc(1, sizeof *b);
-    if (!b) return errmsg_set(err, errlen, -1, "out of memory");
-    b->base.impl = &backend_llama_impl;
-    b->n_ctx = cfg->n_ctx;
-    b->max_tokens = cfg->max_tokens;
-    b->threads = cfg->threads;
-    b->kv_bpt = bpt;
-    b->branch_pos = -1;
-    llama_log_set(on_log, b);
-    llama_backend_init();
-    if (cfg->llama_rot_off) setenv("LLAMA_ATTN_ROT_DISABLE", "1", 1);
-    else unsetenv("LLAMA_ATTN_ROT_DISABLE");
-
-    ggml_backend_dev_t gpu = NULL;   /* NULL: the cpu */
-    if (strcmp(dev, "cpu") && find_device(dev, &gpu, err, errlen)) goto fail;
+/* llama.cpp loads the model (every layer on gpu, or none offloaded when NULL) into b->model; it must
+ * read the vocabulary, the layer count and the sliding window as strata's loader (m) does. */
+static int load_model(llama_backend *b, const backend_model *m, const backend_config *cfg, ggml_backend_dev_t gpu,
+                      char *err, size_t errlen) {
     struct llama_model_params mp = llama_model_default_params();
     ggml_backend_dev_t devices[2] = { gpu, NULL };   /* [the device, end]; the cpu: none to offload to */
     mp.devices = devices;
@@ -302,18 +288,14 @@ static int llama_create(const backend_model *m, const backend_config *cfg, backe
     mp.split_mode = LLAMA_SPLIT_MODE_NONE;
     mp.use_extra_bufts = false;
     b->model = llama_model_load_from_file(cfg->model_path, mp);
-    if (!b->model) {
-        fail(b, err, errlen, "llama backend: llama.cpp could not load the model");
-        goto fail;
-    }
+    if (!b->model) return fail(b, err, errlen, "llama backend: llama.cpp could not load the model");
     b->recurrent = llama_model_is_recurrent(b->model) || llama_model_is_hybrid(b->model);
     b->n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(b->model));
     if (b->n_vocab != m->n_vocab || llama_model_n_layer(b->model) != m->n_layer) {
-        errmsg_set(err, errlen, -1,
-                   "llama backend: llama.cpp reads the model as %d tokens and %d layers, strata's loader "
-                   "as %d and %d: the logit rows would not line up", b->n_vocab, llama_model_n_layer(b->model),
-                   m->n_vocab, m->n_layer);
-        goto fail;
+        return errmsg_set(err, errlen, -1,
+                          "llama backend: llama.cpp reads the model as %d tokens and %d layers, strata's loader "
+                          "as %d and %d: the logit rows would not line up", b->n_vocab, llama_model_n_layer(b->model),
+                          m->n_vocab, m->n_layer);
     }
     /* the hello's sliding window comes from strata's loader (m); llama.h says only llama.cpp's window,
      * not which layers slide: the window must agree, the layer count is the loader's alone */
@@ -321,11 +303,16 @@ static int llama_create(const backend_model *m, const backend_config *cfg, backe
     for (int l = 0; l < m->n_layer; l++)
         if (m->layers[l].window > window) window = m->layers[l].window;
     if (llama_model_n_swa(b->model) != window) {
-        errmsg_set(err, errlen, -1, "llama backend: llama.cpp reads the sliding window as %d tokens, strata's loader "
-                   "as %d: the handshake would misreport it", llama_model_n_swa(b->model), window);
-        goto fail;
+        return errmsg_set(err, errlen, -1, "llama backend: llama.cpp reads the sliding window as %d tokens, strata's "
+                          "loader as %d: the handshake would misreport it", llama_model_n_swa(b->model), window);
     }
+    return 0;
+}
 
+/* llama.cpp's context on b->model (b->ctx, b->mem) with the KV types tk, tv, and the batch of one
+ * forward (b->batch). */
+static int make_context(llama_backend *b, const backend_config *cfg, ggml_backend_dev_t gpu, enum ggml_type tk,
+                        enum ggml_type tv, char *err, size_t errlen) {
     struct llama_context_params cp = llama_context_default_params();
     cp.n_ctx = (uint32_t)cfg->n_ctx;
     cp.n_batch = cp.n_ubatch = (uint32_t)cfg->max_tokens;
@@ -344,22 +331,48 @@ static int llama_create(const backend_model *m, const backend_config *cfg, backe
     cp.kv_unified = true;
     cp.embeddings = false;
     b->ctx = llama_init_from_model(b->model, cp);
-    if (!b->ctx) {
-        fail(b, err, errlen, "llama backend: llama.cpp could not make its context");
-        goto fail;
-    }
+    if (!b->ctx) return fail(b, err, errlen, "llama backend: llama.cpp could not make its context");
     if ((int64_t)llama_n_ctx(b->ctx) < cfg->n_ctx) {
-        errmsg_set(err, errlen, -1, "llama backend: llama.cpp gave a context of %u tokens, %d were asked",
-                   llama_n_ctx(b->ctx), cfg->n_ctx);
-        goto fail;
+        return errmsg_set(err, errlen, -1, "llama backend: llama.cpp gave a context of %u tokens, %d were asked",
+                          llama_n_ctx(b->ctx), cfg->n_ctx);
     }
     b->mem = llama_get_memory(b->ctx);
     b->batch = llama_batch_init(cfg->max_tokens, 0, 1);
     b->have_batch = 1;
-    if (!b->batch.token || !b->batch.pos || !b->batch.seq_id || !b->batch.logits) {
-        errmsg_set(err, errlen, -1, "out of memory (prefill chunk %d)", cfg->max_tokens);
-        goto fail;
+    if (!b->batch.token || !b->batch.pos || !b->batch.seq_id || !b->batch.logits)
+        return errmsg_set(err, errlen, -1, "out of memory (prefill chunk %d)", cfg->max_tokens);
+    return 0;
+}
+
+static int llama_create(const backend_model *m, const backend_config *cfg, backend **out, char *err, size_t errlen) {
+    *out = NULL;
+    const char *dev = cfg->device && cfg->device[0] ? cfg->device : "cpu";
+    char dev_label[32];   /* the device in backend_name: "cpu", "cuda0", "vulkan0", ... */
+    if (device_label(dev, dev_label, sizeof dev_label, err, errlen)) return -1;
+    if (!cfg->model_path) return errmsg_set(err, errlen, -1, "llama backend: no model file given");
+    if (cfg->threads < 1 || cfg->max_tokens < 1 || cfg->n_ctx < 1) {
+        return errmsg_set(err, errlen, -1, "llama backend: threads, prefill chunk and context must be >= 1");
     }
+    enum ggml_type tk, tv;
+    uint64_t bpt;
+    if (kv_config(m, cfg, &tk, &tv, &bpt, err, errlen)) return -1;
+
+    llama_backend *b = calloc(1, sizeof *b);
+    if (!b) return errmsg_set(err, errlen, -1, "out of memory");
+    b->base.impl = &backend_llama_impl;
+    b->n_ctx = cfg->n_ctx;
+    b->max_tokens = cfg->max_tokens;
+    b->threads = cfg->threads;
+    b->kv_bpt = bpt;
+    b->branch_pos = -1;
+    llama_log_set(on_log, b);
+    llama_backend_init();
+    if (cfg->llama_rot_off) setenv("LLAMA_ATTN_ROT_DISABLE", "1", 1);
+    else unsetenv("LLAMA_ATTN_ROT_DISABLE");
+
+    ggml_backend_dev_t gpu = NULL;   /* NULL: the cpu */
+    if (strcmp(dev, "cpu") && find_device(dev, &gpu, err, errlen)) goto fail;
+    if (load_model(b, m, cfg, gpu, err, errlen) || make_context(b, cfg, gpu, tk, tv, err, errlen)) goto fail;
     int fa = cfg->flash_attn != BACKEND_FA_OFF && !b->fa_off_seen;
     snprintf(b->name, sizeof b->name, "llama.cpp-" LLAMA_COMMIT "-%s+fa-%s+rot-%s%s", dev_label, fa ? "on" : "off",
              b->rot_seen ? "on" : "off", gpu && cfg->kv_host ? "+kv-host" : "");
