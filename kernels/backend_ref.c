@@ -3,8 +3,8 @@
  * Every step is the plain C reference of the one the cpu backend runs:
  *   matmul      y[t][r] = ops_dot_ref(W row r dequantised by quant_dequant_row_ref, x[t]), one
  *               weight row at a time (ref_matmul; docs/DESIGN.md §2.5.1, §2.5.2)
- *   RMSNorm, RoPE rotation, SwiGLU / GeGLU, bias and residual adds: the loops below, the formulas
- *               of §2.5.3 evaluated as ops.c writes them (the RoPE table is ops_rope_table's, plain C)
+ *   RMSNorm, SwiGLU / GeGLU, bias and residual adds: the loops below, the formulas
+ *               of §2.5.3 evaluated as ops.c writes them (the RoPE table and rotation are ops.c's, plain C)
  *   KV cache    kernels/cache.c (cache_store in the arm's formats)
  *   attention   attn_run_ref (kernels/attn.h: one query at a time)
  * The cpu backend is bit-identical to these references on every ISA by design (§2.5, §2.7), so the
@@ -68,19 +68,6 @@ static void ref_rmsnorm(float *out, const float *x, const float *w, int n, float
     for (int i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
 }
 
-/* RoPE on one head x [hd]: the first n_rot dims in pairs (2i, 2i+1), or (i, i + n_rot/2) with
- * neox, rotated by cs [n_rot/2][2] (cos, sin). */
-static void ref_rope(float *x, const float *cs, int n_rot, int neox) {
-    int half = n_rot / 2;
-    for (int i = 0; i < half; i++) {
-        float c = cs[2 * i], s = cs[2 * i + 1];
-        int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
-        float x0 = x[a], x1 = x[b];
-        x[a] = x0 * c - x1 * s;
-        x[b] = x0 * s + x1 * c;
-    }
-}
-
 /* g[i] = act(g[i]) * u[i] for n values: silu(g) = g / (1 + e^-g), or the tanh GELU as the equal
  * v / (1 + e^(-2z)), z = sqrt(2/pi) (v + 0.044715 v^3) (docs/DESIGN.md §2.5.3). */
 static void ref_act(backend_act act, float *g, const float *u, size_t n) {
@@ -115,7 +102,7 @@ static void ref_heads(const backend_model *m, float *v, int T, int nh, const flo
         for (int h = 0; h < nh; h++) {
             float *x = v + ((size_t)t * nh + h) * m->hd;
             if (norm) ref_rmsnorm(x, x, norm, m->hd, m->eps);
-            ref_rope(x, cs + (size_t)t * m->n_rot, m->n_rot, m->neox);
+            ops_rope(x, cs + (size_t)t * m->n_rot, m->n_rot, m->neox);
         }
 }
 

@@ -65,8 +65,8 @@ if [[ $DEV == cuda:* ]]; then
     cmake_flags="-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=$ARCH"
 fi
 t0=$(secs)
-if make --no-print-directory llama LLAMA_CMAKE="$cmake_flags" LLAMA_JOBS="$(nproc)" -j"$(nproc)" > "$OUT/build.log" 2>&1 &&
-   make --no-print-directory models >> "$OUT/build.log" 2>&1; then
+if make --no-print-directory BUILD="$BUILD" llama LLAMA_CMAKE="$cmake_flags" LLAMA_JOBS="$(nproc)" -j"$(nproc)" > "$OUT/build.log" 2>&1 &&
+   make --no-print-directory BUILD="$BUILD" models >> "$OUT/build.log" 2>&1; then
     row build PASS "libllama for $DEV and strata-worker in $(awk -v a="$t0" -v b="$(secs)" 'BEGIN { printf "%.0f", b - a }') s"
 else
     row build FAIL "see $OUT/build.log: $(tail -n 3 "$OUT/build.log" | tr '\n' ' ' | head -c 300)"
