@@ -9,7 +9,7 @@ set grid
 set key outside top center horizontal box
 set logscale y
 set format y "%.0e"
-plot "kl_entropy_2.dat" using 1:2 with points pt 7 ps 0.6 lc rgb "#802ca02c" title "KL(int8‖fp16) at positions", "kl_entropy_3.dat" using 1:2 with points pt 7 ps 0.6 lc rgb "#809467bd" title "KL(q8_0+rotp‖fp16) at positions", "kl_entropy_4.dat" using 1:2 with points pt 7 ps 0.6 lc rgb "#80ff7f0e" title "KL(fp16 (llama:f16)‖fp16) at positions", "kl_entropy_5.dat" using 1:2 with points pt 7 ps 0.6 lc rgb "#808c564b" title "KL(q8_0‖fp16) at positions", "kl_entropy_6.dat" using 1:2 with points pt 7 ps 0.6 lc rgb "#80e377c2" title "KL(q4_0‖fp16) at positions"
+plot "kl_entropy_2.dat" using 1:2 with points pt 7 ps 1.2 lc rgb "#802ca02c" title "KL(int8‖fp16) at depths", "kl_entropy_3.dat" using 1:2 with points pt 7 ps 1.2 lc rgb "#809467bd" title "KL(q8_0+rotp‖fp16) at depths", "kl_entropy_4.dat" using 1:2 with points pt 7 ps 1.2 lc rgb "#80ff7f0e" title "KL(fp16 (llama:f16)‖fp16) at depths", "kl_entropy_5.dat" using 1:2 with points pt 7 ps 1.2 lc rgb "#808c564b" title "KL(q8_0‖fp16) at depths", "kl_entropy_6.dat" using 1:2 with points pt 7 ps 1.2 lc rgb "#80e377c2" title "KL(q4_0‖fp16) at depths"
 set terminal svg size 1000,620 font "DejaVu Sans,11" noenhanced
 set output "kl_entropy.svg"
 replot
