@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #include "kernels/kvfmt.h"
-#include "kernels/ops_types.h"
+#include "kernels/backend_types.h"
 
 /* ---- the model a backend runs (filled by the loader, worker/model.c's model_net) ------------- */
 
@@ -52,14 +52,14 @@ typedef enum { BACKEND_GATE_SOFTMAX_ALL, BACKEND_GATE_SOFTMAX_PLAIN, BACKEND_GAT
 #define BACKEND_MAX_CONV 64               /* the longest linear-attention conv kernel */
 
 typedef struct {
-    ops_weight wq, wk, wv, wo;
-    ops_weight w_gate, w_up, w_down;      /* dense: [ffn][dim], [ffn][dim], [dim][ffn]; MoE: the experts
+    backend_weight wq, wk, wv, wo;
+    backend_weight w_gate, w_up, w_down;  /* dense: [ffn][dim], [ffn][dim], [dim][ffn]; MoE: the experts
                                            * stacked, [n_expert*ffn][dim] twice and [n_expert*dim][ffn]
                                            * (expert e: rows e*ffn.. resp. e*dim..) */
-    ops_weight w_router;                  /* MoE: [n_expert][dim] (ffn_gate_inp); dense: unused */
-    ops_weight w_sh_gate, w_sh_up;        /* shared expert (qwen2moe, qwen35moe; ffn_sh > 0): [ffn_sh][dim] */
-    ops_weight w_sh_down;                 /* [dim][ffn_sh] */
-    ops_weight w_sh_inp;                  /* [1][dim] its gate's logit (ffn_gate_inp_shexp) */
+    backend_weight w_router;              /* MoE: [n_expert][dim] (ffn_gate_inp); dense: unused */
+    backend_weight w_sh_gate, w_sh_up;    /* shared expert (qwen2moe, qwen35moe; ffn_sh > 0): [ffn_sh][dim] */
+    backend_weight w_sh_down;             /* [dim][ffn_sh] */
+    backend_weight w_sh_inp;              /* [1][dim] its gate's logit (ffn_gate_inp_shexp) */
     float *attn_norm, *ffn_norm;          /* [dim] */
     float *bq, *bk, *bv;                  /* [n_head*hd], [n_kv*hd] (qwen2, qwen2moe, gpt-oss) or NULL */
     float *bo;                            /* [dim] attn_output bias (gpt-oss) or NULL */
@@ -76,10 +76,10 @@ typedef struct {
      * wq wk wv wo q_norm k_norm; with nk, nv, d, conv = backend_model's ssm_* and
      * cd = 2*nk*d + nv*d (the conv channels: q, k, v): */
     int recurrent;                        /* 1: linear attention (the ssm_* fields), 0: attention */
-    ops_weight w_qkv;                     /* [cd][dim] (attn_qkv): q | k | v, each head-major */
-    ops_weight w_z;                       /* [nv*d][dim] (attn_gate): the output gate z */
-    ops_weight w_beta, w_alpha;           /* [nv][dim] (ssm_beta, ssm_alpha) */
-    ops_weight w_ssm_out;                 /* [dim][nv*d] (ssm_out) */
+    backend_weight w_qkv;                 /* [cd][dim] (attn_qkv): q | k | v, each head-major */
+    backend_weight w_z;                   /* [nv*d][dim] (attn_gate): the output gate z */
+    backend_weight w_beta, w_alpha;       /* [nv][dim] (ssm_beta, ssm_alpha) */
+    backend_weight w_ssm_out;             /* [dim][nv*d] (ssm_out) */
     float *conv_w;                        /* [cd][conv] (ssm_conv1d), oldest input first */
     float *dt_bias, *ssm_a;               /* [nv] (ssm_dt.bias; ssm_a = -exp(A_log), as stored) */
     float *ssm_norm;                      /* [d] (ssm_norm) the gated RMSNorm's weight */
@@ -143,9 +143,9 @@ typedef struct {
     backend_act act;                      /* the FFN's gate activation */
     backend_gate gate;                    /* MoE: how the router's logits become weights */
     float eps, emb_scale, attn_scale;
-    ops_rope_cfg rope_global, rope_local;
-    ops_weight tok_emb;                   /* [n_vocab][dim] */
-    ops_weight output;                    /* [n_vocab][dim] (the embedding when tied) */
+    backend_rope rope_global, rope_local;
+    backend_weight tok_emb;               /* [n_vocab][dim] */
+    backend_weight output;                /* [n_vocab][dim] (the embedding when tied) */
     const float *out_norm;                /* [dim] */
     const backend_layer *layers;          /* [n_layer] */
 } backend_model;

@@ -404,7 +404,7 @@ static int moe_ffn(backend_cpu *b, const backend_layer *ly, int l, int T, int po
                 }
         if (n == 0) continue;
         /* expert e's matrices: views into the stacks */
-        ops_weight g = ly->w_gate, u = ly->w_up, d = ly->w_down;
+        backend_weight g = ly->w_gate, u = ly->w_up, d = ly->w_down;
         g.rows = u.rows = ffn;
         g.data += (size_t)e * ffn * g.row_bytes;
         u.data += (size_t)e * ffn * u.row_bytes;
