@@ -6,7 +6,11 @@
  * forward pass of up to max_tokens tokens, and its threads or device context. It reads the
  * model's weights where the loader left them (host memory, usually the file mapping) and writes
  * logits to host memory. Everything it needs is allocated once by backend_create; forward,
- * truncate and the queries allocate nothing of their own.
+ * truncate and the queries allocate nothing of their own. For a model with recurrent layers
+ * (qwen35) on an implementation that exposes its recurrent state, kernels/backend.c also keeps,
+ * above the implementation, the stream's bookkeeping that makes a truncation exact
+ * (kernels/stream.c: token ids, state snapshots, the MoE route log; docs/DESIGN.md §3.1.3),
+ * allocated by backend_create and freed by backend_free like the rest.
  *
  * The engine (worker/engine.c) is the only caller; it keeps the token stream's state (n_past,
  * the last row, generation) and calls:
@@ -157,8 +161,9 @@ typedef struct {
 typedef struct {
     uint64_t kv_bytes_per_token;          /* all layers with a KV cache, K and V */
     uint64_t scratch_bytes;               /* the backend's forward-pass scratch, plus (hybrid models)
-                                           * the recurrent states, their snapshots and the stream's
-                                           * token ids (docs/DESIGN.md §3.1.3) */
+                                           * the live recurrent states and the stream bookkeeping's
+                                           * snapshots, token ids and route log (kernels/stream.c,
+                                           * added by kernels/backend.c; docs/DESIGN.md §3.1.3) */
 } backend_need;
 
 /* The caller's memory check: 0 to go on, or -1 with one line in err (backend_create then fails
@@ -222,9 +227,11 @@ void backend_route(backend *b, const int32_t *pin, int32_t *used);
 
 /* The stream keeps positions < depth (depth <= the depth reached); later forwards start at or
  * below it. Frees nothing. A hybrid model's recurrent states are brought back to what they were
- * after position depth-1: the newest snapshot at or below depth, then the stream's own tokens
- * from there re-run (no rows), bit-identical by batch invariance (docs/DESIGN.md §3.1.3); a
- * forward at pos0 below the depth reached does the same first. Returns 0, or -1 with a message. */
+ * after position depth-1: on an implementation that exposes them (cpu), kernels/stream.c
+ * restores the newest snapshot at or below depth and re-runs the stream's own tokens from there
+ * (no rows, a MoE model's logged experts pinned), bit-identical by batch invariance
+ * (docs/DESIGN.md §3.1.3); llama keeps them with llama.cpp's sequence branches (§1.1.1). A forward
+ * at pos0 below the depth reached does the same first. Returns 0, or -1 with a message. */
 int backend_truncate(backend *b, int depth, char *err, size_t errlen);
 
 /* KV bytes one token takes over all layers with a KV cache (K + V) in the stored formats

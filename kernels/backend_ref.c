@@ -303,4 +303,5 @@ static int ref_threads(const backend *base) {
 const backend_impl backend_ref_impl = {
     "ref", ref_create, ref_forward, ref_truncate, ref_route, ref_kv_bytes_per_token, ref_name, ref_threads, ref_free,
     NULL,   /* batch-invariant: every step is per token, per row or per query */
+    NULL, NULL, NULL,   /* no recurrent state: create refuses linear-attention layers */
 };
