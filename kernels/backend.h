@@ -6,7 +6,11 @@
  * forward pass of up to max_tokens tokens, and its threads or device context. It reads the
  * model's weights where the loader left them (host memory, usually the file mapping) and writes
  * logits to host memory. Everything it needs is allocated once by backend_create; forward,
- * truncate and the queries allocate nothing of their own.
+ * truncate and the queries allocate nothing of their own. For a model with recurrent layers
+ * (qwen35) on an implementation that exposes its recurrent state, kernels/backend.c also keeps,
+ * above the implementation, the stream's bookkeeping that makes a truncation exact
+ * (kernels/stream.c: token ids, state snapshots, the MoE route log; docs/DESIGN.md §3.1.3),
+ * allocated by backend_create and freed by backend_free like the rest.
  *
  * The engine (worker/engine.c) is the only caller; it keeps the token stream's state (n_past,
  * the last row, generation) and calls:
@@ -33,7 +37,7 @@
 #include <stdint.h>
 
 #include "kernels/kvfmt.h"
-#include "kernels/ops_types.h"
+#include "kernels/backend_types.h"
 
 /* ---- the model a backend runs (filled by the loader, worker/model.c's model_net) ------------- */
 
@@ -52,14 +56,14 @@ typedef enum { BACKEND_GATE_SOFTMAX_ALL, BACKEND_GATE_SOFTMAX_PLAIN, BACKEND_GAT
 #define BACKEND_MAX_CONV 64               /* the longest linear-attention conv kernel */
 
 typedef struct {
-    ops_weight wq, wk, wv, wo;
-    ops_weight w_gate, w_up, w_down;      /* dense: [ffn][dim], [ffn][dim], [dim][ffn]; MoE: the experts
+    backend_weight wq, wk, wv, wo;
+    backend_weight w_gate, w_up, w_down;  /* dense: [ffn][dim], [ffn][dim], [dim][ffn]; MoE: the experts
                                            * stacked, [n_expert*ffn][dim] twice and [n_expert*dim][ffn]
                                            * (expert e: rows e*ffn.. resp. e*dim..) */
-    ops_weight w_router;                  /* MoE: [n_expert][dim] (ffn_gate_inp); dense: unused */
-    ops_weight w_sh_gate, w_sh_up;        /* shared expert (qwen2moe, qwen35moe; ffn_sh > 0): [ffn_sh][dim] */
-    ops_weight w_sh_down;                 /* [dim][ffn_sh] */
-    ops_weight w_sh_inp;                  /* [1][dim] its gate's logit (ffn_gate_inp_shexp) */
+    backend_weight w_router;              /* MoE: [n_expert][dim] (ffn_gate_inp); dense: unused */
+    backend_weight w_sh_gate, w_sh_up;    /* shared expert (qwen2moe, qwen35moe; ffn_sh > 0): [ffn_sh][dim] */
+    backend_weight w_sh_down;             /* [dim][ffn_sh] */
+    backend_weight w_sh_inp;              /* [1][dim] its gate's logit (ffn_gate_inp_shexp) */
     float *attn_norm, *ffn_norm;          /* [dim] */
     float *bq, *bk, *bv;                  /* [n_head*hd], [n_kv*hd] (qwen2, qwen2moe, gpt-oss) or NULL */
     float *bo;                            /* [dim] attn_output bias (gpt-oss) or NULL */
@@ -76,10 +80,10 @@ typedef struct {
      * wq wk wv wo q_norm k_norm; with nk, nv, d, conv = backend_model's ssm_* and
      * cd = 2*nk*d + nv*d (the conv channels: q, k, v): */
     int recurrent;                        /* 1: linear attention (the ssm_* fields), 0: attention */
-    ops_weight w_qkv;                     /* [cd][dim] (attn_qkv): q | k | v, each head-major */
-    ops_weight w_z;                       /* [nv*d][dim] (attn_gate): the output gate z */
-    ops_weight w_beta, w_alpha;           /* [nv][dim] (ssm_beta, ssm_alpha) */
-    ops_weight w_ssm_out;                 /* [dim][nv*d] (ssm_out) */
+    backend_weight w_qkv;                 /* [cd][dim] (attn_qkv): q | k | v, each head-major */
+    backend_weight w_z;                   /* [nv*d][dim] (attn_gate): the output gate z */
+    backend_weight w_beta, w_alpha;       /* [nv][dim] (ssm_beta, ssm_alpha) */
+    backend_weight w_ssm_out;             /* [dim][nv*d] (ssm_out) */
     float *conv_w;                        /* [cd][conv] (ssm_conv1d), oldest input first */
     float *dt_bias, *ssm_a;               /* [nv] (ssm_dt.bias; ssm_a = -exp(A_log), as stored) */
     float *ssm_norm;                      /* [d] (ssm_norm) the gated RMSNorm's weight */
@@ -143,9 +147,9 @@ typedef struct {
     backend_act act;                      /* the FFN's gate activation */
     backend_gate gate;                    /* MoE: how the router's logits become weights */
     float eps, emb_scale, attn_scale;
-    ops_rope_cfg rope_global, rope_local;
-    ops_weight tok_emb;                   /* [n_vocab][dim] */
-    ops_weight output;                    /* [n_vocab][dim] (the embedding when tied) */
+    backend_rope rope_global, rope_local;
+    backend_weight tok_emb;               /* [n_vocab][dim] */
+    backend_weight output;                /* [n_vocab][dim] (the embedding when tied) */
     const float *out_norm;                /* [dim] */
     const backend_layer *layers;          /* [n_layer] */
 } backend_model;
@@ -157,8 +161,9 @@ typedef struct {
 typedef struct {
     uint64_t kv_bytes_per_token;          /* all layers with a KV cache, K and V */
     uint64_t scratch_bytes;               /* the backend's forward-pass scratch, plus (hybrid models)
-                                           * the recurrent states, their snapshots and the stream's
-                                           * token ids (docs/DESIGN.md §3.1.3) */
+                                           * the live recurrent states and the stream bookkeeping's
+                                           * snapshots, token ids and route log (kernels/stream.c,
+                                           * added by kernels/backend.c; docs/DESIGN.md §3.1.3) */
 } backend_need;
 
 /* The caller's memory check: 0 to go on, or -1 with one line in err (backend_create then fails
@@ -222,9 +227,11 @@ void backend_route(backend *b, const int32_t *pin, int32_t *used);
 
 /* The stream keeps positions < depth (depth <= the depth reached); later forwards start at or
  * below it. Frees nothing. A hybrid model's recurrent states are brought back to what they were
- * after position depth-1: the newest snapshot at or below depth, then the stream's own tokens
- * from there re-run (no rows), bit-identical by batch invariance (docs/DESIGN.md §3.1.3); a
- * forward at pos0 below the depth reached does the same first. Returns 0, or -1 with a message. */
+ * after position depth-1: on an implementation that exposes them (cpu), kernels/stream.c
+ * restores the newest snapshot at or below depth and re-runs the stream's own tokens from there
+ * (no rows, a MoE model's logged experts pinned), bit-identical by batch invariance
+ * (docs/DESIGN.md §3.1.3); llama keeps them with llama.cpp's sequence branches (§1.1.1). A forward
+ * at pos0 below the depth reached does the same first. Returns 0, or -1 with a message. */
 int backend_truncate(backend *b, int depth, char *err, size_t errlen);
 
 /* KV bytes one token takes over all layers with a KV cache (K + V) in the stored formats

@@ -9,8 +9,9 @@
  * (backend.h). Attention sinks (gpt-oss) are passed to the cache's attention per layer.
  * A hybrid model (qwen35) has linear-attention layers (linear_layer: causal conv, gated delta
  * rule, token by token in position order) whose f32 states live here, not in the KV cache; the
- * backend keeps the stream's token ids and snapshots of those states so that a truncation can
- * bring them back exactly (hybrid_truncate; docs/DESIGN.md §3.1.3).
+ * backend exposes them through the seam's state calls (cpu_state_*), and kernels/stream.c above
+ * it keeps the token ids, snapshots and route log that bring them back exactly after a
+ * truncation (docs/DESIGN.md §3.1.3).
  */
 #include "kernels/backend_impl.h"
 #include "kernels/errmsg.h"
@@ -56,14 +57,8 @@ typedef struct {
     int cd;             /* conv channels 2*nk*d + nv*d */
     size_t conv_floats; /* (conv-1) * cd: one layer's conv state [conv-1][cd], oldest input first */
     size_t rec_floats;  /* conv_floats + nv*d*d: one layer's states, the conv state then S [nv][d][d] */
-    float *state;       /* [n_rec][rec_floats] the live states after position depth-1 */
-    float *snap;        /* [n_snap][n_rec * rec_floats] snapshots of state */
-    int *snap_pos;      /* [n_snap] the depth a snapshot was taken at (-1: empty) */
-    int n_snap;
-    int32_t *toks;      /* [n_ctx] the stream's token ids, for the re-run after a truncation */
-    int32_t *route_log; /* [n_ctx][n_layer][n_expert_used] the experts each position used (hybrid MoE:
-                         * the re-run pins them, so a position gets its first bits whatever the
-                         * pinning of the forward that first ran it), or NULL */
+    float *state;       /* [n_rec][rec_floats] the live states after position depth-1 (the seam's
+                         * state_get / state_set; kernels/stream.c snapshots them) */
     float *mix;         /* [max_T][cd] W_qkv xb, then the conv outputs (silu, q and k L2-normed) */
     float *zb;          /* [max_T][nv*d] W_z xb */
     float *bet, *alp;   /* [max_T][nv] W_beta xb, W_alpha xb, then beta and the decay exp(g) */
@@ -87,11 +82,6 @@ static uint64_t scratch_bytes(const backend_model *m, int max_T) {
     return 4 * (uint64_t)max_T * per_tok;
 }
 
-/* Snapshots a hybrid backend keeps: as many as fit in HYBRID_SNAP_BYTES, at least 4, at most 64. */
-#define HYBRID_SNAP_BYTES (1ull << 30)
-#define HYBRID_SNAP_MIN 4
-#define HYBRID_SNAP_MAX 64
-
 /* n floats on a 64-byte boundary (rows of 16k floats then start on cache lines); free() frees. */
 static float *alloc64(size_t n) {
     return aligned_alloc(64, (sizeof(float) * n + 63) / 64 * 64);
@@ -101,7 +91,7 @@ static void cpu_free(backend *base) {
     backend_cpu *b = (backend_cpu *)base;
     free(b->x); free(b->xb); free(b->q); free(b->att); free(b->k); free(b->v);
     free(b->h1); free(b->h2); free(b->cs_g); free(b->cs_l); free(b->mm_ws); free(b->attn_ws);
-    free(b->gate); free(b->qg); free(b->kv_layer); free(b->state); free(b->snap); free(b->snap_pos); free(b->toks); free(b->route_log);
+    free(b->gate); free(b->qg); free(b->kv_layer); free(b->state);
     free(b->mix); free(b->zb); free(b->bet); free(b->alp); free(b->lo);
     free(b->probs); free(b->sel); free(b->wsel); free(b->xe); free(b->de); free(b->ye); free(b->gtok); free(b->gslot);
     if (b->p) pool_free(b->p);
@@ -137,17 +127,14 @@ static int kv_formats(backend_cpu *b, const backend_model *m, const backend_conf
     return 0;
 }
 
-/* A hybrid model's recurrent states, their snapshots and the token ids (docs/DESIGN.md §3.1.3):
- * their sizes into b, their bytes added to need. */
-static void size_recurrent(backend_cpu *b, const backend_model *m, const backend_config *cfg, backend_need *need) {
+/* A hybrid model's live recurrent states (docs/DESIGN.md §3.1.3): their sizes into b, their bytes
+ * added to need (the snapshots, token ids and route log are kernels/stream.c's, which
+ * kernels/backend.c adds to need itself). */
+static void size_recurrent(backend_cpu *b, const backend_model *m, backend_need *need) {
     b->cd = (2 * m->ssm_nk + m->ssm_nv) * m->ssm_d;
     b->conv_floats = (size_t)(m->ssm_conv - 1) * b->cd;
     b->rec_floats = b->conv_floats + (size_t)m->ssm_nv * m->ssm_d * m->ssm_d;
-    uint64_t st = 4ull * b->n_rec * b->rec_floats;
-    uint64_t n_snap = HYBRID_SNAP_BYTES / st;
-    b->n_snap = n_snap < HYBRID_SNAP_MIN ? HYBRID_SNAP_MIN : n_snap > HYBRID_SNAP_MAX ? HYBRID_SNAP_MAX : (int)n_snap;
-    need->scratch_bytes += st * (1 + (uint64_t)b->n_snap) + 4ull * cfg->n_ctx;
-    if (m->n_expert > 0) need->scratch_bytes += 4ull * cfg->n_ctx * m->n_layer * m->n_expert_used;   /* route_log */
+    need->scratch_bytes += 4ull * b->n_rec * b->rec_floats;
 }
 
 /* The scratch of a forward pass of up to T tokens (the dense part and the attention gates).
@@ -173,28 +160,17 @@ static int alloc_dense(backend_cpu *b, const backend_model *m, size_t T) {
     return ok;
 }
 
-/* A hybrid model's states, snapshots, token ids, route log and linear-attention scratch. Returns 1
- * when every buffer was allocated. */
-static int alloc_recurrent(backend_cpu *b, const backend_model *m, const backend_config *cfg, size_t T) {
-    /* calloc: snapshot pages are committed only when one is taken */
-    int nl = m->n_layer, ok = 1;
+/* A hybrid model's live states (zeros: position 0) and linear-attention scratch. Returns 1 when
+ * every buffer was allocated. */
+static int alloc_recurrent(backend_cpu *b, const backend_model *m, size_t T) {
     size_t nvd = (size_t)m->ssm_nv * m->ssm_d;
     b->state = calloc((size_t)b->n_rec * b->rec_floats, sizeof(float));
-    b->snap = calloc((size_t)b->n_snap * b->n_rec * b->rec_floats, sizeof(float));
-    b->snap_pos = malloc(sizeof(int) * (size_t)b->n_snap);
-    b->toks = calloc((size_t)cfg->n_ctx, sizeof(int32_t));
-    if (m->n_expert > 0) {
-        b->route_log = calloc((size_t)cfg->n_ctx * nl * m->n_expert_used, sizeof(int32_t));
-        ok = b->route_log != NULL;
-    }
     b->mix = alloc64(T * b->cd);
     b->zb = alloc64(T * nvd);
     b->bet = alloc64(T * m->ssm_nv);
     b->alp = alloc64(T * m->ssm_nv);
     b->lo = alloc64(T * nvd);
-    ok = ok && b->state && b->snap && b->snap_pos && b->toks && b->mix && b->zb && b->bet && b->alp && b->lo;
-    for (int i = 0; b->snap_pos && i < b->n_snap; i++) b->snap_pos[i] = -1;
-    return ok;
+    return b->state && b->mix && b->zb && b->bet && b->alp && b->lo;
 }
 
 /* A MoE model's routing and expert scratch. Returns 1 when every buffer was allocated. */
@@ -249,7 +225,7 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
     }
     if (n_attn == 0) { errmsg_set(err, errlen, -1, "the model has no attention layer (every layer is linear attention)"); goto fail; }
     if (kv_formats(b, m, cfg, n_attn, &fk, &fv, &need, err, errlen)) goto fail;
-    if (b->n_rec > 0) size_recurrent(b, m, cfg, &need);
+    if (b->n_rec > 0) size_recurrent(b, m, &need);
     if (cfg->mem_check && cfg->mem_check(cfg->mem_ctx, &need, err, errlen)) goto fail;
     if (cache_create_heads(&b->c, fk, fv, n_attn, m->n_kv, m->hd, cfg->n_ctx, err, errlen)) goto fail;
     free(fk);
@@ -261,7 +237,7 @@ static int cpu_create(const backend_model *m, const backend_config *cfg, backend
     }
     size_t T = (size_t)cfg->max_tokens;
     int ok = alloc_dense(b, m, T);
-    if (b->n_rec > 0) ok = alloc_recurrent(b, m, cfg, T) && ok;
+    if (b->n_rec > 0) ok = alloc_recurrent(b, m, T) && ok;
     if (m->n_expert > 0) ok = alloc_moe(b, m, T) && ok;
     ok = alloc_kernel_scratch(b, m, cfg) && ok;
     if (!ok) {
@@ -383,15 +359,12 @@ static void ffn_act_rows(pool *p, const backend_model *m, float *g, const float 
  * its experts to x [T][dim]. Experts run in id order, each on the tokens routed to it (gathered in
  * token order), biases (gpt-oss) added per row; a token's k outputs are then summed in slot order
  * (backend.h). Returns 0 or -1. */
-static int moe_ffn(backend_cpu *b, const backend_layer *ly, int l, int T, int pos0) {
+static int moe_ffn(backend_cpu *b, const backend_layer *ly, int l, int T) {
     const backend_model *m = &b->m;
     int dim = m->dim, ffn = m->ffn, k = m->n_expert_used;
     if (ops_matmul(b->p, &ly->w_router, b->xb, b->probs, T, m->n_expert, b->mm_ws)) return -1;
     add_bias(b->probs, ly->b_router, T, m->n_expert);
     moe_route(m, b->probs, T, l, b->pin, b->used, b->sel, b->wsel);
-    if (b->route_log)   /* a hybrid model re-runs positions with the experts they had (hybrid_truncate) */
-        for (int t = 0; t < T; t++)
-            for (int j = 0; j < k; j++) b->route_log[((size_t)(pos0 + t) * m->n_layer + l) * k + j] = b->sel[(size_t)t * k + j];
     for (int e = 0; e < m->n_expert; e++) {
         int n = 0;
         for (int t = 0; t < T; t++)
@@ -404,7 +377,7 @@ static int moe_ffn(backend_cpu *b, const backend_layer *ly, int l, int T, int po
                 }
         if (n == 0) continue;
         /* expert e's matrices: views into the stacks */
-        ops_weight g = ly->w_gate, u = ly->w_up, d = ly->w_down;
+        backend_weight g = ly->w_gate, u = ly->w_up, d = ly->w_down;
         g.rows = u.rows = ffn;
         g.data += (size_t)e * ffn * g.row_bytes;
         u.data += (size_t)e * ffn * u.row_bytes;
@@ -539,28 +512,6 @@ static int linear_layer(backend_cpu *b, const backend_layer *ly, float *st, int 
     return ops_matmul(b->p, &ly->w_ssm_out, b->lo, b->xb, T, m->dim, b->mm_ws);
 }
 
-static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, const int *rows, int n_rows,
-                       float *logits, char *err, size_t errlen);
-static int hybrid_truncate(backend_cpu *b, int depth, char *err, size_t errlen);
-
-/* Keeps the live states as the snapshot of depth b->depth: in the slot that has it, else an
- * empty one, else the one of the smallest depth. */
-static void hybrid_snapshot(backend_cpu *b) {
-    size_t n = (size_t)b->n_rec * b->rec_floats;
-    int slot = -1;
-    for (int i = 0; i < b->n_snap && slot < 0; i++)
-        if (b->snap_pos[i] == b->depth) slot = i;
-    for (int i = 0; i < b->n_snap && slot < 0; i++)
-        if (b->snap_pos[i] < 0) slot = i;
-    if (slot < 0) {
-        slot = 0;
-        for (int i = 1; i < b->n_snap; i++)
-            if (b->snap_pos[i] < b->snap_pos[slot]) slot = i;
-    }
-    memcpy(b->snap + (size_t)slot * n, b->state, sizeof(float) * n);
-    b->snap_pos[slot] = b->depth;
-}
-
 /* The steps of cpu_forward below work on b's scratch for a chunk of T tokens at positions pos0... */
 
 /* The tokens' embeddings into b->x, and their RoPE tables (global and local). Refuses a token id
@@ -649,12 +600,11 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
     b->pin = NULL;   /* backend_route applies to this forward only */
     int32_t *used = b->used;
     b->used = NULL;
-    /* a hybrid model's states back to position pos0 first (it uses the scratch below) */
-    if (b->n_rec > 0 && pos0 < b->depth && hybrid_truncate(b, pos0, err, errlen)) return -1;
+    /* a hybrid model's states are those after position pos0-1 here: kernels/stream.c brought them
+     * back before a forward below the depth reached */
     if (embed(b, tokens, T, pos0, err, errlen)) return -1;
     for (int i = 0; i < n_rows; i++)
         if (rows[i] < 0 || rows[i] >= T) return errmsg_set(err, errlen, -1, "row index %d outside the chunk", rows[i]);
-    if (b->toks) memmove(b->toks + pos0, tokens, sizeof(int32_t) * (size_t)T);   /* a re-run passes toks itself */
     if (m->n_expert > 0 && pin)
         for (size_t i = 0; i < (size_t)T * m->n_layer * m->n_expert_used; i++)
             if (pin[i] < 0 || pin[i] >= m->n_expert) {
@@ -680,7 +630,7 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
         if (m->n_expert > 0) {
             b->pin = pin;
             b->used = used;
-            int rc = moe_ffn(b, ly, l, T, pos0);
+            int rc = moe_ffn(b, ly, l, T);
             b->pin = NULL;
             b->used = NULL;
             if (rc) goto kfail;
@@ -694,7 +644,6 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
         }
     }
     b->depth = pos0 + T;
-    if (b->n_rec > 0 && T > 1) hybrid_snapshot(b);   /* a prefill chunk's end: where truncations go back to */
     /* logits for the requested rows only: gather their normed states, one matmul */
     for (int i = 0; i < n_rows; i++)
         ops_rmsnorm(b->xb + (size_t)i * dim, b->x + (size_t)rows[i] * dim, m->out_norm, dim, m->eps);
@@ -703,34 +652,6 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
 kfail:
     errmsg_set(err, errlen, -1, "a kernel of the forward pass refused its arguments or its scratch (a bug: create sizes the scratch)");
     return -1;
-}
-
-/* Brings a hybrid model's states back to what they were after position depth-1 (depth below the
- * depth reached): the newest snapshot at or below depth (none: the zero states of position 0),
- * then the stream's tokens from there to depth re-run in chunks of max_T without rows, a MoE
- * model's with the experts they used (route_log): the same bits as the first time (batch
- * invariance). Snapshots past depth are dropped (the positions
- * after it are about to change); the restored depth is kept as one. Returns 0 or -1. */
-static int hybrid_truncate(backend_cpu *b, int depth, char *err, size_t errlen) {
-    size_t n = (size_t)b->n_rec * b->rec_floats;
-    int best = -1;
-    for (int i = 0; i < b->n_snap; i++)
-        if (b->snap_pos[i] >= 0 && b->snap_pos[i] <= depth && (best < 0 || b->snap_pos[i] > b->snap_pos[best])) best = i;
-    if (best >= 0) memcpy(b->state, b->snap + (size_t)best * n, sizeof(float) * n);
-    else memset(b->state, 0, sizeof(float) * n);
-    int from = best >= 0 ? b->snap_pos[best] : 0;
-    for (int i = 0; i < b->n_snap; i++)
-        if (b->snap_pos[i] > depth) b->snap_pos[i] = -1;
-    b->depth = from;
-    for (int s = from; s < depth;) {
-        int T = depth - s < b->max_T ? depth - s : b->max_T;
-        b->pin = b->route_log ? b->route_log + (size_t)s * b->m.n_layer * b->m.n_expert_used : NULL;
-        b->used = NULL;
-        if (cpu_forward(&b->base, b->toks + s, T, s, NULL, 0, NULL, err, errlen)) return -1;
-        s += T;
-    }
-    if (from < depth) hybrid_snapshot(b);
-    return 0;
 }
 
 static void cpu_route(backend *base, const int32_t *pin, int32_t *used) {
@@ -745,8 +666,8 @@ static int cpu_truncate(backend *base, int depth, char *err, size_t errlen) {
         return errmsg_set(err, errlen, -1, "cannot truncate to depth %d: the cache holds %d positions", depth,
                           b->depth);
     }
-    if (b->n_rec > 0 && depth < b->depth) return hybrid_truncate(b, depth, err, errlen);
-    b->depth = depth;   /* the cache past it is overwritten by the next forward */
+    b->depth = depth;   /* the cache past it is overwritten by the next forward; a hybrid model's states are
+                         * kernels/stream.c's to bring back (cpu_state_set) */
     return 0;
 }
 
@@ -763,7 +684,26 @@ static const char *cpu_name(const backend *base) {
 
 static int cpu_threads(const backend *base) { return pool_threads(((const backend_cpu *)base)->p); }
 
+/* The seam's state calls over b->state [n_rec][rec_floats] (0 floats for a model without linear layers). */
+static size_t cpu_state_floats(const backend *base) {
+    const backend_cpu *b = (const backend_cpu *)base;
+    return (size_t)b->n_rec * b->rec_floats;
+}
+
+static void cpu_state_get(const backend *base, float *dst) {
+    const backend_cpu *b = (const backend_cpu *)base;
+    if (b->n_rec > 0) memcpy(dst, b->state, sizeof(float) * cpu_state_floats(base));
+}
+
+static void cpu_state_set(backend *base, const float *src) {
+    backend_cpu *b = (backend_cpu *)base;
+    if (b->n_rec == 0) return;
+    if (src) memcpy(b->state, src, sizeof(float) * cpu_state_floats(base));
+    else memset(b->state, 0, sizeof(float) * cpu_state_floats(base));
+}
+
 const backend_impl backend_cpu_impl = {
     "cpu", cpu_create, cpu_forward, cpu_truncate, cpu_route, cpu_kv_bytes_per_token, cpu_name, cpu_threads, cpu_free,
     NULL,   /* batch-invariant (docs/DESIGN.md §2.5): no aligned prefills */
+    cpu_state_floats, cpu_state_get, cpu_state_set,
 };

@@ -53,7 +53,7 @@ typedef struct {
 
 /* y[t][r] = dot(W row r, x[t]) for t < T, r < W->rows; x [T][W->cols], y [T][ldy]. Row r is
  * dequantised once into wrow [W->cols] and met by every token. */
-static void ref_matmul(float *wrow, const ops_weight *w, const float *x, int T, float *y, int ldy) {
+static void ref_matmul(float *wrow, const backend_weight *w, const float *x, int T, float *y, int ldy) {
     for (int r = 0; r < w->rows; r++) {
         quant_dequant_row_ref(w->type, w->data + (size_t)r * w->row_bytes, wrow, w->cols);
         for (int t = 0; t < T; t++) y[(size_t)t * ldy + r] = ops_dot_ref(wrow, x + (size_t)t * w->cols, w->cols);
@@ -303,4 +303,5 @@ static int ref_threads(const backend *base) {
 const backend_impl backend_ref_impl = {
     "ref", ref_create, ref_forward, ref_truncate, ref_route, ref_kv_bytes_per_token, ref_name, ref_threads, ref_free,
     NULL,   /* batch-invariant: every step is per token, per row or per query */
+    NULL, NULL, NULL,   /* no recurrent state: create refuses linear-attention layers */
 };

@@ -58,12 +58,12 @@ typedef struct {
     float *scratch;   /* [n_threads][MM_ITEM][cols] */
 } mm_ctx;
 
-void ops_weight_row(const ops_weight *w, int r, float *out) {
+void ops_weight_row(const backend_weight *w, int r, float *out) {
     quant_dequant_row(w->type, w->data + (size_t)r * w->row_bytes, out, w->cols);
 }
 
 /* Prefetches the weight rows [r0, r1). */
-static void prefetch_rows(const ops_weight *w, int r0, int r1) {
+static void prefetch_rows(const backend_weight *w, int r0, int r1) {
     if (r1 <= r0) return;
     const uint8_t *p = w->data + (size_t)r0 * w->row_bytes;
     size_t bytes = (size_t)(r1 - r0) * w->row_bytes;
@@ -160,7 +160,7 @@ static void mm_item(void *vctx, int item, int thread) {
     mm_ctx *c = vctx;
     int j = 0;
     while (item >= c->first_item[j + 1]) j++;
-    const ops_weight *w = c->job[j].w;
+    const backend_weight *w = c->job[j].w;
     float *y = c->job[j].y;
     int ldy = c->job[j].ldy, K = w->cols;
     float *wt = c->scratch + (size_t)thread * MM_ITEM * K;   /* [MM_ITEM][K] dequantised rows */
@@ -231,7 +231,7 @@ int ops_matmul_many(pool *p, const ops_mm *jobs, int n, const float *x, int T, f
     return 0;
 }
 
-int ops_matmul(pool *p, const ops_weight *w, const float *x, float *y, int T, int ldy, float *scratch) {
+int ops_matmul(pool *p, const backend_weight *w, const float *x, float *y, int T, int ldy, float *scratch) {
     ops_mm job = { w, y, ldy };
     return ops_matmul_many(p, &job, 1, x, T, scratch);
 }
@@ -255,7 +255,7 @@ static float yarn_corr_dim(int n_rot, int n_ctx_orig, float n_rotations, float b
 }
 
 /* YaRN's ramp bounds and the magnitude scale of cfg (low = high = 0 without YaRN). */
-static float rope_yarn(const ops_rope_cfg *cfg, int n_rot, float *low, float *high) {
+static float rope_yarn(const backend_rope *cfg, int n_rot, float *low, float *high) {
     float mscale = cfg->attn_factor > 0 ? cfg->attn_factor : 1.0f;
     *low = *high = 0;
     if (cfg->ext_factor > 0) {
@@ -269,7 +269,7 @@ static float rope_yarn(const ops_rope_cfg *cfg, int n_rot, float *low, float *hi
     return mscale;
 }
 
-void ops_rope_table_f32(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg) {
+void ops_rope_table_f32(float *cs, int pos, int n_rot, const backend_rope *cfg) {
     float low, high, mscale = rope_yarn(cfg, n_rot, &low, &high);
     float theta_scale = powf(cfg->base, -2.0f / (float)n_rot);
     float theta_extrap = (float)pos;
@@ -286,7 +286,7 @@ void ops_rope_table_f32(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg) 
     }
 }
 
-void ops_rope_table_f64(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg) {
+void ops_rope_table_f64(float *cs, int pos, int n_rot, const backend_rope *cfg) {
     float low, high, mscale = rope_yarn(cfg, n_rot, &low, &high);
     for (int i = 0; i < n_rot / 2; i++) {
         double freq = pow((double)cfg->base, -2.0 * i / n_rot);
@@ -301,7 +301,7 @@ void ops_rope_table_f64(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg) 
     }
 }
 
-void ops_rope_table(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg) {
+void ops_rope_table(float *cs, int pos, int n_rot, const backend_rope *cfg) {
     if (cfg->f32_angles) ops_rope_table_f32(cs, pos, n_rot, cfg);
     else ops_rope_table_f64(cs, pos, n_rot, cfg);
 }

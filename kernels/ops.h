@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/ops_types.h"
+#include "kernels/backend_types.h"
 #include "kernels/pool.h"
 
 float ops_dot_ref(const float *a, const float *b, int n);
@@ -30,7 +30,7 @@ float ops_dot(const float *a, const float *b, int n);
  * scratch: ops_matmul_scratch_floats(pool_threads(p), W->cols) floats on a 64-byte boundary,
  * allocated once by the caller (the backend, at create); NULL: allocated for this call and freed
  * before it returns (tests). Returns 0, or -1 when NULL scratch cannot be allocated. */
-int ops_matmul(pool *p, const ops_weight *w, const float *x, float *y, int T, int ldy, float *scratch);
+int ops_matmul(pool *p, const backend_weight *w, const float *x, float *y, int T, int ldy, float *scratch);
 size_t ops_matmul_scratch_floats(int threads, int cols);
 
 /* Several matmuls of the same x in one pool run (Q, K and V; gate and up): the same results as
@@ -39,14 +39,14 @@ size_t ops_matmul_scratch_floats(int threads, int cols);
  * 1..OPS_MM_MAX, the cols differ, or scratch cannot be allocated. */
 #define OPS_MM_MAX 4
 typedef struct {
-    const ops_weight *w;
+    const backend_weight *w;
     float *y;             /* [T][ldy] */
     int ldy;
 } ops_mm;
 int ops_matmul_many(pool *p, const ops_mm *jobs, int n, const float *x, int T, float *scratch);
 
 /* Dequantises row r of W into out[cols]. */
-void ops_weight_row(const ops_weight *w, int r, float *out);
+void ops_weight_row(const backend_weight *w, int r, float *out);
 
 /* out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]; x and out [n] may alias. Sum of squares in the
  * canonical dot order (f32), so it is identical per token whatever the batch. */
@@ -59,7 +59,7 @@ void ops_rope(float *x, const float *cs, int n_rot, int neox);
 
 /* Fills cs[n_rot/2][2] for position pos: theta_i = p * base^(-2i/n_rot) with p = pos * freq_scale
  * (linear scaling); with YaRN (ext_factor > 0) the theta blend and the magnitude scale mscale of
- * the YaRN paper (ops_rope_cfg: kernels/ops_types.h). Two evaluations (docs/DESIGN.md §3.2):
+ * the YaRN paper (backend_rope: kernels/backend_types.h). Two evaluations (docs/DESIGN.md §3.2):
  *   ops_rope_table_f64  the default: angles exact to ~1e-16 relative (each frequency from pow,
  *                       times pos, in double; cos and sin in double, rounded once to f32): no
  *                       drift with depth
@@ -69,9 +69,9 @@ void ops_rope(float *x, const float *cs, int n_rot, int neox);
  *                       and so does the logits' drift from float64
  * ops_rope_table picks one by cfg->f32_angles (the worker's --rope-angles). Both are plain C:
  * every ISA build gives the same table. */
-void ops_rope_table(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg);
-void ops_rope_table_f32(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg);
-void ops_rope_table_f64(float *cs, int pos, int n_rot, const ops_rope_cfg *cfg);
+void ops_rope_table(float *cs, int pos, int n_rot, const backend_rope *cfg);
+void ops_rope_table_f32(float *cs, int pos, int n_rot, const backend_rope *cfg);
+void ops_rope_table_f64(float *cs, int pos, int n_rot, const backend_rope *cfg);
 
 /* Activations, elementwise in place on x[n] (gate) times up[n]:
  * swiglu: x = silu(x) * up;  geglu: x = gelu_tanh(x) * up, as v / (1 + expf(-2z)) (see ops.c). */

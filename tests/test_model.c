@@ -618,10 +618,10 @@ static void test_kernels(void) {
  * cfg.f32_angles. */
 static void test_rope_tables(void) {
     static const int pos[] = { 64, 1024, 1664, 8192, 32768, 240000 };
-    ops_rope_cfg cfg = { 100000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 8192, 0 };
+    backend_rope cfg = { 100000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f, 8192, 0 };
     enum { N_ROT = 64 };
     float c32[N_ROT], c64[N_ROT], cs[N_ROT], cs32[N_ROT];   /* [N_ROT/2][2] */
-    ops_rope_cfg cfg32 = cfg;
+    backend_rope cfg32 = cfg;
     cfg32.f32_angles = 1;
     double worst64 = 0;
     int same = 1;

@@ -376,7 +376,7 @@ static void test_matmul(void) {
                 memcpy(data + 1 + j, &h, 2);
             }
         for (int j = 0; j < T * COLS; j++) x[j] = (float)((double)(int32_t)rng_next(&s) * 0x1p-29);
-        ops_weight W = {.type = t, .rows = ROWS, .cols = COLS, .row_bytes = rb, .data = data + 1};
+        backend_weight W = {.type = t, .rows = ROWS, .cols = COLS, .row_bytes = rb, .data = data + 1};
         int64_t bad = 0, fail = 0;
         for (int nt = 1; nt <= T; nt += T - 1) {
             for (int j = 0; j < T * ROWS; j++) y[j] = NAN;

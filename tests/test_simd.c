@@ -118,7 +118,7 @@ static void test_weights(pool *p) {
                   quant_type_name(t->type), dot_bad, dot_refused);
         }
         /* matmul: decode (T = 1, fused) and prefill (T = 5: register tiles and the tail) */
-        ops_weight w = { t->type, ROWS, COLS, rb, buf };
+        backend_weight w = { t->type, ROWS, COLS, rb, buf };
         int mm_bad = 0;
         for (int T = 1; T <= TOK; T += TOK - 1) {
             if (ops_matmul(p, &w, x, out, T, ROWS, NULL)) { mm_bad++; continue; }

@@ -89,7 +89,7 @@ static int check_blocks(loader *L, const char *arch, int n_block) {
 }
 
 /* A weight matrix [rows][cols]; ne[0] = cols. */
-static int get_weight(loader *L, const char *name, int rows, int cols, ops_weight *w) {
+static int get_weight(loader *L, const char *name, int rows, int cols, backend_weight *w) {
     const gguf_tensor *t = gguf_tensor_find(L->g, name);
     if (!t) return fail(L, "missing tensor %s", name);
     if (!quant_supported(t->type)) {
@@ -110,7 +110,7 @@ static int get_weight(loader *L, const char *name, int rows, int cols, ops_weigh
 
 /* The stacked experts of a MoE layer: a 3-D tensor ne = [cols, rows, n_expert] (expert e's matrix
  * [rows][cols] is rows e*rows .. (e+1)*rows - 1 of the stack), as one weight [n_expert*rows][cols]. */
-static int get_experts(loader *L, const char *name, int n_expert, int rows, int cols, ops_weight *w) {
+static int get_experts(loader *L, const char *name, int n_expert, int rows, int cols, backend_weight *w) {
     const gguf_tensor *t = gguf_tensor_find(L->g, name);
     if (!t) return fail(L, "missing tensor %s", name);
     if (!quant_supported(t->type)) {
@@ -159,7 +159,7 @@ static int get_vec(loader *L, const char *name, int n, int required, float **out
 
 /* A small matrix [rows][cols] (ne = [cols, rows]) copied to f32 (*out allocated, owned by the model). */
 static int get_fmat(loader *L, const char *name, int rows, int cols, float **out) {
-    ops_weight w;
+    backend_weight w;
     *out = NULL;
     if (get_weight(L, name, rows, cols, &w)) return -1;
     *out = malloc(sizeof(float) * (size_t)rows * cols);
@@ -479,7 +479,7 @@ static int load_attention(loader *L, model *m) {
  * said in warn [warnlen] (when warn is not NULL). */
 static int load_rope(loader *L, model *m, char *warn, size_t warnlen) {
     const char *a = m->arch_name;
-    ops_rope_cfg *rg = &m->rope_global;
+    backend_rope *rg = &m->rope_global;
     if (meta_float(L, a, "rope.freq_base", m->arch == ARCH_GEMMA3 ? 1000000.0 : 10000.0, 1e-3, 1e30, &rg->base) ||
         meta_float(L, a, "rope.scaling.attn_factor", 1.0, 0, 1e6, &rg->attn_factor))
         return -1;

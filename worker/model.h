@@ -57,10 +57,10 @@ typedef struct {
                                            * ssm.state_size (head dim); 0 for other archs */
     int n_attn;                           /* layers with a KV cache (all but qwen35's linear ones) */
     float eps, emb_scale, attn_scale;
-    ops_rope_cfg rope_global, rope_local;
+    backend_rope rope_global, rope_local;
     int rope_scaled;                      /* linear or YaRN scaling present in the metadata */
-    ops_weight tok_emb;                   /* [n_vocab][dim] */
-    ops_weight output;                    /* [n_vocab][dim] (the embedding when tied) */
+    backend_weight tok_emb;               /* [n_vocab][dim] */
+    backend_weight output;                /* [n_vocab][dim] (the embedding when tied) */
     float *out_norm;                      /* [dim] */
     backend_layer *layers;                /* [n_layer] (kernels/backend.h) */
     char sha256[65];                      /* of the whole file, hex */

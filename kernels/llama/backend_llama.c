@@ -197,6 +197,7 @@ static int llama_aligned(const backend *base) { return !((const llama_backend *)
 const backend_impl backend_llama_impl = {
     "llama", llama_create, llama_forward, llama_truncate_impl, llama_route, llama_kv_bpt, llama_name,
     llama_threads, llama_free_impl, llama_aligned,
+    NULL, NULL, NULL,   /* recurrent state not exposed: llama.cpp's sequence branches keep hybrids exact */
 };
 
 /* The device spec of `--backend llama:SPEC` as ggml names its device: "cpu"; "cuda:N" -> CUDA<N>,

@@ -1,9 +1,11 @@
-/* ops_types.h — the plain descriptions the kernels and every backend share: a weight matrix in
- * host memory and a RoPE configuration. Data only: no functions, nothing CPU-specific, nothing
- * allocated here (the model loader fills them; the weights point into its file mapping).
+/* backend_types.h — the plain descriptions the seam (kernels/backend.h's backend_model), the
+ * kernels (kernels/ops.h) and every backend share: a weight matrix in host memory and a RoPE
+ * configuration. A leaf: types only, no functions, no includes beyond stddef.h / stdint.h, nothing
+ * CPU-specific, nothing allocated here (the model loader fills them; the weights point into its
+ * file mapping, which the loader owns and frees).
  */
-#ifndef STRATA_OPS_TYPES_H
-#define STRATA_OPS_TYPES_H
+#ifndef STRATA_BACKEND_TYPES_H
+#define STRATA_BACKEND_TYPES_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -14,7 +16,7 @@ typedef struct {
     int rows, cols;
     size_t row_bytes;     /* bytes per row in type */
     const uint8_t *data;  /* [rows][row_bytes], into the model file mapping */
-} ops_weight;
+} backend_weight;
 
 /* RoPE parameters of a model (one set for the global layers, one for gemma3's local ones). */
 typedef struct {
@@ -26,6 +28,6 @@ typedef struct {
     int n_ctx_orig;       /* YaRN: original training context */
     int f32_angles;       /* 1: the angles in f32 as llama.cpp computes them (ops_rope_table_f32);
                            * 0 (the default): exact angles (ops_rope_table_f64) */
-} ops_rope_cfg;
+} backend_rope;
 
 #endif
