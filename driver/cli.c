@@ -44,6 +44,17 @@ int cli_parse_int(const char *opt, const char *s, long lo, long hi, int *out) {
     return 0;
 }
 
+int cli_engine_opt(cli_engine_opts *e, int c, const char *arg) {
+    switch (c) {
+    case 'c': return cli_parse_int("--chunk", arg, 1, 1 << 20, &e->chunk) ? -1 : 1;
+    case 't': return cli_parse_int("--threads", arg, 1, 1024, &e->threads) ? -1 : 1;
+    case 'p': return cli_parse_int("--prefill", arg, 1, 1 << 16, &e->prefill) ? -1 : 1;
+    case 'X': return cli_parse_int("--max-context", arg, 1, 1 << 22, &e->max_context) ? -1 : 1;
+    case 'w': e->worker = arg; return 1;
+    default: return 0;
+    }
+}
+
 int cli_resumable_opt(workers_arm_opts *ao, int c, const char *arg, const char *beside, int *n_run_opts) {
     int beside_resume = c > 255 ? c >= 1001 && c <= 1005 : strchr(beside, c) != NULL;
     if (!beside_resume) (*n_run_opts)++;

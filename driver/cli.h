@@ -1,6 +1,7 @@
 /* cli.h — what the driver's commands (main.c's sweep/report/compare, needle.c) share on the
- * command line and around a run: the one error line, integer option parsing, tags, the results
- * folder, rendering at the end. Nothing here allocates; buffers are the caller's. */
+ * command line and around a run: the one error line, integer option parsing, the engine options of
+ * sweep and needle (--worker --chunk --threads --prefill --max-context), tags, the results folder,
+ * rendering at the end. Nothing here allocates; buffers are the caller's. */
 #ifndef STRATA_CLI_H
 #define STRATA_CLI_H
 
@@ -15,6 +16,28 @@ void cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * naming the option opt and returns -1 (*out untouched). */
 int cli_parse_long(const char *opt, const char *s, long lo, long hi, long *out);
 int cli_parse_int(const char *opt, const char *s, long lo, long hi, int *out);
+
+/* The options that set up a command's local workers, the same in sweep and needle (same names, ranges
+ * and messages): each command embeds one, puts CLI_ENGINE_LONGOPTS in its option table (its own
+ * options use other codes) and offers every code to cli_engine_opt before its own switch. Defaults
+ * are the command's (--chunk: sweep 512, needle 1024; the rest 0 / NULL). Borrows worker (argv or
+ * a recorded argument vector). */
+typedef struct {
+    const char *worker;      /* --worker PATH: the strata-worker binary (NULL: next to the driver) */
+    int chunk;               /* --chunk N: tokens per prefill request, [1, 2^20] */
+    int threads;             /* --threads N: threads per local worker, [1, 1024] (0: the command's) */
+    int prefill;             /* --prefill N: the worker's prefill chunk, [1, 2^16] (0: the worker's) */
+    int max_context;         /* --max-context N: context reserved by local workers, [1, 2^22] (0: the model's) */
+} cli_engine_opts;
+
+/* The getopt_long entries of cli_engine_opts (codes 'c', 't', 'p', 'X', 'w'). */
+#define CLI_ENGINE_LONGOPTS                                                                          \
+    {"chunk", 1, 0, 'c'}, {"threads", 1, 0, 't'}, {"prefill", 1, 0, 'p'}, {"max-context", 1, 0, 'X'}, \
+    {"worker", 1, 0, 'w'}
+
+/* Takes getopt's code c and its argument: 1 when c is one of the options above (stored in *e), 0 when
+ * it is not, -1 when its value is out of range (one error line printed, *e untouched). */
+int cli_engine_opt(cli_engine_opts *e, int c, const char *arg);
 
 /* One option of a command that --resume can continue (sweep, needle), before the command's own
  * switch: counted in *n_run_opts unless it may be given beside --resume (its letter is in beside, or

@@ -345,7 +345,7 @@ static int needle_arms(needle_cmd *N) {
     const char *list = o->arms_list ? o->arms_list : o->ao.n_remote ? NULL : o->ao.n_arm_models ? "f16" : "f16,int8";
     if (!o->arms_list && list) o->arms_list = list;
     int ret = run_arms(&N->r, list, o->ref, &o->ao);
-    return ret ? ret : run_check_local(&N->r, o->model, o->worker);
+    return ret ? ret : run_check_local(&N->r, o->model, o->eng.worker);
 }
 
 /* A new run's tag (--tag, else the model's name and -needle) and results folder (--out, else a
@@ -526,7 +526,7 @@ static int needle_state(needle_cmd *N) {
     int bad = needle_run_alloc(R, N->r.arms, N->r.n_arms, N->r.ref);
     R->V = (int)h->n_vocab;
     R->recv_max = (size_t)h->n_vocab * 4 * (max_gold > 1 ? max_gold - 1 : 1) + (size_t)N->o.gen * 8 + PROTO_SLACK;
-    R->chunk = N->o.chunk;
+    R->chunk = N->o.eng.chunk;
     R->gen = N->o.gen;
     R->stop = N->r.stop;
     R->warnings = N->r.warnings;
@@ -695,8 +695,8 @@ int needle_main(int argc, char **argv, const char *command_line, const char *git
     if (!ret) ret = needle_arms(&N);
     if (!ret) ret = needle_out_dir(&N);
     if (!ret) ret = needle_corpus(&N);
-    if (!ret) ret = run_start(&N.r, (workers_opts){ NULL, N.o.model, N.o.threads, N.o.prefill, N.o.max_context,
-                                                    N.o.quiet });
+    if (!ret) ret = run_start(&N.r, (workers_opts){ NULL, N.o.model, N.o.eng.threads, N.o.eng.prefill,
+                                                    N.o.eng.max_context, N.o.quiet });
     if (!ret) ret = needle_tokenizer_fetch(&N);
     if (!ret) ret = needle_plan_make(&N);
     if (!ret) ret = needle_folder(&N);

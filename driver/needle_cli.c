@@ -89,7 +89,7 @@ void needle_opts_defaults(needle_opts *o) {
     o->keys = 1;
     o->trials = 3;
     o->gen = 12;
-    o->chunk = 1024;
+    o->eng.chunk = 1024;
     o->seed = 1;
     static const int L[] = {1024, 2048, 4096}, P[] = {0, 25, 50, 75, 100};
     memcpy(o->lengths, L, sizeof L);
@@ -103,10 +103,9 @@ int needle_opts_parse(int argc, char **argv, needle_opts *o, int *explicit_run_o
         {"model", 1, 0, 'm'}, {"doc", 1, 0, 'D'}, {"corpus", 1, 0, 'C'}, {"arms", 1, 0, 'a'},
         {"ref", 1, 0, 'r'}, {"lengths", 1, 0, 'L'}, {"positions", 1, 0, 'P'},
         {"keys", 1, 0, 'K'}, {"trials", 1, 0, 'N'}, {"seed", 1, 0, 'S'}, {"template", 1, 0, 'T'},
-        {"gen", 1, 0, 'G'}, {"chunk", 1, 0, 'c'}, {"threads", 1, 0, 't'}, {"prefill", 1, 0, 'p'},
-        {"max-context", 1, 0, 'X'}, {"worker", 1, 0, 'w'}, {"out", 1, 0, 'o'}, {"tag", 1, 0, 'g'},
+        {"gen", 1, 0, 'G'}, {"out", 1, 0, 'o'}, {"tag", 1, 0, 'g'},
         {"force", 0, 0, 'F'}, {"quiet", 0, 0, 'q'}, {"resume", 1, 0, 'R'}, {"dump-prompts", 1, 0, 'U'}, {"help", 0, 0, 'h'},
-        WORKERS_ARM_LONGOPTS, {0, 0, 0, 0}};
+        CLI_ENGINE_LONGOPTS, WORKERS_ARM_LONGOPTS, {0, 0, 0, 0}};
     int c;
     long v;
     *explicit_run_opts = 0;
@@ -115,6 +114,9 @@ int needle_opts_parse(int argc, char **argv, needle_opts *o, int *explicit_run_o
         /* beside --resume: --threads, --quiet, --worker, --dump-prompts and what says where the workers run */
         int taken = cli_resumable_opt(&o->ao, c, optarg, "tqwRUhA", explicit_run_opts);
         if (taken < 0) return RUN_EXIT_RUNTIME;
+        if (taken) continue;
+        taken = cli_engine_opt(&o->eng, c, optarg);   /* --worker, --chunk, --threads, --prefill, --max-context */
+        if (taken < 0) return RUN_EXIT_USAGE;
         if (taken) continue;
         switch (c) {
         case 'm': o->model = optarg; break;
@@ -129,11 +131,6 @@ int needle_opts_parse(int argc, char **argv, needle_opts *o, int *explicit_run_o
         case 'S': if (cli_parse_long("--seed", optarg, 0, LONG_MAX, &v)) return RUN_EXIT_USAGE; o->seed = (uint64_t)v; break;
         case 'T': if (parse_template(optarg, &o->tpl)) return RUN_EXIT_USAGE; break;
         case 'G': if (cli_parse_int("--gen", optarg, 1, 1024, &o->gen)) return RUN_EXIT_USAGE; break;
-        case 'c': if (cli_parse_int("--chunk", optarg, 1, 1 << 20, &o->chunk)) return RUN_EXIT_USAGE; break;
-        case 't': if (cli_parse_int("--threads", optarg, 1, 1024, &o->threads)) return RUN_EXIT_USAGE; break;
-        case 'p': if (cli_parse_int("--prefill", optarg, 1, 1 << 16, &o->prefill)) return RUN_EXIT_USAGE; break;
-        case 'X': if (cli_parse_int("--max-context", optarg, 1, 1 << 22, &o->max_context)) return RUN_EXIT_USAGE; break;
-        case 'w': o->worker = optarg; break;
         case 'o': o->out = optarg; break;
         case 'g': o->tag = optarg; break;
         case 'F': o->force = 1; break;
@@ -171,9 +168,9 @@ static int needle_opts_from_meta(json_t *meta, needle_opts *o, char *err, size_t
     OINT("keys", o->keys, 1, NEEDLE_MAX_KEYS);
     OINT("trials", o->trials, 1, 10000);
     OINT("gen", o->gen, 1, 1024);
-    OINT("chunk", o->chunk, 1, 1 << 20);
-    OINT("prefill", o->prefill, 0, 1 << 16);
-    OINT("max_context", o->max_context, 0, 1 << 22);
+    OINT("chunk", o->eng.chunk, 1, 1 << 20);
+    OINT("prefill", o->eng.prefill, 0, 1 << 16);
+    OINT("max_context", o->eng.max_context, 0, 1 << 22);
     json_t *sd = json_object_get(op, "seed");
     if (!json_is_integer(sd) || json_integer_value(sd) < 0)
         return errmsg_set(err, errlen, -1, "meta.json options.seed is missing");
@@ -250,9 +247,9 @@ json_t *needle_opts_json(const needle_opts *o) {
     json_object_set_new(j, "gen", json_integer(o->gen));
     json_object_set_new(j, "corpus", o->corpus ? json_string(o->corpus) : json_null());
     json_object_set_new(j, "doc", o->doc ? json_string(o->doc) : json_null());
-    json_object_set_new(j, "chunk", json_integer(o->chunk));
-    json_object_set_new(j, "prefill", json_integer(o->prefill));
-    json_object_set_new(j, "max_context", json_integer(o->max_context));
+    json_object_set_new(j, "chunk", json_integer(o->eng.chunk));
+    json_object_set_new(j, "prefill", json_integer(o->eng.prefill));
+    json_object_set_new(j, "max_context", json_integer(o->eng.max_context));
     return j;
 }
 
@@ -260,13 +257,13 @@ int needle_opts_resume(needle_opts *o, needle_opts *cli, json_t *meta) {
     char err[2048], missing[1024];
     needle_opts_defaults(o);
     o->quiet = cli->quiet;
-    o->threads = cli->threads;
-    o->worker = cli->worker;
+    o->eng.threads = cli->eng.threads;
+    o->eng.worker = cli->eng.worker;
     o->resume = cli->resume;
     if (needle_opts_from_meta(meta, o, err, sizeof err)) { cli_errorf("--resume: %s", err); return RUN_EXIT_RUNTIME; }
     /* the options that start the workers or say where they run: never meta.json's (anyone may have
      * edited it), the command line's; a run that had them needs them again */
-    int n_missing = cli_resume_missing(&o->ao, NULL, &cli->ao, cli->worker, missing, sizeof missing);
+    int n_missing = cli_resume_missing(&o->ao, NULL, &cli->ao, cli->eng.worker, missing, sizeof missing);
     if (n_missing) {
         cli_errorf("--resume: %s/meta.json records %s, which a resume never takes from a results folder "
                    "(options that start the workers or say where they run): give %s again beside --resume",

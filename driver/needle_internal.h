@@ -24,6 +24,7 @@
 #include <jansson.h>
 
 #include "driver/arm.h"
+#include "driver/cli.h"
 #include "driver/document.h"
 #include "driver/needle.h"
 #include "driver/workers.h"
@@ -38,13 +39,14 @@
 enum { NEEDLE_TPL_RAW = 1, NEEDLE_TPL_CHAT = 2, NEEDLE_TPL_BOTH = 3 };
 
 typedef struct {
-    const char *model, *doc, *corpus, *arms_list, *ref, *out, *tag, *worker, *resume;
+    const char *model, *doc, *corpus, *arms_list, *ref, *out, *tag, *resume;
     const char *dump_prompts;     /* tests: DIR for every prompt's token ids */
+    cli_engine_opts eng;          /* --worker, --chunk, --threads, --prefill, --max-context */
     workers_arm_opts ao;          /* --arm, --arm-model, --tls-*, --launch, --launch-listen,
                                    * --allow-overcommit */
     int lengths[NEEDLE_MAX_LIST], n_lengths;
     int positions[NEEDLE_MAX_LIST], n_positions;
-    int keys, trials, gen, chunk, threads, prefill, max_context;
+    int keys, trials, gen;
     int tpl;                      /* TPL_*, 0 = default (both when available) */
     uint64_t seed;
     int force, quiet;

@@ -179,7 +179,7 @@ static int parse_temps(const char *list, sweep_opts *o) {
 static void set_defaults(sweep_opts *o) {
     o->depths = 16;
     o->fork_n = 32;
-    o->chunk = 512;
+    o->eng.chunk = 512;
     o->ref = "f16";
     o->max_restarts = -1;
     o->top_p = 1.0;
@@ -249,15 +249,14 @@ int sweep_cli_parse(int argc, char **argv, sweep_opts *o) {
     static const struct option opts[] = {
         {"model", 1, 0, 'm'}, {"doc", 1, 0, 'D'}, {"corpus", 1, 0, 'C'}, {"tokens-file", 1, 0, 'T'},
         {"arms", 1, 0, 'a'}, {"ref", 1, 0, 'r'}, {"depths", 1, 0, 'k'}, {"max-depth", 1, 0, 'x'},
-        {"fork", 1, 0, 'f'}, {"per-position", 0, 0, 'P'}, {"chunk", 1, 0, 'c'}, {"threads", 1, 0, 't'},
-        {"prefill", 1, 0, 'p'}, {"max-context", 1, 0, 'X'}, {"out", 1, 0, 'o'}, {"tag", 1, 0, 'g'},
-        {"worker", 1, 0, 'w'}, {"force", 0, 0, 'F'}, {"quiet", 0, 0, 'q'},
+        {"fork", 1, 0, 'f'}, {"per-position", 0, 0, 'P'}, {"out", 1, 0, 'o'}, {"tag", 1, 0, 'g'},
+        {"force", 0, 0, 'F'}, {"quiet", 0, 0, 'q'},
         {"json", 0, 0, 'j'}, {"dump-rows", 1, 0, 'R'}, {"help", 0, 0, 'h'}, {"resume", 1, 0, 'Z'},
         {"request-timeout", 1, 0, 'Y'}, {"max-restarts", 1, 0, 'M'}, {"cross-score", 0, 0, 'S'},
         {"sample-temps", 1, 0, 'e'}, {"top-p", 1, 0, 'u'}, {"seed", 1, 0, 'd'}, {"compare-threads", 1, 0, 'W'},
         {"pin-experts", optional_argument, 0, 1100}, {"passages", 1, 0, 1101}, {"passage-len", 1, 0, 1102},
         {"margin-ppl", 1, 0, 1103}, {"margin-top1", 1, 0, 1104},
-        WORKERS_ARM_LONGOPTS, {0, 0, 0, 0}};
+        CLI_ENGINE_LONGOPTS, WORKERS_ARM_LONGOPTS, {0, 0, 0, 0}};
     int c;
     set_defaults(o);
     optind = 0;   /* 0: glibc re-initialises (a second argument vector is parsed for --resume) */
@@ -266,6 +265,9 @@ int sweep_cli_parse(int argc, char **argv, sweep_opts *o) {
          * they run (--launch, --launch-listen, --worker, --tls-*, --arm) must be, when the run had them */
         int taken = cli_resumable_opt(&o->ao, c, optarg, "qjwhZYMWAR", &o->n_run_opts);
         if (taken < 0) return RUN_EXIT_RUNTIME;
+        if (taken) continue;
+        taken = cli_engine_opt(&o->eng, c, optarg);   /* --worker, --chunk, --threads, --prefill, --max-context */
+        if (taken < 0) return RUN_EXIT_USAGE;
         if (taken) continue;
         switch (c) {
         case 'm': o->model = optarg; break;
@@ -278,13 +280,8 @@ int sweep_cli_parse(int argc, char **argv, sweep_opts *o) {
         case 'x': if (cli_parse_int("--max-depth", optarg, 1, INT32_MAX / 2, &o->max_depth)) return RUN_EXIT_USAGE; break;
         case 'f': if (cli_parse_int("--fork", optarg, 1, 1 << 16, &o->fork_n)) return RUN_EXIT_USAGE; break;
         case 'P': o->per_position = 1; break;
-        case 'c': if (cli_parse_int("--chunk", optarg, 1, 1 << 20, &o->chunk)) return RUN_EXIT_USAGE; break;
-        case 't': if (cli_parse_int("--threads", optarg, 1, 1024, &o->threads)) return RUN_EXIT_USAGE; break;
-        case 'p': if (cli_parse_int("--prefill", optarg, 1, 1 << 16, &o->prefill)) return RUN_EXIT_USAGE; break;
-        case 'X': if (cli_parse_int("--max-context", optarg, 1, 1 << 22, &o->max_context)) return RUN_EXIT_USAGE; break;
         case 'o': o->out = optarg; break;
         case 'g': o->tag = optarg; break;
-        case 'w': o->worker = optarg; break;
         case 'F': o->force = 1; break;
         case 'q': o->quiet = 1; break;
         case 'j': o->json = 1; break;
@@ -342,7 +339,7 @@ static int resume_given(sweep_opts *given, char *out_dir) {
             cli_errorf("cannot resume with %s: %s", tls_given[i], strerror(errno));
             return RUN_EXIT_USAGE;
         }
-    if ((given->worker && cli_abs_path(given->worker, given->worker_abs, sizeof given->worker_abs)) ||
+    if ((given->eng.worker && cli_abs_path(given->eng.worker, given->worker_abs, sizeof given->worker_abs)) ||
         (given->dump_rows && cli_abs_path(given->dump_rows, given->dump_abs, sizeof given->dump_abs))) {
         cli_errorf("cannot resume: a path given beside --resume is too long");
         return RUN_EXIT_USAGE;
@@ -392,7 +389,8 @@ static int resume_recorded(const char *out_dir, json_t **hdr, char ***rargv, siz
 static int resume_take_given(sweep_opts *o, sweep_opts *given, char *out_dir) {
     int tls = given->ao.tls_cert != NULL;
     char missing[1024];
-    int n_missing = cli_resume_missing(&o->ao, o->worker, &given->ao, given->worker, missing, sizeof missing);
+    int n_missing = cli_resume_missing(&o->ao, o->eng.worker, &given->ao, given->eng.worker, missing,
+                                       sizeof missing);
     if (n_missing) {
         cli_errorf("cannot resume %s: its journal records %s, which a resume never takes from a journal (options "
                    "that start the workers or say where they run): give %s again beside --resume", out_dir, missing,
@@ -409,7 +407,7 @@ static int resume_take_given(sweep_opts *o, sweep_opts *given, char *out_dir) {
     o->ao.tls_key = tls ? o->tls_abs[1] : NULL;
     o->ao.tls_ca = tls ? o->tls_abs[2] : NULL;
     memcpy(o->worker_abs, given->worker_abs, sizeof o->worker_abs);
-    o->worker = given->worker ? o->worker_abs : NULL;
+    o->eng.worker = given->eng.worker ? o->worker_abs : NULL;
     memcpy(o->dump_abs, given->dump_abs, sizeof o->dump_abs);
     o->dump_rows = given->dump_rows ? o->dump_abs : NULL;
     char e2[512];

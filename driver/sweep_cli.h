@@ -15,15 +15,17 @@
 
 #include <jansson.h>
 
+#include "driver/cli.h"
 #include "driver/sweep.h"
 #include "driver/workers.h"
 
 typedef struct {
-    const char *model, *doc, *corpus, *tokens_file, *arms_list, *ref, *out, *tag, *worker, *dump_rows;
+    const char *model, *doc, *corpus, *tokens_file, *arms_list, *ref, *out, *tag, *dump_rows;
+    cli_engine_opts eng;     /* --worker, --chunk, --threads, --prefill, --max-context */
     workers_arm_opts ao;     /* --arm, --arm-model, --tls-*, --launch, --launch-listen, --allow-overcommit */
     char tls_abs[3][PATH_MAX];   /* --resume: the --tls-* files given beside it, made absolute */
     char worker_abs[PATH_MAX], dump_abs[PATH_MAX];   /* --resume: --worker, --dump-rows given, absolute */
-    int depths, max_depth, fork_n, per_position, chunk, threads, prefill, max_context;
+    int depths, max_depth, fork_n, per_position;
     int force, quiet, json;
     int cross_score;
     int n_passages, passage_len;   /* --passages N (0: off), --passage-len L */

@@ -75,7 +75,7 @@ static int sweep_arms(sweep_cmd *s) {
         cli_errorf("--model FILE is required (see strata-driver sweep --help)");
         return RUN_EXIT_USAGE;
     }
-    return run_check_local(&s->r, o->model, o->worker);
+    return run_check_local(&s->r, o->model, o->eng.worker);
 }
 
 /* ============================================================================================
@@ -166,7 +166,7 @@ static int plan_sweep(sweep_opts *o, arm *arms, int n_arms, int ref, uint64_t n_
     if (o->n_passages && o->n_passages < PASSAGES_RECOMMENDED && !o->quiet)
         fprintf(stderr, "strata-driver: note: --passages %d: at least %d are recommended (the depth trend's "
                 "interval is a bootstrap over passages)\n", o->n_passages, PASSAGES_RECOMMENDED);
-    *chunk = o->chunk;
+    *chunk = o->eng.chunk;
     if (o->per_position && (size_t)*chunk * h->n_vocab * 4 > PP_ROWS_BYTES_MAX) {
         *chunk = (int)(PP_ROWS_BYTES_MAX / ((size_t)h->n_vocab * 4));
         if (*chunk < 1) *chunk = 1;
@@ -356,8 +356,8 @@ int sweep_main(int argc, char **argv, const char *command_line, const char *git,
     if (!ret) ret = sweep_arms(&s);
     if (!ret) ret = sweep_out_dir(&s);
     if (!ret) ret = run_doc(&s.r, s.o.doc, s.o.corpus, s.o.tokens_file);
-    if (!ret) ret = run_start(&s.r, (workers_opts){ NULL, s.o.model, s.o.threads, s.o.prefill, s.o.max_context,
-                                                    s.o.quiet });
+    if (!ret) ret = run_start(&s.r, (workers_opts){ NULL, s.o.model, s.o.eng.threads, s.o.eng.prefill,
+                                                    s.o.eng.max_context, s.o.quiet });
     if (!ret) ret = run_tokens(&s.r, &s.tokens, &s.n_tokens);
     if (!ret) ret = sweep_plan(&s);
     if (!ret) ret = sweep_folder(&s);

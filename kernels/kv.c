@@ -1,13 +1,7 @@
-/* kv.c — KV-cache storage formats (see kv.h for the layouts and the q4_0r contract).
- *
- * Reading a row goes through one decoder, decode_chunk(), which turns the values
- * [32c, min(32c + 32, h)) of a row into f32. kv_dequantize, kv_dequantize_cols (what attention
- * uses, kernels/attn.c) and the reference kernels kv_dot and kv_axpy all call it, so kv_dot /
- * kv_axpy are bit-identical to dequantising first by construction; they only fix the summation
- * order (kv.h) and keep the decoded values in a 32-float stack buffer. The half and
- * e4m3 decoders are branch-free so that the full-chunk loops vectorise (f16 rows decode about 6x
- * faster than through fp16_to_f32); tests/test_kv.c checks them against the scalar conversions
- * for every code. */
+/* kv.c — KV-cache storage formats (see kv.h for the layouts and the q4_0r contract): the row
+ * geometry and format checks, the scalar element conversions (e4m3, e5m2, E2M1), the rotations and
+ * the quantisers (kv_quantize). Reading rows back is kernels/kv_decode.c; kernels/kv_internal.h
+ * holds what the two share. */
 #include "kernels/kv.h"
 #include "kernels/errmsg.h"
 
@@ -17,13 +11,7 @@
 
 #include "kernels/fp16.h"
 #include "kernels/kivi.h"
-#include "kernels/vec16.h"
-
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "kv.c stores f32 rows with memcpy and assumes a little-endian host"
-#endif
-
-#define KV_LANES 8    /* partial sums in kv_dot */
+#include "kernels/kv_internal.h"
 
 int kv_fmt_rotated(kv_fmt f) { return kv_fmt_rotation(f) != 0; }
 
@@ -44,9 +32,6 @@ void kv_rotate(kv_fmt f, float *x, int h) {
     for (int i = 0; i < h; i += b) kv_hadamard(x + i, b);
 }
 
-/* int8 group size g = min(64, h). */
-static int int8_group(int h) { return h < 64 ? h : 64; }
-
 size_t kv_row_bytes(kv_fmt f, int h) {
     if (h < 1 || !kv_fmt_valid(f)) return 0;
     if (kv_fmt_rotation(f) && kv_rot_block(f, h) == 0) return 0;
@@ -57,7 +42,7 @@ size_t kv_row_bytes(kv_fmt f, int h) {
     case KV_F16: return 2 * n;
     case KV_INT8:
         if (h > 64 && h % 64 != 0) return 0;
-        return n + 2 * (n / (size_t)int8_group(h));
+        return n + 2 * (n / (size_t)kv_int8_group(h));
     case KV_Q8_0:
         if (h % 32 != 0) return 0;
         return n / 32 * 34;
@@ -211,7 +196,7 @@ uint8_t kv_e5m2_from_f32(float x) {
 float kv_e5m2_to_f32(uint8_t b) { return fp16_to_f32((uint16_t)((uint16_t)b << 8)); }
 
 /* E2M1 values by code: sign bit 3, then 2 exponent bits (bias 1) and 1 mantissa bit. */
-static const float e2m1_values[16] = {
+const float kv_e2m1_values[16] = {
     0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
     -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f,
 };
@@ -232,7 +217,7 @@ uint8_t kv_e2m1_from_f32(float x) {
     return (uint8_t)(sign | q);
 }
 
-float kv_e2m1_to_f32(uint8_t q) { return e2m1_values[q & 15u]; }
+float kv_e2m1_to_f32(uint8_t q) { return kv_e2m1_values[q & 15u]; }
 
 void kv_hadamard(float *x, int h) {
     for (int len = 1; len < h; len *= 2) {
@@ -252,7 +237,7 @@ void kv_hadamard(float *x, int h) {
 
 /* int8: dst = [h int8 values][h/g fp16 scales]. */
 static void quant_int8(const float *x, uint8_t *dst, int h) {
-    int g = int8_group(h);
+    int g = kv_int8_group(h);
     for (int gi = 0; gi < h / g; gi++) {
         const float *xg = x + gi * g;                       /* [g] */
         float amax = 0.0f;
@@ -509,12 +494,12 @@ static void quant_mxfp4(const float *x, uint8_t *dst, int h) {
 /* tq3 / tq4: the Lloyd-Max quantiser of N(0, 1) with 8 / 16 levels: centroids c and the midpoints
  * t between neighbours, float64 values rounded to f32 (tests/ref/make_kv_fixtures.py computes them
  * itself; the fixture bytes agree only if these do). */
-static const float tq3_c[8] = { -2.15194559f, -1.34390926f, -0.756005287f, -0.24509418f,
-                                0.24509418f, 0.756005287f, 1.34390926f, 2.15194559f };
+const float kv_tq3_c[8] = { -2.15194559f, -1.34390926f, -0.756005287f, -0.24509418f,
+                            0.24509418f, 0.756005287f, 1.34390926f, 2.15194559f };
 static const float tq3_t[7] = { -1.74792755f, -1.04995728f, -0.500549734f, 0.0f, 0.500549734f, 1.04995728f, 1.74792755f };
-static const float tq4_c[16] = { -2.73258948f, -2.06901717f, -1.6180464f, -1.25623119f, -0.942340434f, -0.656759143f,
-                                 -0.388048291f, -0.128395036f, 0.128395036f, 0.388048291f, 0.656759143f, 0.942340434f,
-                                 1.25623119f, 1.6180464f, 2.06901717f, 2.73258948f };
+const float kv_tq4_c[16] = { -2.73258948f, -2.06901717f, -1.6180464f, -1.25623119f, -0.942340434f, -0.656759143f,
+                             -0.388048291f, -0.128395036f, 0.128395036f, 0.388048291f, 0.656759143f, 0.942340434f,
+                             1.25623119f, 1.6180464f, 2.06901717f, 2.73258948f };
 static const float tq4_t[15] = { -2.40080333f, -1.84353185f, -1.4371388f, -1.09928584f, -0.799549758f, -0.522403717f,
                                  -0.258221656f, 0.0f, 0.258221656f, 0.522403717f, 0.799549758f, 1.09928584f,
                                  1.4371388f, 1.84353185f, 2.40080333f };
@@ -528,7 +513,7 @@ static void quant_tq(const float *y, uint8_t *dst, int h, int bits) {
     float ss = 0.0f;
     for (int i = 0; i < h; i++) ss += y[i] * y[i];
     float s = sqrtf(ss / (float)h);
-    memcpy(dst, &s, 4);                                     /* little-endian host (checked above) */
+    memcpy(dst, &s, 4);                                     /* little-endian host (kv_internal.h checks) */
     uint8_t *codes = dst + 4;                               /* [h * bits / 8] */
     memset(codes, 0, (size_t)h * (size_t)bits / 8);
     for (int i = 0; i < h; i++) {
@@ -572,294 +557,4 @@ int kv_quantize(kv_fmt f, const float *x, void *dst, int h) {
     default: return -1;
     }
     return 0;
-}
-
-/* ---- the decoder -------------------------------------------------------------------------- */
-
-/* Exact half -> f32 without branches (so loops of it vectorise); equal to fp16_to_f32() for all
- * 65536 inputs (tests/test_kv.c checks every one). Normal and inf/NaN: move the bits and rebias
- * the exponent (+112, and +112 more for exponent 31 so it becomes 255; a NaN comes out quiet,
- * as fp16_to_f32 and F16C make it). Zero and subnormal:
- * man * 2^-24 by an exact int -> float conversion. The selects are written as bit masks. */
-static inline float f16_decode(uint16_t hb) {
-    uint32_t em = hb & 0x7fffu;
-    uint32_t sign = (uint32_t)(hb & 0x8000u) << 16;
-    uint32_t is_inf = 0u - (uint32_t)(em >= 0x7c00u);      /* all ones for exponent 31 */
-    uint32_t is_nan = 0u - (uint32_t)(em > 0x7c00u);       /* exponent 31, mantissa != 0 */
-    uint32_t is_sub = 0u - (uint32_t)(em < 0x400u);        /* all ones for exponent 0 */
-    uint32_t norm = ((em << 13) + 0x38000000u + (is_inf & 0x38000000u)) | (is_nan & 0x400000u);
-    uint32_t sub = fp16_f32_bits((float)(int32_t)em * 0x1p-24f);
-    return fp16_bits_f32((sub & is_sub) | (norm & ~is_sub) | sign);
-}
-
-/* Exact e4m3fn -> f32 without branches; equal to kv_fp8_to_f32() for all 256 codes (tested). */
-static inline float fp8_decode(uint8_t b) {
-    uint32_t em = b & 0x7fu;
-    uint32_t sign = (uint32_t)(b & 0x80u) << 24;
-    uint32_t is_nan = 0u - (uint32_t)(em == 0x7fu);
-    uint32_t is_sub = 0u - (uint32_t)(em < 8u);
-    uint32_t norm = (((em << 20) + (120u << 23)) & ~is_nan) | (0x7fc00000u & is_nan);
-    uint32_t sub = fp16_f32_bits((float)(int32_t)em * 0x1p-9f);
-    return fp16_bits_f32((sub & is_sub) | (norm & ~is_sub) | sign);
-}
-
-static inline uint16_t load16(const uint8_t *p) {
-    uint16_t v;
-    memcpy(&v, p, 2);                                       /* little-endian host (checked above) */
-    return v;
-}
-
-static inline float loadf(const uint8_t *p) {
-    float v;
-    memcpy(&v, p, 4);                                       /* little-endian host (checked above) */
-    return v;
-}
-
-/* 2^(X - 127) for an E8M0 byte X, exact; 0xff is NaN. */
-static inline float e8m0_decode(uint8_t x) {
-    if (x == 0xff) return fp16_bits_f32(0x7fc00000u);
-    return x ? fp16_bits_f32((uint32_t)x << 23) : fp16_bits_f32(0x00400000u);
-}
-
-/* values of 32 packed nibbles (q[j] | q[j + 16] << 4) of a 4-bit block */
-static inline void nibbles32(const uint8_t *restrict qs, const float *restrict tab, float d, float *restrict y) {
-    for (int j = 0; j < 16; j++) {
-        y[j] = tab[qs[j] & 15] * d;
-        y[j + 16] = tab[qs[j] >> 4] * d;
-    }
-}
-
-/* y[n] = values [32c, 32c + n) of row, n = min(32, h - 32c); the row is valid for (f, h).
- * The n == KV_CHUNK loops have a constant trip count so that the compiler vectorises them. */
-static void decode_chunk(kv_fmt f, const uint8_t *restrict row, int h, int c, float *restrict y, int n) {
-    int i0 = KV_CHUNK * c;
-    switch (f) {
-    case KV_F32: memcpy(y, row + 4 * (size_t)i0, 4 * (size_t)n); break;
-    case KV_BF16: {
-        const uint8_t *p = row + 2 * i0;                    /* [n][2] */
-        if (n == KV_CHUNK)
-            for (int j = 0; j < KV_CHUNK; j++) y[j] = bf16_to_f32(load16(p + 2 * j));
-        else
-            for (int j = 0; j < n; j++) y[j] = bf16_to_f32(load16(p + 2 * j));
-        break;
-    }
-    case KV_F16: {
-        const uint8_t *p = row + 2 * i0;                    /* [n][2] */
-        /* the vector conversion (F16C, fcvtl or the plain C one): exact, quiet NaNs as f16_decode
-         * (test_kv checks every code) */
-        if (n == KV_CHUNK) {
-            for (int j = 0; j < KV_CHUNK; j += 16) v_store(y + j, v_load_f16(p + 2 * j));
-            break;
-        }
-        for (int j = 0; j < n; j++) y[j] = f16_decode(load16(p + 2 * j));
-        break;
-    }
-    case KV_INT8: {
-        /* a chunk never straddles two groups: g is h (one group) or 64 */
-        const int8_t *p = (const int8_t *)row + i0;         /* [n] */
-        float s = f16_decode(load16(row + h + 2 * (i0 / int8_group(h))));
-        if (n == KV_CHUNK)
-            for (int j = 0; j < KV_CHUNK; j++) y[j] = (float)p[j] * s;
-        else
-            for (int j = 0; j < n; j++) y[j] = (float)p[j] * s;
-        break;
-    }
-    case KV_Q8_0: {
-        const uint8_t *b = row + 34 * c;                    /* [34], n == 32 */
-        const int8_t *p = (const int8_t *)(b + 2);          /* [32] */
-        float d = f16_decode(load16(b));
-        for (int j = 0; j < KV_CHUNK; j++) y[j] = (float)p[j] * d;
-        break;
-    }
-    case KV_Q4_0: {
-        const uint8_t *b = row + 18 * c;                    /* [18], n == 32 */
-        float d = f16_decode(load16(b));
-        for (int j = 0; j < 16; j++) {
-            y[j] = (float)((b[2 + j] & 15) - 8) * d;
-            y[j + 16] = (float)((b[2 + j] >> 4) - 8) * d;
-        }
-        break;
-    }
-    case KV_FP8: {
-        const uint8_t *p = row + i0;                        /* [n] */
-        if (n == KV_CHUNK)
-            for (int j = 0; j < KV_CHUNK; j++) y[j] = fp8_decode(p[j]);
-        else
-            for (int j = 0; j < n; j++) y[j] = fp8_decode(p[j]);
-        break;
-    }
-    case KV_Q4_1: {
-        const uint8_t *b = row + 20 * c;                    /* [20], n == 32 */
-        float d = f16_decode(load16(b)), m = f16_decode(load16(b + 2));
-        for (int j = 0; j < 16; j++) {
-            y[j] = (float)(b[4 + j] & 15) * d + m;
-            y[j + 16] = (float)(b[4 + j] >> 4) * d + m;
-        }
-        break;
-    }
-    case KV_Q5_0: {
-        const uint8_t *b = row + 22 * c;                    /* [22], n == 32 */
-        float d = f16_decode(load16(b));
-        uint32_t qh = (uint32_t)b[2] | (uint32_t)b[3] << 8 | (uint32_t)b[4] << 16 | (uint32_t)b[5] << 24;
-        for (int j = 0; j < 16; j++) {
-            int lo = (b[6 + j] & 15) | (int)((qh >> j) & 1u) << 4;
-            int hi = (b[6 + j] >> 4) | (int)((qh >> (j + 16)) & 1u) << 4;
-            y[j] = (float)(lo - 16) * d;
-            y[j + 16] = (float)(hi - 16) * d;
-        }
-        break;
-    }
-    case KV_Q5_1: {
-        const uint8_t *b = row + 24 * c;                    /* [24], n == 32 */
-        float d = f16_decode(load16(b)), m = f16_decode(load16(b + 2));
-        uint32_t qh = (uint32_t)b[4] | (uint32_t)b[5] << 8 | (uint32_t)b[6] << 16 | (uint32_t)b[7] << 24;
-        for (int j = 0; j < 16; j++) {
-            int lo = (b[8 + j] & 15) | (int)((qh >> j) & 1u) << 4;
-            int hi = (b[8 + j] >> 4) | (int)((qh >> (j + 16)) & 1u) << 4;
-            y[j] = (float)lo * d + m;
-            y[j + 16] = (float)hi * d + m;
-        }
-        break;
-    }
-    case KV_IQ4_NL: {
-        static const float grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-        const uint8_t *b = row + 18 * c;                    /* [18], n == 32 */
-        nibbles32(b + 2, grid, f16_decode(load16(b)), y);
-        break;
-    }
-    case KV_E5M2: {
-        const uint8_t *p = row + i0;                        /* [n] */
-        if (n == KV_CHUNK)
-            for (int j = 0; j < KV_CHUNK; j++) y[j] = f16_decode((uint16_t)(p[j] << 8));
-        else
-            for (int j = 0; j < n; j++) y[j] = f16_decode((uint16_t)(p[j] << 8));
-        break;
-    }
-    case KV_E4M3S: {
-        const uint8_t *p = row + i0;                        /* [n] */
-        float s = loadf(row + h);
-        if (n == KV_CHUNK)
-            for (int j = 0; j < KV_CHUNK; j++) y[j] = fp8_decode(p[j]) * s;
-        else
-            for (int j = 0; j < n; j++) y[j] = fp8_decode(p[j]) * s;
-        break;
-    }
-    case KV_E5M2S: {
-        const uint8_t *p = row + i0;                        /* [n] */
-        float s = loadf(row + h);
-        if (n == KV_CHUNK)
-            for (int j = 0; j < KV_CHUNK; j++) y[j] = f16_decode((uint16_t)(p[j] << 8)) * s;
-        else
-            for (int j = 0; j < n; j++) y[j] = f16_decode((uint16_t)(p[j] << 8)) * s;
-        break;
-    }
-    case KV_NVFP4: {
-        for (int k = 0; 16 * k < n; k++) {                  /* n is 16 or 32: one or two blocks */
-            const uint8_t *b = row + 9 * (2 * c + k);       /* [9] */
-            float s = fp8_decode(b[0]);
-            for (int j = 0; j < 8; j++) {
-                y[16 * k + j] = e2m1_values[b[1 + j] & 15] * s;
-                y[16 * k + j + 8] = e2m1_values[b[1 + j] >> 4] * s;
-            }
-        }
-        break;
-    }
-    case KV_MXFP4: {
-        const uint8_t *b = row + 17 * c;                    /* [17], n == 32 */
-        nibbles32(b + 1, e2m1_values, e8m0_decode(b[0]), y);
-        break;
-    }
-    case KV_TQ3:
-    case KV_TQ4: {
-        int bits = f == KV_TQ3 ? 3 : 4;
-        const float *cb = bits == 3 ? tq3_c : tq4_c;
-        float s = loadf(row);
-        const uint8_t *codes = row + 4;                     /* [h * bits / 8] */
-        for (int j = 0; j < n; j++) {
-            size_t bit = (size_t)bits * (size_t)(i0 + j);
-            unsigned v = codes[bit / 8] | (bit % 8 + (size_t)bits > 8 ? (unsigned)codes[bit / 8 + 1] << 8 : 0u);
-            y[j] = cb[(v >> (bit % 8)) & ((1u << bits) - 1u)] * s;
-        }
-        break;
-    }
-    default: break;
-    }
-}
-
-int kv_dequantize(kv_fmt f, const void *src, float *y, int h) {
-    if (kv_row_bytes(f, h) == 0) return -1;
-    f = kv_fmt_base(f);                                     /* the stored bytes' codec */
-    for (int c = 0; KV_CHUNK * c < h; c++) {
-        int n = h - KV_CHUNK * c < KV_CHUNK ? h - KV_CHUNK * c : KV_CHUNK;
-        decode_chunk(f, src, h, c, y + KV_CHUNK * c, n);
-    }
-    return 0;
-}
-
-void kv_dequantize_cols(kv_fmt f, const void *src, size_t stride, int n, float *y, int h, int d0, int d1) {
-    const uint8_t *row = src;
-    int w = d1 - d0;   /* y [n][w] */
-    f = kv_fmt_base(f);   /* the stored bytes' codec (rotated formats store the rotated vector) */
-    if (f == KV_F16 && h % 16 == 0 && w % 16 == 0) {   /* decode_chunk's conversion, 16 at a time */
-        for (int r = 0; r < n; r++, row += stride, y += w)
-            for (int i = d0; i < d1; i += 16) v_store(y + i - d0, v_load_f16(row + 2 * i));
-        return;
-    }
-    if (f == KV_INT8 && h % 16 == 0 && w % 16 == 0 && d0 % 16 == 0) {   /* q * s, 16 at a time (groups are 16..64) */
-        int g = int8_group(h);
-        for (int r = 0; r < n; r++, row += stride, y += w) {
-            vec16 s = v_zero();
-            for (int i = d0; i < d1; i += 16) {
-                if (i == d0 || i % g == 0) s = v_set1_f16(row + h + 2 * (i / g));
-                v_store(y + i - d0, v_mul(v_load_i8(row + i), s));
-            }
-        }
-        return;
-    }
-    if (f == KV_F32) {
-        for (int r = 0; r < n; r++, row += stride, y += w) memcpy(y, row + 4 * (size_t)d0, 4 * (size_t)w);
-        return;
-    }
-    for (int r = 0; r < n; r++, row += stride, y += w)
-        for (int c = d0 / KV_CHUNK; KV_CHUNK * c < d1; c++) {
-            int m = d1 - KV_CHUNK * c < KV_CHUNK ? d1 - KV_CHUNK * c : KV_CHUNK;
-            decode_chunk(f, row, h, c, y + KV_CHUNK * c - d0, m);
-        }
-}
-
-void kv_dequantize_rows(kv_fmt f, const void *src, size_t stride, int n, float *y, int h) {
-    kv_dequantize_cols(f, src, stride, n, y, h, 0, h);
-}
-
-float kv_dot(kv_fmt f, const void *k, const float *q, int h) {
-    f = kv_fmt_base(f);
-    float acc[KV_LANES] = {0};
-    float buf[KV_CHUNK];                                    /* [32] decoded chunk of k */
-    for (int c = 0; KV_CHUNK * c < h; c++) {
-        int n = h - KV_CHUNK * c < KV_CHUNK ? h - KV_CHUNK * c : KV_CHUNK;
-        const float *qc = q + KV_CHUNK * c;                 /* [n] */
-        decode_chunk(f, k, h, c, buf, n);
-        /* 32c is a multiple of 8, so value i = 32c + j goes to lane j % 8 */
-        if (n == KV_CHUNK) {
-            for (int j = 0; j < KV_CHUNK; j += KV_LANES)
-                for (int l = 0; l < KV_LANES; l++) acc[l] += buf[j + l] * qc[j + l];
-        } else {
-            for (int j = 0; j < n; j++) acc[j % KV_LANES] += buf[j] * qc[j];
-        }
-    }
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
-void kv_axpy(kv_fmt f, const void *v_row, float w, float *y, int h) {
-    f = kv_fmt_base(f);
-    float buf[KV_CHUNK];                                    /* [32] decoded chunk of v */
-    for (int c = 0; KV_CHUNK * c < h; c++) {
-        int n = h - KV_CHUNK * c < KV_CHUNK ? h - KV_CHUNK * c : KV_CHUNK;
-        float *yc = y + KV_CHUNK * c;                       /* [n] */
-        decode_chunk(f, v_row, h, c, buf, n);
-        if (n == KV_CHUNK)
-            for (int j = 0; j < KV_CHUNK; j++) yc[j] += w * buf[j];
-        else
-            for (int j = 0; j < n; j++) yc[j] += w * buf[j];
-    }
 }

@@ -177,6 +177,22 @@ bad_input "a token id >= vocab" nz "vocabulary" sweep --model "$MODEL" --tokens-
 bad_input "--max-depth past the context" nz "context" sweep --model "$MODEL" --doc "$T/doc.txt" --max-depth 5000 --out "$T/b5" --quiet
 bad_input "an unknown KV format" 2 "unknown KV format" sweep --model "$MODEL" --arms f16,int9 --out "$T/b6" --quiet
 bad_input "a non-empty results folder" 2 "not empty" sweep --model "$MODEL" --doc "$T/doc.txt" --out "$R1" --quiet
+# the engine options sweep and needle share (driver/cli.c's cli_engine_opt): the same ranges and
+# messages in both commands, each taken by both, and --max-context reaching each command's workers
+for cmd in sweep needle; do
+    for opt in "chunk 1048576" "threads 1024" "prefill 65536" "max-context 4194304"; do
+        bad_input "$cmd --${opt% *} 0 is refused" 2 "error: --${opt% *} needs an integer in \[1, ${opt#* }\], got '0'\$" \
+            "$cmd" --model "$MODEL" "--${opt% *}" 0 --quiet
+    done
+    bad_input "$cmd takes --worker --chunk --threads --prefill --max-context (the tag after them is refused)" 2 \
+        "error: --tag 'a/b': use letters" "$cmd" --model "$MODEL" --worker "$WRK" --chunk 16 --threads 1 --prefill 8 \
+        --max-context 64 --tag a/b --quiet
+done
+bad_input "sweep --max-context 64 reaches the workers" 1 "n_ctx 64 minus the fork" sweep --model "$MODEL" --doc "$T/doc.txt" \
+    --max-context 64 --max-depth 100 --out "$T/b7" --quiet
+bad_input "needle --max-context 64 reaches the workers (lengths capped at 64 - 12)" 1 "a 52-token prompt has no room" \
+    needle --model "$MODEL" --doc "$T/doc.txt" --max-context 64 --lengths 1024 --positions 50 --trials 1 --template raw \
+    --arms f16 --out "$T/b8" --quiet
 # a FIFO where the document is expected: refused at once, never a read that blocks (issue 22 F6)
 mkfifo "$T/doc.fifo"
 timeout 20 "$DRV" sweep --model "$MODEL" --doc "$T/doc.fifo" --arms f16,int8 --depths 1 --max-depth 100 \
