@@ -91,7 +91,7 @@ TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC)) \
             $(patsubst %,$(BUILD)/tests/test_fuzz_%,$(FUZZ_TARGETS))
 BINS    := $(BUILD)/strata-worker $(BUILD)/strata-driver
 
-.PHONY: all deps test-deps test test-run check-long run bench models clean fuzz fuzz-seeds llama gpu-check
+.PHONY: all deps test-deps test test-run check-long run bench models clean fuzz fuzz-seeds llama gpu-check check-vulkan
 # keep the test and bench objects (make would delete them as intermediates of a chain)
 .SECONDARY:
 all: $(BINS)
@@ -237,6 +237,13 @@ test-run: all $(TEST_BIN) models test-deps
 # a table last (tests/long/gpu_check.sh: GPU_DEVICE=cuda:0, CUDA_ARCH=90-real, GPU_LONG=131072)
 gpu-check: all
 	@BUILD=$(BUILD) bash tests/long/gpu_check.sh
+
+# the gpu-check script on Vulkan without a GPU: Mesa's lavapipe (apt: mesa-vulkan-drivers glslc
+# libvulkan-dev spirv-headers; Debian 12's Vulkan-Hpp is too old for ggml-vulkan, pass newer headers
+# with LLAMA_CMAKE="-DGGML_VULKAN=ON -DVulkan_INCLUDE_DIR=..."); a separate build folder, short sizes
+VK_BUILD ?= build-vk
+check-vulkan:
+	@BUILD=$(VK_BUILD) GPU_DEVICE=vulkan:0 GPU_LONG=$${GPU_LONG:-4096} bash tests/long/gpu_check.sh
 
 # longer checks, not in `make test`: faults at FAULT_POINTS (default 100) random points of a sweep,
 # each resumed or recovered to byte-identical results (tests/long/faults.sh; a few minutes)

@@ -6,6 +6,8 @@
 #   make gpu-check GPU_DEVICE=cuda:1 CUDA_ARCH=80-real
 #   make gpu-check GPU_DEVICE=cpu GPU_LONG=4096   the same script on llama.cpp's CPU device, short
 #                                          (a dry run of the script itself on a machine without one)
+#   make check-vulkan                      the same on `vulkan:0`, Mesa's lavapipe without a GPU
+#                                          (issue 24 item 6: device memory, uploads, logits copied back)
 #
 # Steps (each prints one row of the closing table; logs and sweep folders go to $GPU_OUT,
 # default gpu-check-<date>/):
@@ -63,7 +65,12 @@ cmake_flags=""
 if [[ $DEV == cuda:* ]]; then
     nvidia-smi -L > "$OUT/devices.txt" 2>&1 || { echo "gpu-check: no NVIDIA GPU visible (nvidia-smi -L failed: $(head -c 200 "$OUT/devices.txt"))" >&2; exit 2; }
     cmake_flags="-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=$ARCH"
+elif [[ $DEV == vulkan:* ]]; then
+    # Mesa's lavapipe is a Vulkan device of type CPU, which ggml-vulkan skips unless it is named
+    export GGML_VK_VISIBLE_DEVICES=${GGML_VK_VISIBLE_DEVICES:-${DEV#vulkan:}}
+    cmake_flags="-DGGML_VULKAN=ON"
 fi
+cmake_flags=${LLAMA_CMAKE:-$cmake_flags}
 t0=$(secs)
 if make --no-print-directory BUILD="$BUILD" llama LLAMA_CMAKE="$cmake_flags" LLAMA_JOBS="$(nproc)" -j"$(nproc)" > "$OUT/build.log" 2>&1 &&
    make --no-print-directory BUILD="$BUILD" models >> "$OUT/build.log" 2>&1; then
