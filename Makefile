@@ -79,7 +79,7 @@ KERNEL_SRC := $(wildcard kernels/*.c)
 PROTO_SRC  := $(wildcard proto/*.c)
 WORKER_SRC := $(filter-out worker/main.c,$(wildcard worker/*.c))
 ENGINE_SRC := $(PROTO_SRC) $(KERNEL_SRC) $(WORKER_SRC)
-DRIVER_SRC := $(filter-out driver/main.c,$(wildcard driver/*.c))
+DRIVER_SRC := $(filter-out driver/main.c,$(wildcard driver/*.c driver/*/*.c))
 ENGINE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(ENGINE_SRC))
 DRIVER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(DRIVER_SRC))
 # What the driver links besides its own modules: the protocol and the KV format names and mix

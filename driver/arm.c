@@ -4,7 +4,6 @@
  * arm_proc.c. */
 
 #include "driver/arm.h"
-#include "driver/report.h"
 #include "kernels/errmsg.h"
 #include "kernels/clock.h"
 

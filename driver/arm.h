@@ -59,7 +59,7 @@
 
 #include "proto/proto.h"
 
-#define ARM_NAME_MAX 64    /* names, NUL included (report.h's REPORT_NAME_MAX) */
+#define ARM_NAME_MAX 64    /* names, NUL included */
 #define ARM_FMT_MAX  64    /* a KV format name or per-layer mix (kv.h), NUL included */
 #define ARM_URL_MAX  512
 #define ARM_PATH_MAX 4096  /* a model file's path, NUL included */

@@ -247,7 +247,7 @@ done:
     return ret;
 }
 
-/* --corpus self: the repository's own docs and sources, in a fixed order. */
+/* --corpus self: the repository's own docs and sources (each folder with its subfolders), in a fixed order. */
 static int load_self(const char *root, doc_t *d, buf *text, char *err, size_t errlen) {
     static const char *const dirs[] = { "docs", "worker", "driver", "proto", "kernels" };
     static const char *const exts[] = { ".md", ".c", ".c", ".c", ".c" };
@@ -260,7 +260,7 @@ static int load_self(const char *root, doc_t *d, buf *text, char *err, size_t er
     for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
         strlist sub = { 0 };
         snprintf(p, sizeof p, "%s/%s", root, dirs[i]);
-        if (collect_files(p, 0, exts[i], &sub, err, errlen)) { strlist_free(&sub); continue; }
+        if (collect_files(p, 1, exts[i], &sub, err, errlen)) { strlist_free(&sub); continue; }
         qsort(sub.p, sub.n, sizeof *sub.p, cmp_str);
         for (size_t k = 0; k < sub.n; k++)
             if (strlist_add(&l, sub.p[k])) { strlist_free(&sub); errmsg_set(err, errlen, -1, "out of memory"); goto done; }
@@ -275,8 +275,8 @@ static int load_self(const char *root, doc_t *d, buf *text, char *err, size_t er
     char sha[65];
     doc_sha256_hex(text->p, text->n, sha);
     snprintf(d->path, sizeof d->path, "%s", root);
-    snprintf(d->desc, sizeof d->desc, "strata's own README.md, docs/*.md, then worker/*.c, driver/*.c, proto/*.c, "
-             "kernels/*.c (each sorted by name) of %s, concatenated: %d files, %zu bytes, sha256 of the text %s "
+    snprintf(d->desc, sizeof d->desc, "strata's own README.md, docs/*.md, then the .c files under worker/, driver/, proto/, "
+             "kernels/ (each folder sorted by path) of %s, concatenated: %d files, %zu bytes, sha256 of the text %s "
              "(--corpus self; it changes with the code)", root, used, text->n, sha);
     ret = 0;
 done:

@@ -3,8 +3,8 @@
  * folders.
  *
  *   strata-driver sweep --model M [--doc F | --corpus DIR | --tokens-file F] [--arms f16,int8] ...
- *                                                               (driver/sweep_cmd.c, sweep_cli.c)
- *   strata-driver needle --model M [--arms f16,int8] [--lengths ...] ...   (driver/needle.c)
+ *                                                               (driver/sweep/sweep_cmd.c, sweep_cli.c)
+ *   strata-driver needle --model M [--arms f16,int8] [--lengths ...] ...   (driver/needle/needle.c)
  *   strata-driver report DIR
  *   strata-driver compare DIR1 DIR2
  *
@@ -20,10 +20,10 @@
 #include <unistd.h>
 
 #include "driver/cli.h"
-#include "driver/needle.h"
-#include "driver/report.h"
+#include "driver/needle/needle.h"
+#include "driver/report/report.h"
 #include "driver/run.h"
-#include "driver/sweep.h"
+#include "driver/sweep/sweep.h"
 
 #ifndef STRATA_GIT
 #define STRATA_GIT "unknown"

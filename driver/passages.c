@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver/report.h"
+#include "driver/arm.h"
 #include "kernels/errmsg.h"
 
 /* ============================================================================================
@@ -68,17 +68,14 @@ FILE *passages_tsv_open(const char *dir, char *err, size_t errlen) {
     return f;
 }
 
-/* the depth, passage and start columns, then positions.tsv's row (the same writer) */
+/* the depth, passage and start columns, then positions.tsv's row (its position, arm and metric
+ * columns: driver/stats.h's stats_position_cols, the writer positions.tsv uses); a bad arm name
+ * writes nothing */
 int passages_tsv_row(FILE *f, int depth, int j, int start, int i, const char *arm, const stats_row *r) {
-    if (!f || !r) return -1;
-    char *buf = NULL;
-    size_t n = 0;
-    FILE *m = open_memstream(&buf, &n);   /* the row first: a refused one writes nothing */
-    int rc = !m || report_tsv_position_row(m, i, arm, r);
-    if (m && fclose(m)) rc = 1;
-    if (!rc && fprintf(f, "%d\t%d\t%d\t", depth, j, start) < 0) rc = 1;
-    if (!rc && fwrite(buf, 1, n, f) != n) rc = 1;
-    free(buf);
+    if (!f || !r || !arm_valid_name(arm)) return -1;
+    int rc = fprintf(f, "%d\t%d\t%d\t%d\t%s", depth, j, start, i, arm) < 0;
+    rc |= stats_position_cols(f, r);
+    rc |= fputc('\n', f) == EOF;
     return rc ? -1 : 0;
 }
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "driver/cli.h"
@@ -163,4 +164,26 @@ int run_close(run_ctx *r, int ret) {
     if (r->stop && *r->stop && ret != RUN_EXIT_OK) ret = RUN_EXIT_INTERRUPTED;
     memset(r, 0, sizeof *r);
     return ret;
+}
+
+void run_machine_string(char *buf, size_t len) {
+    struct utsname u;
+    char cpu[256] = "unknown CPU";
+    if (uname(&u)) strcpy(u.sysname, "?"), strcpy(u.release, "?"), strcpy(u.machine, "?");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[512];
+        while (fgets(line, sizeof line, f)) {
+            char *colon = strchr(line, ':');
+            if (!colon || strncmp(line, "model name", 10)) continue;
+            char *v = colon + 1;
+            while (*v == ' ' || *v == '\t') v++;
+            v[strcspn(v, "\n")] = 0;
+            snprintf(cpu, sizeof cpu, "%s", v);
+            break;
+        }
+        fclose(f);
+    }
+    snprintf(buf, len, "%s %s %s; %s; %ld cores", u.sysname, u.release, u.machine, cpu,
+             sysconf(_SC_NPROCESSORS_ONLN));
 }

@@ -105,4 +105,8 @@ int run_render(run_ctx *r, int (*render)(const char *dir, char *err, size_t errl
  * RUN_EXIT_INTERRUPTED when a stop was asked and ret is not RUN_EXIT_OK. */
 int run_close(run_ctx *r, int ret);
 
+/* "Linux 6.1.0 x86_64; <CPU model>; N cores" into buf[len]: the machine line of meta.json (sweep
+ * and needle folders alike). Allocates nothing. */
+void run_machine_string(char *buf, size_t len);
+
 #endif

@@ -530,3 +530,18 @@ double stats_mcnemar_exact(size_t b, size_t c) {
     double p = 2.0 * gsl_cdf_binomial_P(k, 0.5, n);
     return p > 1.0 ? 1.0 : p;
 }
+
+/* ---- TSV columns ------------------------------------------------------------------------------ */
+
+int stats_tsv_num(FILE *f, double v) {
+    if (isnan(v)) return fputs("\tnan", f) < 0 ? -1 : 0;
+    return fprintf(f, "\t%.17g", v) < 0 ? -1 : 0;
+}
+
+int stats_position_cols(FILE *f, const stats_row *r) {
+    int rc = stats_tsv_num(f, r->kl_arm_ref) | stats_tsv_num(f, r->kl_ref_arm) | stats_tsv_num(f, r->js);
+    rc |= fprintf(f, "\t%d", r->top1_arm == r->top1_ref) < 0;
+    rc |= stats_tsv_num(f, r->nll_arm) | stats_tsv_num(f, r->nll_ref) | stats_tsv_num(f, r->entropy_ref);
+    rc |= stats_tsv_num(f, r->gap_ref);
+    return rc ? -1 : 0;
+}

@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* ---------------------------------------------------------------------------------------------
  * A. Per-row metrics: one arm's logit row against the reference arm's row for the same position.
@@ -357,5 +358,15 @@ double stats_mcnemar_mdd(size_t n_disc, size_t n_pairs, double alpha, double pow
 int stats_ratio_units_ci(const double *num, const size_t *num_off, size_t n_num,
                          const double *den, const size_t *den_off, size_t n_den, int paired,
                          int n_boot, unsigned long seed, double *boot, stats_boot *out);
+
+/* ---- TSV columns (the results folder's number format; one writer for every row kind) ---------- */
+
+/* "\t" then v as %.17g (round-trips exactly), "\tnan" for NaN: 0, or -1 on a write error. */
+int stats_tsv_num(FILE *f, double v);
+
+/* A per-position row's metric columns, each after a tab: kl_arm_ref kl_ref_arm js same_top1 nll_arm
+ * nll_ref entropy_ref gap_ref (positions.tsv's and passages.tsv's rows after their key columns; no
+ * newline): 0, or -1 on a write error. */
+int stats_position_cols(FILE *f, const stats_row *r);
 
 #endif

@@ -1,4 +1,4 @@
-/* test_needle.c — the pure parts of the needle bench (driver/needle_prompt.c), its cells.tsv
+/* test_needle.c — the pure parts of the needle bench (driver/needle/needle_prompt.c), its cells.tsv
  * rows, and the statistics it uses (McNemar's exact test and the Wilson interval, against cases
  * worked by hand):
  *   - the key generator: splitmix64's published first output, determinism, 7 digits, distinct keys
@@ -10,10 +10,10 @@
  *     and of every needle, the needle forms after a newline and after a full stop, several needles,
  *     the errors;
  *   - the answer's first digit run; escaping and unescaping generated text; cells.tsv round trip;
- *   - the retrieval test over units (driver/needle_stats.c): the sign-flip test (McNemar's with one
+ *   - the retrieval test over units (driver/needle/needle_stats.c): the sign-flip test (McNemar's with one
  *     template, twins by enumeration), the grid's power, the Clopper–Pearson bound;
  *   - the haystacks of different trials: disjoint, deterministic, flagged when they cannot be. */
-#include "driver/needle.h"
+#include "driver/needle/needle.h"
 #include "driver/stats.h"
 #include "tests/check.h"
 
@@ -343,7 +343,7 @@ static void test_stats(void) {
     CHECK(fabs(c.lo - 0.236593) < 1e-6 && fabs(c.hi - 0.763407) < 1e-6, "Wilson 5/10: [%.6f, %.6f]", c.lo, c.hi);
 }
 
-/* The retrieval test over units (driver/needle_stats.c), against cases worked by hand. */
+/* The retrieval test over units (driver/needle/needle_stats.c), against cases worked by hand. */
 static void test_units(void) {
     /* one template (x in {-1, 0, 1}): the sign-flip test is McNemar's exact test */
     int one[12] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, -1, -1};   /* b = 10, c = 2 */

@@ -1,5 +1,5 @@
 /* test_passages.c — the controlled depth design's pure parts (driver/passages.h) and its verdict
- * (driver/report_passages.h):
+ * (driver/report/report_passages.h):
  *   - passages_plan: evenly spaced, non-overlapping passages beyond the deepest prefix and the fork
  *     room, each with its next token; a document too short, or passages that do not fit the
  *     context, give one clear error; passages_default_max_depth leaves room for them;
@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "driver/passages.h"
-#include "driver/report_passages.h"
+#include "driver/report/report_passages.h"
 #include "tests/check.h"
 
 /* Writes a passages.tsv to path: depths [nd], P passages of L rows each, for arms "int8" (KL at

@@ -1,7 +1,7 @@
 /* test_report.c — builds small synthetic results folders in /tmp with the TSV writers, renders
  * them, and checks README.md, summary.json, the plots, determinism and error messages. */
-#include "driver/report.h"
-#include "driver/report_internal.h"   /* report_gp_str: escaping for gnuplot */
+#include "driver/report/report.h"
+#include "driver/report/report_internal.h"   /* report_gp_str: escaping for gnuplot */
 #include "tests/check.h"
 
 #include <ctype.h>

@@ -1,5 +1,5 @@
 /* test_sweep.c — the driver's pure logic: depth spacing, the deepest prefix, fork indices, arm
- * specs, names and the handshake check (driver/sweep.h, driver/arm.h).
+ * specs, names and the handshake check (driver/sweep/sweep.h, driver/arm.h).
  *
  * A second mode serves tests/driver.test.sh: `test_sweep --garbage URL` dials a running worker,
  * sends it malformed messages (raw bytes, a msgpack header claiming a 4 GiB array, a valid map
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "driver/arm.h"
-#include "driver/sweep.h"
+#include "driver/sweep/sweep.h"
 #include "tests/check.h"
 
 /* ---- sweep_depths ---------------------------------------------------------------------------- */

@@ -6,8 +6,8 @@
  *   far   (q4_0): Δ NLL +0.05 nats/token (PPL +5.1 %), 10 % flips -> "higher (margin ±1 % PPL)", "lower";
  * margins from the command line and from meta.json; a depth-only folder (no trend from 8 single
  * positions); the fork cost over forked depths only (cross.tsv). */
-#include "driver/report.h"
-#include "driver/report_internal.h"
+#include "driver/report/report.h"
+#include "driver/report/report_internal.h"
 #include "proto/safeio.h"
 #include "tests/check.h"
 

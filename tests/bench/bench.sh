@@ -49,7 +49,7 @@ echo "CPU: $(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed "s/^ *//")
 [ "${BENCH_QUICK:-0}" = 1 ] || { [ -n "$ISA" ] && [ "$ISA" != avx2 ]; } || echo "llama.cpp peer build (native): $(lcpp_cmake_isa)"
 
 # a long token stream: the repository's sources tokenised by the model
-cat worker/*.c driver/*.c proto/*.c kernels/*.c tests/*.c README.md | "$W" --model "$MODEL" --tokenize >"$TMP/all.ids"
+cat worker/*.c driver/*.c driver/*/*.c proto/*.c kernels/*.c tests/*.c README.md | "$W" --model "$MODEL" --tokenize >"$TMP/all.ids"
 tr ' ' '\n' <"$TMP/all.ids" >"$TMP/all.col"
 ids() { head -n "$1" "$TMP/all.col" | tr '\n' ' ' >"$TMP/ids.$1"; echo "$TMP/ids.$1"; }
 # min_field KEY LINE BEST: the smaller of KEY=value in the worker's timing LINE and BEST (empty: none yet)

@@ -22,7 +22,7 @@ trap cleanup EXIT
 mem() { awk '/^VmRSS:/{r=$2} /^VmHWM:/{h=$2} END{printf "%.1f %.1f", r/1024, h/1024}' "/proc/$1/status"; }
 
 # the document: the repository's sources (enough tokens for DEPTH + the fork)
-cat worker/*.c driver/*.c kernels/*.c >"$TMP/doc.txt"
+cat worker/*.c driver/*.c driver/*/*.c kernels/*.c >"$TMP/doc.txt"
 
 # one worker per arm, each listening on a free loopback port
 declare -A URL

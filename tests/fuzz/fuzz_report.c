@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "driver/report_internal.h"
+#include "driver/report/report_internal.h"
 #include "tests/fuzz/fuzz.h"
 
 enum { N_FILES = 7 };

@@ -83,7 +83,7 @@ fi
     { row build FAIL "the worker cannot open $DEV: $(head -c 300 "$OUT/probe.err")"; finish; }
 
 # a document: strata's own prose and sources (no package needed), as token ids
-cat README.md docs/*.md kernels/*.c driver/*.c worker/*.c > "$OUT/doc.txt"
+cat README.md docs/*.md kernels/*.c driver/*.c driver/*/*.c worker/*.c > "$OUT/doc.txt"
 "$WRK" --model "$SMOL" --tokenize < "$OUT/doc.txt" | tr -s ' \n' '\n' | grep . > "$OUT/smol.tok"
 "$WRK" --model "$GEMMA" --tokenize < "$OUT/doc.txt" | tr -s ' \n' '\n' | grep . > "$OUT/gemma.tok"
 head -n 2048 "$OUT/smol.tok" > "$OUT/s2k.tok"
