@@ -240,10 +240,13 @@ gpu-check: all
 
 # the gpu-check script on Vulkan without a GPU: Mesa's lavapipe (apt: mesa-vulkan-drivers glslc
 # libvulkan-dev spirv-headers; Debian 12's Vulkan-Hpp is too old for ggml-vulkan, pass newer headers
-# with LLAMA_CMAKE="-DGGML_VULKAN=ON -DVulkan_INCLUDE_DIR=..."); a separate build folder, short sizes
+# with LLAMA_CMAKE="-DGGML_VULKAN=ON -DVulkan_INCLUDE_DIR=..."); a separate build folder and sizes
+# lavapipe manages on 2 cores (SmolLM2 ~6 tok/s, Gemma 3 ~2): 1,024 rows, onepass to 750, speed at
+# 1,024, no 16-depth sweep (about 45 min; GPU_STEPS="... sweep" adds it, ~1 h more)
 VK_BUILD ?= build-vk
 check-vulkan:
-	@BUILD=$(VK_BUILD) GPU_DEVICE=vulkan:0 GPU_LONG=$${GPU_LONG:-4096} bash tests/long/gpu_check.sh
+	@BUILD=$(VK_BUILD) GPU_DEVICE=vulkan:0 GPU_LONG=$${GPU_LONG:-1024} GPU_ROWS=$${GPU_ROWS:-1024} \
+	  GPU_ONEPASS=$${GPU_ONEPASS:-750} GPU_STEPS="$${GPU_STEPS:-determ onepass parity speed}" bash tests/long/gpu_check.sh
 
 # longer checks, not in `make test`: faults at FAULT_POINTS (default 100) random points of a sweep,
 # each resumed or recovered to byte-identical results (tests/long/faults.sh; a few minutes)

@@ -349,6 +349,16 @@ static void test_timeouts(void) {
           "the timeout scales with the request's size");
     CHECK(sweep_request_timeout_ms(100, 1e6, 0) == SWEEP_TIMEOUT_MAX_MS, "capped at 6 h");
     CHECK(sweep_request_timeout_ms(NAN, 10, 0) == SWEEP_TIMEOUT_FIRST_MS, "an unmeasured (NaN) rate: the first timeout");
+    /* an aligned worker re-runs its chunk's start: 12 tokens after 500 cost 512 (a 12-token
+     * timeout killed llama.cpp workers on lavapipe, where 512 tokens take minutes) */
+    CHECK(sweep_prefill_tokens(500, 12, 512) == 512.0, "12 tokens after 500, chunk 512: 512 computed (got %g)",
+          sweep_prefill_tokens(500, 12, 512));
+    CHECK(sweep_prefill_tokens(1024, 512, 512) == 512.0, "a request at a chunk boundary re-runs nothing");
+    CHECK(sweep_prefill_tokens(0, 300, 512) == 300.0, "from position 0: the request only");
+    CHECK(sweep_prefill_tokens(1500, 20, 1) == 20.0, "chunk 1: nothing to re-run");
+    CHECK(sweep_request_timeout_ms(0.63, sweep_prefill_tokens(500, 12, 512), 0) > 40 * sweep_request_timeout_ms(0.63, 12, 0),
+          "the timeout follows the re-run (0.63 s/token: %d ms, not %d)",
+          sweep_request_timeout_ms(0.63, sweep_prefill_tokens(500, 12, 512), 0), sweep_request_timeout_ms(0.63, 12, 0));
 }
 
 int main(int argc, char **argv) {

@@ -96,6 +96,8 @@ typedef struct {
                                    every arm replays when it exists, else the reference's routing is
                                    recorded into it */
     int chunk;                  /* tokens per prefill request, >= 1 */
+    int worker_chunk;           /* the workers' prefill chunk (--prefill, else the worker's default
+                                   SWEEP_WORKER_CHUNK), >= 1: for request timeouts only */
     int ref;                    /* index of the reference arm */
     int compare_threads;        /* threads comparing a reply's rows (1..SWEEP_COMPARE_THREADS_MAX;
                                    the numbers do not depend on it) */
@@ -171,6 +173,12 @@ typedef struct {
 /* The timeout (ms) of a request of `tokens` tokens: override_ms when > 0, else as above with
  * spt = seconds per token measured so far (<= 0: nothing measured yet). Pure. */
 int sweep_request_timeout_ms(double spt, double tokens, int override_ms);
+/* The tokens a worker computes for a prefill of m tokens after its first `at`: m, plus the
+ * at mod worker_chunk tokens an aligned backend (llama.cpp, worker/engine.h) re-runs from its
+ * chunk's start, so that a slow device's first request after a depth or a restart is not timed
+ * out as if it were m tokens. A batch-invariant worker re-runs nothing: an upper bound there. */
+double sweep_prefill_tokens(int at, int m, int worker_chunk);
+#define SWEEP_WORKER_CHUNK 512   /* strata-worker's --prefill default (worker/main.c) */
 
 /* Runs the sweep on arms[n_arms] (connected, with hello replies that passed
  * arm_check_handshake). Writes journal (created, or with cfg.resume continued), meta.json

@@ -27,6 +27,10 @@ int sweep_request_timeout_ms(double spt, double tokens, int override_ms) {
     return (int)ms;
 }
 
+double sweep_prefill_tokens(int at, int m, int worker_chunk) {
+    return (double)m + (worker_chunk > 1 && at > 0 ? (double)(at % worker_chunk) : 0.0);
+}
+
 /* Parses STRATA_TEST_FAULT into st->faults. Returns 0 or SWEEP_ERROR. */
 int sweep_parse_faults(sweep_state *st, const char *spec, char *err, size_t errlen) {
     const char *p = spec;
@@ -193,7 +197,8 @@ int sweep_prefill_step(sweep_state *st, int rebuild, int pos, int m, uint32_t ro
             st->req[a].prefill_req.n_pin = (size_t)m * st->per_tok;
         }
     }
-    int rc = sweep_call(st, SWEEP_KIND_PREFILL, m, what, err, errlen);
+    double cost = sweep_prefill_tokens(pos, m, c->worker_chunk);
+    int rc = sweep_call(st, SWEEP_KIND_PREFILL, cost, what, err, errlen);
     if (rc || !pinned) return rc;
     /* pinned: the reference's experts become the others' pin */
     proto_msg ref = st->rep[R];
@@ -224,7 +229,7 @@ int sweep_prefill_step(sweep_state *st, int rebuild, int pos, int m, uint32_t ro
         st->req[a].prefill_req.n_pin = (size_t)m * st->per_tok;
         others++;
     }
-    if (others) rc = sweep_call(st, SWEEP_KIND_PREFILL, m, what, err, errlen);
+    if (others) rc = sweep_call(st, SWEEP_KIND_PREFILL, cost, what, err, errlen);
     st->rep[R] = ref;   /* sweep_call() zeroed the reference's slot; its reply comes back */
     if (rc) sweep_free_reps(st->rep, n);
     return rc;

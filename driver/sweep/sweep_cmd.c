@@ -250,6 +250,7 @@ static void fill_config(sweep_config *c, const sweep_cmd *s) {
     c->fork_n = o->fork_n;
     c->per_position = o->per_position;
     c->chunk = s->chunk;
+    c->worker_chunk = o->eng.prefill > 0 ? o->eng.prefill : SWEEP_WORKER_CHUNK;
     c->ref = s->r.ref;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);   /* comparing rows is the driver's one heavy job */
     c->compare_threads = o->compare_threads ? o->compare_threads

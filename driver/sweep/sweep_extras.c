@@ -52,7 +52,8 @@ static int score_texts(sweep_state *st, int d, const int32_t *x, double *nll, ch
         }
         snprintf(what, sizeof what, "a prefill request (cross-scoring arm %s's continuation at depth %d)",
                  st->arms[a].name, d);
-        if ((rc = sweep_call(st, SWEEP_KIND_PREFILL, N, what, err, errlen))) break;
+        if ((rc = sweep_call(st, SWEEP_KIND_PREFILL, sweep_prefill_tokens(d - 1, N, c->worker_chunk), what, err,
+                             errlen))) break;
         for (int s = 0; s < n && !rc; s++)
             if (scorer[s]) rc = sweep_check_prefill(&st->arms[s], &st->rep[s], (uint64_t)(d - 1 + N), (uint32_t)V,
                                                     (uint32_t)N, err, errlen);
@@ -182,7 +183,7 @@ static int pass_score(void *ctx, int at, int start, int m, const stats_row **out
         st->req[a].prefill_req.rows = PROTO_ROWS_ALL;
     }
     snprintf(what, sizeof what, "a prefill request (passage tokens %d..%d after %d tokens)", start, start + m - 1, at);
-    int rc = sweep_call(st, SWEEP_KIND_PREFILL, m, what, err, errlen);
+    int rc = sweep_call(st, SWEEP_KIND_PREFILL, sweep_prefill_tokens(at, m, c->worker_chunk), what, err, errlen);
     if (rc) return rc;
     for (int a = 0; a < n && !rc; a++)
         rc = sweep_check_prefill(&st->arms[a], &st->rep[a], (uint64_t)(at + m), (uint32_t)V, (uint32_t)m, err, errlen);
