@@ -28,7 +28,7 @@ int sweep_request_timeout_ms(double spt, double tokens, int override_ms) {
 }
 
 double sweep_prefill_tokens(int at, int m, int worker_chunk) {
-    return (double)m + (worker_chunk > 1 && at > 0 ? (double)(at % worker_chunk) : 0.0);
+    return (double)m + (worker_chunk > 0 ? (double)(at % worker_chunk) : 0.0);
 }
 
 /* Parses STRATA_TEST_FAULT into st->faults. Returns 0 or SWEEP_ERROR. */

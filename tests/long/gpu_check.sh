@@ -44,7 +44,8 @@ ARCH=${CUDA_ARCH:-90-real}
 LONG=${GPU_LONG:-131072}
 NROWS=${GPU_ROWS:-2048}
 OPMAX=${GPU_ONEPASS:-3000}
-STEPS=" ${GPU_STEPS:-determ onepass parity speed sweep} "
+ALL_STEPS="determ onepass parity speed sweep"
+STEPS=" ${GPU_STEPS:-$ALL_STEPS} "
 OUT=${GPU_OUT:-gpu-check-$(date +%Y%m%d-%H%M%S)}
 CACHE=${STRATA_CACHE:-$HOME/.cache/strata}
 SMOL=$CACHE/smollm2-135m-instruct-q4_1.gguf
@@ -104,21 +105,22 @@ while [ "$(wc -l < "$OUT/gemma.tok")" -lt "$LONG" ]; do   # long enough: the doc
 done
 
 skipped=""
-for st in determ onepass parity speed sweep; do step "$st" || skipped="$skipped $st"; done
+for st in $ALL_STEPS; do step "$st" || skipped="$skipped $st"; done
 [ -n "$skipped" ] && row steps INFO "not run (GPU_STEPS):$skipped"
 
 # ---- determ: run to run -------------------------------------------------------------------------
-if step determ; then for k in f16 q8_0; do
-    for r in 1 2; do
-        "$WRK" --model "$SMOL" --backend "llama:$DEV" --kv "$k" --flash-attn on --max-context "$NROWS" \
-            --tokens-file "$OUT/s2k.tok" --dump-logits "$OUT/det-$k-$r.bin" 2>> "$OUT/determ.log"
+if step determ; then
+    for k in f16 q8_0; do
+        for r in 1 2; do
+            "$WRK" --model "$SMOL" --backend "llama:$DEV" --kv "$k" --flash-attn on --max-context "$NROWS" \
+                --tokens-file "$OUT/s2k.tok" --dump-logits "$OUT/det-$k-$r.bin" 2>> "$OUT/determ.log"
+        done
+        if [ -s "$OUT/det-$k-1.bin" ] && cmp -s "$OUT/det-$k-1.bin" "$OUT/det-$k-2.bin"; then
+            row determ PASS "$k: $NROWS rows of two runs byte-identical"
+        else
+            row determ FAIL "$k: two runs differ or failed (see $OUT/determ.log)"
+        fi
     done
-    if [ -s "$OUT/det-$k-1.bin" ] && cmp -s "$OUT/det-$k-1.bin" "$OUT/det-$k-2.bin"; then
-        row determ PASS "$k: $NROWS rows of two runs byte-identical"
-    else
-        row determ FAIL "$k: two runs differ or failed (see $OUT/determ.log)"
-    fi
-done
 fi
 
 # ---- onepass: one pass = separate runs ----------------------------------------------------------
