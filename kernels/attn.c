@@ -11,6 +11,7 @@
 
 #include "kernels/vec16.h"
 #include "kernels/kivi.h"
+#include "kernels/kv_vec.h"
 
 #define QT 16   /* queries per work item */
 #define KEY_BLOCK 64       /* keys per dequantised block in the tiled path: four 16-lane vectors of scores per query */
@@ -253,6 +254,40 @@ static void transpose_block(float *vblk, int nk, int hd, float *kt, int nkeys) {
         for (int d = 0; d < hd; d++) kt[(size_t)d * nkeys + j] = 0.0f;
 }
 
+/* k_block's register path for one format f (a literal at each call, so that kv_vec16 folds to its
+ * case): keys [jt, jt + 16) x values [d0, d0 + 16) per tile, rows rb bytes apart from row. */
+static inline __attribute__((always_inline)) void k_tiles(const kv_fmt f, const uint8_t *row, size_t rb, int hd,
+                                                          int nk, float *kt, int nkeys) {
+    for (int jt = 0; jt < nkeys; jt += 16)
+        for (int d0 = 0; d0 < hd; d0 += 16) {
+            vec16 r[16];
+            if (jt + 16 <= nk) {
+                #pragma GCC unroll 16
+                for (int i = 0; i < 16; i++) r[i] = kv_vec16(f, row + (size_t)(jt + i) * rb, hd, d0);
+            } else
+                for (int i = 0; i < 16; i++) r[i] = jt + i < nk ? kv_vec16(f, row + (size_t)(jt + i) * rb, hd, d0) : v_zero();
+            v_transpose16r(r, kt + (size_t)d0 * nkeys + jt, (size_t)nkeys);
+        }
+}
+
+/* kt[d][j] = key j0 + j of KV head g as the query at position p reads it, for j < nk, and 0 for
+ * nk <= j < nkeys (32 or 64): kt [hd][nkeys]. The formats kv_vec.h decodes go from the stored rows
+ * into registers and are transposed there, 16 x 16 at a time; the others (KIVI, bf16, the fp8 and
+ * ternary ones) are dequantised into vblk [nkeys][hd] first. The same values either way. */
+static void k_block(const cache *c, int layer, int g, int p, int j0, int nk, float *kt, int nkeys, float *vblk) {
+    const cache_head *H = cache_head_at(c, layer, g);
+    const uint8_t *row = cache_k_row(c, layer, j0, g);   /* [nk][k_row_bytes] */
+    size_t rb = H->k_row_bytes;
+    int hd = c->hd;
+    kv_fmt f = kv_fmt_base(H->fk);   /* the stored bytes' codec (a KIVI format is itself: not kv_vec_ok) */
+    if (!kv_vec_ok(f, hd)) {
+        cache_k_rows(c, layer, g, p, j0, nk, vblk);
+        transpose_block(vblk, nk, hd, kt, nkeys);
+        return;
+    }
+    KV_VEC_DISPATCH(f, k_tiles, row, rb, hd, nk, kt, nkeys);
+}
+
 /* Asks for the rows from p (one head's rows are contiguous) while the current block is used:
  * attention is otherwise bound by the latency of streaming the cache from memory. */
 static void prefetch_block(const uint8_t *p, size_t row_bytes, int rows) {
@@ -293,8 +328,7 @@ static void attn_item(void *vctx, int item, int thread) {
     for (int j0 = lo; j0 <= hi; j0 += KEY_BLOCK) {
         int nk = hi - j0 + 1 < KEY_BLOCK ? hi - j0 + 1 : KEY_BLOCK;
         if (j0 + KEY_BLOCK <= hi) prefetch_block(cache_k_row(c, a->layer, j0 + KEY_BLOCK, g), H->k_row_bytes, hi - j0 - KEY_BLOCK + 1 < KEY_BLOCK ? hi - j0 - KEY_BLOCK + 1 : KEY_BLOCK);
-        cache_k_rows(c, a->layer, g, a->pos0, j0, nk, vblk);   /* one KIVI boundary per call (attn_run_ws) */
-        transpose_block(vblk, nk, hd, kt, KEY_BLOCK);   /* vblk is free again until the V pass */
+        k_block(c, a->layer, g, a->pos0, j0, nk, kt, KEY_BLOCK, vblk);   /* one KIVI boundary per call (attn_run_ws); vblk is free again until the V pass */
         /* only queries whose range meets this block */
         int i0 = 0;
         while (i0 < nq && hi_q[i0] < j0) i0++;
@@ -371,8 +405,7 @@ static void split_scores(void *vctx, int item, int thread) {
     for (int j0 = jb; j0 < je; j0 += KEY_BLOCK_DEC) {
         int nk = je - j0 < KEY_BLOCK_DEC ? je - j0 : KEY_BLOCK_DEC;
         if (j0 + KEY_BLOCK_DEC < je) prefetch_block(cache_k_row(c, x->a->layer, x->lo + j0 + KEY_BLOCK_DEC, g), H->k_row_bytes, je - j0 - KEY_BLOCK_DEC < KEY_BLOCK_DEC ? je - j0 - KEY_BLOCK_DEC : KEY_BLOCK_DEC);
-        cache_k_rows(c, x->a->layer, g, x->a->pos0, x->lo + j0, nk, vblk);
-        transpose_block(vblk, nk, hd, kt, KEY_BLOCK_DEC);
+        k_block(c, x->a->layer, g, x->a->pos0, x->lo + j0, nk, kt, KEY_BLOCK_DEC, vblk);
         for (int h = 0; h < x->group; h += 4) {
             int nq = x->group - h < 4 ? x->group - h : 4;
             int h0 = g * x->group + h;

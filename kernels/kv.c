@@ -370,20 +370,21 @@ static void quant_q5_0(const float *x, uint8_t *dst, int h) {
     }
 }
 
-static const int8_t iq4nl_grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+/* iq4_nl's 16 values (ggml's kvalues_iq4nl); kv_internal.h */
+const float kv_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 /* Index of the grid value nearest to a (f32 arithmetic, the upper one on a tie; below the grid
  * -> 0, above -> 15, NaN -> 15), by bisection as ggml's best_index_int8. */
 static int iq4nl_index(float a) {
-    if (a <= (float)iq4nl_grid[0]) return 0;
-    if (a >= (float)iq4nl_grid[15]) return 15;
+    if (a <= kv_iq4nl_values[0]) return 0;
+    if (a >= kv_iq4nl_values[15]) return 15;
     int lo = 0, hi = 15;
     while (hi - lo > 1) {
         int mid = (lo + hi) / 2;
-        if (a < (float)iq4nl_grid[mid]) hi = mid;
+        if (a < kv_iq4nl_values[mid]) hi = mid;
         else lo = mid;
     }
-    return a - (float)iq4nl_grid[hi - 1] < (float)iq4nl_grid[hi] - a ? hi - 1 : hi;
+    return a - kv_iq4nl_values[hi - 1] < kv_iq4nl_values[hi] - a ? hi - 1 : hi;
 }
 
 /* iq4_nl: blocks of { fp16 d; uint8 qs[16] }, as llama.cpp's CPU KV cache stores them (its copy
@@ -410,11 +411,11 @@ static void quant_iq4_nl(const float *x, uint8_t *dst, int h) {
             }
         }
         if (amax >= 1e-15f) {
-            float id = 1.0f / (m / (float)iq4nl_grid[0]), sumqx = 0.0f, sumq2 = 0.0f;
+            float id = 1.0f / (m / kv_iq4nl_values[0]), sumqx = 0.0f, sumq2 = 0.0f;
             for (int j = 0; j < 32; j++) {
                 float w = xb[j] * xb[j];
                 L[j] = (uint8_t)iq4nl_index(id * xb[j]);
-                float q = (float)iq4nl_grid[L[j]];
+                float q = kv_iq4nl_values[L[j]];
                 sumqx += w * q * xb[j];
                 sumq2 += w * q * q;
             }

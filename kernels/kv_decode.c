@@ -2,10 +2,12 @@
  * kv_axpy); writing them is kernels/kv.c.
  *
  * Reading a row goes through one decoder, decode_chunk(), which turns the values
- * [32c, min(32c + 32, h)) of a row into f32. kv_dequantize, kv_dequantize_cols (what attention
- * uses, kernels/attn.c) and the reference kernels kv_dot and kv_axpy all call it, so kv_dot /
- * kv_axpy are bit-identical to dequantising first by construction; they only fix the summation
- * order (kv.h) and keep the decoded values in a 32-float stack buffer. The half and
+ * [32c, min(32c + 32, h)) of a row into f32. kv_dequantize and the reference kernels kv_dot and
+ * kv_axpy call it, so kv_dot / kv_axpy are bit-identical to dequantising first by construction; they
+ * only fix the summation order (kv.h) and keep the decoded values in a 32-float stack buffer.
+ * kv_dequantize_cols (what attention uses, kernels/attn.c) takes kernels/kv_vec.h's 16-value vector
+ * decoder for the formats it covers (the same bits: tests/test_kv.c compares them with
+ * kv_dequantize for every format) and decode_chunk() for the others. The half and
  * e4m3 decoders are branch-free so that the full-chunk loops vectorise (f16 rows decode about 6x
  * faster than through fp16_to_f32); tests/test_kv.c checks them against the scalar conversions
  * for every code. */
@@ -16,6 +18,7 @@
 #include "kernels/fp16.h"
 #include "kernels/kv_internal.h"
 #include "kernels/vec16.h"
+#include "kernels/kv_vec.h"
 
 #define KV_LANES 8    /* partial sums in kv_dot */
 
@@ -56,12 +59,6 @@ static inline float loadf(const uint8_t *p) {
     float v;
     memcpy(&v, p, 4);                                       /* little-endian host (kv_internal.h checks) */
     return v;
-}
-
-/* 2^(X - 127) for an E8M0 byte X, exact; 0xff is NaN. */
-static inline float e8m0_decode(uint8_t x) {
-    if (x == 0xff) return fp16_bits_f32(0x7fc00000u);
-    return x ? fp16_bits_f32((uint32_t)x << 23) : fp16_bits_f32(0x00400000u);
 }
 
 /* values of 32 packed nibbles (q[j] | q[j + 16] << 4) of a 4-bit block */
@@ -165,9 +162,8 @@ static void decode_chunk(kv_fmt f, const uint8_t *restrict row, int h, int c, fl
         break;
     }
     case KV_IQ4_NL: {
-        static const float grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
         const uint8_t *b = row + 18 * c;                    /* [18], n == 32 */
-        nibbles32(b + 2, grid, f16_decode(load16(b)), y);
+        nibbles32(b + 2, kv_iq4nl_values, f16_decode(load16(b)), y);
         break;
     }
     case KV_E5M2: {
@@ -209,7 +205,7 @@ static void decode_chunk(kv_fmt f, const uint8_t *restrict row, int h, int c, fl
     }
     case KV_MXFP4: {
         const uint8_t *b = row + 17 * c;                    /* [17], n == 32 */
-        nibbles32(b + 1, kv_e2m1_values, e8m0_decode(b[0]), y);
+        nibbles32(b + 1, kv_e2m1_values, kv_e8m0_to_f32(b[0]), y);
         break;
     }
     case KV_TQ3:
@@ -239,28 +235,19 @@ int kv_dequantize(kv_fmt f, const void *src, float *y, int h) {
     return 0;
 }
 
+/* kv_dequantize_cols for a kv_vec_ok format f (a literal: KV_VEC_DISPATCH) */
+static inline __attribute__((always_inline)) void cols_vec(const kv_fmt f, const uint8_t *row, size_t stride, int n,
+                                                           float *y, int h, int d0, int d1) {
+    for (int r = 0; r < n; r++, row += stride, y += d1 - d0)
+        for (int i = d0; i < d1; i += 16) v_store(y + i - d0, kv_vec16(f, row, h, i));
+}
+
 void kv_dequantize_cols(kv_fmt f, const void *src, size_t stride, int n, float *y, int h, int d0, int d1) {
     const uint8_t *row = src;
     int w = d1 - d0;   /* y [n][w] */
     f = kv_fmt_base(f);   /* the stored bytes' codec (rotated formats store the rotated vector) */
-    if (f == KV_F16 && h % 16 == 0 && w % 16 == 0) {   /* decode_chunk's conversion, 16 at a time */
-        for (int r = 0; r < n; r++, row += stride, y += w)
-            for (int i = d0; i < d1; i += 16) v_store(y + i - d0, v_load_f16(row + 2 * i));
-        return;
-    }
-    if (f == KV_INT8 && h % 16 == 0 && w % 16 == 0 && d0 % 16 == 0) {   /* q * s, 16 at a time (groups are 16..64) */
-        int g = kv_int8_group(h);
-        for (int r = 0; r < n; r++, row += stride, y += w) {
-            vec16 s = v_zero();
-            for (int i = d0; i < d1; i += 16) {
-                if (i == d0 || i % g == 0) s = v_set1_f16(row + h + 2 * (i / g));
-                v_store(y + i - d0, v_mul(v_load_i8(row + i), s));
-            }
-        }
-        return;
-    }
-    if (f == KV_F32) {
-        for (int r = 0; r < n; r++, row += stride, y += w) memcpy(y, row + 4 * (size_t)d0, 4 * (size_t)w);
+    if (kv_vec_ok(f, h) && d0 % 16 == 0 && w % 16 == 0) {   /* kv_vec.h: 16 values per vector, the same bits */
+        KV_VEC_DISPATCH(f, cols_vec, row, stride, n, y, h, d0, d1);
         return;
     }
     for (int r = 0; r < n; r++, row += stride, y += w)

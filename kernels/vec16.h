@@ -54,7 +54,8 @@
  *          in the AVX-512 family, whose permutes read only the low 4 bits (so neither family pays
  *          for a mask it does not need: NOTES.md change 25). v_lutv_get takes the low 4 bits of
  *          any lane.
- *   memory helpers: v_transpose16(in, ldi, out, ldo): out[c][r] = in[r][c] for a 16 x 16 tile
+ *   memory helpers: v_transpose16(in, ldi, out, ldo): out[c][r] = in[r][c] for a 16 x 16 tile;
+ *          v_transpose16r(rows, out, ldo): the same from 16 vectors rows[r] (lane c = column c)
  *   vec8   v8_zero(), v8_load(p), v8_add(a, b), v8_store(p, v): 8 lanes, for the 8-lane sums
  *
  * Header-only, no state. */
@@ -100,6 +101,12 @@ VEC_INLINE vlutf v_lutf_f16(const void *p, float base) { return v_lutf(v_half1(p
 VEC_INLINE vlutf32 v_lutf32_f16(const void *p, float base) { return v_lutf_f16(p, base); }
 VEC_INLINE vec16i vi_code4(vec16i v) { return vi_and(v, vi_set1(15)); }
 VEC_INLINE vec16 v_set1_f16(const void *p) { return v_set1(v_half1(p)); }
+/* 16 row vectors through a stack tile and the family's memory transpose */
+VEC_INLINE void v_transpose16r(const vec16 *rows, float *out, size_t ldo) {
+    float t[256];   /* [16][16] */
+    for (int i = 0; i < 16; i++) v_store(t + 16 * i, rows[i]);
+    v_transpose16(t, 16, out, ldo);
+}
 #endif
 
 #endif

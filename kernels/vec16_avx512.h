@@ -105,19 +105,23 @@ VEC_INLINE vlutf32 v_lutf32_f16(const void *p, float base) { return v_lutf32(v_h
 VEC_INLINE vec16i vi_code4(vec16i v) { return v; }   /* vpermps reads only the low 4 bits */
 
 /* out[c][r] = in[r][c], 16 x 16: unpack pairs of rows, then 4 x 4 blocks, then 128-bit lanes */
-VEC_INLINE void v_transpose16(const float *in, size_t ldi, float *out, size_t ldo) {
+VEC_INLINE void v_transpose16r(const vec16 *rows, float *out, size_t ldo) {
     __m512 r[16], t[16];
-    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(in + (size_t)i * ldi);
+    #pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) r[i] = rows[i];
+    #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {   /* lane L: (a[4L], b[4L], a[4L+1], b[4L+1]) and the next two */
         t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
         t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
     }
+    #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {   /* r[4i+k], lane L: rows 4i..4i+3 at column 4L+k */
         r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
         r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
         r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
         r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
     }
+    #pragma GCC unroll 4
     for (int k = 0; k < 4; k++) {   /* column 4L+k = lane L of r[k], r[4+k], r[8+k], r[12+k] */
         __m512 x0 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88), x1 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xDD);
         __m512 y0 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88), y1 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xDD);
@@ -126,7 +130,13 @@ VEC_INLINE void v_transpose16(const float *in, size_t ldi, float *out, size_t ld
         t[4 + k] = _mm512_shuffle_f32x4(x1, y1, 0x88);
         t[12 + k] = _mm512_shuffle_f32x4(x1, y1, 0xDD);
     }
+    #pragma GCC unroll 16
     for (int c = 0; c < 16; c++) _mm512_storeu_ps(out + (size_t)c * ldo, t[c]);
+}
+VEC_INLINE void v_transpose16(const float *in, size_t ldi, float *out, size_t ldo) {
+    vec16 r[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(in + (size_t)i * ldi);
+    v_transpose16r(r, out, ldo);
 }
 
 VEC_INLINE vec8 v8_zero(void) { return _mm256_setzero_ps(); }

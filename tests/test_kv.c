@@ -1405,6 +1405,39 @@ static void test_decoders_exhaustive(void) {
     CHECK(ok_bf, "bf16 rows: all 65536 codes decode to the top half of the f32 bits");
 }
 
+/* kv_dequantize_rows / _cols (attention's readers, with fast paths of their own for f16, int8, q8_0,
+ * q4_0 and q4_1) against kv_dequantize row by row, bit for bit: every base format, rows of random
+ * bytes (any scale: NaN, inf and subnormal ones included) and every column range [d0, d1) the
+ * header allows. */
+static void test_cols_readers(void) {
+    uint64_t rs = 11;
+    const int hs[4] = {32, 64, 96, 128};
+    for (int f = 0; f < KV_NFMT; f++) {
+        int ok = 1, n = 0;
+        for (int hi = 0; hi < 4; hi++) {
+            int h = hs[hi];
+            size_t rb = kv_row_bytes((kv_fmt)f, h);
+            if (rb == 0) continue;
+            enum { ROWS = 5 };
+            uint8_t rows[ROWS * 1024];                  /* [ROWS][rb] */
+            float want[ROWS * 128], got[ROWS * 128];    /* [ROWS][h] */
+            for (size_t i = 0; i < ROWS * rb; i++) rows[i] = (uint8_t)(rng_next(&rs) >> 56);
+            for (int r = 0; r < ROWS; r++) kv_dequantize((kv_fmt)f, rows + r * rb, want + r * h, h);
+            for (int d0 = 0; d0 < h; d0 += KV_CHUNK)
+                for (int d1 = d0 + KV_CHUNK; d1 <= h; d1 += KV_CHUNK, n++) {
+                    int w = d1 - d0;
+                    kv_dequantize_cols((kv_fmt)f, rows, rb, ROWS, got, h, d0, d1);
+                    for (int r = 0; r < ROWS; r++)
+                        if (memcmp(got + r * w, want + r * h + d0, sizeof(float) * (size_t)w) != 0) ok = 0;
+                }
+            kv_dequantize_rows((kv_fmt)f, rows, rb, ROWS, got, h);
+            if (memcmp(got, want, sizeof(float) * (size_t)(ROWS * h)) != 0) ok = 0;
+        }
+        CHECK(ok && n > 0, "kv_dequantize_cols / _rows (%s) = kv_dequantize, bit for bit (%d column ranges of random rows)",
+              kv_fmt_name((kv_fmt)f), n);
+    }
+}
+
 /* ---- the fused kernels -------------------------------------------------------------------- */
 
 static void test_fused(void) {
@@ -1459,5 +1492,6 @@ int main(void) {
     test_f16_bf16();
     test_decoders_exhaustive();
     test_fused();
+    test_cols_readers();
     return check_done();
 }

@@ -14,9 +14,13 @@
 #      SmolLM2's and Gemma 3's vocabulary (tests/bench/bench_compare.c).
 #   5. weight types: dequantisation and decode dot values/s per type, 1 thread (tests/bench/bench_quant.c).
 #   6. endurance: two listening workers serve 20 sequential sweeps; their RSS after each (endurance.sh).
+#   7. a long run's cost: a two-arm (f16, int8) 16-depth per-position sweep of Gemma 3 270M to 32K,
+#      its wall time against the sum of its parts at the roofline (BENCH_LONG=0 skips it, ~30 min;
+#      BENCH_LONG_DEPTH=N; BENCH_LONG_ONLY=1 runs it alone).
 #   (after 1) the roofline: read bandwidth and FMA peak measured in the same run, and each decode /
 #      prefill figure as a fraction of its limit (SmolLM2 and Gemma 3, f16 / int8 / q4_0, 1 and 2
-#      threads, depths 512 / 8K, 32K with BENCH_DEEP=1; BENCH_ROOF_ONLY=1 runs it alone).
+#      threads, depths 512 / 8K, 32K with BENCH_DEEP=1; then attention alone at those depths against
+#      the FMA peak; BENCH_ROOF_ONLY=1 runs it alone).
 # The peer is built with explicit instruction-set flags from /proc/cpuinfo, not GGML_NATIVE (which
 # trusts every listed flag: on a VM that lists AMX but cannot run it llama.cpp died with SIGILL), AMX
 # only with BENCH_LLAMA_AMX=1 (tests/bench/llama_peer.sh); if it dies all the same, one line says so
@@ -49,7 +53,8 @@ echo "CPU: $(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed "s/^ *//")
 [ "${BENCH_QUICK:-0}" = 1 ] || { [ -n "$ISA" ] && [ "$ISA" != avx2 ]; } || echo "llama.cpp peer build (native): $(lcpp_cmake_isa)"
 
 # a long token stream: the repository's sources tokenised by the model
-cat worker/*.c driver/*.c driver/*/*.c proto/*.c kernels/*.c tests/*.c README.md | "$W" --model "$MODEL" --tokenize >"$TMP/all.ids"
+corpus() { cat worker/*.c driver/*.c driver/*/*.c proto/*.c kernels/*.c tests/*.c README.md; }
+corpus | "$W" --model "$MODEL" --tokenize >"$TMP/all.ids"
 tr ' ' '\n' <"$TMP/all.ids" >"$TMP/all.col"
 ids() { head -n "$1" "$TMP/all.col" | tr '\n' ' ' >"$TMP/ids.$1"; echo "$TMP/ids.$1"; }
 # min_field KEY LINE BEST: the smaller of KEY=value in the worker's timing LINE and BEST (empty: none yet)
@@ -125,6 +130,29 @@ section1() {
 #    causal half; strata keeps activations in f32, so the f32 FMA peak is its roof). Gemma 3: 1 layer in 6 reads the whole context,
 #    the others the last `window` positions. BENCH_DEEP=1 adds depth 32K; BENCH_ROOF_ONLY=1 stops
 #    after this section.
+# The roofline's arithmetic, shared by the roofline and the long run (awk functions): m is
+# bench_roof's model line, roof its roof lines (key=value words).
+ROOF_AWK='
+  function f(s, k,  r) { r = s; if (!sub(".*" k "=", "", r)) return 0; sub(/ .*/, "", r); return r + 0 }
+  function bpv(kv) { return kv == "f16" ? 2 : kv == "int8" ? 8.25 / 8 : 4.5 / 8 }   # KV bytes per value
+  # KV bytes a decode token at depth L reads: K and V of every layer over the keys it attends to
+  function kv_read(m, kv, L,  nl, ng, win, ctxl) {
+    nl = f(m, "n_layer"); ng = f(m, "global_layers"); win = f(m, "window"); ctxl = (win > 0 && win < L) ? win : L
+    return 2 * f(m, "n_head_kv") * f(m, "head_dim") * bpv(kv) * (ng * L + (nl - ng) * ctxl)
+  }
+  # flops of a prefill of L tokens returning `rows` logit rows: the layers matrices, the output head
+  # per row, QK and PV over the causal half (global layers over L, local ones over the window)
+  function prefill_flops(m, L, rows,  nl, ng, win, att) {
+    nl = f(m, "n_layer"); ng = f(m, "global_layers"); win = f(m, "window")
+    att = 2 * f(m, "n_head") * f(m, "head_dim") * (ng * L * L + (nl - ng) * (win > 0 && win < L ? (2 * L - win) * win : L * L))
+    return 2 * f(m, "matmul_params") * L + 2 * f(m, "head_params") * rows + att
+  }
+  # the f32 FMA peak (GFLOP/s) with T threads of the widest family measured
+  function peak(roof, T,  p) {
+    p = f(roof, "fma_avx512_" T); if (p == 0) p = f(roof, "fma_avx2_" T); if (p == 0) p = f(roof, "fma_c_" T)
+    return p
+  }'
+
 roofline() {
   local w=$BUILD/strata-worker m model lim kv T L t pt dt
   echo
@@ -145,32 +173,66 @@ roofline() {
           t=$("$w" --model "$model" --kv $kv --threads $T --prefill 512 --max-context $((L + 64)) --tokens-file "$(ids $L)" --max-new 33 --timing 2>&1 >/dev/null | grep "^timing:") || true
           [ -n "$t" ] || { echo "  $kv T$T L$L: no timing"; continue; }
           pt=$(min_field prefill_s "$t" ""); dt=$(min_field decode_s "$t" "")
-          awk -v kv=$kv -v T=$T -v L=$L -v pt=$pt -v dt=$dt -v m="$m" -v roof="$(grep '^roof' "$TMP/roof" | tr '\n' ' ')" '
-            function f(s, k,  r) { r = s; if (!sub(".*" k "=", "", r)) return 0; sub(/ .*/, "", r); return r + 0 }
+          awk -v kv=$kv -v T=$T -v L=$L -v pt=$pt -v dt=$dt -v m="$m" -v roof="$(grep '^roof' "$TMP/roof" | tr '\n' ' ')" "$ROOF_AWK"'
             BEGIN {
-              wb = f(m, "weight_bytes"); P = f(m, "matmul_params"); nl = f(m, "n_layer"); nh = f(m, "n_head")
-              nkv = f(m, "n_head_kv"); hd = f(m, "head_dim"); win = f(m, "window"); ng = f(m, "global_layers")
-              bpv = kv == "f16" ? 2 : kv == "int8" ? 8.25 / 8 : 4.5 / 8
-              # KV bytes read per decode token at depth L: K and V of every layer over what it attends to
-              nloc = nl - ng; ctxl = (win > 0 && win < L) ? win : L
-              kvb = 2 * nkv * hd * bpv * (ng * L + nloc * ctxl)
               bw = f(roof, "bw_" T) * 1e9
-              peak = f(roof, "fma_avx512_" T); if (peak == 0) peak = f(roof, "fma_avx2_" T); if (peak == 0) peak = f(roof, "fma_c_" T)
-              dec = 32 / dt; dlim = bw / (wb + kvb)
-              # prefill flops over L tokens: matrices + attention (global layers over L, local over the window)
-              att = 2 * nh * hd * (ng * L * L + nloc * (win > 0 && win < L ? (2 * L - win) * win : L * L))
-              hp = f(m, "head_params")
-              fl = 2 * P * L + 2 * hp + att; pre = L / pt; plim = peak * 1e9 / (fl / L)   # the head for the last row only
-              dlim = bw / (wb + kvb)
+              dec = 32 / dt; dlim = bw / (f(m, "weight_bytes") + kv_read(m, kv, L))
+              pre = L / pt; plim = peak(roof, T) * 1e9 / (prefill_flops(m, L, 1) / L)   # the head for the last row only
               printf "  %-6s %2d %6d %10.1f %10.1f %6.0f%% %10.1f %10.1f %6.0f%%\n", kv, T, L, pre, plim, 100 * pre / plim, dec, dlim, 100 * dec / dlim
             }'
         done
       done
     done
   done
+  # attention alone (one layer, SmolLM2's shape: a 512-query prefill chunk and 32 decode steps at
+  # the end of the context) against the same peak; f16, int8 and a 4-bit format
+  local roofs; roofs=$(grep '^roof' "$TMP/roof" | tr '\n' ' ')
+  for L in $depths; do
+    [ "$L" -ge 1024 ] || continue
+    for T in 1 2; do
+      "$BUILD/bench/bench_attn" "$L" $T "$(awk -v roof="$roofs" -v T=$T "$ROOF_AWK"' BEGIN { print peak(roof, T) }')" int8,q4_0 |
+        sed 's/^/  /'
+    done
+  done
 }
 
+# 7. a long run's cost (issue 25): a two-arm (f16, int8) 16-depth per-position sweep of Gemma 3 270M
+#    to BENCH_LONG_DEPTH (default 32736: Gemma's 32,768-token context less the fork probe; 2048 with
+#    BENCH_QUICK=1; BENCH_LONG=0 skips it), one worker
+#    thread per arm on 2 cores, fork 32: its wall time against the sum of its parts at the roofline.
+#    The parts, per arm: the prefill to the deepest depth with every position's logit row (per-position
+#    mode: the output head for each) at the FMA peak, and the 16 x 32 fork tokens' decode steps (the
+#    weights and the KV a token reads at its depth) at the read bandwidth; the two arms' work is summed
+#    against the 2-thread limits. The driver's comparison of the rows is not a part (bench_compare
+#    measures it alone). BENCH_LONG_ONLY=1 runs this section alone.
+long_run() {
+  local depth=${BENCH_LONG_DEPTH:-32736} gemma=$CACHE/gemma-3-270m-q4_k_m.gguf m t0 t1
+  [ "${BENCH_QUICK:-0}" = 1 ] && depth=${BENCH_LONG_DEPTH:-2048}
+  echo
+  echo "== a long run: arms f16,int8 (1 thread each), Gemma 3 270M, 16 depths to $depth, every position, fork 32"
+  [ -f "$gemma" ] || { echo "  (no $gemma: make models)"; return 0; }
+  [ -s "$TMP/roof" ] || "$BUILD/bench/bench_roof" "$MODEL" 2 >"$TMP/roof"
+  m=$("$BUILD/bench/bench_roof" "$gemma" 1 2>/dev/null | grep '^model' | head -1)
+  corpus | "$W" --model "$gemma" --tokenize >"$TMP/gemma.ids" 2>/dev/null || true
+  tr ' ' '\n' <"$TMP/gemma.ids" | awk -v n=$((depth + 64)) 'NF && k < n { print; k++ }' >"$TMP/gemma.col"   # (no head: pipefail)
+  [ "$(wc -l <"$TMP/gemma.col")" -eq $((depth + 64)) ] || { echo "  (the corpus is shorter than $((depth + 64)) Gemma tokens)"; return 0; }
+  tr '\n' ' ' <"$TMP/gemma.col" >"$TMP/gemma.long"
+  t0=$(date +%s.%N)
+  "$D" sweep --model "$gemma" --tokens-file "$TMP/gemma.long" --arms f16,int8 --depths 16 --max-depth "$depth" \
+      --fork 32 --threads 1 --quiet --per-position --out "$TMP/long" >/dev/null || { echo "  the sweep failed"; return 0; }
+  t1=$(date +%s.%N)
+  awk -F'\t' 'NR > 1 && !seen[$1]++ { print $1 }' "$TMP/long/depths.tsv" >"$TMP/long.depths"
+  awk -v wall="$(awk -v a="$t1" -v b="$t0" 'BEGIN { print a - b }')" -v m="$m" -v roof="$(grep '^roof' "$TMP/roof" | tr '\n' ' ')" \
+      -v D="$depth" "$ROOF_AWK"'
+    { dec_bytes += 32 * (f(m, "weight_bytes") + (kv_read(m, "f16", $1) + kv_read(m, "int8", $1)) / 2) }
+    END {
+      fl = 2 * prefill_flops(m, D, D); by = 2 * dec_bytes
+      tp = fl / (peak(roof, 2) * 1e9); td = by / (f(roof, "bw_2") * 1e9)
+      printf "  wall %.0f s; the parts at the roofline: prefills %.3g flops (%.0f s at %.0f GFLOP/s), fork decode %.3g bytes (%.1f s at %.1f GB/s): %.0f s; wall / roofline sum %.1fx\n", wall, fl, tp, peak(roof, 2), by, td, f(roof, "bw_2"), tp + td, wall / (tp + td)
+    }' "$TMP/long.depths"
+}
 [ "${BENCH_ROOF_ONLY:-0}" = 1 ] && { roofline; exit 0; }
+[ "${BENCH_LONG_ONLY:-0}" = 1 ] && { long_run; exit 0; }
 
 # ISA=avx2: the native table first, then the AVX2 one (strata -march=haswell, llama.cpp with its
 # native detection off and AVX2/FMA/F16C on), so any x86 machine measures the AVX2 ratio
@@ -224,3 +286,6 @@ echo
 echo "== endurance: two listening workers (f16, int8) serve sequential sweeps (tests/bench/endurance.sh)"
 if [ "${BENCH_QUICK:-0}" = 1 ]; then SWEEPS=5 DEPTH=512 BUILD=$BUILD MODEL=$MODEL bash tests/bench/endurance.sh
 else SWEEPS=20 DEPTH=1024 BUILD=$BUILD MODEL=$MODEL bash tests/bench/endurance.sh; fi
+
+# 7. the long run (above), last
+[ "${BENCH_LONG:-1}" = 0 ] || long_run

@@ -3,14 +3,19 @@
  * the context and 32 single-token decode steps. Every KV format is timed: each base format of
  * kvfmt.h, each of them with +rot, +roth and +rotp where that is a format (not q4_0r, tq3, tq4, which are
  * rotated already), and kivi2 / kivi4 (G 32, R 128). f16 runs first; every line prints the format's
- * bits per value and its times as a ratio to f16's. Nothing is asserted (speed is not tested).
- * usage: bench_attn [context] [threads] */
+ * bits per value and its times as a ratio to f16's, and its arithmetic rate: QKᵀ and PV are 2 multiply-
+ * adds per (query head, key, dimension), 4·n_head·hd flops per query and key it attends to; given the
+ * machine's f32 FMA peak (GFLOP/s, bench_roof's fma_F_T for the same threads), also the fraction of it.
+ * A comma-separated FORMATS list times those formats only (f16 is timed first whatever it says).
+ * Nothing is asserted (speed is not tested).
+ * usage: bench_attn [context] [threads] [peak GFLOP/s, 0: none] [FORMATS] */
 #include "kernels/pool.h"
 #include "kernels/clock.h"
 #include "kernels/attn.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Every format to time, f16 first, into out[cap]; returns how many. */
 static int all_formats(kv_fmt *out, int cap) {
@@ -28,15 +33,44 @@ static int all_formats(kv_fmt *out, int cap) {
     return n;
 }
 
+/* f16, then the formats of the comma-separated list (at most 32 names), into out[cap]; returns how
+ * many, or -1 naming the first it cannot parse. */
+static int listed_formats(const char *list, kv_fmt *out, int cap) {
+    char buf[512], *save = NULL;
+    int n = 0;
+    out[n++] = KV_F16;
+    if (strlen(list) >= sizeof buf) return -1;
+    strcpy(buf, list);
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        kv_fmt f;
+        if (kv_fmt_parse(tok, &f) != 0) {
+            fprintf(stderr, "bench_attn: %s: not a KV format\n", tok);
+            return -1;
+        }
+        if (f != KV_F16 && n < cap) out[n++] = f;
+    }
+    return n;
+}
+
+/* The attention's flops for T queries at pos0.. (each attends to keys 0..its position). */
+static double attn_flops(int n_head, int hd, int pos0, int T) {
+    double keys = 0;
+    for (int t = 0; t < T; t++) keys += pos0 + t + 1;
+    return 4.0 * n_head * hd * keys;
+}
+
 int main(int argc, char **argv) {
     int ctx = argc > 1 ? atoi(argv[1]) : 8192, threads = argc > 2 ? atoi(argv[2]) : 2;
+    double peak = argc > 3 ? atof(argv[3]) : 0;   /* GFLOP/s; 0: not known */
     int n_head = 9, n_kv = 3, hd = 64, T = 512, rc = 1;
     kv_fmt fmts[4 * KV_NFMT + 2];
-    int n_fmt = all_formats(fmts, (int)(sizeof fmts / sizeof *fmts));
+    int n_fmt = argc > 4 ? listed_formats(argv[4], fmts, (int)(sizeof fmts / sizeof *fmts))
+                         : all_formats(fmts, (int)(sizeof fmts / sizeof *fmts));
     pool *p = NULL;
     float *kv = NULL, *q = NULL, *o = NULL;
-    if (ctx < T + 32 || threads < 1 || pool_create(threads, &p)) {
-        fprintf(stderr, "usage: bench_attn [context >= 544] [threads >= 1]\n");
+    if (n_fmt < 0 || ctx < T + 32 || ctx > (1 << 24) || threads < 1 || threads > 256 || !(peak >= 0) ||
+        pool_create(threads, &p)) {
+        fprintf(stderr, "usage: bench_attn [context >= 544] [threads >= 1] [peak GFLOP/s] [FORMATS]\n");
         return 2;
     }
     kv = malloc(sizeof(float) * n_kv * hd * 2);             /* [2][n_kv][hd]: K then V of one token */
@@ -46,6 +80,7 @@ int main(int argc, char **argv) {
     srand(1);
     for (int i = 0; i < T * n_head * hd; i++) q[i] = (float)rand() / RAND_MAX - 0.5f;
     double f16_prefill = 0, f16_decode = 0;
+    double fl_prefill = attn_flops(n_head, hd, ctx - 32 - T, T), fl_decode = attn_flops(n_head, hd, ctx - 32, 32);
     printf("attention at context %d, %d threads, 9/3 heads, head dim 64, %d KV formats (ratios: time / f16's)\n",
            ctx, threads, n_fmt);
     for (int f = 0; f < n_fmt; f++) {
@@ -73,9 +108,13 @@ int main(int argc, char **argv) {
         cache_free(&c);
         if (bad) { fprintf(stderr, "bench_attn: %s: attention failed\n", name); goto done; }
         if (fmts[f] == KV_F16) { f16_prefill = t1 - t0; f16_decode = t2 - t1; }
-        printf("%-11s %5.2f bits  prefill chunk of %d: %8.2f ms (x%.2f of f16)   decode: %7.3f ms/token (x%.2f of f16)\n",
-               name, bits, T, 1e3 * (t1 - t0), (t1 - t0) / f16_prefill, 1e3 * (t2 - t1) / 32,
-               (t2 - t1) / f16_decode);
+        double gp = fl_prefill / (t1 - t0) / 1e9, gd = fl_decode / (t2 - t1) / 1e9;
+        printf("%-11s %5.2f bits  prefill chunk of %d: %8.2f ms (x%.2f of f16, %5.1f GFLOP/s", name, bits, T,
+               1e3 * (t1 - t0), (t1 - t0) / f16_prefill, gp);
+        if (peak > 0) printf(" %3.0f%% of peak", 100 * gp / peak);
+        printf(")   decode: %7.3f ms/token (x%.2f of f16, %5.1f GFLOP/s", 1e3 * (t2 - t1) / 32, (t2 - t1) / f16_decode, gd);
+        if (peak > 0) printf(" %3.0f%% of peak", 100 * gd / peak);
+        printf(")\n");
         fflush(stdout);
     }
     rc = 0;

@@ -1,0 +1,105 @@
+/* kv_vec.h — a stored KV row's values 16 at a time, as one vec16 (inline, for attention's inner
+ * loops: kernels/attn.c decodes K tiles straight into registers with it, kernels/kv_decode.c's
+ * kv_dequantize_cols is built on it).
+ *
+ *   kv_vec_ok(f, h)            1 if kv_vec16 decodes rows of base format f (kv_fmt_base) with h
+ *                              values: f32, f16, int8, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl and
+ *                              mxfp4, with h a multiple of 16 (of 32 for the block formats);
+ *                              0 otherwise (the caller goes through kv_dequantize_cols)
+ *   kv_vec16(f, row, h, d0)    values [d0, d0 + 16) of the stored row (kv.h's layout), d0 a
+ *                              multiple of 16, f and h as kv_vec_ok accepts
+ *   KV_VEC_DISPATCH(f, fn, ...)  fn(F, ...) with F the literal of f (a kv_vec_ok format): an
+ *                              always-inline fn then has kv_vec16's switch folded to one case
+ *
+ * Each value is what kv_dequantize gives, bit for bit: the same exact conversions (int -> float,
+ * half -> f32) and the same one or two roundings (scale times code or table entry, then + m for
+ * the formats with a minimum); tests/test_kv.c compares every format's random rows. Reads only the
+ * row's bytes; no state. */
+#ifndef STRATA_KV_VEC_H
+#define STRATA_KV_VEC_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/kv.h"
+#include "kernels/kv_internal.h"
+#include "kernels/vec16.h"
+
+static inline int kv_vec_ok(kv_fmt f, int h) {
+    switch (f) {
+    case KV_F32: case KV_F16: case KV_INT8: return h % 16 == 0;
+    case KV_Q8_0: case KV_Q4_0: case KV_Q4_1: case KV_Q5_0: case KV_Q5_1: case KV_IQ4_NL: case KV_MXFP4:
+        return h % 32 == 0;
+    default: return 0;
+    }
+}
+
+/* The 16 codes of values [d0, d0 + 16) of a 32-value 4-bit block: the low nibbles of its 16 bytes
+ * qs for the first half (d0 % 32 == 0), the high ones for the second; with qh (q5_0 / q5_1: bit j
+ * is value j's fifth bit) bit 4 from there. */
+static inline vec16i kv_vec_codes(const uint8_t *qs, const uint8_t *qh, int second) {
+    vec16i q = vi_load_u8(qs);
+    q = second ? vi_srl(q, 4) : vi_and(q, vi_set1(15));
+    if (qh) {
+        unsigned bits = (unsigned)qh[0] | (unsigned)qh[1] << 8 | (unsigned)qh[2] << 16 | (unsigned)qh[3] << 24;
+        q = vi_or(q, vi_bits16(second ? bits >> 16 : bits & 0xffffu, 16));
+    }
+    return q;
+}
+
+static inline vec16 kv_vec16(kv_fmt f, const uint8_t *row, int h, int d0) {
+    int c = d0 / 32, second = d0 % 32 != 0;   /* the block formats: block c, which half */
+    switch (f) {
+    case KV_F32: {
+        float x[16];
+        memcpy(x, row + 4 * (size_t)d0, sizeof x);
+        return v_load(x);
+    }
+    case KV_F16: return v_load_f16(row + 2 * (size_t)d0);
+    case KV_INT8: return v_mul(v_load_i8(row + d0), v_set1_f16(row + h + 2 * (d0 / kv_int8_group(h))));
+    case KV_Q8_0: {
+        const uint8_t *b = row + 34 * (size_t)c;            /* { fp16 d; int8 q[32] } */
+        return v_mul(v_load_i8(b + 2 + 16 * second), v_set1_f16(b));
+    }
+    case KV_Q4_0:                                           /* { fp16 d; uint8 qs[16] } */
+        return v_mul(v_cvt(vi_sub(kv_vec_codes(row + 18 * (size_t)c + 2, NULL, second), vi_set1(8))), v_set1_f16(row + 18 * (size_t)c));
+    case KV_Q5_0: {                                         /* { fp16 d; uint8 qh[4]; uint8 qs[16] } */
+        const uint8_t *b = row + 22 * (size_t)c;
+        return v_mul(v_cvt(vi_sub(kv_vec_codes(b + 6, b + 2, second), vi_set1(16))), v_set1_f16(b));
+    }
+    case KV_Q4_1: {                                         /* { fp16 d; fp16 m; uint8 qs[16] } */
+        const uint8_t *b = row + 20 * (size_t)c;
+        return v_add(v_mul(v_cvt(kv_vec_codes(b + 4, NULL, second)), v_set1_f16(b)), v_set1_f16(b + 2));
+    }
+    case KV_Q5_1: {                                         /* { fp16 d; fp16 m; uint8 qh[4]; uint8 qs[16] } */
+        const uint8_t *b = row + 24 * (size_t)c;
+        return v_add(v_mul(v_cvt(kv_vec_codes(b + 8, b + 4, second)), v_set1_f16(b)), v_set1_f16(b + 2));
+    }
+    case KV_IQ4_NL: {                                       /* { fp16 d; uint8 qs[16] }: grid[code] * d */
+        const uint8_t *b = row + 18 * (size_t)c;
+        return v_lutv_get(v_lutv(v_half1(b), v_load(kv_iq4nl_values)), kv_vec_codes(b + 2, NULL, second));
+    }
+    default: {                                              /* KV_MXFP4 { e8m0 X; uint8 qs[16] }: e2m1[code] * 2^(X - 127) */
+        const uint8_t *b = row + 17 * (size_t)c;
+        return v_lutv_get(v_lutv(kv_e8m0_to_f32(b[0]), v_load(kv_e2m1_values)), kv_vec_codes(b + 1, NULL, second));
+    }
+    }
+}
+
+#define KV_VEC_DISPATCH(f, fn, ...)                                      \
+    do {                                                                 \
+        switch (f) {                                                     \
+        case KV_F32: fn(KV_F32, __VA_ARGS__); break;                     \
+        case KV_F16: fn(KV_F16, __VA_ARGS__); break;                     \
+        case KV_INT8: fn(KV_INT8, __VA_ARGS__); break;                   \
+        case KV_Q8_0: fn(KV_Q8_0, __VA_ARGS__); break;                   \
+        case KV_Q4_0: fn(KV_Q4_0, __VA_ARGS__); break;                   \
+        case KV_Q4_1: fn(KV_Q4_1, __VA_ARGS__); break;                   \
+        case KV_Q5_0: fn(KV_Q5_0, __VA_ARGS__); break;                   \
+        case KV_Q5_1: fn(KV_Q5_1, __VA_ARGS__); break;                   \
+        case KV_IQ4_NL: fn(KV_IQ4_NL, __VA_ARGS__); break;               \
+        default: fn(KV_MXFP4, __VA_ARGS__); break;                       \
+        }                                                                \
+    } while (0)
+
+#endif
