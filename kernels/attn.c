@@ -271,16 +271,18 @@ static inline __attribute__((always_inline)) void k_tiles(const kv_fmt f, const 
 }
 
 /* kt[d][j] = key j0 + j of KV head g as the query at position p reads it, for j < nk, and 0 for
- * nk <= j < nkeys (32 or 64): kt [hd][nkeys]. The formats kv_vec.h decodes go from the stored rows
- * into registers and are transposed there, 16 x 16 at a time; the others (KIVI, bf16, the fp8 and
- * ternary ones) are dequantised into vblk [nkeys][hd] first. The same values either way. */
+ * nk <= j < nkeys (32 or 64): kt [hd][nkeys]. With 32 vector registers (AVX-512) the formats
+ * kv_vec.h decodes go from the stored rows into registers and are transposed there, 16 x 16 at a
+ * time; otherwise (a 16 x 16 tile does not fit 16 ymm: on AVX2 the register path was slower,
+ * NOTES.md row 30) and for the other formats (KIVI, bf16, the fp8 and ternary ones) the rows are
+ * dequantised into vblk [nkeys][hd] first. The same values either way. */
 static void k_block(const cache *c, int layer, int g, int p, int j0, int nk, float *kt, int nkeys, float *vblk) {
     const cache_head *H = cache_head_at(c, layer, g);
     const uint8_t *row = cache_k_row(c, layer, j0, g);   /* [nk][k_row_bytes] */
     size_t rb = H->k_row_bytes;
     int hd = c->hd;
     kv_fmt f = kv_fmt_base(H->fk);   /* the stored bytes' codec (a KIVI format is itself: not kv_vec_ok) */
-    if (!kv_vec_ok(f, hd)) {
+    if (VEC16_REGS < 32 || !kv_vec_ok(f, hd)) {
         cache_k_rows(c, layer, g, p, j0, nk, vblk);
         transpose_block(vblk, nk, hd, kt, nkeys);
         return;

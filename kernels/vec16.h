@@ -101,7 +101,11 @@ VEC_INLINE vlutf v_lutf_f16(const void *p, float base) { return v_lutf(v_half1(p
 VEC_INLINE vlutf32 v_lutf32_f16(const void *p, float base) { return v_lutf_f16(p, base); }
 VEC_INLINE vec16i vi_code4(vec16i v) { return vi_and(v, vi_set1(15)); }
 VEC_INLINE vec16 v_set1_f16(const void *p) { return v_set1(v_half1(p)); }
-/* 16 row vectors through a stack tile and the family's memory transpose */
+#endif
+
+#if !VEC_ISA_AVX512
+/* 16 row vectors through a stack tile and the family's memory transpose (a 16 x 16 tile fits the
+ * register file only with AVX-512; attention takes this path there alone, kernels/attn.c) */
 VEC_INLINE void v_transpose16r(const vec16 *rows, float *out, size_t ldo) {
     float t[256];   /* [16][16] */
     for (int i = 0; i < 16; i++) v_store(t + 16 * i, rows[i]);

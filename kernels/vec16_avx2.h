@@ -173,9 +173,9 @@ VEC_INLINE __m256 v_lutv8_(vlutv t, __m256i idx) {
 VEC_INLINE vec16 v_lutv_get(vlutv t, vec16i idx) { return v_pair_(v_lutv8_(t, idx.lo), v_lutv8_(t, idx.hi)); }
 
 /* out[c][r] = in[r][c] for an 8 x 8 tile: unpack pairs of rows, 2 x 2 blocks of pairs, 128-bit halves */
-VEC_INLINE void v_transpose8r_(const __m256 *rows, float *out, size_t ldo) {
+VEC_INLINE void v_transpose8_(const float *in, size_t ldi, float *out, size_t ldo) {
     __m256 r[8], t[8];
-    for (int i = 0; i < 8; i++) r[i] = rows[i];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(in + (size_t)i * ldi);
     for (int i = 0; i < 4; i++) {
         t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
         t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
@@ -191,24 +191,9 @@ VEC_INLINE void v_transpose8r_(const __m256 *rows, float *out, size_t ldo) {
         _mm256_storeu_ps(out + (size_t)(4 + k) * ldo, _mm256_permute2f128_ps(r[k], r[4 + k], 0x31));
     }
 }
-VEC_INLINE void v_transpose8_(const float *in, size_t ldi, float *out, size_t ldo) {
-    __m256 r[8];
-    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(in + (size_t)i * ldi);
-    v_transpose8r_(r, out, ldo);
-}
 VEC_INLINE void v_transpose16(const float *in, size_t ldi, float *out, size_t ldo) {
     for (int r = 0; r < 16; r += 8)
         for (int c = 0; c < 16; c += 8) v_transpose8_(in + (size_t)r * ldi + c, ldi, out + (size_t)c * ldo + r, ldo);
-}
-/* the same from 16 row vectors: four 8 x 8 tiles of their halves */
-VEC_INLINE void v_transpose16r(const vec16 *rows, float *out, size_t ldo) {
-    __m256 h[8];
-    for (int r = 0; r < 16; r += 8) {
-        for (int i = 0; i < 8; i++) h[i] = rows[r + i].lo;
-        v_transpose8r_(h, out + r, ldo);
-        for (int i = 0; i < 8; i++) h[i] = rows[r + i].hi;
-        v_transpose8r_(h, out + (size_t)8 * ldo + r, ldo);
-    }
 }
 
 VEC_INLINE vec8 v8_zero(void) { return _mm256_setzero_ps(); }

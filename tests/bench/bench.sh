@@ -158,6 +158,7 @@ roofline() {
   echo
   echo "== roofline: limits measured now (tests/bench/bench_roof.c), 1 and 2 threads"
   "$BUILD/bench/bench_roof" "$MODEL" 2 >"$TMP/roof" || { echo "  bench_roof failed"; return 0; }
+  local roofs; roofs=$(grep '^roof' "$TMP/roof" | tr '\n' ' ')   # the limits as key=value words
   grep '^roof' "$TMP/roof" | sed 's/^roof /  /' | tr '\n' ' '; echo
   local depths="512 8192"; [ "${BENCH_DEEP:-0}" = 1 ] && depths="512 8192 32768"
   depths=${BENCH_ROOF_DEPTHS:-$depths}   # e.g. "64" for a smoke run
@@ -173,7 +174,7 @@ roofline() {
           t=$("$w" --model "$model" --kv $kv --threads $T --prefill 512 --max-context $((L + 64)) --tokens-file "$(ids $L)" --max-new 33 --timing 2>&1 >/dev/null | grep "^timing:") || true
           [ -n "$t" ] || { echo "  $kv T$T L$L: no timing"; continue; }
           pt=$(min_field prefill_s "$t" ""); dt=$(min_field decode_s "$t" "")
-          awk -v kv=$kv -v T=$T -v L=$L -v pt=$pt -v dt=$dt -v m="$m" -v roof="$(grep '^roof' "$TMP/roof" | tr '\n' ' ')" "$ROOF_AWK"'
+          awk -v kv=$kv -v T=$T -v L=$L -v pt=$pt -v dt=$dt -v m="$m" -v roof="$roofs" "$ROOF_AWK"'
             BEGIN {
               bw = f(roof, "bw_" T) * 1e9
               dec = 32 / dt; dlim = bw / (f(m, "weight_bytes") + kv_read(m, kv, L))
@@ -186,7 +187,6 @@ roofline() {
   done
   # attention alone (one layer, SmolLM2's shape: a 512-query prefill chunk and 32 decode steps at
   # the end of the context) against the same peak; f16, int8 and a 4-bit format
-  local roofs; roofs=$(grep '^roof' "$TMP/roof" | tr '\n' ' ')
   for L in $depths; do
     [ "$L" -ge 1024 ] || continue
     for T in 1 2; do
