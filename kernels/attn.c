@@ -12,6 +12,7 @@
 #include "kernels/vec16.h"
 #include "kernels/kivi.h"
 #include "kernels/kv_vec.h"
+#include "kernels/prefetch.h"
 
 #define QT 16   /* queries per work item */
 #define KEY_BLOCK 64       /* keys per dequantised block in the tiled path: four 16-lane vectors of scores per query */
@@ -292,9 +293,8 @@ static void k_block(const cache *c, int layer, int g, int p, int j0, int nk, flo
 
 /* Asks for the rows from p (one head's rows are contiguous) while the current block is used:
  * attention is otherwise bound by the latency of streaming the cache from memory. */
-static void prefetch_block(const uint8_t *p, size_t row_bytes, int rows) {
-    size_t bytes = row_bytes * (size_t)rows;
-    for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b);
+static inline __attribute__((always_inline)) void prefetch_block(const uint8_t *p, size_t row_bytes, int rows) {
+    prefetch_l2(p, row_bytes * (size_t)rows);
 }
 
 static void attn_item(void *vctx, int item, int thread) {

@@ -4,6 +4,7 @@
 #include "kernels/ops.h"
 #include "kernels/vec16.h"
 #include "kernels/quant.h"
+#include "kernels/prefetch.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -62,12 +63,9 @@ void ops_weight_row(const backend_weight *w, int r, float *out) {
     quant_dequant_row(w->type, w->data + (size_t)r * w->row_bytes, out, w->cols);
 }
 
-/* Prefetches the weight rows [r0, r1). */
-static void prefetch_rows(const backend_weight *w, int r0, int r1) {
-    if (r1 <= r0) return;
-    const uint8_t *p = w->data + (size_t)r0 * w->row_bytes;
-    size_t bytes = (size_t)(r1 - r0) * w->row_bytes;
-    for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b);
+/* Prefetches the weight rows [r0, r1) into L2 (kernels/prefetch.h: why inlined). */
+static inline __attribute__((always_inline)) void prefetch_rows(const backend_weight *w, int r0, int r1) {
+    if (r1 > r0) prefetch_l2(w->data + (size_t)r0 * w->row_bytes, (size_t)(r1 - r0) * w->row_bytes);
 }
 
 /* out[q] = canonical dot(wt[q], x) for q < nr (nr <= 8): independent chains side by side, each

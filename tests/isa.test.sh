@@ -57,6 +57,19 @@ sweep() {
     "$DRV" sweep --model "$2" --tokens-file "$T/doc.tok" --arms $arms --depths 3 --fork 6 \
         --per-position --chunk 64 --worker "$1" --out "$3" --quiet > "$3.log" 2>&1
 }
+# prefetched OBJDIR NAME: the decode weight stream (ops.o) and the K/V stream (attn.o) ask for their
+# next rows (kernels/prefetch.h: GCC deletes calls to an out-of-line helper made of prefetches only,
+# as kernels/ops.c's weight prefetch was until the seventeenth session); x86 prefetcht*/prefetchnta, AArch64 prfm
+prefetched() {
+    command -v objdump > /dev/null || { skip=$((skip + 1)); echo "skip - $2: no objdump"; return; }
+    local o
+    for o in ops attn; do
+        check "$2: kernels/$o.o has prefetch instructions" \
+            bash -c "objdump -d '$1/kernels/$o.o' | grep -q -E 'prefetch(t[012]|nta)|prfm'"
+    done
+}
+prefetched "$BUILD/obj" native
+
 models="stories260K stories260K-q8_0 rand-gemma3 rand-gptoss rand-qwen35"
 for m in $models; do
     sweep "$WRK" "$FIX/models/$m.gguf" "$T/native-$m"
@@ -71,6 +84,7 @@ for v in "${variants[@]}"; do
     rc=$?
     check "the $name worker builds ($opt, $(( $(date +%s) - start )) s)" test $rc -eq 0
     if [ $rc -ne 0 ]; then tail -n 20 "$T/make-$name.log"; continue; fi
+    prefetched "$dir/obj" "$name"
     for m in $models; do
         sweep "$dir/strata-worker" "$FIX/models/$m.gguf" "$T/$name-$m"
         check "$name sweep on $m exits 0" test $? -eq 0 || tail -n 3 "$T/$name-$m.log"
