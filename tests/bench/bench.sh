@@ -125,7 +125,8 @@ section1() {
 # 0. the roofline (issue 25): the machine's limits (tests/bench/bench_roof.c) and, for each model,
 #    KV format, thread count and depth, strata's decode rate against what the memory could feed
 #    (bandwidth / (weight bytes + KV bytes read per token)) and its prefill rate against the f32 FMA
-#    peak of the widest family the CPU has (2·the layers' matrix params per token, the output head
+#    peak of the build's SIMD family (ROOF_FAMILY; the widest the CPU has for a native build)
+#    (2·the layers' matrix params per token, the output head
 #    for the one row the prefill returns, and 2·n_head·head_dim·L² per layer for QKᵀ and PV over the
 #    causal half; strata keeps activations in f32, so the f32 FMA peak is its roof). Gemma 3: 1 layer in 6 reads the whole context,
 #    the others the last `window` positions. BENCH_DEEP=1 adds depth 32K; BENCH_ROOF_ONLY=1 stops
@@ -147,11 +148,21 @@ ROOF_AWK='
     att = 2 * f(m, "n_head") * f(m, "head_dim") * (ng * L * L + (nl - ng) * (win > 0 && win < L ? (2 * L - win) * win : L * L))
     return 2 * f(m, "matmul_params") * L + 2 * f(m, "head_params") * rows + att
   }
-  # the f32 FMA peak (GFLOP/s) with T threads of the widest family measured
+  # the f32 FMA peak (GFLOP/s) with T threads of the build'"'"'s SIMD family (ROOF_FAMILY), else of the
+  # widest family measured
   function peak(roof, T,  p) {
+    if (ENVIRON["ROOF_FAMILY"] != "" && (p = f(roof, "fma_" ENVIRON["ROOF_FAMILY"] "_" T)) > 0) return p
     p = f(roof, "fma_avx512_" T); if (p == 0) p = f(roof, "fma_avx2_" T); if (p == 0) p = f(roof, "fma_c_" T)
     return p
   }'
+
+# the family the strata build computes with: an AVX2 build (ISA=avx2, build-avx2/) is held to the
+# AVX2 peak even on a machine that also has AVX-512
+case "${ISA:-}:$BUILD" in
+  avx2:* | *:*-avx2) export ROOF_FAMILY=avx2 ;;
+  c:* | *:*-c) export ROOF_FAMILY=c ;;
+  *) export ROOF_FAMILY= ;;
+esac
 
 roofline() {
   local w=$BUILD/strata-worker m model lim kv T L t pt dt
