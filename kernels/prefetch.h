@@ -5,8 +5,9 @@
  * (locality 2: x86 `prefetcht1`). Decode streams each weight and each cached K/V row from memory
  * once per token, so the kernels ask for the rows they will read next while they compute on the
  * current ones (kernels/ops.c: the weight rows MM_AHEAD ahead; kernels/attn.c: the next key block).
- * L2, not L1: a burst of L1 prefetches per 8-row group stalled behind the few L1 miss buffers on
- * the Zen-4-class VM of kernels/NOTES.md row 31, and read slower than none.
+ * L2, not L1: on the Zen-4-class VM of kernels/NOTES.md row 31 L1 prefetches (`prefetcht0`) gained
+ * nothing over none in a streaming decode bench, L2 ones 1.5-1.6x (why L1 does not help was not
+ * measured: that VM has no hardware counters).
  *
  * Always inlined, on purpose: GCC 12 finds an out-of-line function whose body is nothing but
  * prefetches "looping pure" (no side effects) and deletes every call to it, so a static helper of
