@@ -377,10 +377,11 @@ static void attn_item(void *vctx, int item, int thread) {
 
 /* ---- decode over many keys: keys, then columns, split across threads ----------------------- */
 /* One query position, n keys. Three pool runs: (A) scores of every head over ranges of keys,
- * (B) the weights exp(s - max) over the same ranges, (C) per KV head and 32 output columns, the
- * sums of the weights and the weighted sum of V. Each value is the same operation sequence as in
- * attn_item: scores and weights are elementwise, max is exact in any order, and the sum
- * (ops_sum8) and each output element (sequential over keys) are computed whole by one item. */
+ * (B) the weights exp(s - max) over the same ranges, (C) per KV head and a run of output columns
+ * (split_cols), the sums of the weights and the weighted sum of V. Each value is the same
+ * operation sequence as in attn_item: scores and weights are elementwise, max is exact in any
+ * order, and the sum (ops_sum8) and each output element (sequential over keys) are computed whole
+ * by one item. */
 
 typedef struct {
     const cache *c;
@@ -388,7 +389,7 @@ typedef struct {
     int lo, n;              /* keys lo .. lo + n - 1 */
     int group;              /* query heads per KV head */
     int range, n_ranges;    /* keys per item in A and B (a multiple of KEY_BLOCK_DEC) */
-    int cols, n_colsets;    /* output columns per item in C: KV_CHUNK, or hd for rotated V */
+    int cols, n_colsets;    /* columns per item in C: a multiple of KV_CHUNK, or hd for rotated V */
     size_t ld;              /* score row stride: n rounded up to KEY_BLOCK_DEC */
     float *q;               /* [n_head][hd] queries, rotated if K is */
     float *s;               /* [n_head][ld] scores, then weights */
@@ -467,6 +468,22 @@ static void split_values(void *vctx, int item, int thread) {
     }
 }
 
+/* Output columns per item of split_values: a multiple of KV_CHUNK, the widest that keeps the
+ * busiest thread's share of the n_kv x hd columns smallest. Wide items read one contiguous run of
+ * each V row; 32-column items read the same cache lines 2 to 4 times over for the block formats
+ * (Gemma 3's one KV head of 256 at 32K: 15-20 % slower from memory, NOTES.md row 32). */
+static int split_cols(int hd, int n_kv, int threads) {
+    int best = KV_CHUNK;
+    long best_work = -1;
+    for (int sets = 1; sets * KV_CHUNK < hd + KV_CHUNK; sets++) {
+        int cols = ((hd + sets - 1) / sets + KV_CHUNK - 1) / KV_CHUNK * KV_CHUNK;
+        long items = (long)n_kv * ((hd + cols - 1) / cols);
+        long work = (items + threads - 1) / threads * cols;   /* columns on the busiest thread */
+        if (best_work < 0 || work < best_work) { best_work = work; best = cols; }
+    }
+    return best;
+}
+
 static int attend_split(pool *p, const cache *c, const attn_args *a, float *scratch, size_t n_scratch) {
     int hd = c->hd, pos = a->pos0, threads = pool_threads(p);
     split_ctx x = { .c = c, .a = a, .group = a->n_head / c->n_kv };
@@ -479,7 +496,7 @@ static int attend_split(pool *p, const cache *c, const attn_args *a, float *scra
     x.n_ranges = (x.n + x.range - 1) / x.range;
     int v_rot = 0;   /* some KV head's V is rotated: its items need every column */
     for (int g = 0; g < c->n_kv; g++) v_rot |= kv_fmt_rotated(cache_head_at(c, a->layer, g)->fv) || kv_fmt_is_kivi(cache_head_at(c, a->layer, g)->fv);
-    x.cols = v_rot ? hd : KV_CHUNK;
+    x.cols = v_rot ? hd : split_cols(hd, c->n_kv, threads);
     x.n_colsets = (hd + x.cols - 1) / x.cols;
     x.per_thread = (size_t)hd * KEY_BLOCK_DEC * 2 + (size_t)x.group * hd;
     size_t n_q = up16((size_t)a->n_head * hd), n_s = up16((size_t)a->n_head * x.ld);
