@@ -7,7 +7,9 @@
  * adds per (query head, key, dimension), 4·n_head·hd flops per query and key it attends to; given the
  * machine's f32 FMA peak (GFLOP/s, bench_roof's fma_F_T for the same threads), also the fraction of it.
  * A comma-separated FORMATS list times those formats only (f16 is timed first whatever it says).
- * Nothing is asserted (speed is not tested).
+ * BENCH_ATTN_SHAPE=H,G,D,L sets another shape: H query heads, G KV heads of dimension D, L layers
+ * (each step runs every layer; e.g. Gemma 3 270M is 4,1,256,1; more layers put a long context out
+ * of the last-level cache). Nothing is asserted (speed is not tested).
  * usage: bench_attn [context] [threads] [peak GFLOP/s, 0: none] [FORMATS] */
 #include "kernels/pool.h"
 #include "kernels/clock.h"
@@ -62,7 +64,14 @@ static double attn_flops(int n_head, int hd, int pos0, int T) {
 int main(int argc, char **argv) {
     int ctx = argc > 1 ? atoi(argv[1]) : 8192, threads = argc > 2 ? atoi(argv[2]) : 2;
     double peak = argc > 3 ? atof(argv[3]) : 0;   /* GFLOP/s; 0: not known */
-    int n_head = 9, n_kv = 3, hd = 64, T = 512, rc = 1;
+    int n_head = 9, n_kv = 3, hd = 64, n_layer = 1, T = 512, rc = 1;
+    const char *shape = getenv("BENCH_ATTN_SHAPE");
+    if (shape && (sscanf(shape, "%d,%d,%d,%d", &n_head, &n_kv, &hd, &n_layer) != 4 || n_kv < 1 || n_kv > 64 ||
+                  n_head < n_kv || n_head % n_kv || n_head > 256 || hd < 16 || hd > 512 || hd % 16 || n_layer < 1 ||
+                  n_layer > 64)) {
+        fprintf(stderr, "bench_attn: BENCH_ATTN_SHAPE is H,G,D,L (query heads, KV heads, head dim, layers)\n");
+        return 2;
+    }
     kv_fmt fmts[4 * KV_NFMT + 2];
     int n_fmt = argc > 4 ? listed_formats(argv[4], fmts, (int)(sizeof fmts / sizeof *fmts))
                          : all_formats(fmts, (int)(sizeof fmts / sizeof *fmts));
@@ -80,30 +89,35 @@ int main(int argc, char **argv) {
     srand(1);
     for (int i = 0; i < T * n_head * hd; i++) q[i] = (float)rand() / RAND_MAX - 0.5f;
     double f16_prefill = 0, f16_decode = 0;
-    double fl_prefill = attn_flops(n_head, hd, ctx - 32 - T, T), fl_decode = attn_flops(n_head, hd, ctx - 32, 32);
-    printf("attention at context %d, %d threads, 9/3 heads, head dim 64, %d KV formats (ratios: time / f16's)\n",
-           ctx, threads, n_fmt);
+    double fl_prefill = n_layer * attn_flops(n_head, hd, ctx - 32 - T, T);
+    double fl_decode = n_layer * attn_flops(n_head, hd, ctx - 32, 32);
+    printf("attention at context %d, %d threads, %d/%d heads, head dim %d, %d layer(s), %d KV formats (ratios: time / "
+           "f16's)\n", ctx, threads, n_head, n_kv, hd, n_layer, n_fmt);
     for (int f = 0; f < n_fmt; f++) {
         cache c;
         char err[256], name[32];
         kv_fmt_format(fmts[f], name, sizeof name);
-        if (cache_create(&c, fmts[f], fmts[f], 1, n_kv, hd, ctx, err, sizeof err)) {
+        if (cache_create(&c, fmts[f], fmts[f], n_layer, n_kv, hd, ctx, err, sizeof err)) {
             fprintf(stderr, "bench_attn: %s: %s\n", name, err);
             goto done;
         }
         double bits = 8.0 * (double)cache_bytes_per_token(&c) / (2.0 * n_kv * hd);
         for (int pos = 0; pos < ctx; pos++) {
             for (int i = 0; i < n_kv * hd * 2; i++) kv[i] = (float)rand() / RAND_MAX * 2 - 1;
-            cache_store(&c, 0, pos, kv, kv + n_kv * hd);
+            for (int l = 0; l < n_layer; l++) cache_store(&c, l, pos, kv, kv + n_kv * hd);
         }
-        attn_args a = { 0, T, ctx - 32 - T, n_head, 0, 0.125f, q, o, NULL };
+        int bad = 0;
         double t0 = clock_s();
-        int bad = attn_run(p, &c, &a);
-        double t1 = clock_s();
-        for (int i = 0; i < 32 && !bad; i++) {
-            attn_args d = { 0, 1, ctx - 32 + i, n_head, 0, 0.125f, q, o, NULL };
-            bad = attn_run(p, &c, &d);
+        for (int l = 0; l < n_layer && !bad; l++) {
+            attn_args a = { l, T, ctx - 32 - T, n_head, 0, 0.125f, q, o, NULL };
+            bad = attn_run(p, &c, &a);
         }
+        double t1 = clock_s();
+        for (int i = 0; i < 32 && !bad; i++)
+            for (int l = 0; l < n_layer && !bad; l++) {
+                attn_args d = { l, 1, ctx - 32 + i, n_head, 0, 0.125f, q, o, NULL };
+                bad = attn_run(p, &c, &d);
+            }
         double t2 = clock_s();
         cache_free(&c);
         if (bad) { fprintf(stderr, "bench_attn: %s: attention failed\n", name); goto done; }
