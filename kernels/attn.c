@@ -468,18 +468,22 @@ static void split_values(void *vctx, int item, int thread) {
     }
 }
 
-/* Output columns per item of split_values: a multiple of KV_CHUNK, the widest that keeps the
- * busiest thread's share of the n_kv x hd columns smallest. Wide items read one contiguous run of
- * each V row; 32-column items read the same cache lines 2 to 4 times over for the block formats
- * (Gemma 3's one KV head of 256 at 32K: 15-20 % slower from memory, NOTES.md row 32). */
-static int split_cols(int hd, int n_kv, int threads) {
+/* Output columns per item of split_values: a multiple of KV_CHUNK, the one that makes the busiest
+ * thread's share of the V bytes smallest, ties to the wider. An item is charged its run of each V
+ * row (row_bytes for hd values) rounded up to 128 bytes, the pair of lines the hardware prefetches
+ * together: narrower items of one row then pay for the same lines twice. Gemma 3 (one KV head of
+ * 256, 2 threads) gets 2 items of 128 columns, not 8 of 32, which read the block formats' rows 2 to
+ * 4 times over (NOTES.md row 32); SmolLM2 (3 heads of 64, rows of 128 bytes or less) 3 items of 64,
+ * not 6 of 32 (row 33). */
+static int split_cols(int hd, size_t row_bytes, int n_kv, int threads) {
     int best = KV_CHUNK;
-    long best_work = -1;
+    double best_cost = -1.0;
     for (int sets = 1; sets * KV_CHUNK < hd + KV_CHUNK; sets++) {
         int cols = ((hd + sets - 1) / sets + KV_CHUNK - 1) / KV_CHUNK * KV_CHUNK;
         long items = (long)n_kv * ((hd + cols - 1) / cols);
-        long work = (items + threads - 1) / threads * cols;   /* columns on the busiest thread */
-        if (best_work < 0 || work < best_work) { best_work = work; best = cols; }
+        double run = ceil((double)row_bytes * cols / hd / 128.0) * 128.0;   /* bytes per row and item */
+        double cost = (double)((items + threads - 1) / threads) * run;      /* on the busiest thread */
+        if (best_cost < 0 || cost < best_cost) { best_cost = cost; best = cols; }
     }
     return best;
 }
@@ -494,9 +498,14 @@ static int attend_split(pool *p, const cache *c, const attn_args *a, float *scra
     x.range = (x.n + want - 1) / want;
     x.range = (x.range + KEY_BLOCK_DEC - 1) / KEY_BLOCK_DEC * KEY_BLOCK_DEC;
     x.n_ranges = (x.n + x.range - 1) / x.range;
-    int v_rot = 0;   /* some KV head's V is rotated: its items need every column */
-    for (int g = 0; g < c->n_kv; g++) v_rot |= kv_fmt_rotated(cache_head_at(c, a->layer, g)->fv) || kv_fmt_is_kivi(cache_head_at(c, a->layer, g)->fv);
-    x.cols = v_rot ? hd : split_cols(hd, c->n_kv, threads);
+    int v_rot = 0;          /* some KV head's V is rotated: its items need every column */
+    size_t v_bytes = 0;     /* the widest V row of the layer's heads */
+    for (int g = 0; g < c->n_kv; g++) {
+        const cache_head *H = cache_head_at(c, a->layer, g);
+        v_rot |= kv_fmt_rotated(H->fv) || kv_fmt_is_kivi(H->fv);
+        if (H->v_row_bytes > v_bytes) v_bytes = H->v_row_bytes;
+    }
+    x.cols = v_rot ? hd : split_cols(hd, v_bytes, c->n_kv, threads);
     x.n_colsets = (hd + x.cols - 1) / x.cols;
     x.per_thread = (size_t)hd * KEY_BLOCK_DEC * 2 + (size_t)x.group * hd;
     size_t n_q = up16((size_t)a->n_head * hd), n_s = up16((size_t)a->n_head * x.ld);
