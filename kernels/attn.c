@@ -6,6 +6,7 @@
 #include "kernels/ops.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -477,13 +478,13 @@ static void split_values(void *vctx, int item, int thread) {
  * not 6 of 32 (row 33). */
 static int split_cols(int hd, size_t row_bytes, int n_kv, int threads) {
     int best = KV_CHUNK;
-    double best_cost = -1.0;
+    size_t best_cost = SIZE_MAX;
     for (int sets = 1; sets * KV_CHUNK < hd + KV_CHUNK; sets++) {
         int cols = ((hd + sets - 1) / sets + KV_CHUNK - 1) / KV_CHUNK * KV_CHUNK;
-        long items = (long)n_kv * ((hd + cols - 1) / cols);
-        double run = ceil((double)row_bytes * cols / hd / 128.0) * 128.0;   /* bytes per row and item */
-        double cost = (double)((items + threads - 1) / threads) * run;      /* on the busiest thread */
-        if (best_cost < 0 || cost < best_cost) { best_cost = cost; best = cols; }
+        size_t items = (size_t)n_kv * (size_t)((hd + cols - 1) / cols);
+        size_t pairs = (row_bytes * (size_t)cols + (size_t)hd * 128 - 1) / ((size_t)hd * 128);   /* 128-byte runs per row and item */
+        size_t cost = (items + (size_t)threads - 1) / (size_t)threads * pairs;                     /* on the busiest thread */
+        if (cost < best_cost) { best_cost = cost; best = cols; }
     }
     return best;
 }
