@@ -114,8 +114,10 @@ typedef struct {
  * 16-key vectors) is sized to the register file and changes no result. */
 
 /* The body for constant nq and nv (16 * nv keys from column j0 of kt), so the accumulators stay in
- * registers (called with literals). */
-static inline __attribute__((always_inline)) void scores_nq(const float *qs, const int nq, const int nv,
+ * registers (called with literals). kreg: each key vector is loaded once into a register (v_reg)
+ * and used by the nq fmas; 0: every fma loads it (a memory operand), which frees the registers
+ * for 3 queries x 32 keys on AVX2. */
+static inline __attribute__((always_inline)) void scores_nq(const float *qs, const int nq, const int nv, const int kreg,
                                                             const float *kt, int ldk, int hd, float *out, size_t ld) {
     vec16 acc[4][4];
     #pragma GCC unroll 4
@@ -125,7 +127,10 @@ static inline __attribute__((always_inline)) void scores_nq(const float *qs, con
     for (int d = 0; d < hd; d++) {
         vec16 k[4];
         #pragma GCC unroll 4
-        for (int u = 0; u < nv; u++) { k[u] = v_load(kt + (size_t)d * ldk + 16 * u); v_reg(&k[u]); }
+        for (int u = 0; u < nv; u++) {
+            k[u] = v_load(kt + (size_t)d * ldk + 16 * u);
+            if (kreg) v_reg(&k[u]);
+        }
         #pragma GCC unroll 4
         for (int qi = 0; qi < nq; qi++) {
             vec16 qv = v_set1(qs[(size_t)qi * hd + d]);
@@ -142,10 +147,10 @@ static inline __attribute__((always_inline)) void scores_nq(const float *qs, con
 static inline __attribute__((always_inline)) void scores_nv(const float *qs, int nq, const int nv, const float *kt,
                                                             int ldk, int hd, float *out, size_t ld) {
     switch (nq) {
-    case 4: scores_nq(qs, 4, nv, kt, ldk, hd, out, ld); break;
-    case 3: scores_nq(qs, 3, nv, kt, ldk, hd, out, ld); break;
-    case 2: scores_nq(qs, 2, nv, kt, ldk, hd, out, ld); break;
-    default: scores_nq(qs, 1, nv, kt, ldk, hd, out, ld); break;
+    case 4: scores_nq(qs, 4, nv, 1, kt, ldk, hd, out, ld); break;
+    case 3: scores_nq(qs, 3, nv, 1, kt, ldk, hd, out, ld); break;
+    case 2: scores_nq(qs, 2, nv, 1, kt, ldk, hd, out, ld); break;
+    default: scores_nq(qs, 1, nv, 1, kt, ldk, hd, out, ld); break;
     }
 }
 
@@ -153,7 +158,13 @@ static void scores_block(const float *qs, int nq, const float *kt, int nkeys, in
 #if VEC16_REGS >= 32   /* up to 4 queries x 64 keys: 16 accumulators */
     if (nkeys == 64) scores_nv(qs, nq, 4, kt, nkeys, hd, out, ld);
     else scores_nv(qs, nq, 2, kt, nkeys, hd, out, ld);
-#else                  /* 2 queries x 32 keys: 4 accumulators, 2 key vectors */
+#else                  /* 2 queries x 32 keys: 4 accumulators, 2 key vectors; 3 queries (SmolLM2's
+                        * group) as 3 x 32 from memory operands, not 2 + 1 (one query's 2
+                        * accumulators wait on the fma latency) */
+    if (nq == 3) {
+        for (int j0 = 0; j0 < nkeys; j0 += 32) scores_nq(qs, 3, 2, 0, kt + j0, nkeys, hd, out + j0, ld);
+        return;
+    }
     for (int q0 = 0; q0 < nq; q0 += 2)
         for (int j0 = 0; j0 < nkeys; j0 += 32)
             scores_nv(qs + (size_t)q0 * hd, nq - q0 < 2 ? nq - q0 : 2, 2, kt + j0, nkeys, hd, out + q0 * ld + j0, ld);
@@ -165,9 +176,9 @@ static void scores_block(const float *qs, int nq, const float *kt, int nkeys, in
  * share each V load. o [nr][hd], w rows ldw apart, v [n][hd]. */
 
 /* 16 * nv outputs (nv = 2 or 4) of nr rows, from column d0 (nr and nv are constants at each call:
- * registers, not the stack). */
+ * registers, not the stack); vreg as scores_nq's kreg. */
 static inline __attribute__((always_inline)) void pv_block(float *o, const float *w, size_t ldw, const int nr,
-                                                          const int nv, const float *v, int n, int hd, int d0) {
+                                                          const int nv, const int vreg, const float *v, int n, int hd, int d0) {
     vec16 acc[4][4];
     #pragma GCC unroll 4
     for (int r = 0; r < nr; r++)
@@ -177,7 +188,10 @@ static inline __attribute__((always_inline)) void pv_block(float *o, const float
         const float *vj = v + (size_t)j * hd + d0;
         vec16 vv[4];
         #pragma GCC unroll 4
-        for (int u = 0; u < nv; u++) { vv[u] = v_load(vj + 16 * u); v_reg(&vv[u]); }
+        for (int u = 0; u < nv; u++) {
+            vv[u] = v_load(vj + 16 * u);
+            if (vreg) v_reg(&vv[u]);
+        }
         #pragma GCC unroll 4
         for (int r = 0; r < nr; r++) {
             vec16 wr = v_set1(w[(size_t)r * ldw + j]);
@@ -195,10 +209,10 @@ static inline __attribute__((always_inline)) void pv_block(float *o, const float
 static inline __attribute__((always_inline)) void pv_cols(float *o, const float *w, size_t ldw, int nr, const int nv,
                                                          const float *v, int n, int hd, int d0) {
     switch (nr) {
-    case 4: pv_block(o, w, ldw, 4, nv, v, n, hd, d0); break;
-    case 3: pv_block(o, w, ldw, 3, nv, v, n, hd, d0); break;
-    case 2: pv_block(o, w, ldw, 2, nv, v, n, hd, d0); break;
-    default: pv_block(o, w, ldw, 1, nv, v, n, hd, d0); break;
+    case 4: pv_block(o, w, ldw, 4, nv, 1, v, n, hd, d0); break;
+    case 3: pv_block(o, w, ldw, 3, nv, 1, v, n, hd, d0); break;
+    case 2: pv_block(o, w, ldw, 2, nv, 1, v, n, hd, d0); break;
+    default: pv_block(o, w, ldw, 1, nv, 1, v, n, hd, d0); break;
     }
 }
 
@@ -207,7 +221,9 @@ static void pv_accumulate(float *o, const float *w, size_t ldw, int nr, const fl
 #if VEC16_REGS >= 32   /* up to 4 rows x 64 columns: 16 accumulators */
     for (; d0 + 64 <= hd; d0 += 64) pv_cols(o, w, ldw, nr, 4, v, n, hd, d0);
     for (; d0 + 32 <= hd; d0 += 32) pv_cols(o, w, ldw, nr, 2, v, n, hd, d0);
-#else                  /* 2 rows x 32 columns: 4 accumulators, 2 V vectors */
+#else                  /* 2 rows x 32 columns: 4 accumulators, 2 V vectors; 3 rows as 3 x 32 from
+                        * memory operands (as scores_block) */
+    for (; nr == 3 && d0 + 32 <= hd; d0 += 32) pv_block(o, w, ldw, 3, 2, 0, v, n, hd, d0);
     for (; d0 + 32 <= hd; d0 += 32)
         for (int r = 0; r < nr; r += 2)
             pv_cols(o + (size_t)r * hd, w + (size_t)r * ldw, ldw, nr - r < 2 ? nr - r : 2, 2, v, n, hd, d0);

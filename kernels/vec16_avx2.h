@@ -172,23 +172,29 @@ VEC_INLINE __m256 v_lutv8_(vlutv t, __m256i idx) {
 }
 VEC_INLINE vec16 v_lutv_get(vlutv t, vec16i idx) { return v_pair_(v_lutv8_(t, idx.lo), v_lutv8_(t, idx.hi)); }
 
-/* out[c][r] = in[r][c] for an 8 x 8 tile: unpack pairs of rows, 2 x 2 blocks of pairs, 128-bit halves */
+/* out[c][r] = in[r][c] for an 8 x 8 tile. The loads pair rows i and i + 4 in the two 128-bit halves
+ * (columns 0-3 in r[0..3], 4-7 in r[4..7]), so each half is a 4 x 4 transpose and no lane-crossing
+ * shuffle is left: 8 unpacks, 4 shuffles and 8 blends (the blends run on more ports than the
+ * shuffles), against 24 shuffles for unpack, shuffle and permute2f128 on whole rows (NOTES.md row 34). */
 VEC_INLINE void v_transpose8_(const float *in, size_t ldi, float *out, size_t ldo) {
     __m256 r[8], t[8];
-    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(in + (size_t)i * ldi);
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 2; i++) {   /* r[4i+k], 128-bit half L: rows 4i..4i+3 at column 4L+k */
-        r[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        r[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        r[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        r[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int k = 0; k < 4; k++) {   /* column k: low halves of r[k], r[4+k]; column 4+k: the high halves */
-        _mm256_storeu_ps(out + (size_t)k * ldo, _mm256_permute2f128_ps(r[k], r[4 + k], 0x20));
-        _mm256_storeu_ps(out + (size_t)(4 + k) * ldo, _mm256_permute2f128_ps(r[k], r[4 + k], 0x31));
+    for (int h = 0; h < 2; h++)
+        for (int i = 0; i < 4; i++) {
+            const float *p = in + (size_t)i * ldi + 4 * h;   /* row i, columns 4h..4h+3; row i + 4 above */
+            r[4 * h + i] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(p)), _mm_loadu_ps(p + 4 * ldi), 1);
+        }
+    for (int h = 0; h < 2; h++) {
+        __m256 *q = r + 4 * h, *u = t + 4 * h;
+        u[0] = _mm256_unpacklo_ps(q[0], q[1]);   /* (r0c0 r1c0 r0c1 r1c1) per half */
+        u[1] = _mm256_unpackhi_ps(q[0], q[1]);   /* (r0c2 r1c2 r0c3 r1c3) */
+        u[2] = _mm256_unpacklo_ps(q[2], q[3]);   /* (r2c0 r3c0 r2c1 r3c1) */
+        u[3] = _mm256_unpackhi_ps(q[2], q[3]);   /* (r2c2 r3c2 r2c3 r3c3) */
+        __m256 a = _mm256_shuffle_ps(u[0], u[2], _MM_SHUFFLE(1, 0, 3, 2));   /* (r0c1 r1c1 r2c0 r3c0) */
+        __m256 b = _mm256_shuffle_ps(u[1], u[3], _MM_SHUFFLE(1, 0, 3, 2));   /* (r0c3 r1c3 r2c2 r3c2) */
+        _mm256_storeu_ps(out + (size_t)(4 * h + 0) * ldo, _mm256_blend_ps(u[0], a, 0xCC));
+        _mm256_storeu_ps(out + (size_t)(4 * h + 1) * ldo, _mm256_blend_ps(a, u[2], 0xCC));
+        _mm256_storeu_ps(out + (size_t)(4 * h + 2) * ldo, _mm256_blend_ps(u[1], b, 0xCC));
+        _mm256_storeu_ps(out + (size_t)(4 * h + 3) * ldo, _mm256_blend_ps(b, u[3], 0xCC));
     }
 }
 VEC_INLINE void v_transpose16(const float *in, size_t ldi, float *out, size_t ldo) {
