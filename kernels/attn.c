@@ -223,7 +223,8 @@ static void pv_accumulate(float *o, const float *w, size_t ldw, int nr, const fl
     for (; d0 + 32 <= hd; d0 += 32) pv_cols(o, w, ldw, nr, 2, v, n, hd, d0);
 #else                  /* 2 rows x 32 columns: 4 accumulators, 2 V vectors; 3 rows as 3 x 32 from
                         * memory operands (as scores_block) */
-    for (; nr == 3 && d0 + 32 <= hd; d0 += 32) pv_block(o, w, ldw, 3, 2, 0, v, n, hd, d0);
+    if (nr == 3)
+        for (; d0 + 32 <= hd; d0 += 32) pv_block(o, w, ldw, 3, 2, 0, v, n, hd, d0);
     for (; d0 + 32 <= hd; d0 += 32)
         for (int r = 0; r < nr; r += 2)
             pv_cols(o + (size_t)r * hd, w + (size_t)r * ldw, ldw, nr - r < 2 ? nr - r : 2, 2, v, n, hd, d0);
