@@ -12,9 +12,9 @@
  *                              always-inline fn then has kv_vec16's switch folded to one case
  *
  * Each value is what kv_dequantize gives, bit for bit: the same exact conversions (int -> float,
- * half -> f32) and the same one or two roundings (scale times code or table entry, then + m for
- * the formats with a minimum); tests/test_kv.c compares every format's random rows. Reads only the
- * row's bytes; no state. */
+ * half -> f32) and the same roundings (scale times code or table entry; for the formats with a
+ * minimum, code times scale plus m, whose product is exact, so one fma rounds as the add does);
+ * tests/test_kv.c compares every format's random rows. Reads only the row's bytes; no state. */
 #ifndef STRATA_KV_VEC_H
 #define STRATA_KV_VEC_H
 
@@ -39,7 +39,9 @@ static inline int kv_vec_ok(kv_fmt f, int h) {
  * is value j's fifth bit) bit 4 from there. */
 static inline vec16i kv_vec_codes(const uint8_t *qs, const uint8_t *qh, int second) {
     vec16i q = vi_load_u8(qs);
-    q = second ? vi_srl(q, 4) : vi_and(q, vi_set1(15));
+    /* the low nibbles: vi_code4 (kernels/vec16.h: the AVX-512 permutes read only the low 4 bits),
+     * or a real mask where bit 4 comes from qh */
+    q = second ? vi_srl(q, 4) : qh ? vi_and(q, vi_set1(15)) : vi_code4(q);
     if (qh) {
         unsigned bits = (unsigned)qh[0] | (unsigned)qh[1] << 8 | (unsigned)qh[2] << 16 | (unsigned)qh[3] << 24;
         q = vi_or(q, vi_bits16(second ? bits >> 16 : bits & 0xffffu, 16));
@@ -61,19 +63,21 @@ static inline vec16 kv_vec16(kv_fmt f, const uint8_t *row, int h, int d0) {
         const uint8_t *b = row + 34 * (size_t)c;            /* { fp16 d; int8 q[32] } */
         return v_mul(v_load_i8(b + 2 + 16 * second), v_set1_f16(b));
     }
+    /* The block formats through vec16.h's tables (one permute per 16 values on AVX-512, the
+     * computed entry elsewhere). The entries are the decoder's values: (q - 8) * d is the product
+     * d * (-8 + q); q * d + m rounds once, as fma(d, q, m) does, because q * d is exact (an fp16
+     * scale has 11 significant bits, a code at most 5). */
     case KV_Q4_0:                                           /* { fp16 d; uint8 qs[16] } */
-        return v_mul(v_cvt(vi_sub(kv_vec_codes(row + 18 * (size_t)c + 2, NULL, second), vi_set1(8))), v_set1_f16(row + 18 * (size_t)c));
+        return v_lutm_get(v_lutm(v_half1(row + 18 * (size_t)c), -8.0f), kv_vec_codes(row + 18 * (size_t)c + 2, NULL, second));
     case KV_Q5_0: {                                         /* { fp16 d; uint8 qh[4]; uint8 qs[16] } */
         const uint8_t *b = row + 22 * (size_t)c;
-        return v_mul(v_cvt(vi_sub(kv_vec_codes(b + 6, b + 2, second), vi_set1(16))), v_set1_f16(b));
+        return v_lutm32_get(v_lutm32(v_half1(b), -16.0f), kv_vec_codes(b + 6, b + 2, second));
     }
-    case KV_Q4_1: {                                         /* { fp16 d; fp16 m; uint8 qs[16] } */
-        const uint8_t *b = row + 20 * (size_t)c;
-        return v_add(v_mul(v_cvt(kv_vec_codes(b + 4, NULL, second)), v_set1_f16(b)), v_set1_f16(b + 2));
-    }
+    case KV_Q4_1:                                           /* { fp16 d; fp16 m; uint8 qs[16] } */
+        return v_lutf_get(v_lutf_f16(row + 20 * (size_t)c, 0.0f), kv_vec_codes(row + 20 * (size_t)c + 4, NULL, second));
     case KV_Q5_1: {                                         /* { fp16 d; fp16 m; uint8 qh[4]; uint8 qs[16] } */
         const uint8_t *b = row + 24 * (size_t)c;
-        return v_add(v_mul(v_cvt(kv_vec_codes(b + 8, b + 4, second)), v_set1_f16(b)), v_set1_f16(b + 2));
+        return v_lutf32_get(v_lutf32_f16(b, 0.0f), kv_vec_codes(b + 8, b + 4, second));
     }
     case KV_IQ4_NL: {                                       /* { fp16 d; uint8 qs[16] }: grid[code] * d */
         const uint8_t *b = row + 18 * (size_t)c;
