@@ -238,13 +238,13 @@ int kv_dequantize(kv_fmt f, const void *src, float *y, int h) {
 /* kv_dequantize_cols for a kv_vec_ok format f (a literal: KV_VEC_DISPATCH) */
 static inline __attribute__((always_inline)) void cols_vec(const kv_fmt f, const uint8_t *row, size_t stride, int n,
                                                            float *y, int h, int d0, int d1) {
-    if (f == KV_INT8) {   /* kv_vec16's products, with each group's scale converted once, not per 16 values */
+    if (f == KV_INT8) {   /* kv_vec16's int8 case, each group's scale converted once */
         int g = kv_int8_group(h);   /* h or 64: a multiple of 16 */
         for (int r = 0; r < n; r++, row += stride, y += d1 - d0)
             for (int i = d0; i < d1;) {
-                vec16 s = v_set1_f16(row + h + 2 * (size_t)(i / g));
+                vec16 s = kv_int8_scale(row, h, i);
                 int e = (i / g + 1) * g < d1 ? (i / g + 1) * g : d1;   /* the end of i's group */
-                for (; i < e; i += 16) v_store(y + i - d0, v_mul(v_load_i8(row + i), s));
+                for (; i < e; i += 16) v_store(y + i - d0, kv_int8_vec16(row, i, s));
             }
         return;
     }

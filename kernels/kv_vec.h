@@ -49,6 +49,14 @@ static inline vec16i kv_vec_codes(const uint8_t *qs, const uint8_t *qh, int seco
     return q;
 }
 
+/* int8 (kv.h's layout: h codes, then one fp16 scale per kv_int8_group(h) values): the scale of
+ * value d0's group, and values [d0, d0 + 16) given it (kv_dequantize_cols converts each group's
+ * scale once) */
+static inline vec16 kv_int8_scale(const uint8_t *row, int h, int d0) {
+    return v_set1_f16(row + h + 2 * (size_t)(d0 / kv_int8_group(h)));
+}
+static inline vec16 kv_int8_vec16(const uint8_t *row, int d0, vec16 scale) { return v_mul(v_load_i8(row + d0), scale); }
+
 static inline vec16 kv_vec16(kv_fmt f, const uint8_t *row, int h, int d0) {
     int c = d0 / 32, second = d0 % 32 != 0;   /* the block formats: block c, which half */
     switch (f) {
@@ -58,7 +66,7 @@ static inline vec16 kv_vec16(kv_fmt f, const uint8_t *row, int h, int d0) {
         return v_load(x);
     }
     case KV_F16: return v_load_f16(row + 2 * (size_t)d0);
-    case KV_INT8: return v_mul(v_load_i8(row + d0), v_set1_f16(row + h + 2 * (d0 / kv_int8_group(h))));
+    case KV_INT8: return kv_int8_vec16(row, d0, kv_int8_scale(row, h, d0));
     case KV_Q8_0: {
         const uint8_t *b = row + 34 * (size_t)c;            /* { fp16 d; int8 q[32] } */
         return v_mul(v_load_i8(b + 2 + 16 * second), v_set1_f16(b));
