@@ -259,14 +259,78 @@ static void add_bias(float *y, const float *b, int T, int n) {
         for (int i = 0; i < n; i++) y[(size_t)t * n + i] += b[i];
 }
 
-/* Per-head RMSNorm (qk-norm) then RoPE, for x [T][nh][hd]. */
-static void qk_prepare(const backend_model *m, float *x, int T, int nh, const float *norm, const float *cs) {
-    for (int t = 0; t < T; t++)
-        for (int h = 0; h < nh; h++) {
-            float *v = x + ((size_t)t * nh + h) * m->hd;
-            if (norm) ops_rmsnorm(v, v, norm, m->hd, m->eps);
-            ops_rope(v, cs + (size_t)t * m->n_rot, m->n_rot, m->neox);
-        }
+/* Per-head RMSNorm (qk-norm) then RoPE, for one token's x [nh][hd] at its table row cs [n_rot]. */
+static void qk_prepare(const backend_model *m, float *x, int nh, const float *norm, const float *cs) {
+    for (int h = 0; h < nh; h++) {
+        float *v = x + (size_t)h * m->hd;
+        if (norm) ops_rmsnorm(v, v, norm, m->hd, m->eps);
+        ops_rope(v, cs, m->n_rot, m->neox);
+    }
+}
+
+/* The steps between the matmuls that work on one token's rows alone, so that any split of the
+ * tokens over the threads computes the same bits (a token's row is one item's, in a fixed order):
+ *   TOK_IN   the attention norm: xb = rmsnorm(x)
+ *   TOK_QK   q, k, v biases, qk-norm and RoPE of q and k, k and v into the cache (unless keep_store)
+ *   TOK_MID  post-attention norm of xb, x += xb, xb = ffn-norm(x)
+ *   TOK_OUT  post-FFN norm of xb, x += xb */
+typedef enum { TOK_IN, TOK_QK, TOK_MID, TOK_OUT } tok_step;
+typedef struct {
+    backend_cpu *b;
+    const backend_layer *ly;
+    tok_step step;
+    int T, per;         /* tokens; tokens per pool item */
+    int cl, pos0;       /* TOK_QK: the cache layer, the chunk's first position */
+    int keep_store;     /* TOK_QK: 1 = the caller stores k and v itself, in position order */
+    const float *cs;    /* TOK_QK: the RoPE table [T][n_rot] */
+} tok_ctx;
+
+static void tok_row(const tok_ctx *c, int t) {
+    backend_cpu *b = c->b;
+    const backend_model *m = &b->m;
+    const backend_layer *ly = c->ly;
+    int dim = m->dim, qd = m->n_head * m->hd, kd = m->n_kv * m->hd;
+    float *o = b->xb + (size_t)t * dim, *x = b->x + (size_t)t * dim;
+    float *q = b->q + (size_t)t * qd, *k = b->k + (size_t)t * kd, *v = b->v + (size_t)t * kd;
+    switch (c->step) {
+    case TOK_IN: ops_rmsnorm(o, x, ly->attn_norm, dim, m->eps); break;
+    case TOK_QK:
+        add_bias(q, ly->bq, 1, qd);
+        add_bias(k, ly->bk, 1, kd);
+        add_bias(v, ly->bv, 1, kd);
+        qk_prepare(m, q, m->n_head, ly->q_norm, c->cs + (size_t)t * m->n_rot);
+        qk_prepare(m, k, m->n_kv, ly->k_norm, c->cs + (size_t)t * m->n_rot);
+        if (!c->keep_store) cache_store(&b->c, c->cl, c->pos0 + t, k, v);
+        break;
+    case TOK_MID:
+        if (ly->post_attn_norm) ops_rmsnorm(o, o, ly->post_attn_norm, dim, m->eps);
+        for (int i = 0; i < dim; i++) x[i] += o[i];
+        ops_rmsnorm(o, x, ly->ffn_norm, dim, m->eps);
+        break;
+    case TOK_OUT:
+        if (ly->post_ffn_norm) ops_rmsnorm(o, o, ly->post_ffn_norm, dim, m->eps);
+        for (int i = 0; i < dim; i++) x[i] += o[i];
+        break;
+    }
+}
+
+static void tok_item(void *vctx, int item, int thread) {
+    (void)thread;
+    const tok_ctx *c = vctx;
+    int t1 = (item + 1) * c->per < c->T ? (item + 1) * c->per : c->T;
+    for (int t = item * c->per; t < t1; t++) tok_row(c, t);
+}
+
+/* Runs c's step on its T tokens: on the pool when there are enough of them (a decode step's one
+ * token stays on the caller: the pool's hand-off would cost more than the row). */
+static void tok_run(pool *p, tok_ctx *c) {
+    int n = pool_threads(p) * 4 < c->T ? pool_threads(p) * 4 : c->T;
+    if (c->T < 8 || pool_threads(p) == 1) {
+        for (int t = 0; t < c->T; t++) tok_row(c, t);
+        return;
+    }
+    c->per = (c->T + n - 1) / n;
+    pool_run(p, tok_item, c, (c->T + c->per - 1) / c->per);
 }
 
 /* softmax of x[n] in place: max subtracted, expf, the sum in double in index order, times its f32
@@ -555,12 +619,12 @@ static int attn_layer(backend_cpu *b, const backend_layer *ly, int l, int T, int
         ops_mm qkv[3] = { { &ly->wq, b->q, qd }, { &ly->wk, b->k, kd }, { &ly->wv, b->v, kd } };
         if (ops_matmul_many(p, qkv, 3, b->xb, T, b->mm_ws)) return -1;
     }
-    add_bias(b->q, ly->bq, T, qd);
-    add_bias(b->k, ly->bk, T, kd);
-    add_bias(b->v, ly->bv, T, kd);
-    qk_prepare(m, b->q, T, m->n_head, ly->q_norm, cs);
-    qk_prepare(m, b->k, T, m->n_kv, ly->k_norm, cs);
-    for (int t = 0; t < T; t++) cache_store(c, cl, pos0 + t, b->k + (size_t)t * kd, b->v + (size_t)t * kd);
+    /* a KIVI K group is quantised from the rows before it: those stores stay in position order */
+    int kivi = 0;
+    for (int g = 0; g < m->n_kv; g++) kivi |= kv_fmt_is_kivi(cache_head_at(c, cl, g)->fk);
+    tok_ctx tc = { b, ly, TOK_QK, T, 0, cl, pos0, kivi, cs };
+    tok_run(p, &tc);
+    for (int t = 0; kivi && t < T; t++) cache_store(c, cl, pos0 + t, b->k + (size_t)t * kd, b->v + (size_t)t * kd);
     attn_args at = { cl, T, pos0, m->n_head, ly->window, m->attn_scale, b->q, b->att, ly->sinks };
     if (attn_run_ws(p, c, &at, b->attn_ws, b->attn_ws_floats)) return -1;
     if (m->attn_gate)
@@ -614,19 +678,16 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
     for (int l = 0, r = 0; l < m->n_layer; l++) {
         const backend_layer *ly = &m->layers[l];
         const float *cs = ly->rope_local ? b->cs_l : b->cs_g;
-        for (int t = 0; t < T; t++) ops_rmsnorm(b->xb + (size_t)t * dim, b->x + (size_t)t * dim, ly->attn_norm, dim, m->eps);
+        tok_ctx tc = { b, ly, TOK_IN, T, 0, 0, 0, 0, NULL };
+        tok_run(p, &tc);
         if (ly->recurrent) {   /* linear attention: its states instead of the KV cache */
             float *st = b->state + (size_t)r++ * b->rec_floats;   /* r: its index among the linear layers */
             if (linear_layer(b, ly, st, T)) goto kfail;
         } else if (attn_layer(b, ly, l, T, pos0, cs)) {
             goto kfail;
         }
-        for (int t = 0; t < T; t++) {
-            float *o = b->xb + (size_t)t * dim, *x = b->x + (size_t)t * dim;
-            if (ly->post_attn_norm) ops_rmsnorm(o, o, ly->post_attn_norm, dim, m->eps);
-            for (int i = 0; i < dim; i++) x[i] += o[i];
-            ops_rmsnorm(o, x, ly->ffn_norm, dim, m->eps);
-        }
+        tc.step = TOK_MID;
+        tok_run(p, &tc);
         if (m->n_expert > 0) {
             b->pin = pin;
             b->used = used;
@@ -637,11 +698,8 @@ static int cpu_forward(backend *base, const int32_t *tokens, int T, int pos0, co
             continue;
         }
         if (dense_ffn(b, ly, T)) goto kfail;
-        for (int t = 0; t < T; t++) {
-            float *o = b->xb + (size_t)t * dim, *x = b->x + (size_t)t * dim;
-            if (ly->post_ffn_norm) ops_rmsnorm(o, o, ly->post_ffn_norm, dim, m->eps);
-            for (int i = 0; i < dim; i++) x[i] += o[i];
-        }
+        tc.step = TOK_OUT;
+        tok_run(p, &tc);
     }
     b->depth = pos0 + T;
     /* logits for the requested rows only: gather their normed states, one matmul */

@@ -12,6 +12,7 @@
 #include "kernels/fp16.h"
 #include "kernels/kivi.h"
 #include "kernels/kv_internal.h"
+#include "kernels/vec16.h"
 
 int kv_fmt_rotated(kv_fmt f) { return kv_fmt_rotation(f) != 0; }
 
@@ -527,6 +528,14 @@ static void quant_tq(const float *y, uint8_t *dst, int h, int bits) {
     }
 }
 
+/* f16 rows: 16 values per vector conversion (v_store_f16 rounds as fp16_from_f32), the rest one
+ * by one. */
+static void quant_f16(const float *x, uint8_t *o, int h) {
+    int i = 0;
+    for (; i + 16 <= h; i += 16) v_store_f16(o + 2 * i, v_load(x + i));
+    for (; i < h; i++) put16(o + 2 * i, fp16_from_f32(x[i]));
+}
+
 int kv_quantize(kv_fmt f, const float *x, void *dst, int h) {
     if (kv_row_bytes(f, h) == 0) return -1;
     uint8_t *o = dst;                                       /* [kv_row_bytes(f, h)] */
@@ -539,7 +548,7 @@ int kv_quantize(kv_fmt f, const float *x, void *dst, int h) {
     switch (kv_fmt_base(f)) {
     case KV_F32: memcpy(o, x, 4 * (size_t)h); break;
     case KV_BF16: for (int i = 0; i < h; i++) put16(o + 2 * i, bf16_from_f32(x[i])); break;
-    case KV_F16: for (int i = 0; i < h; i++) put16(o + 2 * i, fp16_from_f32(x[i])); break;
+    case KV_F16: quant_f16(x, o, h); break;
     case KV_INT8: quant_int8(x, o, h); break;
     case KV_Q8_0: quant_q8_0(x, o, h); break;
     case KV_Q4_0: quant_q4_0(x, o, h); break;

@@ -24,6 +24,8 @@
  *          v_add, v_sub, v_mul, v_fma(a, b, c) = a * b + c rounded once, v_min, v_max (x86 rule)
  *          v_round(v): to nearest integer, ties to even
  *          v_load_f16(p): 16 IEEE halves -> f32 (exact; a NaN comes out quiet, as F16C)
+ *   void   v_store_f16(p, v): 16 f32 -> IEEE halves, rounded to nearest even (fp16.h's
+ *          fp16_from_f32 lane by lane: overflow to inf, a NaN quiet with its top payload bits)
  *   float  v_half1(p): one IEEE half -> f32, the same conversion (F16C, fcvt or C)
  *   vec16  v_set1_f16(p): v_set1(v_half1(p)) (with F16C: one broadcast and one conversion)
  *          v_load_i8(p) / v_load_u8(p): 16 signed / unsigned bytes -> f32 (exact)
@@ -66,6 +68,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "kernels/fp16.h"   /* fp16_from_f32: the plain-C v_store_f16 */
 
 #if defined(VEC_FORCE_C)
 #define VEC_ISA_C 1

@@ -37,6 +37,11 @@ VEC_INLINE vec16 v_load_f16(const void *p) {
     const __m128i *q = (const __m128i *)p;
     return v_pair_(_mm256_cvtph_ps(_mm_loadu_si128(q)), _mm256_cvtph_ps(_mm_loadu_si128(q + 1)));
 }
+VEC_INLINE void v_store_f16(void *p, vec16 v) {
+    __m128i *q = (__m128i *)p;
+    _mm_storeu_si128(q, _mm256_cvtps_ph(v.lo, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm_storeu_si128(q + 1, _mm256_cvtps_ph(v.hi, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
 VEC_INLINE float v_half1(const void *p) { uint16_t h; memcpy(&h, p, 2); return _cvtsh_ss(h); }
 VEC_INLINE vec16 v_set1_f16(const void *p) {
     uint16_t h;

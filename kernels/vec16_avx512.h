@@ -24,6 +24,9 @@ VEC_INLINE vec16 v_min(vec16 a, vec16 b) { return _mm512_min_ps(a, b); }
 VEC_INLINE vec16 v_max(vec16 a, vec16 b) { return _mm512_max_ps(a, b); }
 VEC_INLINE vec16 v_round(vec16 v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 VEC_INLINE vec16 v_load_f16(const void *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+VEC_INLINE void v_store_f16(void *p, vec16 v) {
+    _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
 VEC_INLINE float v_half1(const void *p) { uint16_t h; memcpy(&h, p, 2); return _cvtsh_ss(h); }
 VEC_INLINE vec16 v_set1_f16(const void *p) { uint16_t h; memcpy(&h, p, 2); return _mm512_cvtph_ps(_mm256_set1_epi16((short)h)); }
 VEC_INLINE vec16 v_load_i8(const void *p) {

@@ -45,6 +45,11 @@ VEC_INLINE vec16 v_load_f16(const void *p) {
     return r;
 }
 VEC_INLINE float v_half1(const void *p) { uint16_t h; memcpy(&h, p, 2); return v_half_(h); }
+VEC_INLINE void v_store_f16(void *p, vec16 v) {
+    uint16_t h[16];
+    for (int l = 0; l < 16; l++) h[l] = fp16_from_f32(v.f[l]);
+    memcpy(p, h, sizeof h);
+}
 VEC_INLINE vec16 v_load_i8(const void *p) {
     int8_t b[16];
     memcpy(b, p, 16);

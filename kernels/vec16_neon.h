@@ -41,6 +41,10 @@ VEC_INLINE vec16 v_load_f16(const void *p) {
     for (int k = 0; k < 4; k++) r.q[k] = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h + 4 * k)));
     return r;
 }
+VEC_INLINE void v_store_f16(void *p, vec16 v) {
+    uint16_t *h = (uint16_t *)p;
+    for (int k = 0; k < 4; k++) vst1_u16(h + 4 * k, vreinterpret_u16_f16(vcvt_f16_f32(v.q[k])));
+}
 VEC_INLINE float v_half1(const void *p) {
     uint16_t h;
     memcpy(&h, p, 2);

@@ -2,7 +2,8 @@
  * build targets, on fixed pseudo-random inputs:
  *   1. each fast path against its plain C reference, bit for bit: ops_dot, the dequantisers, the
  *      fused dequantise-and-dot (1..8 rows), the matmul (decode and prefill shapes), the 16-wide
- *      exp against ops_expf (edge values included), the tiled and split attention against
+ *      exp against ops_expf (edge values included), the vector f32 -> f16 store against
+ *      fp16_from_f32 (NaNs, infinities, rounding edges), the tiled and split attention against
  *      attn_run_ref for f32 / f16 / bf16 / int8 / q8_0 / q4_0 K/V at head dim 64;
  *   2. one FNV-1a hash of every output above, printed as "simd hash <16 hex digits>". The hash is
  *      the same on every ISA (AVX-512, AVX2, NEON, plain C): tests/neon.test.sh compares the x86
@@ -154,6 +155,31 @@ static void test_exp(void) {
           "a NaN), sum = ops_sum8", bad);
 }
 
+/* v_store_f16 = fp16_from_f32 lane by lane: random bit patterns (NaNs, infinities and subnormals
+ * among them) and the edges of the rounding (ties to even, the largest half, overflow, the
+ * subnormal range and below it, signalling and quiet NaNs) */
+static void test_half_store(void) {
+    enum { N = 4096 };
+    static const uint32_t edge[] = { 0x477fe000u, 0x477fefffu, 0x477ff000u, 0x47800000u, 0x33800000u, 0x33000000u,
+                                     0x33000001u, 0x33c00000u, 0x38800000u, 0x387fc000u, 0x3f801000u, 0x3f803000u,
+                                     0x3f800fffu, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7f800001u, 0x7fc00000u,
+                                     0xffffffffu, 0x7fa02000u, 0x00000001u, 0xb3000000u };
+    static uint32_t in[N];
+    static uint16_t got[N];
+    for (int i = 0; i < N; i++) in[i] = rng() ^ (rng() << 16);
+    for (int i = 0; i < N / 2; i++) in[i] = (in[i] & 0x8fffffffu) | 0x30000000u;   /* near the half range */
+    memcpy(in + 64, edge, sizeof edge);
+    int bad = 0;
+    for (int i = 0; i < N; i += 16) {
+        float x[16];
+        memcpy(x, in + i, sizeof x);
+        v_store_f16(got + i, v_load(x));
+        for (int l = 0; l < 16; l++) bad += got[i + l] != fp16_from_f32(x[l]);
+    }
+    hash_bytes(got, sizeof got);
+    CHECK(bad == 0, "v_store_f16 = fp16_from_f32 on %d values: random bits, rounding edges, NaNs (%d differ)", N, bad);
+}
+
 static void test_attention(pool *p) {
     static const kv_fmt fmts[] = { KV_F32, KV_F16, KV_BF16, KV_INT8, KV_Q8_0, KV_Q4_0 };
     enum { HD = 64, NKV = 2, NH = 4, CTX = 1300, T = 37 };
@@ -199,6 +225,7 @@ int main(void) {
     test_dot();
     test_weights(p);
     test_exp();
+    test_half_store();
     test_attention(p);
     pool_free(p);
     printf("simd hash %016llx\n", (unsigned long long)hash);
