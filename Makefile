@@ -249,9 +249,11 @@ check-vulkan:
 	  GPU_ONEPASS=$${GPU_ONEPASS:-750} GPU_STEPS="$${GPU_STEPS:-determ onepass parity speed}" bash tests/long/gpu_check.sh
 
 # longer checks, not in `make test`: faults at FAULT_POINTS (default 100) random points of a sweep,
-# each resumed or recovered to byte-identical results (tests/long/faults.sh; a few minutes)
-check-long: all
+# each resumed or recovered to byte-identical results (tests/long/faults.sh; a few minutes), and
+# v_expf against libm's expf on all 2^32 float arguments (test_simd --exp-all; about a minute)
+check-long: all $(BUILD)/tests/test_simd
 	@BUILD=$(BUILD) bash tests/long/faults.sh
+	@$(BUILD)/tests/test_simd --exp-all
 
 models: $(BUILD)/.deps
 	@bash tests/ref/fetch_models.sh "$(STRATA_CACHE)"

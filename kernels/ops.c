@@ -315,11 +315,11 @@ void ops_rope(float *x, const float *cs, int n_rot, int neox) {
     }
 }
 
-void ops_swiglu(float *x, const float *up, int n) {
+void ops_swiglu_ref(float *x, const float *up, int n) {
     for (int i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i])) * up[i];
 }
 
-void ops_swiglu_oai(float *x, const float *up, int n, float alpha, float limit) {
+void ops_swiglu_oai_ref(float *x, const float *up, int n, float alpha, float limit) {
     for (int i = 0; i < n; i++) {
         float c = limit < x[i] ? limit : x[i];   /* a NaN stays NaN, as in llama.cpp */
         float u = up[i] < -limit ? -limit : limit < up[i] ? limit : up[i];
@@ -331,13 +331,53 @@ void ops_swiglu_oai(float *x, const float *up, int n, float alpha, float limit) 
  * v / (1 + exp(-2z)): glibc's expf gives the same bits on x86-64 and AArch64, its tanhf does not
  * (tests/neon.test.sh found Gemma 3's logits differing in the last bits), and the sum 1 + tanh(z)
  * is where the formula's value lies anyway. */
-void ops_geglu(float *x, const float *up, int n) {
+void ops_geglu_ref(float *x, const float *up, int n) {
     const float k = 0.7978845608028654f; /* sqrt(2/pi) */
     for (int i = 0; i < n; i++) {
         float v = x[i];
         float z = k * (v + 0.044715f * v * v * v);
         x[i] = v / (1.0f + expf(-2.0f * z)) * up[i];
     }
+}
+
+/* The activations' fast forms: the references' operations 16 lanes at a time, in the same order
+ * (v_expf is glibc's expf: the same bits), and a tail of fewer than 16 through zero-padded
+ * vectors. ACT_* picks the formula; act_rows is inlined with a constant kind. */
+enum { ACT_SWIGLU, ACT_GEGLU, ACT_OAI };
+
+static inline __attribute__((always_inline)) vec16 act16(int kind, vec16 g, vec16 u, float alpha, float limit) {
+    const vec16 one = v_set1(1.0f);
+    switch (kind) {
+    case ACT_SWIGLU: return v_mul(v_div(g, v_add(one, v_expf(v_flipsign(g, 0xFFFFu)))), u);
+    case ACT_GEGLU: {
+        vec16 z = v_mul(v_set1(0.7978845608028654f), v_add(g, v_mul(v_mul(v_mul(v_set1(0.044715f), g), g), g)));
+        return v_mul(v_div(g, v_add(one, v_expf(v_mul(v_set1(-2.0f), z)))), u);
+    }
+    default: {
+        vec16 c = v_min(v_set1(limit), g);
+        vec16 uc = v_max(v_set1(-limit), v_min(v_set1(limit), u));
+        return v_mul(v_div(c, v_add(one, v_expf(v_mul(v_set1(alpha), v_flipsign(c, 0xFFFFu))))), v_add(uc, one));
+    }
+    }
+}
+
+static inline __attribute__((always_inline)) void act_rows(int kind, float *x, const float *up, int n, float alpha,
+                                                           float limit) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16) v_store(x + i, act16(kind, v_load(x + i), v_load(up + i), alpha, limit));
+    if (i < n) {
+        float g[16] = { 0 }, u[16] = { 0 };   /* the last n - i values, zero-padded */
+        memcpy(g, x + i, sizeof(float) * (size_t)(n - i));
+        memcpy(u, up + i, sizeof(float) * (size_t)(n - i));
+        v_store(g, act16(kind, v_load(g), v_load(u), alpha, limit));
+        memcpy(x + i, g, sizeof(float) * (size_t)(n - i));
+    }
+}
+
+void ops_swiglu(float *x, const float *up, int n) { act_rows(ACT_SWIGLU, x, up, n, 0.0f, 0.0f); }
+void ops_geglu(float *x, const float *up, int n) { act_rows(ACT_GEGLU, x, up, n, 0.0f, 0.0f); }
+void ops_swiglu_oai(float *x, const float *up, int n, float alpha, float limit) {
+    act_rows(ACT_OAI, x, up, n, alpha, limit);
 }
 
 static inline float reduce8(const float a[8]) {

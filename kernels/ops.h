@@ -80,6 +80,11 @@ void ops_geglu(float *x, const float *up, int n);
 /* gpt-oss's clamped SwiGLU: c = min(x, limit), x = c / (1 + exp(-alpha c)) * (clamp(up, -limit,
  * limit) + 1) (llama.cpp's swiglu_oai; alpha 1.702, limit 7 there). */
 void ops_swiglu_oai(float *x, const float *up, int n, float alpha, float limit);
+/* The plain C references: the same formulas one value at a time with libm's expf (the fast forms
+ * above compute the same bits 16 lanes at a time: tests/test_simd.c). */
+void ops_swiglu_ref(float *x, const float *up, int n);
+void ops_geglu_ref(float *x, const float *up, int n);
+void ops_swiglu_oai_ref(float *x, const float *up, int n, float alpha, float limit);
 
 /* exp(x) for x <= 0 by range reduction and a polynomial (max error ~2 ulp); scalar and AVX2
  * versions bit-identical. Returns 0 for x < -87.3 (and -inf), NaN for NaN, +inf for x > ~88.7

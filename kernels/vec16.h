@@ -24,6 +24,11 @@
  *          v_add, v_sub, v_mul, v_fma(a, b, c) = a * b + c rounded once, v_min, v_max (x86 rule)
  *          v_round(v): to nearest integer, ties to even
  *          v_load_f16(p): 16 IEEE halves -> f32 (exact; a NaN comes out quiet, as F16C)
+ *          v_expf(v): glibc's expf lane by lane, the same bits (the FFN activations' exp:
+ *          ops_swiglu, ops_geglu); AVX-512 and AVX2 compute it in double with expf's
+ *          operations and table, a lane with |x| >= 88 or not finite by expf itself; NEON and C
+ *          call expf
+ *          v_div(a, b): a / b, IEEE division lane by lane
  *   void   v_store_f16(p, v): 16 f32 -> IEEE halves, rounded to nearest even (fp16.h's
  *          fp16_from_f32 lane by lane: overflow to inf, a NaN quiet with its top payload bits)
  *   float  v_half1(p): one IEEE half -> f32, the same conversion (F16C, fcvt or C)
@@ -85,6 +90,27 @@
 #endif
 
 #define VEC_INLINE static inline __attribute__((always_inline))
+
+/* v_expf's numbers (the x86 families compute glibc's expf in double: kernels/vec16_avx512.h):
+ * 2^(j/32) for j = 0..31, each rounded to the nearest double, and the constants of glibc 2.36's
+ * expf (sysdeps/ieee754/flt-32/e_expf.c, as its x86-64 FMA build runs it): x * 32/ln2 is split
+ * into k + r with |r| <= 1/2 by adding VEC_EXP_SHIFT; 2^(r/32) ~ 1 + C2 r + (C0 r + C1) r^2. */
+static const double vec16_exp2_32[32] = {
+    0x1p+0, 0x1.059b0d3158574p+0, 0x1.0b5586cf9890fp+0, 0x1.11301d0125b51p+0,
+    0x1.172b83c7d517bp+0, 0x1.1d4873168b9aap+0, 0x1.2387a6e756238p+0, 0x1.29e9df51fdee1p+0,
+    0x1.306fe0a31b715p+0, 0x1.371a7373aa9cbp+0, 0x1.3dea64c123422p+0, 0x1.44e086061892dp+0,
+    0x1.4bfdad5362a27p+0, 0x1.5342b569d4f82p+0, 0x1.5ab07dd485429p+0, 0x1.6247eb03a5585p+0,
+    0x1.6a09e667f3bcdp+0, 0x1.71f75e8ec5f74p+0, 0x1.7a11473eb0187p+0, 0x1.82589994cce13p+0,
+    0x1.8ace5422aa0dbp+0, 0x1.93737b0cdc5e5p+0, 0x1.9c49182a3f09p+0, 0x1.a5503b23e255dp+0,
+    0x1.ae89f995ad3adp+0, 0x1.b7f76f2fb5e47p+0, 0x1.c199bdd85529cp+0, 0x1.cb720dcef9069p+0,
+    0x1.d5818dcfba487p+0, 0x1.dfc97337b9b5fp+0, 0x1.ea4afa2a490dap+0, 0x1.f50765b6e454p+0,
+};
+#define VEC_EXP_INVLN2N 0x1.71547652b82fep+5
+#define VEC_EXP_SHIFT 0x1.8p+52
+#define VEC_EXP_C0 0x1.c6af84b912394p-20
+#define VEC_EXP_C1 0x1.ebfce50fac4f3p-13
+#define VEC_EXP_C2 0x1.62e42ff0c52d6p-6
+#define VEC_EXP_SLOW 0x42b00000u   /* |x| >= 88 (and inf, NaN): glibc's own special cases, expf itself */
 
 #if VEC_ISA_AVX512
 #include "kernels/vec16_avx512.h"

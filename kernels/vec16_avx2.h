@@ -82,6 +82,39 @@ VEC_INLINE vec16 v_flipsign(vec16 v, unsigned m) {
     vec16i s = vi_bits16(m, (int32_t)0x80000000u);
     return v_pair_(_mm256_xor_ps(v.lo, _mm256_castsi256_ps(s.lo)), _mm256_xor_ps(v.hi, _mm256_castsi256_ps(s.hi)));
 }
+VEC_INLINE vec16 v_div(vec16 a, vec16 b) { return v_pair_(_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)); }
+/* glibc's expf on 4 lanes in double, the AVX-512 family's operations (vec16_avx512.h), the table
+ * entry gathered */
+VEC_INLINE __m128 v_expf4_(__m128 x) {
+    const __m256d inv = _mm256_set1_pd(VEC_EXP_INVLN2N), sh = _mm256_set1_pd(VEC_EXP_SHIFT);
+    __m256d xd = _mm256_cvtps_pd(x);
+    __m256d kd = _mm256_fmadd_pd(inv, xd, sh);
+    __m256i ki = _mm256_castpd_si256(kd);
+    kd = _mm256_sub_pd(kd, sh);
+    __m256d r = _mm256_fmsub_pd(inv, xd, kd);
+    __m256d tj = _mm256_i64gather_pd(vec16_exp2_32, _mm256_and_si256(ki, _mm256_set1_epi64x(31)), 8);
+    __m256d s = _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(tj), _mm256_slli_epi64(_mm256_srli_epi64(ki, 5), 52)));
+    __m256d p = _mm256_fmadd_pd(_mm256_set1_pd(VEC_EXP_C0), r, _mm256_set1_pd(VEC_EXP_C1));
+    __m256d r2 = _mm256_mul_pd(r, r);
+    __m256d y = _mm256_fmadd_pd(_mm256_set1_pd(VEC_EXP_C2), r, _mm256_set1_pd(1.0));
+    y = _mm256_fmadd_pd(p, r2, y);
+    return _mm256_cvtpd_ps(_mm256_mul_pd(y, s));
+}
+VEC_INLINE __m256 v_expf8_(__m256 x) {
+    __m256 y = _mm256_set_m128(v_expf4_(_mm256_extractf128_ps(x, 1)), v_expf4_(_mm256_castps256_ps128(x)));
+    __m256i ax = _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff));
+    int slow = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(ax, _mm256_set1_epi32((int)VEC_EXP_SLOW - 1))));
+    if (slow) {
+        float xs[8], ys[8];
+        _mm256_storeu_ps(xs, x);
+        _mm256_storeu_ps(ys, y);
+        for (int l = 0; l < 8; l++)
+            if (slow >> l & 1) ys[l] = expf(xs[l]);
+        y = _mm256_loadu_ps(ys);
+    }
+    return y;
+}
+VEC_INLINE vec16 v_expf(vec16 x) { return v_pair_(v_expf8_(x.lo), v_expf8_(x.hi)); }
 VEC_INLINE void v_reg(vec16 *v) { __asm__("" : "+x"(v->lo)); __asm__("" : "+x"(v->hi)); }
 
 /* the canonical reduction: fold lanes l + (l+8), then ((s0+s4)+(s2+s6)) + ((s1+s5)+(s3+s7)) */

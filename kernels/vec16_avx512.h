@@ -47,6 +47,43 @@ VEC_INLINE vec16 v_flipsign(vec16 v, unsigned m) {
     __m512i b = _mm512_castps_si512(v);
     return _mm512_castsi512_ps(_mm512_mask_xor_epi32(b, (__mmask16)m, b, _mm512_set1_epi32((int)0x80000000u)));
 }
+VEC_INLINE vec16 v_div(vec16 a, vec16 b) { return _mm512_div_ps(a, b); }
+/* glibc's expf on 8 lanes in double (vec16.h): k = round(x 32/ln2) through the shift, r = x 32/ln2
+ * - k by one fma, 2^(k/32) = table[k % 32] with k / 32 added to its exponent, times the polynomial;
+ * the last rounding is vcvtpd2ps's (to nearest even) */
+VEC_INLINE __m256 v_expf8_(__m256 x) {
+    const __m512d inv = _mm512_set1_pd(VEC_EXP_INVLN2N), sh = _mm512_set1_pd(VEC_EXP_SHIFT);
+    __m512d xd = _mm512_cvtps_pd(x);
+    __m512d kd = _mm512_fmadd_pd(inv, xd, sh);
+    __m512i ki = _mm512_castpd_si512(kd);
+    kd = _mm512_sub_pd(kd, sh);
+    __m512d r = _mm512_fmsub_pd(inv, xd, kd);
+    const double *t = vec16_exp2_32;
+    __m512d lo = _mm512_permutex2var_pd(_mm512_loadu_pd(t), ki, _mm512_loadu_pd(t + 8));        /* j & 15 of 0..15 */
+    __m512d hi = _mm512_permutex2var_pd(_mm512_loadu_pd(t + 16), ki, _mm512_loadu_pd(t + 24)); /* of 16..31 */
+    __m512d tj = _mm512_mask_blend_pd(_mm512_test_epi64_mask(ki, _mm512_set1_epi64(16)), lo, hi);
+    __m512d s = _mm512_castsi512_pd(_mm512_add_epi64(_mm512_castpd_si512(tj), _mm512_slli_epi64(_mm512_srli_epi64(ki, 5), 52)));
+    __m512d p = _mm512_fmadd_pd(_mm512_set1_pd(VEC_EXP_C0), r, _mm512_set1_pd(VEC_EXP_C1));
+    __m512d r2 = _mm512_mul_pd(r, r);
+    __m512d y = _mm512_fmadd_pd(_mm512_set1_pd(VEC_EXP_C2), r, _mm512_set1_pd(1.0));
+    y = _mm512_fmadd_pd(p, r2, y);
+    return _mm512_cvtpd_ps(_mm512_mul_pd(y, s));
+}
+VEC_INLINE vec16 v_expf(vec16 x) {
+    vec16 y = _mm512_insertf32x8(_mm512_castps256_ps512(v_expf8_(_mm512_castps512_ps256(x))),
+                                 v_expf8_(_mm512_extractf32x8_ps(x, 1)), 1);
+    __m512i ax = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff));
+    __mmask16 slow = _mm512_cmpge_epu32_mask(ax, _mm512_set1_epi32((int)VEC_EXP_SLOW));
+    if (slow) {
+        float xs[16], ys[16];
+        _mm512_storeu_ps(xs, x);
+        _mm512_storeu_ps(ys, y);
+        for (int l = 0; l < 16; l++)
+            if (slow >> l & 1) ys[l] = expf(xs[l]);
+        y = _mm512_loadu_ps(ys);
+    }
+    return y;
+}
 VEC_INLINE void v_reg(vec16 *v) { __asm__("" : "+v"(*v)); }
 
 /* the canonical reduction: fold lanes l + (l+8), then ((s0+s4)+(s2+s6)) + ((s1+s5)+(s3+s7)) */

@@ -45,6 +45,8 @@ VEC_INLINE vec16 v_load_f16(const void *p) {
     return r;
 }
 VEC_INLINE float v_half1(const void *p) { uint16_t h; memcpy(&h, p, 2); return v_half_(h); }
+VEC_INLINE vec16 v_div(vec16 a, vec16 b) { for (int l = 0; l < 16; l++) a.f[l] /= b.f[l]; return a; }
+VEC_INLINE vec16 v_expf(vec16 x) { for (int l = 0; l < 16; l++) x.f[l] = expf(x.f[l]); return x; }
 VEC_INLINE void v_store_f16(void *p, vec16 v) {
     uint16_t h[16];
     for (int l = 0; l < 16; l++) h[l] = fp16_from_f32(v.f[l]);

@@ -41,6 +41,13 @@ VEC_INLINE vec16 v_load_f16(const void *p) {
     for (int k = 0; k < 4; k++) r.q[k] = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h + 4 * k)));
     return r;
 }
+VEC_INLINE vec16 v_div(vec16 a, vec16 b) { for (int k = 0; k < 4; k++) a.q[k] = vdivq_f32(a.q[k], b.q[k]); return a; }
+VEC_INLINE vec16 v_expf(vec16 x) {
+    float f[16];
+    v_store(f, x);
+    for (int l = 0; l < 16; l++) f[l] = expf(f[l]);
+    return v_load(f);
+}
 VEC_INLINE void v_store_f16(void *p, vec16 v) {
     uint16_t *h = (uint16_t *)p;
     for (int k = 0; k < 4; k++) vst1_u16(h + 4 * k, vreinterpret_u16_f16(vcvt_f16_f32(v.q[k])));

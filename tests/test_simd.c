@@ -3,7 +3,8 @@
  *   1. each fast path against its plain C reference, bit for bit: ops_dot, the dequantisers, the
  *      fused dequantise-and-dot (1..8 rows), the matmul (decode and prefill shapes), the 16-wide
  *      exp against ops_expf (edge values included), the vector f32 -> f16 store against
- *      fp16_from_f32 (NaNs, infinities, rounding edges), the tiled and split attention against
+ *      fp16_from_f32 (NaNs, infinities, rounding edges), v_expf against libm's expf and the FFN
+ *      activations against their references, the tiled and split attention against
  *      attn_run_ref for f32 / f16 / bf16 / int8 / q8_0 / q4_0 K/V at head dim 64;
  *   2. one FNV-1a hash of every output above, printed as "simd hash <16 hex digits>". The hash is
  *      the same on every ISA (AVX-512, AVX2, NEON, plain C): tests/neon.test.sh compares the x86
@@ -155,6 +156,45 @@ static void test_exp(void) {
           "a NaN), sum = ops_sum8", bad);
 }
 
+/* v_expf = libm's expf bit for bit on every stride-th float bit pattern (251: both signs, every
+ * exponent, infinities and NaNs, glibc's own cases; 1 with --exp-all: all 2^32, make check-long), then the activations' fast forms (ops_swiglu,
+ * ops_geglu, ops_swiglu_oai) = their references on finite gates and ups, a length that leaves a
+ * tail, and gates around expf's special cases (|x| >= 88 goes to expf itself) */
+static void test_activations(unsigned stride) {
+    long bad = 0, n = 0;
+    for (uint64_t u = 0; u + 15 * (uint64_t)stride <= 0xFFFFFFFFull; u += 16 * (uint64_t)stride) {
+        float x[16], y[16];
+        for (int l = 0; l < 16; l++) {
+            uint32_t b = (uint32_t)(u + (uint64_t)l * stride);
+            memcpy(&x[l], &b, 4);
+        }
+        v_store(y, v_expf(v_load(x)));
+        for (int l = 0; l < 16; l++) {
+            float want = expf(x[l]);
+            bad += memcmp(&want, &y[l], 4) != 0;
+        }
+        n += 16;
+    }
+    CHECK(bad == 0, "v_expf = expf bit for bit on %ld float bit patterns (%ld differ)", n, bad);
+    enum { N = 1000 + 7 };
+    static const float edge[] = { 88.0f, -88.0f, 87.99f, -87.99f, 88.5f, -88.5f, 100.0f, -100.0f, -103.5f, -104.0f,
+                                  1e30f, -1e30f, 0.0f, -0.0f, 1e-40f, -1e-40f, 20.0f, -20.0f };
+    static float g[N], u[N], a[N], b[N];
+    for (int i = 0; i < N; i++) { g[i] = rnd(-30.0f, 30.0f); u[i] = rnd(-10.0f, 10.0f); }
+    memcpy(g + 3, edge, sizeof edge);
+    memcpy(g + N - 9, edge, 9 * sizeof(float));   /* in the tail too */
+    for (int k = 0; k < 3; k++) {
+        memcpy(a, g, sizeof g);
+        memcpy(b, g, sizeof g);
+        if (k == 0) { ops_swiglu(a, u, N); ops_swiglu_ref(b, u, N); }
+        if (k == 1) { ops_geglu(a, u, N); ops_geglu_ref(b, u, N); }
+        if (k == 2) { ops_swiglu_oai(a, u, N, 1.702f, 7.0f); ops_swiglu_oai_ref(b, u, N, 1.702f, 7.0f); }
+        hash_bytes(a, sizeof a);
+        CHECK(same_bits(a, b, N), "%s: fast form = reference on %d values (edges, a tail of %d)",
+              k == 0 ? "ops_swiglu" : k == 1 ? "ops_geglu" : "ops_swiglu_oai", N, N % 16);
+    }
+}
+
 /* v_store_f16 = fp16_from_f32 lane by lane: random bit patterns (NaNs, infinities and subnormals
  * among them) and the edges of the rounding (ties to even, the largest half, overflow, the
  * subnormal range and below it, signalling and quiet NaNs) */
@@ -218,7 +258,8 @@ static void test_attention(pool *p) {
     }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    unsigned stride = argc > 1 && strcmp(argv[1], "--exp-all") == 0 ? 1 : 251;
     pool *p;
     if (pool_create(check_threads(2), &p)) { printf("FAIL - pool_create\n0 passed, 1 failed\n"); return 1; }
     printf("vec16 family: %s\n", VEC16_ISA);
@@ -226,6 +267,7 @@ int main(void) {
     test_weights(p);
     test_exp();
     test_half_store();
+    test_activations(stride);
     test_attention(p);
     pool_free(p);
     printf("simd hash %016llx\n", (unsigned long long)hash);
