@@ -111,6 +111,11 @@ static const double vec16_exp2_32[32] = {
 #define VEC_EXP_C1 0x1.ebfce50fac4f3p-13
 #define VEC_EXP_C2 0x1.62e42ff0c52d6p-6
 #define VEC_EXP_SLOW 0x42b00000u   /* |x| >= 88 (and inf, NaN): glibc's own special cases, expf itself */
+/* y[l] = expf(x[l]) for the lanes l < n whose bit is set in slow (the x families' v_expf) */
+static inline void vec16_expf_lanes(const float *x, float *y, unsigned slow, int n) {
+    for (int l = 0; l < n; l++)
+        if (slow >> l & 1) y[l] = expf(x[l]);
+}
 
 #if VEC_ISA_AVX512
 #include "kernels/vec16_avx512.h"

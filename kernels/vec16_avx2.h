@@ -108,8 +108,7 @@ VEC_INLINE __m256 v_expf8_(__m256 x) {
         float xs[8], ys[8];
         _mm256_storeu_ps(xs, x);
         _mm256_storeu_ps(ys, y);
-        for (int l = 0; l < 8; l++)
-            if (slow >> l & 1) ys[l] = expf(xs[l]);
+        vec16_expf_lanes(xs, ys, (unsigned)slow, 8);
         y = _mm256_loadu_ps(ys);
     }
     return y;

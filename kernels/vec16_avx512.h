@@ -78,8 +78,7 @@ VEC_INLINE vec16 v_expf(vec16 x) {
         float xs[16], ys[16];
         _mm512_storeu_ps(xs, x);
         _mm512_storeu_ps(ys, y);
-        for (int l = 0; l < 16; l++)
-            if (slow >> l & 1) ys[l] = expf(xs[l]);
+        vec16_expf_lanes(xs, ys, slow, 16);
         y = _mm512_loadu_ps(ys);
     }
     return y;
