@@ -248,6 +248,16 @@ static inline __attribute__((always_inline)) void cols_vec(const kv_fmt f, const
             }
         return;
     }
+    if (f == KV_Q4_1) {   /* kv_vec16's q4_1, each block's table (two conversions and an fma) built once */
+        for (int r = 0; r < n; r++, row += stride, y += d1 - d0)
+            for (int i = d0; i < d1;) {
+                const uint8_t *b = row + 20 * (size_t)(i / 32);
+                int e = (i / 32 + 1) * 32 < d1 ? (i / 32 + 1) * 32 : d1;   /* the end of i's block */
+                vlutf t = kv_q4_1_table(b);
+                for (; i < e; i += 16) v_store(y + i - d0, kv_q4_1_vec16(b, t, i % 32 != 0));
+            }
+        return;
+    }
     for (int r = 0; r < n; r++, row += stride, y += d1 - d0)
         for (int i = d0; i < d1; i += 16) v_store(y + i - d0, kv_vec16(f, row, h, i));
 }

@@ -49,6 +49,17 @@ static inline vec16i kv_vec_codes(const uint8_t *qs, const uint8_t *qh, int seco
     return q;
 }
 
+/* q4_0 / q4_1 block b (18 / 20 bytes): its table of 16 values, and values [16 second, 16 second +
+ * 16) of the block given it (kv_dequantize_cols builds each block's table once for both halves) */
+static inline vlutm kv_q4_0_table(const uint8_t *b) { return v_lutm(v_half1(b), -8.0f); }
+static inline vec16 kv_q4_0_vec16(const uint8_t *b, vlutm t, int second) {
+    return v_lutm_get(t, kv_vec_codes(b + 2, NULL, second));
+}
+static inline vlutf kv_q4_1_table(const uint8_t *b) { return v_lutf_f16(b, 0.0f); }
+static inline vec16 kv_q4_1_vec16(const uint8_t *b, vlutf t, int second) {
+    return v_lutf_get(t, kv_vec_codes(b + 4, NULL, second));
+}
+
 /* int8 (kv.h's layout: h codes, then one fp16 scale per kv_int8_group(h) values): the scale of
  * value d0's group, and values [d0, d0 + 16) given it (kv_dequantize_cols converts each group's
  * scale once) */
@@ -76,13 +87,13 @@ static inline vec16 kv_vec16(kv_fmt f, const uint8_t *row, int h, int d0) {
      * d * (-8 + q); q * d + m rounds once, as fma(d, q, m) does, because q * d is exact (an fp16
      * scale has 11 significant bits, a code at most 5). */
     case KV_Q4_0:                                           /* { fp16 d; uint8 qs[16] } */
-        return v_lutm_get(v_lutm(v_half1(row + 18 * (size_t)c), -8.0f), kv_vec_codes(row + 18 * (size_t)c + 2, NULL, second));
+        return kv_q4_0_vec16(row + 18 * (size_t)c, kv_q4_0_table(row + 18 * (size_t)c), second);
     case KV_Q5_0: {                                         /* { fp16 d; uint8 qh[4]; uint8 qs[16] } */
         const uint8_t *b = row + 22 * (size_t)c;
         return v_lutm32_get(v_lutm32(v_half1(b), -16.0f), kv_vec_codes(b + 6, b + 2, second));
     }
     case KV_Q4_1:                                           /* { fp16 d; fp16 m; uint8 qs[16] } */
-        return v_lutf_get(v_lutf_f16(row + 20 * (size_t)c, 0.0f), kv_vec_codes(row + 20 * (size_t)c + 4, NULL, second));
+        return kv_q4_1_vec16(row + 20 * (size_t)c, kv_q4_1_table(row + 20 * (size_t)c), second);
     case KV_Q5_1: {                                         /* { fp16 d; fp16 m; uint8 qh[4]; uint8 qs[16] } */
         const uint8_t *b = row + 24 * (size_t)c;
         return v_lutf32_get(v_lutf32_f16(b, 0.0f), kv_vec_codes(b + 8, b + 4, second));
