@@ -294,14 +294,16 @@ static void tok_row(const tok_ctx *c, int t) {
     float *q = b->q + (size_t)t * qd, *k = b->k + (size_t)t * kd, *v = b->v + (size_t)t * kd;
     switch (c->step) {
     case TOK_IN: ops_rmsnorm(o, x, ly->attn_norm, dim, m->eps); break;
-    case TOK_QK:
+    case TOK_QK: {
+        const float *cs = c->cs + (size_t)t * m->n_rot;   /* [n_rot] token t's RoPE row */
         add_bias(q, ly->bq, 1, qd);
         add_bias(k, ly->bk, 1, kd);
         add_bias(v, ly->bv, 1, kd);
-        qk_prepare(m, q, m->n_head, ly->q_norm, c->cs + (size_t)t * m->n_rot);
-        qk_prepare(m, k, m->n_kv, ly->k_norm, c->cs + (size_t)t * m->n_rot);
+        qk_prepare(m, q, m->n_head, ly->q_norm, cs);
+        qk_prepare(m, k, m->n_kv, ly->k_norm, cs);
         if (!c->keep_store) cache_store(&b->c, c->cl, c->pos0 + t, k, v);
         break;
+    }
     case TOK_MID:
         if (ly->post_attn_norm) ops_rmsnorm(o, o, ly->post_attn_norm, dim, m->eps);
         for (int i = 0; i < dim; i++) x[i] += o[i];

@@ -50,7 +50,8 @@ static inline vec16i kv_vec_codes(const uint8_t *qs, const uint8_t *qh, int seco
 }
 
 /* q4_0 / q4_1 block b (18 / 20 bytes): its table of 16 values, and values [16 second, 16 second +
- * 16) of the block given it (kv_dequantize_cols builds each block's table once for both halves) */
+ * 16) of the block given it (kv_dequantize_cols builds each q4_1 block's table once for both
+ * halves; q4_0's, one conversion and a multiply, is built per call: NOTES.md row 38) */
 static inline vlutm kv_q4_0_table(const uint8_t *b) { return v_lutm(v_half1(b), -8.0f); }
 static inline vec16 kv_q4_0_vec16(const uint8_t *b, vlutm t, int second) {
     return v_lutm_get(t, kv_vec_codes(b + 2, NULL, second));
@@ -86,14 +87,18 @@ static inline vec16 kv_vec16(kv_fmt f, const uint8_t *row, int h, int d0) {
      * computed entry elsewhere). The entries are the decoder's values: (q - 8) * d is the product
      * d * (-8 + q); q * d + m rounds once, as fma(d, q, m) does, because q * d is exact (an fp16
      * scale has 11 significant bits, a code at most 5). */
-    case KV_Q4_0:                                           /* { fp16 d; uint8 qs[16] } */
-        return kv_q4_0_vec16(row + 18 * (size_t)c, kv_q4_0_table(row + 18 * (size_t)c), second);
+    case KV_Q4_0: {                                         /* { fp16 d; uint8 qs[16] } */
+        const uint8_t *b = row + 18 * (size_t)c;
+        return kv_q4_0_vec16(b, kv_q4_0_table(b), second);
+    }
     case KV_Q5_0: {                                         /* { fp16 d; uint8 qh[4]; uint8 qs[16] } */
         const uint8_t *b = row + 22 * (size_t)c;
         return v_lutm32_get(v_lutm32(v_half1(b), -16.0f), kv_vec_codes(b + 6, b + 2, second));
     }
-    case KV_Q4_1:                                           /* { fp16 d; fp16 m; uint8 qs[16] } */
-        return kv_q4_1_vec16(row + 20 * (size_t)c, kv_q4_1_table(row + 20 * (size_t)c), second);
+    case KV_Q4_1: {                                         /* { fp16 d; fp16 m; uint8 qs[16] } */
+        const uint8_t *b = row + 20 * (size_t)c;
+        return kv_q4_1_vec16(b, kv_q4_1_table(b), second);
+    }
     case KV_Q5_1: {                                         /* { fp16 d; fp16 m; uint8 qh[4]; uint8 qs[16] } */
         const uint8_t *b = row + 24 * (size_t)c;
         return v_lutf32_get(v_lutf32_f16(b, 0.0f), kv_vec_codes(b + 8, b + 4, second));
