@@ -274,9 +274,29 @@ static void transpose_block(float *vblk, int nk, int hd, float *kt, int nkeys) {
 }
 
 /* k_block's register path for one format f (a literal at each call, so that kv_vec16 folds to its
- * case): keys [jt, jt + 16) x values [d0, d0 + 16) per tile, rows rb bytes apart from row. */
+ * case): keys [jt, jt + 16) x values [d0, d0 + 16) per tile, rows rb bytes apart from row; for the
+ * one-table block formats in full blocks of keys, both tiles of a 32-value block from one table
+ * per key (the same values). */
 static inline __attribute__((always_inline)) void k_tiles(const kv_fmt f, const uint8_t *row, size_t rb, int hd,
                                                           int nk, float *kt, int nkeys) {
+#if VEC16_REGS >= 32
+    if (kv_vec_block(f) && nk == nkeys) {   /* one table per key and block, built once for both halves */
+        size_t bb = (size_t)kv_vec_block(f);
+        for (int jt = 0; jt < nkeys; jt += 16)
+            for (int c = 0; c < hd / 32; c++) {
+                const uint8_t *b = row + (size_t)jt * rb + bb * (size_t)c;   /* key jt's block c; key jt + i's is i * rb on */
+                vec16 t[16], r[16];
+                #pragma GCC unroll 16
+                for (int i = 0; i < 16; i++) t[i] = kv_vec_table(f, b + (size_t)i * rb);
+                for (int second = 0; second < 2; second++) {
+                    #pragma GCC unroll 16
+                    for (int i = 0; i < 16; i++) r[i] = kv_vec_pick(f, b + (size_t)i * rb, t[i], second);
+                    v_transpose16r(r, kt + (size_t)(32 * c + 16 * second) * nkeys + jt, (size_t)nkeys);
+                }
+            }
+        return;
+    }
+#endif
     for (int jt = 0; jt < nkeys; jt += 16)
         for (int d0 = 0; d0 < hd; d0 += 16) {
             vec16 r[16];

@@ -61,6 +61,28 @@ static inline vec16 kv_q4_1_vec16(const uint8_t *b, vlutf t, int second) {
     return v_lutf_get(t, kv_vec_codes(b + 4, NULL, second));
 }
 
+#if VEC16_REGS >= 32
+/* With 32 registers (vec16_avx512.h) the table of each one-table block format (q4_0, q4_1, iq4_nl,
+ * mxfp4) is one vec16, so that one pair of helpers serves them all: kv_vec_block(f) is f's block
+ * bytes (0 for the other formats), kv_vec_table(f, b) block b's table, kv_vec_pick(f, b, t, second)
+ * values [16 second, 16 second + 16) of the block given it: kv_vec16's values, with the table built
+ * once for both halves (attn.c's K tiles, NOTES.md row 39). */
+static inline int kv_vec_block(kv_fmt f) {
+    return f == KV_Q4_0 || f == KV_IQ4_NL ? 18 : f == KV_Q4_1 ? 20 : f == KV_MXFP4 ? 17 : 0;
+}
+static inline vec16 kv_vec_table(kv_fmt f, const uint8_t *b) {
+    switch (f) {
+    case KV_Q4_0: return kv_q4_0_table(b);
+    case KV_Q4_1: return kv_q4_1_table(b);
+    case KV_IQ4_NL: return v_lutv(v_half1(b), v_load(kv_iq4nl_values));
+    default: return v_lutv(kv_e8m0_to_f32(b[0]), v_load(kv_e2m1_values));
+    }
+}
+static inline vec16 kv_vec_pick(kv_fmt f, const uint8_t *b, vec16 t, int second) {
+    return v_lutv_get(t, kv_vec_codes(b + (f == KV_Q4_1 ? 4 : f == KV_MXFP4 ? 1 : 2), NULL, second));
+}
+#endif
+
 /* int8 (kv.h's layout: h codes, then one fp16 scale per kv_int8_group(h) values): the scale of
  * value d0's group, and values [d0, d0 + 16) given it (kv_dequantize_cols converts each group's
  * scale once) */

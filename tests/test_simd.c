@@ -5,7 +5,7 @@
  *      exp against ops_expf (edge values included), the vector f32 -> f16 store against
  *      fp16_from_f32 (NaNs, infinities, rounding edges), v_expf against libm's expf and the FFN
  *      activations against their references, the tiled and split attention against
- *      attn_run_ref for f32 / f16 / bf16 / int8 / q8_0 / q4_0 K/V at head dim 64;
+ *      attn_run_ref for f32 / f16 / bf16 / int8 / q8_0 / q4_0 / q4_1 / iq4_nl / mxfp4 K/V at head dim 64;
  *   2. one FNV-1a hash of every output above, printed as "simd hash <16 hex digits>". The hash is
  *      the same on every ISA (AVX-512, AVX2, NEON, plain C): tests/neon.test.sh compares the x86
  *      native build's with the NEON and plain C builds' run under qemu-aarch64.
@@ -221,7 +221,7 @@ static void test_half_store(void) {
 }
 
 static void test_attention(pool *p) {
-    static const kv_fmt fmts[] = { KV_F32, KV_F16, KV_BF16, KV_INT8, KV_Q8_0, KV_Q4_0 };
+    static const kv_fmt fmts[] = { KV_F32, KV_F16, KV_BF16, KV_INT8, KV_Q8_0, KV_Q4_0, KV_Q4_1, KV_IQ4_NL, KV_MXFP4 };
     enum { HD = 64, NKV = 2, NH = 4, CTX = 1300, T = 37 };
     static float kv[2 * NKV * HD], q[T * NH * HD], o[T * NH * HD], r[T * NH * HD];
     for (int i = 0; i < T * NH * HD; i++) q[i] = rnd(-1, 1);
