@@ -235,7 +235,10 @@ int kv_dequantize(kv_fmt f, const void *src, float *y, int h) {
     return 0;
 }
 
-/* kv_dequantize_cols for a kv_vec_ok format f (a literal: KV_VEC_DISPATCH) */
+/* kv_dequantize_cols for a kv_vec_ok format f (a literal: KV_VEC_DISPATCH), each scale or table
+ * built once for the values it serves: on AVX-512 the one-table block formats' whole blocks through
+ * kv_vec.h's kv_vec_table / kv_vec_pick (NOTES.md row 40), int8's scale per group, q4_1's table per
+ * block (the other families, and ranges that start or end mid-block) */
 static inline __attribute__((always_inline)) void cols_vec(const kv_fmt f, const uint8_t *row, size_t stride, int n,
                                                            float *y, int h, int d0, int d1) {
     if (f == KV_INT8) {   /* kv_vec16's int8 case, each group's scale converted once */
@@ -248,6 +251,19 @@ static inline __attribute__((always_inline)) void cols_vec(const kv_fmt f, const
             }
         return;
     }
+#if VEC16_REGS >= 32
+    if (kv_vec_block(f) && d0 % 32 == 0 && d1 % 32 == 0) {   /* kv_vec.h's one-table formats: a table per block */
+        size_t bb = (size_t)kv_vec_block(f);
+        for (int r = 0; r < n; r++, row += stride, y += d1 - d0)
+            for (int c = d0 / 32; c < d1 / 32; c++) {
+                const uint8_t *b = row + bb * (size_t)c;
+                vec16 t = kv_vec_table(f, b);
+                v_store(y + 32 * c - d0, kv_vec_pick(f, b, t, 0));
+                v_store(y + 32 * c - d0 + 16, kv_vec_pick(f, b, t, 1));
+            }
+        return;
+    }
+#endif
     if (f == KV_Q4_1) {   /* kv_vec16's q4_1, each block's table (two conversions and an fma) built once */
         for (int r = 0; r < n; r++, row += stride, y += d1 - d0)
             for (int i = d0; i < d1;) {

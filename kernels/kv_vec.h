@@ -51,7 +51,8 @@ static inline vec16i kv_vec_codes(const uint8_t *qs, const uint8_t *qh, int seco
 
 /* q4_0 / q4_1 block b (18 / 20 bytes): its table of 16 values, and values [16 second, 16 second +
  * 16) of the block given it (kv_dequantize_cols builds each q4_1 block's table once for both
- * halves; q4_0's, one conversion and a multiply, is built per call: NOTES.md row 38) */
+ * halves; q4_0's, one conversion and a multiply, is built per call: NOTES.md row 38; on AVX-512
+ * both are built once per block through kv_vec_table below) */
 static inline vlutm kv_q4_0_table(const uint8_t *b) { return v_lutm(v_half1(b), -8.0f); }
 static inline vec16 kv_q4_0_vec16(const uint8_t *b, vlutm t, int second) {
     return v_lutm_get(t, kv_vec_codes(b + 2, NULL, second));
@@ -66,7 +67,7 @@ static inline vec16 kv_q4_1_vec16(const uint8_t *b, vlutf t, int second) {
  * mxfp4) is one vec16, so that one pair of helpers serves them all: kv_vec_block(f) is f's block
  * bytes (0 for the other formats), kv_vec_table(f, b) block b's table, kv_vec_pick(f, b, t, second)
  * values [16 second, 16 second + 16) of the block given it: kv_vec16's values, with the table built
- * once for both halves (attn.c's K tiles, NOTES.md row 39). */
+ * once for both halves (attn.c's K tiles and kv_decode.c's cols_vec, NOTES.md rows 39 and 40). */
 static inline int kv_vec_block(kv_fmt f) {
     return f == KV_Q4_0 || f == KV_IQ4_NL ? 18 : f == KV_Q4_1 ? 20 : f == KV_MXFP4 ? 17 : 0;
 }
