@@ -62,6 +62,11 @@ static inline vec16 kv_q4_1_vec16(const uint8_t *b, vlutf t, int second) {
     return v_lutf_get(t, kv_vec_codes(b + 4, NULL, second));
 }
 
+/* iq4_nl / mxfp4 block b (18 / 17 bytes): its table, the format's 16 grid values times the
+ * block's scale (fp16 d; e8m0 X, 2^(X - 127)) */
+static inline vlutv kv_iq4nl_table(const uint8_t *b) { return v_lutv(v_half1(b), v_load(kv_iq4nl_values)); }
+static inline vlutv kv_mxfp4_table(const uint8_t *b) { return v_lutv(kv_e8m0_to_f32(b[0]), v_load(kv_e2m1_values)); }
+
 #if VEC16_REGS >= 32
 /* With 32 registers (vec16_avx512.h) the table of each one-table block format (q4_0, q4_1, iq4_nl,
  * mxfp4) is one vec16, so that one pair of helpers serves them all: kv_vec_block(f) is f's block
@@ -75,8 +80,8 @@ static inline vec16 kv_vec_table(kv_fmt f, const uint8_t *b) {
     switch (f) {
     case KV_Q4_0: return kv_q4_0_table(b);
     case KV_Q4_1: return kv_q4_1_table(b);
-    case KV_IQ4_NL: return v_lutv(v_half1(b), v_load(kv_iq4nl_values));
-    default: return v_lutv(kv_e8m0_to_f32(b[0]), v_load(kv_e2m1_values));
+    case KV_IQ4_NL: return kv_iq4nl_table(b);
+    default: return kv_mxfp4_table(b);
     }
 }
 static inline vec16 kv_vec_pick(kv_fmt f, const uint8_t *b, vec16 t, int second) {
@@ -128,11 +133,11 @@ static inline vec16 kv_vec16(kv_fmt f, const uint8_t *row, int h, int d0) {
     }
     case KV_IQ4_NL: {                                       /* { fp16 d; uint8 qs[16] }: grid[code] * d */
         const uint8_t *b = row + 18 * (size_t)c;
-        return v_lutv_get(v_lutv(v_half1(b), v_load(kv_iq4nl_values)), kv_vec_codes(b + 2, NULL, second));
+        return v_lutv_get(kv_iq4nl_table(b), kv_vec_codes(b + 2, NULL, second));
     }
     default: {                                              /* KV_MXFP4 { e8m0 X; uint8 qs[16] }: e2m1[code] * 2^(X - 127) */
         const uint8_t *b = row + 17 * (size_t)c;
-        return v_lutv_get(v_lutv(kv_e8m0_to_f32(b[0]), v_load(kv_e2m1_values)), kv_vec_codes(b + 1, NULL, second));
+        return v_lutv_get(kv_mxfp4_table(b), kv_vec_codes(b + 1, NULL, second));
     }
     }
 }
