@@ -175,22 +175,42 @@ static void scores_block(const float *qs, int nq, const float *kt, int nkeys, in
  * j = 0..n-1 ascending — per element the reference's scalar loop; vectorised across d, the rows
  * share each V load. o [nr][hd], w rows ldw apart, v [n][hd]. */
 
+/* int8 V rows read where they are stored (kv.h's layout: h values, then the fp16 scales), for
+ * pv_block: row j at rows + j * rb, its value column c0 + d0 + c read for output column d0 + c;
+ * the 16 * nv columns lie in one scale group (the caller's condition) */
+typedef struct {
+    const uint8_t *rows;
+    size_t rb;
+    int h, c0;
+} pv_i8;
+
 /* 16 * nv outputs (nv = 2 or 4) of nr rows, from column d0 (nr and nv are constants at each call:
- * registers, not the stack); vreg as scores_nq's kreg. */
+ * registers, not the stack); vreg as scores_nq's kreg. V from v [n][hd], or, with q (not NULL:
+ * a literal at each call, so that the test folds), decoded from q's int8 rows in registers: the
+ * same values kv_dequantize_cols gives, without storing them first (NOTES.md row 41). */
 static inline __attribute__((always_inline)) void pv_block(float *o, const float *w, size_t ldw, const int nr,
-                                                          const int nv, const int vreg, const float *v, int n, int hd, int d0) {
+                                                          const int nv, const int vreg, const float *v, int n, int hd, int d0,
+                                                          const pv_i8 *q) {
     vec16 acc[4][4];
     #pragma GCC unroll 4
     for (int r = 0; r < nr; r++)
         #pragma GCC unroll 4
         for (int u = 0; u < nv; u++) acc[r][u] = v_load(o + (size_t)r * hd + d0 + 16 * u);
     for (int j = 0; j < n; j++) {
-        const float *vj = v + (size_t)j * hd + d0;
         vec16 vv[4];
-        #pragma GCC unroll 4
-        for (int u = 0; u < nv; u++) {
-            vv[u] = v_load(vj + 16 * u);
-            if (vreg) v_reg(&vv[u]);
+        if (q) {
+            const uint8_t *rj = q->rows + (size_t)j * q->rb;
+            int c = q->c0 + d0;
+            vec16 sc = kv_int8_scale(rj, q->h, c);
+            #pragma GCC unroll 4
+            for (int u = 0; u < nv; u++) vv[u] = kv_int8_vec16(rj, c + 16 * u, sc);
+        } else {
+            const float *vj = v + (size_t)j * hd + d0;
+            #pragma GCC unroll 4
+            for (int u = 0; u < nv; u++) {
+                vv[u] = v_load(vj + 16 * u);
+                if (vreg) v_reg(&vv[u]);
+            }
         }
         #pragma GCC unroll 4
         for (int r = 0; r < nr; r++) {
@@ -207,27 +227,27 @@ static inline __attribute__((always_inline)) void pv_block(float *o, const float
 
 /* pv_block with nr as a literal (nr <= 4) */
 static inline __attribute__((always_inline)) void pv_cols(float *o, const float *w, size_t ldw, int nr, const int nv,
-                                                         const float *v, int n, int hd, int d0) {
+                                                         const float *v, int n, int hd, int d0, const pv_i8 *q) {
     switch (nr) {
-    case 4: pv_block(o, w, ldw, 4, nv, 1, v, n, hd, d0); break;
-    case 3: pv_block(o, w, ldw, 3, nv, 1, v, n, hd, d0); break;
-    case 2: pv_block(o, w, ldw, 2, nv, 1, v, n, hd, d0); break;
-    default: pv_block(o, w, ldw, 1, nv, 1, v, n, hd, d0); break;
+    case 4: pv_block(o, w, ldw, 4, nv, 1, v, n, hd, d0, q); break;
+    case 3: pv_block(o, w, ldw, 3, nv, 1, v, n, hd, d0, q); break;
+    case 2: pv_block(o, w, ldw, 2, nv, 1, v, n, hd, d0, q); break;
+    default: pv_block(o, w, ldw, 1, nv, 1, v, n, hd, d0, q); break;
     }
 }
 
 static void pv_accumulate(float *o, const float *w, size_t ldw, int nr, const float *v, int n, int hd) {
     int d0 = 0;
 #if VEC16_REGS >= 32   /* up to 4 rows x 64 columns: 16 accumulators */
-    for (; d0 + 64 <= hd; d0 += 64) pv_cols(o, w, ldw, nr, 4, v, n, hd, d0);
-    for (; d0 + 32 <= hd; d0 += 32) pv_cols(o, w, ldw, nr, 2, v, n, hd, d0);
+    for (; d0 + 64 <= hd; d0 += 64) pv_cols(o, w, ldw, nr, 4, v, n, hd, d0, NULL);
+    for (; d0 + 32 <= hd; d0 += 32) pv_cols(o, w, ldw, nr, 2, v, n, hd, d0, NULL);
 #else                  /* 2 rows x 32 columns: 4 accumulators, 2 V vectors; 3 rows as 3 x 32 from
                         * memory operands (as scores_block) */
     if (nr == 3)
-        for (; d0 + 32 <= hd; d0 += 32) pv_block(o, w, ldw, 3, 2, 0, v, n, hd, d0);
+        for (; d0 + 32 <= hd; d0 += 32) pv_block(o, w, ldw, 3, 2, 0, v, n, hd, d0, NULL);
     for (; d0 + 32 <= hd; d0 += 32)
         for (int r = 0; r < nr; r += 2)
-            pv_cols(o + (size_t)r * hd, w + (size_t)r * ldw, ldw, nr - r < 2 ? nr - r : 2, 2, v, n, hd, d0);
+            pv_cols(o + (size_t)r * hd, w + (size_t)r * ldw, ldw, nr - r < 2 ? nr - r : 2, 2, v, n, hd, d0, NULL);
 #endif
     for (; d0 + 16 <= hd; d0 += 16)
         for (int r = 0; r < nr; r++) {
@@ -485,10 +505,17 @@ static void split_values(void *vctx, int item, int thread) {
     float *vblk = x->scratch + (size_t)thread * x->per_thread + (size_t)hd * KEY_BLOCK_DEC;   /* [KEY_BLOCK_DEC][w] */
     float *o = vblk + (size_t)KEY_BLOCK_DEC * hd;                                              /* [group][w] */
     const float *sg = x->s + (size_t)g * x->group * x->ld;
+    int v_i8 = VEC16_REGS >= 32 && H->fv == KV_INT8 && w == 64 && d0 % 64 == 0 && hd % 64 == 0;   /* groups of 64 */
     for (int i = 0; i < x->group * w; i++) o[i] = 0.0f;
     for (int j0 = 0; j0 < x->n; j0 += KEY_BLOCK_DEC) {
         int nk = x->n - j0 < KEY_BLOCK_DEC ? x->n - j0 : KEY_BLOCK_DEC;
         if (j0 + KEY_BLOCK_DEC < x->n) prefetch_block(cache_v_row(c, a->layer, x->lo + j0 + KEY_BLOCK_DEC, g), H->v_row_bytes, x->n - j0 - KEY_BLOCK_DEC < KEY_BLOCK_DEC ? x->n - j0 - KEY_BLOCK_DEC : KEY_BLOCK_DEC);
+        if (v_i8) {   /* int8 V in 64-column sets of one scale group: decoded in registers (NOTES.md row 41) */
+            pv_i8 q = { cache_v_row(c, a->layer, x->lo + j0, g), H->v_row_bytes, hd, d0 };
+            for (int h = 0; h < x->group; h += 4)
+                pv_cols(o + (size_t)h * w, sg + (size_t)h * x->ld + j0, x->ld, x->group - h < 4 ? x->group - h : 4, 4, NULL, nk, w, 0, &q);
+            continue;
+        }
         if (kv_fmt_is_kivi(H->fv)) cache_v_rows(c, a->layer, g, a->pos0, x->lo + j0, nk, vblk);   /* then w == hd */
         else kv_dequantize_cols(H->fv, cache_v_row(c, a->layer, x->lo + j0, g), H->v_row_bytes, nk, vblk, hd, d0, d1);
         for (int h = 0; h < x->group; h += 4) {
