@@ -175,22 +175,24 @@ static void scores_block(const float *qs, int nq, const float *kt, int nkeys, in
  * j = 0..n-1 ascending — per element the reference's scalar loop; vectorised across d, the rows
  * share each V load. o [nr][hd], w rows ldw apart, v [n][hd]. */
 
-/* int8 V rows read where they are stored (kv.h's layout: h values, then the fp16 scales), for
- * pv_block: row j at rows + j * rb, its value column c0 + d0 + c read for output column d0 + c;
- * the 16 * nv columns lie in one scale group (the caller's condition) */
+/* V rows read where they are stored (kv.h's layout, h values each), for pv_block: row j at rows +
+ * j * rb, its value column c0 + d0 + c read for output column d0 + c; for int8 the 16 * nv columns
+ * lie in one scale group, for the one-table block formats they start a block (the caller's
+ * condition: split_values) */
 typedef struct {
     const uint8_t *rows;
     size_t rb;
     int h, c0;
-} pv_i8;
+} pv_rows;
 
 /* 16 * nv outputs (nv = 2 or 4) of nr rows, from column d0 (nr and nv are constants at each call:
  * registers, not the stack); vreg as scores_nq's kreg. V from v [n][hd], or, with q (not NULL:
- * a literal at each call, so that the test folds), decoded from q's int8 rows in registers: the
- * same values kv_dequantize_cols gives, without storing them first (NOTES.md row 41). */
+ * a literal at each call, so that the test folds), decoded from q's rows of format qf (a literal:
+ * int8, or on AVX-512 q4_0, q4_1, iq4_nl, mxfp4) in registers: the same values
+ * kv_dequantize_cols gives, without storing them first (NOTES.md rows 41 and 42). */
 static inline __attribute__((always_inline)) void pv_block(float *o, const float *w, size_t ldw, const int nr,
                                                           const int nv, const int vreg, const float *v, int n, int hd, int d0,
-                                                          const pv_i8 *q) {
+                                                          const kv_fmt qf, const pv_rows *q) {
     vec16 acc[4][4];
     #pragma GCC unroll 4
     for (int r = 0; r < nr; r++)
@@ -201,9 +203,22 @@ static inline __attribute__((always_inline)) void pv_block(float *o, const float
         if (q) {
             const uint8_t *rj = q->rows + (size_t)j * q->rb;
             int c = q->c0 + d0;
-            vec16 sc = kv_int8_scale(rj, q->h, c);
-            #pragma GCC unroll 4
-            for (int u = 0; u < nv; u++) vv[u] = kv_int8_vec16(rj, c + 16 * u, sc);
+            if (qf == KV_INT8) {
+                vec16 sc = kv_int8_scale(rj, q->h, c);
+                #pragma GCC unroll 4
+                for (int u = 0; u < nv; u++) vv[u] = kv_int8_vec16(rj, c + 16 * u, sc);
+            }
+#if VEC16_REGS >= 32
+            else {   /* one table per block for its two halves */
+                #pragma GCC unroll 2
+                for (int u = 0; u < nv; u += 2) {
+                    const uint8_t *b = rj + (size_t)kv_vec_block(qf) * (size_t)((c + 16 * u) / 32);
+                    vec16 t = kv_vec_table(qf, b);
+                    vv[u] = kv_vec_pick(qf, b, t, 0);
+                    vv[u + 1] = kv_vec_pick(qf, b, t, 1);
+                }
+            }
+#endif
         } else {
             const float *vj = v + (size_t)j * hd + d0;
             #pragma GCC unroll 4
@@ -227,27 +242,54 @@ static inline __attribute__((always_inline)) void pv_block(float *o, const float
 
 /* pv_block with nr as a literal (nr <= 4) */
 static inline __attribute__((always_inline)) void pv_cols(float *o, const float *w, size_t ldw, int nr, const int nv,
-                                                         const float *v, int n, int hd, int d0, const pv_i8 *q) {
+                                                         const float *v, int n, int hd, int d0, const kv_fmt qf,
+                                                         const pv_rows *q) {
     switch (nr) {
-    case 4: pv_block(o, w, ldw, 4, nv, 1, v, n, hd, d0, q); break;
-    case 3: pv_block(o, w, ldw, 3, nv, 1, v, n, hd, d0, q); break;
-    case 2: pv_block(o, w, ldw, 2, nv, 1, v, n, hd, d0, q); break;
-    default: pv_block(o, w, ldw, 1, nv, 1, v, n, hd, d0, q); break;
+    case 4: pv_block(o, w, ldw, 4, nv, 1, v, n, hd, d0, qf, q); break;
+    case 3: pv_block(o, w, ldw, 3, nv, 1, v, n, hd, d0, qf, q); break;
+    case 2: pv_block(o, w, ldw, 2, nv, 1, v, n, hd, d0, qf, q); break;
+    default: pv_block(o, w, ldw, 1, nv, 1, v, n, hd, d0, qf, q); break;
+    }
+}
+
+/* 1 if split_values decodes V rows of format f in pv_block (64-column sets of heads with hd % 64 ==
+ * 0: one int8 scale group, two whole blocks) */
+static int pv_stored_ok(kv_fmt f) {
+#if VEC16_REGS >= 32
+    return f == KV_INT8 || kv_vec_block(f) != 0;
+#else
+    (void)f;
+    return 0;
+#endif
+}
+
+/* o [nr][64] += w [nr][n] (rows ldw apart) times the 64 columns of q's stored rows, of format f
+ * (pv_stored_ok), with f as a literal in pv_block */
+static void pv_stored(kv_fmt f, float *o, const float *w, size_t ldw, int nr, const pv_rows *q, int n) {
+    switch (f) {
+    case KV_INT8: pv_cols(o, w, ldw, nr, 4, NULL, n, 64, 0, KV_INT8, q); break;
+#if VEC16_REGS >= 32
+    case KV_Q4_0: pv_cols(o, w, ldw, nr, 4, NULL, n, 64, 0, KV_Q4_0, q); break;
+    case KV_Q4_1: pv_cols(o, w, ldw, nr, 4, NULL, n, 64, 0, KV_Q4_1, q); break;
+    case KV_IQ4_NL: pv_cols(o, w, ldw, nr, 4, NULL, n, 64, 0, KV_IQ4_NL, q); break;
+    case KV_MXFP4: pv_cols(o, w, ldw, nr, 4, NULL, n, 64, 0, KV_MXFP4, q); break;
+#endif
+    default: break;
     }
 }
 
 static void pv_accumulate(float *o, const float *w, size_t ldw, int nr, const float *v, int n, int hd) {
     int d0 = 0;
 #if VEC16_REGS >= 32   /* up to 4 rows x 64 columns: 16 accumulators */
-    for (; d0 + 64 <= hd; d0 += 64) pv_cols(o, w, ldw, nr, 4, v, n, hd, d0, NULL);
-    for (; d0 + 32 <= hd; d0 += 32) pv_cols(o, w, ldw, nr, 2, v, n, hd, d0, NULL);
+    for (; d0 + 64 <= hd; d0 += 64) pv_cols(o, w, ldw, nr, 4, v, n, hd, d0, KV_F32, NULL);
+    for (; d0 + 32 <= hd; d0 += 32) pv_cols(o, w, ldw, nr, 2, v, n, hd, d0, KV_F32, NULL);
 #else                  /* 2 rows x 32 columns: 4 accumulators, 2 V vectors; 3 rows as 3 x 32 from
                         * memory operands (as scores_block) */
     if (nr == 3)
-        for (; d0 + 32 <= hd; d0 += 32) pv_block(o, w, ldw, 3, 2, 0, v, n, hd, d0, NULL);
+        for (; d0 + 32 <= hd; d0 += 32) pv_block(o, w, ldw, 3, 2, 0, v, n, hd, d0, KV_F32, NULL);
     for (; d0 + 32 <= hd; d0 += 32)
         for (int r = 0; r < nr; r += 2)
-            pv_cols(o + (size_t)r * hd, w + (size_t)r * ldw, ldw, nr - r < 2 ? nr - r : 2, 2, v, n, hd, d0, NULL);
+            pv_cols(o + (size_t)r * hd, w + (size_t)r * ldw, ldw, nr - r < 2 ? nr - r : 2, 2, v, n, hd, d0, KV_F32, NULL);
 #endif
     for (; d0 + 16 <= hd; d0 += 16)
         for (int r = 0; r < nr; r++) {
@@ -505,15 +547,15 @@ static void split_values(void *vctx, int item, int thread) {
     float *vblk = x->scratch + (size_t)thread * x->per_thread + (size_t)hd * KEY_BLOCK_DEC;   /* [KEY_BLOCK_DEC][w] */
     float *o = vblk + (size_t)KEY_BLOCK_DEC * hd;                                              /* [group][w] */
     const float *sg = x->s + (size_t)g * x->group * x->ld;
-    int v_i8 = VEC16_REGS >= 32 && H->fv == KV_INT8 && w == 64 && d0 % 64 == 0 && hd % 64 == 0;   /* groups of 64 */
+    int stored = pv_stored_ok(H->fv) && w == 64 && d0 % 64 == 0 && hd % 64 == 0;
     for (int i = 0; i < x->group * w; i++) o[i] = 0.0f;
     for (int j0 = 0; j0 < x->n; j0 += KEY_BLOCK_DEC) {
         int nk = x->n - j0 < KEY_BLOCK_DEC ? x->n - j0 : KEY_BLOCK_DEC;
         if (j0 + KEY_BLOCK_DEC < x->n) prefetch_block(cache_v_row(c, a->layer, x->lo + j0 + KEY_BLOCK_DEC, g), H->v_row_bytes, x->n - j0 - KEY_BLOCK_DEC < KEY_BLOCK_DEC ? x->n - j0 - KEY_BLOCK_DEC : KEY_BLOCK_DEC);
-        if (v_i8) {   /* int8 V in 64-column sets of one scale group: decoded in registers (NOTES.md row 41) */
-            pv_i8 q = { cache_v_row(c, a->layer, x->lo + j0, g), H->v_row_bytes, hd, d0 };
+        if (stored) {   /* V decoded in registers (NOTES.md rows 41 and 42) */
+            pv_rows q = { cache_v_row(c, a->layer, x->lo + j0, g), H->v_row_bytes, hd, d0 };
             for (int h = 0; h < x->group; h += 4)
-                pv_cols(o + (size_t)h * w, sg + (size_t)h * x->ld + j0, x->ld, x->group - h < 4 ? x->group - h : 4, 4, NULL, nk, w, 0, &q);
+                pv_stored(H->fv, o + (size_t)h * w, sg + (size_t)h * x->ld + j0, x->ld, x->group - h < 4 ? x->group - h : 4, &q, nk);
             continue;
         }
         if (kv_fmt_is_kivi(H->fv)) cache_v_rows(c, a->layer, g, a->pos0, x->lo + j0, nk, vblk);   /* then w == hd */
