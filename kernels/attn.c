@@ -178,7 +178,7 @@ static void scores_block(const float *qs, int nq, const float *kt, int nkeys, in
 /* V rows read where they are stored (kv.h's layout, h values each), for pv_block: row j at rows +
  * j * rb, its value column c0 + d0 + c read for output column d0 + c; for int8 the 16 * nv columns
  * lie in one scale group, for the one-table block formats they start a block (the caller's
- * condition: split_values) */
+ * condition: split_values, attn_item in decode) */
 typedef struct {
     const uint8_t *rows;
     size_t rb;
@@ -263,16 +263,16 @@ static int pv_stored_ok(kv_fmt f) {
 #endif
 }
 
-/* o [nr][64] += w [nr][n] (rows ldw apart) times the 64 columns of q's stored rows, of format f
- * (pv_stored_ok), with f as a literal in pv_block */
-static void pv_stored(kv_fmt f, float *o, const float *w, size_t ldw, int nr, const pv_rows *q, int n) {
+/* columns d0 .. d0 + 63 of o [nr][ldo] += w [nr][n] (rows ldw apart) times columns q->c0 + d0 ..
+ * q->c0 + d0 + 63 of q's stored rows, of format f (pv_stored_ok), with f as a literal in pv_block */
+static void pv_stored(kv_fmt f, float *o, int ldo, int d0, const float *w, size_t ldw, int nr, const pv_rows *q, int n) {
     switch (f) {
-    case KV_INT8: pv_cols(o, w, ldw, nr, 4, NULL, n, 64, 0, KV_INT8, q); break;
+    case KV_INT8: pv_cols(o, w, ldw, nr, 4, NULL, n, ldo, d0, KV_INT8, q); break;
 #if VEC16_REGS >= 32
-    case KV_Q4_0: pv_cols(o, w, ldw, nr, 4, NULL, n, 64, 0, KV_Q4_0, q); break;
-    case KV_Q4_1: pv_cols(o, w, ldw, nr, 4, NULL, n, 64, 0, KV_Q4_1, q); break;
-    case KV_IQ4_NL: pv_cols(o, w, ldw, nr, 4, NULL, n, 64, 0, KV_IQ4_NL, q); break;
-    case KV_MXFP4: pv_cols(o, w, ldw, nr, 4, NULL, n, 64, 0, KV_MXFP4, q); break;
+    case KV_Q4_0: pv_cols(o, w, ldw, nr, 4, NULL, n, ldo, d0, KV_Q4_0, q); break;
+    case KV_Q4_1: pv_cols(o, w, ldw, nr, 4, NULL, n, ldo, d0, KV_Q4_1, q); break;
+    case KV_IQ4_NL: pv_cols(o, w, ldw, nr, 4, NULL, n, ldo, d0, KV_IQ4_NL, q); break;
+    case KV_MXFP4: pv_cols(o, w, ldw, nr, 4, NULL, n, ldo, d0, KV_MXFP4, q); break;
 #endif
     default: break;
     }
@@ -450,19 +450,25 @@ static void attn_item(void *vctx, int item, int thread) {
         sum_q[i] = sink_sum(a, h, m, ops_exp_sub_sum(si, si, m, n));
         for (int d = 0; d < hd; d++) o[(size_t)i * hd + d] = 0.0f;
     }
-    /* weighted sum of V, keys ascending per query */
+    /* weighted sum of V, keys ascending per query; in decode (one token, whose runs of up to 4
+     * heads read each value once) V is decoded in registers where split_values does (NOTES.md
+     * row 43) */
+    int stored = a->T == 1 && pv_stored_ok(H->fv) && hd % 64 == 0;
     for (int j0 = lo; j0 <= hi; j0 += KEY_BLOCK) {
         int nk = hi - j0 + 1 < KEY_BLOCK ? hi - j0 + 1 : KEY_BLOCK;
         if (j0 + KEY_BLOCK <= hi) prefetch_block(cache_v_row(c, a->layer, j0 + KEY_BLOCK, g), H->v_row_bytes, hi - j0 - KEY_BLOCK + 1 < KEY_BLOCK ? hi - j0 - KEY_BLOCK + 1 : KEY_BLOCK);
-        cache_v_rows(c, a->layer, g, a->pos0, j0, nk, vblk);
+        if (!stored) cache_v_rows(c, a->layer, g, a->pos0, j0, nk, vblk);
         for (int i = 0; i < nq;) {
             int nr = 1;   /* rows of one token (its heads) share the key range */
             while (nr < 4 && i + nr < nq && lo_q[i + nr] == lo_q[i] && hi_q[i + nr] == hi_q[i]) nr++;
             int jb = j0 > lo_q[i] ? j0 : lo_q[i];
             int je = j0 + nk - 1 < hi_q[i] ? j0 + nk - 1 : hi_q[i];
-            if (je >= jb)
-                pv_accumulate(o + (size_t)i * hd, s + (size_t)i * ld + (jb - lo), ld, nr,
-                              vblk + (size_t)(jb - j0) * hd, je - jb + 1, hd);
+            const float *wi = s + (size_t)i * ld + (jb - lo);
+            if (je >= jb && stored) {
+                pv_rows vq = { cache_v_row(c, a->layer, jb, g), H->v_row_bytes, hd, 0 };
+                for (int d0 = 0; d0 < hd; d0 += 64) pv_stored(H->fv, o + (size_t)i * hd, hd, d0, wi, ld, nr, &vq, je - jb + 1);
+            } else if (je >= jb)
+                pv_accumulate(o + (size_t)i * hd, wi, ld, nr, vblk + (size_t)(jb - j0) * hd, je - jb + 1, hd);
             i += nr;
         }
     }
@@ -555,7 +561,7 @@ static void split_values(void *vctx, int item, int thread) {
         if (stored) {   /* V decoded in registers (NOTES.md rows 41 and 42) */
             pv_rows q = { cache_v_row(c, a->layer, x->lo + j0, g), H->v_row_bytes, hd, d0 };
             for (int h = 0; h < x->group; h += 4)
-                pv_stored(H->fv, o + (size_t)h * w, sg + (size_t)h * x->ld + j0, x->ld, x->group - h < 4 ? x->group - h : 4, &q, nk);
+                pv_stored(H->fv, o + (size_t)h * w, w, 0, sg + (size_t)h * x->ld + j0, x->ld, x->group - h < 4 ? x->group - h : 4, &q, nk);
             continue;
         }
         if (kv_fmt_is_kivi(H->fv)) cache_v_rows(c, a->layer, g, a->pos0, x->lo + j0, nk, vblk);   /* then w == hd */
