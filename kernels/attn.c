@@ -188,7 +188,7 @@ typedef struct {
 /* 16 * nv outputs (nv = 2 or 4) of nr rows, from column d0 (nr and nv are constants at each call:
  * registers, not the stack); vreg as scores_nq's kreg. V from v [n][hd], or, with q (not NULL:
  * a literal at each call, so that the test folds), decoded from q's rows of format qf (a literal:
- * int8, or on AVX-512 q4_0, q4_1, iq4_nl, mxfp4) in registers: the same values
+ * int8, or on AVX-512 f16, q4_0, q4_1, iq4_nl, mxfp4) in registers: the same values
  * kv_dequantize_cols gives, without storing them first (NOTES.md rows 41 and 42). */
 static inline __attribute__((always_inline)) void pv_block(float *o, const float *w, size_t ldw, const int nr,
                                                           const int nv, const int vreg, const float *v, int n, int hd, int d0,
@@ -209,7 +209,10 @@ static inline __attribute__((always_inline)) void pv_block(float *o, const float
                 for (int u = 0; u < nv; u++) vv[u] = kv_int8_vec16(rj, c + 16 * u, sc);
             }
 #if VEC16_REGS >= 32
-            else {   /* one table per block for its two halves */
+            else if (qf == KV_F16) {
+                #pragma GCC unroll 4
+                for (int u = 0; u < nv; u++) vv[u] = v_load_f16(rj + 2 * (size_t)(c + 16 * u));
+            } else {   /* one table per block for its two halves */
                 #pragma GCC unroll 2
                 for (int u = 0; u < nv; u += 2) {
                     const uint8_t *b = rj + (size_t)kv_vec_block(qf) * (size_t)((c + 16 * u) / 32);
@@ -252,11 +255,11 @@ static inline __attribute__((always_inline)) void pv_cols(float *o, const float 
     }
 }
 
-/* 1 if split_values decodes V rows of format f in pv_block (64-column sets of heads with hd % 64 ==
- * 0: one int8 scale group, two whole blocks) */
+/* 1 if decode (split_values, attn_item with one token) reads V rows of format f in pv_block, 64
+ * columns at a time of heads with hd % 64 == 0: one int8 scale group, two whole blocks */
 static int pv_stored_ok(kv_fmt f) {
 #if VEC16_REGS >= 32
-    return f == KV_INT8 || kv_vec_block(f) != 0;
+    return f == KV_INT8 || f == KV_F16 || kv_vec_block(f) != 0;
 #else
     (void)f;
     return 0;
@@ -269,6 +272,7 @@ static void pv_stored(kv_fmt f, float *o, int ldo, int d0, const float *w, size_
     switch (f) {
     case KV_INT8: pv_cols(o, w, ldw, nr, 4, NULL, n, ldo, d0, KV_INT8, q); break;
 #if VEC16_REGS >= 32
+    case KV_F16: pv_cols(o, w, ldw, nr, 4, NULL, n, ldo, d0, KV_F16, q); break;
     case KV_Q4_0: pv_cols(o, w, ldw, nr, 4, NULL, n, ldo, d0, KV_Q4_0, q); break;
     case KV_Q4_1: pv_cols(o, w, ldw, nr, 4, NULL, n, ldo, d0, KV_Q4_1, q); break;
     case KV_IQ4_NL: pv_cols(o, w, ldw, nr, 4, NULL, n, ldo, d0, KV_IQ4_NL, q); break;
@@ -553,7 +557,7 @@ static void split_values(void *vctx, int item, int thread) {
     float *vblk = x->scratch + (size_t)thread * x->per_thread + (size_t)hd * KEY_BLOCK_DEC;   /* [KEY_BLOCK_DEC][w] */
     float *o = vblk + (size_t)KEY_BLOCK_DEC * hd;                                              /* [group][w] */
     const float *sg = x->s + (size_t)g * x->group * x->ld;
-    int stored = pv_stored_ok(H->fv) && w == 64 && d0 % 64 == 0 && hd % 64 == 0;
+    int stored = pv_stored_ok(H->fv) && w % 64 == 0 && d0 % 64 == 0 && hd % 64 == 0;
     for (int i = 0; i < x->group * w; i++) o[i] = 0.0f;
     for (int j0 = 0; j0 < x->n; j0 += KEY_BLOCK_DEC) {
         int nk = x->n - j0 < KEY_BLOCK_DEC ? x->n - j0 : KEY_BLOCK_DEC;
@@ -561,7 +565,8 @@ static void split_values(void *vctx, int item, int thread) {
         if (stored) {   /* V decoded in registers (NOTES.md rows 41 and 42) */
             pv_rows q = { cache_v_row(c, a->layer, x->lo + j0, g), H->v_row_bytes, hd, d0 };
             for (int h = 0; h < x->group; h += 4)
-                pv_stored(H->fv, o + (size_t)h * w, w, 0, sg + (size_t)h * x->ld + j0, x->ld, x->group - h < 4 ? x->group - h : 4, &q, nk);
+                for (int dc = 0; dc < w; dc += 64)
+                    pv_stored(H->fv, o + (size_t)h * w, w, dc, sg + (size_t)h * x->ld + j0, x->ld, x->group - h < 4 ? x->group - h : 4, &q, nk);
             continue;
         }
         if (kv_fmt_is_kivi(H->fv)) cache_v_rows(c, a->layer, g, a->pos0, x->lo + j0, nk, vblk);   /* then w == hd */

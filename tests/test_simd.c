@@ -5,7 +5,8 @@
  *      exp against ops_expf (edge values included), the vector f32 -> f16 store against
  *      fp16_from_f32 (NaNs, infinities, rounding edges), v_expf against libm's expf and the FFN
  *      activations against their references, the tiled and split attention against
- *      attn_run_ref for f32 / f16 / bf16 / int8 / q8_0 / q4_0 / q4_1 / iq4_nl / mxfp4 K/V at head dim 64;
+ *      attn_run_ref for f32 / f16 / bf16 / int8 / q8_0 / q4_0 / q4_1 / iq4_nl / mxfp4 K/V at head dim 64
+ *      (and f16, int8 and the 4-bit ones at head dim 256);
  *   2. one FNV-1a hash of every output above, printed as "simd hash <16 hex digits>". The hash is
  *      the same on every ISA (AVX-512, AVX2, NEON, plain C): tests/neon.test.sh compares the x86
  *      native build's with the NEON and plain C builds' run under qemu-aarch64.
@@ -220,41 +221,56 @@ static void test_half_store(void) {
     CHECK(bad == 0, "v_store_f16 = fp16_from_f32 on %d values: random bits, rounding edges, NaNs (%d differ)", N, bad);
 }
 
+/* tiled, windowed and split decode of one layer of n_kv KV heads of dimension hd (n_head 4), K and
+ * V in format f, = attn_run_ref bit for bit; returns how many calls differ (or failed) */
+static int attention_case(pool *p, kv_fmt f, int hd, int n_kv) {
+    enum { MAX_HD = 256, MAX_KV = 2, NH = 4, CTX = 1300, T = 37 };
+    static float kv[2 * MAX_KV * MAX_HD], q[T * NH * MAX_HD], o[T * NH * MAX_HD], r[T * NH * MAX_HD];
+    cache c;
+    char err[200];
+    if (cache_create(&c, f, f, 1, n_kv, hd, CTX, err, sizeof err)) {
+        printf("# cache_create %s: %s\n", kv_fmt_name(f), err);
+        return 1;
+    }
+    for (int i = 0; i < T * NH * hd; i++) q[i] = rnd(-1, 1);
+    for (int pos = 0; pos < CTX; pos++) {
+        for (int i = 0; i < 2 * n_kv * hd; i++) kv[i] = rnd(-1, 1);
+        cache_store(&c, 0, pos, kv, kv + n_kv * hd);
+    }
+    int bad = 0;
+    /* a prefill chunk (tiled), one with a window, decode steps past ATTN_SPLIT_MIN_KEYS keys (split)
+     * and one short of it (tiled); the last two with attention sinks (gpt-oss) */
+    static const float sinks[NH] = { 0.5f, -2.0f, 9.0f, 1.5f };
+    attn_args a[] = { { 0, T, 100, NH, 0, 0.125f, q, o, NULL }, { 0, T, 400, NH, 50, 0.125f, q, o, NULL },
+                       { 0, 1, 1290, NH, 0, 0.125f, q, o, NULL }, { 0, 1, 700, NH, 0, 0.125f, q, o, NULL },
+                       { 0, 1, ATTN_SPLIT_MIN_KEYS - 57, NH, 0, 0.125f, q, o, NULL },
+                       { 0, T, 400, NH, 50, 0.125f, q, o, sinks }, { 0, 1, 1290, NH, 0, 0.125f, q, o, sinks } };
+    for (size_t k = 0; k < sizeof a / sizeof a[0]; k++) {
+        attn_args b = a[k];
+        b.out = r;
+        if (attn_run(p, &c, &a[k]) || attn_run_ref(&c, &b)) { bad++; continue; }
+        bad += !same_bits(o, r, (size_t)a[k].T * NH * hd);
+        hash_bytes(o, sizeof(float) * (size_t)a[k].T * NH * hd);
+    }
+    cache_free(&c);
+    return bad;
+}
+
+/* every format at head dim 64 (2 KV heads); the register-decoded ones also at Gemma 3's 256 (1 KV
+ * head), where split decode gives each item more than 64 columns */
 static void test_attention(pool *p) {
     static const kv_fmt fmts[] = { KV_F32, KV_F16, KV_BF16, KV_INT8, KV_Q8_0, KV_Q4_0, KV_Q4_1, KV_IQ4_NL, KV_MXFP4 };
-    enum { HD = 64, NKV = 2, NH = 4, CTX = 1300, T = 37 };
-    static float kv[2 * NKV * HD], q[T * NH * HD], o[T * NH * HD], r[T * NH * HD];
-    for (int i = 0; i < T * NH * HD; i++) q[i] = rnd(-1, 1);
+    static const kv_fmt wide[] = { KV_F16, KV_INT8, KV_Q4_0, KV_Q4_1, KV_IQ4_NL, KV_MXFP4 };
     for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
-        cache c;
-        char err[200];
-        if (cache_create(&c, fmts[f], fmts[f], 1, NKV, HD, CTX, err, sizeof err)) {
-            CHECK(0, "cache_create %s: %s", kv_fmt_name(fmts[f]), err);
-            continue;
-        }
-        for (int pos = 0; pos < CTX; pos++) {
-            for (int i = 0; i < 2 * NKV * HD; i++) kv[i] = rnd(-1, 1);
-            cache_store(&c, 0, pos, kv, kv + NKV * HD);
-        }
-        int bad = 0;
-        /* a prefill chunk (tiled), one with a window, decode steps past ATTN_SPLIT_MIN_KEYS keys (split)
-         * and one short of it (tiled); the last two with attention sinks (gpt-oss) */
-        static const float sinks[NH] = { 0.5f, -2.0f, 9.0f, 1.5f };
-        attn_args a[] = { { 0, T, 100, NH, 0, 0.125f, q, o, NULL }, { 0, T, 400, NH, 50, 0.125f, q, o, NULL },
-                           { 0, 1, 1290, NH, 0, 0.125f, q, o, NULL }, { 0, 1, 700, NH, 0, 0.125f, q, o, NULL },
-                           { 0, 1, ATTN_SPLIT_MIN_KEYS - 57, NH, 0, 0.125f, q, o, NULL },
-                           { 0, T, 400, NH, 50, 0.125f, q, o, sinks }, { 0, 1, 1290, NH, 0, 0.125f, q, o, sinks } };
-        for (size_t k = 0; k < sizeof a / sizeof a[0]; k++) {
-            attn_args b = a[k];
-            b.out = r;
-            if (attn_run(p, &c, &a[k]) || attn_run_ref(&c, &b)) { bad++; continue; }
-            bad += !same_bits(o, r, (size_t)a[k].T * NH * HD);
-            hash_bytes(o, sizeof(float) * (size_t)a[k].T * NH * HD);
-        }
+        int bad = attention_case(p, fmts[f], 64, 2);
         CHECK(bad == 0, "attention, %s K/V, head dim 64: tiled, windowed and split decode, with and without sinks = attn_run_ref "
-              "(%d differ)",
-              kv_fmt_name(fmts[f]), bad);
-        cache_free(&c);
+              "(%d differ)", kv_fmt_name(fmts[f]), bad);
+    }
+    for (size_t f = 0; f < sizeof wide / sizeof wide[0]; f++) {
+        int bad = attention_case(p, wide[f], 256, 1);
+        CHECK(bad == 0, "attention, %s K/V, head dim 256, 1 KV head: tiled, windowed and split decode, with and without sinks = "
+              "attn_run_ref (%d differ)",
+              kv_fmt_name(wide[f]), bad);
     }
 }
 
