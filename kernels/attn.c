@@ -189,7 +189,7 @@ typedef struct {
  * registers, not the stack); vreg as scores_nq's kreg. V from v [n][hd], or, with q (not NULL:
  * a literal at each call, so that the test folds), decoded from q's rows of format qf (a literal:
  * int8, or on AVX-512 f16, q4_0, q4_1, iq4_nl, mxfp4) in registers: the same values
- * kv_dequantize_cols gives, without storing them first (NOTES.md rows 41 and 42). */
+ * kv_dequantize_cols gives, without storing them first (NOTES.md rows 41-44). */
 static inline __attribute__((always_inline)) void pv_block(float *o, const float *w, size_t ldw, const int nr,
                                                           const int nv, const int vreg, const float *v, int n, int hd, int d0,
                                                           const kv_fmt qf, const pv_rows *q) {
@@ -562,7 +562,7 @@ static void split_values(void *vctx, int item, int thread) {
     for (int j0 = 0; j0 < x->n; j0 += KEY_BLOCK_DEC) {
         int nk = x->n - j0 < KEY_BLOCK_DEC ? x->n - j0 : KEY_BLOCK_DEC;
         if (j0 + KEY_BLOCK_DEC < x->n) prefetch_block(cache_v_row(c, a->layer, x->lo + j0 + KEY_BLOCK_DEC, g), H->v_row_bytes, x->n - j0 - KEY_BLOCK_DEC < KEY_BLOCK_DEC ? x->n - j0 - KEY_BLOCK_DEC : KEY_BLOCK_DEC);
-        if (stored) {   /* V decoded in registers (NOTES.md rows 41 and 42) */
+        if (stored) {   /* V decoded in registers (NOTES.md rows 41, 42 and 44) */
             pv_rows q = { cache_v_row(c, a->layer, x->lo + j0, g), H->v_row_bytes, hd, d0 };
             for (int h = 0; h < x->group; h += 4)
                 for (int dc = 0; dc < w; dc += 64)
