@@ -255,13 +255,14 @@ static inline __attribute__((always_inline)) void pv_cols(float *o, const float 
     }
 }
 
-/* 1 if decode (split_values, attn_item with one token) reads V rows of format f in pv_block, 64
- * columns at a time of heads with hd % 64 == 0: one int8 scale group, two whole blocks */
-static int pv_stored_ok(kv_fmt f) {
+/* 1 if decode (split_values, attn_item with one token) reads V rows of format f and head dim hd in
+ * pv_block, 64 columns at a time (hd % 64 == 0): one int8 scale group, two whole blocks */
+static int pv_stored_ok(kv_fmt f, int hd) {
 #if VEC16_REGS >= 32
-    return f == KV_INT8 || f == KV_F16 || kv_vec_block(f) != 0;
+    return hd % 64 == 0 && (f == KV_INT8 || f == KV_F16 || kv_vec_block(f) != 0);
 #else
     (void)f;
+    (void)hd;
     return 0;
 #endif
 }
@@ -457,7 +458,7 @@ static void attn_item(void *vctx, int item, int thread) {
     /* weighted sum of V, keys ascending per query; in decode (one token, whose runs of up to 4
      * heads read each value once) V is decoded in registers where split_values does (NOTES.md
      * row 43) */
-    int stored = a->T == 1 && pv_stored_ok(H->fv) && hd % 64 == 0;
+    int stored = a->T == 1 && pv_stored_ok(H->fv, hd);
     for (int j0 = lo; j0 <= hi; j0 += KEY_BLOCK) {
         int nk = hi - j0 + 1 < KEY_BLOCK ? hi - j0 + 1 : KEY_BLOCK;
         if (j0 + KEY_BLOCK <= hi) prefetch_block(cache_v_row(c, a->layer, j0 + KEY_BLOCK, g), H->v_row_bytes, hi - j0 - KEY_BLOCK + 1 < KEY_BLOCK ? hi - j0 - KEY_BLOCK + 1 : KEY_BLOCK);
@@ -471,8 +472,9 @@ static void attn_item(void *vctx, int item, int thread) {
             if (je >= jb && stored) {
                 pv_rows vq = { cache_v_row(c, a->layer, jb, g), H->v_row_bytes, hd, 0 };
                 for (int d0 = 0; d0 < hd; d0 += 64) pv_stored(H->fv, o + (size_t)i * hd, hd, d0, wi, ld, nr, &vq, je - jb + 1);
-            } else if (je >= jb)
+            } else if (je >= jb) {
                 pv_accumulate(o + (size_t)i * hd, wi, ld, nr, vblk + (size_t)(jb - j0) * hd, je - jb + 1, hd);
+            }
             i += nr;
         }
     }
@@ -557,7 +559,7 @@ static void split_values(void *vctx, int item, int thread) {
     float *vblk = x->scratch + (size_t)thread * x->per_thread + (size_t)hd * KEY_BLOCK_DEC;   /* [KEY_BLOCK_DEC][w] */
     float *o = vblk + (size_t)KEY_BLOCK_DEC * hd;                                              /* [group][w] */
     const float *sg = x->s + (size_t)g * x->group * x->ld;
-    int stored = pv_stored_ok(H->fv) && w % 64 == 0 && d0 % 64 == 0 && hd % 64 == 0;
+    int stored = pv_stored_ok(H->fv, hd) && w % 64 == 0 && d0 % 64 == 0;
     for (int i = 0; i < x->group * w; i++) o[i] = 0.0f;
     for (int j0 = 0; j0 < x->n; j0 += KEY_BLOCK_DEC) {
         int nk = x->n - j0 < KEY_BLOCK_DEC ? x->n - j0 : KEY_BLOCK_DEC;

@@ -259,18 +259,15 @@ static int attention_case(pool *p, kv_fmt f, int hd, int n_kv) {
 /* every format at head dim 64 (2 KV heads); the register-decoded ones also at Gemma 3's 256 (1 KV
  * head), where split decode gives each item more than 64 columns */
 static void test_attention(pool *p) {
-    static const kv_fmt fmts[] = { KV_F32, KV_F16, KV_BF16, KV_INT8, KV_Q8_0, KV_Q4_0, KV_Q4_1, KV_IQ4_NL, KV_MXFP4 };
-    static const kv_fmt wide[] = { KV_F16, KV_INT8, KV_Q4_0, KV_Q4_1, KV_IQ4_NL, KV_MXFP4 };
-    for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
-        int bad = attention_case(p, fmts[f], 64, 2);
-        CHECK(bad == 0, "attention, %s K/V, head dim 64: tiled, windowed and split decode, with and without sinks = attn_run_ref "
-              "(%d differ)", kv_fmt_name(fmts[f]), bad);
-    }
-    for (size_t f = 0; f < sizeof wide / sizeof wide[0]; f++) {
-        int bad = attention_case(p, wide[f], 256, 1);
-        CHECK(bad == 0, "attention, %s K/V, head dim 256, 1 KV head: tiled, windowed and split decode, with and without sinks = "
-              "attn_run_ref (%d differ)",
-              kv_fmt_name(wide[f]), bad);
+    static const struct { kv_fmt f; int hd, n_kv; } cases[] = {
+        { KV_F32, 64, 2 }, { KV_F16, 64, 2 }, { KV_BF16, 64, 2 }, { KV_INT8, 64, 2 }, { KV_Q8_0, 64, 2 },
+        { KV_Q4_0, 64, 2 }, { KV_Q4_1, 64, 2 }, { KV_IQ4_NL, 64, 2 }, { KV_MXFP4, 64, 2 },
+        { KV_F16, 256, 1 }, { KV_INT8, 256, 1 }, { KV_Q4_0, 256, 1 }, { KV_Q4_1, 256, 1 }, { KV_IQ4_NL, 256, 1 },
+        { KV_MXFP4, 256, 1 } };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int bad = attention_case(p, cases[k].f, cases[k].hd, cases[k].n_kv);
+        CHECK(bad == 0, "attention, %s K/V, head dim %d, %d KV heads: tiled, windowed and split decode, with and without "
+              "sinks = attn_run_ref (%d differ)", kv_fmt_name(cases[k].f), cases[k].hd, cases[k].n_kv, bad);
     }
 }
 
