@@ -399,7 +399,7 @@ static void k_block(const cache *c, int layer, int g, int p, int j0, int nk, flo
 /* Asks for the rows from p (one head's rows are contiguous) while the current block is used:
  * attention is otherwise bound by the latency of streaming the cache from memory. */
 static inline __attribute__((always_inline)) void prefetch_block(const uint8_t *p, size_t row_bytes, int rows) {
-    prefetch_l2(p, row_bytes * (size_t)rows);
+    prefetch_l1(p, row_bytes * (size_t)rows);
 }
 
 static void attn_item(void *vctx, int item, int thread) {

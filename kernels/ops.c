@@ -63,9 +63,9 @@ void ops_weight_row(const backend_weight *w, int r, float *out) {
     quant_dequant_row(w->type, w->data + (size_t)r * w->row_bytes, out, w->cols);
 }
 
-/* Prefetches the weight rows [r0, r1) into L2 (kernels/prefetch.h: why inlined). */
+/* Prefetches the weight rows [r0, r1) into L1 (kernels/prefetch.h: why L1, why inlined). */
 static inline __attribute__((always_inline)) void prefetch_rows(const backend_weight *w, int r0, int r1) {
-    if (r1 > r0) prefetch_l2(w->data + (size_t)r0 * w->row_bytes, (size_t)(r1 - r0) * w->row_bytes);
+    if (r1 > r0) prefetch_l1(w->data + (size_t)r0 * w->row_bytes, (size_t)(r1 - r0) * w->row_bytes);
 }
 
 /* out[q] = canonical dot(wt[q], x) for q < nr (nr <= 8): independent chains side by side, each
