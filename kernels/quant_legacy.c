@@ -90,7 +90,7 @@ static void ref_q8_0(const uint8_t *b, float *y) {
  * ------------------------------------------------------------------------------------------- */
 
 /* Q5's fifth bits: lane l gets 0x10 where bit l of bits is set */
-ALWAYS_INLINE vec16i q5_hi(vec16i nib, uint32_t bits) { return vi_or(nib, vi_bits16(bits & 0xFFFFu, 0x10)); }
+ALWAYS_INLINE vec16i q5_hi(vec16i nib, uint32_t bits) { return vi_or_bits16(nib, bits & 0xFFFFu, 0x10); }
 
 static void fast_q4_0(const uint8_t *src, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 18, y += 32) {
@@ -164,7 +164,7 @@ static void fast_q8_0(const uint8_t *src, float *y, int64_t nb) {
  * table */
 #define Q5_0_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 22 * (size_t)(b);                        \
-        vlutm32 t = v_lutm32(v_half1(blk), -16.0f);                                           \
+        vlutm32 t = v_lutm32_f16(blk, -16.0f);                                                 \
         uint32_t qh = rd32(blk + 2);                                                           \
         vec16i v = vi_load_u8(blk + 6);                                                        \
         FMA16(0, v_lutm32_get(t, q5_hi(nib_lo(v), qh)));                                       \

@@ -45,6 +45,7 @@
  *   vec16i vi_set1(i), vi_load_u8(p) (16 bytes zero-extended), vi_and, vi_or, vi_add, vi_sub,
  *          vi_mul (low 32 bits), vi_srl(v, n), vi_sll(v, n) (logical shifts, 0 <= n < 32),
  *          vi_bits16(bits, val): lane l = bit l of bits ? val : 0, vi_load(const int32_t *)
+ *          vi_or_bits16(v, bits, val): vi_or(v, vi_bits16(bits, val)) (AVX-512: one masked or)
  *   vec16  v_u8_64x2(a, b), v_i8_64x2(a, b), v_u8_32x4(a, b, c, d): 16 bytes held in integers,
  *          little-endian (byte k of a is lane k), as unsigned / signed values -> f32
  *   tables: 16 (or 32) values picked by small codes, one per lane. The AVX-512 family builds the
@@ -54,7 +55,8 @@
  *          vlutf  v_lutf(d, base, m):   entry i = fma(d, base + i, m)    v_lutf_get(t, idx)
  *                 v_lutf_f16(p, base):  v_lutf(v_half1(p), base, v_half1(p + 2))
  *          (base: an integer, |base| <= 16, as every kernel passes)
- *          vlutm32 / vlutf32: the same with 32 entries (v_lutm32, v_lutm32_get, v_lutf32_f16, ...)
+ *          vlutm32 / vlutf32: the same with 32 entries (v_lutm32, v_lutm32_get, v_lutf32_f16,
+ *          v_lutm32_f16(p, base) = v_lutm32(v_half1(p), base), ...)
  *          vlutv  v_lutv(d, vals):      entry i = d * vals[i]            v_lutv_get(t, idx)
  *          The lutm/lutf gets take codes (lanes in 0..15, or 0..31 for the 32-entry tables); a
  *          lane that holds a whole byte goes through vi_code4(v) first: lane & 15, or v unchanged
@@ -136,6 +138,13 @@ VEC_INLINE vlutf v_lutf_f16(const void *p, float base) { return v_lutf(v_half1(p
 VEC_INLINE vlutf32 v_lutf32_f16(const void *p, float base) { return v_lutf_f16(p, base); }
 VEC_INLINE vec16i vi_code4(vec16i v) { return vi_and(v, vi_set1(15)); }
 VEC_INLINE vec16 v_set1_f16(const void *p) { return v_set1(v_half1(p)); }
+#endif
+
+#if !VEC_ISA_AVX512
+/* composed wherever AVX-512's single instructions (a masked or, a vector broadcast of the scale) are
+ * not there */
+VEC_INLINE vec16i vi_or_bits16(vec16i v, uint32_t bits, int32_t val) { return vi_or(v, vi_bits16(bits, val)); }
+VEC_INLINE vlutm32 v_lutm32_f16(const void *p, float base) { return v_lutm32(v_half1(p), base); }
 #endif
 
 #if !VEC_ISA_AVX512

@@ -109,6 +109,7 @@ VEC_INLINE vec16i vi_mul(vec16i a, vec16i b) { return _mm512_mullo_epi32(a, b); 
 VEC_INLINE vec16i vi_srl(vec16i v, int n) { return _mm512_srl_epi32(v, _mm_cvtsi32_si128(n)); }
 VEC_INLINE vec16i vi_sll(vec16i v, int n) { return _mm512_sll_epi32(v, _mm_cvtsi32_si128(n)); }
 VEC_INLINE vec16i vi_bits16(uint32_t bits, int32_t val) { return _mm512_maskz_mov_epi32((__mmask16)bits, _mm512_set1_epi32(val)); }
+VEC_INLINE vec16i vi_or_bits16(vec16i v, uint32_t bits, int32_t val) { return _mm512_mask_or_epi32(v, (__mmask16)bits, v, _mm512_set1_epi32(val)); }
 
 VEC_INLINE vec16i vi_load(const int32_t *p) { return _mm512_loadu_si512((const void *)p); }
 /* 16 bytes held in integers (byte k of a is lane k, of b lane 8 + k ...) -> f32 */
@@ -133,6 +134,13 @@ VEC_INLINE vec16 v_lutm_get(vlutm t, vec16i idx) { return _mm512_permutexvar_ps(
 VEC_INLINE vec16 v_lutf_get(vlutf t, vec16i idx) { return _mm512_permutexvar_ps(idx, t); }
 VEC_INLINE vec16 v_lutv_get(vlutv t, vec16i idx) { return _mm512_permutexvar_ps(idx, t); }
 VEC_INLINE vlutm32 v_lutm32(float d, float base) { vlutm32 t = { v_lutm(d, base), v_lutm(d, base + 16.0f) }; return t; }
+/* d from the fp16 at p as one broadcast and one conversion (v_set1_f16), not a scalar conversion
+ * and a broadcast: two instructions fewer per block (NOTES.md row 46) */
+VEC_INLINE vlutm32 v_lutm32_f16(const void *p, float base) {
+    vec16 d = v_set1_f16(p);
+    vlutm32 t = { _mm512_mul_ps(d, v_iota_(base)), _mm512_mul_ps(d, v_iota_(base + 16.0f)) };
+    return t;
+}
 VEC_INLINE vlutf32 v_lutf32(float d, float base, float m) {
     vlutf32 t = { v_lutf(d, base, m), v_lutf(d, base + 16.0f, m) };
     return t;
