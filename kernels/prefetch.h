@@ -9,7 +9,7 @@
  * row 31 L2 prefetches (`prefetcht1`) read a streamed Q4_1 matrix 1.6x faster than none and L1
  * ones no faster than none; on the Zen 5 of row 45 a streamed Q8_0 matrix read at 16 GB/s with
  * L2 prefetches (8 without any) and at 30 GB/s with L1 ones (a plain read: 39 GB/s), and the
- * worker decoded 15-35 % faster. L1 is kept as the one hint: the later, measured machine, and the
+ * worker decoded 10-53 % faster. L1 is kept as the one hint: the later, measured machine, and the
  * one whose figures the roofline quotes (neither VM has counters to say why they differ).
  *
  * Always inlined, on purpose: GCC 12 finds an out-of-line function whose body is nothing but

@@ -145,9 +145,7 @@ VEC_INLINE vec16 v_set1_f16(const void *p) { return v_set1(v_half1(p)); }
  * not there */
 VEC_INLINE vec16i vi_or_bits16(vec16i v, uint32_t bits, int32_t val) { return vi_or(v, vi_bits16(bits, val)); }
 VEC_INLINE vlutm32 v_lutm32_f16(const void *p, float base) { return v_lutm32(v_half1(p), base); }
-#endif
 
-#if !VEC_ISA_AVX512
 /* 16 row vectors through a stack tile and the family's memory transpose (a 16 x 16 tile fits the
  * register file only with AVX-512; attention takes this path there alone, kernels/attn.c) */
 VEC_INLINE void v_transpose16r(const vec16 *rows, float *out, size_t ldo) {
