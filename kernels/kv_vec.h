@@ -44,7 +44,7 @@ static inline vec16i kv_vec_codes(const uint8_t *qs, const uint8_t *qh, int seco
     q = second ? vi_srl(q, 4) : qh ? vi_and(q, vi_set1(15)) : vi_code4(q);
     if (qh) {
         unsigned bits = (unsigned)qh[0] | (unsigned)qh[1] << 8 | (unsigned)qh[2] << 16 | (unsigned)qh[3] << 24;
-        q = vi_or(q, vi_bits16(second ? bits >> 16 : bits & 0xffffu, 16));
+        q = vi_or_bits16(q, second ? bits >> 16 : bits & 0xffffu, 16);
     }
     return q;
 }

@@ -139,15 +139,17 @@ static void ref_q6_k(const uint8_t *b, float *y) {
  * Vectorised dequantisers: nb super-blocks at src into y[256 * nb].
  * ------------------------------------------------------------------------------------------- */
 
-/* Q6_K: the four 16-code groups s = 0..3 of values 128h + 32s + l0 .. +15: low nibble of a, low
- * of b, high of a, high of b; the top two bits are bits 2s..2s+1 of hb, moved to bits 4..5 */
+/* Q6_K: the 16 codes of group s (0..3): the low nibbles of lb for s < 2, the high ones for s >= 2,
+ * and bits 2s..2s+1 of hb moved to bits 4..5 */
+ALWAYS_INLINE vec16i q6_code(vec16i lb, vec16i hb, int s) {
+    vec16i hi = s == 0 ? vi_sll(hb, 4) : s == 1 ? vi_sll(hb, 2) : s == 2 ? hb : vi_srl(hb, 2);
+    return vi_or(s < 2 ? nib_lo(lb) : nib_hi(lb), vi_and(hi, vi_set1(0x30)));
+}
+/* the four groups s = 0..3 of values 128h + 32s + l0 .. +15: a for s = 0 and 2, b for 1 and 3 */
 ALWAYS_INLINE void q6_codes(const uint8_t *ql, const uint8_t *qh, int h, int l0, vec16i c6[4]) {
     vec16i a = vi_load_u8(ql + 64 * h + l0), b = vi_load_u8(ql + 64 * h + 32 + l0);
-    vec16i hb = vi_load_u8(qh + 32 * h + l0), b45 = vi_set1(0x30);
-    c6[0] = vi_or(nib_lo(a), vi_and(vi_sll(hb, 4), b45));
-    c6[1] = vi_or(nib_lo(b), vi_and(vi_sll(hb, 2), b45));
-    c6[2] = vi_or(nib_hi(a), vi_and(hb, b45));
-    c6[3] = vi_or(nib_hi(b), vi_and(vi_srl(hb, 2), b45));
+    vec16i hb = vi_load_u8(qh + 32 * h + l0);
+    _Pragma("GCC unroll 4") for (int s = 0; s < 4; s++) c6[s] = q6_code(s % 2 ? b : a, hb, s);
 }
 
 static void fast_q4_k(const uint8_t *src, float *y, int64_t nb) {
@@ -206,15 +208,24 @@ static void fast_q6_k(const uint8_t *src, float *y, int64_t nb) {
             FMA16(64 * c + 48, v_lutf_get(l1, nib_hi(v1)));                                    \
         } }
 
-/* y = (d * scale) * (q - 32), q as in fast_q6_k; values e = 128h + 32s + 16k ascending. With 32
- * registers the 8 code vectors of a half are made at once; with 16 each is made where it is used
- * (group s: low nibbles of ql[64h + 32(s%2) + 16k ..] for s < 2, high for s >= 2, and bits 2s..2s+1
- * of qh[32h + 16k ..] as bits 4..5: the same codes) */
+/* y = (d * scale) * (q - 32), q as in fast_q6_k; values e = 128h + 32s + 16k ascending. The 16
+ * group scales dl = d * scale are made in one vector multiply, and each value as fma(dl, q, -32 dl)
+ * (-32 dl exact, and fma rounds dl * q - 32 dl = dl * (q - 32) once: the bits of the multiply it
+ * replaces, with no subtract); both come from the stack by broadcast loads. With 32 registers the
+ * 8 code vectors of a half are made at once; with 16 each is made where it is used (group s: low
+ * nibbles of ql[64h + 32(s%2) + 16k ..] for s < 2, high for s >= 2, and bits 2s..2s+1 of
+ * qh[32h + 16k ..] as bits 4..5: the same codes) */
+ALWAYS_INLINE void q6_scales(const uint8_t *blk, float dl[16], float m[16]) {
+    vec16 v = v_mul(v_set1(v_half1(blk + 208)), v_load_i8(blk + 192));
+    v_store(dl, v);
+    v_store(m, v_mul(v, v_set1(-32.0f)));
+}
+#define Q6_W(g, c) v_fma(v_set1(dl[g]), v_cvt(c), v_set1(m[g]))
 #if VEC16_REGS >= 32
 #define Q6_K_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 210 * (size_t)(b);                       \
-        const int8_t *scales = (const int8_t *)(blk + 192);                                    \
-        float d = v_half1(blk + 208);                                                          \
+        float dl[16], m[16];   /* [group] */                                                   \
+        q6_scales(blk, dl, m);                                                                 \
         for (int h = 0; h < 2; h++) {                                                          \
             vec16i c6[2][4];                                                                   \
             q6_codes(blk, blk + 128, h, 0, c6[0]);                                             \
@@ -222,24 +233,21 @@ static void fast_q6_k(const uint8_t *src, float *y, int64_t nb) {
             for (int s = 0; s < 4; s++)                                                        \
                 for (int k = 0; k < 2; k++) {                                                  \
                     int e = 128 * h + 32 * s + 16 * k;                                         \
-                    vec16 w = v_mul(v_set1(d * (float)scales[e / 16]), v_cvt(vi_sub(c6[k][s], vi_set1(32)))); \
-                    FMA16(e, w);                                                               \
+                    FMA16(e, Q6_W(e / 16, c6[k][s]));                                          \
                 }                                                                              \
         } }
 #else
 #define Q6_K_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 210 * (size_t)(b);                       \
-        const int8_t *scales = (const int8_t *)(blk + 192);                                    \
-        float d = v_half1(blk + 208);                                                          \
+        float dl[16], m[16];   /* [group] */                                                   \
+        q6_scales(blk, dl, m);                                                                 \
         for (int h = 0; h < 2; h++)                                                            \
             for (int s = 0; s < 4; s++)                                                        \
                 for (int k = 0; k < 2; k++) {                                                  \
                     int e = 128 * h + 32 * s + 16 * k;                                         \
                     vec16i ql = vi_load_u8(blk + 64 * h + 32 * (s % 2) + 16 * k);              \
                     vec16i hb = vi_load_u8(blk + 128 + 32 * h + 16 * k);                       \
-                    vec16i c = vi_or(s < 2 ? nib_lo(ql) : nib_hi(ql), vi_sll(vi_and(vi_srl(hb, 2 * s), vi_set1(3)), 4)); \
-                    vec16 w = v_mul(v_set1(d * (float)scales[e / 16]), v_cvt(vi_sub(c, vi_set1(32)))); \
-                    FMA16(e, w);                                                               \
+                    FMA16(e, Q6_W(e / 16, q6_code(ql, hb, s)));                                \
                 } }
 #endif
 

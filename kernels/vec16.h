@@ -45,7 +45,8 @@
  *   vec16i vi_set1(i), vi_load_u8(p) (16 bytes zero-extended), vi_and, vi_or, vi_add, vi_sub,
  *          vi_mul (low 32 bits), vi_srl(v, n), vi_sll(v, n) (logical shifts, 0 <= n < 32),
  *          vi_bits16(bits, val): lane l = bit l of bits ? val : 0, vi_load(const int32_t *)
- *          vi_or_bits16(v, bits, val): vi_or(v, vi_bits16(bits, val)) (AVX-512: one masked or)
+ *          vi_or_bits16(v, bits, val): vi_or(v, vi_bits16(bits, val)) for val a power of two and
+ *                   bits * val < 2^32 (AVX-512: one masked or; AVX2: a shift by the lane number)
  *   vec16  v_u8_64x2(a, b), v_i8_64x2(a, b), v_u8_32x4(a, b, c, d): 16 bytes held in integers,
  *          little-endian (byte k of a is lane k), as unsigned / signed values -> f32
  *   tables: 16 (or 32) values picked by small codes, one per lane. The AVX-512 family builds the
@@ -131,19 +132,19 @@ static inline void vec16_expf_lanes(const float *x, float *y, unsigned slow, int
 
 #if VEC_ISA_NEON || VEC_ISA_C
 /* what the NEON and plain-C families compose from their other operations (the x86 families have a
- * form of their own: vpermi2ps tables, the identity vi_code4, one-instruction broadcasts) */
+ * form of their own: vpermi2ps tables, the identity vi_code4, one-instruction broadcasts, a masked
+ * or or a shift by the lane number for vi_or_bits16) */
 VEC_INLINE vec16 v_lutm32_get(vlutm32 t, vec16i idx) { return v_lutm_get(t, idx); }
 VEC_INLINE vec16 v_lutf32_get(vlutf32 t, vec16i idx) { return v_lutf_get(t, idx); }
 VEC_INLINE vlutf v_lutf_f16(const void *p, float base) { return v_lutf(v_half1(p), base, v_half1((const uint8_t *)p + 2)); }
 VEC_INLINE vlutf32 v_lutf32_f16(const void *p, float base) { return v_lutf_f16(p, base); }
 VEC_INLINE vec16i vi_code4(vec16i v) { return vi_and(v, vi_set1(15)); }
 VEC_INLINE vec16 v_set1_f16(const void *p) { return v_set1(v_half1(p)); }
+VEC_INLINE vec16i vi_or_bits16(vec16i v, uint32_t bits, int32_t val) { return vi_or(v, vi_bits16(bits, val)); }
 #endif
 
 #if !VEC_ISA_AVX512
-/* composed wherever AVX-512's single instructions (a masked or, a vector broadcast of the scale) are
- * not there */
-VEC_INLINE vec16i vi_or_bits16(vec16i v, uint32_t bits, int32_t val) { return vi_or(v, vi_bits16(bits, val)); }
+/* composed wherever AVX-512's single instruction (a vector broadcast of the scale) is not there */
 VEC_INLINE vlutm32 v_lutm32_f16(const void *p, float base) { return v_lutm32(v_half1(p), base); }
 
 /* 16 row vectors through a stack tile and the family's memory transpose (a 16 x 16 tile fits the

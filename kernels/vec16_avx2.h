@@ -78,6 +78,16 @@ VEC_INLINE __m256i vi_bits8_(uint32_t bits, int32_t val) {
     return _mm256_and_si256(set, _mm256_set1_epi32(val));
 }
 VEC_INLINE vec16i vi_bits16(uint32_t bits, int32_t val) { return vi_pair_(vi_bits8_(bits & 0xFFu, val), vi_bits8_((bits >> 8) & 0xFFu, val)); }
+/* vi_or(v, vi_bits16(bits, val)) for val a power of two and bits * val < 2^32 (Q5's fifth bits:
+ * val 16, bits < 2^16): one broadcast of bits * val, then per half a shift by the lane number
+ * (vpsrlvd: bit l of bits lands on val's bit), an and and an or, instead of two broadcasts, and
+ * per half an and, a compare and an and before the or */
+VEC_INLINE vec16i vi_or_bits16(vec16i v, uint32_t bits, int32_t val) {
+    const __m256i lane_lo = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), lane_hi = _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15);
+    __m256i b = _mm256_set1_epi32((int32_t)(bits * (uint32_t)val)), m = _mm256_set1_epi32(val);
+    return vi_pair_(_mm256_or_si256(v.lo, _mm256_and_si256(_mm256_srlv_epi32(b, lane_lo), m)),
+                    _mm256_or_si256(v.hi, _mm256_and_si256(_mm256_srlv_epi32(b, lane_hi), m)));
+}
 VEC_INLINE vec16 v_flipsign(vec16 v, unsigned m) {
     vec16i s = vi_bits16(m, (int32_t)0x80000000u);
     return v_pair_(_mm256_xor_ps(v.lo, _mm256_castsi256_ps(s.lo)), _mm256_xor_ps(v.hi, _mm256_castsi256_ps(s.hi)));
