@@ -152,15 +152,26 @@ ALWAYS_INLINE void q6_codes(const uint8_t *ql, const uint8_t *qh, int h, int l0,
     _Pragma("GCC unroll 4") for (int s = 0; s < 4; s++) c6[s] = q6_code(s % 2 ? b : a, hb, s);
 }
 
+/* Q4_K's 8 group scales d * sc[g] into dl[0..7] and minimums dmin * m[g] into ml[8..15] (lanes 8-15
+ * of dl and 0-7 of ml are not used), the 6-bit fields of k_scale_min taken four bytes at a time
+ * from the scale words w0 = s[0..3], w1 = s[4..7], w2 = s[8..11] (each mask keeps a byte's own
+ * bits), converted and multiplied in one vector each: the same products as d * (float)sc[g] */
+ALWAYS_INLINE void k_scales(const uint8_t *blk, float dl[16], float ml[16]) {
+    const uint32_t b6 = 0x3F3F3F3Fu, b4 = 0x0F0F0F0Fu, b2 = 0x03030303u;
+    uint32_t w0 = rd32(blk + 4), w1 = rd32(blk + 8), w2 = rd32(blk + 12);
+    vec16 v = v_u8_32x4(w0 & b6, (w2 & b4) | ((w0 >> 6) & b2) << 4,          /* sc[0..3], sc[4..7] */
+                        w1 & b6, ((w2 >> 4) & b4) | ((w1 >> 6) & b2) << 4);   /* m[0..3], m[4..7] */
+    v_store(dl, v_mul(v_set1(v_half1(blk)), v));
+    v_store(ml, v_mul(v_set1(v_half1(blk + 2)), v));
+}
+
 static void fast_q4_k(const uint8_t *src, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 144, y += QK_K) {
-        float d = v_half1(src), dmin = v_half1(src + 2);
-        int sc[8], m[8];
-        k_scale_min(src + 4, sc, m);
+        float dl[16], ml[16];   /* k_scales */
+        k_scales(src, dl, ml);
         const uint8_t *qs = src + 16;
         for (int c = 0; c < 4; c++) {           /* groups 2c (low nibbles) and 2c+1 (high) */
-            float dl0 = d * (float)sc[2 * c], ml0 = dmin * (float)m[2 * c];
-            float dl1 = d * (float)sc[2 * c + 1], ml1 = dmin * (float)m[2 * c + 1];
+            float dl0 = dl[2 * c], ml0 = ml[8 + 2 * c], dl1 = dl[2 * c + 1], ml1 = ml[9 + 2 * c];
             for (int h = 0; h < 2; h++) {       /* values 16h .. 16h+15 of each group */
                 vec16i v = vi_load_u8(qs + 32 * c + 16 * h);
                 st16_mul_sub(y + 64 * c + 16 * h, dl0, ml0, nib_lo(v));
@@ -195,12 +206,11 @@ static void fast_q6_k(const uint8_t *src, float *y, int64_t nb) {
  * fma(dl, i, -ml); group 2c takes the low nibbles of qs[32c..32c+31], group 2c+1 the high */
 #define Q4_K_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 144 * (size_t)(b);                       \
-        float d = v_half1(blk), dmin = v_half1(blk + 2);                                     \
-        int sc[8], mn[8];                                                                      \
-        k_scale_min(blk + 4, sc, mn);                                                          \
+        float dl[16], ml[16];   /* k_scales */                                                 \
+        k_scales(blk, dl, ml);                                                                 \
         for (int c = 0; c < 4; c++) {                                                          \
-            vlutf l0 = v_lutf(d * (float)sc[2 * c], 0.0f, -(dmin * (float)mn[2 * c]));         \
-            vlutf l1 = v_lutf(d * (float)sc[2 * c + 1], 0.0f, -(dmin * (float)mn[2 * c + 1])); \
+            vlutf l0 = v_lutf(dl[2 * c], 0.0f, -ml[8 + 2 * c]);                                \
+            vlutf l1 = v_lutf(dl[2 * c + 1], 0.0f, -ml[9 + 2 * c]);                            \
             vec16i v0 = vi_load_u8(blk + 16 + 32 * c), v1 = vi_load_u8(blk + 32 + 32 * c);     \
             FMA16(64 * c, v_lutf_get(l0, vi_code4(v0)));                                       \
             FMA16(64 * c + 16, v_lutf_get(l0, vi_code4(v1)));                                  \
