@@ -147,8 +147,24 @@ VEC_INLINE vlutf32 v_lutf32(float d, float base, float m) {
 }
 VEC_INLINE vec16 v_lutm32_get(vlutm32 t, vec16i idx) { return _mm512_permutex2var_ps(t.lo, idx, t.hi); }
 VEC_INLINE vec16 v_lutf32_get(vlutf32 t, vec16i idx) { return _mm512_permutex2var_ps(t.lo, idx, t.hi); }
-VEC_INLINE vlutf v_lutf_f16(const void *p, float base) { return v_lutf(v_half1(p), base, v_half1((const uint8_t *)p + 2)); }
-VEC_INLINE vlutf32 v_lutf32_f16(const void *p, float base) { return v_lutf32(v_half1(p), base, v_half1((const uint8_t *)p + 2)); }
+/* d and m from the fp16 pair at p as AVX2 takes them: one 4-byte broadcast, one conversion to
+ * (d, m, d, m, ...), the even and the odd lanes duplicated (NOTES.md row 50) */
+VEC_INLINE void v_dm_f16_(const void *p, __m512 *d, __m512 *m) {
+    __m512 v = _mm512_cvtph_ps(_mm256_castps_si256(_mm256_broadcast_ss((const float *)p)));   /* vbroadcastss: bits only */
+    *d = _mm512_moveldup_ps(v);
+    *m = _mm512_movehdup_ps(v);
+}
+VEC_INLINE vlutf v_lutf_f16(const void *p, float base) {
+    __m512 d, m;
+    v_dm_f16_(p, &d, &m);
+    return _mm512_fmadd_ps(d, v_iota_(base), m);
+}
+VEC_INLINE vlutf32 v_lutf32_f16(const void *p, float base) {
+    __m512 d, m;
+    v_dm_f16_(p, &d, &m);
+    vlutf32 t = { _mm512_fmadd_ps(d, v_iota_(base), m), _mm512_fmadd_ps(d, v_iota_(base + 16.0f), m) };
+    return t;
+}
 VEC_INLINE vec16i vi_code4(vec16i v) { return v; }   /* vpermps reads only the low 4 bits */
 
 /* out[c][r] = in[r][c], 16 x 16: unpack pairs of rows, then 4 x 4 blocks, then 128-bit lanes */
