@@ -230,7 +230,10 @@ ALWAYS_INLINE void q6_scales(const uint8_t *blk, float dl[16], float m[16]) {
     v_store(dl, v);
     v_store(m, v_mul(v, v_set1(-32.0f)));
 }
-#define Q6_W(g, c) v_fma(v_set1(dl[g]), v_cvt(c), v_set1(m[g]))
+/* the 16 values of group g from their codes c: fma(dl[g], c, m[g]) */
+ALWAYS_INLINE vec16 q6_w(const float *dl, const float *m, int g, vec16i c) {
+    return v_fma(v_set1(dl[g]), v_cvt(c), v_set1(m[g]));
+}
 #if VEC16_REGS >= 32
 #define Q6_K_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 210 * (size_t)(b);                       \
@@ -243,7 +246,7 @@ ALWAYS_INLINE void q6_scales(const uint8_t *blk, float dl[16], float m[16]) {
             for (int s = 0; s < 4; s++)                                                        \
                 for (int k = 0; k < 2; k++) {                                                  \
                     int e = 128 * h + 32 * s + 16 * k;                                         \
-                    FMA16(e, Q6_W(e / 16, c6[k][s]));                                          \
+                    FMA16(e, q6_w(dl, m, e / 16, c6[k][s]));                                   \
                 }                                                                              \
         } }
 #else
@@ -257,7 +260,7 @@ ALWAYS_INLINE void q6_scales(const uint8_t *blk, float dl[16], float m[16]) {
                     int e = 128 * h + 32 * s + 16 * k;                                         \
                     vec16i ql = vi_load_u8(blk + 64 * h + 32 * (s % 2) + 16 * k);              \
                     vec16i hb = vi_load_u8(blk + 128 + 32 * h + 16 * k);                       \
-                    FMA16(e, Q6_W(e / 16, q6_code(ql, hb, s)));                                \
+                    FMA16(e, q6_w(dl, m, e / 16, q6_code(ql, hb, s)));                         \
                 } }
 #endif
 
