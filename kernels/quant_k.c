@@ -152,6 +152,23 @@ ALWAYS_INLINE void q6_codes(const uint8_t *ql, const uint8_t *qh, int h, int l0,
     _Pragma("GCC unroll 4") for (int s = 0; s < 4; s++) c6[s] = q6_code(s % 2 ? b : a, hb, s);
 }
 
+/* Q6_K's value (d * scale) * (q - 32): the 16 group scales dl = d * scale in one vector multiply
+ * (the scalar product per lane) and m = -32 dl beside them, on the stack. The dequantiser
+ * multiplies dl by q - 32 as the reference does; the fused kernels take each value as
+ * fma(dl, q, m), both broadcast from there, with no subtract. -32 dl is exact and the fma rounds
+ * dl * q - 32 dl = dl * (q - 32) once, so the value is the multiply's but for the sign of a zero
+ * (q = 32 with dl < 0: +0 where the multiply gives -0), which a dot product cannot see: its
+ * accumulators start at +0, and +0 + -0 = +0. */
+ALWAYS_INLINE void q6_scales(const uint8_t *blk, float dl[16], float m[16]) {
+    vec16 v = v_mul(v_set1(v_half1(blk + 208)), v_load_i8(blk + 192));
+    v_store(dl, v);
+    v_store(m, v_mul(v, v_set1(-32.0f)));
+}
+/* the 16 values of group g from their codes c: fma(dl[g], c, m[g]) */
+ALWAYS_INLINE vec16 q6_w(const float *dl, const float *m, int g, vec16i c) {
+    return v_fma(v_set1(dl[g]), v_cvt(c), v_set1(m[g]));
+}
+
 /* Q4_K's 8 group scales d * sc[g] into dl[0..7] and minimums dmin * m[g] into ml[8..15] (lanes 8-15
  * of dl and 0-7 of ml are not used), the 6-bit fields of k_scale_min taken four bytes at a time
  * from the scale words w0 = s[0..3], w1 = s[4..7], w2 = s[8..11] (each mask keeps a byte's own
@@ -184,15 +201,15 @@ static void fast_q4_k(const uint8_t *src, float *y, int64_t nb) {
 static void fast_q6_k(const uint8_t *src, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 210, y += QK_K) {
         const uint8_t *ql = src, *qh = src + 128;
-        const int8_t *scales = (const int8_t *)(src + 192);
-        float d = v_half1(src + 208);
+        float dl[16], m[16];   /* [group] */
+        q6_scales(src, dl, m);
         for (int h = 0; h < 2; h++)
             for (int l0 = 0; l0 < 32; l0 += 16) {
                 vec16i c6[4];
                 q6_codes(ql, qh, h, l0, c6);
                 for (int s = 0; s < 4; s++) {
                     int e = 128 * h + 32 * s + l0;
-                    st16_mul(y + e, d * (float)scales[e / 16], vi_sub(c6[s], vi_set1(32)));
+                    st16_mul(y + e, dl[e / 16], vi_sub(c6[s], vi_set1(32)));
                 }
             }
     }
@@ -218,22 +235,10 @@ static void fast_q6_k(const uint8_t *src, float *y, int64_t nb) {
             FMA16(64 * c + 48, v_lutf_get(l1, nib_hi(v1)));                                    \
         } }
 
-/* y = (d * scale) * (q - 32), q as in fast_q6_k; values e = 128h + 32s + 16k ascending. The 16
- * group scales dl = d * scale are made in one vector multiply, and each value as fma(dl, q, -32 dl)
- * (-32 dl exact, and fma rounds dl * q - 32 dl = dl * (q - 32) once: the bits of the multiply it
- * replaces, with no subtract); both come from the stack by broadcast loads. With 32 registers the
- * 8 code vectors of a half are made at once; with 16 each is made where it is used (group s: low
- * nibbles of ql[64h + 32(s%2) + 16k ..] for s < 2, high for s >= 2, and bits 2s..2s+1 of
- * qh[32h + 16k ..] as bits 4..5: the same codes) */
-ALWAYS_INLINE void q6_scales(const uint8_t *blk, float dl[16], float m[16]) {
-    vec16 v = v_mul(v_set1(v_half1(blk + 208)), v_load_i8(blk + 192));
-    v_store(dl, v);
-    v_store(m, v_mul(v, v_set1(-32.0f)));
-}
-/* the 16 values of group g from their codes c: fma(dl[g], c, m[g]) */
-ALWAYS_INLINE vec16 q6_w(const float *dl, const float *m, int g, vec16i c) {
-    return v_fma(v_set1(dl[g]), v_cvt(c), v_set1(m[g]));
-}
+/* y = (d * scale) * (q - 32) as q6_w makes it (q6_scales); values e = 128h + 32s + 16k
+ * ascending. With 32 registers the 8 code vectors of a half are made at once; with 16 each is made
+ * where it is used (group s: low nibbles of ql[64h + 32(s%2) + 16k ..] for s < 2, high for s >= 2,
+ * and bits 2s..2s+1 of qh[32h + 16k ..] as bits 4..5: the same codes) */
 #if VEC16_REGS >= 32
 #define Q6_K_BLOCK(q, b, xb) {                                                                 \
         const uint8_t *blk = src + (size_t)(q) * rb + 210 * (size_t)(b);                       \

@@ -126,9 +126,8 @@ VEC_INLINE __m512 v_iota_(float base) {
     return _mm512_add_ps(_mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_ps(base));
 }
 VEC_INLINE vlutm v_lutm(float d, float base) { return _mm512_mul_ps(_mm512_set1_ps(d), v_iota_(base)); }
-VEC_INLINE vlutf v_lutf(float d, float base, float m) {
-    return _mm512_fmadd_ps(_mm512_set1_ps(d), v_iota_(base), _mm512_set1_ps(m));
-}
+VEC_INLINE __m512 v_lutf_v_(__m512 d, float base, __m512 m) { return _mm512_fmadd_ps(d, v_iota_(base), m); }
+VEC_INLINE vlutf v_lutf(float d, float base, float m) { return v_lutf_v_(_mm512_set1_ps(d), base, _mm512_set1_ps(m)); }
 VEC_INLINE vlutv v_lutv(float d, vec16 vals) { return _mm512_mul_ps(_mm512_set1_ps(d), vals); }
 VEC_INLINE vec16 v_lutm_get(vlutm t, vec16i idx) { return _mm512_permutexvar_ps(idx, t); }
 VEC_INLINE vec16 v_lutf_get(vlutf t, vec16i idx) { return _mm512_permutexvar_ps(idx, t); }
@@ -157,12 +156,12 @@ VEC_INLINE void v_dm_f16_(const void *p, __m512 *d, __m512 *m) {
 VEC_INLINE vlutf v_lutf_f16(const void *p, float base) {
     __m512 d, m;
     v_dm_f16_(p, &d, &m);
-    return _mm512_fmadd_ps(d, v_iota_(base), m);
+    return v_lutf_v_(d, base, m);
 }
 VEC_INLINE vlutf32 v_lutf32_f16(const void *p, float base) {
     __m512 d, m;
     v_dm_f16_(p, &d, &m);
-    vlutf32 t = { _mm512_fmadd_ps(d, v_iota_(base), m), _mm512_fmadd_ps(d, v_iota_(base + 16.0f), m) };
+    vlutf32 t = { v_lutf_v_(d, base, m), v_lutf_v_(d, base + 16.0f, m) };
     return t;
 }
 VEC_INLINE vec16i vi_code4(vec16i v) { return v; }   /* vpermps reads only the low 4 bits */
