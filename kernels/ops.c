@@ -169,14 +169,16 @@ static void mm_item(void *vctx, int item, int thread) {
         for (int r = rb; r < re; r += 8) {
             int n = re - r < 8 ? re - r : 8;
             float out[8];
-            /* decode streams every weight once per token: keep MM_AHEAD rows requested ahead */
+            /* decode streams every weight once per token: keep MM_AHEAD rows requested ahead, the
+             * fused kernel asking for the n rows MM_AHEAD on a block at a time (row 50) */
             if (r == rb) prefetch_rows(w, rb + 8, rb + MM_AHEAD < re ? rb + MM_AHEAD : re);
-            if (r + MM_AHEAD < re) prefetch_rows(w, r + MM_AHEAD, r + MM_AHEAD + 8 < re ? r + MM_AHEAD + 8 : re);
             const uint8_t *rows = w->data + (size_t)r * w->row_bytes;
-            if (c->T == 1 && quant_dot_rows(w->type, rows, w->row_bytes, n, c->x, K, out) == 0) {
+            const uint8_t *ahead = r + MM_AHEAD + n <= re ? rows + (size_t)MM_AHEAD * w->row_bytes : NULL;
+            if (c->T == 1 && quant_dot_rows(w->type, rows, w->row_bytes, n, c->x, K, ahead, out) == 0) {
                 for (int q = 0; q < n; q++) y[r + q] = out[q];   /* fused: no dequantised copy */
                 continue;
             }
+            if (r + MM_AHEAD < re) prefetch_rows(w, r + MM_AHEAD, r + MM_AHEAD + 8 < re ? r + MM_AHEAD + 8 : re);
             for (int q = 0; q < n; q++) ops_weight_row(w, r + q, wt + (size_t)q * K);
             for (int t = 0; t < c->T; t++) {
                 dot_rows(wt, c->x + (size_t)t * K, K, n, out);

@@ -27,4 +27,13 @@ static inline __attribute__((always_inline)) void prefetch_l1(const void *p, siz
     for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 0, 3);
 }
 
+/* Asks for the lines of [p + *at, p + end) into L1 and moves *at past them: a range asked for a
+ * piece at a time, spread through the loop that needs it next (kernels/quant_internal.h's fused
+ * kernels ask for the next rows' lines a block at a time, where one burst per call waited on the
+ * core's fill buffers: kernels/NOTES.md row 50). p may be NULL when end is 0. */
+static inline __attribute__((always_inline)) void prefetch_l1_upto(const void *p, size_t *at, size_t end) {
+    const char *c = p;
+    for (; *at < end; *at += 64) __builtin_prefetch(c + *at, 0, 3);
+}
+
 #endif

@@ -215,14 +215,16 @@ void quant_dequant_row(uint32_t type, const void *src, float *y, int64_t n) {
     quant_dequant_row_ref(type, src, y, n);
 }
 
-int quant_dot_rows(uint32_t type, const void *src, size_t row_bytes, int nr, const float *x, int64_t n, float *out) {
+int quant_dot_rows(uint32_t type, const void *src, size_t row_bytes, int nr, const float *x, int64_t n,
+                   const void *ahead, float *out) {
     quant_fused_fn f8, f1;
     int bv = quant_block_values(type), rows_per_call;
     if (nr < 1 || nr > 8 || bv <= 1 || n <= 0 || n % bv || fused_kernels(type, &f8, &f1, &rows_per_call)) return -1;
-    const uint8_t *rows = src;   /* [nr][row_bytes] */
+    const uint8_t *rows = src, *next = ahead;   /* [nr][row_bytes] each */
     int r = 0;
-    for (; r + rows_per_call <= nr; r += rows_per_call) f8(rows + (size_t)r * row_bytes, row_bytes, x, n / bv, out + r);
-    for (; r < nr; r++) f1(rows + (size_t)r * row_bytes, row_bytes, x, n / bv, out + r);
+    for (; r + rows_per_call <= nr; r += rows_per_call)
+        f8(rows + (size_t)r * row_bytes, row_bytes, x, n / bv, next ? next + (size_t)r * row_bytes : NULL, out + r);
+    for (; r < nr; r++) f1(rows + (size_t)r * row_bytes, row_bytes, x, n / bv, next ? next + (size_t)r * row_bytes : NULL, out + r);
     return 0;
 }
 

@@ -79,8 +79,11 @@ void quant_dequant_row_ref(uint32_t type, const void *src, float *y, int64_t n);
  * Returns 0, or -1 with nothing written when there is no fused kernel for type (every block type
  * but Q2_K Q3_K Q5_K has one, on every ISA: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q4_K Q6_K and the twelve IQ /
  * MXFP4 / TQ types) or nr / n is out of range: the caller then dequantises.
- * Allocates nothing. */
-int quant_dot_rows(uint32_t type, const void *src, size_t row_bytes, int nr, const float *x, int64_t n, float *out);
+ * ahead: NULL, or the nr rows (the same row_bytes apart) the caller multiplies next: their lines are
+ * asked of the memory (prefetched into L1) spread through this call's blocks, never read, so no
+ * value depends on them. Allocates nothing. */
+int quant_dot_rows(uint32_t type, const void *src, size_t row_bytes, int nr, const float *x, int64_t n,
+                   const void *ahead, float *out);
 
 /* 1 if quant_dequant_row uses a vectorised path for type in this build, else 0 (informational). */
 int quant_has_fast_path(uint32_t type);

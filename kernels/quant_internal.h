@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "kernels/fp16.h"
+#include "kernels/prefetch.h"
 #include "kernels/quant.h"
 #include "kernels/vec16.h"
 
@@ -24,8 +25,11 @@ typedef void (*quant_block_fn)(const uint8_t *b, float *y);
 /* A vectorised dequantiser: nb blocks at src into y[nb * block_values] (F16 / BF16: n values). */
 typedef void (*quant_row_fn)(const uint8_t *src, float *y, int64_t nb);
 /* A fused kernel: rows at src (row r at src + r * rb, nb blocks each) times x[nb * block_values]
- * into out[rows] (FUSED_ROWS / FUSED_ROWS_K rows for the _8 kernels, one for the _1 kernels). */
-typedef void (*quant_fused_fn)(const uint8_t *src, size_t rb, const float *x, int64_t nb, float *out);
+ * into out[rows] (FUSED_ROWS / FUSED_ROWS_K rows for the _8 kernels, one for the _1 kernels).
+ * ahead: as many rows (the same stride) that the caller reads next, asked of the memory a block's
+ * share at a time while these are computed, never read (a hint: no value depends on it), or NULL. */
+typedef void (*quant_fused_fn)(const uint8_t *src, size_t rb, const float *x, int64_t nb, const uint8_t *ahead,
+                               float *out);
 
 /* The families (the type table and the float types are in quant.c). *f8 / *f1: the kernels for
  * FUSED_ROWS (K-quants: FUSED_ROWS_K) rows at a time and for one row; 0, or -1 when not this family's. */
@@ -74,12 +78,15 @@ ALWAYS_INLINE uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); re
 ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
 
 /* The body of every kernel: nr rows (a literal at each call, so acc stays in registers), nb
- * blocks of BV values each; BLOCK(q, b, xb) adds row q's block b (x at xb) to acc[q]. */
+ * blocks of BV values each; BLOCK(q, b, xb) adds row q's block b (x at xb) to acc[q]. Block b asks
+ * for its share (ahead_step bytes) of the nr * rb bytes at ahead. */
 #define FUSED_BODY(BV, BLOCK)                                                                  \
     vec16 acc[FUSED_ROWS];                                                                     \
+    size_t ahead_step = ahead ? (size_t)nr * rb / (size_t)nb : 0, ahead_at = 0;                \
     _Pragma("GCC unroll 8") for (int q = 0; q < nr; q++) acc[q] = v_zero();                    \
     for (int64_t b = 0; b < nb; b++) {                                                         \
         const float *xb = x + b * (BV);                                                        \
+        prefetch_l1_upto(ahead, &ahead_at, (size_t)(b + 1) * ahead_step);                      \
         _Pragma("GCC unroll 8") for (int q = 0; q < nr; q++) { BLOCK(q, b, xb); }              \
     }                                                                                          \
     _Pragma("GCC unroll 8") for (int q = 0; q < nr; q++) out[q] = v_sum(acc[q]);
@@ -91,10 +98,10 @@ ALWAYS_INLINE unsigned rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 /* For each type: fd_<type>_8 (ROWS rows: FUSED_ROWS or FUSED_ROWS_K) and fd_<type>_1 (one row). */
 #define FUSED_KERNELS(name, BV, BLOCK, ROWS)                                                   \
     ALWAYS_INLINE void name##_n(const uint8_t *src, size_t rb, const int nr, const float *x,   \
-                                int64_t nb, float *out) { FUSED_BODY(BV, BLOCK) }              \
-    static void name##_8(const uint8_t *src, size_t rb, const float *x, int64_t nb, float *out) { \
-        name##_n(src, rb, ROWS, x, nb, out); }                                                 \
-    static void name##_1(const uint8_t *src, size_t rb, const float *x, int64_t nb, float *out) { \
-        name##_n(src, rb, 1, x, nb, out); }
+                                int64_t nb, const uint8_t *ahead, float *out) { FUSED_BODY(BV, BLOCK) } \
+    static void name##_8(const uint8_t *src, size_t rb, const float *x, int64_t nb, const uint8_t *ahead, \
+                         float *out) { name##_n(src, rb, ROWS, x, nb, ahead, out); }          \
+    static void name##_1(const uint8_t *src, size_t rb, const float *x, int64_t nb, const uint8_t *ahead, \
+                         float *out) { name##_n(src, rb, 1, x, nb, ahead, out); }
 
 #endif

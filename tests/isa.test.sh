@@ -57,13 +57,14 @@ sweep() {
     "$DRV" sweep --model "$2" --tokens-file "$T/doc.tok" --arms $arms --depths 3 --fork 6 \
         --per-position --chunk 64 --worker "$1" --out "$3" --quiet > "$3.log" 2>&1
 }
-# prefetched OBJDIR NAME: the decode weight stream (ops.o) and the K/V stream (attn.o) ask for their
+# prefetched OBJDIR NAME: the decode weight stream (ops.o, and the fused kernels of quant_legacy.o,
+# quant_k.o and quant_iq.o) and the K/V stream (attn.o) ask for their
 # next rows (kernels/prefetch.h: GCC deletes calls to an out-of-line helper made of prefetches only,
 # as kernels/ops.c's weight prefetch was until the seventeenth session); x86 prefetcht*/prefetchnta, AArch64 prfm
 prefetched() {
     command -v objdump > /dev/null || { skip=$((skip + 1)); echo "skip - $2: no objdump"; return; }
     local o
-    for o in ops attn; do
+    for o in ops attn quant_legacy quant_k quant_iq; do
         check "$2: kernels/$o.o has prefetch instructions" \
             bash -c "objdump -d '$1/kernels/$o.o' | grep -q -E 'prefetch(t[012]|nta)|prfm'"
     done

@@ -110,7 +110,7 @@ static void test_weights(pool *p) {
         if (t->type != GGUF_T_F16) {
             for (int nr = 1; nr <= 8; nr++) {
                 float o[8];
-                if (quant_dot_rows(t->type, buf, rb, nr, x, COLS, o)) { dot_refused++; continue; }
+                if (quant_dot_rows(t->type, buf, rb, nr, x, COLS, NULL, o)) { dot_refused++; continue; }
                 for (int r = 0; r < nr; r++) {
                     float want = ops_dot_ref(yr + (size_t)r * COLS, x, COLS);
                     dot_bad += memcmp(&o[r], &want, 4) != 0;
