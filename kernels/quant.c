@@ -221,10 +221,11 @@ int quant_dot_rows(uint32_t type, const void *src, size_t row_bytes, int nr, con
     int bv = quant_block_values(type), rows_per_call;
     if (nr < 1 || nr > 8 || bv <= 1 || n <= 0 || n % bv || fused_kernels(type, &f8, &f1, &rows_per_call)) return -1;
     const uint8_t *rows = src, *next = ahead;   /* [nr][row_bytes] each */
-    int r = 0;
-    for (; r + rows_per_call <= nr; r += rows_per_call)
-        f8(rows + (size_t)r * row_bytes, row_bytes, x, n / bv, next ? next + (size_t)r * row_bytes : NULL, out + r);
-    for (; r < nr; r++) f1(rows + (size_t)r * row_bytes, row_bytes, x, n / bv, next ? next + (size_t)r * row_bytes : NULL, out + r);
+    for (int r = 0, k; r < nr; r += k) {        /* rows_per_call rows at a time, then one by one */
+        k = r + rows_per_call <= nr ? rows_per_call : 1;
+        size_t at = (size_t)r * row_bytes;
+        (k > 1 ? f8 : f1)(rows + at, row_bytes, x, n / bv, next ? next + at : NULL, out + r);
+    }
     return 0;
 }
 
